@@ -1,0 +1,8 @@
+"""dstg-interp: train, hook, cache and probe encoders that separate positional and semantic information."""
+
+from .config import ModelConfig
+from .model import CheckpointError, DSTGNeoBERT, MaskedLMOutput, NeoBERT, build_model, load_model
+
+__version__ = "0.1.0"
+
+__all__ = ["ModelConfig", "build_model", "load_model", "CheckpointError", "DSTGNeoBERT", "NeoBERT", "MaskedLMOutput"]

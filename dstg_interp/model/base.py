@@ -1,0 +1,133 @@
+"""What every encoder of the zoo shares: input checks, the MLM head and loss, and the hook plumbing.
+
+Subclasses implement ``encode(tokens, attention_mask, stop_at_layer)`` and return the normed state the
+MLM head reads (``None`` when stopped early).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformer_lens import HookedRootModule
+
+from ..config import ModelConfig
+
+
+@dataclass
+class MaskedLMOutput:
+    """``logits``: [batch, pos, vocab] (or [n_masked, vocab] with ``masked_logits_only``); ``loss``: scalar
+    mean cross-entropy over labels != -100 (None without labels); ``logits`` is None when the forward
+    stopped early (``stop_at_layer``)."""
+
+    logits: torch.Tensor | None
+    loss: torch.Tensor | None = None
+
+
+class EncoderForMLM(HookedRootModule):
+    """Base class: a ``transformer_lens.HookedRootModule`` with an MLM head (linear + bias, untied)."""
+
+    config: ModelConfig
+
+    def __init__(self, config: ModelConfig, head_width: int):
+        super().__init__()
+        self.config = config
+        self.mlm_head = nn.Linear(head_width, config.vocab_size, bias=True)
+        self.tokenizer = None  # a tokenizers.Tokenizer when loaded from a checkpoint that ships one
+
+    # TransformerLens helpers read ``model.cfg``.
+    @property
+    def cfg(self) -> ModelConfig:
+        return self.config
+
+    @property
+    def subspaces(self) -> tuple[str, ...]:
+        return self.config.subspaces
+
+    @property
+    def ap_table(self) -> torch.Tensor:
+        """The learned absolute-position table, rows = positions: [max_positions, d]."""
+        raise ValueError(
+            f"variant {self.config.variant!r} has no learned position table; use the per-position mean of a layer's states instead"
+        )
+
+    def encode(self, tokens, attention_mask, stop_at_layer):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # --- input checks: one clear error instead of a shape mismatch deep in torch ----------------
+    def check_inputs(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None):
+        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.long, torch.int, torch.int32, torch.int16):
+            raise TypeError("tokens must be an integer torch.Tensor of shape [batch, pos]")
+        if tokens.dim() == 1:
+            tokens = tokens[None]
+            if attention_mask is not None and attention_mask.dim() == 1:
+                attention_mask = attention_mask[None]
+        if tokens.dim() != 2:
+            raise ValueError(f"tokens must have shape [batch, pos], got {tuple(tokens.shape)}")
+        seq_len = tokens.shape[1]
+        if seq_len > self.config.max_positions:
+            raise ValueError(
+                f"sequence length {seq_len} exceeds max_positions={self.config.max_positions}; truncate the input"
+            )
+        if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
+            bad = int(tokens.max()) if int(tokens.max()) >= self.config.vocab_size else int(tokens.min())
+            raise ValueError(f"token id {bad} is outside the vocabulary [0, {self.config.vocab_size})")
+        if attention_mask is not None:
+            if tuple(attention_mask.shape) != tuple(tokens.shape):
+                raise ValueError(
+                    f"attention_mask has shape {tuple(attention_mask.shape)} but tokens have shape {tuple(tokens.shape)}"
+                )
+            attention_mask = attention_mask.to(device=tokens.device, dtype=torch.bool)
+        return tokens.long(), attention_mask
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        *,
+        stop_at_layer: int | None = None,
+        masked_logits_only: bool = False,
+    ) -> MaskedLMOutput:
+        """Run the encoder (and the MLM head unless ``stop_at_layer`` is set).
+
+        Args:
+            tokens: [batch, pos] token ids, right-padded.
+            attention_mask: [batch, pos], 1/True for real tokens (None = all real).
+            labels: [batch, pos] target ids, -100 where no loss is taken.
+            stop_at_layer: run blocks ``0 .. stop_at_layer-1`` only (for caching); no logits then.
+            masked_logits_only: with labels, compute logits only where labels != -100 ([n_masked, vocab]);
+                the MLM head is the costliest matmul at small widths, and training needs nothing else.
+        """
+        tokens, attention_mask = self.check_inputs(tokens, attention_mask)
+        if stop_at_layer is not None and not 0 <= stop_at_layer <= self.config.n_layers:
+            raise ValueError(f"stop_at_layer must be in [0, {self.config.n_layers}], got {stop_at_layer}")
+        final = self.encode(tokens, attention_mask, stop_at_layer)
+        if final is None:
+            return MaskedLMOutput(logits=None)
+        if labels is None:
+            return MaskedLMOutput(logits=self.mlm_head(final))
+        if labels.shape != tokens.shape:
+            raise ValueError(f"labels have shape {tuple(labels.shape)} but tokens have shape {tuple(tokens.shape)}")
+        labels = labels.to(tokens.device)
+        if masked_logits_only:
+            selected = labels != -100
+            logits = self.mlm_head(final[selected])
+            loss = F.cross_entropy(logits.float(), labels[selected]) if logits.shape[0] else logits.sum() * 0.0
+            return MaskedLMOutput(logits=logits, loss=loss)
+        logits = self.mlm_head(final)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
+        return MaskedLMOutput(logits=logits, loss=loss)
+
+    # --- checkpoints --------------------------------------------------------------------------
+    def save(self, path: str | Path, dtype: torch.dtype | None = None, tokenizer=None) -> Path:
+        """Write ``config.json`` + ``model.safetensors`` (+ ``tokenizer.json``) atomically. See checkpoint.py."""
+        from .checkpoint import save_checkpoint
+
+        return save_checkpoint(self, path, dtype=dtype, tokenizer=tokenizer if tokenizer is not None else self.tokenizer)
+
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())

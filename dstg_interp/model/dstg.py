@@ -1,0 +1,171 @@
+"""DSTG-NeoBERT: separate absolute-position (AP) and semantic residual streams, plus a relative bias.
+
+    model = build_model(ModelConfig(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4))
+    _, cache = model.run_with_cache(tokens, names_filter="blocks.5.attn.hook_logits_ap")
+
+Per layer (PAPER.md, authors' code in notes/paper.md §1.3):
+- attention: per head, q/k from each stream projected to the same ``d_head``; logit = (q_sem.k_sem +
+  q_ap.k_ap)/sqrt(d_head) + T5-bucket RP bias; one softmax shared by both value streams; each stream's
+  values and output projection stay inside that stream (block-diagonal);
+- separate RMSNorms per stream before attention and before the FFN;
+- SwiGLU reading concat(normed sem, normed AP); its hidden units are split in proportion to the stream
+  widths and each part writes only into its own stream (block-diagonal down-projection) -- the only place
+  the streams meet directly;
+- the MLM head reads the final normed semantic stream only, so the final AP stream gets no MLM gradient.
+
+Fast path: concatenating [q_sem | q_ap] and [k_sem | k_ap] along the head dimension makes one dot product
+equal the sum of both terms, so one fused SDPA call per layer computes the attention, with the values
+[v_sem | v_ap] sharing its weights and the RP bias entering as the additive mask.  The separate logit
+terms are materialised only when one of their hooks (or the pattern hook) is in use.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformer_lens.hook_points import HookPoint
+
+from ..config import ModelConfig
+from .base import EncoderForMLM
+from .layers import (
+    RelativePositionBias,
+    RMSNorm,
+    additive_key_mask,
+    init_weights,
+    is_hooked,
+    merge_heads,
+    split_heads,
+)
+
+
+class DSTGAttention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads, self.d_head, self.d_sem, self.d_ap = cfg.n_heads, cfg.d_head, cfg.d_sem, cfg.d_ap
+        qk = 2 * cfg.n_heads * cfg.d_head
+        self.qkv_sem = nn.Linear(cfg.d_sem, qk + cfg.d_sem, bias=False)  # q_sem, k_sem, v_sem
+        self.qkv_ap = nn.Linear(cfg.d_ap, qk + cfg.d_ap, bias=False)  # q_ap, k_ap, v_ap
+        self.out_sem = nn.Linear(cfg.d_sem, cfg.d_sem, bias=False)
+        self.out_ap = nn.Linear(cfg.d_ap, cfg.d_ap, bias=False)
+        self.rel_bias = RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions)
+        self.hook_logits_sem = HookPoint()  # [batch, head, query_pos, key_pos] q_sem.k_sem / sqrt(d_head)
+        self.hook_logits_ap = HookPoint()  # [batch, head, query_pos, key_pos] q_ap.k_ap / sqrt(d_head)
+        self.hook_logits_rp = HookPoint()  # [batch, head, query_pos, key_pos] learned bucket bias
+        self.hook_pattern = HookPoint()  # [batch, head, query_pos, key_pos] softmax weights
+
+    def _project(self, x: torch.Tensor, linear: nn.Linear, d_value: int):
+        hd = self.n_heads * self.d_head
+        q, k, v = linear(x).split([hd, hd, d_value], dim=-1)
+        return split_heads(q, self.n_heads), split_heads(k, self.n_heads), split_heads(v, self.n_heads)
+
+    def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor, key_mask: torch.Tensor | None):
+        q_sem, k_sem, v_sem = self._project(x_sem, self.qkv_sem, self.d_sem)
+        q_ap, k_ap, v_ap = self._project(x_ap, self.qkv_ap, self.d_ap)
+        batch, seq_len = x_sem.shape[:2]
+        rp = self.rel_bias(seq_len).to(q_sem.dtype)
+        key_mask = key_mask.to(q_sem.dtype) if key_mask is not None else None
+        scale = 1.0 / math.sqrt(self.d_head)
+        if is_hooked(self.hook_logits_sem, self.hook_logits_ap, self.hook_logits_rp, self.hook_pattern):
+            total = (
+                self.hook_logits_sem(q_sem @ k_sem.transpose(-1, -2) * scale)
+                + self.hook_logits_ap(q_ap @ k_ap.transpose(-1, -2) * scale)
+                + self.hook_logits_rp(rp.expand(batch, -1, -1, -1))
+            )
+            if key_mask is not None:
+                total = total + key_mask
+            pattern = self.hook_pattern(total.softmax(dim=-1))
+            z_sem, z_ap = pattern @ v_sem, pattern @ v_ap
+        else:
+            q = torch.cat([q_sem, q_ap], dim=-1)
+            k = torch.cat([k_sem, k_ap], dim=-1)
+            v = torch.cat([v_sem, v_ap], dim=-1)
+            mask = rp if key_mask is None else rp + key_mask
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+            z_sem, z_ap = z.split([self.d_sem // self.n_heads, self.d_ap // self.n_heads], dim=-1)
+        return self.out_sem(merge_heads(z_sem)), self.out_ap(merge_heads(z_ap))
+
+
+class DSTGSwiGLU(nn.Module):
+    """SwiGLU over concat(sem, AP) whose hidden units write back block-diagonally into each stream."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.d_mlp_sem, self.d_mlp_ap = cfg.d_mlp_sem, cfg.d_mlp_ap
+        self.w_in = nn.Linear(cfg.d_sem + cfg.d_ap, 2 * cfg.d_mlp, bias=False)
+        self.w_out_sem = nn.Linear(cfg.d_mlp_sem, cfg.d_sem, bias=False)
+        self.w_out_ap = nn.Linear(cfg.d_mlp_ap, cfg.d_ap, bias=False)
+
+    def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor):
+        gate, up = self.w_in(torch.cat([x_sem, x_ap], dim=-1)).chunk(2, dim=-1)
+        hidden_sem, hidden_ap = (F.silu(gate) * up).split([self.d_mlp_sem, self.d_mlp_ap], dim=-1)
+        return self.w_out_sem(hidden_sem), self.w_out_ap(hidden_ap)
+
+
+class DSTGBlock(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.residual_from_normed = cfg.residual_from_normed
+        self.norm_attn_sem = RMSNorm(cfg.d_sem, cfg.norm_eps)
+        self.norm_attn_ap = RMSNorm(cfg.d_ap, cfg.norm_eps)
+        self.attn = DSTGAttention(cfg)
+        self.norm_mlp_sem = RMSNorm(cfg.d_sem, cfg.norm_eps)
+        self.norm_mlp_ap = RMSNorm(cfg.d_ap, cfg.norm_eps)
+        self.mlp = DSTGSwiGLU(cfg)
+        for stream in ("sem", "ap"):  # [batch, pos, d_sem] / [batch, pos, d_ap]
+            for name in ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post"):
+                setattr(self, f"hook_{name}_{stream}", HookPoint())
+
+    def forward(self, x_sem, x_ap, key_mask):
+        x_sem, x_ap = self.hook_resid_pre_sem(x_sem), self.hook_resid_pre_ap(x_ap)
+        n_sem, n_ap = self.norm_attn_sem(x_sem), self.norm_attn_ap(x_ap)
+        a_sem, a_ap = self.attn(n_sem, n_ap, key_mask)
+        if self.residual_from_normed:  # the authors' quirk: the normed stream becomes the residual
+            x_sem, x_ap = n_sem, n_ap
+        x_sem = self.hook_resid_mid_sem(x_sem + self.hook_attn_out_sem(a_sem))
+        x_ap = self.hook_resid_mid_ap(x_ap + self.hook_attn_out_ap(a_ap))
+        n_sem, n_ap = self.norm_mlp_sem(x_sem), self.norm_mlp_ap(x_ap)
+        m_sem, m_ap = self.mlp(n_sem, n_ap)
+        if self.residual_from_normed:
+            x_sem, x_ap = n_sem, n_ap
+        x_sem = self.hook_resid_post_sem(x_sem + self.hook_mlp_out_sem(m_sem))
+        x_ap = self.hook_resid_post_ap(x_ap + self.hook_mlp_out_ap(m_ap))
+        return x_sem, x_ap
+
+
+class DSTGNeoBERT(EncoderForMLM):
+    def __init__(self, config: ModelConfig):
+        if config.variant != "dstg":
+            raise ValueError(f"DSTGNeoBERT needs variant 'dstg', got {config.variant!r}")
+        super().__init__(config, head_width=config.d_sem)
+        self.embed = nn.Embedding(config.vocab_size, config.d_sem)
+        self.ap_embed = nn.Embedding(config.max_positions, config.d_ap)
+        self.blocks = nn.ModuleList(DSTGBlock(config) for _ in range(config.n_layers))
+        self.final_norm_sem = RMSNorm(config.d_sem, config.norm_eps)
+        self.final_norm_ap = RMSNorm(config.d_ap, config.norm_eps)
+        self.hook_embed_sem = HookPoint()  # [batch, pos, d_sem] token embedding
+        self.hook_embed_ap = HookPoint()  # [batch, pos, d_ap] AP table rows
+        self.hook_final_sem = HookPoint()  # [batch, pos, d_sem] what the MLM head reads
+        self.hook_final_ap = HookPoint()  # [batch, pos, d_ap] (no MLM gradient reaches it)
+        init_weights(self, config.init_std)
+        self.setup()
+
+    @property
+    def ap_table(self) -> torch.Tensor:
+        return self.ap_embed.weight
+
+    def encode(self, tokens, attention_mask, stop_at_layer):
+        batch, seq_len = tokens.shape
+        x_sem = self.hook_embed_sem(self.embed(tokens))
+        x_ap = self.hook_embed_ap(self.ap_embed.weight[:seq_len].expand(batch, -1, -1))
+        key_mask = additive_key_mask(attention_mask, torch.float32)
+        n_blocks = self.config.n_layers if stop_at_layer is None else stop_at_layer
+        for block in self.blocks[:n_blocks]:
+            x_sem, x_ap = block(x_sem, x_ap, key_mask)
+        if stop_at_layer is not None:
+            return None
+        if is_hooked(self.hook_final_ap):  # nothing downstream reads it; compute only for a hook
+            self.hook_final_ap(self.final_norm_ap(x_ap))
+        return self.hook_final_sem(self.final_norm_sem(x_sem))

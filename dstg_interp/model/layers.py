@@ -1,0 +1,131 @@
+"""Building blocks shared by DSTG-NeoBERT and the baselines: RMSNorm, SwiGLU, T5 relative bias, rotary.
+
+All linear layers are bias-free (NeoBERT); only the MLM head has a bias.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformer_lens.hook_points import HookPoint
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [..., d] -> [..., d]
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+class SwiGLU(nn.Module):
+    """silu(x W_gate) * (x W_up), then W_down. Gate and up projections are fused into one matmul."""
+
+    def __init__(self, d_in: int, d_hidden: int, d_out: int):
+        super().__init__()
+        self.d_hidden = d_hidden
+        self.w_in = nn.Linear(d_in, 2 * d_hidden, bias=False)
+        self.w_out = nn.Linear(d_hidden, d_out, bias=False)
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:  # [..., d_in] -> [..., d_hidden]
+        gate, up = self.w_in(x).chunk(2, dim=-1)
+        return F.silu(gate) * up
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_out(self.hidden(x))
+
+
+def t5_relative_buckets(query_len: int, key_len: int, num_buckets: int, max_distance: int, device=None) -> torch.Tensor:
+    """Bidirectional T5 buckets of offset (key - query): [query_len, key_len] long tensor.
+
+    Half the buckets per direction; within a direction, offsets below ``num_buckets // 4`` are exact and
+    the rest are log-spaced up to ``max_distance``; beyond it everything shares the last bucket.
+    """
+    offset = torch.arange(key_len, device=device)[None, :] - torch.arange(query_len, device=device)[:, None]
+    half = num_buckets // 2
+    bucket = (offset > 0).long() * half
+    distance = offset.abs()
+    exact = half // 2
+    log_bucket = exact + (
+        torch.log(distance.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (half - exact)
+    ).long()
+    log_bucket = log_bucket.clamp(max=half - 1)
+    return bucket + torch.where(distance < exact, distance, log_bucket)
+
+
+class RelativePositionBias(nn.Module):
+    """Learned per-head scalar bias indexed by T5 bucket of the offset; zero-initialised (authors' code)."""
+
+    def __init__(self, n_heads: int, num_buckets: int, max_distance: int, max_positions: int):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(num_buckets, n_heads))
+        buckets = t5_relative_buckets(max_positions, max_positions, num_buckets, max_distance)
+        self.register_buffer("buckets", buckets, persistent=False)
+
+    def forward(self, seq_len: int) -> torch.Tensor:  # -> [1, n_heads, seq_len, seq_len]
+        return self.bias[self.buckets[:seq_len, :seq_len]].permute(2, 0, 1).unsqueeze(0)
+
+
+class Rotary(nn.Module):
+    """Rotary position embedding on the last dimension (rotate-half form, theta^(-2i/d) frequencies)."""
+
+    def __init__(self, d_head: int, max_positions: int, theta: float):
+        super().__init__()
+        inv_freq = theta ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)
+        angles = torch.arange(max_positions, dtype=torch.float64)[:, None] * inv_freq[None, :]
+        angles = torch.cat([angles, angles], dim=-1)
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # [B, H, T, d_head]
+        seq_len = x.shape[-2]
+        cos, sin = self.cos[:seq_len].to(x.dtype), self.sin[:seq_len].to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+def is_hooked(*hook_points: HookPoint) -> bool:
+    """True when any hook (forward or backward) is attached: then the slow, materialised path must run."""
+    return any(hp._forward_hooks or hp._backward_hooks for hp in hook_points)
+
+
+def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:  # [B, T, H*d] -> [B, H, T, d]
+    b, t, _ = x.shape
+    return x.view(b, t, n_heads, -1).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:  # [B, H, T, d] -> [B, T, H*d]
+    b, h, t, d = x.shape
+    return x.transpose(1, 2).reshape(b, t, h * d)
+
+
+def additive_key_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """[B, T] bool (True = real token) -> [B, 1, 1, T] additive mask (0 or a large negative)."""
+    if attention_mask is None:
+        return None
+    mask = torch.zeros(attention_mask.shape, dtype=dtype, device=attention_mask.device)
+    mask = mask.masked_fill(~attention_mask, torch.finfo(dtype).min)
+    return mask[:, None, None, :]
+
+
+def init_weights(module: nn.Module, std: float) -> None:
+    """Normal(0, std) for every linear weight and embedding table; norms at 1; biases (MLM head) at 0.
+
+    The relative bias stays at zero, as in the authors' code.
+    """
+    for sub in module.modules():
+        if isinstance(sub, nn.Linear):
+            nn.init.normal_(sub.weight, std=std)
+            if sub.bias is not None:
+                nn.init.zeros_(sub.bias)
+        elif isinstance(sub, nn.Embedding):
+            nn.init.normal_(sub.weight, std=std)
+        elif isinstance(sub, RMSNorm):
+            nn.init.ones_(sub.weight)
+        elif isinstance(sub, RelativePositionBias):
+            nn.init.zeros_(sub.bias)

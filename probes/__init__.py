@@ -1,0 +1,4 @@
+"""Probes: estimators that read structure out of cached activations."""
+
+from probes.ridge import DEFAULT_ALPHAS, RidgeProbe, fit_ridge_grid
+from probes.splits import bootstrap_r2_ci, check_enough_groups, grouped_train_test_split

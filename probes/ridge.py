@@ -1,0 +1,386 @@
+"""Batched ridge probes with grouped cross-validation over an alpha grid.
+
+A position or structure probe is ridge regression from one activation subspace to one
+per-token target. The penalty is chosen by grouped K-fold CV (groups = documents, so the
+tokens of a document never sit on both sides of a fold), features are standardised inside
+each training fold, and every alpha is scored from one eigendecomposition per fold:
+
+    primal (n > p):  Z'Z = V diag(lam) V'    w(alpha) = V diag(1/(lam + alpha)) V'Z'y
+    dual   (p > n):  ZZ' = U diag(lam) U'    w(alpha) = Z'U diag(1/(lam + alpha)) U'y
+
+In the primal route the per-fold training Gram matrices come from per-fold sums
+(train Gram = total Gram - validation-fold Gram), so the O(n p^2) work is done once per
+feature set, not once per fold, and it is shared by every target and every alpha.
+
+The CV score of an alpha is the *mean over folds of the per-fold R²* (each fold's R² uses
+its own validation mean), which is what ``GridSearchCV(..., scoring="r2")`` reports as
+``mean_test_score``; ties go to the first (smallest) alpha, as in ``GridSearchCV``.
+
+    from probes import RidgeProbe, fit_ridge_grid
+    probe = RidgeProbe().fit(X, y, groups=doc_ids)          # one feature set
+    table = fit_ridge_grid({("L3", "sem"): X3}, {"pos": y}, doc_ids, train_idx, test_idx)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+from scipy.linalg import eigh
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.model_selection import GroupKFold
+from sklearn.utils.validation import check_is_fitted
+
+from probes.splits import (
+    bootstrap_r2_ci,
+    check_enough_groups,
+    check_finite_features,
+    check_nonconstant_target,
+)
+
+__all__ = ["RidgeProbe", "fit_ridge_grid", "DEFAULT_ALPHAS"]
+
+DEFAULT_ALPHAS = tuple(np.logspace(-3, 5, 17))
+_EPS = np.finfo(np.float64).eps
+
+
+# ----------------------------------------------------------------------------- folds and data
+def grouped_fold_bounds(groups_train, n_splits: int):
+    """Assign training tokens to ``GroupKFold(n_splits)`` folds and sort them by fold.
+
+    Returns
+    -------
+    order : ndarray of shape (n_train,)
+        Permutation of the training rows that makes every fold a contiguous block.
+    bounds : ndarray of shape (n_splits + 1,)
+        Block ``f`` is ``order[bounds[f]:bounds[f + 1]]``.
+    """
+    groups_train = np.asarray(groups_train)
+    check_enough_groups(groups_train, n_splits)
+    fold = np.empty(groups_train.size, dtype=np.int64)
+    # Use sklearn's own assignment so folds equal those of GridSearchCV(cv=GroupKFold(n_splits)).
+    for f, (_, val) in enumerate(GroupKFold(n_splits).split(np.empty((groups_train.size, 1)), groups=groups_train)):
+        fold[val] = f
+    order = np.argsort(fold, kind="stable")
+    bounds = np.searchsorted(fold[order], np.arange(n_splits + 1))
+    return order, bounds
+
+
+def _gather_float64(X, rows, chunk: int = 16384) -> np.ndarray:
+    """Copy ``X[rows]`` into float64 in row chunks, so a float16 source is never upcast whole."""
+    out = np.empty((len(rows), X.shape[1]), dtype=np.float64)
+    for start in range(0, len(rows), chunk):
+        out[start : start + chunk] = X[rows[start : start + chunk]]
+    return out
+
+
+def _scale_from_var(var, mean, n, standardize):
+    """StandardScaler's scale: sqrt(var), with near-constant features (its own bound) set to 1."""
+    if not standardize:
+        return np.ones_like(var)
+    var = np.maximum(var, 0.0)
+    constant = var <= n * _EPS * var + (n * mean * _EPS) ** 2
+    return np.where(constant, 1.0, np.sqrt(var))
+
+
+def _fold_r2(y_val, pred):
+    """R² of each (alpha, target) column on one validation fold, as sklearn's r2_score computes it.
+
+    y_val: (n_val, k); pred: (n_val, n_alphas, k) -> (n_alphas, k)
+    """
+    sse = ((pred - y_val[:, None, :]) ** 2).sum(axis=0)
+    sst = ((y_val - y_val.mean(axis=0)) ** 2).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = 1.0 - sse / sst
+    # r2_score(force_finite=True): a constant validation target scores 1 if predicted exactly, else 0.
+    return np.where(sst == 0, np.where(sse == 0, 1.0, 0.0), r2)
+
+
+# ----------------------------------------------------------------------------- the solver
+def _primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize):
+    """All-alpha ridge weights from raw training sums (features already globally shifted).
+
+    gram: (p, p) = X'X, x_sum: (p,), xy: (p, k) = X'Y, y_sum: (k,).
+    Returns W (p, n_alphas, k) on standardised features, feature mean (p,), scale (p,), y mean (k,).
+    """
+    mean = x_sum / n
+    cov = gram - n * np.outer(mean, mean)  # centred Gram = sum of (x - mean)(x - mean)'
+    scale = _scale_from_var(np.diag(cov) / n, mean, n, standardize)
+    z_gram = cov / np.outer(scale, scale)
+    z_y = (xy - np.outer(mean, y_sum)) / scale[:, None]  # Z'(y - ybar) = (X - mean)'y
+    lam, V = eigh(z_gram, overwrite_a=True, check_finite=False, driver="evd")
+    proj = V.T @ z_y  # (p, k)
+    W = np.einsum("pq,qak->pak", V, proj[:, None, :] / (lam[:, None, None] + alphas[None, :, None]))
+    return W, mean, scale, y_sum / n
+
+
+def _dual_solutions(X_train, Y_train, alphas, standardize):
+    """All-alpha ridge weights via the n_train x n_train kernel, for p > n_train."""
+    n = X_train.shape[0]
+    mean = X_train.mean(axis=0)
+    Z = X_train - mean
+    scale = _scale_from_var((Z**2).mean(axis=0), mean, n, standardize)
+    Z /= scale
+    y_mean = Y_train.mean(axis=0)
+    lam, U = eigh(Z @ Z.T, overwrite_a=True, check_finite=False, driver="evd")
+    proj = U.T @ (Y_train - y_mean)  # (n, k)
+    dual = np.einsum("nm,mak->nak", U, proj[:, None, :] / (lam[:, None, None] + alphas[None, :, None]))
+    W = np.einsum("np,nak->pak", Z, dual)
+    return W, mean, scale, y_mean
+
+
+def _predict_all(X, W, mean, scale, y_mean):
+    """((X - mean) / scale) @ W + y_mean for every alpha, without forming the standardised X."""
+    p, n_alphas, k = W.shape
+    W_raw = (W / scale[:, None, None]).reshape(p, n_alphas * k)
+    pred = X @ W_raw - mean @ W_raw
+    return pred.reshape(len(X), n_alphas, k) + y_mean
+
+
+def cv_ridge(X, Y, bounds, alphas, standardize=True):
+    """Grouped-CV ridge for one feature set and several targets, plus the refit on all rows.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_train, p), float64, rows sorted by fold (modified in place)
+    Y : ndarray of shape (n_train, k), float64, same row order
+    bounds : ndarray of shape (n_splits + 1,)
+        Fold ``f`` is rows ``bounds[f]:bounds[f + 1]``.
+    alphas : ndarray of shape (n_alphas,)
+    standardize : bool
+
+    Returns
+    -------
+    dict with fold_scores (n_splits, n_alphas, k), cv_scores (n_alphas, k), best (k,) alpha
+    indices, coef (p, k) on standardised features, intercept (k,), mean (p,), scale (p,).
+    """
+    n, p = X.shape
+    n_splits = len(bounds) - 1
+    alphas = np.asarray(alphas, dtype=np.float64)
+    # A global shift keeps X'X - n mean mean' well conditioned; it does not change any fit.
+    shift = X.mean(axis=0)
+    X -= shift
+    fold_scores = np.empty((n_splits, alphas.size, Y.shape[1]))
+    folds = [slice(bounds[f], bounds[f + 1]) for f in range(n_splits)]
+    use_dual = p > n - max(s.stop - s.start for s in folds)
+    if use_dual:
+        for f, val in enumerate(folds):
+            train = np.r_[0 : val.start, val.stop : n]
+            sol = _dual_solutions(X[train], Y[train], alphas, standardize)
+            fold_scores[f] = _fold_r2(Y[val], _predict_all(X[val], *sol))
+        W, mean, scale, y_mean = _dual_solutions(X, Y, alphas, standardize)
+    else:
+        grams = [X[s].T @ X[s] for s in folds]
+        sums = [X[s].sum(axis=0) for s in folds]
+        xys = [X[s].T @ Y[s] for s in folds]
+        ysums = [Y[s].sum(axis=0) for s in folds]
+        total = [sum(parts) for parts in (grams, sums, xys, ysums)]
+        for f, val in enumerate(folds):
+            n_train = n - (val.stop - val.start)
+            sol = _primal_solutions(
+                total[0] - grams[f], total[1] - sums[f], total[2] - xys[f], total[3] - ysums[f],
+                n_train, alphas, standardize,
+            )
+            fold_scores[f] = _fold_r2(Y[val], _predict_all(X[val], *sol))
+        W, mean, scale, y_mean = _primal_solutions(*total, n, alphas, standardize)
+    cv_scores = fold_scores.mean(axis=0)
+    best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
+    coef = W[:, best, np.arange(Y.shape[1])]
+    return {
+        "fold_scores": fold_scores,
+        "cv_scores": cv_scores,
+        "best": best,
+        "coef": coef,
+        "intercept": y_mean,
+        "mean": mean + shift,
+        "scale": scale,
+    }
+
+
+def _as_2d_target(y):
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim not in (1, 2):
+        raise ValueError(f"y must be 1-D or 2-D, got shape {y.shape}")
+    return y.reshape(len(y), -1), y.ndim == 1
+
+
+# ----------------------------------------------------------------------------- estimator
+class RidgeProbe(RegressorMixin, BaseEstimator):
+    """Ridge probe whose penalty is chosen by grouped K-fold CV over an alpha grid.
+
+    Parameters
+    ----------
+    alphas : sequence of float, default ``np.logspace(-3, 5, 17)``
+        Penalty grid; the objective is ``||y - Zw - b||² + alpha ||w||²`` on standardised Z.
+    n_splits : int, default 5
+        Number of ``GroupKFold`` folds.
+    standardize : bool, default True
+        Standardise features inside each training fold (mean/std of the fold's train part).
+    random_state : int, default 0
+        Kept for API stability; ``GroupKFold`` fold assignment is deterministic, so the
+        current folds do not depend on it.
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_targets, n_features)
+        Weights on standardised features: ``predict(X) = ((X - mean_) / scale_) @ coef_.T + intercept_``.
+    intercept_ : float or ndarray of shape (n_targets,)
+        Unpenalised intercept (the training mean of y).
+    alpha_ : float or ndarray of shape (n_targets,)
+        Chosen penalty, per target.
+    cv_scores_ : ndarray of shape (n_alphas,) or (n_alphas, n_targets)
+        Mean over folds of the per-fold validation R² (GridSearchCV's ``mean_test_score``).
+    cv_fold_scores_ : ndarray of shape (n_splits, n_alphas) or (n_splits, n_alphas, n_targets)
+    mean_, scale_ : ndarray of shape (n_features,)
+        Standardisation fitted on all training rows (scale_ is 1 when ``standardize=False``).
+    """
+
+    def __init__(self, alphas=DEFAULT_ALPHAS, n_splits=5, standardize=True, random_state=0):
+        self.alphas = alphas
+        self.n_splits = n_splits
+        self.standardize = standardize
+        self.random_state = random_state
+
+    def fit(self, X, y, groups=None):
+        """Choose alpha by grouped CV and refit on all rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), float16/32/64
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        groups : array-like of shape (n_samples,)
+            Document id of every token; required.
+        """
+        if groups is None:
+            raise ValueError("RidgeProbe.fit needs groups= (document id per token) for grouped CV")
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+        Y, was_1d = _as_2d_target(y)
+        groups = np.asarray(groups)
+        if not (len(X) == len(Y) == len(groups)):
+            raise ValueError(f"X, y and groups must have the same length, got {len(X)}, {len(Y)}, {len(groups)}")
+        check_nonconstant_target(Y, "y")
+        order, bounds = grouped_fold_bounds(groups, self.n_splits)
+        Xf = _gather_float64(X, order)
+        check_finite_features(Xf, "X")
+        alphas = np.asarray(self.alphas, dtype=np.float64).ravel()
+        res = cv_ridge(Xf, Y[order], bounds, alphas, self.standardize)
+        pick = (lambda a: a[..., 0]) if was_1d else (lambda a: a)
+        self.cv_fold_scores_ = pick(res["fold_scores"])
+        self.cv_scores_ = pick(res["cv_scores"])
+        self.alpha_ = float(alphas[res["best"][0]]) if was_1d else alphas[res["best"]]
+        self.coef_ = res["coef"][:, 0] if was_1d else res["coef"].T.copy()
+        self.intercept_ = float(res["intercept"][0]) if was_1d else res["intercept"]
+        self.mean_, self.scale_ = res["mean"], res["scale"]
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def predict(self, X):
+        """Predict targets; returns shape (n_samples,) or (n_samples, n_targets)."""
+        check_is_fitted(self, "coef_")
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X must have shape (n_samples, {self.n_features_in_}), got {X.shape}")
+        return ((X - self.mean_) / self.scale_) @ self.coef_.T + self.intercept_
+
+
+# ----------------------------------------------------------------------------- batched grid
+def fit_ridge_grid(
+    feature_sets,
+    targets: Mapping,
+    groups,
+    train_idx,
+    test_idx,
+    alphas=DEFAULT_ALPHAS,
+    n_splits: int = 5,
+    standardize: bool = True,
+    n_boot: int = 0,
+    level: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Fit a grouped-CV ridge probe for every (feature set, target) pair.
+
+    One eigendecomposition per (feature set, fold) serves all targets and all alphas, and
+    only one feature set is held in float64 at a time.
+
+    Parameters
+    ----------
+    feature_sets : Mapping[key, array of shape (n, p_key) or zero-argument callable returning one]
+        E.g. ``{("layer3", "sem"): X}``; a callable (or an ``np.memmap``) loads lazily.
+    targets : Mapping[str, array of shape (n,)]
+    groups : array of shape (n,)
+        Document id per token.
+    train_idx, test_idx : arrays of int
+        Token indices of the train and test sides (e.g. from ``grouped_train_test_split``).
+    alphas, n_splits, standardize
+        As in :class:`RidgeProbe`.
+    n_boot : int, default 0
+        If > 0, add ``r2_ci_low``/``r2_ci_high``: document-bootstrap interval of test R².
+    level, seed
+        Coverage and seed of that interval.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (key, target): key, target, alpha, cv_r2, cv_r2_sd (across folds),
+        test_r2, n_features, n_train, n_test [, r2_ci_low, r2_ci_high]. Test predictions
+        are in ``df.attrs["test_predictions"][(key, target)]`` (aligned with ``test_idx``,
+        also stored as ``df.attrs["test_idx"]``) for later bootstraps.
+    """
+    groups = np.asarray(groups)
+    train_idx = np.asarray(train_idx, dtype=np.int64)
+    test_idx = np.asarray(test_idx, dtype=np.int64)
+    shared = np.intersect1d(groups[train_idx], groups[test_idx])
+    if shared.size:
+        raise ValueError(f"train and test share {shared.size} document(s) (e.g. {shared[0]!r}); split by whole groups")
+    names = list(targets)
+    Y = np.column_stack([np.asarray(targets[t], dtype=np.float64).ravel() for t in names])
+    if len(Y) != len(groups):
+        raise ValueError(f"targets have {len(Y)} rows but groups has {len(groups)}")
+    check_nonconstant_target(Y[train_idx], names)
+    order, bounds = grouped_fold_bounds(groups[train_idx], n_splits)
+    rows_train = train_idx[order]
+    Y_train, Y_test = Y[rows_train], Y[test_idx]
+    alphas = np.asarray(alphas, dtype=np.float64).ravel()
+
+    records, predictions = [], {}
+    for key, source in feature_sets.items():
+        X = source() if callable(source) else source
+        if X.ndim != 2 or X.shape[0] != len(groups):
+            raise ValueError(f"feature set {key!r} has shape {X.shape}; expected ({len(groups)}, p)")
+        X_train = _gather_float64(X, rows_train)
+        check_finite_features(X_train, key)
+        X_test = _gather_float64(X, test_idx)
+        check_finite_features(X_test, key)
+        del X  # drop a lazily loaded source before the next one is loaded
+        res = cv_ridge(X_train, Y_train, bounds, alphas, standardize)
+        del X_train
+        pred = ((X_test - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
+        del X_test
+        for j, name in enumerate(names):
+            y_true = Y_test[:, j]
+            sst = ((y_true - y_true.mean()) ** 2).sum()
+            test_r2 = 1.0 - ((y_true - pred[:, j]) ** 2).sum() / sst if sst > 0 else np.nan
+            row = {
+                "key": key,
+                "target": name,
+                "alpha": alphas[res["best"][j]],
+                "cv_r2": res["cv_scores"][res["best"][j], j],
+                "cv_r2_sd": res["fold_scores"][:, res["best"][j], j].std(),
+                "test_r2": test_r2,
+                "n_features": res["coef"].shape[0],
+                "n_train": len(rows_train),
+                "n_test": len(test_idx),
+            }
+            if n_boot:
+                row["r2_ci_low"], row["r2_ci_high"] = bootstrap_r2_ci(
+                    y_true, pred[:, j], groups[test_idx], n_boot=n_boot, level=level, seed=seed
+                )
+            records.append(row)
+            predictions[(key, name)] = pred[:, j].copy()
+    table = pd.DataFrame.from_records(records)
+    table.attrs["test_predictions"] = predictions
+    table.attrs["test_idx"] = test_idx
+    return table

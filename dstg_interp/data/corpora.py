@@ -1,0 +1,253 @@
+"""Corpora as documents -> paragraphs -> sentences, from one entry point.
+
+    from dstg_interp.data import load_corpus, split_documents
+    docs = load_corpus("en-mix")                    # fetched once into $DSTG_CACHE or ~/.cache/dstg-interp
+    docs = load_corpus("path/to/folder")            # *.txt, one document per file, blank line = paragraph
+    docs = load_corpus("path/to/file.jsonl")        # {"text": ..., "id": ...} per line
+    docs = load_corpus("hf:HuggingFaceFW/fineweb:sample-10BT:train", max_docs=20_000)
+    train_docs, val_docs = split_documents(docs, val_fraction=0.05, seed=0)
+
+Every text goes through `normalize_text` (NFKC, zero-width characters removed, whitespace collapsed)
+and is split into sentences by pysbd, paragraph by paragraph. The `en-mix` recipes (fetch, extract,
+pinned hashes) live in `en_mix.py`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pysbd
+
+# Bump when sentence splitting or normalisation changes: it keys the processed-corpus cache.
+SPLITTER_VERSION = f"pysbd-{pysbd.__version__}-nfkc-v1"
+
+# NFKC keeps these (they are "format" characters), but they break words invisibly for the tokenizer.
+ZERO_WIDTH_CHARS = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
+_ZERO_WIDTH_RE = re.compile(f"[{ZERO_WIDTH_CHARS}]")
+_WHITESPACE_RE = re.compile(r"\s+")
+_BLANK_LINE_RE = re.compile(r"\n[ \t\r\f\v]*\n")
+
+
+class DataError(ValueError):
+    """Bad corpus input. The message is one line: what, where, what to do."""
+
+
+@dataclass
+class Document:
+    """One document: `paragraphs[p][s]` is the s-th sentence of the p-th paragraph."""
+
+    doc_id: str
+    source: str
+    paragraphs: list[list[str]]
+    title: str | None = None
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def sentences(self) -> list[str]:
+        return [sentence for paragraph in self.paragraphs for sentence in paragraph]
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(" ".join(paragraph) for paragraph in self.paragraphs)
+
+    def to_json(self) -> dict:
+        return {"doc_id": self.doc_id, "source": self.source, "title": self.title,
+                "paragraphs": self.paragraphs, "metadata": self.metadata}
+
+    @classmethod
+    def from_json(cls, record: dict) -> "Document":
+        return cls(record["doc_id"], record["source"], record["paragraphs"], record.get("title"),
+                   record.get("metadata") or {})
+
+
+# --------------------------------------------------------------------------- text -> sentences
+
+def normalize_text(text: str) -> str:
+    """NFKC, drop zero-width characters, collapse every whitespace run to one space."""
+    text = unicodedata.normalize("NFKC", text)
+    text = _ZERO_WIDTH_RE.sub("", text)
+    return _WHITESPACE_RE.sub(" ", text).strip()
+
+
+_SEGMENTER = None
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Sentences of one normalised paragraph; text with no sentence end is one sentence."""
+    global _SEGMENTER
+    if _SEGMENTER is None:
+        # clean=False: segments are substrings of the input, so nothing is rewritten behind our back.
+        _SEGMENTER = pysbd.Segmenter(language="en", clean=False)
+    sentences = [s.strip() for s in _SEGMENTER.segment(paragraph)]
+    return [s for s in sentences if s] or ([paragraph] if paragraph else [])
+
+
+def make_document(doc_id: str, source: str, paragraph_texts: list[str], title: str | None = None,
+                  metadata: dict | None = None) -> Document | None:
+    """Normalise and sentence-split raw paragraph texts; None if nothing is left."""
+    paragraphs = []
+    for raw in paragraph_texts:
+        paragraph = normalize_text(raw)
+        if paragraph:
+            paragraphs.append(split_sentences(paragraph))
+    if not paragraphs:
+        return None
+    return Document(doc_id, source, paragraphs, title, metadata or {})
+
+
+def paragraphs_from_text(text: str) -> list[str]:
+    """Blank lines separate paragraphs; single newlines inside a paragraph are hard wraps."""
+    return [block for block in _BLANK_LINE_RE.split(text.replace("\r\n", "\n")) if block.strip()]
+
+
+# --------------------------------------------------------------------------- local sources
+
+def decode_utf8(data: bytes, where: str, base_offset: int = 0) -> str:
+    """Decode or raise a DataError that names the file and the byte offset of the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DataError(f"{where}: not valid UTF-8 at byte offset {base_offset + error.start} "
+                        f"(byte 0x{data[error.start]:02x}); re-encode the file as UTF-8") from None
+
+
+def load_text_folder(folder: Path) -> list[Document]:
+    """Every `*.txt` under `folder` (sorted, recursive) is one document, id = path relative to folder."""
+    documents = []
+    for path in sorted(folder.rglob("*.txt")):
+        text = decode_utf8(path.read_bytes(), str(path))
+        doc = make_document(path.relative_to(folder).as_posix(), folder.name, paragraphs_from_text(text))
+        if doc is not None:
+            documents.append(doc)
+    return documents
+
+
+def load_jsonl(path: Path, text_field: str = "text") -> list[Document]:
+    """One JSON object per line with a `text_field` and an optional `id` (default: the line number)."""
+    documents, offset = [], 0
+    with open(path, "rb") as handle:
+        for line_number, raw_line in enumerate(handle, start=1):
+            line = decode_utf8(raw_line, str(path), base_offset=offset).strip()
+            offset += len(raw_line)
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+                text = record[text_field]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                raise DataError(f"{path}:{line_number}: expected a JSON object with a '{text_field}' "
+                                "string field") from None
+            doc_id = str(record.get("id", line_number))
+            doc = make_document(doc_id, path.stem, paragraphs_from_text(text), record.get("title"))
+            if doc is not None:
+                documents.append(doc)
+    return documents
+
+
+def load_hf_dataset(spec: str, max_docs: int | None, text_field: str = "text",
+                    progress: bool = True) -> list[Document]:
+    """`hf:NAME[:CONFIG]:SPLIT`, streamed; NAME may be a hub id or a local folder of jsonl/parquet.
+
+    Web text marks paragraphs with single newlines, so here every non-empty line is a paragraph.
+    """
+    import datasets  # slow import; only this source needs it
+
+    parts = spec[len("hf:"):].split(":")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise DataError(f"corpus spec {spec!r}: expected hf:NAME:SPLIT or hf:NAME:CONFIG:SPLIT")
+    name, config, split = (parts[0], None, parts[1]) if len(parts) == 2 else parts
+    stream = datasets.load_dataset(name, config, split=split, streaming=True)
+    documents = []
+    for index, record in enumerate(stream):
+        if max_docs is not None and len(documents) >= max_docs:
+            break
+        text = record.get(text_field)
+        if not isinstance(text, str):
+            raise DataError(f"{spec}: record {index} has no string field '{text_field}'; pass text_field=")
+        doc_id = str(record.get("id", f"{name}/{split}/{index}"))
+        doc = make_document(doc_id, name, text.split("\n"))
+        if doc is not None:
+            documents.append(doc)
+        if progress and len(documents) % 10_000 == 0 and documents:
+            print(f"{spec}: {len(documents)} documents", file=sys.stderr)
+    return documents
+
+
+# --------------------------------------------------------------------------- entry point
+
+def default_cache_dir() -> Path:
+    """$DSTG_CACHE, else $XDG_CACHE_HOME/dstg-interp, else ~/.cache/dstg-interp."""
+    import os
+    if os.environ.get("DSTG_CACHE"):
+        return Path(os.environ["DSTG_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dstg-interp"
+
+
+def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progress: bool = True,
+                max_docs: int | None = None, text_field: str = "text") -> list[Document]:
+    """Load a corpus as a list of Documents.
+
+    spec: "en-mix" (or "en-mix:wikipedia,austen" for a subset of pieces), a folder of *.txt files,
+    a .jsonl file, or "hf:NAME[:CONFIG]:SPLIT". `max_docs` keeps the first documents only.
+    Raises DataError (a ValueError) with one line when nothing usable is found.
+    """
+    if spec == "en-mix" or spec.startswith("en-mix:"):
+        from dstg_interp.data.en_mix import load_en_mix
+        pieces = spec.split(":", 1)[1].split(",") if ":" in spec else None
+        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        documents = load_en_mix(cache, pieces=pieces, progress=progress)
+    elif spec.startswith("hf:"):
+        documents = load_hf_dataset(spec, max_docs, text_field, progress)
+    else:
+        path = Path(spec)
+        if path.is_dir():
+            documents = load_text_folder(path)
+        elif path.is_file() and path.suffix == ".jsonl":
+            documents = load_jsonl(path, text_field)
+        elif path.is_file() and path.suffix == ".txt":
+            text = decode_utf8(path.read_bytes(), str(path))
+            documents = [d for d in [make_document(path.name, path.stem, paragraphs_from_text(text))] if d]
+        else:
+            raise DataError(f"corpus spec {spec!r}: not 'en-mix', 'hf:NAME[:CONFIG]:SPLIT', "
+                            "a folder of *.txt files or a .jsonl file")
+    if max_docs is not None:
+        documents = documents[:max_docs]
+    if not documents:
+        raise DataError(f"corpus {spec!r}: no documents with text found; "
+                        "check the path (folders need *.txt files) or the spec")
+    return documents
+
+
+def split_documents(documents: list[Document], val_fraction: float = 0.05,
+                    seed: int = 0) -> tuple[list[Document], list[Document]]:
+    """Document-level (train, validation) split by a stable sha256 hash of doc_id (same on every run
+    and machine, unlike Python's salted `hash`). Order within each part follows the input."""
+    if not 0.0 <= val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
+    train, validation = [], []
+    for doc in documents:
+        digest = hashlib.sha256(f"{seed}:{doc.doc_id}".encode()).digest()
+        unit_interval = int.from_bytes(digest[:8], "big") / 2**64
+        (validation if unit_interval < val_fraction else train).append(doc)
+    return train, validation
+
+
+def save_documents_jsonl(documents: list[Document], path: Path) -> None:
+    """Write documents as JSONL atomically (temp name, then rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        for doc in documents:
+            handle.write(json.dumps(doc.to_json(), ensure_ascii=False) + "\n")
+    temporary.replace(path)
+
+
+def load_documents_jsonl(path: Path) -> list[Document]:
+    with open(path, encoding="utf-8") as handle:
+        return [Document.from_json(json.loads(line)) for line in handle if line.strip()]

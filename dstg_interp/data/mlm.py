@@ -1,0 +1,74 @@
+"""Batching and masked-language-model corruption, as in NeoBERT (20% masking, all -> [MASK]).
+
+    from dstg_interp.data import collate, mask_tokens
+    input_ids, attention_mask, special_mask = collate([sequences[i]["input_ids"] for i in batch])
+    generator = torch.Generator().manual_seed(0)
+    masked_ids, labels = mask_tokens(input_ids, special_mask, generator, vocab_size=8192)
+    loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+
+`strategy="80-10-10"` gives BERT's corruption instead: of the selected tokens 80% become [MASK], 10% a
+random non-special token, 10% stay as they are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from dstg_interp.data.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_TOKENS
+
+IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index
+
+
+def collate(sequences_ids, pad_id: int = PAD_ID,
+            special_ids: tuple[int, ...] = (PAD_ID, CLS_ID, SEP_ID, MASK_ID)):
+    """Right-pad a list of 1-D id arrays (numpy, lists or tensors).
+
+    Returns input_ids LongTensor[B, T], attention_mask BoolTensor[B, T] (True on real tokens) and
+    special_mask BoolTensor[B, T] (True on padding and on ids in `special_ids`: never masked).
+    """
+    if len(sequences_ids) == 0:
+        raise ValueError("collate needs at least one sequence")
+    rows = [torch.as_tensor(np.asarray(ids), dtype=torch.long) for ids in sequences_ids]
+    lengths = torch.tensor([len(row) for row in rows])
+    input_ids = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        input_ids[i, :len(row)] = row
+    attention_mask = torch.arange(input_ids.shape[1])[None, :] < lengths[:, None]
+    special_mask = ~attention_mask | torch.isin(input_ids, torch.tensor(special_ids))
+    return input_ids, attention_mask, special_mask
+
+
+def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, generator: torch.Generator,
+                mask_prob: float = 0.2, mask_token_id: int = MASK_ID, vocab_size: int | None = None,
+                strategy: str = "all") -> tuple[torch.Tensor, torch.Tensor]:
+    """Select each non-special token with probability `mask_prob` (at least one per sequence that has a
+    non-special token) and corrupt it. Returns (masked_ids, labels), labels = -100 where not selected.
+    Deterministic given the generator's state; draws happen on the generator's device."""
+    if strategy not in ("all", "80-10-10"):
+        raise ValueError(f"strategy must be 'all' or '80-10-10', got {strategy!r}")
+    if strategy == "80-10-10" and vocab_size is None:
+        raise ValueError("strategy='80-10-10' needs vocab_size to draw random replacement tokens")
+    eligible = ~special_mask.to(torch.bool)
+    scores = torch.rand(input_ids.shape, generator=generator, device=generator.device).to(input_ids.device)
+    selected = (scores < mask_prob) & eligible
+    # Guarantee one target per row: pick the eligible position with the highest score (a uniform choice).
+    needs_one = eligible.any(dim=1) & ~selected.any(dim=1)
+    if needs_one.any():
+        forced = scores.masked_fill(~eligible, -1.0).argmax(dim=1)
+        rows = needs_one.nonzero(as_tuple=True)[0]
+        selected[rows, forced[rows]] = True
+    labels = input_ids.masked_fill(~selected, IGNORE_INDEX)
+    masked_ids = input_ids.clone()
+    if strategy == "all":
+        masked_ids[selected] = mask_token_id
+        return masked_ids, labels
+    corruption = torch.rand(input_ids.shape, generator=generator, device=generator.device).to(input_ids.device)
+    to_mask = selected & (corruption < 0.8)
+    to_random = selected & (corruption >= 0.8) & (corruption < 0.9)
+    # random replacements skip the special ids so no fake [CLS]/[PAD] appears mid-sequence
+    random_ids = torch.randint(len(SPECIAL_TOKENS), vocab_size, input_ids.shape, generator=generator,
+                               device=generator.device).to(input_ids.device)
+    masked_ids[to_mask] = mask_token_id
+    masked_ids[to_random] = random_ids[to_random]
+    return masked_ids, labels

@@ -130,8 +130,16 @@ def commit_directory(tmp: Path, path: Path) -> None:
         os.replace(tmp, path)
 
 
-def save_checkpoint(model, path: str | Path, dtype: torch.dtype | None = None, tokenizer=None, extra_files: dict | None = None) -> Path:
-    """Write config + weights (+ tokenizer, + extra JSON/text files) atomically into ``path``."""
+def save_checkpoint(
+    model,
+    path: str | Path,
+    dtype: torch.dtype | None = None,
+    tokenizer=None,
+    extra_files: dict | None = None,
+    extra_tensors: dict[str, dict[str, torch.Tensor]] | None = None,
+) -> Path:
+    """Write config + weights (+ tokenizer, + extra JSON/text files, + extra safetensors files such as
+    optimizer state) atomically into ``path``."""
     path = Path(path)
     tmp = atomic_directory(path)
     try:
@@ -140,6 +148,8 @@ def save_checkpoint(model, path: str | Path, dtype: torch.dtype | None = None, t
         model.config.to_json(tmp / CONFIG_FILE)
         if tokenizer is not None:
             tokenizer.save(str(tmp / TOKENIZER_FILE))
+        for name, tensors in (extra_tensors or {}).items():
+            save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp / name))
         for name, content in (extra_files or {}).items():
             (tmp / name).write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
         commit_directory(tmp, path)

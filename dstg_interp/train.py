@@ -1,0 +1,440 @@
+"""MLM pretraining of any variant (nanoGPT-style: one file, top to bottom).
+
+    dstg-train --variant dstg --out runs/dstg --steps 3000               # one process
+    torchrun --nproc_per_node 2 -m dstg_interp.train --variant dstg --out runs/dstg   # DDP (gloo/nccl)
+    dstg-train --out runs/dstg --resume                                   # continue exactly
+    dstg-train --config runs/dstg/train_config.json --out runs/dstg2      # a saved recipe
+
+Data: corpus -> structured sequences (``data/prepare.py``, cached); each step takes the next global batch
+of an epoch permutation seeded by (seed, epoch), masks it with a generator seeded by (seed, step) and
+gives every rank its rows, so the data a step sees depends on the step number only: ``--resume`` and DDP
+reproduce a single uninterrupted run.  Masking as NeoBERT: 20% of tokens, all replaced by [MASK].
+
+Outputs in ``--out``: ``train_config.json``, ``log.jsonl`` (one JSON line per logged step and per
+validation), and ``checkpoint/`` (weights, config, tokenizer, optimizer state, step) rewritten atomically
+every ``save_every`` steps and at the end; Ctrl-C leaves the last complete checkpoint as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from tqdm.auto import tqdm
+
+from .config import ModelConfig
+from .data.mlm import collate, mask_tokens
+from .data.prepare import prepare_data
+from .model.checkpoint import CheckpointError, build_model, load_model, save_checkpoint
+
+CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = "checkpoint", "log.jsonl", "train_config.json"
+OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "train_state.json"
+# Fields that may differ on --resume without changing the result.
+RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress"}
+
+
+@dataclass
+class TrainConfig:
+    """Everything a pretraining run depends on; saved as ``train_config.json`` beside its outputs.
+
+    ``model`` holds ModelConfig fields; ``vocab_size`` and ``max_positions`` are filled from the data.
+    ``batch_size`` is the global batch (split over DDP ranks).  ``schedule``: linear warm-up for
+    ``warmup_steps`` then cosine or linear decay to ``min_lr_ratio * lr`` at ``max_steps``.
+    """
+
+    out_dir: str = "runs/dstg"
+    model: dict = field(default_factory=lambda: dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4))
+    corpus: str = "en-mix"
+    max_docs: int | None = None
+    max_length: int = 256
+    windows: bool = True
+    vocab_size: int = 8192
+    tokenizer: str | None = None
+    val_fraction: float = 0.05
+    batch_size: int = 32
+    max_steps: int = 2000
+    lr: float = 1e-3
+    min_lr_ratio: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.98)
+    weight_decay: float = 0.1
+    warmup_steps: int = 200
+    schedule: str = "cosine"
+    grad_clip: float = 1.0
+    mask_prob: float = 0.2
+    mask_strategy: str = "all"
+    bf16: bool = False
+    seed: int = 0
+    eval_every: int = 250
+    eval_batches: int = 16
+    save_every: int = 500
+    log_every: int = 10
+    save_dtype: str = "float32"
+    device: str = "cpu"
+    threads: int | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.betas = tuple(self.betas)
+        for name in ("max_length", "batch_size", "max_steps", "eval_every", "eval_batches", "save_every", "log_every", "vocab_size"):
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"TrainConfig.{name}: must be positive, got {getattr(self, name)}")
+        if not 0 <= self.warmup_steps < self.max_steps:
+            raise ValueError(f"TrainConfig.warmup_steps: must be in [0, max_steps={self.max_steps}), got {self.warmup_steps}")
+        if self.schedule not in ("cosine", "linear"):
+            raise ValueError(f"TrainConfig.schedule: 'cosine' or 'linear', got {self.schedule!r}")
+        if self.mask_strategy not in ("all", "80-10-10"):
+            raise ValueError(f"TrainConfig.mask_strategy: 'all' or '80-10-10', got {self.mask_strategy!r}")
+        if not 0 < self.mask_prob < 1:
+            raise ValueError(f"TrainConfig.mask_prob: must be in (0, 1), got {self.mask_prob}")
+        if self.save_dtype not in ("float32", "float16", "bfloat16"):
+            raise ValueError(f"TrainConfig.save_dtype: float32, float16 or bfloat16, got {self.save_dtype!r}")
+        if self.tokenizer is not None and not Path(self.tokenizer).is_file():
+            raise ValueError(f"TrainConfig.tokenizer: {self.tokenizer} does not exist; omit it to train one on the corpus")
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ValueError(f"TrainConfig.device: 'cpu' or 'cuda', got {self.device!r}")
+        self.model_config()  # validates the model fields early, naming the bad one
+
+    def model_config(self, vocab_size: int | None = None) -> ModelConfig:
+        """The model's config; ``vocab_size`` is the trained tokenizer's (a small corpus can give fewer)."""
+        fields = dict(self.model, vocab_size=vocab_size or self.vocab_size, max_positions=self.max_length)
+        return ModelConfig(**fields)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ValueError(f"TrainConfig: unknown field(s) {', '.join(unknown)}")
+        return cls(**data)
+
+
+# --- schedule and optimizer ----------------------------------------------------------------------
+def learning_rate(cfg: TrainConfig, step: int) -> float:
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    shape = 0.5 * (1 + math.cos(math.pi * progress)) if cfg.schedule == "cosine" else 1 - progress
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * shape)
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
+    """Weight decay on matrices and embedding tables; none on norms, biases and the relative-bias table."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (decay if param.dim() >= 2 and "rel_bias" not in name else no_decay).append(param)
+    groups = [dict(params=decay, weight_decay=cfg.weight_decay), dict(params=no_decay, weight_decay=0.0)]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=False)
+
+
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+    """AdamW state flattened to named tensors (safetensors, no pickle)."""
+    tensors = {}
+    for index, state in optimizer.state_dict()["state"].items():
+        for key, value in state.items():
+            tensors[f"{index}.{key}"] = value if torch.is_tensor(value) else torch.tensor(value)
+    return tensors
+
+
+def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor]) -> None:
+    state_dict = optimizer.state_dict()
+    state: dict[int, dict] = {}
+    for name, value in tensors.items():
+        index, key = name.split(".", 1)
+        state.setdefault(int(index), {})[key] = value
+    state_dict["state"] = state
+    optimizer.load_state_dict(state_dict)
+
+
+# --- data order ---------------------------------------------------------------------------------
+def global_batch_indices(n_sequences: int, batch_size: int, step: int, seed: int) -> np.ndarray:
+    """Indices of the step-th global batch: consecutive slices of a per-epoch permutation."""
+    batches_per_epoch = n_sequences // batch_size
+    if batches_per_epoch == 0:
+        raise ValueError(f"only {n_sequences} training sequences for a batch of {batch_size}; lower --batch-size or add text")
+    epoch, position = divmod(step, batches_per_epoch)
+    order = np.random.default_rng([seed, epoch]).permutation(n_sequences)
+    return order[position * batch_size : (position + 1) * batch_size]
+
+
+def masked_batch(sequences, indices, cfg: TrainConfig, vocab_size: int, generator_seed: int):
+    ids, attention_mask, special = collate([sequences[int(i)]["input_ids"] for i in indices])
+    generator = torch.Generator().manual_seed(generator_seed)
+    masked, labels = mask_tokens(ids, special, generator, mask_prob=cfg.mask_prob, vocab_size=vocab_size, strategy=cfg.mask_strategy)
+    return masked, attention_mask, labels
+
+
+@torch.no_grad()
+def evaluate(model, validation, cfg: TrainConfig, device) -> dict:
+    """MLM loss and accuracy on fixed validation batches with fixed masks (comparable across runs)."""
+    model.eval()
+    total_loss, correct, count = 0.0, 0, 0
+    n_batches = min(cfg.eval_batches, max(1, len(validation) // cfg.batch_size))
+    for b in range(n_batches):
+        indices = np.arange(b * cfg.batch_size, min(len(validation), (b + 1) * cfg.batch_size))
+        ids, mask, labels = masked_batch(validation, indices, cfg, model.config.vocab_size, generator_seed=10_000_019 + b)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+            out = model(ids.to(device), mask.to(device), labels.to(device), masked_logits_only=True)
+        targets = labels[labels != -100].to(device)
+        total_loss += float(torch.nn.functional.cross_entropy(out.logits.float(), targets, reduction="sum"))
+        correct += int((out.logits.argmax(-1) == targets).sum())
+        count += int(targets.numel())
+    model.train()
+    return dict(val_loss=total_loss / count, val_accuracy=correct / count, val_tokens=count)
+
+
+# --- distributed helpers ------------------------------------------------------------------------
+def init_distributed(cfg: TrainConfig):
+    """(rank, world_size, device); under torchrun a process group with gloo (CPU) or nccl (CUDA)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if cfg.device.startswith("cuda"):
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        device = torch.device(f"cuda:{local_rank}" if world_size > 1 else cfg.device)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    if cfg.batch_size % world_size:
+        raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the {world_size} processes")
+    return rank, world_size, device
+
+
+def barrier(world_size: int) -> None:
+    if world_size > 1:
+        dist.barrier()
+
+
+# --- checkpoints --------------------------------------------------------------------------------
+def save_training_checkpoint(model, optimizer, tokenizer, cfg: TrainConfig, step: int, tokens_seen: int, elapsed: float) -> None:
+    state = dict(step=step, tokens_seen=tokens_seen, train_seconds=elapsed)
+    save_checkpoint(
+        model, Path(cfg.out_dir) / CHECKPOINT_DIR, dtype=getattr(torch, cfg.save_dtype), tokenizer=tokenizer,
+        extra_files={CONFIG_FILE: cfg.to_dict(), STATE_FILE: state},
+        extra_tensors={OPTIMIZER_FILE: optimizer_tensors(optimizer)},
+    )
+
+
+def read_resume_state(cfg: TrainConfig) -> tuple[dict, Path]:
+    checkpoint = Path(cfg.out_dir) / CHECKPOINT_DIR
+    if not (checkpoint / STATE_FILE).is_file() or not (checkpoint / OPTIMIZER_FILE).is_file():
+        raise CheckpointError(f"--resume: {checkpoint} holds no complete training checkpoint; start without --resume")
+    try:
+        saved = TrainConfig.from_dict(json.loads((checkpoint / CONFIG_FILE).read_text()))
+        state = json.loads((checkpoint / STATE_FILE).read_text())
+    except (ValueError, OSError) as err:
+        raise CheckpointError(f"--resume: {checkpoint} is corrupt ({err})") from None
+    differing = sorted(k for k, v in saved.to_dict().items() if k not in RESUMABLE_DIFFERENCES and cfg.to_dict()[k] != v)
+    if differing:
+        raise CheckpointError(
+            f"--resume: the checkpoint was trained with different {', '.join(differing)}; use the same settings (see {checkpoint / CONFIG_FILE})"
+        )
+    return state, checkpoint
+
+
+def truncate_log(log_path: Path, step: int) -> None:
+    """On resume, drop log lines written after the checkpoint so the log reads like one straight run."""
+    if not log_path.exists():
+        return
+    kept = [line for line in log_path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    log_path.write_text("".join(line + "\n" for line in kept))
+
+
+# --- the loop -----------------------------------------------------------------------------------
+def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = None) -> dict:
+    """Run (or continue) pretraining; returns the final validation metrics and throughput.
+
+    ``stop_after_step`` ends the run early after that step's checkpoint (used to test resuming).
+    """
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    rank, world_size, device = init_distributed(cfg)
+    is_main = rank == 0
+    out_dir = Path(cfg.out_dir)
+    if is_main:
+        if not resume and (out_dir / CHECKPOINT_DIR).exists():
+            raise CheckpointError(f"{out_dir} already holds a checkpoint; pass --resume to continue it or choose another --out")
+        out_dir.mkdir(parents=True, exist_ok=True)
+    state = dict(step=0, tokens_seen=0, train_seconds=0.0)
+    if resume:
+        state, checkpoint = read_resume_state(cfg)
+
+    # Rank 0 builds the cached data first; the other ranks then load the same folder.
+    if is_main:
+        prepared = prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.seed,
+                                cfg.max_docs, cfg.tokenizer, progress=cfg.progress)
+    barrier(world_size)
+    if not is_main:
+        prepared = prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.seed,
+                                cfg.max_docs, cfg.tokenizer, progress=False)
+    train_set, validation = prepared.train, prepared.validation
+    vocab_size = prepared.tokenizer.get_vocab_size()
+
+    model = build_model(cfg.model_config(vocab_size)) if not resume else load_model(checkpoint)
+    model = model.to(device).train()
+    optimizer = make_optimizer(model, cfg)
+    if resume:
+        from safetensors.torch import load_file
+
+        load_optimizer_tensors(optimizer, load_file(str(checkpoint / OPTIMIZER_FILE)))
+    # DSTG's final AP stream feeds no loss, so its last writers get no gradient: DDP must expect that.
+    ddp_model = (
+        torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=cfg.model["variant"] == "dstg")
+        if world_size > 1
+        else model
+    )
+    if is_main:
+        (out_dir / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+        truncate_log(out_dir / LOG_FILE, state["step"])
+    log = open(out_dir / LOG_FILE, "a") if is_main else None
+
+    step, tokens_seen, elapsed = state["step"], state["tokens_seen"], state["train_seconds"]
+    last_step = cfg.max_steps if stop_after_step is None else min(cfg.max_steps, stop_after_step)
+    bar = tqdm(total=cfg.max_steps, initial=step, desc=f"train {cfg.model['variant']}", disable=not (is_main and cfg.progress), dynamic_ncols=True)
+    window_start, window_tokens = time.perf_counter(), 0
+    metrics: dict = {}
+    try:
+        while step < last_step:
+            step_start = time.perf_counter()
+            indices = global_batch_indices(len(train_set), cfg.batch_size, step, cfg.seed)
+            ids, mask, labels = masked_batch(train_set, indices, cfg, vocab_size, generator_seed=cfg.seed * 1_000_003 + step)
+            ids, mask, labels = (t[rank::world_size].to(device) for t in (ids, mask, labels))
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(cfg, step)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                loss = ddp_model(ids, mask, labels, masked_logits_only=True).loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            optimizer.step()
+            step += 1
+            batch_tokens = int(mask.sum()) * world_size  # non-pad tokens, all ranks (approximately equal)
+            tokens_seen += batch_tokens
+            window_tokens += batch_tokens
+            elapsed += time.perf_counter() - step_start
+            if is_main and (step % cfg.log_every == 0 or step == last_step):
+                now = time.perf_counter()
+                tokens_per_s = window_tokens / max(now - window_start, 1e-9)
+                window_start, window_tokens = now, 0
+                record = dict(step=step, loss=round(float(loss.detach()), 5), lr=learning_rate(cfg, step - 1), grad_norm=round(float(grad_norm), 4),
+                              tokens_seen=tokens_seen, tokens_per_s=round(tokens_per_s, 1), train_seconds=round(elapsed, 2))
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+                bar.set_postfix(loss=f"{float(loss.detach()):.3f}", tok_s=f"{tokens_per_s:.0f}")
+            bar.update(1)
+            if step % cfg.eval_every == 0 or step == cfg.max_steps:
+                if is_main:
+                    metrics = evaluate(model, validation, cfg, device)
+                    log.write(json.dumps(dict(step=step, **{k: round(v, 5) for k, v in metrics.items()})) + "\n")
+                    log.flush()
+                barrier(world_size)
+            if step % cfg.save_every == 0 or step == last_step:
+                if is_main:
+                    save_training_checkpoint(model, optimizer, prepared.tokenizer, cfg, step, tokens_seen, elapsed)
+                barrier(world_size)
+    except KeyboardInterrupt:
+        if is_main:
+            print(f"\ninterrupted at step {step}; the last complete checkpoint in {out_dir / CHECKPOINT_DIR} is untouched", file=sys.stderr)
+        raise
+    finally:
+        bar.close()
+        if log is not None:
+            log.close()
+    return dict(step=step, tokens_seen=tokens_seen, train_seconds=elapsed, **metrics)
+
+
+# --- command line -------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dstg-train", description="MLM pretraining of DSTG-NeoBERT or a baseline.")
+    p.add_argument("--config", help="a train_config.json to start from (flags below override it)")
+    p.add_argument("--out", help="output folder (checkpoint/, log.jsonl, train_config.json)")
+    p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out exactly")
+    p.add_argument("--variant", choices=["dstg", "rope", "ap", "rp"])
+    p.add_argument("--d-model", type=int, help="baseline width, or DSTG d_sem + d_ap")
+    p.add_argument("--d-ap", type=int, help="DSTG AP stream width (default 1/8 of d_model)")
+    p.add_argument("--layers", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--corpus", help="en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT")
+    p.add_argument("--max-docs", type=int)
+    p.add_argument("--max-length", type=int)
+    p.add_argument("--vocab-size", type=int)
+    p.add_argument("--tokenizer", help="reuse this tokenizer.json instead of training one")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--steps", type=int, dest="max_steps")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--schedule", choices=["cosine", "linear"])
+    p.add_argument("--mask-strategy", choices=["all", "80-10-10"])
+    p.add_argument("--bf16", action="store_true", default=None)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--eval-every", type=int)
+    p.add_argument("--save-every", type=int)
+    p.add_argument("--save-dtype", choices=["float32", "float16", "bfloat16"])
+    p.add_argument("--device", help="cpu or cuda")
+    p.add_argument("--threads", type=int)
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    base = TrainConfig().to_dict()
+    if args.config:
+        base.update(json.loads(Path(args.config).read_text()))
+    elif args.resume and args.out and (Path(args.out) / CONFIG_FILE).is_file():
+        base.update(json.loads((Path(args.out) / CONFIG_FILE).read_text()))
+    model = dict(base["model"])
+    if args.variant or args.d_model or args.d_ap:
+        variant = args.variant or model["variant"]
+        d_model = args.d_model or (model.get("d_model") or (model.get("d_sem", 0) + model.get("d_ap", 0)))
+        if variant == "dstg":
+            d_ap = args.d_ap or max(args.heads or model.get("n_heads", 4), d_model // 8)
+            model = dict(model, variant=variant, d_sem=d_model - d_ap, d_ap=d_ap, d_model=None)
+        else:
+            model = dict(model, variant=variant, d_model=d_model, d_sem=None, d_ap=None)
+    if args.layers:
+        model["n_layers"] = args.layers
+    if args.heads:
+        model["n_heads"] = args.heads
+    base["model"] = {k: v for k, v in model.items() if v is not None}
+    if args.out:
+        base["out_dir"] = args.out
+    for name in ("corpus", "max_docs", "max_length", "vocab_size", "tokenizer", "batch_size", "max_steps", "lr", "warmup_steps",
+                 "schedule", "mask_strategy", "bf16", "seed", "eval_every", "save_every", "save_dtype", "device", "threads", "progress"):
+        value = getattr(args, name)
+        if value is not None:
+            base[name] = value
+    return TrainConfig.from_dict(base)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        result = train(cfg, resume=args.resume)
+    except (ValueError, OSError) as err:  # CheckpointError, DataError and config errors are ValueErrors
+        print(f"dstg-train: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Pretraining: the loss falls, resuming reproduces a straight run, DDP (gloo, 2 processes) matches, Ctrl-C is safe."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dstg_interp import load_model
+from dstg_interp.train import TrainConfig, main, train
+
+from conftest import write_synthetic_corpus
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def corpus(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+    return write_synthetic_corpus(tmp_path / "corpus", n_docs=80)
+
+
+def tiny_train_config(out_dir, corpus, **overrides):
+    base = dict(
+        out_dir=str(out_dir), corpus=str(corpus), model=dict(variant="dstg", d_sem=24, d_ap=8, n_layers=2, n_heads=4),
+        max_length=64, vocab_size=200, batch_size=8, max_steps=12, warmup_steps=2, eval_every=6, eval_batches=2,
+        save_every=6, log_every=1, lr=3e-3, progress=False, threads=1,
+    )
+    base.update(overrides)
+    return TrainConfig(**base)
+
+
+def read_log(out_dir):
+    return [json.loads(line) for line in (Path(out_dir) / "log.jsonl").read_text().splitlines()]
+
+
+def train_losses(out_dir):
+    return {r["step"]: r["loss"] for r in read_log(out_dir) if "loss" in r}
+
+
+@pytest.mark.parametrize("variant", ["dstg", "rope"])
+def test_tiny_run_lowers_validation_loss(tmp_path, corpus, variant):
+    model = dict(variant="dstg", d_sem=24, d_ap=8, n_layers=2, n_heads=4) if variant == "dstg" else dict(variant="rope", d_model=32, n_layers=2, n_heads=4)
+    cfg = tiny_train_config(tmp_path / "run", corpus, model=model, max_steps=40, eval_every=1000, save_every=1000)
+    result = train(cfg)
+    validation = [r for r in read_log(tmp_path / "run") if "val_loss" in r]
+    losses = train_losses(tmp_path / "run")
+    assert losses[40] < losses[1] - 0.5
+    assert validation[-1]["val_loss"] < losses[1]
+    assert result["step"] == 40
+    reloaded = load_model(tmp_path / "run" / "checkpoint")
+    assert reloaded.tokenizer is not None and reloaded.config.variant == variant
+    saved = json.loads((tmp_path / "run" / "train_config.json").read_text())
+    assert saved["max_steps"] == 40 and saved["model"]["variant"] == variant
+
+
+def test_resume_reproduces_a_straight_run(tmp_path, corpus):
+    straight = tiny_train_config(tmp_path / "straight", corpus)
+    train(straight)
+    interrupted = tiny_train_config(tmp_path / "resumed", corpus)
+    train(interrupted, stop_after_step=6)
+    assert max(train_losses(tmp_path / "resumed")) == 6
+    train(tiny_train_config(tmp_path / "resumed", corpus), resume=True)
+    a, b = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
+    assert a.keys() == b.keys() == set(range(1, 13))
+    for step in a:
+        assert a[step] == pytest.approx(b[step], abs=1e-5), step
+
+
+def test_resume_refuses_a_different_recipe(tmp_path, corpus):
+    train(tiny_train_config(tmp_path / "run", corpus), stop_after_step=6)
+    with pytest.raises(ValueError, match="different lr"):
+        train(tiny_train_config(tmp_path / "run", corpus, lr=1e-2), resume=True)
+
+
+def test_fresh_run_refuses_to_overwrite(tmp_path, corpus):
+    train(tiny_train_config(tmp_path / "run", corpus), stop_after_step=6)
+    with pytest.raises(ValueError, match="already holds a checkpoint"):
+        train(tiny_train_config(tmp_path / "run", corpus))
+
+
+def test_resume_without_checkpoint_is_a_clear_error(tmp_path, corpus, capsys):
+    code = main(["--out", str(tmp_path / "none"), "--corpus", str(corpus), "--resume"])
+    assert code == 2
+    assert "holds no complete training checkpoint" in capsys.readouterr().err
+
+
+def test_cli_rejects_empty_corpus(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "empty").mkdir()
+    code = main(["--out", str(tmp_path / "run"), "--corpus", str(tmp_path / "empty"), "--steps", "5", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("dstg-train: error:") and err.count("\n") == 1
+    assert not (tmp_path / "run" / "checkpoint").exists()
+
+
+def test_bad_model_field_is_named():
+    with pytest.raises(ValueError, match="ModelConfig.d_ap"):
+        TrainConfig(model=dict(variant="dstg", d_sem=24, d_ap=6, n_heads=4))
+
+
+def run_cli(args, env, **kwargs):
+    return subprocess.run([sys.executable, "-m", "dstg_interp.train", *args], env=env, cwd=REPO, capture_output=True, text=True, **kwargs)
+
+
+def cli_args(out_dir, corpus, steps=12):
+    return ["--out", str(out_dir), "--corpus", str(corpus), "--variant", "dstg", "--d-model", "32", "--d-ap", "8", "--layers", "2",
+            "--heads", "4", "--max-length", "64", "--vocab-size", "200", "--batch-size", "8", "--steps", str(steps),
+            "--warmup-steps", "2", "--eval-every", "6", "--save-every", "6", "--lr", "3e-3", "--no-progress", "--threads", "1"]
+
+
+@pytest.mark.slow
+def test_two_process_gloo_ddp_matches_single_process(tmp_path, corpus):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    single = run_cli(cli_args(tmp_path / "single", corpus), env)
+    assert single.returncode == 0, single.stderr
+    ddp = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517", "-m", "dstg_interp.train",
+         *cli_args(tmp_path / "ddp", corpus)], env=env, cwd=REPO, capture_output=True, text=True,
+    )
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    a, b = train_losses(tmp_path / "single"), train_losses(tmp_path / "ddp")
+    assert a.keys() == b.keys()
+    for step in a:  # mean of per-rank means vs one mean over the batch: close, not bit-equal
+        assert a[step] == pytest.approx(b[step], abs=0.05), step
+    assert load_model(tmp_path / "ddp" / "checkpoint").config.variant == "dstg"
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_the_last_checkpoint_intact(tmp_path, corpus):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # prepare the cached data first so the run reaches its first checkpoint quickly
+    assert run_cli(cli_args(tmp_path / "warm", corpus, steps=6), env).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "dstg_interp.train", *cli_args(tmp_path / "run", corpus, steps=100000)],
+                            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = tmp_path / "run" / "checkpoint" / "train_state.json"
+    deadline = time.time() + 120
+    while not state.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert state.exists(), "no checkpoint was written"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "the last complete checkpoint" in err
+    step = json.loads(state.read_text())["step"]
+    assert step % 6 == 0 and step > 0
+    load_model(tmp_path / "run" / "checkpoint")  # loads: nothing half-written
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".")]

@@ -42,6 +42,11 @@ def test_jsonl_and_single_text_file():
     assert len(single) == 1
 
 
+def test_sentences_inside_quotes_are_split():
+    assert split_sentences('"I am glad. It was lucky." She ate. "Hello!" he said. \u201cYes.\u201d') == [
+        '"I am glad.', 'It was lucky."', "She ate.", '"Hello!" he said.', "\u201cYes.\u201d"]
+
+
 def test_normalisation_nfkc_and_zero_width():
     assert split_sentences(normalize_text("ﬁne\u200bdone.\n  Ｎext")) == ["finedone.", "Next"]
 

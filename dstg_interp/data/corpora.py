@@ -25,7 +25,7 @@ from pathlib import Path
 import pysbd
 
 # Bump when sentence splitting or normalisation changes: it keys the processed-corpus cache.
-SPLITTER_VERSION = f"pysbd-{pysbd.__version__}-nfkc-v1"
+SPLITTER_VERSION = f"pysbd-{pysbd.__version__}-nfkc-quotes-v2"
 
 # NFKC keeps these (they are "format" characters), but they break words invisibly for the tokenizer.
 ZERO_WIDTH_CHARS = "\u200b\u200c\u200d\u2060\ufeff\u00ad"
@@ -76,6 +76,11 @@ def normalize_text(text: str) -> str:
 
 
 _SEGMENTER = None
+# pysbd never splits inside quotes, so a quoted speech of many sentences (Austen) came out as one
+# "sentence" of up to ~1,500 words. We blank the quote characters for pysbd, then put them back,
+# giving each closing quote to the sentence it ends.
+QUOTE_CHARS = '"\u201c\u201d'
+_BLANK_QUOTES = {ord(q): " " for q in QUOTE_CHARS}
 
 
 def split_sentences(paragraph: str) -> list[str]:
@@ -84,8 +89,31 @@ def split_sentences(paragraph: str) -> list[str]:
     if _SEGMENTER is None:
         # clean=False: segments are substrings of the input, so nothing is rewritten behind our back.
         _SEGMENTER = pysbd.Segmenter(language="en", clean=False)
-    sentences = [s.strip() for s in _SEGMENTER.segment(paragraph)]
-    return [s for s in sentences if s] or ([paragraph] if paragraph else [])
+    blanked = paragraph.translate(_BLANK_QUOTES)
+    spans, cursor = [], 0
+    for piece in _SEGMENTER.segment(blanked):
+        piece = piece.strip()
+        start = blanked.find(piece, cursor) if piece else -1
+        if start < 0:
+            continue
+        spans.append([start, start + len(piece)])
+        cursor = start + len(piece)
+    if not spans:
+        return [paragraph] if paragraph else []
+    spans[0][0], spans[-1][1] = 0, len(paragraph)
+    for left, right in zip(spans, spans[1:]):
+        gap = paragraph[left[1]:right[0]]
+        left[1] += len(gap) - len(gap.lstrip(QUOTE_CHARS))  # closing quotes end the left sentence
+        right[0] = left[1]
+    sentences = []
+    for start, end in spans:
+        sentence = paragraph[start:end].strip()
+        # '"Hello!" he said.' is one sentence: a lowercase start after a closing quote continues it
+        if sentences and sentence[:1].islower() and sentences[-1][-1:] in QUOTE_CHARS:
+            sentences[-1] = f"{sentences[-1]} {sentence}"
+        elif sentence:
+            sentences.append(sentence)
+    return sentences or [paragraph]
 
 
 def make_document(doc_id: str, source: str, paragraph_texts: list[str], title: str | None = None,

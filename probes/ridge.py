@@ -299,6 +299,7 @@ def fit_ridge_grid(
     n_boot: int = 0,
     level: float = 0.95,
     seed: int = 0,
+    keep_predictions: bool = True,
 ) -> pd.DataFrame:
     """Fit a grouped-CV ridge probe for every (feature set, target) pair.
 
@@ -320,14 +321,17 @@ def fit_ridge_grid(
         If > 0, add ``r2_ci_low``/``r2_ci_high``: document-bootstrap interval of test R².
     level, seed
         Coverage and seed of that interval.
+    keep_predictions : bool, default True
+        Keep the ``y_pred_test`` column (drop it, or pass False, before writing CSV).
 
     Returns
     -------
     pandas.DataFrame
         One row per (key, target): key, target, alpha, cv_r2, cv_r2_sd (across folds),
-        test_r2, n_features, n_train, n_test [, r2_ci_low, r2_ci_high]. Test predictions
-        are in ``df.attrs["test_predictions"][(key, target)]`` (aligned with ``test_idx``,
-        also stored as ``df.attrs["test_idx"]``) for later bootstraps.
+        test_r2, n_features, n_train, n_test [, r2_ci_low, r2_ci_high] [, y_pred_test].
+        ``y_pred_test`` holds each row's held-out predictions, an ndarray aligned with
+        ``test_idx``, so ``bootstrap_r2_ci(y[test_idx], row.y_pred_test, groups[test_idx])``
+        can be run later. (A column, not ``df.attrs``: pandas compares attrs on concat.)
     """
     groups = np.asarray(groups)
     train_idx = np.asarray(train_idx, dtype=np.int64)
@@ -345,7 +349,7 @@ def fit_ridge_grid(
     Y_train, Y_test = Y[rows_train], Y[test_idx]
     alphas = np.asarray(alphas, dtype=np.float64).ravel()
 
-    records, predictions = [], {}
+    records = []
     for key, source in feature_sets.items():
         X = source() if callable(source) else source
         if X.ndim != 2 or X.shape[0] != len(groups):
@@ -378,9 +382,7 @@ def fit_ridge_grid(
                 row["r2_ci_low"], row["r2_ci_high"] = bootstrap_r2_ci(
                     y_true, pred[:, j], groups[test_idx], n_boot=n_boot, level=level, seed=seed
                 )
+            if keep_predictions:
+                row["y_pred_test"] = pred[:, j].copy()
             records.append(row)
-            predictions[(key, name)] = pred[:, j].copy()
-    table = pd.DataFrame.from_records(records)
-    table.attrs["test_predictions"] = predictions
-    table.attrs["test_idx"] = test_idx
-    return table
+    return pd.DataFrame.from_records(records)

@@ -151,6 +151,7 @@ def test_fit_ridge_grid_equals_looping_ridgeprobe():
     lazy = {key: (lambda a=a: a) for key, a in arrays.items()}  # callables load lazily
     table = fit_ridge_grid(lazy, targets, groups, train, test, ALPHAS, n_splits=4)
     assert isinstance(table, pd.DataFrame) and len(table) == 6
+    pd.concat([table, table]).astype({"cv_r2": float})  # the table survives ordinary pandas operations
     assert {"key", "target", "alpha", "cv_r2", "test_r2", "n_train", "n_test"} <= set(table.columns)
     for row in table.itertuples():
         X, y = arrays[row.key], targets[row.target]
@@ -158,8 +159,7 @@ def test_fit_ridge_grid_equals_looping_ridgeprobe():
         assert row.alpha == probe.alpha_
         assert abs(row.cv_r2 - probe.cv_scores_.max()) < 1e-9
         assert abs(row.test_r2 - probe.score(X[test], y[test])) < 1e-9
-        pred = table.attrs["test_predictions"][(row.key, row.target)]
-        assert np.allclose(pred, probe.predict(X[test]), atol=1e-8)
+        assert np.allclose(row.y_pred_test, probe.predict(X[test]), atol=1e-8)
         assert (row.n_train, row.n_test) == (len(train), len(test))
 
 

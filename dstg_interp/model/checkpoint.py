@@ -116,11 +116,15 @@ def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dty
 def atomic_directory(path: Path):
     """A fresh temporary sibling of ``path``; ``commit_directory`` moves it into place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp's 0700 would make shared checkpoints unreadable to others
+    return tmp
 
 
 def commit_directory(tmp: Path, path: Path) -> None:
     """Replace ``path`` by ``tmp``: the old content stays until the new one is complete."""
+    for file in tmp.iterdir():
+        os.chmod(file, 0o644)
     if path.exists():
         old = path.with_name(f".{path.name}.old-{os.getpid()}")
         os.replace(path, old)

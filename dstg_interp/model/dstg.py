@@ -83,8 +83,17 @@ class DSTGAttention(nn.Module):
             k = torch.cat([k_sem, k_ap], dim=-1)
             v = torch.cat([v_sem, v_ap], dim=-1)
             mask = rp if key_mask is None else rp + key_mask
+            if not (torch.is_grad_enabled() and mask.requires_grad):
+                # Without a gradient for the learned bias, SDPA can use its fused CPU kernel, which
+                # needs one head size for q, k and v (else it falls back to the ~7x slower math path):
+                # zero-pad the narrower side, which changes neither scores nor outputs.  In training the
+                # bias needs dL/dlogits, which only the math path provides, so there padding would cost.
+                width = max(q.shape[-1], v.shape[-1])
+                q, k = F.pad(q, (0, width - q.shape[-1])), F.pad(k, (0, width - k.shape[-1]))
+                v = F.pad(v, (0, width - v.shape[-1]))
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-            z_sem, z_ap = z.split([self.d_sem // self.n_heads, self.d_ap // self.n_heads], dim=-1)
+            d_value_sem, d_value_ap = self.d_sem // self.n_heads, self.d_ap // self.n_heads
+            z_sem, z_ap = z[..., :d_value_sem], z[..., d_value_sem : d_value_sem + d_value_ap]
         return self.out_sem(merge_heads(z_sem)), self.out_ap(merge_heads(z_ap))
 
 

@@ -1,0 +1,338 @@
+"""Attention-head classification: which logit term drives each head (structure / semantic / RP / mixed).
+
+    from dstg_interp.heads import head_summaries_from_cache, classify_heads
+    stats = head_summaries_from_cache(model, tokens, attention_mask)   # one row per (layer, head)
+    heads = classify_heads(stats)                                      # + shares, scores and a label
+    heads.groupby(["model", "label"]).size()
+
+Inputs ("head statistics", one row per model x layer x head) -- small and explicit, so they can come from
+this module's ``head_summaries_from_cache`` (a batch, no store) or from an activation store's attention
+summaries (``head_stats_from_store``):
+
+    var_{t}           variance of logit term t (DSTG: sem, ap, rp; baselines: content, and rp for RP-NeoBERT)
+    cov_{a}_{b}       covariance of terms a and b (pairs in TERMS order)
+    js_without_{t}    mean Jensen-Shannon divergence (bits, in [0, 1]) between the head's pattern and the
+                      pattern with term t dropped from the softmax input, over valid queries
+    positional_score  R^2 of the attention weights on relative offset alone (see below)
+    n_pairs           valid (query, key) pairs the statistics pool
+    variance_over     "query" or "pair" (below)
+
+``head_summaries_from_cache`` takes variances **within each query** by default (``variance_over="query"``:
+the term minus its mean over the query's valid keys, pooled over all valid pairs): softmax ignores
+anything constant along a query's keys, so e.g. the part of the AP term that only moves with the query
+is not counted as attention-shaping.  The activation store's summaries are over all valid pairs
+(``variance_over="pair"``, also available here so both paths can be compared).
+
+Shares.  ``share_t = var_t / sum_u var_u``: each term's share of the summed term variances, so shares sum
+to 1 whatever the covariances.  Covariances are reported, not split among terms: ``cov_share =
+2 sum_{a<b} cov_ab / sum_u var_u = var(total) / sum var - 1``; positive when terms reinforce each other,
+negative when they cancel.
+
+Rule (DSTG and any model with more than one term):
+    a head is labelled after term t  (sem -> "semantic", ap -> "structure", rp -> "RP")
+    when share_t >= DOMINANT_SHARE  and  removing t changes the pattern most (js_without_t is the largest);
+    otherwise "mixed".
+Both conditions: the variance share says the term is large, the JS says the softmax actually listens to it.
+
+Entangled baselines (RoPE/AP: one content term; RP: content + rp).  Their content term mixes position and
+meaning, so a pattern-level score decides instead: ``positional_score`` is the correlation ratio eta^2 of
+attention weights on relative offset (key - query) over valid pairs, i.e. the R^2 of predicting each
+weight by the head's mean weight at that offset; ``content_score = 1 - positional_score``.
+    an RP-NeoBERT head whose rp term dominates by the rule above   -> "RP"
+    positional_score >= POSITIONAL_SCORE_MIN                          -> "positional"
+    positional_score <  CONTENT_SCORE_MAX_POSITIONAL                  -> "content"
+    otherwise                                                          -> "mixed"
+DSTG heads get a positional_score too (same axis for every model) but are labelled by the term rule.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+import torch
+
+DSTG_TERMS = ("sem", "ap", "rp")
+BASELINE_TERMS = ("content", "rp")
+ALL_TERMS = ("sem", "ap", "content", "rp")
+TERM_LABELS = {"sem": "semantic", "ap": "structure", "rp": "RP", "content": "content"}
+LABELS = ("structure", "semantic", "RP", "mixed", "positional", "content")
+
+DOMINANT_SHARE = 0.6  # a term must carry at least this share of the summed term variances
+POSITIONAL_SCORE_MIN = 0.5  # baselines: offset alone explains at least half of the pattern variance
+CONTENT_SCORE_MAX_POSITIONAL = 0.2  # baselines: offset explains less than this -> content head
+
+# hook suffix of each term, per model family (see the hook table in GUIDE.md)
+_DSTG_HOOKS = {"sem": "hook_logits_sem", "ap": "hook_logits_ap", "rp": "hook_logits_rp"}
+_BASELINE_HOOKS = {"content": "hook_logits", "rp": "hook_logits_rp"}
+
+
+# --- statistics from a batch (no store) ------------------------------------------------------------
+@torch.no_grad()
+def head_summaries_from_cache(
+    model, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None, model_name: str | None = None,
+    batch_size: int = 16, variance_over: str = "query",
+) -> pd.DataFrame:
+    """Head statistics (see module docstring) of ``model`` on a batch, via ``run_with_cache``.
+
+    Args:
+        model: a zoo encoder (DSTG or a baseline).
+        tokens: [batch, pos] token ids, right-padded.  attention_mask: [batch, pos] (None = all real).
+        model_name: value of the ``model`` column (default: the config's variant).
+        batch_size: sequences per forward pass (the [B, H, T, T] term tensors are the memory cost).
+        variance_over: "query" (within-query, what softmax sees) or "pair" (over all valid pairs, as the store).
+    Returns:
+        one row per (layer, head): model, layer, head, var_*, cov_*, js_without_*, positional_score, n_pairs.
+    """
+    if variance_over not in ("query", "pair"):
+        raise ValueError(f"variance_over must be 'query' or 'pair', got {variance_over!r}")
+    config = model.config
+    hooks = _DSTG_HOOKS if config.variant == "dstg" else _BASELINE_HOOKS
+    terms = DSTG_TERMS if config.variant == "dstg" else (("content", "rp") if config.variant == "rp" else ("content",))
+    if tokens.dim() == 1:
+        tokens = tokens[None]
+    if attention_mask is None:
+        attention_mask = torch.ones_like(tokens, dtype=torch.bool)
+    attention_mask = attention_mask.to(torch.bool)
+    wanted = {hooks[t] for t in terms}
+    accumulators = [_HeadAccumulator(terms, config.n_heads, tokens.shape[1], variance_over) for _ in range(config.n_layers)]
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, tokens.shape[0], batch_size):
+            batch_tokens = tokens[start : start + batch_size]
+            batch_mask = attention_mask[start : start + batch_size]
+            _, cache = model.run_with_cache(
+                batch_tokens, attention_mask=batch_mask, names_filter=lambda name: name.split(".")[-1] in wanted
+            )
+            for layer, accumulator in enumerate(accumulators):
+                term_logits = {t: cache[f"blocks.{layer}.attn.{hooks[t]}"].float() for t in terms}  # [B,H,T,T]
+                accumulator.add(term_logits, batch_mask.to(term_logits[terms[0]].device))
+    finally:
+        model.train(was_training)
+    name = model_name or config.variant
+    frames = [acc.to_frame(name, layer) for layer, acc in enumerate(accumulators)]
+    return pd.concat(frames, ignore_index=True)
+
+
+class _HeadAccumulator:
+    """Running sums over batches for one layer's heads (within-query moments, JS, offset profile)."""
+
+    def __init__(self, terms: tuple[str, ...], n_heads: int, max_len: int, variance_over: str):
+        self.terms = terms
+        self.variance_over = variance_over
+        self.n_heads = n_heads
+        self.max_len = max_len
+        # float64 sums of x_a * x_b and of x_a over pairs (x centred per query in "query" mode)
+        self.moment = {pair: torch.zeros(n_heads, dtype=torch.float64) for pair in _term_pairs(terms, diagonal=True)}
+        self.first = {t: torch.zeros(n_heads, dtype=torch.float64) for t in terms}
+        self.js = {t: torch.zeros(n_heads, dtype=torch.float64) for t in terms}
+        self.n_pairs = 0
+        self.n_queries = 0
+        # eta^2 of weights on offset: per-offset sums and counts, plus the overall sum of squares
+        self.offset_sum = torch.zeros(n_heads, 2 * max_len - 1, dtype=torch.float64)  # offset + max_len - 1
+        self.offset_count = torch.zeros(2 * max_len - 1, dtype=torch.float64)
+        self.weight_sq_sum = torch.zeros(n_heads, dtype=torch.float64)
+
+    def add(self, term_logits: dict[str, torch.Tensor], attention_mask: torch.Tensor) -> None:
+        seq_len = attention_mask.shape[1]
+        valid_key = attention_mask[:, None, None, :]  # [B, 1, 1, T]
+        valid_query = attention_mask[:, None, :, None]  # [B, 1, T, 1]
+        pair = (valid_key & valid_query).double()  # [B, 1, T, T]
+        keys_per_query = valid_key.double().sum(-1, keepdim=True).clamp(min=1)  # [B, 1, 1, 1]
+
+        values = {}
+        for t, x in term_logits.items():
+            x = x.double() * valid_key
+            if self.variance_over == "query":  # softmax is blind to anything constant along a query's keys
+                x = x - x.sum(-1, keepdim=True) / keys_per_query
+            values[t] = x * pair  # [B, H, T, T], zero outside valid pairs
+            self.first[t] += values[t].sum(dim=(0, 2, 3))
+        for a, b in self.moment:
+            self.moment[(a, b)] += (values[a] * values[b]).sum(dim=(0, 2, 3))
+        self.n_pairs += int(pair.sum())
+
+        key_fill = torch.zeros_like(valid_key, dtype=torch.float64).masked_fill(~valid_key, float("-inf"))
+        total = sum(x.double() for x in term_logits.values()) + key_fill  # [B, H, T, T]
+        pattern = total.softmax(-1)
+        query_weight = valid_query.double()[..., 0]  # [B, 1, T]
+        for t in self.terms:
+            without = (total - term_logits[t].double()).softmax(-1)
+            self.js[t] += (_js_bits(pattern, without) * query_weight).sum(dim=(0, 2))
+        self.n_queries += int(attention_mask.sum())
+
+        # offset index of each (query i, key j): j - i shifted to be >= 0
+        idx = torch.arange(seq_len)
+        offset_index = (idx[None, :] - idx[:, None] + self.max_len - 1).to(pattern.device)  # [T, T]
+        weights = pattern.nan_to_num(0.0) * pair  # [B, H, T, T]
+        flat_index = offset_index.reshape(-1)
+        self.offset_sum.index_add_(1, flat_index, weights.sum(0).reshape(self.n_heads, -1))
+        self.offset_count.index_add_(0, flat_index, pair.sum(dim=(0, 1)).reshape(-1))
+        self.weight_sq_sum += (weights**2).sum(dim=(0, 2, 3))
+
+    def to_frame(self, model_name: str, layer: int) -> pd.DataFrame:
+        n_pairs = max(self.n_pairs, 1)
+        rows = {"model": model_name, "layer": layer, "head": np.arange(self.n_heads)}
+        for (a, b), moment in self.moment.items():
+            covariance = moment / n_pairs - (self.first[a] / n_pairs) * (self.first[b] / n_pairs)
+            rows[f"var_{a}" if a == b else f"cov_{a}_{b}"] = covariance.numpy()
+        for t, js in self.js.items():
+            rows[f"js_without_{t}"] = (js / max(self.n_queries, 1)).numpy()
+        rows["positional_score"] = self._eta_squared().numpy()
+        rows["n_pairs"] = self.n_pairs
+        rows["variance_over"] = self.variance_over
+        return pd.DataFrame(rows)
+
+    def _eta_squared(self) -> torch.Tensor:
+        count = self.offset_count.clamp(min=1)
+        n = self.offset_count.sum().clamp(min=1)
+        grand_mean = self.offset_sum.sum(-1) / n  # [H]
+        between = (self.offset_sum**2 / count).sum(-1) - n * grand_mean**2  # sum_o n_o mean_o^2 - n mean^2
+        total = self.weight_sq_sum - n * grand_mean**2
+        return torch.where(total > 1e-12, (between / total.clamp(min=1e-12)).clamp(0, 1), torch.zeros_like(total))
+
+
+def _js_bits(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Jensen-Shannon divergence in bits along the last axis; [..., T] -> [...]. 0 log 0 = 0."""
+    m = 0.5 * (p + q)
+
+    def kl(a: torch.Tensor) -> torch.Tensor:
+        ratio = torch.where(a > 0, a / m.clamp(min=1e-300), torch.ones_like(a))
+        return (a * torch.log2(ratio)).sum(-1)
+
+    return (0.5 * kl(p) + 0.5 * kl(q)).nan_to_num(0.0).clamp(min=0.0)
+
+
+def _term_pairs(terms, diagonal: bool):
+    pairs = [(t, t) for t in terms] if diagonal else []
+    return pairs + list(combinations(terms, 2))
+
+
+# --- statistics from an activation store -----------------------------------------------------------
+def head_stats_from_store(store, model_name: str = "model") -> pd.DataFrame:
+    """Head statistics from an activation store's attention summaries (``dstg_interp.store.attention``).
+
+    Args:
+        store: an ``ActivationStore`` (its ``.attention``) or an ``AttentionSummaries`` itself.
+        model_name: value of the ``model`` column.
+    The store's variances are over all valid pairs (``variance_over="pair"``) and its JS is in nats
+    (converted to bits here).  ``positional_score`` needs the mean squared attention weight per head
+    (array ``weight_sq_mean`` [layers, heads]); without it the score is NaN and baselines are labelled
+    "mixed" unless their rp term dominates.
+    """
+    try:
+        summaries = getattr(store, "attention", store)
+    except (OSError, KeyError, ValueError) as err:
+        raise ValueError(f"the activation store has no readable attention summaries ({err}); re-extract with them") from None
+    arrays = getattr(summaries, "arrays", None) if summaries is not None else None
+    if not isinstance(arrays, dict) or not {"cov", "js_removal", "pairs"} <= set(arrays):
+        raise ValueError(
+            "the activation store has no attention summaries (cov, js_removal, pairs); re-extract with them, "
+            "or use heads.head_summaries_from_cache(model, tokens, attention_mask) on a batch"
+        )
+    terms = list(summaries.terms)
+    cov = np.asarray(arrays["cov"])  # [layers, heads, terms, terms]
+    js_bits = np.asarray(arrays["js_removal"]) / np.log(2.0)  # [layers, heads, terms]
+    n_layers, n_heads = cov.shape[:2]
+    layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
+    rows = {"model": model_name, "layer": layer.ravel(), "head": head.ravel()}
+    for i, a in enumerate(terms):
+        rows[f"var_{a}"] = cov[:, :, i, i].ravel()
+        rows[f"js_without_{a}"] = js_bits[:, :, i].ravel()
+        for j in range(i + 1, len(terms)):
+            rows[f"cov_{a}_{terms[j]}"] = cov[:, :, i, j].ravel()
+    rows["positional_score"] = _eta_squared_from_store(arrays, n_layers, n_heads).ravel()
+    rows["n_pairs"] = np.repeat(np.asarray(arrays["pairs"]).astype(np.int64), n_heads)
+    rows["variance_over"] = "pair"
+    return pd.DataFrame(rows)
+
+
+def _eta_squared_from_store(arrays: dict, n_layers: int, n_heads: int) -> np.ndarray:
+    """eta^2 of weights on (clipped) offset from per-offset means and the mean squared weight; NaN if absent."""
+    if "weight_sq_mean" not in arrays or "offset_mean_weight" not in arrays or "offset_pairs" not in arrays:
+        return np.full((n_layers, n_heads), np.nan)
+    counts = np.asarray(arrays["offset_pairs"], dtype=np.float64)[:, None, :]  # [L, 1, bins]
+    means = np.asarray(arrays["offset_mean_weight"], dtype=np.float64)  # [L, H, bins]
+    n = counts.sum(-1)  # [L, 1]
+    grand_mean = (counts * means).sum(-1) / np.maximum(n, 1)  # [L, H]
+    between = (counts * means**2).sum(-1) / np.maximum(n, 1) - grand_mean**2
+    total = np.asarray(arrays["weight_sq_mean"], dtype=np.float64) - grand_mean**2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 1e-12, np.clip(between / total, 0.0, 1.0), 0.0)
+
+
+# --- the rule --------------------------------------------------------------------------------------
+def classify_heads(stats: pd.DataFrame) -> pd.DataFrame:
+    """Add shares, scores and a label to head statistics (the rule is in the module docstring).
+
+    Returns one row per head: model, layer, head, share_{sem,ap,rp,content}, cov_share, js_without_*,
+    positional_score, content_score, dominant_term, label (NaN where a term does not exist in the model).
+    """
+    missing = {"model", "layer", "head"} - set(stats.columns)
+    if missing:
+        raise ValueError(f"head statistics lack the column(s) {sorted(missing)}")
+    rows = [_classify_row(row) for row in stats.to_dict(orient="records")]
+    result = pd.DataFrame(rows)
+    leading = ["model", "layer", "head", *[f"share_{t}" for t in ALL_TERMS], "cov_share",
+               *[f"js_without_{t}" for t in ALL_TERMS], "positional_score", "content_score", "dominant_term", "label"]
+    rest = [c for c in result.columns if c not in leading]
+    return result[[c for c in leading if c in result.columns] + rest]
+
+
+def _classify_row(row: dict) -> dict:
+    terms = [t for t in ALL_TERMS if _present(row.get(f"var_{t}"))]
+    if not terms:
+        raise ValueError(f"head (model={row['model']}, layer={row['layer']}, head={row['head']}) has no var_* column")
+    variances = {t: float(row[f"var_{t}"]) for t in terms}
+    summed = sum(variances.values())
+    covariance = sum(float(row.get(f"cov_{a}_{b}", 0.0) or 0.0) for a, b in _term_pairs(terms, diagonal=False)
+                     if _present(row.get(f"cov_{a}_{b}")))
+    out = dict(row)
+    for t in ALL_TERMS:
+        out[f"share_{t}"] = variances[t] / summed if t in variances and summed > 0 else np.nan
+        out.setdefault(f"js_without_{t}", np.nan)
+    out["cov_share"] = 2.0 * covariance / summed if summed > 0 else np.nan
+    positional = row.get("positional_score", np.nan)
+    out["positional_score"] = positional
+    out["content_score"] = 1.0 - positional if _present(positional) else np.nan
+
+    dominant = _dominant_term(terms, out)
+    out["dominant_term"] = dominant
+    is_dstg = "sem" in terms or "ap" in terms
+    if is_dstg:
+        out["label"] = TERM_LABELS[dominant] if dominant else "mixed"
+    elif dominant == "rp":
+        out["label"] = "RP"
+    elif not _present(positional):
+        out["label"] = "mixed"
+    elif positional >= POSITIONAL_SCORE_MIN:
+        out["label"] = "positional"
+    elif positional < CONTENT_SCORE_MAX_POSITIONAL:
+        out["label"] = "content"
+    else:
+        out["label"] = "mixed"
+    return out
+
+
+def _dominant_term(terms: list[str], row: dict) -> str | None:
+    """The term with share >= DOMINANT_SHARE whose removal also changes the pattern most, else None."""
+    shares = {t: row[f"share_{t}"] for t in terms if _present(row[f"share_{t}"])}
+    if not shares:
+        return None
+    best = max(shares, key=shares.get)
+    if shares[best] < DOMINANT_SHARE:
+        return None
+    effects = {t: row.get(f"js_without_{t}") for t in terms if _present(row.get(f"js_without_{t}"))}
+    if effects and effects.get(best, -np.inf) < max(effects.values()):
+        return None
+    return best
+
+
+def _present(value) -> bool:
+    return value is not None and not (isinstance(value, float) and np.isnan(value))
+
+
+def head_table(model, tokens, attention_mask=None, model_name: str | None = None) -> pd.DataFrame:
+    """``classify_heads(head_summaries_from_cache(...))`` in one call."""
+    return classify_heads(head_summaries_from_cache(model, tokens, attention_mask, model_name=model_name))

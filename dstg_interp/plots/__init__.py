@@ -1,0 +1,34 @@
+"""Paper figures: every function writes ``stem``.png, ``stem``.pdf and ``stem``.json (the numbers behind
+the figure) into ``out_dir`` (created if needed; ``FigureOutputError`` if it cannot be written) and returns
+their paths.  Matplotlib only, Agg backend; one colour per zoo model (``MODEL_COLORS``).
+
+    from dstg_interp.spectra import analyze_table, position_table
+    from dstg_interp.plots import plot_scree
+    plot_scree([analyze_table(position_table(model), name="dstg AP table")], "figures/", stem="ap_scree")
+
+    spectra (TableSpectrum list)   plot_scree, plot_pc_curves, plot_dct_power
+    heads (classify_heads table)   plot_head_map, plot_share_scatter
+    probe results (tidy R² table)  plot_r2_by_layer
+    Holmes                         plot_holmes_areas (model, area, score), plot_holmes_counts (model_a, model_b, wins, ties, losses)
+"""
+
+from .heads import plot_head_map, plot_share_scatter
+from .output import LABEL_COLORS, MODEL_COLORS, FigureOutputError, model_color, save_figure
+from .probes import plot_holmes_areas, plot_holmes_counts, plot_r2_by_layer
+from .spectra import plot_dct_power, plot_pc_curves, plot_scree
+
+__all__ = [
+    "FigureOutputError",
+    "LABEL_COLORS",
+    "MODEL_COLORS",
+    "model_color",
+    "save_figure",
+    "plot_scree",
+    "plot_pc_curves",
+    "plot_dct_power",
+    "plot_head_map",
+    "plot_share_scatter",
+    "plot_r2_by_layer",
+    "plot_holmes_areas",
+    "plot_holmes_counts",
+]

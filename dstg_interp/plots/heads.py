@@ -1,0 +1,98 @@
+"""Figures of the head classification (input: the tidy table of ``dstg_interp.heads.classify_heads``).
+
+    from dstg_interp.plots import plot_head_map, plot_share_scatter
+    plot_head_map(heads, "figures/", stem="heads_map")     # heads: rows of one or several models
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
+
+from .output import LABEL_COLORS, model_color, ordered_models, require_columns, save_figure
+
+_SHARE_LETTERS = (("share_sem", "S"), ("share_ap", "A"), ("share_rp", "R"))
+_NUMBER_COLUMNS = ["model", "layer", "head", "label", "share_sem", "share_ap", "share_rp", "share_content",
+                   "cov_share", "js_without_sem", "js_without_ap", "js_without_rp", "js_without_content",
+                   "positional_score", "content_score"]
+
+
+def _cell_text(row: pd.Series) -> str:
+    """Shares as 'S.82 A.10 R.08' for DSTG heads, 'pos .35' for entangled ones."""
+    parts = [f"{letter}{row[col]:.2f}".replace("0.", ".") for col, letter in _SHARE_LETTERS
+             if col in row and pd.notna(row[col])]
+    if not parts or ("share_sem" not in row or pd.isna(row.get("share_sem"))):
+        score = row.get("positional_score")
+        parts = [f"pos{score:.2f}".replace("0.", ".")] if pd.notna(score) else []
+        if pd.notna(row.get("share_rp")):
+            parts.append(f"R{row['share_rp']:.2f}".replace("0.", "."))
+    return "\n".join(parts)
+
+
+def plot_head_map(heads: pd.DataFrame, out_dir, stem: str = "head_map") -> dict:
+    """One panel per model: a layer x head grid coloured by label, each cell annotated with its shares."""
+    require_columns(heads, ["model", "layer", "head", "label"], "the head table")
+    models = ordered_models(heads.model)
+    n_layers = int(heads.layer.max()) + 1
+    n_heads = int(heads["head"].max()) + 1
+    labels = list(LABEL_COLORS)
+    unknown = sorted(set(heads.label) - set(labels))
+    if unknown:
+        raise ValueError(f"unknown head label(s) {unknown}; expected {labels}")
+    colormap = ListedColormap([LABEL_COLORS[label] for label in labels])
+    fig, axes = plt.subplots(1, len(models), figsize=(1.0 + 0.9 * n_heads * len(models), 0.65 * n_layers + 1.6),
+                             squeeze=False)
+    for ax, model in zip(axes[0], models):
+        rows = heads[heads.model == model]
+        grid = np.full((n_layers, n_heads), np.nan)  # [layer, head] label index
+        for _, row in rows.iterrows():
+            grid[int(row.layer), int(row["head"])] = labels.index(row.label)
+            ax.text(row["head"], row.layer, _cell_text(row), ha="center", va="center", fontsize=6)
+        ax.imshow(np.ma.masked_invalid(grid), cmap=colormap, vmin=-0.5, vmax=len(labels) - 0.5, aspect="auto")
+        ax.set_xticks(range(n_heads))
+        ax.set_yticks(range(n_layers))
+        ax.set(xlabel="head", ylabel="layer", title=str(model))
+        ax.title.set_color(model_color(model, models))
+    used = [label for label in labels if label in set(heads.label)]
+    fig.legend(handles=[Patch(color=LABEL_COLORS[label], label=label) for label in used],
+               loc="lower center", ncol=len(used), fontsize=7, bbox_to_anchor=(0.5, -0.02))
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    counts = heads.groupby(["model", "label"]).size().rename("n_heads").reset_index()
+    numbers = {"heads": heads[[c for c in _NUMBER_COLUMNS if c in heads.columns]], "label_counts": counts}
+    return save_figure(fig, out_dir, stem, numbers)
+
+
+def plot_share_scatter(heads: pd.DataFrame, out_dir, stem: str = "head_shares") -> dict:
+    """Left: semantic share vs AP share of every DSTG-style head, coloured by label (the diagonal
+    share_sem + share_ap = 1 is "no RP").  Right: every model's positional score by layer."""
+    require_columns(heads, ["model", "layer", "head", "label"], "the head table")
+    has_streams = heads[[c for c in ("share_sem", "share_ap") if c in heads.columns]].notna().all(axis=1) \
+        if {"share_sem", "share_ap"} <= set(heads.columns) else pd.Series(False, index=heads.index)
+    stream_heads = heads[has_streams]
+    fig, (ax_shares, ax_positional) = plt.subplots(1, 2, figsize=(9, 4))
+    for label, rows in stream_heads.groupby("label"):
+        ax_shares.scatter(rows.share_sem, rows.share_ap, color=LABEL_COLORS.get(label, "grey"), label=label,
+                          s=28, edgecolor="black", linewidth=0.3)
+    ax_shares.plot([0, 1], [1, 0], color="grey", lw=0.8, ls="--")
+    ax_shares.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), xlabel="semantic share of logit variance",
+                  ylabel="AP share of logit variance", title="DSTG heads" if len(stream_heads) else "no DSTG heads")
+    if len(stream_heads):
+        ax_shares.legend(fontsize=7)
+    models = ordered_models(heads.model)
+    if "positional_score" in heads.columns:
+        for i, model in enumerate(models):
+            rows = heads[heads.model == model]
+            jitter = (i - (len(models) - 1) / 2) * 0.08  # keep overlapping models visible
+            ax_positional.scatter(rows.layer + jitter, rows.positional_score, color=model_color(model, models),
+                                  label=str(model), s=16)
+        ax_positional.legend(fontsize=7)
+    ax_positional.set(xlabel="layer", ylabel="positional score (R² on offset)", ylim=(-0.03, 1.03),
+                      title="pattern explained by relative offset")
+    for ax in (ax_shares, ax_positional):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    numbers = {"heads": heads[[c for c in _NUMBER_COLUMNS if c in heads.columns]]}
+    return save_figure(fig, out_dir, stem, numbers)

@@ -1,0 +1,127 @@
+"""What every figure shares: the output folder check, the PNG + PDF + JSON triple, and the colours."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import zlib
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+# one colour per zoo model in every figure (Okabe-Ito, readable by colour-blind readers)
+MODEL_COLORS = {"dstg": "#0072B2", "rope": "#E69F00", "ap": "#009E73", "rp": "#CC79A7"}
+_OTHER_COLORS = ["#555555", "#D55E00", "#999933", "#882255", "#000000"]
+# one colour per head label (heads.LABELS)
+LABEL_COLORS = {
+    "structure": "#D55E00",
+    "semantic": "#56B4E9",
+    "RP": "#F0E442",
+    "mixed": "#BBBBBB",
+    "positional": "#E69F00",
+    "content": "#0072B2",
+}
+
+
+def model_color(model: str, others: list[str] | None = None) -> str:
+    """The zoo colour of ``model`` ("dstg", or a name starting with it like "dstg-seed1"); other models
+    (e.g. MiniLM) get greys/extra colours in the order of ``others``."""
+    name = str(model).lower()
+    for key, color in MODEL_COLORS.items():
+        if name == key or name.startswith(key + "-") or name.startswith(key + "_"):
+            return color
+    # crc32, not hash(): str hashes change between processes, colours must not
+    index = others.index(model) if others and model in others else zlib.crc32(name.encode())
+    return _OTHER_COLORS[index % len(_OTHER_COLORS)]
+
+
+def ordered_models(models) -> list[str]:
+    """Zoo models first in the canonical order (dstg, rope, ap, rp), then the rest alphabetically."""
+    models = list(dict.fromkeys(models))
+    zoo = [m for key in MODEL_COLORS for m in models if str(m).lower() == key]
+    return zoo + sorted((m for m in models if m not in zoo), key=str)
+
+
+class FigureOutputError(OSError):
+    """The output folder cannot be created or written."""
+
+
+def prepare_folder(out_dir) -> Path:
+    """Create ``out_dir`` if needed and check it is writable: one clear error otherwise."""
+    folder = Path(out_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise FigureOutputError(
+            f"cannot create the figure folder {folder} ({err.strerror or err}); pass a writable out_dir"
+        ) from None
+    try:  # os.access lies for root and on some network filesystems: really try to write
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-check-"):
+            pass
+    except OSError as err:
+        raise FigureOutputError(
+            f"the figure folder {folder} is not writable ({err.strerror or err}); pass a writable out_dir"
+        ) from None
+    return folder
+
+
+def save_figure(fig, out_dir, stem: str, numbers) -> dict[str, Path]:
+    """Write ``stem``.png, .pdf and .json (the numbers behind the figure) into ``out_dir``; close ``fig``.
+
+    Each file is written under a temporary name and renamed, so a crash never leaves half a figure.
+    Returns {"png": path, "pdf": path, "json": path}.
+    """
+    folder = prepare_folder(out_dir)
+    paths = {kind: folder / f"{stem}.{kind}" for kind in ("png", "pdf", "json")}
+    try:
+        for kind in ("png", "pdf"):
+            temporary = folder / f".{stem}.tmp.{kind}"
+            fig.savefig(temporary, dpi=150, bbox_inches="tight", format=kind)
+            os.replace(temporary, paths[kind])
+        temporary = folder / f".{stem}.tmp.json"
+        temporary.write_text(json.dumps(jsonable(numbers), indent=1, allow_nan=False) + "\n")
+        os.replace(temporary, paths["json"])
+    except OSError as err:
+        raise FigureOutputError(f"could not write figure {stem} into {folder} ({err.strerror or err})") from None
+    finally:
+        plt.close(fig)
+    return paths
+
+
+def jsonable(value):
+    """Plain JSON types: DataFrames as lists of records, numpy scalars/arrays unwrapped, NaN/inf -> None."""
+    if isinstance(value, pd.DataFrame):
+        return jsonable(value.to_dict(orient="records"))
+    if isinstance(value, pd.Series):
+        return jsonable(value.to_dict())
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def require_columns(frame: pd.DataFrame, columns, what: str) -> None:
+    """A clear error when a tidy input table lacks a column the figure needs."""
+    if not isinstance(frame, pd.DataFrame):
+        raise TypeError(f"{what} must be a pandas DataFrame, got {type(frame).__name__}")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{what} lacks the column(s) {missing}; expected {list(columns)}")
+    if frame.empty:
+        raise ValueError(f"{what} is empty: nothing to plot")

@@ -1,0 +1,276 @@
+"""Spectra of position tables: PCA over positions, DCT-II of the leading PCs, and a random-table control.
+
+    from dstg_interp import load_model
+    from dstg_interp.spectra import position_table, analyze_table
+    spectrum = analyze_table(position_table(load_model("dstg")), name="dstg AP table")
+    spectrum.summary["pc1_pc2"], spectrum.summary["low_freq_share"]     # paper: 0.941, "nearly all"
+    spectrum.variance, spectrum.curves, spectrum.dct                      # tidy DataFrames for plots
+
+A *position table* is any [positions, d] matrix whose rows are indexed by position: DSTG's AP table,
+AP-NeoBERT's entangled table, MiniLM's 512x384 table (a numpy array), or the per-position mean of a layer's
+states (``per_position_mean``), which is the only version RoPE/RP models have.
+
+Method (PAPER.md finding 1, notes/paper.md §2.1-2.2):
+- PCA: rows are samples, centred over positions; explained-variance ratios from the SVD; the
+  participation ratio (sum lambda)^2 / sum lambda^2 is an effective dimension that, unlike "PC1+PC2",
+  can be compared across widths (48-d vs 768-d tables).
+- DCT: ``scipy.fft.dct(type=2, norm='ortho')`` of each leading PC's score curve along position; power =
+  squared coefficients, normalised per PC.  A cosine with f full periods over P positions,
+  cos(2 pi f (n + 1/2) / P), is exactly DCT basis 2f, so "first 4 bins" = up to 1.5 periods.  The curves are
+  centred (they are PC scores), so bin 0 holds ~no power; it is kept so bin k means the same everywhere.
+  The combined share over the leading PCs weights each PC by its variance (sum of powers / sum of totals).
+- Control: i.i.d. Gaussian tables of the same shape, seeded, averaged over ``n_control_draws``.  Expected
+  values for P positions x d dims: PC1+PC2 ~ 2/d (a bit more, Marchenko-Pastur), participation ratio
+  ~ d / (1 + d/P), share of the first k DCT bins ~ (k-1)/(P-1) (a centred white-noise curve).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.fft import dct
+
+DEFAULT_LOW_BINS = 4  # the paper's "first four bins"
+DEFAULT_N_PCS = 2  # the paper's 2-D manifold
+DEFAULT_CONTROL_DRAWS = 20
+
+
+@dataclass
+class TableSpectrum:
+    """PCA + DCT numbers of one position table.
+
+    ``variance``: one row per component (component 1-based, ratio, cumulative).
+    ``curves``: one row per (position, pc) with the PC score.  ``dct``: one row per (pc, bin) with power and
+    share of that PC's total power.  ``summary``: scalars (JSON-ready), control numbers under ``control``.
+    """
+
+    name: str
+    shape: tuple[int, int]
+    variance: pd.DataFrame
+    curves: pd.DataFrame
+    dct: pd.DataFrame
+    summary: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """Everything as plain JSON types (lists/dicts/floats)."""
+        return {
+            "name": self.name,
+            "shape": list(self.shape),
+            "summary": self.summary,
+            "variance": self.variance.to_dict(orient="list"),
+            "curves": self.curves.to_dict(orient="list"),
+            "dct": self.dct.to_dict(orient="list"),
+        }
+
+
+# --- inputs ------------------------------------------------------------------------------------------
+def position_table(model) -> np.ndarray:
+    """A model's learned position table as float64 numpy, [max_positions, d].
+
+    DSTG: the AP stream table; AP-NeoBERT: the entangled table added to token embeddings.  RoPE/RP have
+    none: a ValueError points to ``per_position_mean`` on a layer's states instead.
+    """
+    try:
+        table = model.ap_table
+    except ValueError as err:
+        raise ValueError(
+            f"{err} -- e.g. spectra.per_position_mean(store.states(layer, 'full'), "
+            "store.labels['token_position']) then spectra.analyze_table(...)"
+        ) from None
+    return table.detach().float().cpu().numpy().astype(np.float64)
+
+
+def per_position_mean(states, token_positions, min_count: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Mean state per token position: the position table a layer implicitly holds.
+
+    Args:
+        states: [n_tokens, d] a layer's states (any subspace), numpy or torch.
+        token_positions: [n_tokens] integer position of each token in its sequence.
+        min_count: drop positions seen fewer times (late positions in short corpora are noisy).
+    Returns:
+        (table [n_positions_kept, d], positions [n_positions_kept]) sorted by position.
+    """
+    states = _as_numpy(states)
+    token_positions = np.asarray(_as_numpy(token_positions)).astype(np.int64).ravel()
+    if states.ndim != 2 or states.shape[0] != token_positions.shape[0]:
+        raise ValueError(
+            f"per_position_mean needs states [n_tokens, d] and token_positions [n_tokens]; "
+            f"got {states.shape} and {token_positions.shape}"
+        )
+    if token_positions.size and token_positions.min() < 0:
+        raise ValueError("token_positions must be >= 0")
+    n_positions = int(token_positions.max()) + 1 if token_positions.size else 0
+    counts = np.bincount(token_positions, minlength=n_positions)  # [n_positions]
+    sums = np.zeros((n_positions, states.shape[1]))
+    np.add.at(sums, token_positions, states)  # [n_positions, d]
+    kept = np.flatnonzero(counts >= max(min_count, 1))
+    return sums[kept] / counts[kept, None], kept
+
+
+# --- the numbers -------------------------------------------------------------------------------------
+def pca(table) -> tuple[np.ndarray, np.ndarray]:
+    """PCA over positions. Returns (explained-variance ratios [r], scores [positions, r]), r = min(P-1, d)."""
+    table = _check_table(table)
+    centred = table - table.mean(axis=0, keepdims=True)  # [P, d], centred over positions
+    u, s, _ = np.linalg.svd(centred, full_matrices=False)  # u: [P, min(P, d)]
+    rank = min(table.shape[0] - 1, table.shape[1])  # centring removes one degree of freedom
+    variances = s[:rank] ** 2
+    total = variances.sum()
+    ratios = variances / total if total > 0 else np.zeros_like(variances)
+    scores = u[:, :rank] * s[:rank]  # [P, rank]
+    return ratios, _fix_signs(scores)
+
+
+def participation_ratio(ratios) -> float:
+    """(sum lambda)^2 / sum lambda^2: 1 for a rank-1 table, d for an isotropic one."""
+    ratios = np.asarray(ratios, dtype=np.float64)
+    denom = float((ratios**2).sum())
+    return float(ratios.sum() ** 2 / denom) if denom > 0 else 0.0
+
+
+def dct_power(curves) -> np.ndarray:
+    """Power per DCT-II bin of each curve along position. curves: [P, n_curves] -> power [P bins, n_curves]."""
+    curves = np.asarray(curves, dtype=np.float64)
+    return dct(curves, type=2, norm="ortho", axis=0) ** 2
+
+
+def low_frequency_share(power, n_low_bins: int = DEFAULT_LOW_BINS) -> np.ndarray:
+    """Share of each curve's power in bins [0, n_low_bins). power: [bins, n_curves] -> [n_curves]."""
+    total = power.sum(axis=0)
+    return np.where(total > 0, power[:n_low_bins].sum(axis=0) / np.where(total > 0, total, 1.0), 0.0)
+
+
+def analyze_table(
+    table,
+    name: str = "table",
+    positions=None,
+    n_pcs: int = DEFAULT_N_PCS,
+    n_low_bins: int = DEFAULT_LOW_BINS,
+    n_control_draws: int = DEFAULT_CONTROL_DRAWS,
+    seed: int = 0,
+) -> TableSpectrum:
+    """PCA, PC curves, DCT of the leading ``n_pcs`` PCs and a Gaussian control, for one position table.
+
+    Args:
+        table: [positions, d] numpy array or torch tensor (rows = positions).
+        name: label carried into every output (e.g. "dstg AP table", "rope layer 6 full").
+        positions: [positions] labels of the rows (default 0..P-1); only used for the curves.
+        n_pcs: leading PCs whose curves and spectra are reported.
+        n_low_bins: k of "share of power in the first k bins".
+        n_control_draws: Gaussian tables averaged for the control (0 = no control).
+        seed: seed of the control draws.
+    """
+    table = _check_table(table)
+    n_positions, width = table.shape
+    positions = np.arange(n_positions) if positions is None else np.asarray(positions)
+    if positions.shape != (n_positions,):
+        raise ValueError(f"positions has shape {positions.shape}, expected ({n_positions},)")
+    ratios, scores = pca(table)
+    n_pcs = min(n_pcs, scores.shape[1])
+    power = dct_power(scores[:, :n_pcs])  # [P bins, n_pcs]
+    shares = low_frequency_share(power, n_low_bins)  # [n_pcs]
+
+    variance = pd.DataFrame(
+        {"component": np.arange(1, len(ratios) + 1), "ratio": ratios, "cumulative": np.cumsum(ratios)}
+    )
+    curves = pd.DataFrame(
+        {
+            "position": np.tile(positions, n_pcs),
+            "pc": np.repeat(np.arange(1, n_pcs + 1), n_positions),
+            "score": scores[:, :n_pcs].T.ravel(),
+        }
+    )
+    totals = power.sum(axis=0, keepdims=True)
+    dct_table = pd.DataFrame(
+        {
+            "pc": np.repeat(np.arange(1, n_pcs + 1), n_positions),
+            "bin": np.tile(np.arange(n_positions), n_pcs),
+            "power": power.T.ravel(),
+            "share": (power / np.where(totals > 0, totals, 1.0)).T.ravel(),
+        }
+    )
+    summary = {
+        "name": name,
+        "n_positions": int(n_positions),
+        "width": int(width),
+        "n_low_bins": int(n_low_bins),
+        **_summary_numbers(ratios, power, n_low_bins),
+        "low_freq_share_per_pc": [float(x) for x in shares],
+    }
+    if n_control_draws > 0:
+        summary["control"] = random_control((n_positions, width), n_pcs, n_low_bins, n_control_draws, seed)
+    return TableSpectrum(name=name, shape=(n_positions, width), variance=variance, curves=curves, dct=dct_table,
+                         summary=summary)
+
+
+def random_control(
+    shape: tuple[int, int],
+    n_pcs: int = DEFAULT_N_PCS,
+    n_low_bins: int = DEFAULT_LOW_BINS,
+    n_draws: int = DEFAULT_CONTROL_DRAWS,
+    seed: int = 0,
+) -> dict:
+    """Mean (and std over draws) of the summary numbers for i.i.d. Gaussian tables of ``shape``."""
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_draws):
+        ratios, scores = pca(rng.standard_normal(shape))
+        draws.append(_summary_numbers(ratios, dct_power(scores[:, :n_pcs]), n_low_bins))
+    frame = pd.DataFrame(draws)
+    result = {f"{key}": float(frame[key].mean()) for key in frame.columns}
+    result.update({f"{key}_std": float(frame[key].std(ddof=0)) for key in frame.columns})
+    result["n_draws"] = int(n_draws)
+    result["seed"] = int(seed)
+    return result
+
+
+def spectra_table(spectra: list[TableSpectrum]) -> pd.DataFrame:
+    """One row per analysed table: the summary scalars side by side with their Gaussian control."""
+    rows = []
+    for spectrum in spectra:
+        row = {k: v for k, v in spectrum.summary.items() if not isinstance(v, (list, dict))}
+        for key, value in spectrum.summary.get("control", {}).items():
+            if not key.endswith("_std") and key not in ("n_draws", "seed"):
+                row[f"control_{key}"] = value
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --- internals ---------------------------------------------------------------------------------------
+def _summary_numbers(ratios: np.ndarray, power: np.ndarray, n_low_bins: int) -> dict:
+    padded = np.pad(ratios, (0, max(0, 5 - len(ratios))))
+    total_power = power.sum()
+    return {
+        "pc1": float(padded[0]),
+        "pc2": float(padded[1]),
+        "pc1_pc2": float(padded[:2].sum()),
+        "top5": float(padded[:5].sum()),
+        "participation_ratio": participation_ratio(ratios),
+        # variance-weighted over the leading PCs: a PC's curve power equals its variance
+        "low_freq_share": float(power[:n_low_bins].sum() / total_power) if total_power > 0 else 0.0,
+    }
+
+
+def _fix_signs(scores: np.ndarray) -> np.ndarray:
+    """SVD signs are arbitrary; make each PC curve rise from its first to its last position, so
+    figures of different models (and reruns) are comparable."""
+    flip = np.sign(scores[-1] - scores[0])
+    flip[flip == 0] = 1.0
+    return scores * flip
+
+
+def _as_numpy(x) -> np.ndarray:
+    if hasattr(x, "detach"):  # torch tensor
+        x = x.detach().float().cpu().numpy()
+    return np.asarray(x)
+
+
+def _check_table(table) -> np.ndarray:
+    table = np.asarray(_as_numpy(table), dtype=np.float64)
+    if table.ndim != 2 or table.shape[0] < 3 or table.shape[1] < 1:
+        raise ValueError(f"a position table must be [positions >= 3, d >= 1], got shape {table.shape}")
+    if not np.isfinite(table).all():
+        raise ValueError("the position table contains NaN or inf")
+    return table

@@ -2,7 +2,9 @@
 
 from .config import ModelConfig
 from .model import CheckpointError, DSTGNeoBERT, MaskedLMOutput, NeoBERT, build_model, load_model
+from .store import ActivationStore, StoreError, extract, load_hf_encoder
 
 __version__ = "0.1.0"
 
-__all__ = ["ModelConfig", "build_model", "load_model", "CheckpointError", "DSTGNeoBERT", "NeoBERT", "MaskedLMOutput"]
+__all__ = ["ModelConfig", "build_model", "load_model", "CheckpointError", "DSTGNeoBERT", "NeoBERT", "MaskedLMOutput",
+           "extract", "ActivationStore", "StoreError", "load_hf_encoder"]

@@ -1,0 +1,21 @@
+"""Activation store: hook-based extraction of per-layer AP / semantic / full token states to disk.
+
+    from dstg_interp import load_model, extract, ActivationStore
+    store = extract(load_model("dstg"), sequences, out="runs/store-dstg")   # or: dstg-cache --model dstg ...
+    store = ActivationStore("runs/store-dstg")
+    store.states(3, "ap"), store.labels, store.subsample(10_000, seed=0), store.attention
+
+Files: extract.py (the loop), targets.py (layer -> hook names), npy_writer.py (bounded-memory writes),
+attention.py (streaming head summaries), hf_encoder.py (any local HF encoder), reader.py, manifest.py,
+config.py (ExtractionConfig), cli.py (dstg-cache).
+"""
+
+from .attention import AttentionSummaries
+from .config import ExtractionConfig
+from .extract import extract
+from .hf_encoder import HFEncoder, load_hf_encoder
+from .manifest import FORMAT_VERSION, StoreError, StoreInterrupted
+from .reader import ActivationStore
+
+__all__ = ["extract", "ActivationStore", "ExtractionConfig", "AttentionSummaries", "HFEncoder", "load_hf_encoder",
+           "StoreError", "StoreInterrupted", "FORMAT_VERSION"]

@@ -1,0 +1,154 @@
+"""Streaming attention summaries for head analysis: per (layer, head), never a [T, T] map on disk.
+
+Over every valid (query, key) pair (both real tokens) of every sequence:
+  mean, var, cov    of the logit terms as they enter softmax (DSTG: sem, ap, rp; baselines: content,
+                    plus rp for RP-NeoBERT) -- float64 sums merged per sequence with Chan et al.'s
+                    parallel update, so a million pairs do not lose precision to cancellation
+  offset_*          the attention pattern by relative offset key - query, clipped to +-max_offset:
+                    offset_mean_weight = mean weight of a pair at that offset, offset_mass = mean
+                    attention mass a query puts on that offset (sums to 1 over offsets)
+  js_removal        mean over queries of the Jensen-Shannon divergence (nats) between the softmax of
+                    all terms and the softmax with one term removed: how much the pattern depends on
+                    that term. A term that is identically zero (RP bias at init) gives exactly 0.
+
+    summaries = store.attention                 # AttentionSummaries
+    summaries.mean.shape                        # [n_layers, n_heads, n_terms]
+    summaries.to_dataframe()                    # one row per (layer, head, term)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ATTENTION_FILE, ATTENTION_DESCRIPTION = "attention.npz", "attention.json"
+
+
+def logit_terms(variant: str) -> dict[str, str]:
+    """term -> hook name suffix under ``blocks.{l}.attn.`` for one of our variants."""
+    if variant == "dstg":
+        return {"sem": "hook_logits_sem", "ap": "hook_logits_ap", "rp": "hook_logits_rp"}
+    terms = {"content": "hook_logits"}
+    if variant == "rp":
+        terms["rp"] = "hook_logits_rp"
+    return terms
+
+
+class AttentionAccumulator:
+    def __init__(self, n_layers: int, n_heads: int, terms: list[str], max_offset: int, max_positions: int):
+        n_terms, n_bins = len(terms), 2 * max_offset + 1
+        self.terms, self.max_offset = list(terms), max_offset
+        self.pairs = np.zeros(n_layers)  # valid (query, key) pairs seen per layer
+        self.queries = np.zeros(n_layers)
+        self.mean = np.zeros((n_layers, n_heads, n_terms))
+        self.comoment = np.zeros((n_layers, n_heads, n_terms, n_terms))  # sum of centred outer products
+        self.offset_weight = np.zeros((n_layers, n_heads, n_bins))
+        self.offset_pairs = np.zeros((n_layers, n_bins))
+        self.js_sum = np.zeros((n_layers, n_heads, n_terms))
+        positions = torch.arange(max_positions)
+        # [T, T] bin of (key - query): 0 .. 2 * max_offset
+        self.offset_bin = (positions[None, :] - positions[:, None]).clamp(-max_offset, max_offset) + max_offset
+
+    @torch.no_grad()
+    def update(self, layer: int, terms: list[torch.Tensor], pattern: torch.Tensor, lengths: list[int]) -> None:
+        """terms: one [batch, head, T, T] tensor per term; pattern: [batch, head, T, T]; lengths: real tokens."""
+        n_bins = 2 * self.max_offset + 1
+        for b, n in enumerate(lengths):
+            # one sequence at a time, cropped to its real tokens: no padding enters any statistic
+            x = torch.stack([t[b, :, :n, :n] for t in terms], dim=-1).double()  # [H, n, n, K]
+            flat = x.reshape(x.shape[0], n * n, -1)  # [H, n*n, K]
+            batch_mean = flat.mean(dim=1)  # [H, K]
+            centred = flat - batch_mean[:, None, :]
+            batch_comoment = centred.transpose(1, 2) @ centred  # [H, K, K]
+            self._merge(layer, n * n, batch_mean.numpy(), batch_comoment.numpy())
+
+            total = x.sum(dim=-1)  # [H, n, n]
+            p = total.softmax(dim=-1)
+            for k in range(x.shape[-1]):
+                q = (total - x[..., k]).softmax(dim=-1)
+                self.js_sum[layer, :, k] += jensen_shannon(p, q).sum(dim=-1).numpy()
+
+            bins = self.offset_bin[:n, :n].reshape(-1)  # [n*n]
+            weights = pattern[b, :, :n, :n].double().reshape(pattern.shape[1], -1)  # [H, n*n]
+            per_bin = torch.zeros(pattern.shape[1], n_bins, dtype=torch.float64).index_add_(1, bins, weights)
+            self.offset_weight[layer] += per_bin.numpy()
+            self.offset_pairs[layer] += np.bincount(bins.numpy(), minlength=n_bins)
+            self.queries[layer] += n
+
+    def _merge(self, layer: int, n_new: int, mean_new: np.ndarray, comoment_new: np.ndarray) -> None:
+        n_old = self.pairs[layer]
+        n_total = n_old + n_new
+        delta = mean_new - self.mean[layer]  # [H, K]
+        self.mean[layer] += delta * (n_new / n_total)
+        self.comoment[layer] += comoment_new + delta[:, :, None] * delta[:, None, :] * (n_old * n_new / n_total)
+        self.pairs[layer] = n_total
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        pairs = np.maximum(self.pairs, 1)[:, None, None, None]
+        cov = self.comoment / pairs  # population covariance over pairs
+        return {
+            "pairs": self.pairs, "queries": self.queries, "mean": self.mean, "cov": cov,
+            "var": np.diagonal(cov, axis1=-2, axis2=-1).copy(),
+            "offsets": np.arange(-self.max_offset, self.max_offset + 1),
+            "offset_pairs": self.offset_pairs,
+            "offset_mean_weight": self.offset_weight / np.maximum(self.offset_pairs, 1)[:, None, :],
+            "offset_mass": self.offset_weight / np.maximum(self.queries, 1)[:, None, None],
+            "js_removal": self.js_sum / np.maximum(self.queries, 1)[:, None, None],
+        }
+
+    def save(self, folder: Path) -> dict:
+        arrays = self.arrays()
+        np.savez(folder / ATTENTION_FILE, allow_pickle=False, **arrays)
+        description = {
+            "terms": self.terms,
+            "max_offset": self.max_offset,
+            "arrays": {name: list(array.shape) for name, array in arrays.items()},
+            "notes": "mean/var/cov over valid (query, key) pairs of the scaled logit terms; offsets = key - query "
+                     "clipped to +-max_offset; js_removal in nats, mean over queries; all float64",
+        }
+        (folder / ATTENTION_DESCRIPTION).write_text(json.dumps(description, indent=1) + "\n")
+        return {"file": ATTENTION_FILE, "description": ATTENTION_DESCRIPTION, "terms": self.terms}
+
+
+def jensen_shannon(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """JS divergence (nats) between distributions on the last axis; exactly 0 when p and q are equal."""
+    m = 0.5 * (p + q)
+    kl_pm = (torch.xlogy(p, p) - torch.xlogy(p, m)).sum(dim=-1)
+    kl_qm = (torch.xlogy(q, q) - torch.xlogy(q, m)).sum(dim=-1)
+    return (0.5 * (kl_pm + kl_qm)).clamp(min=0.0)
+
+
+@dataclass
+class AttentionSummaries:
+    """The arrays of attention.npz (see the module docstring) and the term names of their last axis."""
+
+    terms: list[str]
+    arrays: dict[str, np.ndarray]
+
+    def __getattr__(self, name):
+        arrays = self.__dict__.get("arrays", {})
+        if name in arrays:
+            return arrays[name]
+        raise AttributeError(name)
+
+    @classmethod
+    def load(cls, folder: Path) -> "AttentionSummaries":
+        description = json.loads((folder / ATTENTION_DESCRIPTION).read_text())
+        with np.load(folder / ATTENTION_FILE, allow_pickle=False) as data:
+            return cls(terms=description["terms"], arrays={name: data[name] for name in data.files})
+
+    def to_dataframe(self):
+        """One row per (layer, head, term): mean, var, js_removal (layer = block index)."""
+        import pandas as pd
+
+        n_layers, n_heads, n_terms = self.arrays["mean"].shape
+        layer, head, term = np.meshgrid(np.arange(n_layers), np.arange(n_heads), np.arange(n_terms), indexing="ij")
+        return pd.DataFrame({
+            "layer": layer.ravel(), "head": head.ravel(), "term": np.array(self.terms)[term.ravel()],
+            "mean": self.arrays["mean"].ravel(), "var": self.arrays["var"].ravel(),
+            "js_removal": self.arrays["js_removal"].ravel(),
+        })

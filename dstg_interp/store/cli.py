@@ -1,0 +1,80 @@
+"""dstg-cache: extract an activation store from the command line.
+
+    dstg-cache --model dstg --corpus en-mix --out runs/store-dstg --layers 0,3,6,final --dtype float16
+    dstg-cache --model path/to/all-MiniLM-L6-v2 --corpus docs.jsonl --out runs/store-minilm --max-length 128
+    dstg-cache --model runs/dstg --sequences runs/seq/validation --out runs/store --attention-summaries
+
+--model is a zoo name, a dstg-interp checkpoint or a Hugging Face encoder folder. The corpus is
+tokenized with the model's own tokenizer; --sequences takes saved StructuredSequences instead.
+Bad input exits with code 2 and one line on stderr; nothing half-written is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="dstg-cache", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="zoo name (dstg, rope, ap, rp), checkpoint folder or HF folder")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--corpus", help="corpus spec for load_corpus: en-mix, a folder of *.txt, a .jsonl, hf:...")
+    source.add_argument("--sequences", help="a folder of saved StructuredSequences (in the model's token ids)")
+    parser.add_argument("--out", required=True, help="store folder to create")
+    parser.add_argument("--layers", default=None, help="comma-separated layers, e.g. 0,3,6,final (default: all)")
+    parser.add_argument("--subspaces", default=None, help="comma-separated: sem,ap,full (default: all the model has)")
+    parser.add_argument("--names", default="", help="comma-separated extra token-level hook names")
+    parser.add_argument("--dtype", default="float16", choices=["float16", "float32"])
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--max-length", type=int, default=256, help="sequence length when tokenizing --corpus")
+    parser.add_argument("--no-windows", action="store_true", help="truncate long documents instead of windowing")
+    parser.add_argument("--max-docs", type=int, default=None)
+    parser.add_argument("--attention-summaries", action="store_true")
+    parser.add_argument("--max-offset", type=int, default=32)
+    parser.add_argument("--overwrite", action="store_true", help="replace a different store already in --out")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser.parse_args(argv)
+
+
+def _split(text: str | None):
+    return None if text is None else tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def run(args: argparse.Namespace):
+    from dstg_interp.data import StructuredSequences, load_corpus
+    from dstg_interp.model import load_model
+
+    from .extract import extract
+    from .hf_encoder import is_hf_directory, load_hf_encoder
+
+    model = load_hf_encoder(args.model) if is_hf_directory(args.model) else load_model(args.model)
+    if args.sequences:
+        sequences = StructuredSequences.load(args.sequences)
+    else:
+        sequences = load_corpus(args.corpus, progress=not args.quiet, max_docs=args.max_docs)
+    max_length = min(args.max_length, model.config.max_positions)
+    return extract(model, sequences, args.out, layers=_split(args.layers), subspaces=_split(args.subspaces),
+                   names=_split(args.names) or (), dtype=args.dtype, batch_size=args.batch_size,
+                   attention_summaries=args.attention_summaries, max_offset=args.max_offset,
+                   progress=not args.quiet, overwrite=args.overwrite, max_length=max_length,
+                   windows=not args.no_windows)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        store = run(args)
+    except (ValueError, OSError) as err:  # StoreError, CheckpointError, DataError are ValueErrors
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        print(f"dstg-cache: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dstg-cache: error: interrupted (Ctrl-C); no store was written", file=sys.stderr)
+        return 2
+    print(f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

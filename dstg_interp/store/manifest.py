@@ -1,0 +1,136 @@
+"""The store's contract: format version, errors, content hashes and the manifest that ties them together.
+
+A store folder is complete exactly when ``manifest.json`` is in it with ``"complete": true``: extraction
+writes everything into a temporary sibling folder and renames it only after the manifest is written, so
+a folder under the final name is never half-written.
+
+``identity`` is the part of the manifest that decides what the arrays hold (format version, weights,
+model config, token sequences, extraction config). Two runs with equal identities write equal stores,
+so a rerun returns the existing folder. Library versions and timestamps are recorded but not compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import torch
+
+FORMAT_VERSION = 1
+MANIFEST_FILE = "manifest.json"
+
+
+class StoreError(ValueError):
+    """Bad input to extraction or a store that cannot be read. The message is one line: what, where, what to do."""
+
+
+class StoreInterrupted(StoreError, KeyboardInterrupt):
+    """Ctrl-C during extraction. Still a KeyboardInterrupt, so ``except KeyboardInterrupt`` keeps working."""
+
+
+def weights_sha256(model: torch.nn.Module) -> str:
+    """sha256 over (name, dtype, shape, bytes) of every tensor in the state dict, sorted by name.
+
+    Hashing the live tensors rather than the checkpoint file keeps the hash true when a model was
+    built in memory or edited after loading."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        tensor = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}\n".encode())
+        if tensor.numel():
+            digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 24) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+TOKEN_FIELDS = ["input_ids", "token_position", "sentence_index", "paragraph_index", "intra_sentence_position",
+                "intra_paragraph_position", "doc_index", "is_special"]
+
+
+def sequences_sha256(sequences) -> str:
+    """sha256 of every token field and the sequence boundaries, in a fixed order.
+
+    Works on ``StructuredSequences`` (flat arrays, one update per field) and on any object with
+    ``len``/``__getitem__`` returning dicts of arrays (one sequence at a time, bounded memory)."""
+    digest = hashlib.sha256()
+    if hasattr(sequences, "arrays") and hasattr(sequences, "offsets"):
+        digest.update(np.ascontiguousarray(sequences.offsets, dtype=np.int64).tobytes())
+        for field in TOKEN_FIELDS:
+            digest.update(field.encode())
+            digest.update(np.ascontiguousarray(sequences.arrays[field]).tobytes())
+    else:
+        for index in range(len(sequences)):
+            item = sequences[index]
+            digest.update(np.int64(len(item["input_ids"])).tobytes())
+            for field in TOKEN_FIELDS:
+                digest.update(np.ascontiguousarray(item[field]).tobytes())
+    documents = getattr(sequences, "meta", {}).get("documents", [])
+    digest.update(json.dumps(documents, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def versions() -> dict:
+    import dstg_interp
+
+    found = {"dstg_interp": dstg_interp.__version__, "torch": torch.__version__, "numpy": np.__version__,
+             "python": platform.python_version()}
+    try:
+        import transformers
+
+        found["transformers"] = transformers.__version__
+    except ImportError:  # only the HF adapter needs it
+        pass
+    return found
+
+
+def build_manifest(identity: dict, arrays: dict, labels: dict, attention: dict | None, n_tokens: int,
+                   n_sequences: int, extra: dict) -> dict:
+    return {
+        "format_version": FORMAT_VERSION,
+        "complete": True,
+        "identity": identity,
+        "n_tokens": n_tokens,
+        "n_sequences": n_sequences,
+        "arrays": arrays,
+        "labels": labels,
+        "attention": attention,
+        "versions": versions(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **extra,
+    }
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    (folder / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1, sort_keys=False) + "\n")
+
+
+def read_manifest(folder: str | Path) -> dict:
+    """The manifest of a complete store of this format version, or one clear StoreError."""
+    folder = Path(folder)
+    path = folder / MANIFEST_FILE
+    if not folder.is_dir():
+        raise StoreError(f"{folder}: no such store folder; create it with dstg_interp.extract or dstg-cache")
+    if not path.is_file():
+        raise StoreError(f"{folder}: no {MANIFEST_FILE}, so not a complete activation store; re-run the extraction")
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise StoreError(f"{path}: not valid JSON ({err}); delete the folder and re-run the extraction") from None
+    version = manifest.get("format_version") if isinstance(manifest, dict) else None
+    if version != FORMAT_VERSION:
+        raise StoreError(f"{folder}: store format version {version}, this dstg-interp reads version {FORMAT_VERSION}; "
+                         "re-extract it (overwrite=True / --overwrite) or use the dstg-interp that wrote it")
+    if manifest.get("complete") is not True:
+        raise StoreError(f"{folder}: manifest says the store is incomplete; re-run the extraction")
+    return manifest

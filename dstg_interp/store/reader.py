@@ -1,0 +1,124 @@
+"""ActivationStore: lazy, read-only access to a folder written by ``extract`` / ``dstg-cache``.
+
+    store = ActivationStore("runs/store-dstg")
+    store.layers, store.subspaces                 # (0, 1, ..., 6, 'final'), ('sem', 'ap', 'full')
+    X = store.states(6, "ap")                      # np.memmap [n_tokens, d_ap]; nothing read yet
+    X = store.states(6, "ap", as_torch=True)       # torch tensor over the same mapping (copy-on-write)
+    table = store.labels                           # DataFrame, one row per stored token
+    rows = store.subsample(20_000, seed=0)         # sorted token rows, the same for the same seed
+    X[rows], table.iloc[rows]
+    store.attention.to_dataframe()                 # per (layer, head, term) summaries, if extracted
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from .attention import AttentionSummaries
+from .manifest import StoreError, read_manifest
+
+
+class ActivationStore:
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.manifest = read_manifest(self.directory)
+        self.n_tokens = int(self.manifest["n_tokens"])
+        self.n_sequences = int(self.manifest["n_sequences"])
+
+    def __repr__(self) -> str:
+        return (f"ActivationStore({str(self.directory)!r}, {self.n_tokens} tokens, layers={list(self.layers)}, "
+                f"subspaces={list(self.subspaces)}, names={list(self.names)})")
+
+    def __len__(self) -> int:
+        return self.n_tokens
+
+    @property
+    def layers(self) -> tuple:
+        return tuple(self.manifest["layers"])
+
+    @property
+    def subspaces(self) -> tuple[str, ...]:
+        return tuple(self.manifest["subspaces"])
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.manifest["names"])
+
+    @property
+    def dtype(self) -> str:
+        return self.manifest["identity"]["extraction"]["dtype"]
+
+    def states(self, layer, subspace: str | None = None, as_torch: bool = False):
+        """Token states [n_tokens, d] of ``layer`` (int, "final", or a stored hook name) in ``subspace``.
+
+        The subspace may be left out when the store has only one. Returns a read-only np.memmap, or with
+        ``as_torch`` a torch tensor on a copy-on-write mapping (edits stay in memory, the file never changes).
+        """
+        key = self._key(layer, subspace)
+        entry = self.manifest["arrays"][key]
+        path = self.directory / entry["file"]
+        if not path.is_file():
+            raise StoreError(f"{path}: missing from the store; re-run the extraction")
+        array = np.load(path, mmap_mode="c" if as_torch else "r", allow_pickle=False)
+        if list(array.shape) != entry["shape"]:
+            raise StoreError(f"{path}: shape {list(array.shape)} but the manifest says {entry['shape']}; the store is damaged")
+        if as_torch:
+            import torch
+
+            return torch.from_numpy(array)
+        return array
+
+    def _key(self, layer, subspace) -> str:
+        if isinstance(layer, str) and layer in self.names:
+            return layer
+        if subspace is None:
+            if len(self.subspaces) != 1:
+                raise StoreError(f"say which subspace: this store has {', '.join(self.subspaces)}")
+            subspace = self.subspaces[0]
+        if isinstance(layer, (int, np.integer)) and not isinstance(layer, bool):
+            layer = int(layer)
+        key = f"{layer}/{subspace}"
+        if key not in self.manifest["arrays"]:
+            if subspace not in self.subspaces:
+                raise StoreError(f"subspace {subspace!r} is not in this store (it has {', '.join(self.subspaces)})")
+            raise StoreError(f"layer {layer!r} is not in this store (layers {list(self.layers)}, names {list(self.names)})")
+        return key
+
+    @cached_property
+    def labels(self):
+        """One row per stored token: sequence, input_ids, token/sentence/paragraph positions, intra positions,
+        doc_index, is_special and the document's string ``doc_id`` (same columns as StructuredSequences.to_dataframe)."""
+        import pandas as pd
+
+        files = self.manifest["labels"]["files"]
+        table = pd.DataFrame({column: np.load(self.directory / file, allow_pickle=False) for column, file in files.items()})
+        doc_ids = np.array([doc.get("doc_id") for doc in self.documents], dtype=object)
+        table["doc_id"] = doc_ids[table["doc_index"].to_numpy()] if len(doc_ids) else None
+        return table
+
+    @cached_property
+    def documents(self) -> list[dict]:
+        return json.loads((self.directory / self.manifest["labels"]["documents"]).read_text())
+
+    def subsample(self, n: int, seed: int = 0, exclude_special: bool = True) -> np.ndarray:
+        """``n`` token rows drawn without replacement (all of them if fewer), sorted; a function of (n, seed) only."""
+        if n < 0:
+            raise StoreError(f"subsample size must be >= 0, got {n}")
+        candidates = np.arange(self.n_tokens)
+        if exclude_special:
+            special = np.load(self.directory / self.manifest["labels"]["files"]["is_special"], mmap_mode="r")
+            candidates = candidates[~np.asarray(special)]
+        if n >= len(candidates):
+            return candidates
+        rng = np.random.default_rng(seed)
+        return np.sort(rng.choice(candidates, size=n, replace=False))
+
+    @cached_property
+    def attention(self) -> AttentionSummaries:
+        if not self.manifest.get("attention"):
+            raise StoreError(f"{self.directory}: no attention summaries; extract with attention_summaries=True")
+        return AttentionSummaries.load(self.directory)

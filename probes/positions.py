@@ -1,0 +1,254 @@
+"""Position probes: token, segment and intra-segment position, R² by layer and subspace.
+
+    from probes import probe_positions
+    table = probe_positions("dstg", task="segment")                    # a zoo model on the default corpus
+    table = probe_positions(store, task="intra", segment="paragraph")  # an ActivationStore you built
+    table.pivot_table(index="layer", columns="subspace", values="r2")
+
+Targets come from the structured-sequence labels kept in the store (never recomputed):
+
+    task      segment="sentence"          segment="paragraph"
+    token     token_position              token_position
+    segment   sentence_index              paragraph_index
+    intra     intra_sentence_position     intra_paragraph_position
+
+Protocol, per (layer, subspace): special tokens ([CLS]/[SEP]) dropped; an outer split by whole
+documents (``test_fraction`` of documents held out); on the training documents a ridge probe whose
+penalty is chosen by grouped 5-fold CV (``probes.ridge``); held-out R² with a bootstrap CI over test
+documents.  Two controls, so an R² means something:
+
+- ``random_init_r2``: the same probe on a randomly initialised model of the same config (same tokens);
+- ``shuffled_r2``: the same features with the target shuffled *within each document* (what a probe gets
+  from knowing only which document a token is in, plus chance).
+
+``control_r2`` is the larger of the two and ``selectivity = r2 - control_r2``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
+from probes.splits import grouped_train_test_split
+
+TASKS = ("token", "segment", "intra")
+SEGMENTS = ("sentence", "paragraph")
+TARGET_COLUMN = {
+    ("token", "sentence"): "token_position",
+    ("token", "paragraph"): "token_position",
+    ("segment", "sentence"): "sentence_index",
+    ("segment", "paragraph"): "paragraph_index",
+    ("intra", "sentence"): "intra_sentence_position",
+    ("intra", "paragraph"): "intra_paragraph_position",
+}
+RESULT_COLUMNS = ["model", "task", "segment", "layer", "subspace", "r2", "ci_low", "ci_high", "control_r2", "selectivity",
+                  "random_init_r2", "shuffled_r2", "cv_r2", "n_tokens", "n_docs", "alpha"]
+
+
+@dataclass
+class PositionProbeConfig:
+    """How one position-probe run is done; saved next to its results.
+
+    Args:
+        task: ``token``, ``segment`` or ``intra``.  segment: ``sentence`` or ``paragraph``.
+        layers, subspaces: which to probe (None = all in the store).
+        max_tokens: reproducible subsample of (non-special) tokens; None = all.
+        test_fraction: share of documents held out for the reported R².
+        n_splits: grouped CV folds for the ridge penalty.  n_boot: bootstrap resamples for the CI.
+        controls: run the random-init and shuffled-target controls.
+        seed: subsample, split, shuffle and bootstrap seed.
+    """
+
+    task: str = "segment"
+    segment: str = "sentence"
+    layers: list[int] | None = None
+    subspaces: list[str] | None = None
+    max_tokens: int | None = 100_000
+    test_fraction: float = 0.2
+    n_splits: int = 5
+    n_boot: int = 1000
+    controls: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task {self.task!r}; choose one of {', '.join(TASKS)} (or holmes in dstg-probe)")
+        if self.segment not in SEGMENTS:
+            raise ValueError(f"unknown segment {self.segment!r}; choose sentence or paragraph")
+        if not 0 < self.test_fraction < 1:
+            raise ValueError(f"test_fraction must be in (0, 1), got {self.test_fraction}")
+        if self.max_tokens is not None and self.max_tokens < 10:
+            raise ValueError(f"max_tokens must be at least 10, got {self.max_tokens}")
+
+    @property
+    def target_column(self) -> str:
+        return TARGET_COLUMN[(self.task, self.segment)]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def shuffle_within_documents(y: np.ndarray, groups: np.ndarray, seed: int) -> np.ndarray:
+    """Permute ``y`` inside each document: keeps every document's values, breaks the token link."""
+    rng = np.random.default_rng(seed)
+    order = np.lexsort((rng.random(len(y)), groups))  # grouped, random inside each group
+    by_group = np.argsort(groups, kind="stable")  # same groups, original order inside each group
+    shuffled = np.empty_like(y)
+    shuffled[by_group] = y[order]
+    return shuffled
+
+
+def select_tokens(store, cfg: PositionProbeConfig) -> np.ndarray:
+    """Indices of the store's tokens to probe: non-special, subsampled reproducibly."""
+    return store.subsample(cfg.max_tokens if cfg.max_tokens is not None else store.n_tokens, seed=cfg.seed, exclude_special=True)
+
+
+def _check_request(store, cfg: PositionProbeConfig) -> tuple[list[int], list[str]]:
+    layers = list(cfg.layers) if cfg.layers is not None else list(store.layers)
+    subspaces = list(cfg.subspaces) if cfg.subspaces is not None else list(store.subspaces)
+    missing_layers = [layer for layer in layers if layer not in store.layers]
+    if missing_layers:
+        raise ValueError(f"layer(s) {missing_layers} are not in the store (it has {list(store.layers)})")
+    missing = [s for s in subspaces if s not in store.subspaces]
+    if missing:
+        raise ValueError(
+            f"subspace {missing[0]!r} is not available for this model (it has {', '.join(store.subspaces)}); "
+            "entangled baselines only have 'full'"
+        )
+    return layers, subspaces
+
+
+def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", control_store=None) -> pd.DataFrame:
+    """Run the position probe on every requested (layer, subspace) of ``store``; tidy results."""
+    layers, subspaces = _check_request(store, cfg)
+    labels = store.labels
+    tokens = select_tokens(store, cfg)
+    y = labels[cfg.target_column].to_numpy()[tokens].astype(np.float64)
+    groups = labels["doc_index"].to_numpy()[tokens]  # windows of one document share it
+    train_idx, test_idx = grouped_train_test_split(groups, test_fraction=cfg.test_fraction, seed=cfg.seed)
+    targets = {"target": y}
+    if cfg.controls:
+        targets["shuffled"] = shuffle_within_documents(y, groups, cfg.seed)
+
+    def feature_sets(source):
+        return {(layer, sub): (lambda layer=layer, sub=sub: np.asarray(source.states(layer, sub)[tokens]))
+                for layer in layers for sub in subspaces}
+
+    common = dict(groups=groups, train_idx=train_idx, test_idx=test_idx, alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits,
+                  seed=cfg.seed, keep_predictions=False)
+    fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, **common)
+    main = fitted[fitted.target == "target"].set_index("key")
+    shuffled = fitted[fitted.target == "shuffled"].set_index("key")["test_r2"] if cfg.controls else None
+    random_init = None
+    if cfg.controls and control_store is not None:
+        random_init = fit_ridge_grid(feature_sets(control_store), {"target": y}, n_boot=0, **common).set_index("key")["test_r2"]
+
+    rows = []
+    for (layer, sub), result in main.iterrows():
+        controls = [c[(layer, sub)] for c in (random_init, shuffled) if c is not None]
+        control = max(controls) if controls else np.nan
+        rows.append(dict(
+            model=model_name, task=cfg.task, segment=cfg.segment, layer=int(layer), subspace=sub,
+            r2=result.test_r2, ci_low=result.get("r2_ci_low", np.nan), ci_high=result.get("r2_ci_high", np.nan),
+            control_r2=control, selectivity=result.test_r2 - control if controls else np.nan,
+            random_init_r2=random_init[(layer, sub)] if random_init is not None else np.nan,
+            shuffled_r2=shuffled[(layer, sub)] if shuffled is not None else np.nan,
+            cv_r2=result.cv_r2, n_tokens=len(tokens), n_docs=len(np.unique(groups)), alpha=result.alpha,
+        ))
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+# --- from a model (name, checkpoint, HF folder) or a store to results -----------------------------
+DEFAULT_MODEL = "dstg"
+DEFAULT_CORPUS = "en-mix"
+PROBE_MAX_LENGTH = 256
+
+
+def load_probe_model(spec):
+    """A zoo name, a dstg-interp checkpoint folder or a local HF encoder folder -> a model."""
+    from dstg_interp.model import load_model
+    from dstg_interp.store.hf_encoder import is_hf_directory, load_hf_encoder
+
+    if not isinstance(spec, (str, Path)):
+        return spec
+    return load_hf_encoder(spec) if is_hf_directory(spec) else load_model(spec)
+
+
+def probing_documents(corpus: str, max_docs: int | None = None):
+    """The documents to probe on.  For ``en-mix`` the held-out validation documents of the zoo's
+    training split (the models never saw them); for any other corpus, all of its documents."""
+    from dstg_interp.data import load_corpus, split_documents
+
+    documents = load_corpus(corpus, progress=False)
+    if corpus == DEFAULT_CORPUS:
+        _, documents = split_documents(documents, val_fraction=0.05, seed=0)
+    return documents[:max_docs] if max_docs else documents
+
+
+def random_init_twin(model):
+    """A randomly initialised model of the same config (and tokenizer): the random-features control."""
+    import torch
+    from dstg_interp.model import build_model
+    from dstg_interp.store.hf_encoder import HFEncoder
+
+    if isinstance(model, HFEncoder):
+        import copy
+
+        twin = copy.deepcopy(model)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            twin.model.init_weights()
+        return twin
+    twin = build_model(model.config)
+    twin.tokenizer = model.tokenizer
+    return twin
+
+
+def cached_store(model, documents, layers, store_root: Path, label: str, progress: bool):
+    """Extract (or reuse) the store of ``model`` on ``documents``; folder keyed by what decides it."""
+    import hashlib
+
+    from dstg_interp.store import extract
+    from dstg_interp.store.manifest import sequences_sha256, weights_sha256
+
+    from dstg_interp.store.extract import _as_sequences
+
+    max_length = min(PROBE_MAX_LENGTH, model.config.max_positions)
+    sequences = _as_sequences(model, documents, max_length, windows=False)  # one document per sequence
+    key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(sequences)}|{layers}".encode()).hexdigest()[:16]
+    return extract(model, sequences, store_root / f"{label}-{key}", layers=layers, dtype="float16", progress=progress)
+
+
+def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment: str = "sentence", corpus: str = DEFAULT_CORPUS,
+                    layers=None, subspaces=None, max_tokens: int | None = 100_000, controls: bool = True, n_boot: int = 1000,
+                    seed: int = 0, max_docs: int | None = None, store_root=None, model_name: str | None = None,
+                    progress: bool = True) -> pd.DataFrame:
+    """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).
+
+    ``model_or_store``: an ActivationStore, a model object, a zoo name, a checkpoint folder or a local HF
+    encoder folder.  Stores are extracted once into ``store_root`` (default: the cache folder) and reused.
+    """
+    from dstg_interp.data import default_cache_dir
+    from dstg_interp.store import ActivationStore
+
+    cfg = PositionProbeConfig(task=task, segment=segment, layers=layers, subspaces=subspaces, max_tokens=max_tokens,
+                              n_boot=n_boot, controls=controls, seed=seed)
+    if isinstance(model_or_store, ActivationStore):
+        return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
+    name = model_name or (Path(str(model_or_store)).name if isinstance(model_or_store, (str, Path)) else model_or_store.config.variant)
+    model = load_probe_model(model_or_store)
+    if subspaces is not None:
+        missing = [s for s in subspaces if s not in model.subspaces]
+        if missing:
+            raise ValueError(f"model {name!r} has no {missing[0]!r} subspace (it has {', '.join(model.subspaces)}); "
+                             "entangled baselines only have 'full'")
+    store_root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
+    documents = probing_documents(corpus, max_docs)
+    store_layers = tuple(layers) if layers is not None else None
+    store = cached_store(model, documents, store_layers, store_root, name, progress)
+    control = cached_store(random_init_twin(model), documents, store_layers, store_root, f"{name}-random-init", progress) if controls else None
+    return probe_store(store, cfg, model_name=name, control_store=control)

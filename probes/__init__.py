@@ -2,3 +2,4 @@
 
 from probes.ridge import DEFAULT_ALPHAS, RidgeProbe, fit_ridge_grid
 from probes.splits import bootstrap_r2_ci, check_enough_groups, grouped_train_test_split
+from probes.holmes import HolmesProbe, ProbeConfig, load_benchmark, run_holmes

@@ -1,0 +1,319 @@
+"""The Holmes probe protocol on precomputed features: a linear probe trained for several seeds at once.
+
+    from probes.holmes.protocol import HolmesProbe, ProbeConfig, evaluate_features
+    probe = HolmesProbe(n_labels=2).fit(X_train, y_train, X_dev, y_dev)   # seeds 0-4 in one go
+    probe.score(X_test, y_test)                                            # mean macro-F1 over seeds
+
+Protocol (shared/notes/holmes.md §1.3, without the reference's quirks):
+- probe = Dropout(0.2) -> Linear(d_in, K); cross-entropy on plain logits (the reference softmaxes twice),
+  or SmoothL1/Huber on one output for regression (`num_labels: 1`);
+- Adam lr 1e-3, batch 16, linear warm-up over 10% of `20 x steps_per_epoch`, then linear decay to 0;
+- at most 20 epochs, early stopping on dev loss (patience 5), the best-dev-loss weights go to test;
+- seeds 0-4, score = mean macro-F1 (classification) or Pearson r (regression);
+- features z-scored with train statistics (`standardize=True`; False = the reference's raw states).
+
+Why one batched model: a probe is a [d, K] matrix, so a Python loop over seeds (and over the
+randomised-label control) would pay the per-step overhead R times for almost no arithmetic. Here the
+R runs are one [R, d, K] tensor trained with `baddbmm`; Adam is element-wise, so run r's trajectory
+is exactly its own. Each run has its own generator (init, shuffling, dropout), so seed s gives the
+same probe whether it trains alone or next to others.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from sklearn.base import BaseEstimator
+from sklearn.metrics import f1_score
+
+__all__ = ["ProbeConfig", "HolmesProbe", "train_linear_probes", "flash_subsample", "standardize", "evaluate_features",
+           "online_code_length", "probe_metric"]
+
+
+@dataclass
+class ProbeConfig:
+    """Hyper-parameters of the protocol; saved next to every result table."""
+
+    dropout: float = 0.2
+    learning_rate: float = 1e-3
+    batch_size: int = 16
+    max_epochs: int = 20
+    patience: int = 5
+    warmup_fraction: float = 0.1
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    flash_fraction: float | None = 1 / 32  # None = the whole train split (full Holmes)
+    randomized_control: bool = True  # Hewitt & Liang style label permutation -> selectivity
+    mdl: bool = False  # online code length (classification only)
+    huber_beta: float = 1.0
+    # z-score features with train-split statistics (a deviation from the reference, which feeds raw
+    # states): a pre-norm residual stream carries a large shared offset, and Adam's per-coordinate
+    # steps then spend the 20-epoch budget on it; scale differences between subspaces (DSTG's AP part
+    # is ~10x smaller than sem) would otherwise change the score, not the information.
+    standardize: bool = True
+
+    def __post_init__(self):
+        self.seeds = tuple(int(s) for s in self.seeds)
+        if not self.seeds:
+            raise ValueError("ProbeConfig.seeds must not be empty")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.learning_rate <= 0 or self.batch_size < 1 or self.max_epochs < 1 or self.patience < 1:
+            raise ValueError("learning_rate, batch_size, max_epochs and patience must be positive")
+        if not 0.0 <= self.warmup_fraction < 1.0:
+            raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
+        if self.flash_fraction is not None and not 0.0 < self.flash_fraction <= 1.0:
+            raise ValueError(f"flash_fraction must be in (0, 1] or None, got {self.flash_fraction}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ProbeConfig":
+        return cls(**json.loads(text))
+
+
+# ----------------------------------------------------------------------------- training
+
+def _lr_factor(step: int, total: int, warmup: int) -> float:
+    """transformers' get_linear_schedule_with_warmup, as the reference uses."""
+    if step < warmup:
+        return step / max(1, warmup)
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def train_linear_probes(X: torch.Tensor, Y: torch.Tensor, train_idx, dev_idx, seeds, n_out: int,
+                        regression: bool, config: ProbeConfig):
+    """Train R = len(seeds) probes on shared features X [n, d] with per-run labels Y [R, n].
+
+    Returns (weight [R, d, K], bias [R, K], best dev loss [R], epochs run [R]) with the best-dev-loss
+    weights of every run.
+    """
+    runs, d = len(seeds), X.shape[1]
+    train_idx = torch.as_tensor(np.asarray(train_idx), dtype=torch.long)
+    dev_idx = torch.as_tensor(np.asarray(dev_idx), dtype=torch.long)
+    generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+    bound = 1.0 / math.sqrt(d)  # nn.Linear's default init range
+    weight = torch.stack([(torch.rand(d, n_out, generator=g) * 2 - 1) * bound for g in generators])
+    bias = torch.stack([(torch.rand(n_out, generator=g) * 2 - 1) * bound for g in generators])
+    weight.requires_grad_(True)
+    bias.requires_grad_(True)
+    optimizer = torch.optim.Adam([weight, bias], lr=config.learning_rate)
+    n_train = len(train_idx)
+    steps_per_epoch = math.ceil(n_train / config.batch_size)
+    total_steps = steps_per_epoch * config.max_epochs
+    warmup = int(config.warmup_fraction * total_steps)
+    X_dev = X[dev_idx]
+    Y_dev = Y[:, dev_idx]
+    Y_train_all = Y[:, train_idx]
+    run_index = torch.arange(runs)[:, None]
+
+    def loss_per_run(logits, targets):  # logits [R, B, K], targets [R, B] -> [R]
+        if regression:
+            return F.smooth_l1_loss(logits[..., 0], targets, reduction="none", beta=config.huber_beta).mean(1)
+        flat = F.cross_entropy(logits.reshape(-1, n_out), targets.reshape(-1), reduction="none")
+        return flat.view(targets.shape).mean(1)
+
+    best_loss = torch.full((runs,), float("inf"))
+    best_weight, best_bias = weight.detach().clone(), bias.detach().clone()
+    waiting = torch.zeros(runs, dtype=torch.long)
+    active = torch.ones(runs, dtype=torch.bool)
+    epochs = torch.zeros(runs, dtype=torch.long)
+    keep = 1.0 - config.dropout
+    step = 0
+    for _ in range(config.max_epochs):
+        order = torch.stack([torch.randperm(n_train, generator=g) for g in generators])  # [R, n_train]
+        for start in range(0, n_train, config.batch_size):
+            local = order[:, start:start + config.batch_size]  # [R, B]
+            xb = X[train_idx[local]]  # [R, B, d]
+            if config.dropout > 0:
+                masks = torch.stack([torch.rand(local.shape[1], d, generator=g) < keep for g in generators])
+                xb = xb * masks / keep
+            yb = Y_train_all[run_index, local]
+            for group in optimizer.param_groups:
+                group["lr"] = config.learning_rate * _lr_factor(step, total_steps, warmup)
+            loss = loss_per_run(torch.baddbmm(bias[:, None, :], xb, weight), yb).sum()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            step += 1
+        with torch.no_grad():
+            dev_logits = torch.baddbmm(bias[:, None, :], X_dev.expand(runs, -1, -1), weight)
+            dev_loss = loss_per_run(dev_logits, Y_dev)
+            epochs += active.long()
+            improved = active & (dev_loss < best_loss)
+            best_loss = torch.where(improved, dev_loss, best_loss)
+            best_weight[improved] = weight.detach()[improved]
+            best_bias[improved] = bias.detach()[improved]
+            waiting = torch.where(improved, torch.zeros_like(waiting), waiting + active.long())
+            active &= waiting < config.patience
+        if not active.any():
+            break
+    return best_weight, best_bias, best_loss.numpy(), epochs.numpy()
+
+
+def probe_metric(predictions: np.ndarray, targets: np.ndarray, regression: bool) -> float:
+    """Macro-F1 (classification) or Pearson r (regression; 0 for a constant prediction)."""
+    if regression:
+        if np.std(predictions) == 0 or np.std(targets) == 0:
+            return 0.0
+        return float(np.corrcoef(predictions, targets)[0, 1])
+    return float(f1_score(targets, predictions, average="macro", zero_division=0))
+
+
+class HolmesProbe(BaseEstimator):
+    """Dropout + linear probe trained with the Holmes protocol for every seed in `seeds` at once.
+
+    `fit(X, y, X_dev, y_dev)`; `y` may be [n] (shared by all seeds) or [n_runs, n] with n_runs a multiple
+    of len(seeds) (e.g. true labels and a permuted-label control stacked). Learned: `coef_`
+    [n_runs, d, K], `intercept_` [n_runs, K], `best_dev_loss_`, `n_epochs_`.
+    """
+
+    def __init__(self, n_labels: int | None = None, dropout: float = 0.2, learning_rate: float = 1e-3,
+                 batch_size: int = 16, max_epochs: int = 20, patience: int = 5, warmup_fraction: float = 0.1,
+                 seeds=(0, 1, 2, 3, 4), huber_beta: float = 1.0):
+        self.n_labels = n_labels
+        self.dropout = dropout
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.warmup_fraction = warmup_fraction
+        self.seeds = seeds
+        self.huber_beta = huber_beta
+
+    @property
+    def regression(self) -> bool:
+        return self.n_labels == 1
+
+    def _config(self) -> ProbeConfig:
+        return ProbeConfig(dropout=self.dropout, learning_rate=self.learning_rate, batch_size=self.batch_size,
+                           max_epochs=self.max_epochs, patience=self.patience,
+                           warmup_fraction=self.warmup_fraction, seeds=tuple(self.seeds),
+                           huber_beta=self.huber_beta)
+
+    def fit(self, X, y, X_dev, y_dev):
+        X, X_dev = np.asarray(X, np.float32), np.asarray(X_dev, np.float32)
+        y, y_dev = np.atleast_2d(np.asarray(y)), np.atleast_2d(np.asarray(y_dev))
+        seeds = list(self.seeds)
+        if y.shape[0] == 1:
+            y, y_dev = np.repeat(y, len(seeds), 0), np.repeat(y_dev, len(seeds), 0)
+        if y.shape[0] % len(seeds):
+            raise ValueError(f"y has {y.shape[0]} label rows, not a multiple of {len(seeds)} seeds")
+        seeds = seeds * (y.shape[0] // len(seeds))
+        n_out = 1 if self.regression else int(self.n_labels or max(y.max(), y_dev.max()) + 1)
+        dtype = torch.float32 if self.regression else torch.long
+        features = torch.from_numpy(np.concatenate([X, X_dev]))
+        labels = torch.from_numpy(np.concatenate([y, y_dev], axis=1)).to(dtype)
+        train_idx, dev_idx = np.arange(len(X)), np.arange(len(X), len(X) + len(X_dev))
+        weight, bias, self.best_dev_loss_, self.n_epochs_ = train_linear_probes(
+            features, labels, train_idx, dev_idx, seeds, n_out, self.regression, self._config())
+        self.coef_, self.intercept_ = weight.numpy(), bias.numpy()
+        self.n_outputs_ = n_out
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        """[n_runs, n, K] logits (or [n_runs, n, 1] regression outputs)."""
+        X = np.asarray(X, np.float32)
+        return np.einsum("nd,rdk->rnk", X, self.coef_) + self.intercept_[:, None, :]
+
+    def predict(self, X) -> np.ndarray:
+        """[n_runs, n]: class ids or regression values, one row per run."""
+        scores = self.decision_function(X)
+        return scores[..., 0] if self.regression else scores.argmax(-1)
+
+    def scores(self, X, y) -> np.ndarray:
+        """Metric per run; `y` is [n] or [n_runs, n]."""
+        predictions = self.predict(X)
+        y = np.broadcast_to(np.atleast_2d(np.asarray(y)), predictions.shape)
+        return np.array([probe_metric(p, t, self.regression) for p, t in zip(predictions, y)])
+
+    def score(self, X, y) -> float:
+        return float(self.scores(X, y).mean())
+
+
+# ----------------------------------------------------------------------------- protocol on a dataset
+
+def standardize(features: np.ndarray, train_idx) -> np.ndarray:
+    """z-score with the train rows' mean and std (constant columns keep scale 1)."""
+    mean = features[train_idx].mean(0)
+    std = features[train_idx].std(0)
+    return ((features - mean) / np.where(std > 1e-8, std, 1.0)).astype(np.float32)
+
+
+def flash_subsample(train_idx: np.ndarray, fraction: float | None, seed: int = 0) -> np.ndarray:
+    """FlashHolmes: a fixed 1/32 of the train rows (at least 2), the same for every model and seed."""
+    if fraction is None or fraction >= 1.0:
+        return train_idx
+    k = max(2, math.ceil(len(train_idx) * fraction))
+    chosen = np.random.default_rng(seed).permutation(len(train_idx))[:k]
+    return np.sort(train_idx[chosen])
+
+
+def online_code_length(X, y, train_idx, dev_idx, n_labels: int, config: ProbeConfig) -> dict:
+    """Online code (Voita & Titov 2020) in bits, blocks at 2^-10 .. 2^-1 of the train rows in file order
+    plus the final block to N; each block's probe is trained on everything before it (same protocol,
+    all seeds at once) and codes the next block with log2-probabilities of plain logits."""
+    n = len(train_idx)
+    bounds = sorted({int(n * 2.0 ** -k) for k in range(10, 0, -1)} | {n})
+    bounds = [b for b in bounds if b >= 1]
+    seeds = list(config.seeds)
+    Xt = torch.from_numpy(np.asarray(X, np.float32))
+    Y = torch.from_numpy(np.repeat(np.asarray(y)[None], len(seeds), 0)).long()
+    online = np.full(len(seeds), bounds[0] * math.log2(n_labels))
+    for left, right in zip(bounds[:-1], bounds[1:]):
+        weight, bias, _, _ = train_linear_probes(Xt, Y, train_idx[:left], dev_idx, seeds, n_labels, False, config)
+        with torch.no_grad():
+            block = torch.as_tensor(train_idx[left:right])
+            logits = torch.baddbmm(bias[:, None, :], Xt[block].expand(len(seeds), -1, -1), weight)
+            nats = F.cross_entropy(logits.reshape(-1, n_labels), Y[:, block].reshape(-1), reduction="none")
+            online += nats.view(len(seeds), -1).sum(1).numpy() / math.log(2)
+    uniform = n * math.log2(n_labels)
+    return {"mdl_online_bits": float(online.mean()), "mdl_uniform_bits": uniform,
+            "mdl_compression": float(uniform / online.mean())}
+
+
+def evaluate_features(features: np.ndarray, labels: np.ndarray, splits: dict[str, np.ndarray], n_labels: int,
+                      config: ProbeConfig, label_seed: int = 0) -> pd.DataFrame:
+    """Run the protocol on one feature matrix: one row per (control, seed) with the test metric.
+
+    `splits` holds row indices for train/dev/test (train already Flash-subsampled if wanted). The
+    randomised-label control permutes the labels of the whole file (all splits, as the reference does),
+    with one permutation per seed, and trains in the same batch as the real runs.
+    """
+    regression = n_labels == 1
+    seeds = list(config.seeds)
+    label_rows = [np.repeat(labels[None], len(seeds), 0)]
+    controls = ["none"] * len(seeds)
+    if config.randomized_control:
+        label_rows.append(np.stack([np.random.default_rng([label_seed, s]).permutation(labels) for s in seeds]))
+        controls += ["randomization"] * len(seeds)
+    Y = np.concatenate(label_rows)
+    dtype = torch.float32 if regression else torch.long
+    features = np.asarray(features, np.float32)
+    if config.standardize:
+        features = standardize(features, splits["train"])
+    weight, bias, dev_loss, epochs = train_linear_probes(
+        torch.from_numpy(np.asarray(features, np.float32)), torch.from_numpy(Y).to(dtype),
+        splits["train"], splits["dev"], seeds * (len(controls) // len(seeds)), 1 if regression else n_labels,
+        regression, config)
+    test = splits["test"]
+    with torch.no_grad():
+        out = torch.baddbmm(bias[:, None, :], torch.from_numpy(np.asarray(features[test], np.float32))
+                            .expand(len(controls), -1, -1), weight).numpy()
+    predictions = out[..., 0] if regression else out.argmax(-1)
+    metric = "pearson" if regression else "f1_macro"
+    rows = [{"control": control, "seed": seed, "metric": metric,
+             "score": probe_metric(predictions[r], Y[r, test], regression),
+             "best_dev_loss": float(dev_loss[r]), "epochs": int(epochs[r]), "n_train": len(splits["train"])}
+            for r, (control, seed) in enumerate(zip(controls, seeds * (len(controls) // len(seeds))))]
+    if config.mdl and not regression:  # on the (standardised) features the task probes used
+        code = online_code_length(features, labels, splits["train"], splits["dev"], n_labels, config)
+        rows += [{"control": "none", "seed": -1, "metric": key, "score": value, "n_train": len(splits["train"])}
+                 for key, value in code.items()]  # seed -1: already the mean over seeds
+    return pd.DataFrame(rows)

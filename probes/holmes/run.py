@@ -1,0 +1,243 @@
+"""Run a Holmes-format benchmark folder on a pool of models and write tidy results.
+
+    python -m probes.holmes build --out ~/.cache/dstg-interp/holmes-suite/v1     # offline suite
+    python -m probes.holmes run --holmes-dir DIR --model dstg --model rope --model ap --model rp --out figures/holmes
+
+    from probes.holmes import run_holmes
+    results = run_holmes({"dstg": dstg, "rope": rope}, "DIR", layers="last")   # tidy DataFrame
+    results.attrs["skipped"]                                                   # dataset, model, reason
+
+Features are computed once per (model, dataset) for every requested layer and subspace, on the rows
+the protocol uses (Flash: 1/32 of train + all of dev and test), then every probe (seeds x controls)
+trains on them in one batched run (see protocol.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
+from probes.holmes.encode import UnpoolableRow, encode_dataset, resolve_layers
+from probes.holmes.format import HolmesFormatError, load_benchmark
+from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsample
+from probes.holmes.registry import DATASETS
+
+__all__ = ["run_holmes", "HolmesRunConfig", "write_tables", "main"]
+
+
+@dataclass
+class HolmesRunConfig:
+    """What a run did; saved as config.json next to its tables."""
+
+    benchmark_dir: str
+    models: list[str]
+    layers: str | list[int] = "last"
+    subspaces: list[str] | None = None
+    random_init_control: bool = False
+    datasets: list[str] | None = None
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+
+    def __post_init__(self):
+        if isinstance(self.probe, dict):
+            self.probe = ProbeConfig(**self.probe)
+        if isinstance(self.layers, str) and self.layers not in ("last", "all"):
+            raise ValueError(f"layers must be 'last', 'all' or a list of ints, got {self.layers!r}")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+
+def _as_model_mapping(models) -> dict:
+    if isinstance(models, Mapping):
+        return dict(models)
+    from dstg_interp import load_model
+    out = {}
+    for item in models:
+        if isinstance(item, (str, os.PathLike)):
+            out[Path(str(item)).name if os.sep in str(item) else str(item)] = load_model(item)
+        else:
+            out[item.config.variant] = item
+    return out
+
+
+def random_init_twin(model):
+    """Same architecture and tokenizer, fresh weights (the random-init encoder control)."""
+    from dstg_interp import build_model
+    twin = build_model(dataclasses.replace(model.config, seed=model.config.seed + 1_000_003))
+    twin.tokenizer = model.tokenizer
+    return twin.eval()
+
+
+def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: ProbeConfig | None = None,
+               random_init_control: bool = False, datasets: list[str] | None = None, out_dir=None,
+               batch_size: int = 64, progress: bool = True) -> pd.DataFrame:
+    """Probe every dataset of `benchmark_dir` on every model.
+
+    models: {name: model}, or a list of zoo names / checkpoint paths / models (keyed by variant).
+    layers: "last" (default, the Holmes protocol), "all", or a list of layer indices (0 = embeddings).
+    subspaces: None = every subspace of each model (DSTG: ap, sem, full; baselines: full).
+    Returns one row per model x dataset x layer x subspace x control x seed x metric, with `area` and
+    `phenomenon`; `.attrs["skipped"]` is a list of {dataset, model, reason} for what could not run.
+    With `out_dir`, also writes the tables of `write_tables` and config.json.
+    """
+    config = config or ProbeConfig()
+    pool = _as_model_mapping(models)
+    for model in pool.values():
+        model.eval()
+    loaded, skipped = load_benchmark(benchmark_dir, datasets)
+    skipped_rows = [{"dataset": s.dataset, "model": "*", "reason": s.reason} for s in skipped]
+    for s in skipped:
+        print(f"skipped: {s.reason}", file=sys.stderr)
+    encoders = {}
+    for name, model in pool.items():
+        encoders[(name, "none")] = model
+        if random_init_control:
+            encoders[(name, "random-init")] = random_init_twin(model)
+    frames = []
+    bar = tqdm(total=len(loaded) * len(encoders), desc="holmes", disable=not progress)
+    for dataset in loaded:
+        splits_full = {s: dataset.split_indices(s) for s in ("train", "dev", "test")}
+        train = flash_subsample(splits_full["train"], config.flash_fraction)
+        used = np.concatenate([train, splits_full["dev"], splits_full["test"]])
+        subset = dataset.subset(used)
+        local = {"train": np.arange(len(train)), "dev": np.arange(len(train), len(train) + len(splits_full["dev"])),
+                 "test": np.arange(len(train) + len(splits_full["dev"]), len(used))}
+        labels = subset.labels()
+        n_labels = dataset.config.num_labels
+        for (name, control), model in encoders.items():
+            bar.set_postfix_str(f"{dataset.name} / {name}")
+            started = time.perf_counter()
+            try:
+                features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size)
+            except UnpoolableRow as error:
+                skipped_rows.append({"dataset": dataset.name, "model": name, "reason": str(error)})
+                print(f"skipped: {error}", file=sys.stderr)
+                bar.update()
+                continue
+            encode_s = time.perf_counter() - started
+            probe_config = config if control == "none" else dataclasses.replace(
+                config, randomized_control=False, mdl=False)
+            for (layer, subspace), X in features.items():
+                started = time.perf_counter()
+                table = evaluate_features(X, labels, local, n_labels, probe_config)
+                if control != "none":
+                    table["control"] = control
+                table["probe_s"] = time.perf_counter() - started
+                table["encode_s"] = encode_s
+                table.insert(0, "subspace", subspace)
+                table.insert(0, "layer", layer)
+                table.insert(0, "dataset", dataset.name)
+                table.insert(0, "model", name)
+                table["n_dev"], table["n_test"] = len(local["dev"]), len(local["test"])
+                table["task_type"] = dataset.task_type.value
+                frames.append(table)
+            bar.update()
+    bar.close()
+    results = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["model", "dataset", "layer", "subspace", "control", "seed", "metric", "score"])
+    results["area"] = results["dataset"].map(lambda d: DATASETS.get(d, (None, None))[0])
+    results["phenomenon"] = results["dataset"].map(lambda d: DATASETS.get(d, (None, None))[1])
+    # A list, not a DataFrame: pandas compares attrs on concat/merge, and DataFrames have no truth value.
+    results.attrs["skipped"] = skipped_rows
+    if out_dir is not None:
+        run_config = HolmesRunConfig(str(benchmark_dir), list(pool), layers if isinstance(layers, str) else list(layers),
+                                     list(subspaces) if subspaces else None, random_init_control, datasets, config)
+        write_tables(results, out_dir, run_config)
+    return results
+
+
+def _write_csv(frame: pd.DataFrame, path: Path, index: bool = False) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    frame.to_csv(tmp, index=index, float_format="%.6g")
+    os.replace(tmp, path)
+
+
+def summary_tables(results: pd.DataFrame, compare: str | None = None) -> dict[str, pd.DataFrame]:
+    """scores, winning rates, per-area and per-phenomenon tables, A-vs-B counts (last layer per model)."""
+    scores = dataset_scores(results)
+    last = scores.groupby("model")["layer"].transform("max")
+    at_last = scores[scores["layer"] == last]
+    full = at_last[at_last["subspace"] == "full"]
+    rates = winning_rates(full)
+    models = list(dict.fromkeys(full["model"]))
+    compare = compare or next((m for m in models if "dstg" in m), models[0] if models else None)
+    tables = {"scores": scores, "winning_rates": rates, "areas": area_table(rates).reset_index(),
+              "phenomena": phenomenon_table(rates).reset_index()}
+    if compare is not None:
+        tables["a_vs_b"] = a_vs_b(at_last, compare, [e for e in dict.fromkeys(at_last["entry"]) if e != compare])
+    return tables
+
+
+def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | None = None) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_csv(results, out / "results.csv")
+    skipped = pd.DataFrame(results.attrs.get("skipped", []), columns=["dataset", "model", "reason"])
+    _write_csv(skipped, out / "skipped.csv")
+    if len(results):
+        for name, table in summary_tables(results).items():
+            _write_csv(table, out / f"{name}.csv")
+    if run_config is not None:
+        tmp = out / ".config.json.tmp"
+        tmp.write_text(run_config.to_json())
+        os.replace(tmp, out / "config.json")
+    return out
+
+
+# ----------------------------------------------------------------------------- CLI
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m probes.holmes", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    build = sub.add_parser("build", help="build the offline suite in the Holmes format")
+    build.add_argument("--out", required=True)
+    build.add_argument("--seed", type=int, default=0)
+    build.add_argument("--n-per-dataset", type=int, default=None, help="rows per dataset (default: suite's)")
+    build.add_argument("--threads", type=int, default=1)
+    run = sub.add_parser("run", help="probe a Holmes-format folder")
+    run.add_argument("--holmes-dir", required=True)
+    run.add_argument("--model", action="append", required=True, help="zoo name or checkpoint path (repeat)")
+    run.add_argument("--layers", default="last", help="last | all | comma-separated indices")
+    run.add_argument("--full", action="store_true", help="whole train split instead of Flash (1/32)")
+    run.add_argument("--seeds", default="0,1,2,3,4")
+    run.add_argument("--random-init", action="store_true", help="add the random-init encoder control")
+    run.add_argument("--mdl", action="store_true", help="also compute online-code MDL (bits)")
+    run.add_argument("--out", default="figures/holmes")
+    run.add_argument("--threads", type=int, default=1)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    # One thread by default: on a shared 2-core machine two threads oversubscribe and run ~20x slower.
+    torch.set_num_threads(args.threads)
+    try:
+        if args.command == "build":
+            from probes.holmes.suite import build_suite
+            kwargs = {} if args.n_per_dataset is None else {"n_per_dataset": args.n_per_dataset}
+            built = build_suite(args.out, seed=args.seed, **kwargs)
+            print(f"wrote {len(built)} datasets to {args.out}")
+            return 0
+        layers = args.layers if args.layers in ("last", "all") else [int(x) for x in args.layers.split(",")]
+        config = ProbeConfig(seeds=tuple(int(s) for s in args.seeds.split(",")),
+                             flash_fraction=None if args.full else 1 / 32, mdl=args.mdl)
+        results = run_holmes(args.model, args.holmes_dir, layers=layers, config=config,
+                             random_init_control=args.random_init, out_dir=args.out)
+    except (HolmesFormatError, ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{len(results)} result rows, {len(results.attrs['skipped'])} skipped -> {args.out}")
+    return 0

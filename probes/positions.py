@@ -122,6 +122,14 @@ def _check_request(store, cfg: PositionProbeConfig) -> tuple[list[int], list[str
     return layers, subspaces
 
 
+def minimum_documents(n_splits: int, test_fraction: float) -> int:
+    """Fewest documents that leave ``n_splits`` CV folds of training documents after the held-out split."""
+    n = 2
+    while n - min(max(int(round(test_fraction * n)), 1), n - 1) < n_splits:
+        n += 1
+    return n
+
+
 def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", control_store=None) -> pd.DataFrame:
     """Run the position probe on every requested (layer, subspace) of ``store``; tidy results."""
     layers, subspaces = _check_request(store, cfg)
@@ -129,6 +137,13 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
     tokens = select_tokens(store, cfg)
     y = labels[cfg.target_column].to_numpy()[tokens].astype(np.float64)
     groups = labels["doc_index"].to_numpy()[tokens]  # windows of one document share it
+    n_docs, needed = len(np.unique(groups)), minimum_documents(cfg.n_splits, cfg.test_fraction)
+    if n_docs < needed:
+        raise ValueError(f"the corpus has {n_docs} documents with probe-able tokens; {cfg.n_splits}-fold grouped CV plus a "
+                         f"held-out {cfg.test_fraction:.0%} of documents needs at least {needed}; add documents")
+    if np.ptp(y) == 0:
+        raise ValueError(f"the target {cfg.target_column} is constant ({y[0]:g}) on this corpus; "
+                         f"task {cfg.task!r} needs documents with more than one {cfg.segment if cfg.task != 'token' else 'token'}")
     train_idx, test_idx = grouped_train_test_split(groups, test_fraction=cfg.test_fraction, seed=cfg.seed)
     targets = {"target": y}
     if cfg.controls:

@@ -95,6 +95,11 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     from dstg_interp.store.manifest import versions
 
     layers, subspaces = _layers(args.layers), _subspaces(args.subspaces)
+    if args.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {args.device}: no CUDA device is available here; use --device cpu")
     started = time.time()
     if args.task == "holmes":
         from probes.holmes import run_holmes
@@ -105,11 +110,10 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
 
         tables = []
         for spec in args.model:
-            model_subspaces = subspaces
             tables.append(probe_positions(spec, task=args.task, segment=args.segment, corpus=args.corpus, layers=layers,
-                                          subspaces=model_subspaces, max_tokens=args.max_tokens, controls=not args.no_controls,
+                                          subspaces=subspaces, max_tokens=args.max_tokens, controls=not args.no_controls,
                                           seed=args.seed, max_docs=args.max_docs, model_name=model_label(spec),
-                                          progress=not args.quiet))
+                                          progress=not args.quiet, device=args.device))
         results = pd.concat(tables, ignore_index=True)
     record = dict(command="dstg-probe", arguments=vars(args), versions=versions(), seconds=round(time.time() - started, 1),
                   results=results.to_dict(orient="records"))

@@ -230,10 +230,10 @@ def cached_store(model, documents, layers, store_root: Path, label: str, progres
     from dstg_interp.store import extract
     from dstg_interp.store.manifest import sequences_sha256, weights_sha256
 
-    from dstg_interp.store.extract import _as_sequences
+    from dstg_interp.store.extract import as_sequences
 
     max_length = min(PROBE_MAX_LENGTH, model.config.max_positions)
-    sequences = _as_sequences(model, documents, max_length, windows=False)  # one document per sequence
+    sequences = as_sequences(model, documents, max_length, windows=False)  # one document per sequence
     key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(sequences)}|{layers}".encode()).hexdigest()[:16]
     return extract(model, sequences, store_root / f"{label}-{key}", layers=layers, dtype="float16", progress=progress)
 
@@ -241,7 +241,7 @@ def cached_store(model, documents, layers, store_root: Path, label: str, progres
 def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment: str = "sentence", corpus: str = DEFAULT_CORPUS,
                     layers=None, subspaces=None, max_tokens: int | None = 100_000, controls: bool = True, n_boot: int = 1000,
                     seed: int = 0, max_docs: int | None = None, store_root=None, model_name: str | None = None,
-                    progress: bool = True) -> pd.DataFrame:
+                    progress: bool = True, device: str = "cpu") -> pd.DataFrame:
     """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).
 
     ``model_or_store``: an ActivationStore, a model object, a zoo name, a checkpoint folder or a local HF
@@ -255,7 +255,7 @@ def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment
     if isinstance(model_or_store, ActivationStore):
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
     name = model_name or (Path(str(model_or_store)).name if isinstance(model_or_store, (str, Path)) else model_or_store.config.variant)
-    model = load_probe_model(model_or_store)
+    model = load_probe_model(model_or_store).to(device)
     if subspaces is not None:
         missing = [s for s in subspaces if s not in model.subspaces]
         if missing:
@@ -265,5 +265,5 @@ def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment
     documents = probing_documents(corpus, max_docs)
     store_layers = tuple(layers) if layers is not None else None
     store = cached_store(model, documents, store_layers, store_root, name, progress)
-    control = cached_store(random_init_twin(model), documents, store_layers, store_root, f"{name}-random-init", progress) if controls else None
+    control = cached_store(random_init_twin(model).to(device), documents, store_layers, store_root, f"{name}-random-init", progress) if controls else None
     return probe_store(store, cfg, model_name=name, control_store=control)

@@ -7,6 +7,8 @@ Over every valid (query, key) pair (both real tokens) of every sequence:
   offset_*          the attention pattern by relative offset key - query, clipped to +-max_offset:
                     offset_mean_weight = mean weight of a pair at that offset, offset_mass = mean
                     attention mass a query puts on that offset (sums to 1 over offsets)
+  weight_sq_mean    mean squared attention weight over pairs (with offset_mean_weight: how much of the
+                    pattern's variance relative offset alone explains)
   js_removal        mean over queries of the Jensen-Shannon divergence (nats) between the softmax of
                     all terms and the softmax with one term removed: how much the pattern depends on
                     that term. A term that is identically zero (RP bias at init) gives exactly 0.
@@ -49,6 +51,7 @@ class AttentionAccumulator:
         self.offset_weight = np.zeros((n_layers, n_heads, n_bins))
         self.offset_pairs = np.zeros((n_layers, n_bins))
         self.js_sum = np.zeros((n_layers, n_heads, n_terms))
+        self.weight_sq_sum = np.zeros((n_layers, n_heads))  # for the R² of weights on offset (heads.py)
         positions = torch.arange(max_positions)
         # [T, T] bin of (key - query): 0 .. 2 * max_offset
         self.offset_bin = (positions[None, :] - positions[:, None]).clamp(-max_offset, max_offset) + max_offset
@@ -59,7 +62,7 @@ class AttentionAccumulator:
         n_bins = 2 * self.max_offset + 1
         for b, n in enumerate(lengths):
             # one sequence at a time, cropped to its real tokens: no padding enters any statistic
-            x = torch.stack([t[b, :, :n, :n] for t in terms], dim=-1).double()  # [H, n, n, K]
+            x = torch.stack([t[b, :, :n, :n] for t in terms], dim=-1).double().cpu()  # [H, n, n, K]
             flat = x.reshape(x.shape[0], n * n, -1)  # [H, n*n, K]
             batch_mean = flat.mean(dim=1)  # [H, K]
             centred = flat - batch_mean[:, None, :]
@@ -73,9 +76,10 @@ class AttentionAccumulator:
                 self.js_sum[layer, :, k] += jensen_shannon(p, q).sum(dim=-1).numpy()
 
             bins = self.offset_bin[:n, :n].reshape(-1)  # [n*n]
-            weights = pattern[b, :, :n, :n].double().reshape(pattern.shape[1], -1)  # [H, n*n]
+            weights = pattern[b, :, :n, :n].double().cpu().reshape(pattern.shape[1], -1)  # [H, n*n]
             per_bin = torch.zeros(pattern.shape[1], n_bins, dtype=torch.float64).index_add_(1, bins, weights)
             self.offset_weight[layer] += per_bin.numpy()
+            self.weight_sq_sum[layer] += (weights**2).sum(dim=1).numpy()
             self.offset_pairs[layer] += np.bincount(bins.numpy(), minlength=n_bins)
             self.queries[layer] += n
 
@@ -98,6 +102,7 @@ class AttentionAccumulator:
             "offset_mean_weight": self.offset_weight / np.maximum(self.offset_pairs, 1)[:, None, :],
             "offset_mass": self.offset_weight / np.maximum(self.queries, 1)[:, None, None],
             "js_removal": self.js_sum / np.maximum(self.queries, 1)[:, None, None],
+            "weight_sq_mean": self.weight_sq_sum / np.maximum(self.pairs, 1)[:, None],
         }
 
     def save(self, folder: Path) -> dict:

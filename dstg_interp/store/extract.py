@@ -72,7 +72,7 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
     is_hf = isinstance(model, HFEncoder)
     if not is_hf and not hasattr(model, "hook_dict"):
         raise StoreError(f"cannot extract from a {type(model).__name__}; pass a dstg-interp model or load_hf_encoder(path)")
-    sequences = _as_sequences(model, sequences, max_length, windows)
+    sequences = as_sequences(model, sequences, max_length, windows)
     _check_tokenizer(model, sequences)
     config = config.resolve(model.config.n_layers, tuple(model.subspaces), model.config.variant)
     if config.attention_summaries and is_hf:
@@ -145,6 +145,7 @@ def _extract_into(folder: Path, model, sequences, lengths, config, targets, widt
                                                list(logit_terms(model.config.variant)), config.max_offset,
                                                model.config.max_positions)
         pad_id = model.special_ids["pad"] if is_hf else model.config.pad_token_id
+        device = next(model.parameters()).device  # batches go where the model is (cpu or cuda)
         bar = tqdm(total=n_tokens, unit="tok", desc=f"extract -> {folder.name.split('.tmp-')[0].lstrip('.')}",
                    disable=not progress)
         with torch.inference_mode():
@@ -154,7 +155,8 @@ def _extract_into(folder: Path, model, sequences, lengths, config, targets, widt
                 if int(tokens.max()) >= model.config.vocab_size:
                     raise StoreError(f"token id {int(tokens.max())} is outside the model's vocabulary of "
                                      f"{model.config.vocab_size}; the sequences were built with another tokenizer")
-                captured = _run(model, targets, tokens, mask, accumulator)
+                captured = _run(model, targets, tokens.to(device), mask.to(device), accumulator)
+                mask = mask.to(device)
                 rows_of = np.concatenate([[0], np.cumsum(lengths[batch])])  # batch rows of each sequence
                 for key, rows in _real_rows(captured, targets, mask, torch_dtype).items():
                     for j, i in enumerate(batch):
@@ -256,7 +258,7 @@ def _real_rows(captured, targets: list[Target], mask: torch.Tensor, dtype: torch
             if max(-float(low), float(high)) > torch.finfo(torch.float16).max:
                 raise StoreError(f"{hook}: activations exceed the float16 range (max |x| = "
                                  f"{max(-float(low), float(high)):.3g}); extract with dtype='float32'")
-        rows_of_hook[hook] = rows.to(dtype)
+        rows_of_hook[hook] = rows.to(dtype).cpu()
     return {target.key: (rows_of_hook[target.hooks[0]] if len(target.hooks) == 1
                          else torch.cat([rows_of_hook[h] for h in target.hooks], dim=-1)).numpy()
             for target in targets}
@@ -264,8 +266,9 @@ def _real_rows(captured, targets: list[Target], mask: torch.Tensor, dtype: torch
 
 def _probe_widths(model, targets: list[Target]) -> dict[str, int]:
     """Run two tokens through the model once to learn each target's width and check its hooks are token states."""
-    tokens = torch.zeros(1, 2, dtype=torch.long)
-    mask = torch.ones(1, 2, dtype=torch.bool)
+    device = next(model.parameters()).device
+    tokens = torch.zeros(1, 2, dtype=torch.long, device=device)
+    mask = torch.ones(1, 2, dtype=torch.bool, device=device)
     with torch.inference_mode():
         captured = _run(model, targets, tokens, mask, accumulator=None)
     widths = {}
@@ -295,7 +298,7 @@ def _lengths(sequences) -> np.ndarray:
     return np.array([len(sequences[i]["input_ids"]) for i in range(len(sequences))], dtype=np.int64)
 
 
-def _as_sequences(model, sequences, max_length: int, windows: bool):
+def as_sequences(model, sequences, max_length: int, windows: bool):
     """Documents are tokenized here, with the model's own tokenizer; sequences pass through."""
     from dstg_interp.data import Document, build_structured_sequences
 

@@ -175,14 +175,20 @@ def masked_batch(sequences, indices, cfg: TrainConfig, vocab_size: int, generato
     return masked, attention_mask, labels
 
 
+def validation_batches(n_sequences: int, cfg: TrainConfig) -> list[np.ndarray]:
+    """Fixed validation batches spread evenly over the validation set (corpora are stored source by
+    source, so the first sequences would all come from one source)."""
+    n_batches = min(cfg.eval_batches, max(1, n_sequences // cfg.batch_size))
+    chosen = np.linspace(0, n_sequences - 1, num=min(n_sequences, n_batches * cfg.batch_size)).round().astype(int)
+    return np.array_split(np.unique(chosen), n_batches)
+
+
 @torch.no_grad()
 def evaluate(model, validation, cfg: TrainConfig, device) -> dict:
     """MLM loss and accuracy on fixed validation batches with fixed masks (comparable across runs)."""
     model.eval()
     total_loss, correct, count = 0.0, 0, 0
-    n_batches = min(cfg.eval_batches, max(1, len(validation) // cfg.batch_size))
-    for b in range(n_batches):
-        indices = np.arange(b * cfg.batch_size, min(len(validation), (b + 1) * cfg.batch_size))
+    for b, indices in enumerate(validation_batches(len(validation), cfg)):
         ids, mask, labels = masked_batch(validation, indices, cfg, model.config.vocab_size, generator_seed=10_000_019 + b)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             out = model(ids.to(device), mask.to(device), labels.to(device), masked_logits_only=True)

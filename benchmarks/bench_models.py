@@ -1,13 +1,15 @@
 """Forward+backward training throughput of the four variants vs HF ``BertForMaskedLM`` of matched size.
 
-    python benchmarks/bench_models.py                      # zoo size: 6 layers, d_model 128, 4 heads, T=256
+    python benchmarks/bench_models.py                      # zoo size: 4 layers, d_model 128, 4 heads, T=128
     python benchmarks/bench_models.py --d-model 256 --seq-len 128
 
 Every model sees the same random batch (no padding) with 20% of positions carrying labels, the loss over
 those labels, and one backward pass; HF BERT uses its default SDPA attention, no dropout, and the same
 SwiGLU-equivalent FFN FLOPs (BERT's GELU FFN gets intermediate = 1.5 x our SwiGLU hidden size, so both
 spend 3 matmuls' worth). Two rows per variant: the plain call (full logits, like HF) and the training
-call (``masked_logits_only``, what ``dstg-train`` uses). Results go to benchmarks/results/models.json.
+call (``masked_logits_only``, what ``dstg-train`` uses). Steps of all models are interleaved round by
+round and each model's median step time is reported, so background load hits every model alike.
+Results go to benchmarks/results/models.json.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -24,25 +27,30 @@ import transformers
 from dstg_interp import ModelConfig, build_model
 
 
-def time_steps(step, warmup: int, repeats: int) -> float:
-    for _ in range(warmup):
-        step()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        step()
-    return (time.perf_counter() - start) / repeats
+def interleaved_median_seconds(steps: dict, warmup: int, rounds: int) -> dict:
+    """Median seconds per call of each step function, calling them in turn round after round."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--d-ap", type=int, default=16)
-    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=8192)
-    parser.add_argument("--seq-len", type=int, default=256)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "models.json"))
     args = parser.parse_args()
@@ -73,14 +81,16 @@ def main() -> None:
             out.loss.backward()
         return step
 
-    rows = []
-    hf_seconds = time_steps(step_fn(hf), 2, args.repeats)
-    rows.append(dict(model="hf-BertForMaskedLM", call="full logits", seconds_per_step=hf_seconds, params=sum(p.numel() for p in hf.parameters())))
+    steps = {("hf-BertForMaskedLM", "full logits"): step_fn(hf)}
+    params = {"hf-BertForMaskedLM": sum(p.numel() for p in hf.parameters())}
     for variant in ("dstg", "rope", "ap", "rp"):
         model = our_model(variant)
-        for call, kwargs in (("full logits", {}), ("masked logits (training)", {"masked_logits_only": True})):
-            seconds = time_steps(step_fn(model, **kwargs), 2, args.repeats)
-            rows.append(dict(model=f"{variant}-NeoBERT", call=call, seconds_per_step=seconds, params=model.n_params()))
+        params[f"{variant}-NeoBERT"] = model.n_params()
+        steps[(f"{variant}-NeoBERT", "full logits")] = step_fn(model)
+        steps[(f"{variant}-NeoBERT", "masked logits (training)")] = step_fn(model, masked_logits_only=True)
+    seconds = interleaved_median_seconds(steps, warmup=2, rounds=args.rounds)
+    hf_seconds = seconds[("hf-BertForMaskedLM", "full logits")]
+    rows = [dict(model=name, call=call, seconds_per_step=value, params=params[name]) for (name, call), value in seconds.items()]
     for row in rows:
         row["tokens_per_s"] = n_tokens / row["seconds_per_step"]
         row["ratio_vs_hf"] = hf_seconds / row["seconds_per_step"]

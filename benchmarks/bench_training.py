@@ -1,10 +1,10 @@
 """Training throughput (tokens/s) and model-FLOPs utilisation against this machine's measured matmul peak.
 
-    python benchmarks/bench_training.py                 # the zoo's size (6 layers, d 128, T 256, batch 32)
+    python benchmarks/bench_training.py                 # the zoo's size (4 layers, d 128, T 128, batch 32)
 
 Runs full training steps (masked-logits forward, backward, clip, AdamW) on random full-length sequences
 with 20% of positions masked, for each variant; MFU = tokens/s x model FLOPs per token / peak FLOP/s,
-the peak being a float32 1024^3 matmul timed in the same process with the same thread count.
+the peak being a float32 1024^3 matmul timed in the same process, thread count and interleaved rounds.
 Results go to benchmarks/results/training.json.
 """
 
@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from dstg_interp import ModelConfig, build_model
-from dstg_interp.flops import measure_matmul_peak, training_flops_per_token
+from bench_models import interleaved_median_seconds  # noqa: E402 (sibling script)
+from dstg_interp.flops import training_flops_per_token
 from dstg_interp.train import TrainConfig, make_optimizer
 
 ZOO_MODELS = {
@@ -32,36 +33,38 @@ ZOO_MODELS = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seq-len", type=int, default=256)
+    parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=8, help="interleaved rounds")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "training.json"))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    peak = measure_matmul_peak()
     gen = torch.Generator().manual_seed(0)
-    rows = []
+    size = 1024
+    a, b = torch.randn(size, size, generator=gen), torch.randn(size, size, generator=gen)
+    steps, configs = {"matmul": lambda: a @ b}, {}
     for name, widths in ZOO_MODELS.items():
-        cfg = ModelConfig(vocab_size=8192, max_positions=args.seq_len, n_layers=6, n_heads=4, **widths)
+        cfg = ModelConfig(vocab_size=8192, max_positions=args.seq_len, n_layers=4, n_heads=4, **widths)
         model = build_model(cfg).train()
         optimizer = make_optimizer(model, TrainConfig(model=widths))
         tokens = torch.randint(5, 8192, (args.batch, args.seq_len), generator=gen)
         labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
 
-        def step():
+        def step(model=model, optimizer=optimizer, tokens=tokens, labels=labels):
             loss = model(tokens, labels=labels, masked_logits_only=True).loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
 
-        step()
-        start = time.perf_counter()
-        for _ in range(args.steps):
-            step()
-        seconds = (time.perf_counter() - start) / args.steps
-        tokens_per_s = tokens.numel() / seconds
+        steps[name], configs[name] = step, cfg
+    # interleaved rounds: background load (this is a shared machine) hits the peak and every model alike
+    seconds = interleaved_median_seconds(steps, warmup=1, rounds=args.steps)
+    peak = 2 * size**3 / seconds["matmul"]
+    rows = []
+    for name, cfg in configs.items():
+        tokens_per_s = args.batch * args.seq_len / seconds[name]
         flops = training_flops_per_token(cfg, args.seq_len)
         rows.append(dict(model=name, tokens_per_s=tokens_per_s, flops_per_token=flops, achieved_flops=tokens_per_s * flops,
                          mfu=tokens_per_s * flops / peak))

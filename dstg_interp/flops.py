@@ -1,7 +1,7 @@
-"""Model FLOPs of an MLM training step, and the machine's measured matmul peak, for MFU.
+"""Model FLOPs of an MLM training step, for model-FLOPs utilisation (benchmarks/bench_training.py).
 
-    from dstg_interp.flops import training_flops_per_token, measure_matmul_peak
-    mfu = tokens_per_s * training_flops_per_token(cfg, seq_len=256) / measure_matmul_peak()
+    from dstg_interp.flops import training_flops_per_token
+    mfu = tokens_per_s * training_flops_per_token(cfg, seq_len=128) / peak_flops_per_s
 
 Counted as in the PaLM/nanoGPT convention: 2 FLOPs per multiply-add, training = 3x forward (forward +
 backward for activations and weights), attention scores and weighted sums included, the MLM head only
@@ -9,10 +9,6 @@ on the masked fraction of tokens (what ``masked_logits_only`` computes), norms a
 """
 
 from __future__ import annotations
-
-import time
-
-import torch
 
 from .config import ModelConfig
 
@@ -36,17 +32,3 @@ def forward_flops_per_token(cfg: ModelConfig, seq_len: int, masked_fraction: flo
 
 def training_flops_per_token(cfg: ModelConfig, seq_len: int, masked_fraction: float = 0.2) -> float:
     return 3 * forward_flops_per_token(cfg, seq_len, masked_fraction)
-
-
-def measure_matmul_peak(size: int = 1024, seconds: float = 2.0, dtype: torch.dtype = torch.float32) -> float:
-    """Sustained FLOP/s of a square matmul with the current torch thread count (best of short runs)."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    best, end = 0.0, time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        start = time.perf_counter()
-        for _ in range(5):
-            a @ b
-        best = max(best, 5 * 2 * size**3 / (time.perf_counter() - start))
-    return best

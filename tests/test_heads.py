@@ -146,7 +146,7 @@ def test_single_term_baselines_are_labelled_by_positional_score(variant, batch):
 
 def test_store_adapter_agrees_with_the_cache_path(batch):
     """The store's attention summaries (pair-level variance, JS in nats) give the same head statistics."""
-    attention = pytest.importorskip("dstg_interp.store.attention")
+    from dstg_interp.store import attention
     tokens, attention_mask = batch
     model = _hand_built_dstg()
     terms = attention.logit_terms("dstg")

@@ -1,13 +1,16 @@
 """Holmes probe protocol: our batched torch probe (5 seeds + 5 randomised-label controls in one run)
 vs scikit-learn LogisticRegression on the same features, per dataset of the offline suite.
 
-    python benchmarks/bench_holmes.py      # ~2 min; writes benchmarks/results/holmes.json
+    python benchmarks/bench_holmes.py      # a few minutes; writes benchmarks/results/holmes.json
 
 Features: the DSTG checkpoint's last layer (full subspace), pooled once per dataset (not timed).
 Both sides see the same rows: the whole train split (the heavier, non-Flash case) and the same test
-split. Rival = what a user would write: `LogisticRegression(max_iter=1000)` (`Ridge()` for the
-regression set), fitted as many times as we train probes (5 seeds x real/randomised = 10), since our
-timing covers those 10. Agreement = test macro-F1 / Pearson side by side. One thread per side.
+split. Rival = what a user would write:
+`make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))` (`Ridge()` for the regression
+set; without the scaler lbfgs needed 175 s on one 11-class set), fitted once and multiplied by 10,
+the number of probes our timing covers (5 seeds x real/randomised). Agreement = test macro-F1 /
+Pearson side by side. One thread per side; times are process CPU seconds (`time.process_time`), which
+on one thread equal wall time on an idle machine and do not inflate when other jobs share the cores.
 """
 
 import json
@@ -18,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from dstg_interp import load_model
 from probes.holmes import ProbeConfig, encode_dataset, evaluate_features, load_benchmark
@@ -27,7 +32,7 @@ from probes.holmes.suite import build_suite, default_suite_dir
 RESULTS = Path(__file__).parent / "results" / "holmes.json"
 
 
-def main(model_name="dstg", suite=None, n_datasets=8):
+def main(model_name="dstg", suite=None, n_datasets=10):
     torch.set_num_threads(1)
     suite = Path(suite) if suite else default_suite_dir()
     if not (suite / "suite.json").exists():
@@ -45,26 +50,26 @@ def main(model_name="dstg", suite=None, n_datasets=8):
         y = dataset.labels()
         splits = {s: dataset.split_indices(s) for s in ("train", "dev", "test")}
         config = ProbeConfig(flash_fraction=None)
-        started = time.perf_counter()
+        started = time.process_time()
         ours = evaluate_features(X, y, splits, dataset.config.num_labels, config)
-        ours_s = time.perf_counter() - started
+        ours_s = time.process_time() - started
         ours_score = ours[ours.control == "none"]["score"].mean()
-        started = time.perf_counter()
-        n_fits = len(config.seeds) * 2  # same number of probes as ours: seeds x (real, randomised)
-        for _ in range(n_fits):
-            rival = (Ridge() if dataset.is_regression else LogisticRegression(max_iter=1000))
-            rival.fit(X[splits["train"]], y[splits["train"]])
-        sk_s = time.perf_counter() - started
+        started = time.process_time()
+        # One fit (lbfgs is deterministic: seeds would not change it); x10 below is an extrapolation
+        # to the 10 probes ours trains, labelled as such, to keep the run short on a shared machine.
+        rival = make_pipeline(StandardScaler(), Ridge() if dataset.is_regression else LogisticRegression(max_iter=1000))
+        rival.fit(X[splits["train"]], y[splits["train"]])
+        sk_s = (time.process_time() - started) * 10
         sk_score = probe_metric(rival.predict(X[splits["test"]]), y[splits["test"]], dataset.is_regression)
         rows.append({"dataset": dataset.name, "task_type": dataset.task_type.value, "n_train": len(splits["train"]),
                      "d": X.shape[1], "n_labels": dataset.config.num_labels, "ours_s": round(ours_s, 3),
-                     "sklearn_s": round(sk_s, 3), "ours_score": round(float(ours_score), 4),
-                     "sklearn_score": round(float(sk_score), 4), "sklearn_model": type(rival).__name__})
+                     "sklearn_s_x10_extrapolated": round(sk_s, 3), "ours_score": round(float(ours_score), 4),
+                     "sklearn_score": round(float(sk_score), 4), "sklearn_model": type(rival[-1]).__name__})
         print(rows[-1], file=sys.stderr)
-    total_ours, total_sk = sum(r["ours_s"] for r in rows), sum(r["sklearn_s"] for r in rows)
+    total_ours, total_sk = sum(r["ours_s"] for r in rows), sum(r["sklearn_s_x10_extrapolated"] for r in rows)
     diffs = [abs(r["ours_score"] - r["sklearn_score"]) for r in rows]
     summary = {"model": model_name, "n_probes_per_dataset": 10, "rows": rows, "total_ours_s": round(total_ours, 2),
-               "total_sklearn_s": round(total_sk, 2), "mean_abs_score_diff": round(float(np.mean(diffs)), 4),
+               "total_sklearn_s_x10_extrapolated": round(total_sk, 2), "mean_abs_score_diff": round(float(np.mean(diffs)), 4),
                "max_abs_score_diff": round(float(np.max(diffs)), 4),
                "spearman_scores": round(float(__import__("scipy.stats").stats.spearmanr(
                    [r["ours_score"] for r in rows], [r["sklearn_score"] for r in rows])[0]), 3),

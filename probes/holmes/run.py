@@ -34,6 +34,7 @@ from probes.holmes.encode import UnpoolableRow, encode_dataset, resolve_layers
 from probes.holmes.format import HolmesFormatError, load_benchmark
 from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsample
 from probes.holmes.registry import DATASETS
+from probes.holmes import suite as _suite  # noqa: F401  (registers the offline datasets' areas)
 
 __all__ = ["run_holmes", "HolmesRunConfig", "write_tables", "main"]
 

@@ -32,6 +32,12 @@ def setup(tmp_path_factory):
     return root, corpus, paths
 
 
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    """Stores the CLI extracts go to a temporary cache, never the user's."""
+    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+
+
 def run_cli(capsys, *args):
     code = main([*map(str, args), "--quiet"])
     captured = capsys.readouterr()

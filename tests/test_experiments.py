@@ -1,0 +1,123 @@
+"""The figure scripts end to end on tiny random models and a synthetic corpus (``--tiny``), and the claims rules."""
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
+import claims  # noqa: E402
+import run_all  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def gallery(tmp_path_factory):
+    """run_all --tiny: fig_ap_manifold, fig_heads, fig_probes and claims into one folder (Holmes is skipped)."""
+    root = tmp_path_factory.mktemp("gallery")
+    timing = run_all.main(["--tiny", "--out", str(root / "figures"), "--store-root", str(root / "stores"),
+                           "--threads", "1", "--quiet"])
+    return root / "figures", timing
+
+
+def _non_empty_figure(folder: Path, stem: str) -> None:
+    for kind in ("png", "pdf", "json"):
+        path = folder / f"{stem}.{kind}"
+        assert path.is_file() and path.stat().st_size > 1000 or kind == "json" and path.stat().st_size > 10, path
+
+
+def test_run_all_times_every_step(gallery):
+    figures, timing = gallery
+    assert [t["step"] for t in timing] == list(run_all.STEPS)
+    assert {t["step"]: t["status"] for t in timing}["holmes"] == "skipped"
+    assert all(t["status"] == "ok" for t in timing if t["step"] != "holmes")
+    assert json.loads((figures / "timing.json").read_text())["total_seconds"] > 0
+
+
+def test_ap_manifold_outputs(gallery):
+    folder = gallery[0] / "ap_manifold"
+    for stem in ("tables_scree", "tables_pc_curves", "tables_dct", "layers_scree", "layers_pc_curves", "layers_dct"):
+        _non_empty_figure(folder, stem)
+    spectra = pd.read_csv(folder / "spectra.csv")
+    # learned tables: DSTG's and AP-NeoBERT's, each with a random table of the same shape; RoPE/RP have none
+    assert set(spectra[spectra.source == "learned table"].name) == {"dstg AP table", "ap table (entangled)"}
+    assert set(spectra[spectra.source == "random table"].name) == {"random 64x8", "random 64x32"}
+    layers = spectra[spectra.source == "layer states"]
+    assert set(layers.model) == {"dstg", "rope", "ap", "rp"}
+    assert set(layers[layers.model == "dstg"].subspace) == {"ap", "sem", "full"}
+    assert set(layers.layer) == {0, 1, 2}
+    assert spectra.pc1_pc2.between(0, 1).all() and spectra.low_freq_share.between(0, 1).all()
+    config = json.loads((folder / "config.json").read_text())
+    assert config["seed"] == 0 and set(config["notes"]) == {"rope", "rp"}
+    assert "no learned position table" in config["notes"]["rope"]
+
+
+def test_heads_outputs(gallery):
+    folder = gallery[0] / "heads"
+    _non_empty_figure(folder, "head_map")
+    _non_empty_figure(folder, "head_shares")
+    heads = pd.read_csv(folder / "heads.csv")
+    assert len(heads) == 4 * 2 * 4  # models x layers x heads
+    assert set(heads[heads.model == "dstg"].label) <= {"structure", "semantic", "RP", "mixed"}
+    assert set(heads[heads.model == "rope"].label) <= {"positional", "content", "mixed"}
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["models"]["dstg"]["n_heads"] == 8
+
+
+def test_probe_outputs(gallery):
+    folder = gallery[0] / "probes"
+    _non_empty_figure(folder, "r2_by_layer")
+    results = pd.read_csv(folder / "probes.csv")
+    probes = set(map(tuple, results[["task", "segment"]].drop_duplicates().to_numpy()))
+    assert probes == {("token", "sentence"), ("segment", "sentence"), ("segment", "paragraph"),
+                      ("intra", "sentence"), ("intra", "paragraph")}
+    assert len(results) == 5 * (3 * 3 + 3 * 3)  # probes x (DSTG 3 layers x 3 subspaces + 3 baselines x 3 layers)
+    assert results.random_init_r2.notna().all() and results.shuffled_r2.notna().all()
+    assert (results.ci_low <= results.r2).all() and (results.r2 <= results.ci_high).all()
+
+
+def test_claims_cover_every_finding_with_a_verdict(gallery):
+    figures = gallery[0]
+    table = json.loads((figures / "claims.json").read_text())
+    ids = {c["id"] for c in table}
+    assert {"ap_pc1_pc2_dstg", "ap_pc1_pc2_entangled", "ap_dct_low_bins", "heads_structure_semantic", "heads_no_rp",
+            "final_segment_sentence", "final_segment_paragraph", "final_token", "intra_sentence_semantic",
+            "holmes_wins"} <= ids
+    verdicts = {c["id"]: c["verdict"] for c in table}
+    assert verdicts["holmes_wins"] == "not measured"  # no figures/holmes in a tiny run
+    assert all(v in {"holds", "partly", "does not hold", "not measured", "reference"} for v in verdicts.values())
+    assert verdicts["ap_pc1_pc2_dstg"] != "not measured" and verdicts["final_token"] != "not measured"
+    assert "| claim | paper | ours |" in (figures / "claims.md").read_text()
+
+
+def _probe_row(model, task, segment, subspace, layer, r2, half_width, control=0.0):
+    return dict(model=model, task=task, segment=segment, subspace=subspace, layer=layer, r2=r2,
+                ci_low=r2 - half_width, ci_high=r2 + half_width, control_r2=control)
+
+
+def test_claims_rules_on_hand_written_numbers():
+    rows = [_probe_row("dstg", "segment", "sentence", "ap", 6, 0.80, 0.05)]
+    rows += [_probe_row(m, "segment", "sentence", "full", 6, 0.30, 0.05) for m in ("rope", "ap")]
+    rows += [_probe_row("rp", "segment", "sentence", "full", 6, 0.78, 0.05)]  # overlaps DSTG: only "partly"
+    verdicts = {c["id"]: c["verdict"] for c in claims.final_layer_claims(pd.DataFrame(rows))}
+    assert verdicts["final_segment_sentence"] == "partly"
+    rows[-1] = _probe_row("rp", "segment", "sentence", "full", 6, 0.50, 0.05)
+    verdicts = {c["id"]: c["verdict"] for c in claims.final_layer_claims(pd.DataFrame(rows))}
+    assert verdicts["final_segment_sentence"] == "holds" and verdicts["final_segment_paragraph"] == "not measured"
+
+    counts = pd.DataFrame([dict(a="dstg", b=b, area="overall", wins=w, ties=0, losses=65 - w, n_phenomena=65)
+                           for b, w in (("rope", 49), ("ap", 40), ("rp", 20))])
+    holmes = claims.holmes_claims(counts)[0]
+    assert holmes["verdict"] == "partly" and holmes["ours"] == pytest.approx(20 / 65)
+    assert holmes["ci"][0] < 20 / 65 < holmes["ci"][1]
+    assert claims.wilson_interval(0, 10)[0] == 0.0
+
+
+def test_claims_without_inputs_are_not_measured(tmp_path):
+    table = claims.main(["--figures", str(tmp_path), "--quiet"])
+    assert {c["verdict"] for c in table} == {"not measured"}
+    assert (tmp_path / "claims.md").is_file()

@@ -102,9 +102,21 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
             raise ValueError(f"--device {args.device}: no CUDA device is available here; use --device cpu")
     started = time.time()
     if args.task == "holmes":
-        from probes.holmes import run_holmes
+        import torch
 
-        results = run_holmes(args.model, benchmark_dir=args.benchmark, progress=not args.quiet)
+        from probes.holmes import run_holmes
+        from probes.holmes.suite import build_suite, default_suite_dir
+
+        torch.set_num_threads(1)  # the probes are tiny; two threads only oversubscribe (see probes/holmes)
+        benchmark = args.benchmark
+        if benchmark is None:  # the offline suite, built into the cache on first use
+            benchmark = default_suite_dir()
+            if not benchmark.is_dir():
+                build_suite(benchmark)
+        from probes.positions import load_probe_model
+
+        models = {model_label(m): load_probe_model(m) for m in args.model}
+        results = run_holmes(models, benchmark_dir=benchmark, progress=not args.quiet)
     else:
         from probes.positions import probe_positions
 
@@ -137,7 +149,9 @@ def main(argv=None) -> int:
         print(title)
         print(compact_table(results))
     else:
-        print(results.to_string(index=False))
+        from probes.holmes import dataset_scores
+
+        print(dataset_scores(results).to_string(index=False))
     write_results(out, results, record)
     print(f"wrote {out / 'results.csv'} and {out / 'results.json'}")
     return 0

@@ -153,3 +153,16 @@ def test_cli_unknown_task(capsys):
 def test_cli_missing_model(tmp_path, capsys):
     code, _, err = run_cli(capsys, "--model", tmp_path / "nothing", "--task", "token", "--out", tmp_path / "o")
     assert_clean_failure(code, err, tmp_path / "o", "is not a directory")
+
+
+def test_cli_holmes_task_on_a_benchmark_folder(setup, tmp_path, capsys):
+    from pathlib import Path
+
+    root, _, paths = setup
+    fixture = Path(__file__).parent / "fixtures" / "holmes" / "benchmark"
+    code, stdout, err = run_cli(capsys, "--model", paths["dstg"], "--task", "holmes", "--benchmark", fixture, "--out", tmp_path / "o")
+    assert code == 0, err
+    results = pd.read_csv(tmp_path / "o" / "results.csv")
+    assert {"model", "dataset", "metric", "score", "area"} <= set(results.columns)
+    assert set(results.subspace) == {"ap", "sem", "full"}
+    assert "score" in stdout

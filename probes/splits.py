@@ -125,6 +125,9 @@ def grouped_train_test_split(groups, test_fraction: float = 0.2, seed: int = 0):
 def _r2_from_sums(count, sum_y, sum_y2, sse):
     """R² = 1 - SSE/SST with SST from sufficient statistics (any broadcastable shapes)."""
     sst = sum_y2 - sum_y**2 / count
+    # A resample of documents whose targets are all equal leaves only rounding residue in SST (not an
+    # exact 0): treat it as constant, or R² explodes to ~1e16.
+    sst = np.where(sst > 1e-8 * np.maximum(count, 1), sst, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         return 1.0 - sse / sst
 

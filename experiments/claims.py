@@ -4,7 +4,8 @@ it holds at our scale -- computed from the numbers the figure scripts wrote, by 
     python experiments/claims.py                     # reads figures/, writes figures/claims.json + claims.md
     python experiments/claims.py --figures /tmp/fig  # any folder laid out like figures/
 
-Reads ap_manifold/spectra.csv, heads/heads.csv, probes/probes.csv and, if present, holmes/a_vs_b.csv.
+Reads ap_manifold/spectra.csv, heads/heads.csv, probes/probes.csv and, if present, the Holmes A-vs-B counts
+(holmes/full/a_vs_b.csv, the whole train split, else holmes/a_vs_b.csv, Flash).
 A claim whose inputs are missing is "not measured".  Verdicts and their rules (written once, here):
 
   PC1+PC2 of DSTG's AP table (paper 94.1%)      holds >= 0.80; partly >= 0.50 and >= 3x the Gaussian control
@@ -22,6 +23,8 @@ A claim whose inputs are missing is "not measured".  Verdicts and their rules (w
                                                   partly: against some (CI: Wilson interval of the win share)
 MiniLM's table and the last-layer per-position means are reference rows (no verdict).
 Spectra of a fixed table have no sampling CI; the Gaussian control of the same shape is shown instead.
+A probe CI reaching above R² = 1 is impossible (resamples with a numerically constant target): it is shown
+as undefined and cannot support a "holds".
 """
 
 from __future__ import annotations
@@ -130,8 +133,19 @@ def _last_layer(probes, model, task, segment, subspace):
     return rows[rows.layer == rows.layer.max()].iloc[0] if len(rows) else None
 
 
+def _valid_ci(row) -> bool:
+    """R² cannot exceed 1: a CI bound above it comes from resamples whose target is (numerically) constant,
+    so the interval is not evidence of anything and only point estimates are compared."""
+    return bool(row.ci_high <= 1.0 + 1e-9)
+
+
 def _r2_text(row) -> str:
-    return f"{row.r2:.2f} [{row.ci_low:.2f}, {row.ci_high:.2f}]"
+    ci = f"[{row.ci_low:.2f}, {row.ci_high:.2f}]" if _valid_ci(row) else "[CI undefined]"
+    return f"{row.r2:.2f} {ci}"
+
+
+def _ci(row):
+    return [float(row.ci_low), float(row.ci_high)] if _valid_ci(row) else None
 
 
 def final_layer_claims(probes) -> list[dict]:
@@ -146,14 +160,15 @@ def final_layer_claims(probes) -> list[dict]:
         if dstg is None or not baselines:
             rows.append(claim(claim_id, text, "DSTG high; baselines degrade"))
             continue
-        clear = all(dstg.ci_low > r.ci_high for r in baselines.values())
+        valid = _valid_ci(dstg) and all(_valid_ci(r) for r in baselines.values())
+        clear = valid and all(dstg.ci_low > r.ci_high for r in baselines.values())
         above = all(dstg.r2 > r.r2 for r in baselines.values())
         detail = "; ".join(f"{m} {_r2_text(r)}" for m, r in baselines.items())
         dstg_full = _last_layer(probes, "dstg", task, segment, "full")
         if dstg_full is not None:
             detail += f"; dstg full {_r2_text(dstg_full)}"
         rows.append(claim(claim_id, text, "DSTG high; baselines degrade", float(dstg.r2),
-                          [float(dstg.ci_low), float(dstg.ci_high)], HOLDS if clear else PARTLY if above else FAILS,
+                          _ci(dstg), HOLDS if clear else PARTLY if above else FAILS,
                           detail, "DSTG CI low > every baseline CI high holds; point estimate above partly"))
     for segment in ("sentence", "paragraph"):
         text = f"AP-NeoBERT loses {segment}-index information by the final layer"
@@ -165,7 +180,8 @@ def final_layer_claims(probes) -> list[dict]:
         last, earlier = line.iloc[-1], line.iloc[1:-1]  # layer 0 is the embedding, not a "middle layer"
         best = earlier.loc[earlier.r2.idxmax()]
         drop = float(best.r2 - last.r2)
-        verdict = HOLDS if drop >= 0.10 and last.ci_high < best.ci_low else PARTLY if drop > 0 else FAILS
+        disjoint = _valid_ci(last) and _valid_ci(best) and last.ci_high < best.ci_low
+        verdict = HOLDS if drop >= 0.10 and disjoint else PARTLY if drop > 0 else FAILS
         rows.append(claim(f"ap_loses_{segment}", text, "structure lost by the last layer", drop, None, verdict,
                           f"best earlier layer {int(best.layer)} {_r2_text(best)} -> last layer {int(last.layer)} "
                           f"{_r2_text(last)}", "drop >= 0.10 with disjoint CIs holds; any drop partly"))
@@ -182,7 +198,7 @@ def intra_claims(probes) -> list[dict]:
             continue
 
         def recoverable(row):
-            return row.ci_low >= 0.50 and row.r2 - row.control_r2 >= 0.20
+            return _valid_ci(row) and row.ci_low >= 0.50 and row.r2 - row.control_r2 >= 0.20
 
         baselines = {m: _last_layer(probes, m, "intra", segment, "full") for m in BASELINES}
         baselines = {m: r for m, r in baselines.items() if r is not None}
@@ -191,7 +207,7 @@ def intra_claims(probes) -> list[dict]:
         detail = f"dstg sem control {dstg.control_r2:.2f}; " + "; ".join(
             f"{m} full {_r2_text(r)} (control {r.control_r2:.2f})" for m, r in baselines.items())
         rows.append(claim(f"intra_{segment}_semantic", text, "recoverable in every model", float(dstg.r2),
-                          [float(dstg.ci_low), float(dstg.ci_high)], verdict, detail,
+                          _ci(dstg), verdict, detail,
                           "last layer CI low >= 0.50 and R² - control >= 0.20, DSTG sem and every baseline"))
     return rows
 
@@ -207,17 +223,26 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> list[float]:
     return [max(0.0, centre - half), min(1.0, centre + half)]
 
 
-def holmes_claims(counts) -> list[dict]:
+def holmes_counts(figures: Path):
+    """A-vs-B counts of the Holmes script: the full train split (holmes/full/) if run, else Flash (holmes/)."""
+    for path in (figures / "holmes" / "full" / "a_vs_b.csv", figures / "holmes" / "a_vs_b.csv"):
+        if path.is_file():
+            return pd.read_csv(path), str(path.relative_to(figures))
+    return None, "holmes/a_vs_b.csv"
+
+
+def holmes_claims(counts, source: str = "holmes/a_vs_b.csv") -> list[dict]:
     text = "Holmes: DSTG improves probing on most phenomena (paper: 49 of 65)"
     overall = counts[(counts.area == "overall") & counts.b.isin(BASELINES)] if counts is not None else None
     if overall is None or overall.empty:
-        return [claim("holmes_wins", text, 49 / 65, detail="figures/holmes/a_vs_b.csv not present")]
+        return [claim("holmes_wins", text, 49 / 65, detail=f"{source} not present")]
     shares = {r.b: (int(r.wins), int(r.n_phenomena)) for r in overall.itertuples()}
     worst = min(shares, key=lambda m: shares[m][0] / max(shares[m][1], 1))
     wins, n = shares[worst]
     majority = [w / max(n_, 1) > 0.5 for w, n_ in shares.values()]
     verdict = HOLDS if all(majority) else PARTLY if any(majority) else FAILS
-    detail = "; ".join(f"vs {m}: {w}/{n_} wins" for m, (w, n_) in shares.items()) + f" (ours = vs {worst}, the hardest)"
+    detail = "; ".join(f"vs {m}: {w}/{n_} wins" for m, (w, n_) in shares.items()) \
+        + f" (ours = vs {worst}, the hardest; from {source})"
     return [claim("holmes_wins", text, 49 / 65, wins / max(n, 1), wilson_interval(wins, n), verdict, detail,
                   "majority of phenomena against every baseline holds; against some partly")]
 
@@ -252,7 +277,7 @@ def main(argv=None) -> list[dict]:
     claims = (spectra_claims(_read_csv(figures / "ap_manifold" / "spectra.csv"))
               + head_claims(_read_csv(figures / "heads" / "heads.csv"))
               + final_layer_claims(probes) + intra_claims(probes)
-              + holmes_claims(_read_csv(figures / "holmes" / "a_vs_b.csv")))
+              + holmes_claims(*holmes_counts(figures)))
     figures.mkdir(parents=True, exist_ok=True)
     for name, text in (("claims.json", json.dumps(claims, indent=1) + "\n"), ("claims.md", markdown(claims, figures))):
         temporary = figures / f".{name}.tmp"

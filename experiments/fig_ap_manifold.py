@@ -1,6 +1,6 @@
 """Figure: the AP manifold -- PCA and DCT of learned position tables and of per-position mean layer states.
 
-    python experiments/fig_ap_manifold.py                 # the zoo + MiniLM, ~2 min on 2 cores (stores reused)
+    python experiments/fig_ap_manifold.py                 # the zoo + MiniLM, ~1 min on 2 cores (extracts the shared stores)
     python experiments/fig_ap_manifold.py --tiny --out /tmp/fig   # tiny random models, seconds
 
 Two families of position tables (rows = positions), each analysed by ``dstg_interp.spectra.analyze_table``

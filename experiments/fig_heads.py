@@ -1,6 +1,6 @@
 """Figure: attention-head classification of the four zoo models (structure / semantic / RP / mixed heads).
 
-    python experiments/fig_heads.py                       # the zoo, ~3 min on 2 cores (stores reused)
+    python experiments/fig_heads.py                       # the zoo, seconds once the stores exist (~1 min if not)
     python experiments/fig_heads.py --tiny --out /tmp/fig # tiny random models, seconds
 
 Per model, the attention summaries of its shared store (held-out documents, ``figure_inputs.model_store``)

@@ -1,6 +1,6 @@
 """Figure: linear position probes by layer -- token, segment and intra-segment position, all models and subspaces.
 
-    python experiments/fig_probes.py                      # the zoo, ~10 min on 2 cores (stores reused)
+    python experiments/fig_probes.py                      # the zoo, ~1 min on 2 cores (stores reused)
     python experiments/fig_probes.py --tiny --out /tmp/fig  # tiny random models, seconds
 
 For each zoo model and each probe -- token position; segment index (sentence, paragraph); intra-segment

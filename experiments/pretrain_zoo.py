@@ -9,7 +9,7 @@ so each head keeps 4 AP value dims), SwiGLU hidden 344, 128 positions, vocab 819
 lr 1e-3 (betas 0.9/0.98, weight decay 0.1), 200 warm-up steps, cosine to 10% over 2400 steps.
 Why not the paper's 6 layers and 256 positions: on 2 cores that size stayed on the unigram plateau
 (validation loss ~6.9 vs 7.2 for unigram) for 2000 steps at lr 2e-3 / batch 16 and for 1200 steps at
-lr 1e-3 / batch 32 (DSTG, logs kept in runs/zoo-attempt*); the 4-layer, 128-position recipe is the one
+lr 1e-3 / batch 32 (DSTG; measured in this project's first zoo attempts, see the README); the 4-layer, 128-position recipe is the one
 that left the plateau in the feasibility run (notes/ap-feasibility.md) within the time budget.
 Data: en-mix (Wikipedia leads + Austen chapters + Treasury of David), one document per sequence from its
 start, further windows of long documents starting at sentence boundaries so late positions are trained.

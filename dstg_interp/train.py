@@ -47,7 +47,10 @@ RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress"}
 class TrainConfig:
     """Everything a pretraining run depends on; saved as ``train_config.json`` beside its outputs.
 
-    ``model`` holds ModelConfig fields; ``vocab_size`` and ``max_positions`` are filled from the data.
+    ``model`` holds ModelConfig fields; ``vocab_size`` comes from the data and ``max_positions`` is
+    ``max_positions`` (default: ``max_length``).  ``random_offset`` (the authors' training option, DSTG and
+    AP-NeoBERT): each sequence reads the learned position table from a random start, uniform over
+    [0, max_positions - batch width], so a table longer than the training sequences is trained everywhere.
     ``batch_size`` is the global batch (split over DDP ranks).  ``schedule``: linear warm-up for
     ``warmup_steps`` then cosine or linear decay to ``min_lr_ratio * lr`` at ``max_steps``.
     """
@@ -57,6 +60,8 @@ class TrainConfig:
     corpus: str = "en-mix"
     max_docs: int | None = None
     max_length: int = 256
+    max_positions: int | None = None
+    random_offset: bool = False
     windows: bool = True
     vocab_size: int = 8192
     tokenizer: str | None = None
@@ -102,11 +107,16 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.tokenizer: {self.tokenizer} does not exist; omit it to train one on the corpus")
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"TrainConfig.device: 'cpu' or 'cuda', got {self.device!r}")
+        if self.max_positions is not None and self.max_positions < self.max_length:
+            raise ValueError(f"TrainConfig.max_positions: must be >= max_length={self.max_length}, got {self.max_positions}")
+        if self.random_offset and self.model.get("variant") not in ("dstg", "ap"):
+            raise ValueError(f"TrainConfig.random_offset: shifts a learned position table (variant dstg or ap); "
+                             f"a {self.model.get('variant')!r} model has none")
         self.model_config()  # validates the model fields early, naming the bad one
 
     def model_config(self, vocab_size: int | None = None) -> ModelConfig:
         """The model's config; ``vocab_size`` is the trained tokenizer's (a small corpus can give fewer)."""
-        fields = dict(self.model, vocab_size=vocab_size or self.vocab_size, max_positions=self.max_length)
+        fields = dict(self.model, vocab_size=vocab_size or self.vocab_size, max_positions=self.max_positions or self.max_length)
         return ModelConfig(**fields)
 
     def to_dict(self) -> dict:
@@ -173,6 +183,13 @@ def masked_batch(sequences, indices, cfg: TrainConfig, vocab_size: int, generato
     generator = torch.Generator().manual_seed(generator_seed)
     masked, labels = mask_tokens(ids, special, generator, mask_prob=cfg.mask_prob, vocab_size=vocab_size, strategy=cfg.mask_strategy)
     return masked, attention_mask, labels
+
+
+def random_offsets(attention_mask: torch.Tensor, max_positions: int, generator_seed: int) -> torch.Tensor:
+    """One start per sequence, uniform over [0, max_positions - padded length] (seeded: resumable)."""
+    room = max(max_positions - attention_mask.shape[1], 0)
+    draws = torch.rand(attention_mask.shape[0], generator=torch.Generator().manual_seed(generator_seed))
+    return (draws * (room + 1)).long().clamp(max=room)
 
 
 def validation_batches(n_sequences: int, cfg: TrainConfig) -> list[np.ndarray]:
@@ -316,11 +333,14 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
             step_start = time.perf_counter()
             indices = global_batch_indices(len(train_set), cfg.batch_size, step, cfg.seed)
             ids, mask, labels = masked_batch(train_set, indices, cfg, vocab_size, generator_seed=cfg.seed * 1_000_003 + step)
-            ids, mask, labels = (t[rank::world_size].to(device) for t in (ids, mask, labels))
+            offsets = random_offsets(mask, model.config.max_positions, cfg.seed * 1_000_003 + step + 7) if cfg.random_offset \
+                else torch.zeros(mask.shape[0], dtype=torch.long)
+            ids, mask, labels, offsets = (t[rank::world_size].to(device) for t in (ids, mask, labels, offsets))
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(cfg, step)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                loss = ddp_model(ids, mask, labels, masked_logits_only=True).loss
+                loss = ddp_model(ids, mask, labels, masked_logits_only=True,
+                                 position_offset=offsets if cfg.random_offset else None).loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -375,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--corpus", help="en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT")
     p.add_argument("--max-docs", type=int)
     p.add_argument("--max-length", type=int)
+    p.add_argument("--max-positions", type=int, help="position table size (default: --max-length)")
+    p.add_argument("--random-offset", action="store_true", default=None,
+                   help="shift each sequence's absolute positions randomly (dstg/ap; with --max-positions > --max-length)")
     p.add_argument("--vocab-size", type=int)
     p.add_argument("--tokenizer", help="reuse this tokenizer.json instead of training one")
     p.add_argument("--batch-size", type=int)
@@ -416,7 +439,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     base["model"] = {k: v for k, v in model.items() if v is not None}
     if args.out:
         base["out_dir"] = args.out
-    for name in ("corpus", "max_docs", "max_length", "vocab_size", "tokenizer", "batch_size", "max_steps", "lr", "warmup_steps",
+    for name in ("corpus", "max_docs", "max_length", "max_positions", "random_offset", "vocab_size", "tokenizer", "batch_size", "max_steps", "lr", "warmup_steps",
                  "schedule", "mask_strategy", "bf16", "seed", "eval_every", "save_every", "save_dtype", "device", "threads", "progress"):
         value = getattr(args, name)
         if value is not None:

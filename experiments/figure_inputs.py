@@ -98,6 +98,26 @@ def _shared_zoo_model(name: str):
     return load_model(name).eval()
 
 
+OFFSET_MODEL = "dstg-offset"  # DSTG trained with random_offset on a 512-row table (pretrain_zoo.py --variants dstg-offset)
+
+
+def with_offset_model(inputs: FigureInputs) -> dict:
+    """The figure models plus the random_offset DSTG: shipped in the zoo, or for --tiny a random DSTG with a
+    table four times the tiny models' length.  The studies beyond the paper read it; the paper figures do not."""
+    models = dict(inputs.models)
+    if inputs.tiny:
+        reference = models["dstg"]
+        config = ModelConfig.from_dict({**reference.config.to_dict(), "max_positions": 4 * reference.config.max_positions})
+        models[OFFSET_MODEL] = build_model(config).eval()
+        models[OFFSET_MODEL].tokenizer = reference.tokenizer
+    elif (ZOO_DIR / OFFSET_MODEL / "model.safetensors").is_file():
+        models[OFFSET_MODEL] = _shared_zoo_model(OFFSET_MODEL)
+    else:
+        raise SystemExit(f"zoo model {OFFSET_MODEL} not in {ZOO_DIR}; train it with "
+                         f"python experiments/pretrain_zoo.py --variants {OFFSET_MODEL}")
+    return models
+
+
 def model_store(inputs: FigureInputs, name: str, progress: bool = True):
     """The shared store of model ``name``: all layers and subspaces, attention summaries (reused if present)."""
     return _store(inputs.models[name], name, inputs, attention=True, progress=progress)

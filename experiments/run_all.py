@@ -1,4 +1,5 @@
-"""Regenerate the whole gallery in figures/: AP manifold, heads, probes, Holmes, then the claims table.
+"""Regenerate the whole gallery in figures/: AP manifold, heads, probes, Holmes, the claims table, then the two
+studies beyond the paper (length extrapolation, position-free semantic states).
 
     python experiments/run_all.py                  # the shipped zoo, target <= 30 min on 2 cores
     python experiments/run_all.py --tiny --out /tmp/gallery   # tiny random models, no Holmes, seconds
@@ -8,7 +9,8 @@ The figure scripts run in this process, in order, on the same models and documen
 activation store is extracted once (by the first script that needs it) and read by the others; stores
 already in the cache folder from an earlier run are reused as they are.  Holmes runs as its own script
 (``experiments/holmes_suite.py``, maintained with probes/holmes/) in a subprocess.  The claims table
-comes last, from the numbers the others wrote.  A timing table is printed and written to
+comes after them, from the numbers the others wrote; the extrapolation and invariance studies
+(``fig_extrapolation.py``, ``fig_invariance.py``) run last, on their own windows and passages.  A timing table is printed and written to
 ``timing.json`` next to the figures, with run_all's config in ``run_all.json``.
 """
 
@@ -27,11 +29,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import claims  # noqa: E402
 import fig_ap_manifold  # noqa: E402
+import fig_extrapolation  # noqa: E402
 import fig_heads  # noqa: E402
+import fig_invariance  # noqa: E402
 import fig_probes  # noqa: E402
 from figure_inputs import FIGURES_DIR  # noqa: E402
 
-STEPS = ("ap_manifold", "heads", "probes", "holmes", "claims")
+STEPS = ("ap_manifold", "heads", "probes", "holmes", "claims", "extrapolation", "invariance")
 HOLMES_SCRIPT = Path(__file__).resolve().parent / "holmes_suite.py"
 
 
@@ -64,6 +68,12 @@ def main(argv=None) -> list[dict]:
         "probes": lambda: fig_probes.main(["--out", str(args.out / "probes"), *shared]),
         "holmes": lambda: run_holmes(args.out),
         "claims": lambda: claims.main(["--figures", str(args.out)] + (["--quiet"] if args.quiet else [])),
+        "extrapolation": lambda: fig_extrapolation.main(["--out", str(args.out / "extrapolation"), "--seed", str(args.seed)]
+                                                        + (["--tiny", "--factors", "2"] if args.tiny else [])
+                                                        + (["--store-root", str(args.store_root)] if args.store_root else [])
+                                                        + (["--quiet"] if args.quiet else [])),
+        "invariance": lambda: fig_invariance.main(["--out", str(args.out / "invariance"), "--seed", str(args.seed)]
+                                                  + (["--tiny"] if args.tiny else []) + (["--quiet"] if args.quiet else [])),
     }
     skipped = set(args.skip) | ({"holmes"} if args.tiny else set())  # Holmes needs the real zoo and its suite
     timing = []

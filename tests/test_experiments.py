@@ -124,3 +124,36 @@ def test_claims_without_inputs_are_not_measured(tmp_path):
     table = claims.main(["--figures", str(tmp_path), "--quiet"])
     assert {c["verdict"] for c in table} == {"not measured"}
     assert (tmp_path / "claims.md").is_file()
+
+
+def test_extrapolation_outputs(gallery):
+    folder = gallery[0] / "extrapolation"
+    for stem in ("mlm_by_position", "probe_ranges", "extended_tables"):
+        _non_empty_figure(folder, stem)
+    summary = pd.read_csv(folder / "summary.csv")
+    arms = set(zip(summary.model, summary.method))
+    for name in ("dstg", "ap"):  # learned tables: every extension method plus the chunked reference
+        assert {(name, m) for m in ("chunked", "curve", "repeat", "stretch")} <= arms
+    assert {("rope", "native"), ("rp", "native"), ("rope", "chunked")} <= arms
+    assert set(summary.length) == {128}  # --tiny runs 2x the tiny models' 64 positions
+    mlm = pd.read_csv(folder / "mlm_by_position.csv")
+    # every arm is scored on the same masked tokens
+    assert mlm.groupby(["model", "method"]).n_masked.sum().nunique() == 1
+    ranges = pd.read_csv(folder / "probe_ranges.csv")
+    assert set(ranges.range) == {"inside", "beyond"} and "chunked" not in set(ranges.method)
+    assert json.loads((folder / "config.json").read_text())["trained_length"] == 64
+
+
+def test_invariance_outputs(gallery):
+    folder = gallery[0] / "invariance"
+    for stem in ("invariance_by_layer", "recall_by_layer"):
+        _non_empty_figure(folder, stem)
+    invariance = pd.read_csv(folder / "invariance.csv")
+    retrieval = pd.read_csv(folder / "retrieval.csv")
+    # (DSTG and the random_offset DSTG: 3 subspaces each, + 3 baselines) x 3 conditions x 3 layers
+    assert len(invariance) == (3 + 3 + 3) * 3 * 3 and len(retrieval) == 3 * len(invariance)
+    assert invariance.mean_offset.nunique() == 1  # every model reads the same inputs, at the training length
+    relative = invariance[invariance.model.isin(["rope", "rp"]) & (invariance.condition == "shift")]
+    assert (relative.token_rel_l2 < 1e-5).all()  # the built-in check: float32, relative-only models
+    config = json.loads((folder / "config.json").read_text())
+    assert config["tiny"] and config["wall_s"] > 0

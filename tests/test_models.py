@@ -291,3 +291,19 @@ def test_ap_table_only_for_models_that_have_one(variant):
     else:
         with pytest.raises(ValueError, match="no learned position table"):
             model.ap_table
+
+
+@pytest.mark.parametrize("variant", ["dstg", "ap"])
+def test_position_offset_reads_the_table_from_a_start(variant):
+    model = tiny_model(variant).eval()
+    tokens = torch.randint(5, 97, (2, 10))
+    hook = "hook_embed_ap" if variant == "dstg" else "hook_pos_embed"
+    _, cache = model.run_with_cache(tokens, position_offset=torch.tensor([0, 7]), names_filter=hook)
+    torch.testing.assert_close(cache[hook][0], model.ap_table[:10])
+    torch.testing.assert_close(cache[hook][1], model.ap_table[7:17])
+    with torch.inference_mode():  # offset 0 everywhere is the plain forward
+        torch.testing.assert_close(model(tokens, position_offset=torch.zeros(2, dtype=torch.long)).logits, model(tokens).logits)
+    with pytest.raises(ValueError, match=r"position_offset must lie in \[0, max_positions - seq_len\] = \[0, 30\]"):
+        model(tokens, position_offset=torch.tensor([0, 31]))
+    with pytest.raises(ValueError, match="one shift per sequence"):
+        model(tokens, position_offset=torch.tensor([1]))

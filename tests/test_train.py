@@ -151,3 +151,31 @@ def test_ctrl_c_leaves_the_last_checkpoint_intact(tmp_path, corpus):
     assert step % 6 == 0 and step > 0
     load_model(tmp_path / "run" / "checkpoint")  # loads: nothing half-written
     assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".")]
+
+
+def test_random_offset_trains_the_table_beyond_the_sequence_length(tmp_path, corpus):
+    """The authors' random_offset: with a 128-row table and 64-token sequences, rows past 64 are trained
+    only when each sequence reads the table from a random start."""
+    from dstg_interp import build_model
+
+    rows = {}
+    for random_offset in (False, True):
+        cfg = tiny_train_config(tmp_path / f"run-{random_offset}", corpus, max_positions=128, random_offset=random_offset,
+                                max_steps=6, eval_every=1000, save_every=1000)
+        train(cfg)
+        trained = load_model(tmp_path / f"run-{random_offset}" / "checkpoint")
+        initial = build_model(trained.config)
+        assert trained.config.max_positions == 128
+        rows[random_offset] = (trained.ap_table - initial.ap_table).abs().amax(dim=1)  # [128] change per row
+    # weight decay moves every row a little; gradient steps move the rows that were read
+    assert rows[False][64:].max() < 0.1 * rows[False][:64].min()
+    assert rows[True][64:].min() > 0.5 * rows[False][64:].max() and rows[True][100:].mean() > 0.3 * rows[True][:64].mean()
+    saved = json.loads((tmp_path / "run-True" / "train_config.json").read_text())
+    assert saved["random_offset"] is True and saved["max_positions"] == 128
+
+
+def test_random_offset_config_errors():
+    with pytest.raises(ValueError, match="random_offset.*'rope' model has none"):
+        TrainConfig(model=dict(variant="rope", d_model=32, n_layers=2, n_heads=4), random_offset=True)
+    with pytest.raises(ValueError, match="max_positions: must be >= max_length=256"):
+        TrainConfig(max_positions=128)

@@ -1,7 +1,7 @@
 """What every encoder of the zoo shares: input checks, the MLM head and loss, and the hook plumbing.
 
-Subclasses implement ``encode(tokens, attention_mask, stop_at_layer)`` and return the normed state the
-MLM head reads (``None`` when stopped early).
+Subclasses implement ``encode(tokens, attention_mask, stop_at_layer, position_offset)`` and return the
+normed state the MLM head reads (``None`` when stopped early).
 """
 
 from __future__ import annotations
@@ -54,11 +54,19 @@ class EncoderForMLM(HookedRootModule):
             f"variant {self.config.variant!r} has no learned position table; use the per-position mean of a layer's states instead"
         )
 
-    def encode(self, tokens, attention_mask, stop_at_layer):  # pragma: no cover - abstract
+    def encode(self, tokens, attention_mask, stop_at_layer, position_offset):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def absolute_positions(self, batch: int, seq_len: int, position_offset: torch.Tensor | None, table: torch.Tensor):
+        """Rows of a learned position table for each token: [batch, seq_len, d]; with ``position_offset``
+        ([batch] ints), sequence i reads rows offset[i] .. offset[i] + seq_len - 1 (the authors' random_offset)."""
+        if position_offset is None:
+            return table[:seq_len].expand(batch, -1, -1)
+        positions = position_offset[:, None] + torch.arange(seq_len, device=table.device)[None, :]
+        return table[positions]
+
     # --- input checks: one clear error instead of a shape mismatch deep in torch ----------------
-    def check_inputs(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None):
+    def check_inputs(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None, position_offset=None):
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.long, torch.int, torch.int32, torch.int16):
             raise TypeError("tokens must be an integer torch.Tensor of shape [batch, pos]")
         if tokens.dim() == 1:
@@ -72,6 +80,14 @@ class EncoderForMLM(HookedRootModule):
             raise ValueError(
                 f"sequence length {seq_len} exceeds max_positions={self.config.max_positions}; truncate the input"
             )
+        if position_offset is not None:
+            position_offset = torch.as_tensor(position_offset, dtype=torch.long, device=tokens.device).reshape(-1)
+            if position_offset.shape[0] != tokens.shape[0]:
+                raise ValueError(f"position_offset needs one shift per sequence ({tokens.shape[0]}), got {position_offset.shape[0]}")
+            if position_offset.numel() and (int(position_offset.min()) < 0
+                                            or int(position_offset.max()) + seq_len > self.config.max_positions):
+                raise ValueError(f"position_offset must lie in [0, max_positions - seq_len] = [0, "
+                                 f"{self.config.max_positions - seq_len}], got [{int(position_offset.min())}, {int(position_offset.max())}]")
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
             bad = int(tokens.max()) if int(tokens.max()) >= self.config.vocab_size else int(tokens.min())
             raise ValueError(f"token id {bad} is outside the vocabulary [0, {self.config.vocab_size})")
@@ -81,7 +97,7 @@ class EncoderForMLM(HookedRootModule):
                     f"attention_mask has shape {tuple(attention_mask.shape)} but tokens have shape {tuple(tokens.shape)}"
                 )
             attention_mask = attention_mask.to(device=tokens.device, dtype=torch.bool)
-        return tokens.long(), attention_mask
+        return tokens.long(), attention_mask, position_offset
 
     def forward(
         self,
@@ -91,6 +107,7 @@ class EncoderForMLM(HookedRootModule):
         *,
         stop_at_layer: int | None = None,
         masked_logits_only: bool = False,
+        position_offset: torch.Tensor | None = None,
     ) -> MaskedLMOutput:
         """Run the encoder (and the MLM head unless ``stop_at_layer`` is set).
 
@@ -101,11 +118,13 @@ class EncoderForMLM(HookedRootModule):
             stop_at_layer: run blocks ``0 .. stop_at_layer-1`` only (for caching); no logits then.
             masked_logits_only: with labels, compute logits only where labels != -100 ([n_masked, vocab]);
                 the MLM head is the costliest matmul at small widths, and training needs nothing else.
+            position_offset: [batch] ints: sequence i starts at absolute position offset[i] of the learned
+                table (DSTG, AP-NeoBERT; relative models ignore it: it changes no offset between tokens).
         """
-        tokens, attention_mask = self.check_inputs(tokens, attention_mask)
+        tokens, attention_mask, position_offset = self.check_inputs(tokens, attention_mask, position_offset)
         if stop_at_layer is not None and not 0 <= stop_at_layer <= self.config.n_layers:
             raise ValueError(f"stop_at_layer must be in [0, {self.config.n_layers}], got {stop_at_layer}")
-        final = self.encode(tokens, attention_mask, stop_at_layer)
+        final = self.encode(tokens, attention_mask, stop_at_layer, position_offset)
         if final is None:
             return MaskedLMOutput(logits=None)
         if labels is None:

@@ -114,11 +114,11 @@ class NeoBERT(EncoderForMLM):
             return super().ap_table
         return self.pos_embed.weight
 
-    def encode(self, tokens, attention_mask, stop_at_layer):
+    def encode(self, tokens, attention_mask, stop_at_layer, position_offset=None):
         x = self.hook_embed(self.embed(tokens))
         if self.pos_embed is not None:
-            positions = self.pos_embed.weight[: tokens.shape[1]]
-            x = x + self.hook_pos_embed(positions.expand(tokens.shape[0], -1, -1))
+            batch, seq_len = tokens.shape
+            x = x + self.hook_pos_embed(self.absolute_positions(batch, seq_len, position_offset, self.pos_embed.weight))
         key_mask = additive_key_mask(attention_mask, torch.float32)
         n_blocks = self.config.n_layers if stop_at_layer is None else stop_at_layer
         for block in self.blocks[:n_blocks]:

@@ -42,10 +42,12 @@ def build_model(config: ModelConfig):
 
 
 def resolve_checkpoint(name_or_path: str | Path) -> Path:
-    """A zoo name (``dstg``, ``rope``, ``ap``, ``rp``) or a path -> the checkpoint directory."""
+    """A zoo name (``dstg``, ``rope``, ``ap``, ``rp``, or another folder of the zoo such as ``dstg-offset``)
+    or a path -> the checkpoint directory."""
     path = Path(name_or_path)
-    if not path.exists() and str(name_or_path) in ZOO_NAMES:
-        path = ZOO_DIR / str(name_or_path)
+    shipped = ZOO_DIR / str(name_or_path)  # the reference four, or an extra model shipped beside them
+    if not path.exists() and (str(name_or_path) in ZOO_NAMES or (shipped / CONFIG_FILE).is_file()):
+        path = shipped
         if not (path / CONFIG_FILE).exists():
             raise CheckpointError(f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with experiments/pretrain_zoo.py")
     if not path.is_dir():

@@ -165,10 +165,10 @@ class DSTGNeoBERT(EncoderForMLM):
     def ap_table(self) -> torch.Tensor:
         return self.ap_embed.weight
 
-    def encode(self, tokens, attention_mask, stop_at_layer):
+    def encode(self, tokens, attention_mask, stop_at_layer, position_offset=None):
         batch, seq_len = tokens.shape
         x_sem = self.hook_embed_sem(self.embed(tokens))
-        x_ap = self.hook_embed_ap(self.ap_embed.weight[:seq_len].expand(batch, -1, -1))
+        x_ap = self.hook_embed_ap(self.absolute_positions(batch, seq_len, position_offset, self.ap_embed.weight))
         key_mask = additive_key_mask(attention_mask, torch.float32)
         n_blocks = self.config.n_layers if stop_at_layer is None else stop_at_layer
         for block in self.blocks[:n_blocks]:

@@ -10,9 +10,13 @@ their paths.  Matplotlib only, Agg backend; one colour per zoo model (``MODEL_CO
     heads (classify_heads table)   plot_head_map, plot_share_scatter
     probe results (tidy R² table)  plot_r2_by_layer
     Holmes                         plot_holmes_areas (model, area, score), plot_holmes_counts (model_a, model_b, wins, ties, losses)
+    invariance tables              plot_invariance_by_layer (cosine / rel. L2), plot_recall_by_layer (recall@k)
+    length extrapolation           plot_mlm_by_position, plot_probe_ranges, plot_extended_tables
 """
 
+from .extrapolation import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
 from .heads import plot_head_map, plot_share_scatter
+from .invariance import plot_invariance_by_layer, plot_recall_by_layer
 from .output import LABEL_COLORS, MODEL_COLORS, FigureOutputError, model_color, save_figure
 from .probes import plot_holmes_areas, plot_holmes_counts, plot_r2_by_layer
 from .spectra import plot_dct_power, plot_pc_curves, plot_scree
@@ -31,4 +35,9 @@ __all__ = [
     "plot_r2_by_layer",
     "plot_holmes_areas",
     "plot_holmes_counts",
+    "plot_invariance_by_layer",
+    "plot_recall_by_layer",
+    "plot_mlm_by_position",
+    "plot_probe_ranges",
+    "plot_extended_tables",
 ]

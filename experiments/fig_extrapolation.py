@@ -1,0 +1,195 @@
+"""Figure: length extrapolation along the AP manifold -- MLM by position and position probes past the trained range.
+
+    python experiments/fig_extrapolation.py                       # the zoo at 2x and 4x (256, 512), ~8 min on 2 cores
+    python experiments/fig_extrapolation.py --tiny --out /tmp/x   # tiny random models, seconds
+
+Arms, at each length (factor x the trained ``max_positions``):
+- DSTG-NeoBERT and AP-NeoBERT with their learned table extended by ``dstg_interp.extrapolate`` -- ``curve``
+  (low-frequency DCT model of the leading PCs, evaluated past the table), ``repeat`` (last row), ``stretch``
+  (linear interpolation of the whole table);
+- RoPE- and RP-NeoBERT ``native``: relative models rebuilt for the longer length, no table to extend;
+- ``dstg-offset native``: DSTG trained with the authors' ``random_offset`` option (a 512-row AP table, 128-token
+  sequences each reading it from a random start; ``pretrain_zoo.py --variants dstg-offset``), run as it is:
+  every row it reads was trained, only the longer context is new;
+- every model ``chunked``: the trained model on consecutive chunks of its trained length, same masks (what a
+  user without extrapolation does; its positions past the trained length only lose context).
+
+Data: the held-out en-mix documents (never seen in training) cut into windows of exactly the target length
+(``length_eval.long_windows``; at 4x only the long Austen chapters and Treasury of David documents qualify).
+MLM: 15% of tokens masked, two seeded draws, the same masks for every arm; loss and accuracy per position
+bucket.  Probes: each extended model's store over the same windows, ridge probes of token position and
+sentence index, held-out R² and mean absolute error inside vs beyond the trained range, trained on all positions (``fit_on=all``)
+or on in-range positions only (``fit_on=inside``, does the in-range code continue?).
+
+Writes into ``--out`` (default figures/extrapolation/): mlm_by_position.csv, probe_ranges.csv,
+table_fits.csv (per learned table: PC1+PC2 share, low-frequency DCT share, curve-fit quality), summary.csv (one row per arm and length), the figures mlm_by_position,
+probe_ranges, extended_tables (PNG + PDF + JSON) and config.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from figure_inputs import (FIGURES_DIR, load_figure_inputs, tiny_documents, with_offset_model,  # noqa: E402
+                           write_config)
+
+from dstg_interp import extract  # noqa: E402
+from dstg_interp.data.corpora import make_document  # noqa: E402
+from dstg_interp.extrapolate import METHODS, extend_positions, fit_ap_curve, with_max_positions  # noqa: E402
+from dstg_interp.length_eval import long_windows, mlm_by_position, probe_by_range  # noqa: E402
+from dstg_interp.plots import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges  # noqa: E402
+from dstg_interp.spectra import analyze_table  # noqa: E402
+from dstg_interp.store.manifest import sequences_sha256, weights_sha256  # noqa: E402
+
+OUT = FIGURES_DIR / "extrapolation"
+TABLE_VARIANTS = ("dstg", "ap")
+
+
+def arms(models: dict, length: int):
+    """(model name, method, model at ``length``) for every arm; ``chunked`` arms use the trained model."""
+    for name, model in models.items():
+        yield name, "chunked", model
+        if model.config.max_positions >= length:  # random_offset-trained: its table already reaches ``length``
+            yield name, "native", model
+        elif model.config.variant in TABLE_VARIANTS:
+            for method in METHODS:
+                yield name, method, extend_positions(model, new_length=length, method=method)
+        else:
+            yield name, "native", with_max_positions(model, length)
+
+
+def evaluate_length(models: dict, documents, length: int, args, progress: bool):
+    """MLM-by-position and probe-range tables of every arm at one length."""
+    trained = trained_length(models)
+    tokenizer = next(iter(models.values())).tokenizer
+    windows = long_windows(documents, tokenizer, length, max_windows=args.max_windows, seed=args.seed)
+    mlm_tables, probe_tables = [], []
+    for name, method, model in tqdm(list(arms(models, length)), desc=f"{length}-token arms", disable=not progress):
+        chunk = trained if method == "chunked" else None
+        mlm = mlm_by_position(model, windows, bucket_width=args.bucket_width, n_draws=args.n_draws, seed=args.seed,
+                              chunk_length=chunk)
+        mlm_tables.append(mlm.assign(model=name, method=method, length=length, n_windows=len(windows)))
+        if method == "chunked":
+            continue
+        key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(windows)}".encode()).hexdigest()[:16]
+        store = extract(model, windows, args.store_root / f"extrapolation-{name}-{method}-{length}-{key}", dtype="float16",
+                        batch_size=16, progress=False)
+        ranges = probe_by_range(store, trained_length=trained, max_tokens=args.max_tokens, seed=args.seed)
+        probe_tables.append(ranges.assign(model=name, method=method, length=length))
+    return pd.concat(mlm_tables, ignore_index=True), pd.concat(probe_tables, ignore_index=True), windows
+
+
+def trained_length(models: dict) -> int:
+    """The training sequence length: the reference models' max_positions (the offset model's table is longer)."""
+    return min(model.config.max_positions for model in models.values())
+
+
+def table_paths(models: dict, factor: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each learned table extended by each method, projected on the PC1-PC2 plane of its trained range (the
+    random_offset model: its whole learned table); and per table its spectrum (``spectra``) and curve fit."""
+    paths, fits = [], []
+    trained = trained_length(models)
+    for name, model in models.items():
+        if model.config.variant not in TABLE_VARIANTS:
+            continue
+        table = model.ap_table.detach().double().numpy()
+        mean = table[:trained].mean(axis=0)
+        _, vt = np.linalg.svd(table[:trained] - mean, full_matrices=False)[1:]
+        spectrum = analyze_table(table, name=name).summary
+        fits.append({"model": name, **fit_ap_curve(table).to_dict(), "pc1_pc2": spectrum["pc1_pc2"],
+                     "low_freq_share": spectrum["low_freq_share"], "participation_ratio": spectrum["participation_ratio"]})
+        if len(table) > trained:  # the random_offset model: its whole learned table, in its first rows' PC plane
+            projected = (table - mean) @ vt[:2].T
+            paths.append(pd.DataFrame({"model": name, "method": "learned", "position": np.arange(len(table)),
+                                       "pc1": projected[:, 0], "pc2": projected[:, 1]}))
+            continue
+        for method in METHODS:
+            longer = extend_positions(model, factor, method=method).ap_table.detach().double().numpy()
+            projected = (longer - mean) @ vt[:2].T
+            paths.append(pd.DataFrame({"model": name, "method": method, "position": np.arange(len(longer)),
+                                       "pc1": projected[:, 0], "pc2": projected[:, 1]}))
+    return pd.concat(paths, ignore_index=True), pd.DataFrame(fits)
+
+
+def summarize(mlm: pd.DataFrame, ranges: pd.DataFrame, trained: int) -> pd.DataFrame:
+    """One row per (model, method, length): MLM accuracy/loss inside and beyond the trained range (masked-token
+    weighted) and the final-layer full-state probes beyond it (R² within that range and MAE)."""
+    mlm = mlm.assign(range=np.where(mlm.bucket_start < trained, "inside", "beyond"),
+                     hits=mlm.accuracy * mlm.n_masked, loss_sum=mlm.loss * mlm.n_masked)
+    grouped = mlm.groupby(["model", "method", "length", "range"])[["hits", "loss_sum", "n_masked"]].sum()
+    grouped["accuracy"], grouped["loss"] = grouped.hits / grouped.n_masked, grouped.loss_sum / grouped.n_masked
+    table = grouped[["accuracy", "loss"]].unstack("range")
+    table.columns = [f"{metric}_{part}" for metric, part in table.columns]
+    last = ranges[(ranges.layer == ranges.layer.max()) & (ranges.subspace == "full") & (ranges.range == "beyond")]
+    probes = last.pivot_table(index=["model", "method", "length"], columns=["target", "fit_on"], values=["r2", "mae"])
+    probes.columns = [f"{metric}_beyond_{target}_fit_{fit}" for metric, target, fit in probes.columns]
+    return table.join(probes).reset_index()
+
+
+def tiny_long_documents(n_docs: int = 24, per_doc: int = 8, seed: int = 0) -> list:
+    """Long synthetic documents for --tiny: each joins the paragraphs of ``per_doc`` tiny documents."""
+    pieces = tiny_documents(n_docs * per_doc, seed)
+    return [make_document(f"tiny-long/{i:03d}", "tiny",
+                          [" ".join(p) for doc in pieces[i * per_doc:(i + 1) * per_doc] for p in doc.paragraphs])
+            for i in range(n_docs)]
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--tiny", action="store_true", help="tiny random models on a synthetic corpus (smoke run)")
+    parser.add_argument("--factors", type=float, nargs="+", default=[2.0, 4.0], help="lengths as multiples of max_positions")
+    parser.add_argument("--max-windows", type=int, default=400, help="windows per length (seeded subset)")
+    parser.add_argument("--max-tokens", type=int, default=40_000, help="tokens subsampled per probe (non-special)")
+    parser.add_argument("--bucket-width", type=int, default=32, help="positions per MLM bucket")
+    parser.add_argument("--n-draws", type=int, default=2, help="seeded mask draws per window")
+    parser.add_argument("--store-root", type=Path, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    progress = not args.quiet
+    inputs = load_figure_inputs(tiny=args.tiny, n_docs=None, seed=args.seed, store_root=args.store_root)
+    args.store_root = inputs.store_root
+    documents = tiny_long_documents(seed=args.seed) if args.tiny else inputs.documents
+    models = with_offset_model(inputs)
+    trained = trained_length(models)
+
+    mlm_tables, probe_tables, windows = [], [], {}
+    for factor in args.factors:
+        length = int(round(trained * factor))
+        mlm, ranges, chosen = evaluate_length(models, documents, length, args, progress)
+        mlm_tables.append(mlm)
+        probe_tables.append(ranges)
+        windows[length] = {"n_windows": len(chosen), "n_documents": len(np.unique(chosen.arrays["doc_index"]))}
+    mlm, ranges = pd.concat(mlm_tables, ignore_index=True), pd.concat(probe_tables, ignore_index=True)
+    paths, fits = table_paths(models, max(args.factors))
+    summary = summarize(mlm, ranges, trained)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    mlm.to_csv(args.out / "mlm_by_position.csv", index=False)
+    ranges.to_csv(args.out / "probe_ranges.csv", index=False)
+    fits.to_csv(args.out / "table_fits.csv", index=False)
+    summary.to_csv(args.out / "summary.csv", index=False)
+    plot_mlm_by_position(mlm, args.out, trained_length=trained)
+    plot_probe_ranges(ranges, args.out, trained_length=trained)
+    plot_extended_tables(paths, args.out, trained_length=trained)
+    write_config(args.out, {"script": "experiments/fig_extrapolation.py", **vars(args), "trained_length": trained,
+                            "windows": windows, "inputs": inputs.description,
+                            "wall_s": round(time.perf_counter() - started, 1)})
+    if progress:
+        print(summary.to_string(index=False, float_format="%.3f"))
+    return {"mlm": mlm, "ranges": ranges, "summary": summary, "fits": fits}
+
+
+if __name__ == "__main__":
+    main()

@@ -50,7 +50,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .data.tokenizer import CLS_ID, SEP_ID
-from .store.extract import _run
+from .store.extract import capture_states
 from .store.targets import Target, layer_hooks
 
 CONDITIONS = ("shift", "prefix", "context")
@@ -281,7 +281,7 @@ def _passage_states(model, targets, encodings: list[Encoding], lengths: list[int
     for row, encoding in enumerate(encodings):
         tokens[row, encoding.pad:encoding.pad + len(encoding.tokens)] = torch.tensor(encoding.tokens)
         mask[row, encoding.pad:encoding.pad + len(encoding.tokens)] = True
-    captured = _run(model, targets, tokens.to(device), mask.to(device), None)
+    captured = capture_states(model, targets, tokens.to(device), mask.to(device), None)
     states = {}
     for target in targets:
         full = torch.cat([captured[hook] for hook in target.hooks], dim=-1)

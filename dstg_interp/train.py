@@ -47,8 +47,8 @@ RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress"}
 class TrainConfig:
     """Everything a pretraining run depends on; saved as ``train_config.json`` beside its outputs.
 
-    ``model`` holds ModelConfig fields; ``vocab_size`` comes from the data and ``max_positions`` is
-    ``max_positions`` (default: ``max_length``).  ``random_offset`` (the authors' training option, DSTG and
+    ``model`` holds ModelConfig fields; ``vocab_size`` comes from the data, the model's ``max_positions``
+    from ``max_positions`` (default: ``max_length``).  ``random_offset`` (the authors' training option, DSTG and
     AP-NeoBERT): each sequence reads the learned position table from a random start, uniform over
     [0, max_positions - batch width], so a table longer than the training sequences is trained everywhere.
     ``batch_size`` is the global batch (split over DDP ranks).  ``schedule``: linear warm-up for

@@ -155,7 +155,7 @@ def _extract_into(folder: Path, model, sequences, lengths, config, targets, widt
                 if int(tokens.max()) >= model.config.vocab_size:
                     raise StoreError(f"token id {int(tokens.max())} is outside the model's vocabulary of "
                                      f"{model.config.vocab_size}; the sequences were built with another tokenizer")
-                captured = _run(model, targets, tokens.to(device), mask.to(device), accumulator)
+                captured = capture_states(model, targets, tokens.to(device), mask.to(device), accumulator)
                 mask = mask.to(device)
                 rows_of = np.concatenate([[0], np.cumsum(lengths[batch])])  # batch rows of each sequence
                 for key, rows in _real_rows(captured, targets, mask, torch_dtype).items():
@@ -193,7 +193,7 @@ def batch_plan(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
     return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def _run(model, targets: list[Target], tokens, mask, accumulator) -> dict[str, torch.Tensor]:
+def capture_states(model, targets: list[Target], tokens, mask, accumulator) -> dict[str, torch.Tensor]:
     """One forward, returning {hook name: [batch, pos, d]} for every hook the targets read."""
     if isinstance(model, HFEncoder):
         hidden = model.hidden_states(tokens, mask)
@@ -270,7 +270,7 @@ def _probe_widths(model, targets: list[Target]) -> dict[str, int]:
     tokens = torch.zeros(1, 2, dtype=torch.long, device=device)
     mask = torch.ones(1, 2, dtype=torch.bool, device=device)
     with torch.inference_mode():
-        captured = _run(model, targets, tokens, mask, accumulator=None)
+        captured = capture_states(model, targets, tokens, mask, accumulator=None)
     widths = {}
     for target in targets:
         for hook in target.hooks:

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from .output import model_color, ordered_models, require_columns, save_figure
+from .output import model_color, ordered_models, require_columns, save_figure, shared_legend
 
 CONDITION_ORDER = ("shift", "prefix", "context")
 SUBSPACE_STYLE = {"full": "-", "sem": "--", "ap": ":"}
@@ -101,11 +101,4 @@ def _lines(ax, panel: pd.DataFrame, value: str) -> None:
 
 
 def _legend(fig, axes) -> None:
-    handles, labels = [], []
-    for ax in axes.ravel():
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label not in labels:
-                handles.append(handle)
-                labels.append(label)
-    fig.legend(handles, labels, loc="upper center", ncol=min(len(labels), 6), fontsize=8, bbox_to_anchor=(0.5, 1.06))
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    shared_legend(fig, axes, max_columns=6, anchor=1.06, top=0.97)

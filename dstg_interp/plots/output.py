@@ -95,6 +95,19 @@ def save_figure(fig, out_dir, stem: str, numbers) -> dict[str, Path]:
     return paths
 
 
+def shared_legend(fig, axes, max_columns: int | None = None, anchor: float = 1.02, top: float = 0.96) -> None:
+    """One legend above all panels with each label once (panels may repeat lines), then tight_layout."""
+    handles, labels = [], []
+    for ax in np.ravel(axes):
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    columns = len(labels) if max_columns is None else min(len(labels), max_columns)
+    fig.legend(handles, labels, loc="upper center", ncol=max(columns, 1), fontsize=8, bbox_to_anchor=(0.5, anchor))
+    fig.tight_layout(rect=(0, 0, 1, top))
+
+
 def jsonable(value):
     """Plain JSON types: DataFrames as lists of records, numpy scalars/arrays unwrapped, NaN/inf -> None."""
     if isinstance(value, pd.DataFrame):

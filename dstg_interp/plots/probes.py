@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from .output import model_color, ordered_models, require_columns, save_figure
+from .output import model_color, ordered_models, require_columns, save_figure, shared_legend
 
 SUBSPACE_ORDER = ("ap", "sem", "full")
 _SUBSPACE_STYLE = {"ap": "-", "sem": "--", "full": ":"}
@@ -50,14 +50,7 @@ def plot_r2_by_layer(results: pd.DataFrame, out_dir, stem: str = "r2_by_layer") 
                 ax.set_ylabel(f"{row_name}\nR²")
             if i == len(rows) - 1:
                 ax.set_xlabel("layer")
-    handles, labels = [], []
-    for ax in axes.ravel():
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label not in labels:
-                handles.append(handle)
-                labels.append(label)
-    fig.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=8, bbox_to_anchor=(0.5, 1.02))
-    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    shared_legend(fig, axes)
     return save_figure(fig, out_dir, stem, {"results": results[columns]})
 
 

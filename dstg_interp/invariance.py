@@ -11,12 +11,14 @@
 
 The question (PAPER.md, proposed uses): can a passage be encoded once, alone, and its encoding be reused
 wherever the passage later appears?  A passage is a run of whole consecutive sentences of one document
-(``select_passages``).  Each passage is encoded four ways (``build_encodings``), all with the same offset
+(``select_passages``).  Each passage is encoded five ways (``build_encodings``), all with the same offset
 ``o`` (its in-context offset: the preceding tokens of its document, capped so every input fits):
 
     alone     [CLS] passage [SEP]                                 the cached encoding, at offset 0
     shift     o masked pads, then [CLS] passage [SEP]             only the absolute positions move (by o)
     prefix    [CLS] o tokens of another document, passage [SEP]   unrelated text before it
+    inside    [CLS] the same o tokens, passage, that document's next tokens (as many as context has
+              after the passage), [SEP]                           embedded inside another document
     context   [CLS] its own o preceding tokens, passage, its following tokens up to max_positions, [SEP]
 
 ``shift`` changes nothing a relative-only model (rope, rp) can see, so there the metric must say
@@ -53,7 +55,7 @@ from .data.tokenizer import CLS_ID, SEP_ID
 from .store.extract import capture_states
 from .store.targets import Target, layer_hooks
 
-CONDITIONS = ("shift", "prefix", "context")
+CONDITIONS = ("shift", "prefix", "inside", "context")
 ALONE = "alone"
 KS = (1, 5, 10)
 INVARIANCE_COLUMNS = ["model", "variant", "subspace", "condition", "layer", "n_passages", "mean_offset",
@@ -159,18 +161,20 @@ def build_encodings(passages: list[Passage], max_positions: int, *, offset: int 
         if o > room or o < 1:
             raise ValueError(f"{where}: offset {o} + passage + [CLS]/[SEP] = {o + length + 2} positions, the model has "
                              f"{max_positions}; select shorter passages (max_tokens) or pass a smaller offset")
+        following = passage.following[:room - o]
+        needed = o + len(following)  # foreign text before (prefix, inside) and after (inside) the passage
         donor: list[int] = []
         for doc_id in rng.permutation(doc_ids):  # another document's opening text, more if it is too short
-            if doc_id != passage.doc_id and len(donor) < o:
-                donor += documents[doc_id][:o - len(donor)]
+            if doc_id != passage.doc_id and len(donor) < needed:
+                donor += documents[doc_id][:needed - len(donor)]
         if len(donor) < o:
             raise ValueError(f"{where}: the other documents hold {len(donor)} tokens, the prefix needs {o}")
         alone = [CLS_ID] + passage.tokens + [SEP_ID]
-        following = passage.following[:room - o]
         encodings.append({
             ALONE: Encoding(alone, 0, 1),
             "shift": Encoding(alone, o, 1),
-            "prefix": Encoding([CLS_ID] + donor + passage.tokens + [SEP_ID], 0, 1 + o),
+            "prefix": Encoding([CLS_ID] + donor[:o] + passage.tokens + [SEP_ID], 0, 1 + o),
+            "inside": Encoding([CLS_ID] + donor[:o] + passage.tokens + donor[o:needed] + [SEP_ID], 0, 1 + o),
             "context": Encoding([CLS_ID] + passage.preceding[-o:] + passage.tokens + following + [SEP_ID], 0, 1 + o),
         })
     return encodings

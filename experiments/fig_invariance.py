@@ -9,9 +9,10 @@ Passages (``dstg_interp.invariance.select_passages``): runs of whole sentences o
 tokens of preceding text, at most one per held-out en-mix document, drawn with ``--seed``.  Every zoo model
 shares one tokenizer, so every model reads the same passages; the models are the reference four and
 ``dstg-offset`` (DSTG trained with random_offset: does it lean less on absolute position?).  Each passage is encoded alone
-([CLS] passage [SEP]) and under three conditions with the same offset o (its in-context offset, capped to
+([CLS] passage [SEP]) and under four conditions with the same offset o (its in-context offset, capped to
 fit 128 positions): ``shift`` (o masked pads first: only absolute positions move), ``prefix`` (o tokens of
-another document first) and ``context`` (its own o preceding tokens first and its following tokens after).
+another document first), ``inside`` (embedded in another document: that text before and after it) and
+``context`` (its own o preceding tokens first and its following tokens after).
 
 Writes into ``--out`` (default figures/invariance/): invariance.csv (one row per model x subspace x
 condition x layer: token/pooled cosine and rel. L2 to the alone encoding), retrieval.csv (one row per

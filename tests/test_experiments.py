@@ -150,8 +150,8 @@ def test_invariance_outputs(gallery):
         _non_empty_figure(folder, stem)
     invariance = pd.read_csv(folder / "invariance.csv")
     retrieval = pd.read_csv(folder / "retrieval.csv")
-    # (DSTG and the random_offset DSTG: 3 subspaces each, + 3 baselines) x 3 conditions x 3 layers
-    assert len(invariance) == (3 + 3 + 3) * 3 * 3 and len(retrieval) == 3 * len(invariance)
+    # (DSTG and the random_offset DSTG: 3 subspaces each, + 3 baselines) x 4 conditions x 3 layers
+    assert len(invariance) == (3 + 3 + 3) * 4 * 3 and len(retrieval) == 3 * len(invariance)
     assert invariance.mean_offset.nunique() == 1  # every model reads the same inputs, at the training length
     relative = invariance[invariance.model.isin(["rope", "rp"]) & (invariance.condition == "shift")]
     assert (relative.token_rel_l2 < 1e-5).all()  # the built-in check: float32, relative-only models

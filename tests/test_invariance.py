@@ -70,7 +70,7 @@ def test_encodings_share_one_offset_and_fit(passages):
         o = e["shift"].pad
         assert o == min(len(p.preceding), MAX_POSITIONS - 2 - len(p.tokens)) and o >= 1
         assert e["alone"].tokens == e["shift"].tokens == [CLS_ID] + p.tokens + [SEP_ID]
-        assert e["prefix"].start == e["context"].start == 1 + o  # the passage sits at the same positions
+        assert e["prefix"].start == e["inside"].start == e["context"].start == 1 + o  # same positions for the passage
         for condition in ("alone", *CONDITIONS):
             enc = e[condition]
             assert enc.pad + len(enc.tokens) <= MAX_POSITIONS
@@ -78,6 +78,9 @@ def test_encodings_share_one_offset_and_fit(passages):
             assert enc.tokens[0] == CLS_ID and enc.tokens[-1] == SEP_ID
         assert e["context"].tokens[1:1 + o] == p.preceding[-o:]
         assert e["prefix"].tokens[1:1 + o] != p.preceding[-o:]
+        # inside: the prefix's foreign text before the passage, more of it after, as long as context's
+        assert e["inside"].tokens[:1 + o] == e["prefix"].tokens[:1 + o]
+        assert len(e["inside"].tokens) == len(e["context"].tokens)
 
 
 # --- exactness -----------------------------------------------------------------------------------
@@ -126,7 +129,7 @@ def test_tables_are_tidy_and_float32_by_default(corpus, passages):
     model = tiny_model("dstg", vocab_size=corpus[1].get_vocab_size(), max_positions=MAX_POSITIONS).eval()
     invariance, retrieval = measure_invariance(model, passages, name="dstg-tiny", layers=[2, "final"])
     assert list(invariance.columns) == INVARIANCE_COLUMNS and list(retrieval.columns) == RETRIEVAL_COLUMNS
-    assert len(invariance) == 2 * 3 * 3 and len(retrieval) == 2 * 3 * 3 * 3  # layers x subspaces x conditions (x k)
+    assert len(invariance) == 2 * 3 * 4 and len(retrieval) == 2 * 3 * 4 * 3  # layers x subspaces x conditions (x k)
     assert set(invariance.model) == {"dstg-tiny"} and set(retrieval.k) == {1, 5, 10}
     assert invariance[["token_cosine", "pooled_cosine"]].le(1 + 1e-6).all().all()
     assert next(model.parameters()).dtype == torch.float32

@@ -4,7 +4,7 @@
     plot_invariance_by_layer(invariance, "figures/invariance/")          # cosine and rel. L2, per condition
     plot_recall_by_layer(retrieval, "figures/invariance/", k=1)         # recall@1, per condition
 
-One panel per condition (shift, prefix, context), one line per (model, subspace): the zoo colour of the
+One panel per condition (shift, prefix, inside, context), one line per (model, subspace): the zoo colour of the
 model, the line style of the subspace (DSTG's sem dashed, ap dotted, full and the baselines solid).
 """
 
@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 from .output import model_color, ordered_models, require_columns, save_figure, shared_legend
 
-CONDITION_ORDER = ("shift", "prefix", "context")
+CONDITION_ORDER = ("shift", "prefix", "inside", "context")
 SUBSPACE_STYLE = {"full": "-", "sem": "--", "ap": ":"}
 METRIC_LABELS = {"token_cosine": "cosine to alone (tokens)", "token_rel_l2": "rel. L2 change (tokens)",
                  "pooled_cosine": "cosine to alone (pooled)", "pooled_rel_l2": "rel. L2 change (pooled)"}

@@ -51,7 +51,9 @@ def resolve_checkpoint(name_or_path: str | Path) -> Path:
         if not (path / CONFIG_FILE).exists():
             raise CheckpointError(f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with experiments/pretrain_zoo.py")
     if not path.is_dir():
-        raise CheckpointError(f"checkpoint {str(name_or_path)!r} is not a directory (nor a zoo name: {', '.join(ZOO_NAMES)})")
+        shipped_names = sorted(p.name for p in ZOO_DIR.iterdir() if (p / CONFIG_FILE).is_file()) if ZOO_DIR.is_dir() else []
+        names = list(ZOO_NAMES) + [n for n in shipped_names if n not in ZOO_NAMES]
+        raise CheckpointError(f"checkpoint {str(name_or_path)!r} is not a directory (nor a zoo name: {', '.join(names)})")
     return path
 
 

@@ -1,8 +1,8 @@
 """The claims table: each paper claim, the paper's number, ours (with a 95% CI where one exists) and whether
 it holds at our scale -- computed from the numbers the figure scripts wrote, by the rules below, never typed.
 
-    python experiments/claims.py                     # reads figures/, writes figures/claims.json + claims.md
-    python experiments/claims.py --figures /tmp/fig  # any folder laid out like figures/
+    python -m experiments.claims                     # reads figures/, writes figures/claims.json + claims.md
+    python -m experiments.claims --figures /tmp/fig  # any folder laid out like figures/
 
 Reads ap_manifold/spectra.csv, heads/heads.csv, probes/probes.csv and, if present, the Holmes A-vs-B counts
 (holmes/full/a_vs_b.csv, the whole train split, else holmes/a_vs_b.csv, Flash).
@@ -32,13 +32,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figure_inputs import FIGURES_DIR  # noqa: E402
+from experiments.figure_inputs import FIGURES_DIR
 
 BASELINES = ("rope", "ap", "rp")
 HOLDS, PARTLY, FAILS, NOT_MEASURED, REFERENCE = "holds", "partly", "does not hold", "not measured", "reference"

@@ -1,7 +1,7 @@
 """Figure: the AP manifold -- PCA and DCT of learned position tables and of per-position mean layer states.
 
-    python experiments/fig_ap_manifold.py                 # the zoo + MiniLM, ~1 min on 2 cores (extracts the shared stores)
-    python experiments/fig_ap_manifold.py --tiny --out /tmp/fig   # tiny random models, seconds
+    python -m experiments.fig_ap_manifold                 # the zoo + MiniLM, ~1 min on 2 cores (extracts the stores)
+    python -m experiments.fig_ap_manifold --tiny --out /tmp/fig   # tiny random models, seconds
 
 Two families of position tables (rows = positions), each analysed by ``dstg_interp.spectra.analyze_table``
 (PCA centred over positions, DCT-II of PC1/PC2, share of power in the first 4 bins, Gaussian control):
@@ -9,7 +9,7 @@ Two families of position tables (rows = positions), each analysed by ``dstg_inte
    reference, each next to one Gaussian table of the same shape ("random PxD") drawn with the seed;
    RoPE/RP have no table -- the script says so and covers them in 2.
 2. layer states: the per-position mean of every zoo model's states (DSTG ap/sem/full, baselines full)
-   over the held-out documents, at every layer; the figures show the last layer.  Positions seen fewer
+   over the held-out documents (the probes' stores), at every layer; the figures show the last layer.  Positions seen fewer
    than ``--min-count`` times are dropped (late positions come from few long documents and are noise).
 
 Writes into ``--out`` (default figures/ap_manifold/): tables_{scree,pc_curves,dct}, layers_{scree,pc_curves,
@@ -19,23 +19,35 @@ low-frequency share, with the control next to each) and config.json.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 from tqdm.auto import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figure_inputs import FIGURES_DIR, load_figure_inputs, model_store, write_config  # noqa: E402
+from dstg_interp import load_hf_encoder
+from dstg_interp.plots import plot_dct_power, plot_pc_curves, plot_scree
+from dstg_interp.spectra import analyze_table, per_position_mean, position_table, spectra_table
+from dstg_interp.store.hf_encoder import fetch_minilm
+from experiments.figure_inputs import FIGURES_DIR, FigureConfig, load_figure_inputs, model_store, parse_config, save_config
 
-from dstg_interp.plots import plot_dct_power, plot_pc_curves, plot_scree  # noqa: E402
-from dstg_interp.spectra import analyze_table, per_position_mean, position_table, spectra_table  # noqa: E402
-
-OUT = FIGURES_DIR / "ap_manifold"
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
+
+
+@dataclass
+class ApManifoldConfig(FigureConfig):
+    out: Path = FIGURES_DIR / "ap_manifold"
+    n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
+                                                                "(default: all of them, as the probes)"})
+    min_count: int = field(default=20, metadata={"help": "drop positions seen fewer times (layer states)"})
+    control_draws: int = field(default=20, metadata={"help": "Gaussian tables averaged for each control"})
+    no_minilm: bool = field(default=False, metadata={"help": "skip the MiniLM reference table"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.min_count < 1 or self.control_draws < 0:
+            raise ValueError("min_count must be >= 1 and control_draws >= 0")
 
 
 def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: bool) -> tuple[list, list, dict]:
@@ -49,9 +61,6 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
             notes[name] = str(err).split(" -- ")[0] + " (layers_* below)"
     if with_minilm:
         try:
-            from dstg_interp import load_hf_encoder
-            from dstg_interp.store.hf_encoder import fetch_minilm
-
             tables["MiniLM table (all-MiniLM-L6-v2)"] = load_hf_encoder(fetch_minilm()).ap_table.detach().double().numpy()
         except Exception as err:  # a reference point only: the figures still make sense without it
             notes["minilm"] = f"MiniLM reference skipped: {err}"
@@ -83,48 +92,41 @@ def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int,
     return spectra
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--tiny", action="store_true", help="tiny random models on a synthetic corpus (smoke run)")
-    parser.add_argument("--n-docs", type=int, default=300, help="held-out documents the layer states are read on")
-    parser.add_argument("--min-count", type=int, default=20, help="drop positions seen fewer times (layer states)")
-    parser.add_argument("--control-draws", type=int, default=20, help="Gaussian tables averaged for each control")
-    parser.add_argument("--no-minilm", action="store_true", help="skip the MiniLM reference table")
-    parser.add_argument("--store-root", type=Path, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
+def run(config: ApManifoldConfig) -> dict:
     started = time.perf_counter()
-    progress = not args.quiet
-    min_count = min(args.min_count, 3) if args.tiny else args.min_count  # the tiny corpus has 40 documents
-    inputs = load_figure_inputs(tiny=args.tiny, n_docs=args.n_docs, seed=args.seed, store_root=args.store_root)
+    progress = not config.quiet
+    min_count = min(config.min_count, 3) if config.tiny else config.min_count  # the tiny corpus has 40 documents
+    inputs = load_figure_inputs(tiny=config.tiny, n_docs=config.n_docs, seed=config.seed, store_root=config.store_root)
 
-    tables, random_tables, notes = learned_table_spectra(inputs, args.seed, args.control_draws,
-                                                        with_minilm=not (args.no_minilm or args.tiny))
+    tables, random_tables, notes = learned_table_spectra(inputs, config.seed, config.control_draws,
+                                                        with_minilm=not (config.no_minilm or config.tiny))
     for model, note in notes.items():
         print(f"[fig_ap_manifold] {model}: {note}")
     if tables:
-        plot_scree(tables + random_tables, args.out, stem="tables_scree")
-        plot_pc_curves(tables, args.out, stem="tables_pc_curves")
-        plot_dct_power(tables + random_tables, args.out, stem="tables_dct")
+        plot_scree(tables + random_tables, config.out, stem="tables_scree")
+        plot_pc_curves(tables, config.out, stem="tables_pc_curves")
+        plot_dct_power(tables + random_tables, config.out, stem="tables_dct")
 
-    layers = layer_state_spectra(inputs, min_count, args.seed, args.control_draws, progress)
+    layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress)
     last = [s for s in layers if s.summary["last_layer"]]
-    plot_scree(last, args.out, stem="layers_scree")
-    plot_pc_curves(last, args.out, stem="layers_pc_curves")
-    plot_dct_power(last, args.out, stem="layers_dct")
+    plot_scree(last, config.out, stem="layers_scree")
+    plot_pc_curves(last, config.out, stem="layers_pc_curves")
+    plot_dct_power(last, config.out, stem="layers_dct")
 
     summary = spectra_table(tables + random_tables + layers)
     summary.insert(0, "source", ["learned table"] * len(tables) + ["random table"] * len(random_tables)
                    + ["layer states"] * len(layers))
-    summary.to_csv(args.out / "spectra.csv", index=False)
-    write_config(args.out, {"script": "experiments/fig_ap_manifold.py", **vars(args), "min_count_used": min_count,
-                            "inputs": inputs.description, "notes": notes, "wall_s": round(time.perf_counter() - started, 1)})
+    summary.to_csv(config.out / "spectra.csv", index=False)
+    save_config(config, "experiments/fig_ap_manifold.py", min_count_used=min_count, inputs=inputs.description,
+                notes=notes, wall_s=round(time.perf_counter() - started, 1))
     if progress:
         columns = ["source", "name", "pc1_pc2", "control_pc1_pc2", "low_freq_share", "control_low_freq_share"]
         print(summary[summary.source != "layer states"][columns].to_string(index=False, float_format="%.3f"))
     return {"spectra": summary, "notes": notes}
+
+
+def main(argv=None) -> dict:
+    return run(parse_config(ApManifoldConfig, argv, __doc__.split("\n")[0]))
 
 
 if __name__ == "__main__":

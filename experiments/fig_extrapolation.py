@@ -1,7 +1,7 @@
 """Figure: length extrapolation along the AP manifold -- MLM by position and position probes past the trained range.
 
-    python experiments/fig_extrapolation.py                       # the zoo at 2x and 4x (256, 512), ~8 min on 2 cores
-    python experiments/fig_extrapolation.py --tiny --out /tmp/x   # tiny random models, seconds
+    python -m experiments.fig_extrapolation                       # the zoo at 2x and 4x (256, 512), ~8 min on 2 cores
+    python -m experiments.fig_extrapolation --tiny --out /tmp/x   # tiny random models, seconds
 
 Arms, at each length (factor x the trained ``max_positions``):
 - DSTG-NeoBERT and AP-NeoBERT with their learned table extended by ``dstg_interp.extrapolate`` -- ``curve``
@@ -9,7 +9,7 @@ Arms, at each length (factor x the trained ``max_positions``):
   (linear interpolation of the whole table);
 - RoPE- and RP-NeoBERT ``native``: relative models rebuilt for the longer length, no table to extend;
 - ``dstg-offset native``: DSTG trained with the authors' ``random_offset`` option (a 512-row AP table, 128-token
-  sequences each reading it from a random start; ``pretrain_zoo.py --variants dstg-offset``), run as it is:
+  sequences each reading it from a random start; ``python -m experiments.pretrain_zoo --variants dstg-offset``), run as it is:
   every row it reads was trained, only the longer context is new;
 - every model ``chunked``: the trained model on consecutive chunks of its trained length, same masks (what a
   user without extrapolation does; its positions past the trained length only lose context).
@@ -28,30 +28,43 @@ probe_ranges, extended_tables (PNG + PDF + JSON) and config.json.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figure_inputs import (FIGURES_DIR, load_figure_inputs, tiny_documents, with_offset_model,  # noqa: E402
-                           write_config)
+from dstg_interp import extract
+from dstg_interp.extrapolate import METHODS, extend_positions, fit_ap_curve, with_max_positions
+from dstg_interp.length_eval import long_windows, mlm_by_position, probe_by_range
+from dstg_interp.plots import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
+from dstg_interp.spectra import analyze_table
+from dstg_interp.store.manifest import sequences_sha256, weights_sha256
+from dstg_interp.tiny_zoo import tiny_long_documents
+from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, load_figure_inputs, parse_config, save_config,
+                                       with_offset_model)
 
-from dstg_interp import extract  # noqa: E402
-from dstg_interp.data.corpora import make_document  # noqa: E402
-from dstg_interp.extrapolate import METHODS, extend_positions, fit_ap_curve, with_max_positions  # noqa: E402
-from dstg_interp.length_eval import long_windows, mlm_by_position, probe_by_range  # noqa: E402
-from dstg_interp.plots import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges  # noqa: E402
-from dstg_interp.spectra import analyze_table  # noqa: E402
-from dstg_interp.store.manifest import sequences_sha256, weights_sha256  # noqa: E402
-
-OUT = FIGURES_DIR / "extrapolation"
 TABLE_VARIANTS = ("dstg", "ap")
+
+
+@dataclass
+class ExtrapolationFigureConfig(FigureConfig):
+    out: Path = FIGURES_DIR / "extrapolation"
+    factors: list[float] = field(default_factory=lambda: [2.0, 4.0],
+                                 metadata={"help": "lengths as multiples of max_positions"})
+    max_windows: int = field(default=400, metadata={"help": "windows per length (seeded subset)"})
+    max_tokens: int = field(default=40_000, metadata={"help": "tokens subsampled per probe (non-special)"})
+    bucket_width: int = field(default=32, metadata={"help": "positions per MLM bucket"})
+    n_draws: int = field(default=2, metadata={"help": "seeded mask draws per window"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.factors = [float(f) for f in self.factors]
+        if min(self.factors) <= 1:
+            raise ValueError(f"every factor must be above 1 (a longer model), got {self.factors}")
 
 
 def arms(models: dict, length: int):
@@ -67,23 +80,23 @@ def arms(models: dict, length: int):
             yield name, "native", with_max_positions(model, length)
 
 
-def evaluate_length(models: dict, documents, length: int, args, progress: bool):
+def evaluate_length(models: dict, documents, length: int, config: ExtrapolationFigureConfig, store_root: Path):
     """MLM-by-position and probe-range tables of every arm at one length."""
     trained = trained_length(models)
     tokenizer = next(iter(models.values())).tokenizer
-    windows = long_windows(documents, tokenizer, length, max_windows=args.max_windows, seed=args.seed)
+    windows = long_windows(documents, tokenizer, length, max_windows=config.max_windows, seed=config.seed)
     mlm_tables, probe_tables = [], []
-    for name, method, model in tqdm(list(arms(models, length)), desc=f"{length}-token arms", disable=not progress):
+    for name, method, model in tqdm(list(arms(models, length)), desc=f"{length}-token arms", disable=config.quiet):
         chunk = trained if method == "chunked" else None
-        mlm = mlm_by_position(model, windows, bucket_width=args.bucket_width, n_draws=args.n_draws, seed=args.seed,
+        mlm = mlm_by_position(model, windows, bucket_width=config.bucket_width, n_draws=config.n_draws, seed=config.seed,
                               chunk_length=chunk)
         mlm_tables.append(mlm.assign(model=name, method=method, length=length, n_windows=len(windows)))
         if method == "chunked":
             continue
         key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(windows)}".encode()).hexdigest()[:16]
-        store = extract(model, windows, args.store_root / f"extrapolation-{name}-{method}-{length}-{key}", dtype="float16",
+        store = extract(model, windows, store_root / f"extrapolation-{name}-{method}-{length}-{key}", dtype="float16",
                         batch_size=16, progress=False)
-        ranges = probe_by_range(store, trained_length=trained, max_tokens=args.max_tokens, seed=args.seed)
+        ranges = probe_by_range(store, trained_length=trained, max_tokens=config.max_tokens, seed=config.seed)
         probe_tables.append(ranges.assign(model=name, method=method, length=length))
     return pd.concat(mlm_tables, ignore_index=True), pd.concat(probe_tables, ignore_index=True), windows
 
@@ -135,60 +148,41 @@ def summarize(mlm: pd.DataFrame, ranges: pd.DataFrame, trained: int) -> pd.DataF
     return table.join(probes).reset_index()
 
 
-def tiny_long_documents(n_docs: int = 24, per_doc: int = 8, seed: int = 0) -> list:
-    """Long synthetic documents for --tiny: each joins the paragraphs of ``per_doc`` tiny documents."""
-    pieces = tiny_documents(n_docs * per_doc, seed)
-    return [make_document(f"tiny-long/{i:03d}", "tiny",
-                          [" ".join(p) for doc in pieces[i * per_doc:(i + 1) * per_doc] for p in doc.paragraphs])
-            for i in range(n_docs)]
-
-
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--tiny", action="store_true", help="tiny random models on a synthetic corpus (smoke run)")
-    parser.add_argument("--factors", type=float, nargs="+", default=[2.0, 4.0], help="lengths as multiples of max_positions")
-    parser.add_argument("--max-windows", type=int, default=400, help="windows per length (seeded subset)")
-    parser.add_argument("--max-tokens", type=int, default=40_000, help="tokens subsampled per probe (non-special)")
-    parser.add_argument("--bucket-width", type=int, default=32, help="positions per MLM bucket")
-    parser.add_argument("--n-draws", type=int, default=2, help="seeded mask draws per window")
-    parser.add_argument("--store-root", type=Path, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
+def run(config: ExtrapolationFigureConfig) -> dict:
     started = time.perf_counter()
-    progress = not args.quiet
-    inputs = load_figure_inputs(tiny=args.tiny, n_docs=None, seed=args.seed, store_root=args.store_root)
-    args.store_root = inputs.store_root
-    documents = tiny_long_documents(seed=args.seed) if args.tiny else inputs.documents
+    inputs = load_figure_inputs(tiny=config.tiny, seed=config.seed, store_root=config.store_root)
+    documents = tiny_long_documents(seed=config.seed) if config.tiny else inputs.documents
     models = with_offset_model(inputs)
     trained = trained_length(models)
 
     mlm_tables, probe_tables, windows = [], [], {}
-    for factor in args.factors:
+    for factor in config.factors:
         length = int(round(trained * factor))
-        mlm, ranges, chosen = evaluate_length(models, documents, length, args, progress)
+        mlm, ranges, chosen = evaluate_length(models, documents, length, config, inputs.store_root)
         mlm_tables.append(mlm)
         probe_tables.append(ranges)
         windows[length] = {"n_windows": len(chosen), "n_documents": len(np.unique(chosen.arrays["doc_index"]))}
     mlm, ranges = pd.concat(mlm_tables, ignore_index=True), pd.concat(probe_tables, ignore_index=True)
-    paths, fits = table_paths(models, max(args.factors))
+    paths, fits = table_paths(models, max(config.factors))
     summary = summarize(mlm, ranges, trained)
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    mlm.to_csv(args.out / "mlm_by_position.csv", index=False)
-    ranges.to_csv(args.out / "probe_ranges.csv", index=False)
-    fits.to_csv(args.out / "table_fits.csv", index=False)
-    summary.to_csv(args.out / "summary.csv", index=False)
-    plot_mlm_by_position(mlm, args.out, trained_length=trained)
-    plot_probe_ranges(ranges, args.out, trained_length=trained)
-    plot_extended_tables(paths, args.out, trained_length=trained)
-    write_config(args.out, {"script": "experiments/fig_extrapolation.py", **vars(args), "trained_length": trained,
-                            "windows": windows, "inputs": inputs.description,
-                            "wall_s": round(time.perf_counter() - started, 1)})
-    if progress:
+    config.out.mkdir(parents=True, exist_ok=True)
+    mlm.to_csv(config.out / "mlm_by_position.csv", index=False)
+    ranges.to_csv(config.out / "probe_ranges.csv", index=False)
+    fits.to_csv(config.out / "table_fits.csv", index=False)
+    summary.to_csv(config.out / "summary.csv", index=False)
+    plot_mlm_by_position(mlm, config.out, trained_length=trained)
+    plot_probe_ranges(ranges, config.out, trained_length=trained)
+    plot_extended_tables(paths, config.out, trained_length=trained)
+    save_config(config, "experiments/fig_extrapolation.py", trained_length=trained, windows=windows,
+                inputs=inputs.description, wall_s=round(time.perf_counter() - started, 1))
+    if not config.quiet:
         print(summary.to_string(index=False, float_format="%.3f"))
     return {"mlm": mlm, "ranges": ranges, "summary": summary, "fits": fits}
+
+
+def main(argv=None) -> dict:
+    return run(parse_config(ExtrapolationFigureConfig, argv, __doc__.split("\n")[0]))
 
 
 if __name__ == "__main__":

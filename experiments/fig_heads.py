@@ -1,9 +1,9 @@
 """Figure: attention-head classification of the four zoo models (structure / semantic / RP / mixed heads).
 
-    python experiments/fig_heads.py                       # the zoo, seconds once the stores exist (~1 min if not)
-    python experiments/fig_heads.py --tiny --out /tmp/fig # tiny random models, seconds
+    python -m experiments.fig_heads                        # the zoo, seconds once the stores exist (~1 min if not)
+    python -m experiments.fig_heads --tiny --out /tmp/fig  # tiny random models, seconds
 
-Per model, the attention summaries of its shared store (held-out documents, ``figure_inputs.model_store``)
+Per model, the attention summaries of its store (held-out documents, ``figure_inputs.attention_store``)
 give each head's logit-term variances and the pattern change when a term is removed
 (``dstg_interp.heads.head_stats_from_store``); ``classify_heads`` applies the rule documented in
 ``dstg_interp.heads``: DSTG heads are named after the term that carries >= 60% of the summed term variance
@@ -17,29 +17,32 @@ label_counts.csv, head_map and head_shares (PNG + PDF + JSON), summary.json and 
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 from tqdm.auto import tqdm
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figure_inputs import FIGURES_DIR, load_figure_inputs, model_store, write_config  # noqa: E402
+from dstg_interp.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store
+from dstg_interp.plots import plot_head_map, plot_share_scatter
+from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, attention_store, load_figure_inputs, parse_config,
+                                       save_config)
 
-from dstg_interp.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store  # noqa: E402
-from dstg_interp.plots import plot_head_map, plot_share_scatter  # noqa: E402
 
-OUT = FIGURES_DIR / "heads"
+@dataclass
+class HeadsFigureConfig(FigureConfig):
+    out: Path = FIGURES_DIR / "heads"
+    n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
+                                                                "(default: all of them, as the probes)"})
 
 
 def head_labels(inputs, progress: bool) -> pd.DataFrame:
     """The classified head table of every model, from its store's attention summaries."""
     tables = []
     for name in tqdm(list(inputs.models), desc="heads", disable=not progress):
-        store = model_store(inputs, name, progress=progress)
+        store = attention_store(inputs, name, progress=progress)
         stats = head_stats_from_store(store, model_name=name)
         stats["n_documents"] = len(store.documents)
         tables.append(classify_heads(stats))
@@ -62,34 +65,28 @@ def label_summary(heads: pd.DataFrame) -> dict:
     return summary
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--tiny", action="store_true", help="tiny random models on a synthetic corpus (smoke run)")
-    parser.add_argument("--n-docs", type=int, default=300, help="held-out documents the summaries pool")
-    parser.add_argument("--store-root", type=Path, default=None)
-    parser.add_argument("--seed", type=int, default=0, help="which held-out documents are drawn")
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
+def run(config: HeadsFigureConfig) -> dict:
     started = time.perf_counter()
-    progress = not args.quiet
-    inputs = load_figure_inputs(tiny=args.tiny, n_docs=args.n_docs, seed=args.seed, store_root=args.store_root)
-
-    heads = head_labels(inputs, progress)
-    args.out.mkdir(parents=True, exist_ok=True)
-    heads.to_csv(args.out / "heads.csv", index=False)
+    inputs = load_figure_inputs(tiny=config.tiny, n_docs=config.n_docs, seed=config.seed, store_root=config.store_root)
+    heads = head_labels(inputs, progress=not config.quiet)
+    config.out.mkdir(parents=True, exist_ok=True)
+    heads.to_csv(config.out / "heads.csv", index=False)
     counts = heads.groupby(["model", "label"], sort=False).size().rename("n_heads").reset_index()
-    counts.to_csv(args.out / "label_counts.csv", index=False)
-    plot_head_map(heads, args.out, stem="head_map")
-    plot_share_scatter(heads, args.out, stem="head_shares")
+    counts.to_csv(config.out / "label_counts.csv", index=False)
+    plot_head_map(heads, config.out, stem="head_map")
+    plot_share_scatter(heads, config.out, stem="head_shares")
     summary = {"rule": {"dominant_share": DOMINANT_SHARE, "variance_over": "pair (store summaries)"},
                "models": label_summary(heads)}
-    (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    write_config(args.out, {"script": "experiments/fig_heads.py", **vars(args), "inputs": inputs.description,
-                            "wall_s": round(time.perf_counter() - started, 1)})
-    if progress:
+    (config.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    save_config(config, "experiments/fig_heads.py", inputs=inputs.description,
+                wall_s=round(time.perf_counter() - started, 1))
+    if not config.quiet:
         print(counts.pivot(index="model", columns="label", values="n_heads").fillna(0).astype(int).to_string())
     return {"heads": heads, "summary": summary}
+
+
+def main(argv=None) -> dict:
+    return run(parse_config(HeadsFigureConfig, argv, __doc__.split("\n")[0]))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Figure: position-free semantic states -- how much a passage's states change at another offset or in
 another context, per layer and subspace, and what that does to nearest-neighbour retrieval.
 
-    python experiments/fig_invariance.py                        # the zoo, 400 passages: 46 s on 2 cores
+    python -m experiments.fig_invariance                        # the zoo, 400 passages: 46 s on 2 cores
                                                                 # (134 s while another job shared them)
-    python experiments/fig_invariance.py --tiny --out /tmp/fig  # tiny random models, seconds
+    python -m experiments.fig_invariance --tiny --out /tmp/fig  # tiny random models, seconds
 
 Passages (``dstg_interp.invariance.select_passages``): runs of whole sentences of 16-48 tokens with >= 24
 tokens of preceding text, at most one per held-out en-mix document, drawn with ``--seed``.  Every zoo model
@@ -22,50 +22,50 @@ recall_by_layer (PNG + PDF + JSON) and config.json; prints the final-layer summa
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figure_inputs import FIGURES_DIR, load_figure_inputs, with_offset_model, write_config  # noqa: E402
+from dstg_interp.invariance import CONDITIONS, measure_invariance, select_passages
+from dstg_interp.plots import plot_invariance_by_layer, plot_recall_by_layer
+from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, load_figure_inputs, parse_config, save_config,
+                                       with_offset_model)
 
-from dstg_interp.invariance import CONDITIONS, measure_invariance, select_passages  # noqa: E402
-from dstg_interp.plots import plot_invariance_by_layer, plot_recall_by_layer  # noqa: E402
-
-OUT = FIGURES_DIR / "invariance"
 ZOO_PASSAGES = 400
 
 
-def main(argv=None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--tiny", action="store_true", help="tiny random models on a synthetic corpus (smoke run)")
-    parser.add_argument("--n-passages", type=int, default=None,
-                        help=f"passages drawn (default {ZOO_PASSAGES} on the zoo, all found with --tiny)")
-    parser.add_argument("--min-tokens", type=int, default=16)
-    parser.add_argument("--max-tokens", type=int, default=48)
-    parser.add_argument("--min-context", type=int, default=24)
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--seed", type=int, default=0, help="passage choice and prefix donor documents")
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    progress = not args.quiet
-    inputs = load_figure_inputs(tiny=args.tiny, n_docs=None, seed=args.seed)
-    n_passages = args.n_passages if args.n_passages is not None else (None if args.tiny else ZOO_PASSAGES)
+@dataclass
+class InvarianceFigureConfig(FigureConfig):
+    out: Path = FIGURES_DIR / "invariance"
+    n_passages: int | None = field(default=None, metadata={
+        "help": f"passages drawn (None: {ZOO_PASSAGES} on the zoo, all found with --tiny)"})
+    min_tokens: int = field(default=16, metadata={"help": "shortest passage, tokens"})
+    max_tokens: int = field(default=48, metadata={"help": "longest passage, tokens"})
+    min_context: int = field(default=24, metadata={"help": "tokens of its document a passage needs before it"})
+    batch_size: int = 32
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 < self.min_tokens <= self.max_tokens:
+            raise ValueError(f"need 0 < min_tokens <= max_tokens, got {self.min_tokens} and {self.max_tokens}")
+        if self.n_passages is None and not self.tiny:
+            self.n_passages = ZOO_PASSAGES
+
+
+def run(config: InvarianceFigureConfig) -> dict:
+    started = time.perf_counter()
+    inputs = load_figure_inputs(tiny=config.tiny, seed=config.seed)
     tables, passage_counts = {"invariance": [], "retrieval": []}, {}
     models = with_offset_model(inputs)
     length = min(model.config.max_positions for model in models.values())  # the training length, for every model
     for name, model in models.items():
         try:
-            passages = select_passages(inputs.documents, model.tokenizer, n_passages, min_tokens=args.min_tokens,
-                                       max_tokens=args.max_tokens, min_context=args.min_context, seed=args.seed)
-            invariance, retrieval = measure_invariance(model, passages, name=name, seed=args.seed, max_positions=length,
-                                                       batch_size=args.batch_size, progress=progress)
+            passages = select_passages(inputs.documents, model.tokenizer, config.n_passages, min_tokens=config.min_tokens,
+                                       max_tokens=config.max_tokens, min_context=config.min_context, seed=config.seed)
+            invariance, retrieval = measure_invariance(model, passages, name=name, seed=config.seed, max_positions=length,
+                                                       batch_size=config.batch_size, progress=not config.quiet)
         except ValueError as err:
             raise SystemExit(f"fig_invariance: {name}: {err}") from None
         passage_counts[name] = len(passages)
@@ -74,20 +74,24 @@ def main(argv=None) -> dict:
     invariance = pd.concat(tables["invariance"], ignore_index=True)
     retrieval = pd.concat(tables["retrieval"], ignore_index=True)
 
-    args.out.mkdir(parents=True, exist_ok=True)
+    config.out.mkdir(parents=True, exist_ok=True)
     for stem, table in (("invariance", invariance), ("retrieval", retrieval)):
-        temporary = args.out / f".{stem}.tmp.csv"
+        temporary = config.out / f".{stem}.tmp.csv"
         table.to_csv(temporary, index=False)
-        temporary.replace(args.out / f"{stem}.csv")
-    plot_invariance_by_layer(invariance, args.out, stem="invariance_by_layer")
-    plot_recall_by_layer(retrieval, args.out, stem="recall_by_layer", k=1)
+        temporary.replace(config.out / f"{stem}.csv")
+    plot_invariance_by_layer(invariance, config.out, stem="invariance_by_layer")
+    plot_recall_by_layer(retrieval, config.out, stem="recall_by_layer", k=1)
     summary = final_layer_summary(invariance, retrieval)
-    write_config(args.out, {"script": "experiments/fig_invariance.py", **vars(args), "n_passages": passage_counts,
-                            "conditions": CONDITIONS, "mean_offset": float(invariance.mean_offset.mean()),
-                            "inputs": inputs.description, "wall_s": round(time.perf_counter() - started, 1)})
-    if progress:
+    save_config(config, "experiments/fig_invariance.py", passages_per_model=passage_counts, conditions=CONDITIONS,
+                mean_offset=float(invariance.mean_offset.mean()), inputs=inputs.description,
+                wall_s=round(time.perf_counter() - started, 1))
+    if not config.quiet:
         print(summary.to_string(float_format="%.3f"))
     return {"invariance": invariance, "retrieval": retrieval, "summary": summary}
+
+
+def main(argv=None) -> dict:
+    return run(parse_config(InvarianceFigureConfig, argv, __doc__.split("\n")[0]))
 
 
 def final_layer_summary(invariance: pd.DataFrame, retrieval: pd.DataFrame) -> pd.DataFrame:

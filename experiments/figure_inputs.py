@@ -1,25 +1,28 @@
-"""What the figure scripts read: the zoo (or a tiny stand-in), the held-out documents, and the activation
-stores they share.
+"""What the figure scripts share: their config base, the zoo (or a tiny stand-in), the held-out documents and
+the activation stores.
 
-    from figure_inputs import load_figure_inputs, model_store
-    inputs = load_figure_inputs(tiny=False, n_docs=300, seed=0)     # the shipped zoo on en-mix
-    store = model_store(inputs, "dstg")                              # all layers + attention summaries
+    from experiments.figure_inputs import load_figure_inputs, model_store
+    inputs = load_figure_inputs(tiny=False, seed=0)     # the shipped zoo on en-mix's held-out documents
+    store = model_store(inputs, "dstg")                  # every layer and subspace, the probes' store
 
-One store per model holds every layer (0 = embeddings .. n_layers), every subspace the model has and the
-attention summaries, over the same held-out documents; fig_ap_manifold (per-position means), fig_heads
-(head classification) and fig_probes (position probes) all read it, so ``run_all.py`` runs each model
-forward once.  The probes' random-init control gets its own store (``random_init_store``).  Stores live
-in the cache folder (``$DSTG_CACHE/stores/figures`` by default), keyed by weights + sequences + layers,
-and are reused by every later run; they are never committed.
+The stores come from the same path as ``dstg-probe`` (``probes.positions.cached_store``, and its
+``random_init_twin`` for the control), over the same documents (``probes.positions.probing_documents``,
+all held-out en-mix documents), in the same folder (``$DSTG_CACHE/stores`` by default): so a figure
+and a ``dstg-probe`` run on the same model give the same numbers, and whichever runs first extracts
+the store the other one reuses.  The head figure also needs attention summaries, which live in a
+store of their own (``attention_store``).  Stores are never committed.
 
-``tiny=True`` replaces the zoo by four randomly initialised 2-layer models (d = 32) and en-mix by a
-synthetic corpus written here, so tests and the notebook run the whole pipeline in seconds, offline.
+``tiny=True`` replaces the zoo by four random 2-layer models (d = 32) and en-mix by a synthetic corpus
+(``dstg_interp.tiny_zoo``), so tests and smoke runs go through every script in seconds, offline.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import hashlib
 import json
+import typing
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -27,17 +30,97 @@ from pathlib import Path
 import numpy as np
 
 from dstg_interp import ModelConfig, build_model, extract, load_model
-from dstg_interp.data import default_cache_dir, train_tokenizer
-from dstg_interp.data.corpora import make_document
+from dstg_interp.data import default_cache_dir
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
 from dstg_interp.store.extract import as_sequences
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256
+from dstg_interp.tiny_zoo import tiny_zoo
+from probes.positions import PROBE_MAX_LENGTH, cached_store, probing_documents, random_init_twin
 
 FIGURES_DIR = Path(__file__).resolve().parents[1] / "figures"
-PROBE_MAX_LENGTH = 256  # as probes.positions: one document per sequence, from its start
-TINY_MAX_LENGTH = 64
+OFFSET_MODEL = "dstg-offset"  # DSTG trained with random_offset on a 512-row table (pretrain_zoo --variants dstg-offset)
 
 
+# --- the config every figure script takes whole ----------------------------------------------------
+@dataclass
+class ScriptConfig:
+    """What every experiment config has: where its outputs go, and its JSON form.
+
+    A config is validated in ``__post_init__``, saved as ``config.json`` next to the script's outputs
+    (``save_config``) and read back with ``from_dict``; ``parse_config`` turns a command line into one.
+    """
+
+    out: Path = FIGURES_DIR
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out)
+
+    def to_dict(self) -> dict:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict):
+        """The config saved in a ``config.json`` (keys that are not fields, e.g. ``wall_s``, are ignored)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+@dataclass
+class FigureConfig(ScriptConfig):
+    """Fields every figure script has; each script subclasses it with its own (and its own ``out``)."""
+
+    tiny: bool = field(default=False, metadata={"help": "tiny random models on a synthetic corpus (smoke run)"})
+    seed: int = field(default=0, metadata={"help": "documents, subsamples, splits and bootstrap seed"})
+    store_root: Path | None = field(default=None, metadata={"help": "activation-store folder (default: the cache)"})
+    quiet: bool = field(default=False, metadata={"help": "no progress bars or printed summary"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.store_root = Path(self.store_root) if self.store_root is not None else None
+
+
+def _plain(value):
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def parse_config(config_class, argv=None, description: str = ""):
+    """One ``--flag`` per field of ``config_class`` (underscores become dashes; help from the field's
+    metadata), parsed into an instance: every script's command line is its config, nothing else."""
+    parser = argparse.ArgumentParser(description=description)
+    hints = typing.get_type_hints(config_class)
+    for spec in dataclasses.fields(config_class):
+        flag, hint = "--" + spec.name.replace("_", "-"), hints[spec.name]
+        help_text = spec.metadata.get("help")
+        default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
+        if hint is bool:
+            parser.add_argument(flag, action="store_true", help=help_text)
+            continue
+        args = typing.get_args(hint)
+        element = next((a for a in args if a is not type(None)), hint)  # X | None -> X
+        if typing.get_origin(element) in (list, tuple):
+            parser.add_argument(flag, nargs="+", type=typing.get_args(element)[0], default=default,
+                                help=f"{help_text or ''} (default: {' '.join(map(str, default))})".strip())
+        else:
+            parser.add_argument(flag, type=element, default=default,
+                                help=f"{help_text or ''} (default: {default})".strip())
+    return config_class(**vars(parser.parse_args(argv)))
+
+
+def save_config(config: ScriptConfig, script: str, name: str = "config.json", **facts) -> Path:
+    """``name`` in ``config.out``: the whole config plus what the run found (inputs, notes, wall time);
+    written under a temporary name, then renamed."""
+    config.out.mkdir(parents=True, exist_ok=True)
+    record = {"script": script, **config.to_dict(), **facts}
+    temporary = config.out / f".{name}.tmp"
+    temporary.write_text(json.dumps(record, indent=1, default=str) + "\n")
+    return temporary.replace(config.out / name)
+
+
+# --- models, documents, stores ---------------------------------------------------------------------
 @dataclass
 class FigureInputs:
     """The models (name -> model, each with its tokenizer), the documents they are read on, and where
@@ -46,39 +129,37 @@ class FigureInputs:
     models: dict
     documents: list
     store_root: Path
-    max_length: int
     tiny: bool
     description: dict = field(default_factory=dict)  # what was loaded, for the config files
 
 
-def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None = 300, seed: int = 0,
+def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None = None, seed: int = 0,
                        store_root=None, corpus: str = "en-mix") -> FigureInputs:
-    """The zoo models (or tiny stand-ins) and ``n_docs`` held-out documents drawn with ``seed``.
+    """The zoo models (or tiny stand-ins) and the held-out documents ``dstg-probe`` reads (``n_docs``:
+    a seeded sample of them instead, for quick runs; a seeded draw keeps every en-mix source in it).
 
-    The zoo's held-out documents come ordered by source (Wikipedia, then Austen, then Treasury of David);
-    a seeded draw keeps every source in the sample.  Models and documents are loaded once per process and
-    shared by every script run_all calls (the tiny tokenizer is not bit-reproducible across trainings, and
-    a different tokenizer would mean different stores).
+    Models and documents are loaded once per process and shared by every script run_all calls (the tiny
+    tokenizer is not bit-reproducible across trainings, and another tokenizer would mean other stores).
     """
     if tiny:
         zoo, documents = _shared_tiny_zoo(tuple(models), seed)
         root = Path(store_root) if store_root is not None else default_cache_dir() / "stores" / "figures-tiny"
-        return FigureInputs(zoo, documents, root, TINY_MAX_LENGTH, True,
-                            {"models": "tiny random (tiny_zoo)", "corpus": "synthetic", "n_docs": len(documents)})
+        return FigureInputs(zoo, documents, root, True,
+                            {"models": "tiny random (dstg_interp.tiny_zoo)", "corpus": "synthetic", "n_docs": len(documents)})
     missing = [name for name in models if not (ZOO_DIR / name / "model.safetensors").is_file()]
     if missing:
         raise SystemExit(f"zoo model(s) {', '.join(missing)} not in {ZOO_DIR}; train them with "
-                         "experiments/pretrain_zoo.py, or pass --tiny for a smoke run")
+                         "python -m experiments.pretrain_zoo, or pass --tiny for a smoke run")
     documents = _shared_probing_documents(corpus)
     if n_docs is not None and n_docs < len(documents):
         chosen = np.sort(np.random.default_rng(seed).choice(len(documents), size=n_docs, replace=False))
         documents = [documents[i] for i in chosen]
     zoo = {name: _shared_zoo_model(name) for name in models}
-    root = Path(store_root) if store_root is not None else default_cache_dir() / "stores" / "figures"
+    root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
     zoo_json = ZOO_DIR / "zoo.json"
     description = {"models": {name: str(ZOO_DIR / name) for name in models}, "corpus": corpus,
                    "n_docs": len(documents), "zoo": json.loads(zoo_json.read_text()) if zoo_json.is_file() else None}
-    return FigureInputs(zoo, documents, root, PROBE_MAX_LENGTH, False, description)
+    return FigureInputs(zoo, documents, root, False, description)
 
 
 @lru_cache(maxsize=None)
@@ -88,17 +169,12 @@ def _shared_tiny_zoo(models: tuple, seed: int):
 
 @lru_cache(maxsize=None)
 def _shared_probing_documents(corpus: str):
-    from probes.positions import probing_documents
-
     return probing_documents(corpus)
 
 
 @lru_cache(maxsize=None)
 def _shared_zoo_model(name: str):
     return load_model(name).eval()
-
-
-OFFSET_MODEL = "dstg-offset"  # DSTG trained with random_offset on a 512-row table (pretrain_zoo.py --variants dstg-offset)
 
 
 def with_offset_model(inputs: FigureInputs) -> dict:
@@ -114,73 +190,26 @@ def with_offset_model(inputs: FigureInputs) -> dict:
         models[OFFSET_MODEL] = _shared_zoo_model(OFFSET_MODEL)
     else:
         raise SystemExit(f"zoo model {OFFSET_MODEL} not in {ZOO_DIR}; train it with "
-                         f"python experiments/pretrain_zoo.py --variants {OFFSET_MODEL}")
+                         f"python -m experiments.pretrain_zoo --variants {OFFSET_MODEL}")
     return models
 
 
 def model_store(inputs: FigureInputs, name: str, progress: bool = True):
-    """The shared store of model ``name``: all layers and subspaces, attention summaries (reused if present)."""
-    return _store(inputs.models[name], name, inputs, attention=True, progress=progress)
+    """Every layer and subspace of model ``name`` on the inputs' documents: the store ``dstg-probe`` builds."""
+    return cached_store(inputs.models[name], inputs.documents, None, inputs.store_root, name, progress)
 
 
 def random_init_store(inputs: FigureInputs, name: str, progress: bool = True):
-    """The store of a randomly initialised twin of ``name`` (same config and tokenizer): the probes' control."""
-    from probes.positions import random_init_twin
-
-    return _store(random_init_twin(inputs.models[name]).eval(), f"{name}-random-init", inputs, attention=False,
-                  progress=progress)
-
-
-def _store(model, label: str, inputs: FigureInputs, attention: bool, progress: bool):
-    sequences = as_sequences(model, inputs.documents, inputs.max_length, windows=False)
-    key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(sequences)}|all|{attention}".encode()).hexdigest()[:16]
-    return extract(model, sequences, inputs.store_root / f"{label}-{key}", layers=None, dtype="float16",
-                   attention_summaries=attention, batch_size=16, progress=progress)
+    """The store of a randomly initialised twin of ``name`` (same config and tokenizer): the probes' control,
+    the one ``dstg-probe`` builds."""
+    twin = random_init_twin(inputs.models[name]).eval()
+    return cached_store(twin, inputs.documents, None, inputs.store_root, f"{name}-random-init", progress)
 
 
-def write_config(out_dir: Path, config: dict) -> Path:
-    """``config.json`` next to a script's outputs (written under a temporary name, then renamed)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    temporary = out_dir / ".config.json.tmp"
-    temporary.write_text(json.dumps(config, indent=1, default=str) + "\n")
-    return temporary.replace(out_dir / "config.json")
-
-
-# --- a tiny stand-in for tests and the notebook ----------------------------------------------------
-_NAMES = ["the miller", "a weaver", "the captain", "her cousin", "the baker", "an old clerk"]
-_ACTIONS = ["mended", "opened", "counted", "lost", "painted", "carried"]
-_THINGS = ["the green door", "a copper pot", "the long rope", "a paper map", "the iron key", "a woollen coat"]
-_WHEN = ["at dawn", "after supper", "before the storm", "on market day", "in early spring", "late at night"]
-
-
-def tiny_documents(n_docs: int = 40, seed: int = 0) -> list:
-    """Synthetic documents of 2-4 paragraphs of 1-3 template sentences each (text written for this project):
-    short paragraphs, so that the first 64 tokens of almost every document span several of them."""
-    rng = np.random.default_rng(seed)
-    documents = []
-    for i in range(n_docs):
-        paragraphs = []
-        for _ in range(int(rng.integers(2, 5))):
-            sentences = []
-            for _ in range(int(rng.integers(1, 4))):
-                who, did, what, when = (words[int(rng.integers(len(words)))] for words in (_NAMES, _ACTIONS, _THINGS, _WHEN))
-                sentences.append(f"{who.capitalize()} {did} {what} {when}.")
-            paragraphs.append(" ".join(sentences))
-        documents.append(make_document(f"tiny/{i:03d}", "tiny", paragraphs))
-    return documents
-
-
-def tiny_zoo(names=ZOO_NAMES, n_docs: int = 40, seed: int = 0) -> tuple[dict, list]:
-    """Four random 2-layer models (DSTG d_sem 24 + d_ap 8; baselines d_model 32) sharing one tokenizer
-    trained on ``tiny_documents``; returns (name -> model, documents)."""
-    documents = tiny_documents(n_docs, seed)
-    tokenizer = train_tokenizer(documents, vocab_size=150)
-    models = {}
-    for name in names:
-        widths = {"d_sem": 24, "d_ap": 8} if name == "dstg" else {"d_model": 32}
-        config = ModelConfig(variant=name, vocab_size=tokenizer.get_vocab_size(), max_positions=TINY_MAX_LENGTH,
-                             n_layers=2, n_heads=4, d_head=8, seed=seed, **widths)
-        model = build_model(config).eval()
-        model.tokenizer = tokenizer
-        models[name] = model
-    return models, documents
+def attention_store(inputs: FigureInputs, name: str, progress: bool = True):
+    """Model ``name``'s store with attention summaries (logit-term statistics per layer x head), for the heads."""
+    model = inputs.models[name]
+    sequences = as_sequences(model, inputs.documents, PROBE_MAX_LENGTH, windows=False)
+    key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(sequences)}|attention".encode()).hexdigest()[:16]
+    return extract(model, sequences, inputs.store_root / f"{name}-attention-{key}", layers=None, dtype="float16",
+                   attention_summaries=True, batch_size=16, progress=progress)

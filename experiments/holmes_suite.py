@@ -1,25 +1,46 @@
-"""Offline Holmes suite on the four zoo models: build it (cache dir) and probe it (Flash protocol).
+"""Offline Holmes suite on the four zoo models: build it (cache dir), probe it (Flash protocol), draw it.
 
-    python experiments/holmes_suite.py                     # ~5 min on one CPU thread
-    python experiments/holmes_suite.py --models dstg rope  # a subset; --full for the whole train split
+    python -m experiments.holmes_suite                     # ~5 min on one CPU thread
+    python -m experiments.holmes_suite --models dstg rope  # a subset; --full for the whole train split
 
-Writes figures/holmes/{results,scores,winning_rates,areas,phenomena,a_vs_b,skipped}.csv, config.json,
-summary.json and tables.md (per-area winning rates, DSTG-vs-baseline phenomenon counts); --full writes
-figures/holmes/full/. Last layer = the last
-block's resid_post (not the MLM head's final norm); DSTG also per subspace (ap / sem / full).
+Writes figures/holmes/{results,scores,winning_rates,areas,phenomena,a_vs_b,skipped}.csv (the aggregation of
+``probes.holmes.aggregate``), config.json, summary.json, tables.md (per-area winning rates, DSTG-vs-baseline
+phenomenon counts) and the figures of ``experiments.fig_holmes``; --full writes figures/holmes/full/.
+Last layer = the last block's resid_post (not the MLM head's final norm); DSTG also per subspace (ap / sem / full).
 """
 
-import argparse
+from __future__ import annotations
+
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 import torch
 
+from experiments import fig_holmes
+from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config, save_config
 from probes.holmes import ProbeConfig, run_holmes
 from probes.holmes.suite import build_suite, default_suite_dir
 
-OUT = Path(__file__).resolve().parents[1] / "figures" / "holmes"
+
+@dataclass
+class HolmesSuiteConfig(ScriptConfig):
+    out: Path | None = field(default=None, metadata={"help": "default figures/holmes (Flash) or figures/holmes/full"})
+    models: list[str] = field(default_factory=lambda: ["dstg", "rope", "ap", "rp"], metadata={"help": "zoo models"})
+    suite_dir: Path | None = field(default=None, metadata={"help": "where the suite is built (default: the cache)"})
+    full: bool = field(default=False, metadata={"help": "whole train split instead of Flash (1/32)"})
+    random_init: bool = field(default=False, metadata={"help": "add the random-init encoder control"})
+    threads: int = field(default=1, metadata={"help": "torch threads (2 oversubscribe a busy 2-core box)"})
+
+    def __post_init__(self) -> None:
+        if self.out is None:
+            self.out = FIGURES_DIR / "holmes" / ("full" if self.full else "")
+        super().__post_init__()
+        self.suite_dir = Path(self.suite_dir) if self.suite_dir is not None else default_suite_dir()
+        if self.threads < 1:
+            raise ValueError(f"threads must be at least 1, got {self.threads}")
 
 
 def _markdown(frame, digits=1) -> str:
@@ -40,35 +61,32 @@ def markdown_tables(areas, counts, summary) -> str:
     return "\n".join(text)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", nargs="+", default=["dstg", "rope", "ap", "rp"])
-    parser.add_argument("--suite-dir", default=None)
-    parser.add_argument("--full", action="store_true", help="whole train split instead of Flash (1/32)")
-    parser.add_argument("--random-init", action="store_true", help="add the random-init encoder control")
-    parser.add_argument("--out", default=None, help="default figures/holmes (Flash) or figures/holmes/full")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (2 oversubscribe a busy 2-core box)")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    suite = Path(args.suite_dir) if args.suite_dir else default_suite_dir()
-    if not (suite / "suite.json").exists():
-        build_suite(suite)
-    out = Path(args.out) if args.out else (OUT / "full" if args.full else OUT)
+def run(config: HolmesSuiteConfig) -> dict:
+    torch.set_num_threads(config.threads)
+    if not (config.suite_dir / "suite.json").exists():
+        build_suite(config.suite_dir)
     started = time.perf_counter()
-    config = ProbeConfig(flash_fraction=None if args.full else 1 / 32)
-    results = run_holmes(args.models, suite, config=config, random_init_control=args.random_init, out_dir=out)
-    import pandas as pd
-    areas = pd.read_csv(out / "areas.csv")
-    counts = pd.read_csv(out / "a_vs_b.csv") if (out / "a_vs_b.csv").exists() else pd.DataFrame()
-    summary = {"suite": str(suite), "flash": not args.full, "wall_s": round(time.perf_counter() - started, 1),
+    probe = ProbeConfig(flash_fraction=None if config.full else 1 / 32)
+    results = run_holmes(config.models, config.suite_dir, config=probe, random_init_control=config.random_init,
+                         out_dir=config.out)
+    areas = pd.read_csv(config.out / "areas.csv")
+    counts = pd.read_csv(config.out / "a_vs_b.csv") if (config.out / "a_vs_b.csv").exists() else pd.DataFrame()
+    summary = {"suite": str(config.suite_dir), "flash": not config.full, "wall_s": round(time.perf_counter() - started, 1),
                "n_datasets": int(results["dataset"].nunique()), "areas": areas.to_dict("records"),
                "a_vs_b_overall": counts[counts["area"] == "overall"].to_dict("records") if len(counts) else [],
                "skipped": results.attrs["skipped"]}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    (out / "tables.md").write_text(markdown_tables(areas, counts, summary))
+    (config.out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (config.out / "tables.md").write_text(markdown_tables(areas, counts, summary))
+    save_config(config, "experiments/holmes_suite.py", name="suite_config.json", wall_s=summary["wall_s"])
+    fig_holmes.draw(config.out)
     print(areas.to_string(index=False))
     if len(counts):
         print(counts.to_string(index=False))
+    return summary
+
+
+def main(argv=None) -> dict:
+    return run(parse_config(HolmesSuiteConfig, argv, __doc__.split("\n")[0]))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,26 @@
-"""Shared fixtures: tiny random models (d ~ 32) of every variant."""
+"""Shared fixtures: tiny random models (d ~ 32) of every variant; the unit / integration split.
 
+Unit tests live in tests/ (tiny models, fixtures written here, no network, each a second or less);
+integration tests -- whole scripts, the notebook, subprocesses, a model fetched from a registry -- live
+in tests/integration/ and are marked ``slow`` here, so ``pytest -m "not slow"`` runs the unit tests only
+and CI (``python -m pytest tests``) runs both.
+"""
+
+from pathlib import Path
+
+import numpy as np
 import pytest
 import torch
 
 from dstg_interp import ModelConfig, build_model
+
+INTEGRATION = Path(__file__).resolve().parent / "integration"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if INTEGRATION in Path(item.path).resolve().parents:
+            item.add_marker(pytest.mark.slow)
 
 VARIANTS = ("dstg", "rope", "ap", "rp")
 
@@ -56,8 +73,6 @@ def synthetic_document(rng, n_paragraphs: int) -> str:
 
 def write_synthetic_corpus(folder, n_docs: int = 60, seed: int = 0):
     """A folder of *.txt documents (blank line = paragraph) generated from the grammar above."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n_docs):

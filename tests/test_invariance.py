@@ -1,9 +1,6 @@
 """Passage invariance (dstg_interp.invariance): exactness where position cannot reach a state, retrieval
 recall on hand-made cases, clear errors (experiments/fig_invariance.py --tiny runs in test_experiments)."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -13,9 +10,7 @@ from dstg_interp.data import train_tokenizer
 from dstg_interp.data.tokenizer import CLS_ID, SEP_ID
 from dstg_interp.invariance import (CONDITIONS, INVARIANCE_COLUMNS, RETRIEVAL_COLUMNS, Passage, build_encodings,
                                     measure_invariance, recall_at_k, retrieval_ranks, select_passages)
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-from figure_inputs import tiny_documents  # noqa: E402
+from dstg_interp.tiny_zoo import tiny_documents
 
 torch.set_num_threads(1)
 MAX_POSITIONS = 64

@@ -11,17 +11,24 @@ from conftest import tiny_model
 from dstg_interp.heads import head_table
 from dstg_interp.plots import (
     FigureOutputError,
+    measurements,
     model_color,
+    model_palette,
     plot_dct_power,
     plot_head_map,
     plot_holmes_areas,
     plot_holmes_counts,
+    plot_holmes_scores,
+    plot_invariance_by_layer,
     plot_pc_curves,
     plot_r2_by_layer,
+    plot_recall_by_layer,
     plot_scree,
     plot_share_scatter,
 )
 from dstg_interp.spectra import analyze_table, position_table
+from probes.holmes.aggregate import a_vs_b, dataset_scores, winning_rates
+from probes.holmes.registry import register_dataset
 
 torch.set_num_threads(1)
 
@@ -56,16 +63,26 @@ def probe_results():
     return pd.DataFrame(rows)
 
 
-@pytest.fixture
-def holmes_scores():
-    areas = ["morphology", "syntax", "semantics", "discourse", "reasoning"]
-    return pd.DataFrame([dict(model=m, area=a, phenomenon=f"{a}-{i}", score=0.5 + 0.1 * k + 0.01 * i)
-                         for k, m in enumerate(("dstg", "ap", "rope", "rp")) for a in areas for i in range(3)])
-
-
-@pytest.fixture
-def holmes_counts():
-    return pd.DataFrame([dict(model_a="dstg", model_b=b, wins=49, ties=3, losses=13) for b in ("rope", "ap", "rp")])
+@pytest.fixture(scope="module")
+def holmes_results():
+    """Per-seed Holmes results as ``run_holmes`` writes them (results.csv): 4 models, DSTG's parts, 6 datasets
+    in 3 areas, 2 seeds, the randomised-label control; DSTG wins every dataset but one, which all tie."""
+    datasets = {"plot-a": ("syntax", "bigram shift"), "plot-b": ("syntax", "sentence length"),
+                "plot-c": ("semantics", "tense"), "plot-d": ("semantics", "passive"),
+                "plot-e": ("morphology", "anaphor agreement"), "plot-tie": ("morphology", "irregular forms")}
+    for name, (area, phenomenon) in datasets.items():
+        register_dataset(name, area, phenomenon)
+    strength = {("dstg", "full"): 0.9, ("dstg", "sem"): 0.8, ("dstg", "ap"): 0.4, ("rope", "full"): 0.7,
+                ("ap", "full"): 0.5, ("rp", "full"): 0.6}
+    rows = []
+    for (model, subspace), base in strength.items():
+        for i, dataset in enumerate(datasets):
+            for seed in (0, 1):
+                score = 0.5 if dataset == "plot-tie" else base - 0.02 * i + 0.01 * seed
+                for control, value in (("none", score), ("randomization", 0.5)):
+                    rows.append(dict(model=model, dataset=dataset, layer=4, subspace=subspace, control=control, seed=seed,
+                                     metric="f1_macro", score=value))
+    return pd.DataFrame(rows)
 
 
 def _check_outputs(paths, folder, stem):
@@ -99,13 +116,66 @@ def test_head_figures(heads, tmp_path):
     _check_outputs(plot_share_scatter(baselines_only, tmp_path, stem="shares_baselines"), tmp_path, "shares_baselines")
 
 
-def test_probe_and_holmes_figures(probe_results, holmes_scores, holmes_counts, tmp_path):
+def test_probe_figure_reads_the_measurement_layout(probe_results, tmp_path):
     numbers = _check_outputs(plot_r2_by_layer(probe_results, tmp_path, stem="r2"), tmp_path, "r2")
-    assert len(numbers["results"]) == len(probe_results)
-    numbers = _check_outputs(plot_holmes_areas(holmes_scores, tmp_path, stem="areas"), tmp_path, "areas")
-    assert len(numbers["per_area"]) == 4 * 5
-    numbers = _check_outputs(plot_holmes_counts(holmes_counts, tmp_path, stem="counts"), tmp_path, "counts")
-    assert numbers["counts"][0]["wins"] == 49
+    drawn = pd.DataFrame(numbers["measurements"])
+    assert len(drawn) == len(probe_results) and set(drawn.metric) == {"r2"}
+    row = drawn[(drawn.model == "dstg") & (drawn.subspace == "ap") & (drawn.task == "segment") & (drawn.layer == 2)]
+    assert row[["value", "ci_low", "ci_high"]].iloc[0].tolist() == pytest.approx([0.7, 0.65, 0.75])
+
+
+def test_measurements_melt_metrics_and_drop_the_final_state():
+    table = pd.DataFrame({"model": ["dstg"] * 3, "subspace": ["sem"] * 3, "layer": [0, 1, "final"],
+                          "condition": ["shift"] * 3, "token_cosine": [0.9, 0.8, 0.7], "token_rel_l2": [0.1, 0.2, 0.3]})
+    long = measurements(table, ["token_cosine", "token_rel_l2"], keys=["condition"])
+    assert len(long) == 4 and long.layer.tolist() == [0, 1, 0, 1]  # "final" is not a point on the layer axis
+    assert long[long.metric == "token_rel_l2"].value.tolist() == [0.1, 0.2] and long.ci_low.isna().all()
+    with pytest.raises(ValueError, match="lacks the column"):
+        measurements(table, ["recall"])
+
+
+def test_invariance_figures(tmp_path):
+    rows = [dict(model=m, subspace=s, condition=c, layer=layer, token_cosine=0.9 - 0.1 * layer, token_rel_l2=0.1 * layer,
+                 k=1, recall=0.5 + 0.1 * layer, n_passages=40)
+            for m, subspaces in (("dstg", ("sem", "ap", "full")), ("dstg-offset", ("sem",)), ("rope", ("full",)))
+            for s in subspaces for c in ("shift", "prefix") for layer in range(3)]
+    table = pd.DataFrame(rows)
+    numbers = _check_outputs(plot_invariance_by_layer(table, tmp_path, stem="inv"), tmp_path, "inv")
+    assert len(numbers["measurements"]) == 2 * len(table)
+    numbers = _check_outputs(plot_recall_by_layer(table, tmp_path, stem="recall", k=1), tmp_path, "recall")
+    assert numbers["chance"] == pytest.approx(1 / 40)
+    with pytest.raises(ValueError, match="no rows with k=5"):
+        plot_recall_by_layer(table, tmp_path, k=5)
+    # DSTG and the random_offset DSTG share the zoo colour; in one figure they must not
+    assert len(set(model_palette(["dstg", "dstg-offset", "rope"]).values())) == 3
+
+
+def test_holmes_figures_from_the_aggregation(holmes_results, tmp_path):
+    scores = dataset_scores(holmes_results)
+    pool = scores[scores.subspace == "full"]
+    rates = winning_rates(pool)
+    counts = a_vs_b(scores, "dstg", ["rope", "ap", "rp", "dstg:ap"])
+    numbers = _check_outputs(plot_holmes_areas(rates, tmp_path, stem="areas"), tmp_path, "areas")
+    per_area = pd.DataFrame(numbers["per_area"]).set_index(["entry", "area"])
+    assert per_area.loc[("dstg", "syntax"), "winning_rate"] == pytest.approx(100.0)  # DSTG wins both syntax sets
+    assert per_area.loc[("ap", "overall"), "winning_rate"] == pytest.approx(0.0)
+    assert per_area.loc[("dstg", "morphology"), "n_datasets"] == 1  # the all-tie dataset has no rate
+    numbers = _check_outputs(plot_holmes_counts(counts, tmp_path, stem="a_vs_b"), tmp_path, "a_vs_b")
+    drawn = pd.DataFrame(numbers["counts"]).set_index(["b", "area"])
+    assert drawn.loc[("rope", "overall"), ["wins", "ties", "losses"]].tolist() == [5, 1, 0]
+    assert drawn.loc[("rope", "overall"), "balance"] == pytest.approx(5 / 6)
+    numbers = _check_outputs(plot_holmes_scores(scores, tmp_path, stem="scores"), tmp_path, "scores")
+    assert len(numbers["scores"]) == 6 * 6  # entries (4 models + DSTG's ap and sem) x datasets
+
+
+def test_holmes_figures_read_the_written_csvs(holmes_results, tmp_path):
+    """What experiments/fig_holmes draws: the CSVs of a Holmes run, read back."""
+    scores = dataset_scores(holmes_results)
+    rates = winning_rates(scores[scores.subspace == "full"])
+    rates.to_csv(tmp_path / "winning_rates.csv", index=False)
+    read_back = pd.read_csv(tmp_path / "winning_rates.csv")
+    numbers = _check_outputs(plot_holmes_areas(read_back, tmp_path, stem="areas"), tmp_path, "areas")
+    assert {r["area"] for r in numbers["per_area"]} == {"syntax", "semantics", "morphology", "overall"}
 
 
 def test_unwritable_folder_gives_a_clear_error(spectra, tmp_path):
@@ -132,6 +202,8 @@ def test_missing_columns_and_colours(tmp_path):
     with pytest.raises(ValueError, match="lacks the column"):
         plot_r2_by_layer(pd.DataFrame({"model": ["dstg"], "r2": [0.5]}), tmp_path)
     with pytest.raises(ValueError, match="empty"):
-        plot_holmes_counts(pd.DataFrame(columns=["model_a", "model_b", "wins", "ties", "losses"]), tmp_path)
+        plot_holmes_counts(pd.DataFrame(columns=["a", "b", "area", "wins", "ties", "losses", "n_phenomena"]), tmp_path)
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['a', 'b'"):
+        plot_holmes_counts(pd.DataFrame({"model_a": ["dstg"], "model_b": ["rope"], "wins": [1]}), tmp_path)
     assert model_color("dstg") == model_color("dstg-seed1") != model_color("rope")
     assert model_color("minilm") not in {model_color(m) for m in ("dstg", "rope", "ap", "rp")}

@@ -1,6 +1,7 @@
 """Paper figures: every function writes ``stem``.png, ``stem``.pdf and ``stem``.json (the numbers behind
 the figure) into ``out_dir`` (created if needed; ``FigureOutputError`` if it cannot be written) and returns
-their paths.  Matplotlib only, Agg backend; one colour per zoo model (``MODEL_COLORS``).
+their paths.  Seaborn on matplotlib's Agg backend; one colour per zoo model (``MODEL_COLORS``).  The figures
+by layer read the measurement layout of ``plots.tidy`` (one row per model x subspace x layer x metric).
 
     from dstg_interp.spectra import analyze_table, position_table
     from dstg_interp.plots import plot_scree
@@ -8,24 +9,32 @@ their paths.  Matplotlib only, Agg backend; one colour per zoo model (``MODEL_CO
 
     spectra (TableSpectrum list)   plot_scree, plot_pc_curves, plot_dct_power
     heads (classify_heads table)   plot_head_map, plot_share_scatter
+    any measurements by layer      measurements, plot_by_layer (lines with interval bands, facets by any key)
     probe results (tidy R² table)  plot_r2_by_layer
-    Holmes                         plot_holmes_areas (model, area, score), plot_holmes_counts (model_a, model_b, wins, ties, losses)
+    Holmes (probes.holmes.aggregate tables)  plot_holmes_areas (winning_rates), plot_holmes_counts (a_vs_b),
+                                   plot_holmes_scores (scores)
     invariance tables              plot_invariance_by_layer (cosine / rel. L2), plot_recall_by_layer (recall@k)
     length extrapolation           plot_mlm_by_position, plot_probe_ranges, plot_extended_tables
 """
 
 from .extrapolation import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
 from .heads import plot_head_map, plot_share_scatter
+from .holmes import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
 from .invariance import plot_invariance_by_layer, plot_recall_by_layer
-from .output import LABEL_COLORS, MODEL_COLORS, FigureOutputError, model_color, save_figure
-from .probes import plot_holmes_areas, plot_holmes_counts, plot_r2_by_layer
+from .output import LABEL_COLORS, MODEL_COLORS, FigureOutputError, model_color, model_palette, save_figure
+from .probes import plot_r2_by_layer
 from .spectra import plot_dct_power, plot_pc_curves, plot_scree
+from .tidy import MEASUREMENT_COLUMNS, measurements, plot_by_layer
 
 __all__ = [
     "FigureOutputError",
     "LABEL_COLORS",
     "MODEL_COLORS",
     "model_color",
+    "model_palette",
+    "MEASUREMENT_COLUMNS",
+    "measurements",
+    "plot_by_layer",
     "save_figure",
     "plot_scree",
     "plot_pc_curves",
@@ -35,6 +44,7 @@ __all__ = [
     "plot_r2_by_layer",
     "plot_holmes_areas",
     "plot_holmes_counts",
+    "plot_holmes_scores",
     "plot_invariance_by_layer",
     "plot_recall_by_layer",
     "plot_mlm_by_position",

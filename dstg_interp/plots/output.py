@@ -19,6 +19,7 @@ import pandas as pd  # noqa: E402
 # one colour per zoo model in every figure (Okabe-Ito, readable by colour-blind readers)
 MODEL_COLORS = {"dstg": "#0072B2", "rope": "#E69F00", "ap": "#009E73", "rp": "#CC79A7"}
 _OTHER_COLORS = ["#555555", "#D55E00", "#999933", "#882255", "#000000"]
+_SPARE_COLORS = ["#56B4E9", "#F0E442", "#44AA99", "#AA4499"]  # only when two models of a figure share a colour
 # one colour per head label (heads.LABELS)
 LABEL_COLORS = {
     "structure": "#D55E00",
@@ -40,6 +41,21 @@ def model_color(model: str, others: list[str] | None = None) -> str:
     # crc32, not hash(): str hashes change between processes, colours must not
     index = others.index(model) if others and model in others else zlib.crc32(name.encode())
     return _OTHER_COLORS[index % len(_OTHER_COLORS)]
+
+
+def model_palette(models) -> dict[str, str]:
+    """model -> colour for one figure, in ``ordered_models`` order: the zoo colours, and for models that
+    would share one (``dstg`` and ``dstg-offset``) the later ones get colours of their own."""
+    models = ordered_models(models)
+    palette, used = {}, set()
+    spare = [c for c in _OTHER_COLORS + _SPARE_COLORS if c not in MODEL_COLORS.values()]
+    for model in models:
+        color = model_color(model, models)
+        if color in used:
+            color = next(c for c in spare if c not in used)
+        palette[model] = color
+        used.add(color)
+    return palette
 
 
 def ordered_models(models) -> list[str]:

@@ -10,7 +10,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "experiments" / "explore.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "experiments" / "explore.ipynb"
 
 
 @pytest.mark.timeout(120)

@@ -1,16 +1,14 @@
 """The figure scripts end to end on tiny random models and a synthetic corpus (``--tiny``), and the claims rules."""
 
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-import claims  # noqa: E402
-import run_all  # noqa: E402
+from experiments import claims, fig_probes, run_all
+from experiments.figure_inputs import parse_config
 
 torch.set_num_threads(1)
 
@@ -33,9 +31,37 @@ def _non_empty_figure(folder: Path, stem: str) -> None:
 def test_run_all_times_every_step(gallery):
     figures, timing = gallery
     assert [t["step"] for t in timing] == list(run_all.STEPS)
-    assert {t["step"]: t["status"] for t in timing}["holmes"] == "skipped"
-    assert all(t["status"] == "ok" for t in timing if t["step"] != "holmes")
+    status = {t["step"]: t["status"] for t in timing}
+    assert status["holmes"] == "skipped" and status["holmes_figure"].startswith("skipped: no Holmes results")
+    assert all(s == "ok" for step, s in status.items() if not step.startswith("holmes"))
     assert json.loads((figures / "timing.json").read_text())["total_seconds"] > 0
+    saved = json.loads((figures / "run_all.json").read_text())
+    assert run_all.RunAllConfig.from_dict(saved).to_dict() == {k: v for k, v in saved.items() if k != "script"}
+
+
+def test_every_script_saves_the_config_it_ran_with(gallery):
+    """The config beside each output is the whole config: read back, it is the one the script ran with."""
+    saved = json.loads((gallery[0] / "probes" / "config.json").read_text())
+    config = fig_probes.ProbesFigureConfig.from_dict(saved)
+    assert config.tiny and config.out == gallery[0] / "probes" and config.n_boot == saved["n_boot"]
+    assert saved["script"] == "experiments/fig_probes.py" and saved["wall_s"] > 0
+    # the command line is the config: one flag per field
+    assert parse_config(fig_probes.ProbesFigureConfig, ["--tiny", "--n-boot", "7", "--out", "/x"]) == \
+        fig_probes.ProbesFigureConfig(tiny=True, n_boot=7, out=Path("/x"))
+    with pytest.raises(ValueError, match="unknown step"):
+        run_all.RunAllConfig(skip=["nope"])
+
+
+def test_report_tables_come_from_the_gallery(gallery):
+    figures = gallery[0]
+    text = (figures / "REPORT.md").read_text()
+    probes = pd.read_csv(figures / "probes" / "probes.csv")
+    last = probes[(probes.model == "dstg") & (probes.subspace == "ap") & (probes.task == "segment")
+                  & (probes.segment == "sentence") & (probes.layer == probes.layer.max())].r2.iloc[0]
+    block = text.split("<!-- report:probes_final -->")[1].split("<!-- /report:probes_final -->")[0]
+    assert f"| sentence index | {last:.3f} |" in block  # the tiny gallery's own number, not the zoo's
+    holmes = text.split("<!-- report:holmes_areas -->")[1].split("<!-- /report:holmes_areas -->")[0]
+    assert "not measured: holmes/full/areas.csv" in holmes
 
 
 def test_ap_manifold_outputs(gallery):

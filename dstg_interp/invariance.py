@@ -9,7 +9,7 @@
     invariance, retrieval = measure_invariance(model, passages, name="dstg", seed=0)
     invariance.query("layer == 4 and condition == 'shift'")[["subspace", "token_cosine", "token_rel_l2"]]
 
-The question (PAPER.md, proposed uses): can a passage be encoded once, alone, and its encoding be reused
+The question (one of the paper's proposed uses): can a passage be encoded once, alone, and its encoding be reused
 wherever the passage later appears?  A passage is a run of whole consecutive sentences of one document
 (``select_passages``).  Each passage is encoded five ways (``build_encodings``), all with the same offset
 ``o`` (its in-context offset: the preceding tokens of its document, capped so every input fits):

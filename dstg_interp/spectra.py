@@ -10,7 +10,7 @@ A *position table* is any [positions, d] matrix whose rows are indexed by positi
 AP-NeoBERT's entangled table, MiniLM's 512x384 table (a numpy array), or the per-position mean of a layer's
 states (``per_position_mean``), which is the only version RoPE/RP models have.
 
-Method (PAPER.md finding 1, notes/paper.md §2.1-2.2):
+Method (the paper's first finding, arXiv 2605.30022):
 - PCA: rows are samples, centred over positions; explained-variance ratios from the SVD; the
   participation ratio (sum lambda)^2 / sum lambda^2 is an effective dimension that, unlike "PC1+PC2",
   can be compared across widths (48-d vs 768-d tables).

@@ -11,7 +11,7 @@ lr 1e-3 (betas 0.9/0.98, weight decay 0.1), 200 warm-up steps, cosine to 10% ove
 Why not the paper's 6 layers and 256 positions: on 2 cores that size stayed on the unigram plateau
 (validation loss ~6.9 vs 7.2 for unigram) for 2000 steps at lr 2e-3 / batch 16 and for 1200 steps at
 lr 1e-3 / batch 32 (DSTG; measured in this project's first zoo attempts, see the README); the 4-layer, 128-position recipe is the one
-that left the plateau in the feasibility run (notes/ap-feasibility.md) within the time budget.
+that left the plateau in a quick feasibility run on 2 cores within the time budget.
 Data: en-mix (Wikipedia leads + Austen chapters + Treasury of David), one document per sequence from its
 start, further windows of long documents starting at sentence boundaries so late positions are trained.
 Each run is resumable (rerunning this script continues unfinished runs); the export writes, per variant,

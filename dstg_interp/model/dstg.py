@@ -3,7 +3,7 @@
     model = build_model(ModelConfig(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4))
     _, cache = model.run_with_cache(tokens, names_filter="blocks.5.attn.hook_logits_ap")
 
-Per layer (PAPER.md, authors' code in notes/paper.md §1.3):
+Per layer (the paper, arXiv 2605.30022, and the authors' public code; README, "The models"):
 - attention: per head, q/k from each stream projected to the same ``d_head``; logit = (q_sem.k_sem +
   q_ap.k_ap)/sqrt(d_head) + T5-bucket RP bias; one softmax shared by both value streams; each stream's
   values and output projection stay inside that stream (block-diagonal);

@@ -3,7 +3,7 @@
     targets = plan_targets(model, config)      # config resolved for this model
     targets[0].key, targets[0].hooks            # "0/sem", ["hook_embed_sem"]
 
-Layer -> hook names (the public hook contract, GUIDE.md):
+Layer -> hook names (the public hook contract, README.md "Hook names"):
 
     layer   DSTG (sem | ap; full = [sem, ap])          baselines (full)            HF encoder (full)
     0       hook_embed_sem | hook_embed_ap              blocks.0.hook_resid_pre     hidden_states[0]

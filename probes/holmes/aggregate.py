@@ -6,7 +6,7 @@
     area_table(rates)                                # mean winning rate (x100) per area + overall
     a_vs_b(scores, "dstg", ["rope", "ap", "rp"])     # phenomena won / tied / lost
 
-Winning rate (holmes-tools, row-wise as in the March-2024 `tools` repo, see notes §1.8): within each
+Winning rate (holmes-tools, row-wise as in the March-2024 `tools` repo): within each
 dataset, rank the pool's entries by score with ties taking the *max* rank, then min-max normalise the
 ranks to [0, 1]. A dataset on which every entry ties carries no ranking information: its rates are NaN
 and it drops out of the means. Areas, phenomena and the overall score are means over *datasets*, so a

@@ -4,7 +4,7 @@
     features = encode_dataset(model, dataset)                      # last layer, every subspace
     features[(6, "ap")]                                            # [n_rows, d_ap * num_inputs]
 
-Pooling (shared/notes/holmes.md §1.2):
+Pooling (as the Holmes reference code pools):
 - SENTENCE: mean over every non-pad token, [CLS]/[SEP] included (the reference's attention-mask mean).
 - SENTENCE_PAIR_BI: each sentence encoded and pooled on its own, the two vectors concatenated.
 - SENTENCE_PAIR_CROSS: one sequence `[CLS] a [SEP] b [SEP]`, mean-pooled. The reference joins the

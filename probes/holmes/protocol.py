@@ -4,7 +4,7 @@
     probe = HolmesProbe(n_labels=2).fit(X_train, y_train, X_dev, y_dev)   # seeds 0-4 in one go
     probe.score(X_test, y_test)                                            # mean macro-F1 over seeds
 
-Protocol (shared/notes/holmes.md §1.3, without the reference's quirks):
+Protocol (the Holmes reference's, without its quirks):
 - probe = Dropout(0.2) -> Linear(d_in, K); cross-entropy on plain logits (the reference softmaxes twice),
   or SmoothL1/Huber on one output for regression (`num_labels: 1`);
 - Adam lr 1e-3, batch 16, linear warm-up over 10% of `20 x steps_per_epoch`, then linear decay to 0;

@@ -1,6 +1,6 @@
 """Dataset -> phenomenon -> area for the 65 Holmes phenomena (68 area/phenomenon pairs).
 
-Source: the Holmes leaderboard as recorded in shared/notes/holmes.md §2. Three phenomena sit in two
+Source: the Holmes leaderboard (Waldis et al., 2024). Three phenomena sit in two
 areas (anaphor agreement, subject-verb agreement, NPI licensing); a dataset belongs to exactly one.
 Datasets of our offline suite register themselves here with `register_dataset`, so results from the
 real benchmark and from the offline re-creation aggregate through one table.
@@ -27,7 +27,7 @@ def _expand(pattern: str) -> list[str]:
     return [name for option in match.group(1).split(",") for name in _expand(head + option + tail)]
 
 
-# (area, phenomenon) -> Holmes dataset name patterns. `*` in the notes (licensed data) is dropped here.
+# (area, phenomenon) -> Holmes dataset name patterns. `*` on the leaderboard (licensed data) is dropped here.
 _HOLMES = {
     ("morphology", "anaphor agreement"): ["blimp-anaphor_{gender,number}_agreement"],
     ("morphology", "determiner-noun agreement"): [

@@ -1,0 +1,64 @@
+"""The result tables of README.md and figures/REPORT.md are rebuilt from the committed gallery (so they
+cannot drift from it), and the Holmes figure script draws from the aggregation's CSVs."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from experiments import fig_holmes, report
+from experiments.figure_inputs import FIGURES_DIR
+from probes.holmes.aggregate import a_vs_b, dataset_scores, winning_rates
+from probes.holmes.registry import register_dataset
+
+
+@pytest.mark.parametrize("document", [report.README, FIGURES_DIR / report.REPORT_NAME], ids=["README", "REPORT"])
+def test_documents_quote_the_committed_gallery(document):
+    text = document.read_text()
+    assert "<!-- report:" in text
+    assert report.rebuild(text, FIGURES_DIR) == text, (
+        f"{document.name} is out of date with figures/; run python -m experiments.report")
+
+
+def test_the_same_probe_number_everywhere():
+    """DSTG's final-layer AP sentence-index R², as README, REPORT.md and claims.json quote it, is probes.csv's."""
+    probes = pd.read_csv(FIGURES_DIR / "probes" / "probes.csv")
+    row = probes[(probes.model == "dstg") & (probes.subspace == "ap") & (probes.task == "segment")
+                 & (probes.segment == "sentence")]
+    value = row[row.layer == row.layer.max()].r2.iloc[0]
+    claim = {c["id"]: c for c in json.loads((FIGURES_DIR / "claims.json").read_text())}["final_segment_sentence"]
+    assert claim["ours"] == pytest.approx(value)
+    for document in (report.README, FIGURES_DIR / report.REPORT_NAME):
+        assert f"| sentence index | {value:.3f} |" in document.read_text()
+
+
+def test_missing_inputs_and_unknown_tables(tmp_path):
+    text = "before\n<!-- report:probes_final -->\nstale | numbers\n<!-- /report:probes_final -->\nafter\n"
+    rebuilt = report.rebuild(text, tmp_path)
+    assert "stale" not in rebuilt and "not measured: probes/probes.csv" in rebuilt
+    assert rebuilt.startswith("before\n") and rebuilt.endswith("after\n")
+    with pytest.raises(ValueError, match="unknown report table 'nope'"):
+        report.rebuild("<!-- report:nope -->\n<!-- /report:nope -->", tmp_path)
+
+
+def test_fig_holmes_draws_each_results_folder(tmp_path):
+    register_dataset("report-a", "syntax", "bigram shift")
+    register_dataset("report-b", "semantics", "tense")
+    rows = [dict(model=m, dataset=d, layer=4, subspace="full", control=c, seed=0, metric="f1_macro",
+                 score=0.5 if c == "randomization" else s + 0.1 * (d == "report-b"))
+            for m, s in (("dstg", 0.8), ("rope", 0.7), ("ap", 0.6)) for d in ("report-a", "report-b")
+            for c in ("none", "randomization")]
+    scores = dataset_scores(pd.DataFrame(rows))
+    folder = tmp_path / "holmes"
+    folder.mkdir()
+    winning_rates(scores).to_csv(folder / "winning_rates.csv", index=False)
+    a_vs_b(scores, "dstg", ["rope", "ap"]).to_csv(folder / "a_vs_b.csv", index=False)
+    scores.to_csv(folder / "scores.csv", index=False)
+    config = fig_holmes.HolmesFigureConfig(results=[folder, tmp_path / "empty"])
+    assert fig_holmes.run(config) == "ok"
+    for stem in ("holmes_areas", "holmes_a_vs_b", "holmes_scores"):
+        assert all((folder / f"{stem}.{kind}").stat().st_size > 100 for kind in ("png", "pdf", "json"))
+    saved = json.loads((folder / "figure_config.json").read_text())
+    assert saved["script"] == "experiments/fig_holmes.py" and saved["out"] == str(folder)
+    assert not (tmp_path / "empty").exists()
+    assert fig_holmes.run(fig_holmes.HolmesFigureConfig(results=[tmp_path / "empty"])).startswith("skipped")

@@ -126,7 +126,7 @@ def run(config: ApManifoldConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(ApManifoldConfig, argv, __doc__.split("\n")[0]))
+    return run(parse_config(ApManifoldConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

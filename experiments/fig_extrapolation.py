@@ -182,7 +182,7 @@ def run(config: ExtrapolationFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(ExtrapolationFigureConfig, argv, __doc__.split("\n")[0]))
+    return run(parse_config(ExtrapolationFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

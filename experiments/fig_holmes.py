@@ -58,7 +58,7 @@ def run(config: HolmesFigureConfig) -> str:
 
 
 def main(argv=None) -> str:
-    return run(parse_config(HolmesFigureConfig, argv, __doc__.split("\n")[0]))
+    return run(parse_config(HolmesFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

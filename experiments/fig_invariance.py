@@ -91,7 +91,7 @@ def run(config: InvarianceFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(InvarianceFigureConfig, argv, __doc__.split("\n")[0]))
+    return run(parse_config(InvarianceFigureConfig, argv, __doc__))
 
 
 def final_layer_summary(invariance: pd.DataFrame, retrieval: pd.DataFrame) -> pd.DataFrame:

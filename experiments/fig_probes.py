@@ -81,7 +81,7 @@ def run(config: ProbesFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(ProbesFigureConfig, argv, __doc__.split("\n")[0]))
+    return run(parse_config(ProbesFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

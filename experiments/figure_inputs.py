@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import types
 import typing
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -50,7 +51,7 @@ class ScriptConfig:
     (``save_config``) and read back with ``from_dict``; ``parse_config`` turns a command line into one.
     """
 
-    out: Path = FIGURES_DIR
+    out: Path = field(default=FIGURES_DIR, metadata={"help": "output folder"})
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -87,10 +88,11 @@ def _plain(value):
     return value
 
 
-def parse_config(config_class, argv=None, description: str = ""):
+def parse_config(config_class, argv=None, doc: str = ""):
     """One ``--flag`` per field of ``config_class`` (underscores become dashes; help from the field's
-    metadata), parsed into an instance: every script's command line is its config, nothing else."""
-    parser = argparse.ArgumentParser(description=description)
+    metadata), parsed into an instance: every script's command line is its config, nothing else.
+    ``doc``: the script's docstring, whose first paragraph describes the command."""
+    parser = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
     hints = typing.get_type_hints(config_class)
     for spec in dataclasses.fields(config_class):
         flag, hint = "--" + spec.name.replace("_", "-"), hints[spec.name]
@@ -99,14 +101,15 @@ def parse_config(config_class, argv=None, description: str = ""):
         if hint is bool:
             parser.add_argument(flag, action="store_true", help=help_text)
             continue
-        args = typing.get_args(hint)
-        element = next((a for a in args if a is not type(None)), hint)  # X | None -> X
-        if typing.get_origin(element) in (list, tuple):
-            parser.add_argument(flag, nargs="+", type=typing.get_args(element)[0], default=default,
-                                help=f"{help_text or ''} (default: {' '.join(map(str, default))})".strip())
+        optional = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        element = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint  # X | None -> X
+        is_list = typing.get_origin(element) in (list, tuple)
+        shown = " ".join(map(str, default)) if is_list else default
+        help_text = f"{help_text or ''}{f' (default: {shown})' if default is not None else ''}".strip()
+        if is_list:
+            parser.add_argument(flag, nargs="+", type=typing.get_args(element)[0], default=default, help=help_text)
         else:
-            parser.add_argument(flag, type=element, default=default,
-                                help=f"{help_text or ''} (default: {default})".strip())
+            parser.add_argument(flag, type=element, default=default, help=help_text)
     return config_class(**vars(parser.parse_args(argv)))
 
 

@@ -86,7 +86,7 @@ def run(config: HolmesSuiteConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(HolmesSuiteConfig, argv, __doc__.split("\n")[0]))
+    return run(parse_config(HolmesSuiteConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Pretrain the reference zoo -- DSTG-, RoPE-, AP- and RP-NeoBERT -- with identical data, seed and
 hyper-parameters, and ship each as a half-precision checkpoint in ``dstg_interp/zoo/<variant>/``.
 
-    python experiments/pretrain_zoo.py                       # all four, ~10-15 min each on 2 cores
-    python experiments/pretrain_zoo.py --variants dstg --steps 200 --runs runs/zoo-small --zoo-dir /tmp/zoo
-    python experiments/pretrain_zoo.py --variants dstg-offset   # DSTG with random_offset, 512-row AP table
+    python -m experiments.pretrain_zoo                       # all four, ~10-15 min each on 2 cores
+    python -m experiments.pretrain_zoo --variants dstg --steps 200 --runs runs/zoo-small --out /tmp/zoo
+    python -m experiments.pretrain_zoo --variants dstg-offset   # DSTG with random_offset, 512-row AP table
 
 Sizes: 4 layers, 4 heads, d_model 128 (DSTG: d_sem 112 + d_ap 16, 1:7 rather than the authors' 1:15
 so each head keeps 4 AP value dims), SwiGLU hidden 344, 128 positions, vocab 8192; batch 32, AdamW
@@ -22,11 +22,11 @@ loss/accuracy, unigram baseline on the same masked tokens, training tokens and w
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +37,7 @@ from dstg_interp.data.prepare import prepare_data
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
 from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch, train,
                                validation_batches)
+from experiments.figure_inputs import ScriptConfig, parse_config
 
 ZOO_WIDTHS = {
     "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
@@ -95,33 +96,45 @@ def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
     return summary
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--variants", nargs="+", default=list(ZOO_NAMES), choices=list(ZOO_WIDTHS),
-                        help="default: the reference four; dstg-offset is the random_offset DSTG")
-    parser.add_argument("--steps", type=int, default=2400)
-    parser.add_argument("--runs", default="runs/zoo", help="training folders (checkpoints, logs)")
-    parser.add_argument("--zoo-dir", default=str(ZOO_DIR), help="where the shipped float16 checkpoints go")
-    parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args()
-    runs, zoo_dir = Path(args.runs), Path(args.zoo_dir)
+@dataclass
+class PretrainZooConfig(ScriptConfig):
+    out: Path = field(default=ZOO_DIR, metadata={"help": "where the shipped float16 checkpoints and zoo.json go"})
+    variants: list[str] = field(default_factory=lambda: list(ZOO_NAMES), metadata={
+        "help": "default: the reference four; dstg-offset is the random_offset DSTG"})
+    steps: int = 2400
+    runs: Path = field(default=Path("runs/zoo"), metadata={"help": "training folders (checkpoints, logs)"})
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.runs = Path(self.runs)
+        unknown = sorted(set(self.variants) - set(ZOO_WIDTHS))
+        if unknown:
+            raise ValueError(f"unknown variant(s) {unknown}; choose from {', '.join(ZOO_WIDTHS)}")
+
+
+def run(config: PretrainZooConfig) -> dict:
     summaries = {}
-    for variant in args.variants:
-        cfg = zoo_config(variant, runs, args.steps, args.threads)
+    for variant in config.variants:
+        cfg = zoo_config(variant, config.runs, config.steps, config.threads)
         done = (Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).is_file()
         state = json.loads((Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).read_text()) if done else {"step": 0}
         if state["step"] < cfg.max_steps:
             start = time.time()
             train(cfg, resume=done)
             print(f"{variant}: trained to step {cfg.max_steps} in {time.time() - start:.0f} s", file=sys.stderr)
-        summaries[variant] = export(variant, cfg, zoo_dir)
+        summaries[variant] = export(variant, cfg, config.out)
         print(json.dumps(summaries[variant]), file=sys.stderr)
-    collected = zoo_dir / "zoo.json"
+    collected = config.out / "zoo.json"
     previous = json.loads(collected.read_text()) if collected.exists() else {}
     previous.update(summaries)
     collected.write_text(json.dumps(previous, indent=2) + "\n")
-    return 0
+    return summaries
+
+
+def main(argv=None) -> dict:
+    return run(parse_config(PretrainZooConfig, argv, __doc__))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

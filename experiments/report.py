@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 from dstg_interp.model.checkpoint import ZOO_DIR
+from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 
 README = FIGURES_DIR.parent / "README.md"
 REPORT_NAME = "REPORT.md"
@@ -189,9 +189,9 @@ def extrapolation_probes(figures: Path) -> str:
     """Final-layer probes past the trained range, fitted on all positions (summary.csv): MAE and R² within it."""
     summary = _csv(figures, "extrapolation/summary.csv").set_index(["model", "method", "length"])
     lengths = sorted(summary.index.unique("length"))
-    columns = [(f"mae_beyond_token_position_fit_all", "token position MAE", ".1f"),
-               (f"r2_beyond_token_position_fit_all", "token position R²", ".2f"),
-               (f"r2_beyond_sentence_index_fit_all", "sentence index R²", ".2f")]
+    columns = [("mae_beyond_token_position_fit_all", "token position MAE", ".1f"),
+               ("r2_beyond_token_position_fit_all", "token position R²", ".2f"),
+               ("r2_beyond_sentence_index_fit_all", "sentence index R²", ".2f")]
     header = ["model", "arm"] + [f"{label} {n}" for _, label, _ in columns for n in lengths]
     rows = []
     for model, method, name in ARMS:
@@ -272,7 +272,7 @@ def run(config: ReportConfig) -> str:
 
 
 def main(argv=None) -> str:
-    return run(parse_config(ReportConfig, argv, __doc__.split("\n")[0]))
+    return run(parse_config(ReportConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

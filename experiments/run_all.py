@@ -105,7 +105,7 @@ def run(config: RunAllConfig) -> list[dict]:
 
 
 def main(argv=None) -> list[dict]:
-    return run(parse_config(RunAllConfig, argv, __doc__.split("\n")[0]))
+    return run(parse_config(RunAllConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,9 @@ table is printed and written to ``timing.json`` next to the figures, with run_al
 
 from __future__ import annotations
 
+if not __package__:  # started as a file (python experiments/run_all.py): the package imports below need -m
+    raise SystemExit("run it from the repository root as a module: python -m experiments.run_all")
+
 import json
 import os
 import subprocess

@@ -16,6 +16,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 
 from .output import model_color, ordered_models, require_columns, save_figure
 
@@ -27,6 +28,7 @@ OFFSET_COLOR = "#56B4E9"
 def arm_color(model: str, models: list[str]) -> str:
     return OFFSET_COLOR if str(model).endswith("-offset") else model_color(model, models)
 METHOD_MARKERS = {"chunked": "", "native": "o", "curve": "s", "repeat": "v", "stretch": "^"}
+METHOD_DASHES = {"chunked": (1, 2), "native": "", "curve": "", "repeat": (4, 2), "stretch": (4, 1, 1, 1)}
 
 
 def arm_label(model: str, method: str) -> str:
@@ -41,30 +43,31 @@ def _arms(frame: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def plot_mlm_by_position(mlm: pd.DataFrame, out_dir, trained_length: int, stem: str = "mlm_by_position") -> dict:
-    """Columns = lengths; rows = accuracy, loss; one line per (model, method) over position buckets."""
+    """Columns = lengths; rows = accuracy, loss; one line per (model, method) over position buckets (the model's
+    colour, the method's dashes); the grey line is the trained length."""
     require_columns(mlm, ["model", "method", "length", "bucket_start", "bucket_end", "loss", "accuracy"], "the MLM table")
-    lengths = sorted(mlm.length.unique())
     models = ordered_models(mlm.model)
-    fig, axes = plt.subplots(2, len(lengths), figsize=(5.2 * len(lengths), 7.0), squeeze=False, sharey="row")
-    for column, length in enumerate(lengths):
-        rows = mlm[mlm.length == length]
-        for model, method in _arms(rows):
-            arm = rows[(rows.model == model) & (rows.method == method)].sort_values("bucket_start")
-            centre = (arm.bucket_start + arm.bucket_end) / 2
-            for row, metric in enumerate(("accuracy", "loss")):
-                axes[row, column].plot(centre, arm[metric], color=arm_color(model, models),
-                                       linestyle=METHOD_STYLES.get(method, "-"), marker=METHOD_MARKERS.get(method, "."),
-                                       markersize=3, linewidth=1.3, label=arm_label(model, method))
-        for row, metric in enumerate(("MLM accuracy (masked tokens)", "MLM loss (nats)")):
-            ax = axes[row, column]
-            ax.axvline(trained_length, color="#777777", linewidth=0.8)
-            ax.set(xlabel="position in the window", ylabel=metric if column == 0 else None)
-            ax.set_title(f"{length}-token windows ({length / trained_length:g}x the trained {trained_length})"
-                         if row == 0 else None)
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 6), fontsize=7, frameon=False)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    return save_figure(fig, out_dir, stem, {"trained_length": trained_length, "rows": mlm})
+    arms = _arms(mlm)
+    frame = mlm.assign(arm=[arm_label(m, k) for m, k in zip(mlm.model, mlm.method)],
+                       position=(mlm.bucket_start + mlm.bucket_end) / 2)
+    long = frame.melt(id_vars=["arm", "model", "method", "length", "position"], value_vars=["accuracy", "loss"],
+                      var_name="metric", value_name="value")
+    long["metric"] = long.metric.map({"accuracy": "MLM accuracy (masked tokens)", "loss": "MLM loss (nats)"})
+    labels = [arm_label(*arm) for arm in arms]
+    grid = sns.relplot(data=long, x="position", y="value", hue="arm", hue_order=labels,
+                       palette={arm_label(m, k): arm_color(m, models) for m, k in arms},
+                       style="arm", style_order=labels, dashes={arm_label(m, k): METHOD_DASHES.get(k, "") for m, k in arms},
+                       markers={arm_label(m, k): METHOD_MARKERS.get(k, ".") or "." for m, k in arms},
+                       row="metric", col="length", kind="line", errorbar=None, height=3.0, aspect=1.5, markersize=4,
+                       linewidth=1.3, facet_kws={"sharey": "row", "sharex": "col"})
+    for ax in grid.axes.flat:
+        ax.axvline(trained_length, color="#777777", linewidth=0.8)
+        ax.grid(alpha=0.3)
+    grid.set_axis_labels("position in the window", "")
+    grid.set_titles(row_template="{row_name}", col_template="{col_name}-token windows")
+    if grid.legend is not None:
+        grid.legend.set_title(None)
+    return save_figure(grid.figure, out_dir, stem, {"trained_length": trained_length, "rows": mlm})
 
 
 def plot_probe_ranges(ranges: pd.DataFrame, out_dir, trained_length: int, layer=None, fit_on: str = "all",

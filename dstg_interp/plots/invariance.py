@@ -28,7 +28,7 @@ def plot_invariance_by_layer(invariance: pd.DataFrame, out_dir, stem: str = "inv
     long = measurements(_by_condition(invariance), metrics, keys=["condition"])
     long["metric"] = long.metric.map(lambda m: METRIC_LABELS.get(m, m))
     reference = {METRIC_LABELS.get(m, m): 1.0 if "cosine" in m else 0.0 for m in metrics}
-    return plot_by_layer(long, out_dir, stem, row="metric", col="condition", reference=reference, share_y="row",
+    return plot_by_layer(long, out_dir, stem, row="metric", col="condition", ylabel="", reference=reference, share_y="row",
                          numbers={"metrics": list(metrics)})
 
 

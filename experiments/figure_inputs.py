@@ -81,10 +81,11 @@ class FigureConfig(ScriptConfig):
 
 
 def _plain(value):
+    """JSON types: paths as strings, tuples as lists."""
     if isinstance(value, Path):
         return str(value)
-    if isinstance(value, tuple):
-        return list(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
     return value
 
 

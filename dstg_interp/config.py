@@ -49,6 +49,8 @@ class ModelConfig:
         rp_num_buckets, rp_max_distance: T5-style bucketed relative bias (``dstg`` and ``rp``).
         rope_theta: rotary base (``rope``).
         norm_eps: RMSNorm epsilon.  init_std: std of the normal init of every weight matrix/table.
+        pos_init_std: std of the learned absolute-position table's init (``dstg``, ``ap``); None = init_std.
+        tie_embeddings: the MLM head's weight is the token embedding (BERT's choice; NeoBERT unties).
         residual_from_normed: DSTG only. The authors' code carries the *normed* stream forward as the
             residual (x <- norm(x) + f(norm(x))). False (default) is standard pre-norm.
         pad_token_id: id used for padding (ignored by attention through the mask).
@@ -70,6 +72,8 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    pos_init_std: float | None = None
+    tie_embeddings: bool = False
     residual_from_normed: bool = False
     pad_token_id: int = 0
     seed: int = 0
@@ -120,6 +124,8 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.rope_theta: must be positive, got {self.rope_theta}")
         if not self.norm_eps > 0 or not self.init_std > 0:
             raise ValueError("ModelConfig.norm_eps: norm_eps and init_std must be positive")
+        if self.pos_init_std is not None and not self.pos_init_std > 0:
+            raise ValueError(f"ModelConfig.pos_init_std: must be positive (or None for init_std), got {self.pos_init_std}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"ModelConfig.pad_token_id: {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
 

@@ -15,6 +15,7 @@ from torch import nn
 from transformer_lens import HookedRootModule
 
 from ..config import ModelConfig
+from .layers import init_weights
 
 
 @dataclass
@@ -37,6 +38,16 @@ class EncoderForMLM(HookedRootModule):
         self.config = config
         self.mlm_head = nn.Linear(head_width, config.vocab_size, bias=True)
         self.tokenizer = None  # a tokenizers.Tokenizer when loaded from a checkpoint that ships one
+
+    def init_parameters(self) -> None:
+        """Normal(0, init_std) init (a wider one for the position table with ``pos_init_std``), the MLM head
+        tied to the token embedding with ``tie_embeddings``, then TransformerLens' hook registry."""
+        init_weights(self, self.config.init_std)
+        if self.config.pos_init_std is not None and self.config.has_ap_table:
+            nn.init.normal_(self.ap_table, std=self.config.pos_init_std)
+        if self.config.tie_embeddings:
+            self.mlm_head.weight = self.embed.weight
+        self.setup()
 
     # TransformerLens helpers read ``model.cfg``.
     @property

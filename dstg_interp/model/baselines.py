@@ -24,7 +24,6 @@ from .layers import (
     Rotary,
     SwiGLU,
     additive_key_mask,
-    init_weights,
     is_hooked,
     merge_heads,
     split_heads,
@@ -105,8 +104,7 @@ class NeoBERT(EncoderForMLM):
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
         self.hook_pos_embed = HookPoint() if self.pos_embed is not None else None  # [batch, pos, d_model]
         self.hook_final = HookPoint()  # [batch, pos, d_model] normed state the MLM head reads
-        init_weights(self, config.init_std)
-        self.setup()
+        self.init_parameters()
 
     @property
     def ap_table(self) -> torch.Tensor:

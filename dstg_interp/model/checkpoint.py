@@ -151,7 +151,8 @@ def save_checkpoint(
     path = Path(path)
     tmp = atomic_directory(path)
     try:
-        state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous() for k, v in model.state_dict().items()}
+        # clone: a tied MLM head shares the embedding's storage, which safetensors refuses to write twice
+        state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous().clone() for k, v in model.state_dict().items()}
         save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
         model.config.to_json(tmp / CONFIG_FILE)
         if tokenizer is not None:

@@ -34,7 +34,6 @@ from .layers import (
     RelativePositionBias,
     RMSNorm,
     additive_key_mask,
-    init_weights,
     is_hooked,
     merge_heads,
     split_heads,
@@ -158,8 +157,7 @@ class DSTGNeoBERT(EncoderForMLM):
         self.hook_embed_ap = HookPoint()  # [batch, pos, d_ap] AP table rows
         self.hook_final_sem = HookPoint()  # [batch, pos, d_sem] what the MLM head reads
         self.hook_final_ap = HookPoint()  # [batch, pos, d_ap] (no MLM gradient reaches it)
-        init_weights(self, config.init_std)
-        self.setup()
+        self.init_parameters()
 
     @property
     def ap_table(self) -> torch.Tensor:

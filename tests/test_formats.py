@@ -403,3 +403,71 @@ def test_authors_folder_probes_directly_and_needs_a_tokenizer(probe_setup, tmp_p
     assert probe_main(args + ["--out", str(tmp_path / "token")]) == 0, capsys.readouterr().err
     results = pd.read_csv(tmp_path / "token" / "results.csv")
     assert set(results.subspace) == {"ap", "sem", "full"}
+
+
+# --- the ModelConfig options the formats need: validated, defaults unchanged ---------------------------
+
+def test_new_options_default_to_todays_behaviour():
+    from conftest import tiny_config
+
+    config = tiny_config("dstg")
+    assert (config.rp_zero_boundary, config.mlp_mode, config.mlp_ap_units, config.mlm_head_input, config.encoder_only,
+            config.source) == (False, "split", None, "sem", False, None)
+    assert config.d_mlp_ap == max(8, 8 * int(config.d_mlp * config.d_ap / config.d_model // 8))
+    old = {k: v for k, v in config.to_dict().items()
+           if k not in ("rp_zero_boundary", "mlp_mode", "mlp_ap_units", "mlm_head_input", "encoder_only", "source")}
+    assert type(config).from_dict(old) == config == type(config).from_json(config.to_json())
+    assert tiny_config("rope").mlm_head_input == "full"
+
+
+@pytest.mark.parametrize("variant, overrides, needle", [
+    ("rope", dict(rp_zero_boundary=True), "has no relative bias"),
+    ("ap", dict(mlp_mode="mixed"), "only exists for variant 'dstg'"),
+    ("dstg", dict(mlp_mode="gated"), "expected 'split' or 'mixed'"),
+    ("dstg", dict(d_mlp=64, mlp_ap_units=64), "must be an integer in"),
+    ("dstg", dict(mlp_mode="mixed", mlp_ap_units=8), "only the 'split' FFN"),
+    ("rp", dict(mlm_head_input="sem"), "allows 'full'"),
+    ("dstg", dict(mlm_head_input="ap"), "allows 'sem' or 'full'"),
+    ("dstg", dict(encoder_only="yes"), "must be true or false"),
+    ("dstg", dict(source="somewhere"), "expected a JSON object"),
+])
+def test_invalid_options(variant, overrides, needle):
+    from conftest import tiny_config
+
+    with pytest.raises(ValueError, match=needle):
+        tiny_config(variant, **overrides)
+
+
+def test_rp_zero_boundary_zeroes_the_edges_of_the_padded_length():
+    from dstg_interp.model.layers import RelativePositionBias
+
+    plain, zeroed = (RelativePositionBias(4, 32, 128, 40, zero_boundary=z) for z in (False, True))
+    with torch.no_grad():
+        plain.bias.normal_()
+    zeroed.load_state_dict(plain.state_dict())
+    a, b = plain(13)[0], zeroed(13)[0]
+    assert b[:, [0, -1], :].abs().sum() == 0 and b[:, :, [0, -1]].abs().sum() == 0
+    torch.testing.assert_close(a[:, 1:-1, 1:-1], b[:, 1:-1, 1:-1], rtol=0, atol=0)
+    assert a[:, 1:-1, -1].abs().sum() > 0
+
+
+def test_options_round_trip_and_shape_the_model(tmp_path, padded_batch):
+    from conftest import tiny_model
+
+    tokens, mask = padded_batch
+    full_head = tiny_model("dstg", mlp_mode="mixed", mlm_head_input="full", rp_zero_boundary=True)
+    assert full_head.mlm_head.weight.shape == (97, 32) and full_head.blocks[0].mlp.w_out.weight.shape == (32, full_head.config.d_mlp)
+    before = full_head(tokens, mask).logits
+    with torch.no_grad():
+        full_head.final_norm_ap.weight.mul_(2)  # the head reads the AP stream too
+    assert not torch.allclose(before, full_head(tokens, mask).logits)
+    full_head.save(tmp_path / "mixed")
+    reloaded = load_model(tmp_path / "mixed")
+    assert reloaded.config == full_head.config
+    torch.testing.assert_close(reloaded(tokens, mask).logits, full_head.eval()(tokens, mask).logits, rtol=0, atol=0)
+    explicit = tiny_model("dstg", mlp_ap_units=16)
+    assert explicit.blocks[0].mlp.w_out_ap.weight.shape == (8, 16)
+    assert explicit.blocks[0].mlp.w_out_sem.weight.shape == (24, explicit.config.d_mlp - 16)
+    encoder = tiny_model("rope", encoder_only=True)
+    encoder.save(tmp_path / "encoder")
+    assert load_model(tmp_path / "encoder").mlm_head is None

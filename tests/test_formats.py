@@ -11,15 +11,18 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import OBJECTS, PLACES, SUBJECTS, VERBS, write_synthetic_corpus
+from conftest import OBJECTS, PLACES, SUBJECTS, VERBS, tiny_config, tiny_model, write_synthetic_corpus
 from dstg_interp import CheckpointError, NoMLMHeadError, load_model
 from dstg_interp.convert import convert_checkpoint, main as convert_main
 from dstg_interp.data.tokenizer import build_tokenizer
 from dstg_interp.model import build_model
+from dstg_interp.model.layers import RelativePositionBias
+from probes.cli import main as probe_main
 
 torch.set_num_threads(1)
 
@@ -214,6 +217,21 @@ def test_pytorch_bin_is_read_weights_only(tmp_path):
     assert max(relative_errors(model, "neobert-hf", "a").values()) <= TOLERANCE
 
 
+def test_sharded_safetensors(tmp_path):
+    folder = copy_fixture("posneobert-baseline-ap", tmp_path / "sharded")
+    state = load_file(str(folder / "model.safetensors"))
+    (folder / "model.safetensors").unlink()
+    keys = sorted(state)
+    shards = {"model-00001-of-00002.safetensors": keys[::2], "model-00002-of-00002.safetensors": keys[1::2]}
+    for name, shard_keys in shards.items():
+        save_file({key: state[key] for key in shard_keys}, str(folder / name))
+    weight_map = {key: name for name, shard_keys in shards.items() for key in shard_keys}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    model = load_model(folder)
+    assert model.config.source["files"] == sorted(shards)
+    assert max(relative_errors(model, "posneobert-baseline-ap", "b").values()) <= TOLERANCE
+
+
 def test_separate_ffns_become_a_block_diagonal_split_ffn(tmp_path):
     """mixed_feed_forward=false: one SwiGLU per stream, expressed as our split FFN (no reference outputs:
     checked against the two SwiGLUs computed by hand)."""
@@ -374,9 +392,6 @@ def probe_setup(tmp_path, monkeypatch, tiny_tokenizer):
 
 
 def test_converted_encoder_only_model_probes_by_segment(probe_setup, tmp_path, capsys):
-    import pandas as pd
-    from probes.cli import main as probe_main
-
     corpus, tokenizer_file = probe_setup
     converted = tmp_path / "posbert"
     assert convert_main([str(FIXTURES / "posneobert-dstg-encoder"), str(converted), "--tokenizer", str(tokenizer_file)]) == 0
@@ -390,9 +405,6 @@ def test_converted_encoder_only_model_probes_by_segment(probe_setup, tmp_path, c
 
 
 def test_authors_folder_probes_directly_and_needs_a_tokenizer(probe_setup, tmp_path, capsys):
-    import pandas as pd
-    from probes.cli import main as probe_main
-
     corpus, tokenizer_file = probe_setup
     folder = copy_fixture("posneobert-dstg-encoder", tmp_path / "posbert")
     args = ["--model", str(folder), "--task", "token", "--corpus", str(corpus), "--no-controls", "--quiet"]
@@ -408,8 +420,6 @@ def test_authors_folder_probes_directly_and_needs_a_tokenizer(probe_setup, tmp_p
 # --- the ModelConfig options the formats need: validated, defaults unchanged ---------------------------
 
 def test_new_options_default_to_todays_behaviour():
-    from conftest import tiny_config
-
     config = tiny_config("dstg")
     assert (config.rp_zero_boundary, config.mlp_mode, config.mlp_ap_units, config.mlm_head_input, config.encoder_only,
             config.source) == (False, "split", None, "sem", False, None)
@@ -432,15 +442,11 @@ def test_new_options_default_to_todays_behaviour():
     ("dstg", dict(source="somewhere"), "expected a JSON object"),
 ])
 def test_invalid_options(variant, overrides, needle):
-    from conftest import tiny_config
-
     with pytest.raises(ValueError, match=needle):
         tiny_config(variant, **overrides)
 
 
 def test_rp_zero_boundary_zeroes_the_edges_of_the_padded_length():
-    from dstg_interp.model.layers import RelativePositionBias
-
     plain, zeroed = (RelativePositionBias(4, 32, 128, 40, zero_boundary=z) for z in (False, True))
     with torch.no_grad():
         plain.bias.normal_()
@@ -452,8 +458,6 @@ def test_rp_zero_boundary_zeroes_the_edges_of_the_padded_length():
 
 
 def test_options_round_trip_and_shape_the_model(tmp_path, padded_batch):
-    from conftest import tiny_model
-
     tokens, mask = padded_batch
     full_head = tiny_model("dstg", mlp_mode="mixed", mlm_head_input="full", rp_zero_boundary=True)
     assert full_head.mlm_head.weight.shape == (97, 32) and full_head.blocks[0].mlp.w_out.weight.shape == (32, full_head.config.d_mlp)

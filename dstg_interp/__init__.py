@@ -1,10 +1,10 @@
 """dstg-interp: train, hook, cache and probe encoders that separate positional and semantic information."""
 
 from .config import ModelConfig
-from .model import CheckpointError, DSTGNeoBERT, MaskedLMOutput, NeoBERT, build_model, load_model
+from .model import CheckpointError, DSTGNeoBERT, MaskedLMOutput, NeoBERT, NoMLMHeadError, build_model, load_model
 from .store import ActivationStore, StoreError, extract, load_hf_encoder
 
 __version__ = "0.1.0"
 
 __all__ = ["ModelConfig", "build_model", "load_model", "CheckpointError", "DSTGNeoBERT", "NeoBERT", "MaskedLMOutput",
-           "extract", "ActivationStore", "StoreError", "load_hf_encoder"]
+           "NoMLMHeadError", "extract", "ActivationStore", "StoreError", "load_hf_encoder"]

@@ -38,7 +38,8 @@ class NeoBERTAttention(nn.Module):
         self.out = nn.Linear(cfg.n_heads * cfg.d_head, cfg.d_model, bias=False)
         self.rotary = Rotary(cfg.d_head, cfg.max_positions, cfg.rope_theta) if cfg.variant == "rope" else None
         self.rel_bias = (
-            RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions)
+            RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions,
+                                 zero_boundary=cfg.rp_zero_boundary)
             if cfg.variant == "rp"
             else None
         )

@@ -175,6 +175,9 @@ class ModelConfig:
         if self.mlm_head_input not in allowed:
             raise ValueError(f"ModelConfig.mlm_head_input: variant {self.variant!r} allows {' or '.join(map(repr, allowed))}, "
                              f"got {self.mlm_head_input!r}")
+        if self.tie_embeddings and (self.encoder_only or (self.variant == "dstg" and self.mlm_head_input != "sem")):
+            raise ValueError("ModelConfig.tie_embeddings: the head must read the token-embedding width (no encoder_only, "
+                             "and mlm_head_input='sem' for dstg)")
         if self.source is not None and not (isinstance(self.source, dict) and all(isinstance(k, str) for k in self.source)):
             raise ValueError(f"ModelConfig.source: expected a JSON object (path, format, sha256) or null, got {self.source!r}")
 

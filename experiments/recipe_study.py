@@ -51,13 +51,13 @@ TINY_WIDTHS = {
 # lever -> the values tried (the base recipe's own value is not repeated here)
 LEVERS = {
     "lr": [3e-3],
-    "warmup": [10],
-    "schedule": ["constant"],
     "batch": [16],
-    "tie": [True],
     "pos_init": [0.2],
-    "vocab": [4096],
+    "tie": [True],
+    "schedule": ["constant"],
+    "warmup": [10],
     "d_ap": [32],
+    "vocab": [4096],
 }
 BASE_RECIPE = dict(lr=1e-3, warmup=None, schedule="cosine", batch=32, tie=False, pos_init=None, vocab=8192, d_ap=16)
 
@@ -132,7 +132,8 @@ def read_curve(cfg: TrainConfig) -> pd.DataFrame:
 def run_study(study: RecipeStudyConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     curves = []
     plan = [(variant, None, None) for variant in study.variants]
-    plan += [(variant, lever, value) for variant in study.variants for lever in study.levers for value in LEVERS[lever]]
+    # lever-major: every variant's run of one lever lands before the next lever starts
+    plan += [(variant, lever, value) for lever in study.levers for value in LEVERS[lever] for variant in study.variants]
     for number, (variant, lever, value) in enumerate(plan, 1):
         cfg = run_config(study, variant, lever, value)
         if cfg is None:

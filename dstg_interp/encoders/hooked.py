@@ -73,7 +73,7 @@ class HookedEncoder(Encoder):
         captured: dict[str, torch.Tensor] = {}
 
         def save(tensor, hook):
-            captured[hook.name] = tensor
+            captured[hook.name] = tensor.detach()  # the layer-0 AP state is a view of the table parameter
 
         fwd_hooks = [(name, save) for name in hooks]
         stop_at_layer = max((blocks_needed(name) for name in hooks), default=0)

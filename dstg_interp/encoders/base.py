@@ -170,8 +170,8 @@ class Encoder:
         subspaces = list(self.subspaces) if subspaces is None else list(subspaces)
         missing = [s for s in subspaces if s not in self.subspaces]
         if missing or not subspaces:
-            raise EncoderError(f"subspace(s) {missing or subspaces} not in this {self.variant!r} model {self.name}; "
-                               f"it has {', '.join(self.subspaces)}")
+            raise EncoderError(f"subspace(s) {missing or subspaces} not in this {self.variant!r} model; "
+                               f"it has {', '.join(self.subspaces)} ({self.name})")
         return layers, subspaces
 
     def capture(self, tokens: torch.Tensor, attention_mask: torch.Tensor, hooks, on_attention: AttentionCallback | None = None) -> dict:

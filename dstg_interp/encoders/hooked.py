@@ -18,13 +18,12 @@ import dataclasses
 
 import torch
 
-from dstg_interp.data.tokenizer import SPECIAL_TOKENS
 from dstg_interp.model import build_model
 from dstg_interp.model.checkpoint import ZOO_DIR
 
 from .base import AttentionCallback, Encoder, EncoderError
 from .hooks import FINAL, PATTERN_HOOK, blocks_needed, final_hook, is_final_hook, logit_terms
-from .inputs import SpecialTokens, special_tokens
+from .inputs import TOOLKIT_SPECIAL_TOKENS, SpecialTokens, special_tokens
 
 
 class _StopForward(Exception):
@@ -143,12 +142,11 @@ def _stop(tensor, hook):
 
 
 def _special_tokens(model, tokenizer) -> SpecialTokens:
-    """From the checkpoint's tokenizer; a model without one was trained with this toolkit's layout
-    (data/tokenizer.py), whose PAD its config records."""
+    """From the checkpoint's tokenizer; a model without one was trained with this toolkit's layout,
+    whose PAD its config records."""
     if tokenizer is not None:
         return special_tokens(tokenizer, where=f"the tokenizer of {_default_name(model, getattr(model, 'checkpoint_path', None))}")
-    ids = {name: SPECIAL_TOKENS.index(f"[{name.upper()}]") for name in ("cls", "sep", "mask")}
-    return SpecialTokens(pad=model.config.pad_token_id, **ids)
+    return dataclasses.replace(TOOLKIT_SPECIAL_TOKENS, pad=model.config.pad_token_id)
 
 
 def _default_name(model, path) -> str:

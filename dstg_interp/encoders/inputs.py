@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dstg_interp.data.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID
+
 # Names tried, in order, after the ones a folder declares.
 CANDIDATES = {"cls": ("[CLS]", "<s>"), "sep": ("[SEP]", "</s>"), "pad": ("[PAD]", "<pad>"), "mask": ("[MASK]", "<mask>")}
 
@@ -38,6 +40,11 @@ class SpecialTokens:
     def ids(self) -> tuple[int, ...]:
         """Every special id (for MLM masking: these are never masked)."""
         return tuple(i for i in (self.pad, self.cls, self.sep, self.mask) if i is not None)
+
+
+# The layout of this toolkit's tokenizer (data/tokenizer.py): what a model of ours without a tokenizer
+# file was trained with, and what encodings built without a model at hand use.
+TOOLKIT_SPECIAL_TOKENS = SpecialTokens(cls=CLS_ID, sep=SEP_ID, pad=PAD_ID, mask=MASK_ID)
 
 
 def special_tokens(tokenizer, declared: dict[str, str] | None = None, where: str = "the tokenizer") -> SpecialTokens:

@@ -125,7 +125,8 @@ class Encoder:
         return twin
 
     def random_init(self, seed: int | None = None) -> "Encoder":
-        """Same architecture, tokenizer and device, freshly initialised weights (the random-init control)."""
+        """Same architecture, tokenizer and device, freshly initialised weights (the random-init control);
+        ``seed`` None = the config's seed (ours: the initialisation the model was trained from)."""
         raise NotImplementedError
 
     # --- inputs ------------------------------------------------------------------------------

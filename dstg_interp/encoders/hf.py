@@ -103,11 +103,12 @@ class HFEncoder(Encoder):
         return torch.nn.ModuleDict({"model": self.model})
 
     def random_init(self, seed: int | None = None) -> "HFEncoder":
+        # A fresh model from the config: in transformers 5, init_weights() on a loaded model skips every
+        # weight already marked initialised and would hand back the trained weights.
         twin = copy.copy(self)
-        twin.model = copy.deepcopy(self.model)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0 if seed is None else seed)
-            twin.model.init_weights()
+            twin.model = AutoModel.from_config(self.model.config).to(device=self.device, dtype=self.dtype).eval()
         twin.name = f"{self.name} (random init)"
         return twin
 

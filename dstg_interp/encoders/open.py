@@ -20,7 +20,7 @@ import torch
 from dstg_interp.model import load_model
 
 from .base import Encoder, EncoderError
-from .hf import HFEncoder, is_transformers_native, load_hf_encoder
+from .hf import is_transformers_native, load_hf_encoder
 from .hooked import HookedEncoder
 from .inputs import special_tokens
 

@@ -24,6 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from dstg_interp.data import build_structured_sequences
+from dstg_interp.model.checkpoint import missing_tokenizer_message
 
 from .hooks import FINAL, layer_hooks
 from .inputs import SpecialTokens, length_sorted_batches, pad_batch, sequence_ids, sequence_lengths
@@ -146,8 +147,9 @@ class Encoder:
         """Documents -> StructuredSequences in this model's token ids, at most ``max_length`` (and
         max_positions) tokens each, with this tokenizer's [CLS]/[SEP] ids where ours would go."""
         if self.tokenizer is None:
-            raise EncoderError(f"{self.name}: the model has no tokenizer (no tokenizer.json in its folder); pass "
-                               "StructuredSequences built with the tokenizer it was trained with")
+            raise EncoderError(missing_tokenizer_message(self.checkpoint_path) if self.checkpoint_path else
+                               f"{self.name}: the model has no tokenizer; pass StructuredSequences built with the "
+                               "tokenizer it was trained with, or open_encoder(model, tokenizer=...)")
         sequences = build_structured_sequences(list(documents), self.tokenizer, max_length=min(max_length, self.max_positions),
                                                windows=windows, corpus_spec=corpus_spec)
         ids, offsets = sequences.arrays["input_ids"], sequences.offsets

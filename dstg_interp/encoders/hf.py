@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
-from transformers import CONFIG_MAPPING, AutoModel
+from transformers import AutoModel
 
 from dstg_interp.data import default_cache_dir
 
@@ -157,13 +157,6 @@ def is_hf_directory(path) -> bool:
     """A folder whose config.json is a transformers config (model_type) and not ours (variant)."""
     data = read_json(Path(path) / "config.json")
     return "model_type" in data and "variant" not in data
-
-
-def is_transformers_native(path) -> bool:
-    """An HF folder transformers can build without remote code; others (NeoBERT, the authors' PosNeoBERT)
-    are read by dstg_interp.model.load_model into our classes."""
-    data = read_json(Path(path) / "config.json")
-    return is_hf_directory(path) and "auto_map" not in data and data["model_type"] in CONFIG_MAPPING
 
 
 def load_hf_tokenizer(path: Path) -> Tokenizer:

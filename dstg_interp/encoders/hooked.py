@@ -105,11 +105,8 @@ class HookedEncoder(Encoder):
         return kept
 
     def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
-        logits = self.model(tokens.to(self.device), attention_mask=attention_mask.to(self.device)).logits
-        if logits is None:
-            raise EncoderError(f"{self.name}: this model has no MLM head (an encoder-only checkpoint); "
-                               "MLM evaluation needs one")
-        return logits
+        # an encoder-only checkpoint raises NoMLMHeadError (a ValueError) here, saying why
+        return self.model(tokens.to(self.device), attention_mask=attention_mask.to(self.device)).logits
 
     def _attention_hooks(self, blocks, on_layer: AttentionCallback) -> list:
         """Hooks that collect each block's logit terms and hand them, with its pattern, to ``on_layer``."""

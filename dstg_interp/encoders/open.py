@@ -5,9 +5,9 @@
     encoder = open_encoder("path/to/all-MiniLM-L6-v2")        # a local Hugging Face encoder folder
     encoder = open_encoder(model, device="cuda")              # a model in memory (a copy is moved)
 
-What a folder is decides the route: a transformers-native HF folder (its ``model_type`` known to
-transformers, no remote code) goes through the Auto classes (hf.py); everything else -- our checkpoints,
-zoo names and the formats ``load_model`` reads -- becomes one of our models behind hook points (hooked.py).
+What a folder is decides the route: what ``load_model`` reads -- zoo names, our checkpoints, the authors'
+PosNeoBERT / NeoBERT folders (``recognised_checkpoint``) -- becomes one of our models behind hook points
+(hooked.py); any other Hugging Face folder goes through transformers' Auto classes (hf.py).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 
-from dstg_interp.model import load_model
+from dstg_interp.model import load_model, recognised_checkpoint
 
 from .base import Encoder, EncoderError
-from .hf import is_transformers_native, load_hf_encoder
+from .hf import is_hf_directory, load_hf_encoder
 from .hooked import HookedEncoder
 from .inputs import special_tokens
 
@@ -54,7 +54,7 @@ def open_encoder(model_or_path, tokenizer=None, *, device: str | torch.device | 
 
 def _open_path(spec, device, dtype, name) -> Encoder:
     path = Path(spec)
-    if path.is_dir() and is_transformers_native(path):
+    if path.is_dir() and is_hf_directory(path) and not recognised_checkpoint(path):
         return load_hf_encoder(path, device=device, dtype=dtype)
     model = load_model(spec, device=device, dtype=dtype)
     return HookedEncoder(model, name=name or (str(spec) if path.exists() else None))

@@ -23,6 +23,7 @@ from probes.holmes.run import main as holmes_main
 
 torch.set_num_threads(1)
 HOLMES = Path(__file__).parent / "fixtures" / "holmes" / "benchmark"
+AUTHORS = Path(__file__).parent / "fixtures" / "authors-format"
 # Specials in an order no code of ours assumes: [CLS]=4, [SEP]=3, [PAD]=2 (ours: 2, 3, 0).
 HF_SPECIALS = ["[UNK]", "[MASK]", "[PAD]", "[SEP]", "[CLS]"]
 
@@ -152,6 +153,28 @@ def test_attention_terms_and_pattern_streamed_or_kept():
         _, cache = model.run_with_cache(tokens, attention_mask=mask, names_filter=lambda n: n.startswith("blocks.1.attn."))
     assert torch.equal(streamed[1][1], cache["blocks.1.attn.hook_pattern"])
     torch.testing.assert_close(streamed[1][1], kept[1]["pattern"])
+
+
+@pytest.mark.parametrize("folder", ["posneobert-dstg", "posneobert-dstg-encoder", "posneobert-baseline-rp", "neobert-hf"])
+def test_authors_folders_open_as_hooked_models_and_give_their_states(folder):
+    """The authors' PosNeoBERT / NeoBERT folders (HF-style config.json) go to our classes, not the Auto classes,
+    and the adapter's layer l is the authors' hidden_states[l - 1] ([AP | sem] in their order) at real tokens."""
+    path = AUTHORS / folder
+    encoder = open_encoder(path)
+    assert isinstance(encoder, HookedEncoder) and encoder.name == str(path)
+    ids = torch.from_numpy(np.load(AUTHORS / "inputs" / "input_ids_a.npy"))
+    mask = torch.from_numpy(np.load(AUTHORS / "inputs" / "attention_mask_a.npy")).bool()
+    reference = "posneobert-dstg" if folder == "posneobert-dstg-encoder" else folder  # same weights, no decoder
+    theirs = np.load(AUTHORS / reference / "outputs" / "a" / "hidden_states.npy")  # [layer, batch, pos, d]
+    layers = list(range(1, encoder.n_layers + 1))
+    states = encoder.states(ids, layers, attention_mask=mask)
+    for layer in layers:
+        ours = states[(layer, "full")]
+        if encoder.variant == "dstg":  # ours is [sem | ap]
+            ours = torch.cat([states[(layer, "ap")], states[(layer, "sem")]], dim=-1)
+        expected = theirs[layer - 1][mask.numpy()]
+        error = np.abs(ours[mask].numpy() - expected).max() / np.abs(expected).max()
+        assert error < 1e-4, (layer, error)
 
 
 def test_open_encoder_never_moves_or_casts_the_callers_model(checkpoint):

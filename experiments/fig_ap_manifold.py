@@ -50,7 +50,7 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
     if with_minilm:
         try:
             from dstg_interp import load_hf_encoder
-            from dstg_interp.store.hf_encoder import fetch_minilm
+            from dstg_interp.encoders import fetch_minilm
 
             tables["MiniLM table (all-MiniLM-L6-v2)"] = load_hf_encoder(fetch_minilm()).ap_table.detach().double().numpy()
         except Exception as err:  # a reference point only: the figures still make sense without it

@@ -45,9 +45,10 @@ from figure_inputs import (FIGURES_DIR, load_figure_inputs, tiny_documents, with
 from dstg_interp import extract  # noqa: E402
 from dstg_interp.data.corpora import make_document  # noqa: E402
 from dstg_interp.extrapolate import METHODS, extend_positions, fit_ap_curve, with_max_positions  # noqa: E402
-from dstg_interp.length_eval import long_windows, mlm_by_position, probe_by_range  # noqa: E402
+from dstg_interp.length_eval import long_windows, mlm_by_position  # noqa: E402
 from dstg_interp.plots import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges  # noqa: E402
 from dstg_interp.spectra import analyze_table  # noqa: E402
+from probes.by_range import probe_by_range  # noqa: E402
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256  # noqa: E402
 
 OUT = FIGURES_DIR / "extrapolation"

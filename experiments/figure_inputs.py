@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dstg_interp import ModelConfig, build_model, extract, load_model
-from dstg_interp.data import default_cache_dir, train_tokenizer
+from dstg_interp import ModelConfig, build_model, extract, load_model, open_encoder
+from dstg_interp.data import default_cache_dir, probing_documents, train_tokenizer
 from dstg_interp.data.corpora import make_document
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
 from dstg_interp.store.extract import as_sequences
@@ -88,8 +88,6 @@ def _shared_tiny_zoo(models: tuple, seed: int):
 
 @lru_cache(maxsize=None)
 def _shared_probing_documents(corpus: str):
-    from probes.positions import probing_documents
-
     return probing_documents(corpus)
 
 
@@ -125,16 +123,15 @@ def model_store(inputs: FigureInputs, name: str, progress: bool = True):
 
 def random_init_store(inputs: FigureInputs, name: str, progress: bool = True):
     """The store of a randomly initialised twin of ``name`` (same config and tokenizer): the probes' control."""
-    from probes.positions import random_init_twin
-
-    return _store(random_init_twin(inputs.models[name]).eval(), f"{name}-random-init", inputs, attention=False,
+    return _store(open_encoder(inputs.models[name]).random_init(), f"{name}-random-init", inputs, attention=False,
                   progress=progress)
 
 
 def _store(model, label: str, inputs: FigureInputs, attention: bool, progress: bool):
-    sequences = as_sequences(model, inputs.documents, inputs.max_length, windows=False)
-    key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(sequences)}|all|{attention}".encode()).hexdigest()[:16]
-    return extract(model, sequences, inputs.store_root / f"{label}-{key}", layers=None, dtype="float16",
+    encoder = open_encoder(model)
+    sequences = as_sequences(encoder, inputs.documents, inputs.max_length, windows=False)
+    key = hashlib.sha256(f"{weights_sha256(encoder.weights_module)}|{sequences_sha256(sequences)}|all|{attention}".encode()).hexdigest()[:16]
+    return extract(encoder, sequences, inputs.store_root / f"{label}-{key}", layers=None, dtype="float16",
                    attention_summaries=attention, batch_size=16, progress=progress)
 
 

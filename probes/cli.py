@@ -113,9 +113,9 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
             benchmark = default_suite_dir()
             if not benchmark.is_dir():
                 build_suite(benchmark)
-        from probes.positions import load_probe_model
+        from dstg_interp.encoders import open_encoder
 
-        models = {model_label(m): load_probe_model(m) for m in args.model}
+        models = {model_label(m): open_encoder(m, device=args.device) for m in args.model}
         results = run_holmes(models, benchmark_dir=benchmark, progress=not args.quiet)
     else:
         from probes.positions import probe_positions

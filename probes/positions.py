@@ -26,12 +26,18 @@ documents.  Two controls, so an R² means something:
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from dstg_interp.data import default_cache_dir, probing_documents
+from dstg_interp.encoders import Encoder, open_encoder
+from dstg_interp.store import ActivationStore, extract
+from dstg_interp.store.extract import as_sequences
+from dstg_interp.store.manifest import sequences_sha256, weights_sha256
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
 from probes.splits import grouped_train_test_split
 
@@ -183,66 +189,12 @@ DEFAULT_CORPUS = "en-mix"
 PROBE_MAX_LENGTH = 256
 
 
-def load_probe_model(spec):
-    """A zoo name, a dstg-interp checkpoint folder, the authors' PosNeoBERT / NeoBERT folder (read by
-    load_model) or another local HF encoder folder -> a model with the tokenizer probing needs."""
-    from dstg_interp.model import CheckpointError, load_model, recognised_checkpoint
-    from dstg_interp.model.checkpoint import missing_tokenizer_message
-    from dstg_interp.store.hf_encoder import is_hf_directory, load_hf_encoder
-
-    if not isinstance(spec, (str, Path)):
-        return spec
-    if is_hf_directory(spec) and not recognised_checkpoint(spec):
-        return load_hf_encoder(spec)
-    model = load_model(spec)
-    if model.tokenizer is None:
-        raise CheckpointError(missing_tokenizer_message(model.checkpoint_path))
-    return model
-
-
-def probing_documents(corpus: str, max_docs: int | None = None):
-    """The documents to probe on.  For ``en-mix`` the held-out validation documents of the zoo's
-    training split (the models never saw them); for any other corpus, all of its documents."""
-    from dstg_interp.data import load_corpus, split_documents
-
-    documents = load_corpus(corpus, progress=False)
-    if corpus == DEFAULT_CORPUS:
-        _, documents = split_documents(documents, val_fraction=0.05, seed=0)
-    return documents[:max_docs] if max_docs else documents
-
-
-def random_init_twin(model):
-    """A randomly initialised model of the same config (and tokenizer): the random-features control."""
-    import torch
-    from dstg_interp.model import build_model
-    from dstg_interp.store.hf_encoder import HFEncoder
-
-    if isinstance(model, HFEncoder):
-        import copy
-
-        twin = copy.deepcopy(model)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            twin.model.init_weights()
-        return twin
-    twin = build_model(model.config)
-    twin.tokenizer = model.tokenizer
-    return twin
-
-
-def cached_store(model, documents, layers, store_root: Path, label: str, progress: bool):
-    """Extract (or reuse) the store of ``model`` on ``documents``; folder keyed by what decides it."""
-    import hashlib
-
-    from dstg_interp.store import extract
-    from dstg_interp.store.manifest import sequences_sha256, weights_sha256
-
-    from dstg_interp.store.extract import as_sequences
-
-    max_length = min(PROBE_MAX_LENGTH, model.config.max_positions)
-    sequences = as_sequences(model, documents, max_length, windows=False)  # one document per sequence
-    key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(sequences)}|{layers}".encode()).hexdigest()[:16]
-    return extract(model, sequences, store_root / f"{label}-{key}", layers=layers, dtype="float16", progress=progress)
+def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: str, progress: bool):
+    """Extract (or reuse) the store of ``encoder`` on ``documents``; folder keyed by what decides it."""
+    max_length = min(PROBE_MAX_LENGTH, encoder.max_positions)
+    sequences = as_sequences(encoder, documents, max_length, windows=False)  # one document per sequence
+    key = hashlib.sha256(f"{weights_sha256(encoder.weights_module)}|{sequences_sha256(sequences)}|{layers}".encode()).hexdigest()[:16]
+    return extract(encoder, sequences, store_root / f"{label}-{key}", layers=layers, dtype="float16", progress=progress)
 
 
 def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment: str = "sentence", corpus: str = DEFAULT_CORPUS,
@@ -251,26 +203,25 @@ def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment
                     progress: bool = True, device: str = "cpu") -> pd.DataFrame:
     """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).
 
-    ``model_or_store``: an ActivationStore, a model object, a zoo name, a checkpoint folder or a local HF
-    encoder folder.  Stores are extracted once into ``store_root`` (default: the cache folder) and reused.
+    ``model_or_store``: an ActivationStore, or anything ``open_encoder`` takes: a model or Encoder, a zoo
+    name, a checkpoint folder or a local HF encoder folder.  Stores are extracted once into ``store_root``
+    (default: the cache folder) and reused.
     """
-    from dstg_interp.data import default_cache_dir
-    from dstg_interp.store import ActivationStore
-
     cfg = PositionProbeConfig(task=task, segment=segment, layers=layers, subspaces=subspaces, max_tokens=max_tokens,
                               n_boot=n_boot, controls=controls, seed=seed)
     if isinstance(model_or_store, ActivationStore):
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
-    name = model_name or (Path(str(model_or_store)).name if isinstance(model_or_store, (str, Path)) else model_or_store.config.variant)
-    model = load_probe_model(model_or_store).to(device)
+    encoder = open_encoder(model_or_store, device=device)
+    name = model_name or (Path(str(model_or_store)).name if isinstance(model_or_store, (str, Path)) else encoder.name)
     if subspaces is not None:
-        missing = [s for s in subspaces if s not in model.subspaces]
+        missing = [s for s in subspaces if s not in encoder.subspaces]
         if missing:
-            raise ValueError(f"model {name!r} has no {missing[0]!r} subspace (it has {', '.join(model.subspaces)}); "
+            raise ValueError(f"model {name!r} has no {missing[0]!r} subspace (it has {', '.join(encoder.subspaces)}); "
                              "entangled baselines only have 'full'")
     store_root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
     documents = probing_documents(corpus, max_docs)
     store_layers = tuple(layers) if layers is not None else None
-    store = cached_store(model, documents, store_layers, store_root, name, progress)
-    control = cached_store(random_init_twin(model).to(device), documents, store_layers, store_root, f"{name}-random-init", progress) if controls else None
+    store = cached_store(encoder, documents, store_layers, store_root, name, progress)
+    control = cached_store(encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init",
+                           progress) if controls else None
     return probe_store(store, cfg, model_name=name, control_store=control)

@@ -12,7 +12,7 @@ from conftest import VARIANTS, tiny_model, write_synthetic_corpus
 from dstg_interp import ActivationStore, StoreError, extract
 from dstg_interp.data import build_structured_sequences, build_tokenizer, load_corpus, train_tokenizer
 from dstg_interp.store import StoreInterrupted, npy_writer
-from dstg_interp.store.extract import batch_plan
+from dstg_interp.encoders import length_sorted_batches as batch_plan
 from dstg_interp.store.targets import layer_hooks
 
 torch.set_num_threads(1)

@@ -266,6 +266,16 @@ def split_documents(documents: list[Document], val_fraction: float = 0.05,
     return train, validation
 
 
+def probing_documents(corpus: str = "en-mix", max_docs: int | None = None) -> list[Document]:
+    """The documents to probe on.  For ``en-mix`` the held-out validation documents of the zoo's
+    training split (``split_documents(val_fraction=0.05, seed=0)``: the models never saw them); for any
+    other corpus, all of its documents."""
+    documents = load_corpus(corpus, progress=False)
+    if corpus == "en-mix":
+        _, documents = split_documents(documents, val_fraction=0.05, seed=0)
+    return documents[:max_docs] if max_docs else documents
+
+
 def save_documents_jsonl(documents: list[Document], path: Path) -> None:
     """Write documents as JSONL atomically (temp name, then rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -27,17 +27,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dstg_interp.encoders.hooks import logit_terms
+
+__all__ = ["AttentionAccumulator", "AttentionSummaries", "jensen_shannon", "logit_terms"]
+
 ATTENTION_FILE, ATTENTION_DESCRIPTION = "attention.npz", "attention.json"
-
-
-def logit_terms(variant: str) -> dict[str, str]:
-    """term -> hook name suffix under ``blocks.{l}.attn.`` for one of our variants."""
-    if variant == "dstg":
-        return {"sem": "hook_logits_sem", "ap": "hook_logits_ap", "rp": "hook_logits_rp"}
-    terms = {"content": "hook_logits"}
-    if variant == "rp":
-        terms["rp"] = "hook_logits_rp"
-    return terms
 
 
 class AttentionAccumulator:

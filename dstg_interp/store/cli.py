@@ -43,19 +43,17 @@ def _split(text: str | None):
 
 def run(args: argparse.Namespace):
     from dstg_interp.data import StructuredSequences, load_corpus
-    from dstg_interp.model import load_model, recognised_checkpoint
+    from dstg_interp.encoders import open_encoder
 
     from .extract import extract
-    from .hf_encoder import is_hf_directory, load_hf_encoder
 
-    foreign_hf = is_hf_directory(args.model) and not recognised_checkpoint(args.model)  # NeoBERT family: load_model
-    model = load_hf_encoder(args.model) if foreign_hf else load_model(args.model)
+    encoder = open_encoder(args.model)
     if args.sequences:
         sequences = StructuredSequences.load(args.sequences)
     else:
         sequences = load_corpus(args.corpus, progress=not args.quiet, max_docs=args.max_docs)
-    max_length = min(args.max_length, model.config.max_positions)
-    return extract(model, sequences, args.out, layers=_split(args.layers), subspaces=_split(args.subspaces),
+    max_length = min(args.max_length, encoder.max_positions)
+    return extract(encoder, sequences, args.out, layers=_split(args.layers), subspaces=_split(args.subspaces),
                    names=_split(args.names) or (), dtype=args.dtype, batch_size=args.batch_size,
                    attention_summaries=args.attention_summaries, max_offset=args.max_offset,
                    progress=not args.quiet, overwrite=args.overwrite, max_length=max_length,

@@ -32,11 +32,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp.data import Document, tokenizer_hash
+from dstg_interp.encoders import Encoder, EncoderError, open_encoder
+from dstg_interp.encoders.inputs import sequence_lengths
 from dstg_interp.model.checkpoint import atomic_directory, commit_directory
 
 from .attention import AttentionAccumulator, logit_terms
 from .config import ExtractionConfig
-from .hf_encoder import HFEncoder
 from .manifest import (FORMAT_VERSION, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
                        sequences_sha256, weights_sha256, write_manifest)
 from .npy_writer import NpyWriter
@@ -48,16 +50,13 @@ LABEL_COLUMNS = {"sequence": np.int32, "input_ids": np.int32, "token_position": 
 DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
-class _StopForward(Exception):
-    """Raised by the last capture hook: skips the blocks and the MLM head nobody asked for."""
-
-
 def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dtype="float16", batch_size: int = 32,
             attention_summaries: bool = False, max_offset: int = 32, progress: bool = True,
             overwrite: bool = False, max_length: int = 256, windows: bool = True):
     """Extract token states of ``model`` over ``sequences`` into the store folder ``out``; returns an ActivationStore.
 
-    model: one of ours (``load_model``/``build_model``) or an HF encoder (``load_hf_encoder``).
+    model: anything ``open_encoder`` takes: one of ours (``load_model``/``build_model``), an Encoder
+        (``open_encoder``, ``load_hf_encoder``), a zoo name or a folder. Runs where the model is.
     sequences: StructuredSequences in the model's token ids, or a list of Documents, which are then
         tokenized with the model's tokenizer (``max_length``, ``windows`` as in build_structured_sequences).
     layers: ints (0 = embeddings) and/or "final"; None = all of 0..n_layers. subspaces: "sem", "ap",
@@ -69,34 +68,32 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
 
     config = ExtractionConfig(layers=layers, subspaces=subspaces, names=tuple(names), dtype=dtype,
                               batch_size=batch_size, attention_summaries=attention_summaries, max_offset=max_offset)
-    is_hf = isinstance(model, HFEncoder)
-    if not is_hf and not hasattr(model, "hook_dict"):
-        raise StoreError(f"cannot extract from a {type(model).__name__}; pass a dstg-interp model or load_hf_encoder(path)")
-    sequences = as_sequences(model, sequences, max_length, windows)
-    _check_tokenizer(model, sequences)
-    config = config.resolve(model.config.n_layers, tuple(model.subspaces), model.config.variant)
-    if config.attention_summaries and is_hf:
+    encoder = _encoder(model)
+    sequences = as_sequences(encoder, sequences, max_length, windows)
+    _check_tokenizer(encoder, sequences)
+    config = config.resolve(encoder.n_layers, tuple(encoder.subspaces), encoder.variant)
+    if config.attention_summaries and encoder.kind == "hf":
         raise StoreError("attention_summaries needs the separate logit-term hooks of a dstg-interp model; "
                          "HF encoders do not have them")
-    targets = plan_targets(model, config)
-    widths = _probe_widths(model, targets)
-    lengths = _lengths(sequences)
+    targets = plan_targets(encoder, config)
+    widths = _probe_widths(encoder, targets)
+    lengths = sequence_lengths(sequences)
     if len(lengths) == 0 or lengths.sum() == 0:
         raise StoreError("no tokens to extract: the sequences are empty")
-    if lengths.max() > model.config.max_positions:
-        raise StoreError(f"a sequence has {lengths.max()} tokens but the model has {model.config.max_positions} "
+    if lengths.max() > encoder.max_positions:
+        raise StoreError(f"a sequence has {lengths.max()} tokens but the model has {encoder.max_positions} "
                          "positions; rebuild the sequences with a smaller max_length")
 
     arrays = getattr(sequences, "arrays", None)  # StructuredSequences: check every id before any work
-    if arrays is not None and len(arrays["input_ids"]) and int(arrays["input_ids"].max()) >= model.config.vocab_size:
+    if arrays is not None and len(arrays["input_ids"]) and int(arrays["input_ids"].max()) >= encoder.vocab_size:
         raise StoreError(f"token id {int(arrays['input_ids'].max())} is outside the model's vocabulary of "
-                         f"{model.config.vocab_size}; the sequences were built with another tokenizer")
+                         f"{encoder.vocab_size}; the sequences were built with another tokenizer")
 
     out = Path(out)
     identity = {
         "format_version": FORMAT_VERSION,
-        "model": {"kind": "hf" if is_hf else "dstg-interp", "weights_sha256": weights_sha256(model),
-                  "config": model.config.to_dict()},
+        "model": {"kind": encoder.kind, "weights_sha256": weights_sha256(encoder.weights_module),
+                  "config": encoder.config.to_dict()},
         "sequences": {"sha256": sequences_sha256(sequences), "n_sequences": len(lengths), "n_tokens": int(lengths.sum())},
         "extraction": config.to_dict(),
     }
@@ -105,7 +102,7 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
 
     tmp = atomic_directory(out)
     try:
-        manifest = _extract_into(tmp, model, sequences, lengths, config, targets, widths, identity, progress)
+        manifest = _extract_into(tmp, encoder, sequences, lengths, config, targets, widths, identity, progress)
         write_manifest(tmp, manifest)
         commit_directory(tmp, out)
     except KeyboardInterrupt:
@@ -125,8 +122,7 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
     return ActivationStore(out)
 
 
-def _extract_into(folder: Path, model, sequences, lengths, config, targets, widths, identity, progress) -> dict:
-    is_hf = isinstance(model, HFEncoder)
+def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, targets, widths, identity, progress) -> dict:
     n_tokens = int(lengths.sum())
     row_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # first row of each sequence
     np_dtype = np.float16 if config.dtype == "float16" else np.float32
@@ -141,22 +137,18 @@ def _extract_into(folder: Path, model, sequences, lengths, config, targets, widt
 
         accumulator = None
         if config.attention_summaries:
-            accumulator = AttentionAccumulator(model.config.n_layers, model.config.n_heads,
-                                               list(logit_terms(model.config.variant)), config.max_offset,
-                                               model.config.max_positions)
-        pad_id = model.special_ids["pad"] if is_hf else model.config.pad_token_id
-        device = next(model.parameters()).device  # batches go where the model is (cpu or cuda)
+            accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(logit_terms(encoder.variant)),
+                                               config.max_offset, encoder.max_positions)
+        hooks = sorted({hook for target in targets for hook in target.hooks})
         bar = tqdm(total=n_tokens, unit="tok", desc=f"extract -> {folder.name.split('.tmp-')[0].lstrip('.')}",
                    disable=not progress)
         with torch.inference_mode():
-            for batch in batch_plan(lengths, config.batch_size):
+            for batch, tokens, mask in encoder.batches(sequences, config.batch_size):  # on the encoder's device
                 items = [sequences[int(i)] for i in batch]
-                tokens, mask = _collate([item["input_ids"] for item in items], pad_id)
-                if int(tokens.max()) >= model.config.vocab_size:
+                if int(tokens.max()) >= encoder.vocab_size:
                     raise StoreError(f"token id {int(tokens.max())} is outside the model's vocabulary of "
-                                     f"{model.config.vocab_size}; the sequences were built with another tokenizer")
-                captured = capture_states(model, targets, tokens.to(device), mask.to(device), accumulator)
-                mask = mask.to(device)
+                                     f"{encoder.vocab_size}; the sequences were built with another tokenizer")
+                captured = encoder.capture(tokens, mask, hooks, _summarise(accumulator, mask))
                 rows_of = np.concatenate([[0], np.cumsum(lengths[batch])])  # batch rows of each sequence
                 for key, rows in _real_rows(captured, targets, mask, torch_dtype).items():
                     for j, i in enumerate(batch):
@@ -180,67 +172,19 @@ def _extract_into(folder: Path, model, sequences, lengths, config, targets, widt
     labels = {"files": {column: f"labels_{column}.npy" for column in LABEL_COLUMNS}, "documents": "documents.json"}
     meta = getattr(sequences, "meta", {})
     extra = {
-        "model_path": str(getattr(model, "checkpoint_path", None) or ""),
+        "model_path": str(encoder.checkpoint_path or ""),
         "corpus": {key: meta.get(key) for key in ("corpus_spec", "tokenizer_hash", "max_length", "windows")},
         "layers": [layer for layer in config.layers], "subspaces": list(config.subspaces), "names": list(config.names),
     }
     return build_manifest(identity, arrays, labels, attention, n_tokens, len(lengths), extra)
 
 
-def batch_plan(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    """Sequence indices of each forward batch: longest first, so a batch pads to similar lengths."""
-    order = np.argsort(-np.asarray(lengths), kind="stable")
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-
-
-def capture_states(model, targets: list[Target], tokens, mask, accumulator) -> dict[str, torch.Tensor]:
-    """One forward, returning {hook name: [batch, pos, d]} for every hook the targets read."""
-    if isinstance(model, HFEncoder):
-        hidden = model.hidden_states(tokens, mask)
-        return {f"hidden_states.{i}": h for i, h in enumerate(hidden)}
-    needed = sorted({hook for target in targets for hook in target.hooks})
-    captured: dict[str, torch.Tensor] = {}
-
-    def save(tensor, hook):
-        captured[hook.name] = tensor
-
-    def stop(tensor, hook):
-        raise _StopForward
-
-    fwd_hooks = [(name, save) for name in needed]
-    wants_final = any(name.startswith("hook_final") for name in needed)
-    stop_at_layer = max(target.blocks_needed for target in targets)
-    if accumulator is not None:
-        fwd_hooks += _attention_hooks(model, accumulator, mask)
-        stop_at_layer = model.config.n_layers
-    if wants_final:  # the last hook before the MLM head: stop there instead of computing logits
-        fwd_hooks.append(("hook_final_sem" if model.config.variant == "dstg" else "hook_final", stop))
-        stop_at_layer = None
-    with model.hooks(fwd_hooks=fwd_hooks):
-        try:
-            model(tokens, attention_mask=mask, stop_at_layer=stop_at_layer)
-        except _StopForward:
-            pass
-    return captured
-
-
-def _attention_hooks(model, accumulator: AttentionAccumulator, mask: torch.Tensor):
-    """Hooks that hand each block's logit terms and pattern to the accumulator, one block at a time."""
+def _summarise(accumulator: AttentionAccumulator | None, mask: torch.Tensor):
+    """The on_attention callback that feeds each block's logit terms and pattern to the accumulator."""
+    if accumulator is None:
+        return None
     lengths = mask.sum(dim=1).tolist()
-    hooks, terms = [], logit_terms(model.config.variant)
-    for layer in range(model.config.n_layers):
-        held: dict[str, torch.Tensor] = {}
-
-        def keep(tensor, hook, held=held):
-            held[hook.name.rsplit(".", 1)[-1]] = tensor
-
-        def summarise(pattern, hook, held=held, layer=layer):
-            accumulator.update(layer, [held[suffix] for suffix in terms.values()], pattern, lengths)
-            held.clear()  # drop this block's [B, H, T, T] tensors before the next block runs
-
-        hooks += [(f"blocks.{layer}.attn.{suffix}", keep) for suffix in terms.values()]
-        hooks.append((f"blocks.{layer}.attn.hook_pattern", summarise))
-    return hooks
+    return lambda layer, terms, pattern: accumulator.update(layer, list(terms.values()), pattern, lengths)
 
 
 def _real_rows(captured, targets: list[Target], mask: torch.Tensor, dtype: torch.dtype) -> dict[str, np.ndarray]:
@@ -264,18 +208,17 @@ def _real_rows(captured, targets: list[Target], mask: torch.Tensor, dtype: torch
             for target in targets}
 
 
-def _probe_widths(model, targets: list[Target]) -> dict[str, int]:
+def _probe_widths(encoder: Encoder, targets: list[Target]) -> dict[str, int]:
     """Run two tokens through the model once to learn each target's width and check its hooks are token states."""
-    device = next(model.parameters()).device
-    tokens = torch.zeros(1, 2, dtype=torch.long, device=device)
-    mask = torch.ones(1, 2, dtype=torch.bool, device=device)
+    tokens = torch.zeros(1, 2, dtype=torch.long, device=encoder.device)
+    mask = torch.ones(1, 2, dtype=torch.bool, device=encoder.device)
     with torch.inference_mode():
-        captured = capture_states(model, targets, tokens, mask, accumulator=None)
+        captured = encoder.capture(tokens, mask, sorted({hook for target in targets for hook in target.hooks}))
     widths = {}
     for target in targets:
         for hook in target.hooks:
             if hook not in captured:
-                raise StoreError(f"hook {hook!r} did not fire in a forward pass of this {model.config.variant!r} model")
+                raise StoreError(f"hook {hook!r} did not fire in a forward pass of this {encoder.variant!r} model")
             shape = tuple(captured[hook].shape)
             if len(shape) != 3 or shape[:2] != (1, 2):
                 raise StoreError(f"hook {hook!r} gives shape {list(shape)}, not a token state [batch, pos, d]; "
@@ -284,43 +227,29 @@ def _probe_widths(model, targets: list[Target]) -> dict[str, int]:
     return widths
 
 
-def _collate(rows, pad_id: int):
-    lengths = torch.tensor([len(row) for row in rows])
-    tokens = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        tokens[i, :len(row)] = torch.as_tensor(np.asarray(row), dtype=torch.long)
-    return tokens, torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
-
-
-def _lengths(sequences) -> np.ndarray:
-    if hasattr(sequences, "lengths"):
-        return np.asarray(sequences.lengths, dtype=np.int64)
-    return np.array([len(sequences[i]["input_ids"]) for i in range(len(sequences))], dtype=np.int64)
+def _encoder(model) -> Encoder:
+    try:
+        return open_encoder(model)
+    except EncoderError as err:
+        raise StoreError(f"cannot extract: {err}") from None
 
 
 def as_sequences(model, sequences, max_length: int, windows: bool):
-    """Documents are tokenized here, with the model's own tokenizer; sequences pass through."""
-    from dstg_interp.data import Document, build_structured_sequences
-
+    """Documents are tokenized here, with the model's own tokenizer (``Encoder.structured_sequences``);
+    sequences pass through."""
     if not isinstance(sequences, (list, tuple)) or not sequences or not isinstance(sequences[0], Document):
         return sequences
-    if isinstance(model, HFEncoder):
-        return model.structured_sequences(list(sequences), max_length=max_length, windows=windows)
-    if model.tokenizer is None:
-        raise StoreError("the model has no tokenizer (no tokenizer.json in its checkpoint); pass StructuredSequences "
-                         "built with the tokenizer it was trained with")
-    max_length = min(max_length, model.config.max_positions)
-    return build_structured_sequences(list(sequences), model.tokenizer, max_length=max_length, windows=windows)
+    try:
+        return _encoder(model).structured_sequences(sequences, max_length=max_length, windows=windows)
+    except EncoderError as err:
+        raise StoreError(str(err)) from None
 
 
-def _check_tokenizer(model, sequences) -> None:
-    from dstg_interp.data import tokenizer_hash
-
-    tokenizer = getattr(model, "tokenizer", None)
+def _check_tokenizer(encoder: Encoder, sequences) -> None:
     expected = getattr(sequences, "meta", {}).get("tokenizer_hash")
-    if tokenizer is None or not expected:
+    if encoder.tokenizer is None or not expected:
         return
-    actual = tokenizer_hash(tokenizer)
+    actual = tokenizer_hash(encoder.tokenizer)
     if actual != expected:
         raise StoreError(f"the sequences were tokenized with tokenizer {expected[:12]} but the model's tokenizer is "
                          f"{actual[:12]}; pass the documents instead (they are then tokenized with the model's own)")

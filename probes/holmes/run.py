@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp.encoders import Encoder, open_encoder
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
 from probes.holmes.encode import UnpoolableRow, encode_dataset, resolve_layers
 from probes.holmes.format import HolmesFormatError, load_benchmark
@@ -61,25 +62,23 @@ class HolmesRunConfig:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
 
-def _as_model_mapping(models) -> dict:
+def _as_encoders(models) -> dict[str, Encoder]:
+    """{label: Encoder} from a mapping, or from a list of zoo names / folders (ours or HF) / models."""
     if isinstance(models, Mapping):
-        return dict(models)
-    from dstg_interp import load_model
+        return {name: open_encoder(model) for name, model in models.items()}
     out = {}
     for item in models:
         if isinstance(item, (str, os.PathLike)):
-            out[Path(str(item)).name if os.sep in str(item) else str(item)] = load_model(item)
+            out[Path(str(item)).name if os.sep in str(item) else str(item)] = open_encoder(item)
         else:
-            out[item.config.variant] = item
+            encoder = open_encoder(item)
+            out[encoder.name] = encoder
     return out
 
 
-def random_init_twin(model):
+def random_init_twin(encoder: Encoder) -> Encoder:
     """Same architecture and tokenizer, fresh weights (the random-init encoder control)."""
-    from dstg_interp import build_model
-    twin = build_model(dataclasses.replace(model.config, seed=model.config.seed + 1_000_003))
-    twin.tokenizer = model.tokenizer
-    return twin.eval()
+    return encoder.random_init(seed=getattr(encoder.config, "seed", 0) + 1_000_003)
 
 
 def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: ProbeConfig | None = None,
@@ -87,7 +86,8 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
                batch_size: int = 64, progress: bool = True) -> pd.DataFrame:
     """Probe every dataset of `benchmark_dir` on every model.
 
-    models: {name: model}, or a list of zoo names / checkpoint paths / models (keyed by variant).
+    models: {name: model}, or a list of zoo names / checkpoint or HF folders / models (anything
+        `open_encoder` takes; a model object is keyed by its encoder name).
     layers: "last" (default, the Holmes protocol), "all", or a list of layer indices (0 = embeddings).
     subspaces: None = every subspace of each model (DSTG: ap, sem, full; baselines: full).
     Returns one row per model x dataset x layer x subspace x control x seed x metric, with `area` and
@@ -95,9 +95,9 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
     With `out_dir`, also writes the tables of `write_tables` and config.json.
     """
     config = config or ProbeConfig()
-    pool = _as_model_mapping(models)
-    for model in pool.values():
-        model.eval()
+    pool = _as_encoders(models)
+    for encoder in pool.values():
+        encoder.model.eval()
     loaded, skipped = load_benchmark(benchmark_dir, datasets)
     skipped_rows = [{"dataset": s.dataset, "model": "*", "reason": s.reason} for s in skipped]
     for s in skipped:
@@ -210,7 +210,8 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--threads", type=int, default=1)
     run = sub.add_parser("run", help="probe a Holmes-format folder")
     run.add_argument("--holmes-dir", required=True)
-    run.add_argument("--model", action="append", required=True, help="zoo name or checkpoint path (repeat)")
+    run.add_argument("--model", action="append", required=True,
+                     help="zoo name, checkpoint folder or HF encoder folder (repeat)")
     run.add_argument("--layers", default="last", help="last | all | comma-separated indices")
     run.add_argument("--full", action="store_true", help="whole train split instead of Flash (1/32)")
     run.add_argument("--seeds", default="0,1,2,3,4")

@@ -33,10 +33,9 @@ import numpy as np
 import torch
 
 from dstg_interp import load_model
-from dstg_interp.data.prepare import prepare_data
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
-from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch, train,
-                               validation_batches)
+from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch,
+                               prepare_training_data, train, validation_batches)
 
 ZOO_WIDTHS = {
     "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
@@ -48,22 +47,38 @@ ZOO_WIDTHS = {
 # (sequences stay 128 tokens; each reads the table from a random start), the extrapolation study's extra arm
 VARIANT_OPTIONS = {"dstg-offset": dict(max_positions=512, random_offset=True)}
 ZOO_WIDTHS["dstg-offset"] = ZOO_WIDTHS["dstg"]
+ZOO_STEPS = 2400
 SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, batch_size=32, lr=1e-3, warmup_steps=200,
               schedule="cosine", min_lr_ratio=0.1, weight_decay=0.1, grad_clip=1.0, mask_prob=0.2, seed=0,
               eval_every=200, eval_batches=16, save_every=100, log_every=10)
 
 
-def zoo_config(variant: str, runs: Path, steps: int, threads: int | None) -> TrainConfig:
+def zoo_config(variant: str, runs: Path, steps: int, threads: int | None, seed: int = 0) -> TrainConfig:
+    """The zoo recipe for one (variant, seed): ``seed`` changes the initialisation, data order and masks; the
+    train/validation split and tokenizer (``data_seed``) are the same for every seed."""
     model = dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4)
     shared = dict(SHARED, warmup_steps=min(SHARED["warmup_steps"], steps // 10))  # short smoke runs
-    return TrainConfig(out_dir=str(runs / variant), model=model, max_steps=steps, threads=threads, **shared,
-                       **VARIANT_OPTIONS.get(variant, {}))
+    return TrainConfig(out_dir=str(runs / run_name(variant, seed)), model=model, max_steps=steps, threads=threads,
+                       **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
+
+
+def run_name(variant: str, seed: int) -> str:
+    """Folder name of a zoo member: seed 0 is the plain variant name (what ``load_model("dstg")`` finds)."""
+    return variant if seed == 0 else f"{variant}-seed{seed}"
+
+
+def check_seeds(seeds: list[int]) -> list[int]:
+    if any(seed < 0 for seed in seeds):
+        raise ValueError(f"--seeds must be non-negative integers, got {' '.join(map(str, seeds))}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds repeats a seed: {' '.join(map(str, seeds))}")
+    return seeds
 
 
 def unigram_baseline(cfg: TrainConfig) -> dict:
     """Cross-entropy and accuracy of predicting every masked token from training-set token frequencies,
     on exactly the validation batches and masks ``evaluate`` uses."""
-    prepared = prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.seed, cfg.max_docs, cfg.tokenizer, progress=False)
+    prepared = prepare_training_data(cfg)
     vocab = prepared.tokenizer.get_vocab_size()
     train_ids = prepared.train.arrays["input_ids"][~prepared.train.arrays["is_special"]]
     counts = np.bincount(train_ids, minlength=vocab).astype(np.float64) + 1.0  # add-one smoothing
@@ -80,46 +95,58 @@ def unigram_baseline(cfg: TrainConfig) -> dict:
 
 
 def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
+    """Write the float16 checkpoint, its train_config.json, log.jsonl and training.json into the zoo."""
     run = Path(cfg.out_dir)
+    name = run_name(variant, cfg.seed)
     model = load_model(run / CHECKPOINT_DIR)
-    metrics = evaluate(model, prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.seed,
-                                           cfg.max_docs, cfg.tokenizer, progress=False).validation, cfg, torch.device("cpu"))
+    metrics = evaluate(model, prepare_training_data(cfg).validation, cfg, torch.device("cpu"))
     state = json.loads((run / CHECKPOINT_DIR / STATE_FILE).read_text())
-    summary = dict(variant=variant, params=model.n_params(), steps=state["step"], train_tokens=state["tokens_seen"],
+    summary = dict(variant=variant, seed=cfg.seed, params=model.n_params(), steps=state["step"], train_tokens=state["tokens_seen"],
                    train_seconds=round(state["train_seconds"], 1), **{k: round(v, 4) for k, v in metrics.items()},
                    **{k: round(v, 4) for k, v in unigram_baseline(cfg).items()})
-    model.save(zoo_dir / variant, dtype=torch.float16)
-    shutil.copy(run / CONFIG_FILE, zoo_dir / variant / CONFIG_FILE)
-    shutil.copy(run / LOG_FILE, zoo_dir / variant / LOG_FILE)
-    (zoo_dir / variant / "training.json").write_text(json.dumps(summary, indent=2) + "\n")
+    model.save(zoo_dir / name, dtype=torch.float16)
+    shutil.copy(run / CONFIG_FILE, zoo_dir / name / CONFIG_FILE)
+    shutil.copy(run / LOG_FILE, zoo_dir / name / LOG_FILE)
+    (zoo_dir / name / "training.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
 
-def main() -> int:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variants", nargs="+", default=list(ZOO_NAMES), choices=list(ZOO_WIDTHS),
                         help="default: the reference four; dstg-offset is the random_offset DSTG")
-    parser.add_argument("--steps", type=int, default=2400)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="training seeds (init, data order, masks)")
+    parser.add_argument("--steps", type=int, default=ZOO_STEPS)
     parser.add_argument("--runs", default="runs/zoo", help="training folders (checkpoints, logs)")
     parser.add_argument("--zoo-dir", default=str(ZOO_DIR), help="where the shipped float16 checkpoints go")
     parser.add_argument("--threads", type=int, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    try:
+        seeds = check_seeds(args.seeds)
+    except ValueError as err:
+        print(f"pretrain_zoo: error: {err}", file=sys.stderr)
+        return 2
     runs, zoo_dir = Path(args.runs), Path(args.zoo_dir)
-    summaries = {}
-    for variant in args.variants:
-        cfg = zoo_config(variant, runs, args.steps, args.threads)
-        done = (Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).is_file()
-        state = json.loads((Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).read_text()) if done else {"step": 0}
-        if state["step"] < cfg.max_steps:
-            start = time.time()
-            train(cfg, resume=done)
-            print(f"{variant}: trained to step {cfg.max_steps} in {time.time() - start:.0f} s", file=sys.stderr)
-        summaries[variant] = export(variant, cfg, zoo_dir)
-        print(json.dumps(summaries[variant]), file=sys.stderr)
     collected = zoo_dir / "zoo.json"
-    previous = json.loads(collected.read_text()) if collected.exists() else {}
-    previous.update(summaries)
-    collected.write_text(json.dumps(previous, indent=2) + "\n")
+    # seed-major: every variant's seed 0 lands (and is exported) before any second seed starts
+    for seed in seeds:
+        for variant in args.variants:
+            cfg = zoo_config(variant, runs, args.steps, args.threads, seed)
+            state_file = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
+            state = json.loads(state_file.read_text()) if state_file.is_file() else {"step": 0}
+            if state["step"] < cfg.max_steps:
+                start = time.time()
+                try:
+                    train(cfg, resume=state_file.is_file())
+                except KeyboardInterrupt:
+                    print("pretrain_zoo: interrupted; rerun the same command to continue from the last checkpoint", file=sys.stderr)
+                    return 130
+                print(f"{run_name(variant, seed)}: trained to step {cfg.max_steps} in {time.time() - start:.0f} s", file=sys.stderr)
+            summary = export(variant, cfg, zoo_dir)
+            print(json.dumps(summary), file=sys.stderr)
+            previous = json.loads(collected.read_text()) if collected.exists() else {}
+            previous[run_name(variant, seed)] = summary
+            collected.write_text(json.dumps(previous, indent=2) + "\n")
     return 0
 
 

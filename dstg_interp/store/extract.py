@@ -381,7 +381,7 @@ def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
             raise StoreError(f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder "
                              "or pass --overwrite (overwrite=True)")
     try:
-        check_replaceable(out, "an activation store", is_store_folder, overwrite, flag="out",
+        check_replaceable(out, "an activation store", is_store_folder, overwrite, flag="out folder",
                           overwrite_flag="--overwrite (overwrite=True)")
     except OutputError as err:
         raise StoreError(str(err)) from None

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .io import OutputError, check_output_location, check_replaceable, files_listed, run_cli
+from .io import OutputError, check_output_location, check_replaceable, foreign_entries, run_cli
 
 METHODS = ("curve", "repeat", "stretch")
 DEFAULT_COMPONENTS = 4
@@ -225,9 +225,9 @@ def _as_table(table) -> np.ndarray:
 CHECKPOINT_FILES = {"config.json", "model.safetensors", "tokenizer.json", EXTENSION_FILE}
 
 
-def is_extended_checkpoint(path: Path) -> bool:
-    """A folder dstg-extend wrote: a checkpoint's files and nothing else (a user's notes make it not ours)."""
-    return files_listed(path, CHECKPOINT_FILES, required={"config.json", "model.safetensors"})
+def checkpoint_foreign_entries(path: Path) -> list[str]:
+    """What makes ``path`` not a checkpoint dstg-extend wrote (a user's notes, no weights); empty if it is one."""
+    return foreign_entries(path, CHECKPOINT_FILES, required={"config.json", "model.safetensors"})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -254,7 +254,7 @@ def _extend(args: argparse.Namespace) -> int:
     if source.resolve() == args.out.resolve():
         raise OutputError(f"--out {args.out} is the input checkpoint --model {args.model}; write the longer model "
                           "to another folder")
-    check_replaceable(args.out, "a checkpoint", is_extended_checkpoint, args.overwrite)
+    check_replaceable(args.out, "a checkpoint", checkpoint_foreign_entries, args.overwrite)
     model = load_model(args.model)
     longer = extend_positions(model, args.factor, new_length=args.new_length, method=args.method,
                               n_components=args.n_components, n_frequencies=args.n_frequencies)

@@ -66,7 +66,7 @@ def check_output_location(path: str | Path, flag: str = "--out") -> Path:
     us create a file there (read-only, /proc, permissions).  Creates nothing that stays."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise OutputError(f"{flag} {path} is a file, not a folder; choose another {flag}")
+        raise OutputError(f"{flag} {path} is a file, not a folder; it is never replaced: choose another {flag}")
     probe = path
     while not probe.exists():
         if probe.is_symlink():
@@ -91,19 +91,27 @@ def folder_entries(path: Path) -> list[str]:
     return sorted(p.name for p in path.iterdir() if not _is_our_scratch(p.name))
 
 
+def foreign_entries(path: Path, allowed: Iterable[str], required: Iterable[str] = ()) -> list[str]:
+    """Names in ``path`` that are not ``allowed`` ones; all of them when a ``required`` name is missing."""
+    names = folder_entries(path)
+    if not set(required) <= set(names):
+        return names
+    return [name for name in names if name not in set(allowed)]
+
+
 def files_listed(path: Path, allowed: Iterable[str], required: Iterable[str] = ()) -> bool:
     """True when ``path`` holds every ``required`` name and nothing but ``allowed`` ones: a folder we wrote."""
-    names = set(folder_entries(path))
-    return set(required) <= names and names <= set(allowed)
+    return not foreign_entries(path, allowed, required)
 
 
-def check_replaceable(path: str | Path, kind: str, owned: Callable[[Path], bool], overwrite: bool,
+def check_replaceable(path: str | Path, kind: str, owned: Callable[[Path], bool | list[str]], overwrite: bool,
                       flag: str = "--out", overwrite_flag: str = "--overwrite") -> bool:
     """May ``path`` be replaced by a new ``kind`` (with its article: "a checkpoint")?  True when it exists and will be replaced, False when
     there is nothing there (or an empty folder); raises OutputError otherwise.
 
     ``owned(path)`` says whether the folder is recognisably one this tool wrote (a manifest, a checkpoint's
-    files and nothing else).  Such a folder is replaced only with ``overwrite``; anything else never."""
+    files and nothing else): True/False, or the list of entries that are not ours (empty: all ours).
+    Such a folder is replaced only with ``overwrite``; anything else never."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return False
@@ -112,8 +120,10 @@ def check_replaceable(path: str | Path, kind: str, owned: Callable[[Path], bool]
     entries = folder_entries(path)
     if not entries:
         return False
-    if not owned(path):
-        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+    verdict = owned(path)
+    foreign = entries if verdict is False else [] if verdict is True else list(verdict)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise OutputError(f"{flag} {path} exists and is not {kind} written by dstg-interp (it holds {shown}); "
                           f"it is never replaced: choose another {flag}")
     if not overwrite:

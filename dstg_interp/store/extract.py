@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dstg_interp.io import OutputError, check_replaceable, files_listed, folder_entries
+from dstg_interp.io import OutputError, check_replaceable, folder_entries, foreign_entries
 from dstg_interp.model.checkpoint import atomic_directory, commit_directory
 
 from .attention import AttentionAccumulator, logit_terms
@@ -332,18 +332,23 @@ def _check_tokenizer(model, sequences) -> None:
                          f"{actual[:12]}; pass the documents instead (they are then tokenized with the model's own)")
 
 
-def is_store_folder(path: Path) -> bool:
-    """A folder extraction wrote: a manifest, and nothing that the manifest does not account for."""
+def store_foreign_entries(path: Path) -> list[str]:
+    """Entries of ``path`` that are not part of a store (all of them when it has no readable manifest)."""
     try:
         manifest = json.loads((path / MANIFEST_FILE).read_text())
     except (OSError, ValueError):
-        return False
+        return folder_entries(path)
     if not isinstance(manifest, dict) or "format_version" not in manifest:
-        return False
+        return folder_entries(path)
     listed = {MANIFEST_FILE, "documents.json", "extraction.json", "attention.npz", "attention.json"}
     listed |= {entry.get("file") for entry in (manifest.get("arrays") or {}).values() if isinstance(entry, dict)}
     listed |= set(((manifest.get("labels") or {}).get("files") or {}).values())
-    return files_listed(path, listed)
+    return foreign_entries(path, listed)
+
+
+def is_store_folder(path: Path) -> bool:
+    """A folder extraction wrote: a manifest, and nothing that the manifest does not account for."""
+    return (path / MANIFEST_FILE).is_file() and not store_foreign_entries(path)
 
 
 def store_damage(out: Path, manifest: dict) -> str | None:
@@ -381,7 +386,7 @@ def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
             raise StoreError(f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder "
                              "or pass --overwrite (overwrite=True)")
     try:
-        check_replaceable(out, "an activation store", is_store_folder, overwrite, flag="out folder",
+        check_replaceable(out, "an activation store", store_foreign_entries, overwrite, flag="out folder",
                           overwrite_flag="--overwrite (overwrite=True)")
     except OutputError as err:
         raise StoreError(str(err)) from None

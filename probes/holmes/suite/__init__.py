@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dstg_interp.io import atomic_directory, check_output_location, check_replaceable, commit_directory, files_listed
+from dstg_interp.io import atomic_directory, check_output_location, check_replaceable, commit_directory, foreign_entries
 
 from probes.holmes.format import HolmesRow, Target, TaskType, write_dataset
 from probes.holmes.registry import register_dataset
@@ -163,9 +163,9 @@ def is_complete_suite(folder) -> bool:
     return all(isinstance(card, dict) and (Path(folder) / str(card.get("dataset"))).is_dir() for card in record["datasets"])
 
 
-def is_suite_folder(folder: Path) -> bool:
-    """A folder build_suite wrote (complete or not): suite datasets and suite.json, nothing else."""
-    return files_listed(folder, {d.name for d in SUITE} | {SUITE_FILE})
+def suite_foreign_entries(folder: Path) -> list[str]:
+    """Entries that a suite build does not write (a suite holds its datasets and suite.json only)."""
+    return foreign_entries(folder, {d.name for d in SUITE} | {SUITE_FILE})
 
 
 def build_suite(out_dir=None, seed: int = 0, n_per_dataset: int = 1200, names=None, cache_dir=None,
@@ -181,7 +181,7 @@ def build_suite(out_dir=None, seed: int = 0, n_per_dataset: int = 1200, names=No
     out = Path(out_dir) if out_dir else default_suite_dir()
     check_output_location(out)
     # The remains of an interrupted build hold nothing of value: they are replaced without being asked.
-    check_replaceable(out, "a Holmes suite", is_suite_folder, overwrite or not is_complete_suite(out))
+    check_replaceable(out, "a Holmes suite", suite_foreign_entries, overwrite or not is_complete_suite(out))
     chosen = [d for d in SUITE if names is None or d.name in names]
     if not chosen:
         raise ValueError(f"none of {sorted(names)} is a suite dataset; choose from {[d.name for d in SUITE]}")

@@ -314,11 +314,15 @@ def describe_os_error(err: OSError) -> str:
     return first_line(err)
 
 
+_TERMINATED = {"received": False}  # set by the handler: code that re-raises its own KeyboardInterrupt keeps it known
+
+
 @contextlib.contextmanager
 def terminate_as_interrupt():
     """SIGTERM raises Terminated (a KeyboardInterrupt) for the duration, so temporary work is removed
     exactly as on Ctrl-C instead of being left behind."""
     def raise_terminated(signum, frame):
+        _TERMINATED["received"] = True
         raise Terminated("terminated (SIGTERM)")
 
     try:
@@ -349,12 +353,12 @@ def run_cli(prog: str, body: Callable[[], int | None], interrupted: Callable[[],
         try:
             return int(body() or 0)
         except KeyboardInterrupt as err:
-            signal_name = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
+            terminated = isinstance(err, Terminated) or _TERMINATED["received"]
             detail = first_line(err) if str(err).strip() and not isinstance(err, Terminated) else None
             if detail is None:
                 detail = interrupted() if interrupted is not None else "nothing half-written was left"
-            print(f"{prog}: interrupted ({signal_name}): {detail}", file=sys.stderr)
-            return EXIT_TERMINATED if isinstance(err, Terminated) else EXIT_INTERRUPTED
+            print(f"{prog}: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): {detail}", file=sys.stderr)
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
         except OSError as err:
             print(f"{prog}: error: {describe_os_error(err)}", file=sys.stderr)
             return EXIT_ERROR

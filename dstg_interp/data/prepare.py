@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import shutil
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,9 +79,6 @@ def prepare_data(corpus: str = "en-mix", max_length: int = 256, windows: bool = 
         tokenizer = load_tokenizer(tokenizer_path)
     else:
         tokenizer = train_tokenizer(train_docs, vocab_size=vocab_size)
-        if tokenizer.get_vocab_size() > vocab_size:
-            warnings.warn(f"vocab_size {vocab_size} is smaller than the corpus alphabet needs: the tokenizer (and the "
-                          f"model) has {tokenizer.get_vocab_size()} tokens", stacklevel=2)
     train = build_structured_sequences(train_docs, tokenizer, max_length=max_length, windows=windows, corpus_spec=corpus)
     validation = build_structured_sequences(val_docs, tokenizer, max_length=max_length, windows=windows, corpus_spec=corpus)
 

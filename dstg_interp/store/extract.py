@@ -111,7 +111,7 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
         commit_directory(tmp, out)
     except KeyboardInterrupt:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise StoreInterrupted(f"extraction into {out} was interrupted (Ctrl-C); the partial work was removed and no "
+        raise StoreInterrupted(f"extraction into {out} was interrupted; the partial work was removed and no "
                                "store was written; run it again to start over") from None
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)

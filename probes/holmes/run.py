@@ -117,44 +117,46 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
             encoders[(name, "random-init")] = random_init_twin(model)
     frames = []
     bar = tqdm(total=len(loaded) * len(encoders), desc="holmes", disable=not progress)
-    for dataset in loaded:
-        splits_full = {s: dataset.split_indices(s) for s in ("train", "dev", "test")}
-        train = flash_subsample(splits_full["train"], config.flash_fraction)
-        used = np.concatenate([train, splits_full["dev"], splits_full["test"]])
-        subset = dataset.subset(used)
-        local = {"train": np.arange(len(train)), "dev": np.arange(len(train), len(train) + len(splits_full["dev"])),
-                 "test": np.arange(len(train) + len(splits_full["dev"]), len(used))}
-        labels = subset.labels()
-        n_labels = dataset.config.num_labels
-        for (name, control), model in encoders.items():
-            bar.set_postfix_str(f"{dataset.name} / {name}")
-            started = time.perf_counter()
-            try:
-                features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size)
-            except UnpoolableRow as error:
-                skipped_rows.append({"dataset": dataset.name, "model": name, "reason": str(error)})
-                print(f"skipped: {error}", file=sys.stderr)
-                bar.update()
-                continue
-            encode_s = time.perf_counter() - started
-            probe_config = config if control == "none" else dataclasses.replace(
-                config, randomized_control=False, mdl=False)
-            for (layer, subspace), X in features.items():
+    try:  # closed on Ctrl-C too, so the bar does not redraw after the one-line message
+        for dataset in loaded:
+            splits_full = {s: dataset.split_indices(s) for s in ("train", "dev", "test")}
+            train = flash_subsample(splits_full["train"], config.flash_fraction)
+            used = np.concatenate([train, splits_full["dev"], splits_full["test"]])
+            subset = dataset.subset(used)
+            local = {"train": np.arange(len(train)), "dev": np.arange(len(train), len(train) + len(splits_full["dev"])),
+                     "test": np.arange(len(train) + len(splits_full["dev"]), len(used))}
+            labels = subset.labels()
+            n_labels = dataset.config.num_labels
+            for (name, control), model in encoders.items():
+                bar.set_postfix_str(f"{dataset.name} / {name}")
                 started = time.perf_counter()
-                table = evaluate_features(X, labels, local, n_labels, probe_config)
-                if control != "none":
-                    table["control"] = control
-                table["probe_s"] = time.perf_counter() - started
-                table["encode_s"] = encode_s
-                table.insert(0, "subspace", subspace)
-                table.insert(0, "layer", layer)
-                table.insert(0, "dataset", dataset.name)
-                table.insert(0, "model", name)
-                table["n_dev"], table["n_test"] = len(local["dev"]), len(local["test"])
-                table["task_type"] = dataset.task_type.value
-                frames.append(table)
-            bar.update()
-    bar.close()
+                try:
+                    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size)
+                except UnpoolableRow as error:
+                    skipped_rows.append({"dataset": dataset.name, "model": name, "reason": str(error)})
+                    print(f"skipped: {error}", file=sys.stderr)
+                    bar.update()
+                    continue
+                encode_s = time.perf_counter() - started
+                probe_config = config if control == "none" else dataclasses.replace(
+                    config, randomized_control=False, mdl=False)
+                for (layer, subspace), X in features.items():
+                    started = time.perf_counter()
+                    table = evaluate_features(X, labels, local, n_labels, probe_config)
+                    if control != "none":
+                        table["control"] = control
+                    table["probe_s"] = time.perf_counter() - started
+                    table["encode_s"] = encode_s
+                    table.insert(0, "subspace", subspace)
+                    table.insert(0, "layer", layer)
+                    table.insert(0, "dataset", dataset.name)
+                    table.insert(0, "model", name)
+                    table["n_dev"], table["n_test"] = len(local["dev"]), len(local["test"])
+                    table["task_type"] = dataset.task_type.value
+                    frames.append(table)
+                bar.update()
+    finally:
+        bar.close()
     results = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["model", "dataset", "layer", "subspace", "control", "seed", "metric", "score"])
     results["area"] = results["dataset"].map(lambda d: DATASETS.get(d, (None, None))[0])

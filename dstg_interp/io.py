@@ -360,7 +360,8 @@ def run_cli(prog: str, body: Callable[[], int | None], interrupted: Callable[[],
             print(f"{prog}: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): {detail}", file=sys.stderr)
             return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
         except OSError as err:
-            print(f"{prog}: error: {describe_os_error(err)}", file=sys.stderr)
+            left = f" ({interrupted()})" if err.errno in DISK_FULL and interrupted is not None else ""
+            print(f"{prog}: error: {describe_os_error(err)}{left}", file=sys.stderr)
             return EXIT_ERROR
         except MemoryError:
             print(f"{prog}: error: out of memory; use smaller sizes (model, --batch-size, --max-docs)", file=sys.stderr)

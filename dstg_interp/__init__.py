@@ -8,6 +8,7 @@ _EXPORTS = {
     "ModelConfig": "dstg_interp.config",
     "build_model": "dstg_interp.model", "load_model": "dstg_interp.model", "CheckpointError": "dstg_interp.model",
     "DSTGNeoBERT": "dstg_interp.model", "NeoBERT": "dstg_interp.model", "MaskedLMOutput": "dstg_interp.model",
+    "NoMLMHeadError": "dstg_interp.model",
     "extract": "dstg_interp.store", "ActivationStore": "dstg_interp.store", "StoreError": "dstg_interp.store",
     "load_hf_encoder": "dstg_interp.store",
 }

@@ -20,6 +20,7 @@ COMMANDS = {
     "dstg-probe": "probes.cli",
     "dstg-holmes": "probes.holmes.run",
     "dstg-extend": "dstg_interp.extrapolate",
+    "dstg-convert": "dstg_interp.convert",
 }
 
 
@@ -57,6 +58,10 @@ def holmes() -> int:
 
 def extend() -> int:
     return launch("dstg-extend")
+
+
+def convert() -> int:
+    return launch("dstg-convert")
 
 
 if __name__ == "__main__":  # python -m dstg_interp.entry dstg-cache --model dstg ...

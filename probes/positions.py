@@ -227,13 +227,20 @@ def _folder_name(label: str) -> str:
 
 
 def load_probe_model(spec):
-    """A zoo name, a dstg-interp checkpoint folder or a local HF encoder folder -> a model."""
-    from dstg_interp.model import load_model
+    """A zoo name, a dstg-interp checkpoint folder, the authors' PosNeoBERT / NeoBERT folder (read by
+    load_model) or another local HF encoder folder -> a model with the tokenizer probing needs."""
+    from dstg_interp.model import CheckpointError, load_model, recognised_checkpoint
+    from dstg_interp.model.checkpoint import missing_tokenizer_message
     from dstg_interp.store.hf_encoder import is_hf_directory, load_hf_encoder
 
     if not isinstance(spec, (str, Path)):
         return spec
-    return load_hf_encoder(spec) if is_hf_directory(spec) else load_model(spec)
+    if is_hf_directory(spec) and not recognised_checkpoint(spec):
+        return load_hf_encoder(spec)
+    model = load_model(spec)
+    if model.tokenizer is None:
+        raise CheckpointError(missing_tokenizer_message(model.checkpoint_path))
+    return model
 
 
 def probing_documents(corpus: str, max_docs: int | None = None):

@@ -2,6 +2,10 @@
 
     model.save("runs/dstg")                          # float32; dtype=torch.float16 halves the size
     model = load_model("runs/dstg")                   # or a zoo name: load_model("dstg")
+    model = load_model("path/to/NeoBERT", tokenizer="path/to/tokenizer.json")   # other authors' formats
+
+``load_model`` also reads the authors' PosNeoBERT / NeoBERT folders (``formats.py``) and maps them onto
+our models; ``dstg-convert`` writes them once in this format, which stays the canonical one.
 
 No pickle anywhere: weights go through safetensors, the config through JSON.  Writes go to a temporary
 sibling directory that is renamed into place, so a crash never leaves a half-written checkpoint.
@@ -18,18 +22,24 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from ..config import ModelConfig
 from ..io import atomic_directory, commit_directory  # noqa: F401  (re-exported: the store and others import them here)
+from .files import (
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    CheckpointError,
+    find_tokenizer,
+    read_json,
+    read_safetensors,
+    read_tokenizer,
+)
+from .formats import is_neobert_family, read_foreign_checkpoint
 
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 ZOO_NAMES = ("dstg", "rope", "ap", "rp")
-CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE = "config.json", "model.safetensors", "tokenizer.json"
-
-
-class CheckpointError(ValueError):
-    """A checkpoint directory is missing, corrupt or does not match its config."""
 
 
 class NonFiniteWeightsWarning(UserWarning):
@@ -82,37 +92,68 @@ def resolve_checkpoint(name_or_path: str | Path) -> Path:
     return path
 
 
-def read_config(path: Path) -> ModelConfig:
-    config_path = path / CONFIG_FILE
-    if not config_path.is_file():
-        raise CheckpointError(f"{path}: no {CONFIG_FILE}; not a dstg-interp checkpoint")
-    try:
-        data = json.loads(config_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{config_path}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{config_path}: expected a JSON object")
-    if "model_type" in data and "variant" not in data:
-        raise CheckpointError(
-            f"{path}: this is a Hugging Face model directory (model_type={data['model_type']!r}); load it with dstg_interp.load_hf_encoder"
-        )
+def is_own_config(data: dict) -> bool:
+    return "variant" in data or "model_type" not in data and not is_neobert_family(data)
+
+
+def read_config(path: Path, data: dict | None = None) -> ModelConfig:
+    """Our config.json -> ModelConfig (``data``: its already parsed content)."""
+    if data is None:
+        if not (path / CONFIG_FILE).is_file():
+            raise CheckpointError(f"{path}: no {CONFIG_FILE}; not a dstg-interp checkpoint")
+        data = read_json(path / CONFIG_FILE)
     try:
         return ModelConfig.from_dict(data)
     except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{config_path}: {err}") from None
+        raise CheckpointError(f"{path / CONFIG_FILE}: {err}") from None
 
 
-def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
-    """Load a checkpoint directory or zoo model; weights are cast to ``dtype`` (float32 by default)."""
-    path = resolve_checkpoint(name_or_path)
-    config = read_config(path)
-    weights_path = path / WEIGHTS_FILE
-    if not weights_path.is_file():
-        raise CheckpointError(f"{path}: no {WEIGHTS_FILE}")
+def unknown_architecture(path: Path, data: dict) -> CheckpointError:
+    return CheckpointError(
+        f"{path}: unknown architecture (model_type={data.get('model_type')!r}, architectures={data.get('architectures')}); "
+        "load_model reads dstg-interp checkpoints, the authors' PosNeoBERT and NeoBERT folders; "
+        "load other Hugging Face encoders with dstg_interp.load_hf_encoder")
+
+
+def recognised_checkpoint(path: str | Path) -> bool:
+    """True when ``load_model`` reads this folder (ours, the authors' or NeoBERT) rather than refusing it."""
     try:
-        state = load_file(str(weights_path))
-    except (SafetensorError, OSError, ValueError) as err:
-        raise CheckpointError(f"{weights_path}: corrupt safetensors file ({err})") from None
+        data = json.loads((Path(path) / CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and (is_own_config(data) or is_neobert_family(data))
+
+
+def missing_tokenizer_message(path: Path) -> str:
+    return (f"{path}: no tokenizer ({TOKENIZER_FILE} or vocab.txt) beside the weights, and probing needs the one the "
+            f"model was trained with: put it there as {TOKENIZER_FILE} (or vocab.txt), or pass it explicitly "
+            "(dstg-convert SRC OUT --tokenizer FILE; load_model(path, tokenizer=FILE))")
+
+
+def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+               tokenizer: str | Path | None = None):
+    """Load a checkpoint directory or zoo model; weights are cast to ``dtype`` (float32 by default).
+
+    The folder may also hold another author's format (formats.py: the authors' PosNeoBERT and NeoBERT
+    baselines, chandar-lab NeoBERT); ``model.config.source`` then names it.  ``tokenizer``: a
+    tokenizer.json, vocab.txt or folder with one, used instead of the checkpoint's own.
+    """
+    path = resolve_checkpoint(name_or_path)
+    if not (path / CONFIG_FILE).is_file():
+        raise CheckpointError(f"{path}: no {CONFIG_FILE}; not a dstg-interp checkpoint")
+    data = read_json(path / CONFIG_FILE)
+    if is_own_config(data):
+        config = read_config(path, data)
+        if not (path / WEIGHTS_FILE).is_file():
+            raise CheckpointError(f"{path}: no {WEIGHTS_FILE}")
+        state, weights_path = read_safetensors(path / WEIGHTS_FILE), path / WEIGHTS_FILE
+        tokenizer_path = path / TOKENIZER_FILE if (path / TOKENIZER_FILE).is_file() else None
+    elif is_neobert_family(data):
+        foreign = read_foreign_checkpoint(path, data)
+        config, state, weights_path = foreign.config, foreign.state, path / foreign.config.source["files"][0]
+        tokenizer_path = find_tokenizer(path)
+    else:
+        raise unknown_architecture(path, data)
     model = build_model(config)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
@@ -133,17 +174,15 @@ def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dty
         warnings.warn(f"{weights_path}: {len(bad)} tensor(s) hold NaN or inf values ({', '.join(bad[:3])}); "
                       "every activation computed from this model will be NaN", NonFiniteWeightsWarning, stacklevel=2)
     model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
-    tokenizer_path = path / TOKENIZER_FILE
-    if tokenizer_path.is_file():
-        from tokenizers import Tokenizer
-
-        try:
-            model.tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as err:  # tokenizers raises a bare Exception on bad JSON
-            raise CheckpointError(f"{tokenizer_path}: cannot be read ({err})") from None
-        if model.tokenizer.get_vocab_size() != config.vocab_size:
+    if tokenizer is not None:
+        tokenizer_path = Path(tokenizer)
+    if tokenizer_path is not None:
+        model.tokenizer = read_tokenizer(tokenizer_path)
+        size = model.tokenizer.get_vocab_size()
+        # An embedding may have more rows than its tokenizer has tokens (converted models pad it), never fewer.
+        if size > config.vocab_size or (size != config.vocab_size and config.source is None):
             raise CheckpointError(
-                f"{tokenizer_path}: vocabulary of {model.tokenizer.get_vocab_size()} tokens does not match the model's vocab_size={config.vocab_size}"
+                f"{tokenizer_path}: vocabulary of {size} tokens does not match the model's vocab_size={config.vocab_size}"
             )
     model.checkpoint_path = path
     return model.to(device=device, dtype=dtype).eval()
@@ -162,7 +201,8 @@ def save_checkpoint(
     path = Path(path)
     tmp = atomic_directory(path)
     try:
-        state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous() for k, v in model.state_dict().items()}
+        # clone: a tied MLM head shares the embedding's storage, which safetensors refuses to write twice
+        state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous().clone() for k, v in model.state_dict().items()}
         save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
         model.config.to_json(tmp / CONFIG_FILE)
         if tokenizer is not None:

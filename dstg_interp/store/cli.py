@@ -47,14 +47,15 @@ def _split(text: str | None):
 
 def run(args: argparse.Namespace):
     from dstg_interp.data import StructuredSequences, load_corpus
-    from dstg_interp.model import load_model
+    from dstg_interp.model import load_model, recognised_checkpoint
 
     from .extract import extract
     from .hf_encoder import is_hf_directory, load_hf_encoder
 
     check_output_location(args.out)  # a file or an unwritable place is found before the model loads
     with output_lock(args.out, "dstg-cache " + " ".join(sys.argv[1:])):
-        model = load_hf_encoder(args.model) if is_hf_directory(args.model) else load_model(args.model)
+        foreign_hf = is_hf_directory(args.model) and not recognised_checkpoint(args.model)  # NeoBERT family: load_model
+        model = load_hf_encoder(args.model) if foreign_hf else load_model(args.model)
         if args.sequences:
             sequences = StructuredSequences.load(args.sequences)
         else:

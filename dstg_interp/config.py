@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 VARIANTS = ("dstg", "rope", "ap", "rp")
+# No model of this toolkit comes near this; a config past it is a typo (vocab_size 1e12, a factor of
+# 100000), refused here in one line instead of an allocator error for petabytes.
+MAX_MODEL_BYTES = 2**40
 
 
 def _multiple_of_8(x: float) -> int:
@@ -149,6 +152,21 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.pos_init_std: must be positive (or None for init_std), got {self.pos_init_std}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"ModelConfig.pad_token_id: {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
+        if self.memory_bytes() > MAX_MODEL_BYTES:
+            raise ValueError(f"ModelConfig: these sizes need about {self.memory_bytes() / 1e12:,.0f} TB of memory "
+                             f"(vocab_size={self.vocab_size}, max_positions={self.max_positions}, d_model={self.d_model}, "
+                             f"n_layers={self.n_layers}); check them")
+
+    def memory_bytes(self) -> int:
+        """A generous estimate of the float32 weights and position buffers of the built model, in bytes."""
+        d = self.d_model
+        weights = 2 * self.vocab_size * d + self.n_layers * (4 * d * d + 3 * d * self.d_mlp) + self.max_positions * d
+        buffers = 0
+        if self.variant in ("dstg", "rp"):  # the [max_positions, max_positions] bucket index of each layer
+            buffers = self.n_layers * 8 * self.max_positions ** 2
+        elif self.variant == "rope":
+            buffers = 16 * self.max_positions * self.d_head
+        return 4 * weights + buffers
 
     def _check_conversion_options(self) -> None:
         """The options that let converted checkpoints of other authors run exactly (model/formats.py)."""

@@ -28,6 +28,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -38,9 +39,13 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
+from safetensors import SafetensorError, safe_open
+
 from .config import ModelConfig
 from .data.mlm import collate, mask_tokens
 from .data.prepare import prepare_data
+from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS
+from .io import check_output_location, clean_stale_temporaries, folder_entries, output_lock, positive_int, run_cli
 from .model.checkpoint import CheckpointError, build_model, load_model, save_checkpoint
 
 CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = "checkpoint", "log.jsonl", "train_config.json"
@@ -48,6 +53,9 @@ OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "train_state.json"
 # Fields that may differ on --resume without changing the result.
 RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress", "compile"}
 SCHEDULES = ("cosine", "linear", "constant")
+# A trained WordPiece always holds the specials, the ASCII alphabet and its 36 "##" continuations:
+# a smaller vocab_size would be silently exceeded.
+MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(INITIAL_ALPHABET) + 36
 
 
 @dataclass
@@ -124,6 +132,13 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.mask_prob: must be in (0, 1), got {self.mask_prob}")
         if self.save_dtype not in ("float32", "float16", "bfloat16"):
             raise ValueError(f"TrainConfig.save_dtype: float32, float16 or bfloat16, got {self.save_dtype!r}")
+        if self.vocab_size < MIN_VOCAB_SIZE and self.tokenizer is None:
+            raise ValueError(f"TrainConfig.vocab_size: at least {MIN_VOCAB_SIZE} (the special tokens, the ASCII alphabet and "
+                             f"its subword continuations), got {self.vocab_size}")
+        if self.max_docs is not None and int(self.max_docs) <= 0:
+            raise ValueError(f"TrainConfig.max_docs: must be a positive number of documents (or null for all), got {self.max_docs}")
+        if self.threads is not None and int(self.threads) <= 0:
+            raise ValueError(f"TrainConfig.threads: must be a positive integer (or null for PyTorch's default), got {self.threads}")
         if self.tokenizer is not None and not Path(self.tokenizer).is_file():
             raise ValueError(f"TrainConfig.tokenizer: {self.tokenizer} does not exist; omit it to train one on the corpus")
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
@@ -133,6 +148,10 @@ class TrainConfig:
         if self.random_offset and self.model.get("variant") not in ("dstg", "ap"):
             raise ValueError(f"TrainConfig.random_offset: shifts a learned position table (variant dstg or ap); "
                              f"a {self.model.get('variant')!r} model has none")
+        if self.random_offset and (self.max_positions or self.max_length) <= self.max_length:
+            raise ValueError(f"TrainConfig.random_offset: needs a position table longer than the sequences "
+                             f"(max_positions > max_length={self.max_length}), or there is no room to shift; "
+                             "set --max-positions")
         self.model_config()  # validates the model fields early, naming the bad one
 
     def model_config(self, vocab_size: int | None = None) -> ModelConfig:
@@ -336,6 +355,7 @@ def save_training_checkpoint(model, optimizer, tokenizer, cfg: TrainConfig, step
 
 def read_resume_state(cfg: TrainConfig) -> tuple[dict, Path]:
     checkpoint = Path(cfg.out_dir) / CHECKPOINT_DIR
+    clean_stale_temporaries(checkpoint)  # also puts back a checkpoint a crash left between two renames
     if not (checkpoint / STATE_FILE).is_file() or not (checkpoint / OPTIMIZER_FILE).is_file():
         raise CheckpointError(f"--resume: {checkpoint} holds no complete training checkpoint; start without --resume")
     try:
@@ -343,6 +363,13 @@ def read_resume_state(cfg: TrainConfig) -> tuple[dict, Path]:
         state = json.loads((checkpoint / STATE_FILE).read_text())
     except (ValueError, OSError) as err:
         raise CheckpointError(f"--resume: {checkpoint} is corrupt ({err})") from None
+    try:  # the header and every tensor: a cut-short file fails here, not as a traceback mid-setup
+        with safe_open(str(checkpoint / OPTIMIZER_FILE), framework="pt") as optimizer_file:
+            for name in optimizer_file.keys():
+                optimizer_file.get_slice(name)
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(f"--resume: {checkpoint / OPTIMIZER_FILE} is corrupt ({str(err).splitlines()[0]}); "
+                              "the run cannot continue exactly from it: start without --resume") from None
     differing = sorted(k for k, v in saved.to_dict().items() if k not in RESUMABLE_DIFFERENCES and cfg.to_dict()[k] != v)
     if differing:
         raise CheckpointError(
@@ -355,8 +382,22 @@ def truncate_log(log_path: Path, step: int) -> None:
     """On resume, drop log lines written after the checkpoint so the log reads like one straight run."""
     if not log_path.exists():
         return
-    kept = [line for line in log_path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
-    log_path.write_text("".join(line + "\n" for line in kept))
+    lines = [line for line in log_path.read_text().splitlines() if line.strip()]
+    kept = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+            logged_step = int(record["step"])
+        except (ValueError, KeyError, TypeError) as err:
+            if number == len(lines):  # the last line, cut short by a crash or a full disk: it is redone
+                break
+            raise CheckpointError(f"--resume: {log_path} line {number} is not a log record ({err}); "
+                                  "remove that line and resume again") from None
+        if logged_step <= step:
+            kept.append(line)
+    tmp = log_path.with_name(f".{log_path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, log_path)
 
 
 # --- the loop -----------------------------------------------------------------------------------
@@ -469,11 +510,7 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
                     save_training_checkpoint(model, optimizer, prepared.tokenizer, cfg, step, tokens_seen, elapsed)
                 barrier(world_size)
             window_start += time.perf_counter() - pause_start  # tokens/s counts training steps, not validation or saving
-    except KeyboardInterrupt:
-        if is_main:
-            print(f"\ninterrupted at step {step}; the last complete checkpoint in {out_dir / CHECKPOINT_DIR} is untouched", file=sys.stderr)
-        raise
-    finally:
+    finally:  # Ctrl-C: main() reports it in one line, naming the last complete checkpoint
         prefetch.shutdown(wait=True, cancel_futures=True)
         bar.close()
         if log is not None:
@@ -493,7 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layers", type=int)
     p.add_argument("--heads", type=int)
     p.add_argument("--corpus", help="en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT")
-    p.add_argument("--max-docs", type=int)
+    p.add_argument("--max-docs", type=positive_int)
     p.add_argument("--max-length", type=int)
     p.add_argument("--max-positions", type=int, help="position table size (default: --max-length)")
     p.add_argument("--random-offset", action="store_true", default=None,
@@ -515,7 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-every", type=int)
     p.add_argument("--save-dtype", choices=["float32", "float16", "bfloat16"])
     p.add_argument("--device", help="cpu or cuda")
-    p.add_argument("--threads", type=int)
+    p.add_argument("--threads", type=positive_int)
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
     return p
 
@@ -523,9 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     base = TrainConfig().to_dict()
     if args.config:
-        base.update(json.loads(Path(args.config).read_text()))
+        base.update(_read_json_object(Path(args.config), "--config"))
     elif args.resume and args.out and (Path(args.out) / CONFIG_FILE).is_file():
-        base.update(json.loads((Path(args.out) / CONFIG_FILE).read_text()))
+        base.update(_read_json_object(Path(args.out) / CONFIG_FILE, "--resume"))
     model = dict(base["model"])
     if args.variant or args.d_model or args.d_ap:
         variant = args.variant or model["variant"]
@@ -550,22 +587,62 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     return TrainConfig.from_dict(base)
 
 
+def _read_json_object(path: Path, flag: str) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{flag} {path}: cannot be read ({err.strerror if isinstance(err, OSError) else err})") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{flag} {path}: not valid JSON ({err.msg} at line {err.lineno}); pass a train_config.json") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{flag} {path}: expected a JSON object (a train_config.json)")
+    return data
+
+
+def _check_device(cfg: TrainConfig) -> None:
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {cfg.device}: no CUDA device is available here; use --device cpu")
+
+
+def _interrupted(out_dir: Path):
+    def describe() -> str:
+        try:
+            step = json.loads((out_dir / CHECKPOINT_DIR / STATE_FILE).read_text())["step"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return "no checkpoint was saved yet"
+        return f"the last complete checkpoint (step {step}) in {out_dir / CHECKPOINT_DIR} is untouched; continue with --resume"
+    return describe
+
+
+def _run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    _check_device(cfg)
+    out_dir = Path(cfg.out_dir)
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    if not is_main:  # rank 0 checks and holds the output folder for all ranks
+        train(cfg, resume=args.resume)
+        return 0
+    check_output_location(out_dir)
+    created = not out_dir.exists()
+    try:
+        with output_lock(out_dir, "dstg-train " + " ".join(sys.argv[1:])):
+            result = train(cfg, resume=args.resume)
+    finally:
+        # A run that failed before writing anything leaves no empty folder behind.
+        if created and out_dir.is_dir() and not folder_entries(out_dir):
+            shutil.rmtree(out_dir, ignore_errors=True)
+    print(json.dumps(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    out_dir = Path(args.out or TrainConfig().out_dir)
     try:
-        cfg = config_from_args(args)
-        result = train(cfg, resume=args.resume)
-    except (ValueError, OSError) as err:  # CheckpointError, DataError and config errors are ValueErrors
-        print(f"dstg-train: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+        return run_cli("dstg-train", lambda: _run(args), interrupted=_interrupted(out_dir))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(json.dumps(result))
-    return 0
 
 
 if __name__ == "__main__":

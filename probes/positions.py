@@ -27,6 +27,10 @@ documents.  Two controls, so an R² means something:
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import re
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -52,7 +56,14 @@ TARGET_COLUMN = {
     ("intra", "paragraph"): "intra_paragraph_position",
 }
 RESULT_COLUMNS = ["model", "task", "segment", "layer", "subspace", "r2", "ci_low", "ci_high", "control_r2", "selectivity",
-                  "random_init_r2", "shuffled_r2", "cv_r2", "n_tokens", "n_docs", "alpha"]
+                  "random_init_r2", "shuffled_r2", "cv_r2", "n_tokens", "n_docs", "n_test_docs", "alpha"]
+# The interval is a bootstrap over held-out documents: with fewer it is an artefact (7 documents gave
+# "± 0.000" everywhere), so it is reported as undefined (NaN, "n/a") with a warning naming the count.
+MIN_CI_DOCUMENTS = 10
+
+
+class SmallSampleWarning(UserWarning):
+    """Too few held-out documents for the reported interval to mean anything."""
 
 
 @dataclass
@@ -151,6 +162,12 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
         raise ValueError(f"the target {cfg.target_column} is constant ({y[0]:g}) on this corpus; "
                          f"task {cfg.task!r} needs documents with more than one {cfg.segment if cfg.task != 'token' else 'token'}")
     train_idx, test_idx = grouped_train_test_split(groups, test_fraction=cfg.test_fraction, seed=cfg.seed)
+    n_test_docs = len(np.unique(groups[test_idx]))
+    ci_defined = n_test_docs >= MIN_CI_DOCUMENTS
+    if not ci_defined:
+        warnings.warn(f"{model_name}: only {n_test_docs} held-out document(s); R² rests on them alone and its interval "
+                      f"is undefined (needs {MIN_CI_DOCUMENTS}): add documents before reading layer-to-layer differences",
+                      SmallSampleWarning, stacklevel=2)
     targets = {"target": y}
     if cfg.controls:
         targets["shuffled"] = shuffle_within_documents(y, groups, cfg.seed)
@@ -174,11 +191,13 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
         control = max(controls) if controls else np.nan
         rows.append(dict(
             model=model_name, task=cfg.task, segment=cfg.segment, layer=int(layer), subspace=sub,
-            r2=result.test_r2, ci_low=result.get("r2_ci_low", np.nan), ci_high=result.get("r2_ci_high", np.nan),
+            r2=result.test_r2, ci_low=result.get("r2_ci_low", np.nan) if ci_defined else np.nan,
+            ci_high=result.get("r2_ci_high", np.nan) if ci_defined else np.nan,
             control_r2=control, selectivity=result.test_r2 - control if controls else np.nan,
             random_init_r2=random_init[(layer, sub)] if random_init is not None else np.nan,
             shuffled_r2=shuffled[(layer, sub)] if shuffled is not None else np.nan,
-            cv_r2=result.cv_r2, n_tokens=len(tokens), n_docs=len(np.unique(groups)), alpha=result.alpha,
+            cv_r2=result.cv_r2, n_tokens=len(tokens), n_docs=len(np.unique(groups)), n_test_docs=n_test_docs,
+            alpha=result.alpha,
         ))
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
@@ -189,12 +208,36 @@ DEFAULT_CORPUS = "en-mix"
 PROBE_MAX_LENGTH = 256
 
 
+def model_label(spec) -> str:
+    """How a model is named in tables: a zoo name as is; a Hugging Face folder by the ``_name_or_path``
+    its config records (when that is a hub name); any other folder by its path as given (never just its
+    last component: an HF folder is often called 'model')."""
+    if not isinstance(spec, (str, Path)):
+        return getattr(spec, "name", None) or getattr(getattr(spec, "config", None), "variant", type(spec).__name__)
+    path = Path(spec)
+    if not path.exists():
+        return str(spec)
+    try:
+        recorded = json.loads((path / "config.json").read_text()).get("_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if isinstance(recorded, str) and recorded and not Path(recorded).is_absolute() and not Path(recorded).exists() \
+            and recorded.count("/") == 1:
+        return recorded  # a hub id such as sentence-transformers/all-MiniLM-L6-v2
+    return os.path.normpath(str(spec))
+
+
+def _folder_name(label: str) -> str:
+    """A label made safe as one folder name (a path label must not point the store outside the cache)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("._")[:80] or "model"
+
+
 def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: str, progress: bool):
     """Extract (or reuse) the store of ``encoder`` on ``documents``; folder keyed by what decides it."""
     max_length = min(PROBE_MAX_LENGTH, encoder.max_positions)
     sequences = as_sequences(encoder, documents, max_length, windows=False)  # one document per sequence
     key = hashlib.sha256(f"{weights_sha256(encoder.weights_module)}|{sequences_sha256(sequences)}|{layers}".encode()).hexdigest()[:16]
-    return extract(encoder, sequences, store_root / f"{label}-{key}", layers=layers, dtype="float16", progress=progress)
+    return extract(encoder, sequences, store_root / f"{_folder_name(label)}-{key}", layers=layers, dtype="float16", progress=progress)
 
 
 def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment: str = "sentence", corpus: str = DEFAULT_CORPUS,
@@ -211,8 +254,8 @@ def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment
                               n_boot=n_boot, controls=controls, seed=seed)
     if isinstance(model_or_store, ActivationStore):
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
+    name = model_name or model_label(model_or_store)
     encoder = open_encoder(model_or_store, device=device)
-    name = model_name or (Path(str(model_or_store)).name if isinstance(model_or_store, (str, Path)) else encoder.name)
     if subspaces is not None:
         missing = [s for s in subspaces if s not in encoder.subspaces]
         if missing:

@@ -3,6 +3,7 @@ special tokens read from the tokenizer, names, attention, errors, and every CLI 
 
 from pathlib import Path
 
+import os
 import numpy as np
 import pandas as pd
 import pytest
@@ -264,7 +265,8 @@ def test_dstg_probe_holmes_on_an_hf_folder(hf_folders, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0, err
     results = pd.read_csv(tmp_path / "o" / "results.csv")
-    assert set(results.subspace) == {"full"} and set(results.model) == {"bert"}
+    # an HF folder is named by its path (a folder called "bert" or "model" says little in a table)
+    assert set(results.subspace) == {"full"} and set(results.model) == {os.path.normpath(str(hf_folders["bert"]))}
     assert {"fx-sentence", "fx-pair-tokens-cross", "fx-spans"} <= set(results.dataset)
 
 
@@ -273,7 +275,7 @@ def test_dstg_holmes_takes_a_checkpoint_and_an_hf_folder(hf_folders, checkpoint,
                         str(hf_folders["distilbert"]), "--seeds", "0", "--out", str(tmp_path / "o")])
     assert code == 0, capsys.readouterr().err
     results = pd.read_csv(tmp_path / "o" / "results.csv")
-    assert set(results.model) == {"dstg", "distilbert"}
+    assert set(results.model) == {os.path.normpath(str(checkpoint)), os.path.normpath(str(hf_folders["distilbert"]))}
 
 
 @pytest.mark.parametrize("kind", ["zoo", "checkpoint", "hf"])

@@ -83,15 +83,51 @@ QUOTE_CHARS = '"\u201c\u201d'
 _BLANK_QUOTES = {ord(q): " " for q in QUOTE_CHARS}
 
 
-def split_sentences(paragraph: str) -> list[str]:
-    """Sentences of one normalised paragraph; text with no sentence end is one sentence."""
+# pysbd's time grows with the square of its input (40k words: 35 s; a 5.8 MB line: never done), and a
+# .txt file without blank lines is one paragraph. Longer text goes to pysbd in windows of this many
+# characters; each window keeps the sentences pysbd closed inside it and the next one starts where the
+# last, possibly cut, sentence began, so the cuts are pysbd's own boundaries and the cost is linear.
+# Only a run this long without any sentence end is cut, at a space. (En-mix splits exactly as before.)
+SEGMENT_WINDOW_CHARS = 10_000
+
+
+def _segmenter():
     global _SEGMENTER
     if _SEGMENTER is None:
         # clean=False: segments are substrings of the input, so nothing is rewritten behind our back.
         _SEGMENTER = pysbd.Segmenter(language="en", clean=False)
+    return _SEGMENTER
+
+
+def _segment(text: str) -> list[str]:
+    """pysbd's sentences of ``text``, fed to it in bounded windows (see SEGMENT_WINDOW_CHARS)."""
+    segmenter, window_chars = _segmenter(), SEGMENT_WINDOW_CHARS
+    pieces, start = [], 0
+    while len(text) - start > window_chars:
+        window = text[start:start + window_chars]
+        found, cursor, last_start = [], 0, None
+        for piece in segmenter.segment(window):
+            at = window.find(piece.strip(), cursor) if piece.strip() else -1
+            if at >= 0:
+                found.append(piece)
+                last_start, cursor = at, at + len(piece.strip())
+        if len(found) >= 2 and last_start:
+            pieces.extend(found[:-1])
+            start += last_start
+        else:  # no sentence end in the whole window: cut at its last space
+            cut = window.rfind(" ", window_chars // 2) + 1 or window_chars
+            pieces.append(window[:cut])
+            start += cut
+    pieces.extend(segmenter.segment(text[start:]))
+    return pieces
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Sentences of one normalised paragraph; text with no sentence end is one sentence (up to
+    SEGMENT_WINDOW_CHARS characters)."""
     blanked = paragraph.translate(_BLANK_QUOTES)
     spans, cursor = [], 0
-    for piece in _SEGMENTER.segment(blanked):
+    for piece in _segment(blanked):
         piece = piece.strip()
         start = blanked.find(piece, cursor) if piece else -1
         if start < 0:
@@ -163,16 +199,24 @@ def load_jsonl(path: Path, text_field: str = "text") -> list[Document]:
         for line_number, raw_line in enumerate(handle, start=1):
             line = decode_utf8(raw_line, str(path), base_offset=offset).strip()
             offset += len(raw_line)
+            if line_number == 1:
+                line = line.removeprefix("\ufeff").strip()  # a byte-order mark some editors write
             if not line:
                 continue
             try:
                 record = json.loads(line)
-                text = record[text_field]
-            except (json.JSONDecodeError, KeyError, TypeError):
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}:{line_number}: not valid JSON ({err.msg} at column {err.colno}); "
+                                f"expected one JSON object with a '{text_field}' string field per line") from None
+            text = record.get(text_field) if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                found = "no such field" if not isinstance(record, dict) or text_field not in record else \
+                    json.dumps(text)[:40]
                 raise DataError(f"{path}:{line_number}: expected a JSON object with a '{text_field}' "
-                                "string field") from None
+                                f"string field, found {found}") from None
             doc_id = str(record.get("id", line_number))
-            doc = make_document(doc_id, path.stem, paragraphs_from_text(text), record.get("title"))
+            title = record.get("title") if isinstance(record.get("title"), str) else None
+            doc = make_document(doc_id, path.stem, paragraphs_from_text(text), title)
             if doc is not None:
                 documents.append(doc)
     return documents
@@ -225,6 +269,8 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
     a .jsonl file, or "hf:NAME[:CONFIG]:SPLIT". `max_docs` keeps the first documents only.
     Raises DataError (a ValueError) with one line when nothing usable is found.
     """
+    if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs <= 0):
+        raise DataError(f"max_docs must be a positive number of documents (or None for all), got {max_docs!r}")
     if spec == "en-mix" or spec.startswith("en-mix:"):
         from dstg_interp.data.en_mix import load_en_mix
         pieces = spec.split(":", 1)[1].split(",") if ":" in spec else None
@@ -270,6 +316,8 @@ def probing_documents(corpus: str = "en-mix", max_docs: int | None = None) -> li
     """The documents to probe on.  For ``en-mix`` the held-out validation documents of the zoo's
     training split (``split_documents(val_fraction=0.05, seed=0)``: the models never saw them); for any
     other corpus, all of its documents."""
+    if max_docs is not None and (not isinstance(max_docs, int) or max_docs <= 0):
+        raise ValueError(f"max_docs must be a positive number of documents (or None for all), got {max_docs!r}")
     documents = load_corpus(corpus, progress=False)
     if corpus == "en-mix":
         _, documents = split_documents(documents, val_fraction=0.05, seed=0)

@@ -334,7 +334,11 @@ def load_piece(piece: Piece, cache_dir: Path, progress: bool = True) -> list[Doc
     processed = (cache_dir / "en-mix" /
                  f"{piece.name}-{piece.text_sha256[:16]}-{EN_MIX_RULES_VERSION}-{SPLITTER_VERSION}.jsonl")
     if processed.exists():
-        return load_documents_jsonl(processed)
+        try:
+            return load_documents_jsonl(processed)
+        except (ValueError, KeyError, TypeError) as err:  # our writes are atomic: only outside damage gets here
+            print(f"en-mix: {processed} is damaged ({err}); rebuilding it from the pinned download", file=sys.stderr)
+            processed.unlink()
     started = time.perf_counter()
     if progress:
         print(f"en-mix: fetching {piece.name} ({piece.artifact_name})", file=sys.stderr)

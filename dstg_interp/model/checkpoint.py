@@ -13,16 +13,19 @@ sibling directory that is renamed into place, so a crash never leaves a half-wri
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
-import tempfile
+import warnings
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import save_file
 
 from ..config import ModelConfig
+from ..io import atomic_directory, commit_directory  # noqa: F401  (re-exported: the store and others import them here)
 from .files import (
     CONFIG_FILE,
     TOKENIZER_FILE,
@@ -39,15 +42,38 @@ ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 ZOO_NAMES = ("dstg", "rope", "ap", "rp")
 
 
+class NonFiniteWeightsWarning(UserWarning):
+    """A checkpoint holds NaN or inf weights: everything computed from it will be NaN."""
+
+
 def build_model(config: ModelConfig):
     """A randomly initialised model of ``config.variant``, seeded by ``config.seed`` (global RNG untouched)."""
     from .baselines import NeoBERT
     from .dstg import DSTGNeoBERT
 
     cls = DSTGNeoBERT if config.variant == "dstg" else NeoBERT
+    available = physical_memory()
+    if available and config.memory_bytes() > available:
+        raise CheckpointError(f"a {config.variant} model with these sizes needs about {config.memory_bytes() / 1e9:,.1f} GB "
+                              f"but this machine has {available / 1e9:,.1f} GB (vocab_size={config.vocab_size}, "
+                              f"max_positions={config.max_positions}); check the sizes")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        return cls(config)
+        try:
+            return cls(config)
+        except RuntimeError as err:
+            if "allocate" not in str(err):
+                raise
+            raise CheckpointError(f"not enough memory to build a {config.variant} model with vocab_size={config.vocab_size}, "
+                                  f"max_positions={config.max_positions}, d_model={config.d_model}; check the sizes") from None
+
+
+def physical_memory() -> int | None:
+    """Bytes of RAM on this machine (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def resolve_checkpoint(name_or_path: str | Path) -> Path:
@@ -140,6 +166,13 @@ def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dty
             raise CheckpointError(
                 f"{weights_path}: {key} has shape {tuple(tensor.shape)} but config.json implies {tuple(expected[key].shape)}"
             )
+        if not tensor.is_floating_point():  # an integer table cast to float is not a model anyone trained
+            raise CheckpointError(f"{weights_path}: {key} has dtype {str(tensor.dtype).replace('torch.', '')}; "
+                                  "weights must be floating point (float32, float16 or bfloat16)")
+    bad = [key for key, tensor in state.items() if not bool(torch.isfinite(tensor).all())]
+    if bad:
+        warnings.warn(f"{weights_path}: {len(bad)} tensor(s) hold NaN or inf values ({', '.join(bad[:3])}); "
+                      "every activation computed from this model will be NaN", NonFiniteWeightsWarning, stacklevel=2)
     model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
     if tokenizer is not None:
         tokenizer_path = Path(tokenizer)
@@ -153,27 +186,6 @@ def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dty
             )
     model.checkpoint_path = path
     return model.to(device=device, dtype=dtype).eval()
-
-
-def atomic_directory(path: Path):
-    """A fresh temporary sibling of ``path``; ``commit_directory`` moves it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    os.chmod(tmp, 0o755)  # mkdtemp's 0700 would make shared checkpoints unreadable to others
-    return tmp
-
-
-def commit_directory(tmp: Path, path: Path) -> None:
-    """Replace ``path`` by ``tmp``: the old content stays until the new one is complete."""
-    for file in tmp.iterdir():
-        os.chmod(file, 0o644)
-    if path.exists():
-        old = path.with_name(f".{path.name}.old-{os.getpid()}")
-        os.replace(path, old)
-        os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, path)
 
 
 def save_checkpoint(
@@ -200,6 +212,10 @@ def save_checkpoint(
         for name, content in (extra_files or {}).items():
             (tmp / name).write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
         commit_directory(tmp, path)
+    except SafetensorError as err:  # safetensors reports a full disk as its own error type
+        shutil.rmtree(tmp, ignore_errors=True)
+        full = "No space left" in str(err) or "StorageFull" in str(err)
+        raise OSError(errno.ENOSPC if full else errno.EIO, "No space left on device" if full else str(err), str(path)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

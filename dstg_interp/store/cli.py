@@ -6,13 +6,17 @@
 
 --model is a zoo name, a dstg-interp checkpoint or a Hugging Face encoder folder. The corpus is
 tokenized with the model's own tokenizer; --sequences takes saved StructuredSequences instead.
-Bad input exits with code 2 and one line on stderr; nothing half-written is left behind.
+Bad input exits with code 2 and one line on stderr; nothing half-written is left behind. --overwrite
+replaces only a store (a folder with its manifest); a second run on the same --out waits for nobody:
+it stops at once and names the run that holds the folder.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from dstg_interp.io import check_output_location, output_lock, positive_int, run_cli
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -29,7 +33,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=256, help="sequence length when tokenizing --corpus")
     parser.add_argument("--no-windows", action="store_true", help="truncate long documents instead of windowing")
-    parser.add_argument("--max-docs", type=int, default=None)
+    parser.add_argument("--max-docs", type=positive_int, default=None)
     parser.add_argument("--attention-summaries", action="store_true")
     parser.add_argument("--max-offset", type=int, default=32)
     parser.add_argument("--overwrite", action="store_true", help="replace a different store already in --out")
@@ -47,32 +51,30 @@ def run(args: argparse.Namespace):
 
     from .extract import extract
 
-    encoder = open_encoder(args.model)
-    if args.sequences:
-        sequences = StructuredSequences.load(args.sequences)
-    else:
-        sequences = load_corpus(args.corpus, progress=not args.quiet, max_docs=args.max_docs)
-    max_length = min(args.max_length, encoder.max_positions)
-    return extract(encoder, sequences, args.out, layers=_split(args.layers), subspaces=_split(args.subspaces),
-                   names=_split(args.names) or (), dtype=args.dtype, batch_size=args.batch_size,
-                   attention_summaries=args.attention_summaries, max_offset=args.max_offset,
-                   progress=not args.quiet, overwrite=args.overwrite, max_length=max_length,
-                   windows=not args.no_windows)
+    check_output_location(args.out)  # a file or an unwritable place is found before the model loads
+    with output_lock(args.out, "dstg-cache " + " ".join(sys.argv[1:])):
+        encoder = open_encoder(args.model)
+        if args.sequences:
+            sequences = StructuredSequences.load(args.sequences)
+        else:
+            sequences = load_corpus(args.corpus, progress=not args.quiet, max_docs=args.max_docs)
+        max_length = min(args.max_length, encoder.max_positions)
+        return extract(encoder, sequences, args.out, layers=_split(args.layers), subspaces=_split(args.subspaces),
+                       names=_split(args.names) or (), dtype=args.dtype, batch_size=args.batch_size,
+                       attention_summaries=args.attention_summaries, max_offset=args.max_offset,
+                       progress=not args.quiet, overwrite=args.overwrite, max_length=max_length,
+                       windows=not args.no_windows)
+
+
+def _main(args: argparse.Namespace) -> int:
+    store = run(args)
+    print(f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}")
+    return 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        store = run(args)
-    except (ValueError, OSError) as err:  # StoreError, CheckpointError, DataError are ValueErrors
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"dstg-cache: error: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("dstg-cache: error: interrupted (Ctrl-C); no store was written", file=sys.stderr)
-        return 2
-    print(f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}")
-    return 0
+    return run_cli("dstg-cache", lambda: _main(args), interrupted=lambda: "no store was written")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from dstg_interp.data import Document, tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError, open_encoder
 from dstg_interp.encoders.inputs import sequence_lengths
+from dstg_interp.io import OutputError, check_replaceable, folder_entries, foreign_entries
 from dstg_interp.model.checkpoint import atomic_directory, commit_directory
 
 from .attention import AttentionAccumulator, logit_terms
@@ -107,7 +108,7 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
         commit_directory(tmp, out)
     except KeyboardInterrupt:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise StoreInterrupted(f"extraction into {out} was interrupted (Ctrl-C); the partial work was removed and no "
+        raise StoreInterrupted(f"extraction into {out} was interrupted; the partial work was removed and no "
                                "store was written; run it again to start over") from None
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -237,6 +238,10 @@ def _encoder(model) -> Encoder:
 def as_sequences(model, sequences, max_length: int, windows: bool):
     """Documents are tokenized here, with the model's own tokenizer (``Encoder.structured_sequences``);
     sequences pass through."""
+    if sequences is None or isinstance(sequences, str) or (
+            isinstance(sequences, (list, tuple)) and sequences and not isinstance(sequences[0], (Document, dict))):
+        found = type(sequences).__name__ if not isinstance(sequences, (list, tuple)) else f"a list of {type(sequences[0]).__name__}"
+        raise StoreError(f"sequences must be StructuredSequences or a list of Documents (see load_corpus), got {found}")
     if not isinstance(sequences, (list, tuple)) or not sequences or not isinstance(sequences[0], Document):
         return sequences
     try:
@@ -255,20 +260,62 @@ def _check_tokenizer(encoder: Encoder, sequences) -> None:
                          f"{actual[:12]}; pass the documents instead (they are then tokenized with the model's own)")
 
 
-def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
-    """True when ``out`` already holds this exact store; raises when it holds something else."""
-    if not out.exists():
-        return False
-    if overwrite:
-        return False
-    if out.is_dir() and not any(out.iterdir()):
-        return False
-    if not (out / MANIFEST_FILE).is_file():
-        raise StoreError(f"{out} exists and is not an activation store; choose another out folder or pass overwrite=True")
-    manifest = read_manifest(out)  # a store of another format version raises here
-    if manifest.get("identity") == json.loads(json.dumps(identity)):
-        return True
-    differs = [key for key in ("model", "sequences", "extraction") if manifest["identity"].get(key) != identity[key]]
-    raise StoreError(f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder or "
-                     "pass overwrite=True")
+def store_foreign_entries(path: Path) -> list[str]:
+    """Entries of ``path`` that are not part of a store (all of them when it has no readable manifest)."""
+    try:
+        manifest = json.loads((path / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return folder_entries(path)
+    if not isinstance(manifest, dict) or "format_version" not in manifest:
+        return folder_entries(path)
+    listed = {MANIFEST_FILE, "documents.json", "extraction.json", "attention.npz", "attention.json"}
+    listed |= {entry.get("file") for entry in (manifest.get("arrays") or {}).values() if isinstance(entry, dict)}
+    listed |= set(((manifest.get("labels") or {}).get("files") or {}).values())
+    return foreign_entries(path, listed)
 
+
+def is_store_folder(path: Path) -> bool:
+    """A folder extraction wrote: a manifest, and nothing that the manifest does not account for."""
+    return (path / MANIFEST_FILE).is_file() and not store_foreign_entries(path)
+
+
+def store_damage(out: Path, manifest: dict) -> str | None:
+    """What is wrong with the files of a complete-looking store (missing or cut short), or None."""
+    expected = [(entry["file"], int(np.prod(entry["shape"])) * (2 if entry.get("dtype") == "float16" else 4))
+                for entry in manifest.get("arrays", {}).values()]
+    expected += [(file, int(manifest.get("n_tokens", 0)) * np.dtype(LABEL_COLUMNS.get(column, np.int32)).itemsize)
+                 for column, file in manifest.get("labels", {}).get("files", {}).items()]
+    for file, data_bytes in expected:
+        path = out / file
+        if not path.is_file():
+            return f"{path} is missing"
+        if path.stat().st_size < data_bytes:
+            return f"{path} is cut short ({path.stat().st_size} bytes, needs over {data_bytes})"
+    return None
+
+
+def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
+    """True when ``out`` already holds this exact, undamaged store; raises when it holds something that may
+    not be replaced (see dstg_interp.io.check_replaceable): a file, a folder we did not write, or without
+    ``overwrite`` a different store.  A damaged copy of this same store is rebuilt: nothing is lost."""
+    if not out.exists() or (out.is_dir() and not folder_entries(out)):
+        return False
+    if out.is_dir() and is_store_folder(out):
+        try:
+            manifest = read_manifest(out)
+        except StoreError:  # another format version or an incomplete manifest: replaceable with overwrite only
+            if not overwrite:
+                raise
+            manifest = None
+        if manifest is not None and manifest.get("identity") == json.loads(json.dumps(identity)):
+            return store_damage(out, manifest) is None
+        if manifest is not None and not overwrite:
+            differs = [key for key in ("model", "sequences", "extraction") if manifest["identity"].get(key) != identity[key]]
+            raise StoreError(f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder "
+                             "or pass --overwrite (overwrite=True)")
+    try:
+        check_replaceable(out, "an activation store", store_foreign_entries, overwrite, flag="out folder",
+                          overwrite_flag="--overwrite (overwrite=True)")
+    except OutputError as err:
+        raise StoreError(str(err)) from None
+    return False

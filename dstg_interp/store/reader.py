@@ -63,7 +63,10 @@ class ActivationStore:
         path = self.directory / entry["file"]
         if not path.is_file():
             raise StoreError(f"{path}: missing from the store; re-run the extraction")
-        array = np.load(path, mmap_mode="c" if as_torch else "r", allow_pickle=False)
+        try:
+            array = np.load(path, mmap_mode="c" if as_torch else "r", allow_pickle=False)
+        except ValueError as err:  # a file cut short or overwritten outside dstg-interp
+            raise StoreError(f"{path}: damaged ({err}); delete {self.directory} and re-run the extraction") from None
         if list(array.shape) != entry["shape"]:
             raise StoreError(f"{path}: shape {list(array.shape)} but the manifest says {entry['shape']}; the store is damaged")
         if as_torch:

@@ -6,6 +6,7 @@
     store.states(3, "ap"), store.labels, store.subsample(10_000, seed=0), store.attention
 
 Files: extract.py (the loop), targets.py (layer -> hook names), npy_writer.py (bounded-memory writes),
+layout.py (which arrays are files, which are served as concatenations), distributed.py (torchrun shards),
 attention.py (streaming head summaries), hf_encoder.py (any local HF encoder), reader.py, manifest.py,
 config.py (ExtractionConfig), cli.py (dstg-cache).
 """

@@ -7,6 +7,7 @@
 
 What lands in ``out`` (flat, one file per array; see manifest.json for the list):
     layer{l:02d}_{subspace}.npy / final_{subspace}.npy / hook.{name}.npy   [n_tokens, d]
+        (DSTG ``full`` has no file when ``sem`` and ``ap`` are stored: it is read as [sem | ap], layout.py)
     labels_{column}.npy                                                    [n_tokens] per-token labels
     documents.json, extraction.json (the ExtractionConfig), attention.npz + attention.json (optional)
     manifest.json                                                          written last
@@ -19,6 +20,7 @@ at its final size, and each batch is written with pwrite (npy_writer.py) before 
 Batches are formed from length-sorted sequences (less padding) and written back to their own rows.
 Everything goes into a temporary sibling folder that is renamed onto ``out`` only once manifest.json
 is in it; an error or Ctrl-C removes the temporary folder, so a folder named ``out`` is always complete.
+Under torchrun (``ranks=``, distributed.py) each rank runs a share of the batches into the same files.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ from dstg_interp.model.checkpoint import atomic_directory, commit_directory
 
 from .attention import AttentionAccumulator, logit_terms
 from .config import ExtractionConfig
+from .distributed import Ranks
 from .hf_encoder import HFEncoder
+from .layout import derived_parts
 from .manifest import (FORMAT_VERSION, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
                        sequences_sha256, weights_sha256, write_manifest)
 from .npy_writer import NpyWriter
@@ -54,7 +58,7 @@ class _StopForward(Exception):
 
 def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dtype="float16", batch_size: int = 32,
             attention_summaries: bool = False, max_offset: int = 32, progress: bool = True,
-            overwrite: bool = False, max_length: int = 256, windows: bool = True):
+            overwrite: bool = False, max_length: int = 256, windows: bool = True, ranks: Ranks | None = None):
     """Extract token states of ``model`` over ``sequences`` into the store folder ``out``; returns an ActivationStore.
 
     model: one of ours (``load_model``/``build_model``) or an HF encoder (``load_hf_encoder``).
@@ -64,6 +68,8 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
         "full" (None = all the model has). names: extra token-level hook names to store as they are.
     A complete store with the same identity (weights, sequences, config) in ``out`` is returned as is;
     a different one raises StoreError unless ``overwrite``.
+    ranks: this process's place in a torchrun job (``distributed.torchrun_ranks``); every rank calls extract
+        with the same arguments and gets the same store. None = one process.
     """
     from .reader import ActivationStore
 
@@ -103,11 +109,17 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
     if _reusable(out, identity, overwrite):
         return ActivationStore(out)
 
-    tmp = atomic_directory(out)
+    ranks = ranks or Ranks()
+    tmp = ranks.broadcast(ranks.together(lambda: atomic_directory(out) if ranks.first else None))
     try:
-        manifest = _extract_into(tmp, model, sequences, lengths, config, targets, widths, identity, progress)
-        write_manifest(tmp, manifest)
-        commit_directory(tmp, out)
+        manifest = _extract_into(tmp, model, sequences, lengths, config, targets, widths, identity, progress, ranks)
+
+        def commit():
+            if ranks.first:
+                write_manifest(tmp, manifest)
+                commit_directory(tmp, out)
+
+        ranks.together(commit)
     except KeyboardInterrupt:
         shutil.rmtree(tmp, ignore_errors=True)
         raise StoreInterrupted(f"extraction into {out} was interrupted (Ctrl-C); the partial work was removed and no "
@@ -115,7 +127,8 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         if err.errno in DISK_FULL:
-            need = int(lengths.sum()) * (sum(widths.values()) * (2 if config.dtype == "float16" else 4) + 33)
+            stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
+            need = int(lengths.sum()) * (stored * (2 if config.dtype == "float16" else 4) + 33)
             raise StoreError(f"disk full while writing the store for {out} (it needs about {need / 2**20:.0f} MiB); "
                              "free space or choose another out folder") from None
         raise StoreError(f"cannot write the store for {out}: {err}") from None
@@ -125,58 +138,80 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
     return ActivationStore(out)
 
 
-def _extract_into(folder: Path, model, sequences, lengths, config, targets, widths, identity, progress) -> dict:
+def _extract_into(folder: Path, model, sequences, lengths, config, targets, widths, identity, progress,
+                  ranks: Ranks) -> dict | None:
+    """Fill ``folder`` with this rank's rows; rank 0 also writes the rest and returns the manifest."""
     is_hf = isinstance(model, HFEncoder)
     n_tokens = int(lengths.sum())
     row_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # first row of each sequence
     np_dtype = np.float16 if config.dtype == "float16" else np.float32
     torch_dtype = torch.float16 if config.dtype == "float16" else torch.float32
+    derived = derived_parts(targets)  # DSTG full = [sem | ap]: no file, served on read
+    stored = [target for target in targets if target.key not in derived]
+    files = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
+    files.update({f"labels/{column}": (f"labels_{column}.npy", (n_tokens,), column_dtype)
+                  for column, column_dtype in LABEL_COLUMNS.items()})
 
+    def reserve_files():  # rank 0 sizes every file once; then each rank opens them to write its own rows
+        if ranks.first:
+            for file, shape, file_dtype in files.values():
+                NpyWriter(folder / file, shape, file_dtype).close()
+
+    ranks.together(reserve_files)
     writers: dict[str, NpyWriter] = {}
-    try:
-        for target in targets:
-            writers[target.key] = NpyWriter(folder / target.file, (n_tokens, widths[target.key]), np_dtype)
-        for column, column_dtype in LABEL_COLUMNS.items():
-            writers[f"labels/{column}"] = NpyWriter(folder / f"labels_{column}.npy", (n_tokens,), column_dtype)
+    accumulator = None
+    if config.attention_summaries:
+        accumulator = AttentionAccumulator(model.config.n_layers, model.config.n_heads,
+                                           list(logit_terms(model.config.variant)), config.max_offset,
+                                           model.config.max_positions)
 
-        accumulator = None
-        if config.attention_summaries:
-            accumulator = AttentionAccumulator(model.config.n_layers, model.config.n_heads,
-                                               list(logit_terms(model.config.variant)), config.max_offset,
-                                               model.config.max_positions)
+    def run_my_batches():
+        for key, (file, shape, file_dtype) in files.items():
+            writers[key] = NpyWriter(folder / file, shape, file_dtype, create=False)
         pad_id = model.special_ids["pad"] if is_hf else model.config.pad_token_id
         device = next(model.parameters()).device  # batches go where the model is (cpu or cuda)
-        bar = tqdm(total=n_tokens, unit="tok", desc=f"extract -> {folder.name.split('.tmp-')[0].lstrip('.')}",
-                   disable=not progress)
+        plan = ranks.share(batch_plan(lengths, config.batch_size))
+        bar = tqdm(total=int(sum(lengths[batch].sum() for batch in plan)), unit="tok", disable=not progress,
+                   desc=f"extract -> {folder.name.split('.tmp-')[0].lstrip('.')}"
+                        + (f" (rank {ranks.rank}/{ranks.world_size})" if ranks.grouped else ""))
         with torch.inference_mode():
-            for batch in batch_plan(lengths, config.batch_size):
+            for batch in plan:
                 items = [sequences[int(i)] for i in batch]
                 tokens, mask = _collate([item["input_ids"] for item in items], pad_id)
                 if int(tokens.max()) >= model.config.vocab_size:
                     raise StoreError(f"token id {int(tokens.max())} is outside the model's vocabulary of "
                                      f"{model.config.vocab_size}; the sequences were built with another tokenizer")
                 captured = capture_states(model, targets, tokens.to(device), mask.to(device), accumulator)
-                mask = mask.to(device)
-                rows_of = np.concatenate([[0], np.cumsum(lengths[batch])])  # batch rows of each sequence
-                for key, rows in _real_rows(captured, targets, mask, torch_dtype).items():
-                    for j, i in enumerate(batch):
-                        writers[key].write(int(row_start[i]), rows[rows_of[j]:rows_of[j + 1]])
-                for j, (i, item) in enumerate(zip(batch, items)):
-                    for column, column_dtype in LABEL_COLUMNS.items():
-                        values = np.full(lengths[i], i) if column == "sequence" else item[column]
-                        writers[f"labels/{column}"].write(int(row_start[i]), np.asarray(values, dtype=column_dtype))
+                runs = _contiguous_runs(batch, lengths, row_start)
+                for key, rows in _real_rows(captured, stored, mask.to(device), torch_dtype).items():
+                    for first_row, start, stop in runs:
+                        writers[key].write(first_row, rows[start:stop])
+                for column, column_dtype in LABEL_COLUMNS.items():
+                    values = np.concatenate([np.full(lengths[i], i) if column == "sequence" else item[column]
+                                             for i, item in zip(batch, items)]).astype(column_dtype, copy=False)
+                    for first_row, start, stop in runs:
+                        writers[f"labels/{column}"].write(first_row, values[start:stop])
                 bar.update(int(lengths[batch].sum()))
         bar.close()
+
+    try:
+        ranks.together(run_my_batches)
     finally:
         for writer in writers.values():
             writer.close()
 
+    partial = ranks.gather(accumulator)  # every rank's attention sums, on rank 0
+    if not ranks.first:
+        return None
+    if accumulator is not None:
+        for other in partial[1:]:
+            accumulator.merge(other)
     attention = accumulator.save(folder) if accumulator is not None else None
     documents = getattr(sequences, "meta", {}).get("documents", [])
     (folder / "documents.json").write_text(json.dumps(documents, ensure_ascii=False) + "\n")
     ExtractionConfig.from_dict(identity["extraction"]).to_json(folder / "extraction.json")
-    arrays = {t.key: {"file": t.file, "shape": [n_tokens, widths[t.key]], "dtype": config.dtype, "hooks": t.hooks}
-              for t in targets}
+    arrays = {t.key: ({"parts": derived[t.key]} if t.key in derived else {"file": t.file})
+              | {"shape": [n_tokens, widths[t.key]], "dtype": config.dtype, "hooks": t.hooks} for t in targets}
     labels = {"files": {column: f"labels_{column}.npy" for column in LABEL_COLUMNS}, "documents": "documents.json"}
     meta = getattr(sequences, "meta", {})
     extra = {
@@ -185,6 +220,22 @@ def _extract_into(folder: Path, model, sequences, lengths, config, targets, widt
         "layers": [layer for layer in config.layers], "subspaces": list(config.subspaces), "names": list(config.names),
     }
     return build_manifest(identity, arrays, labels, attention, n_tokens, len(lengths), extra)
+
+
+def _contiguous_runs(batch: np.ndarray, lengths: np.ndarray, row_start: np.ndarray) -> list[tuple[int, int, int]]:
+    """(first store row, start, stop) of each run of batch rows that lands on consecutive store rows.
+
+    Equal-length sequences keep their order in the length sort, so a windowed corpus gives one run per
+    batch: one pwrite per array instead of one per sequence."""
+    batch_rows = np.concatenate([[0], np.cumsum(lengths[batch])])
+    runs, j = [], 0
+    while j < len(batch):
+        k = j + 1
+        while k < len(batch) and batch[k] == batch[k - 1] + 1:
+            k += 1
+        runs.append((int(row_start[batch[j]]), int(batch_rows[j]), int(batch_rows[k])))
+        j = k
+    return runs
 
 
 def batch_plan(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
@@ -336,8 +387,10 @@ def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
         return False
     if not (out / MANIFEST_FILE).is_file():
         raise StoreError(f"{out} exists and is not an activation store; choose another out folder or pass overwrite=True")
-    manifest = read_manifest(out)  # a store of another format version raises here
-    if manifest.get("identity") == json.loads(json.dumps(identity)):
+    manifest = read_manifest(out)  # a store of a format version this code cannot read raises here
+    # An older format that still reads holds the same arrays: reuse it rather than extract again.
+    same_format = {**manifest.get("identity", {}), "format_version": identity["format_version"]}
+    if same_format == json.loads(json.dumps(identity)):
         return True
     differs = [key for key in ("model", "sequences", "extraction") if manifest["identity"].get(key) != identity[key]]
     raise StoreError(f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder or "

@@ -3,10 +3,13 @@
     dstg-cache --model dstg --corpus en-mix --out runs/store-dstg --layers 0,3,6,final --dtype float16
     dstg-cache --model path/to/all-MiniLM-L6-v2 --corpus docs.jsonl --out runs/store-minilm --max-length 128
     dstg-cache --model runs/dstg --sequences runs/seq/validation --out runs/store --attention-summaries
+    torchrun --nproc_per_node 2 -m dstg_interp.store.cli --model dstg --corpus en-mix --out runs/store-dstg
 
 --model is a zoo name, a dstg-interp checkpoint or a Hugging Face encoder folder. The corpus is
 tokenized with the model's own tokenizer; --sequences takes saved StructuredSequences instead.
 Bad input exits with code 2 and one line on stderr; nothing half-written is left behind.
+Under torchrun the ranks share the batches and write one store, the same as one process writes
+(gloo on --device cpu, nccl on --device cuda, one GPU per rank; see store/distributed.py).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--attention-summaries", action="store_true")
     parser.add_argument("--max-offset", type=int, default=32)
     parser.add_argument("--overwrite", action="store_true", help="replace a different store already in --out")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the model runs (under torchrun: cuda = one GPU per rank, LOCAL_RANK)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser.parse_args(argv)
 
@@ -41,14 +46,17 @@ def _split(text: str | None):
     return None if text is None else tuple(x.strip() for x in text.split(",") if x.strip())
 
 
-def run(args: argparse.Namespace):
+def run(args: argparse.Namespace, ranks=None):
     from dstg_interp.data import StructuredSequences, load_corpus
     from dstg_interp.model import load_model
 
+    from .distributed import Ranks
     from .extract import extract
     from .hf_encoder import is_hf_directory, load_hf_encoder
 
+    ranks = ranks or Ranks()  # main() passes the ranks of --device (and of torchrun)
     model = load_hf_encoder(args.model) if is_hf_directory(args.model) else load_model(args.model)
+    model = model.to(ranks.device)
     if args.sequences:
         sequences = StructuredSequences.load(args.sequences)
     else:
@@ -58,21 +66,30 @@ def run(args: argparse.Namespace):
                    names=_split(args.names) or (), dtype=args.dtype, batch_size=args.batch_size,
                    attention_summaries=args.attention_summaries, max_offset=args.max_offset,
                    progress=not args.quiet, overwrite=args.overwrite, max_length=max_length,
-                   windows=not args.no_windows)
+                   windows=not args.no_windows, ranks=ranks)
 
 
 def main(argv=None) -> int:
+    from .distributed import OtherRankFailed, torchrun_ranks
+
     args = parse_args(argv)
+    rank = 0
     try:
-        store = run(args)
+        with torchrun_ranks(args.device) as ranks:
+            rank = ranks.rank
+            store = run(args, ranks)
+    except OtherRankFailed:  # the failing rank prints the error
+        return 2
     except (ValueError, OSError) as err:  # StoreError, CheckpointError, DataError are ValueErrors
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"dstg-cache: error: {message}", file=sys.stderr)
+        print(f"dstg-cache: error: {message}" if rank == 0 else f"dstg-cache: error (rank {rank}): {message}",
+              file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("dstg-cache: error: interrupted (Ctrl-C); no store was written", file=sys.stderr)
         return 2
-    print(f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}")
+    if rank == 0:
+        print(f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}")
     return 0
 
 

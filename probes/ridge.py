@@ -10,7 +10,10 @@ each training fold, and every alpha is scored from one eigendecomposition per fo
 
 In the primal route the per-fold training Gram matrices come from per-fold sums
 (train Gram = total Gram - validation-fold Gram), so the O(n p^2) work is done once per
-feature set, not once per fold, and it is shared by every target and every alpha.
+feature set, not once per fold, and it is shared by every target and every alpha. Those sums
+are read in row chunks (``probes.gram``) and the validation R² comes from them too, so a probe
+over every token of a store holds one chunk of features at a time, never the whole X.
+The dual route (p > n, small by definition) works on X in memory.
 
 The CV score of an alpha is the *mean over folds of the per-fold R²* (each fold's R² uses
 its own validation mean), which is what ``GridSearchCV(..., scoring="r2")`` reports as
@@ -19,6 +22,7 @@ its own validation mean), which is what ``GridSearchCV(..., scoring="r2")`` repo
     from probes import RidgeProbe, fit_ridge_grid
     probe = RidgeProbe().fit(X, y, groups=doc_ids)          # one feature set
     table = fit_ridge_grid({("L3", "sem"): X3}, {"pos": y}, doc_ids, train_idx, test_idx)
+    table = fit_ridge_grid({("L3", "sem"): store.states(3, "sem")}, ...)   # a store's memmap: read in chunks
 """
 
 from __future__ import annotations
@@ -32,11 +36,13 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_is_fitted
 
+from probes.gram import DEFAULT_CHUNK_ROWS, FoldSums, chunks, read_rows
 from probes.splits import (
     bootstrap_r2_ci,
     check_enough_groups,
     check_finite_features,
     check_nonconstant_target,
+    non_finite_error,
 )
 
 __all__ = ["RidgeProbe", "fit_ridge_grid", "DEFAULT_ALPHAS"]
@@ -65,6 +71,20 @@ def grouped_fold_bounds(groups_train, n_splits: int):
     order = np.argsort(fold, kind="stable")
     bounds = np.searchsorted(fold[order], np.arange(n_splits + 1))
     return order, bounds
+
+
+def grouped_folds(groups_train, n_splits: int) -> np.ndarray:
+    """The ``GroupKFold(n_splits)`` fold (0..n_splits-1) of every training token, in its own row order."""
+    order, bounds = grouped_fold_bounds(groups_train, n_splits)
+    fold = np.empty(len(order), dtype=np.int64)
+    for f in range(n_splits):
+        fold[order[bounds[f] : bounds[f + 1]]] = f
+    return fold
+
+
+def _needs_dual(p: int, fold: np.ndarray, n_splits: int) -> bool:
+    """True when some training fold has fewer rows than features (then X'X is singular)."""
+    return p > len(fold) - np.bincount(fold, minlength=n_splits).max()
 
 
 def _gather_float64(X, rows, chunk: int = 16384) -> np.ndarray:
@@ -198,6 +218,57 @@ def cv_ridge(X, Y, bounds, alphas, standardize=True):
     }
 
 
+def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize=True, chunk_rows=DEFAULT_CHUNK_ROWS, name="X"):
+    """``cv_ridge`` (primal route) from per-fold sums read in chunks of ``X[rows]``: same results, flat memory.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, p), indexable by rows (ndarray, np.memmap, ConcatenatedRows)
+    rows : ndarray of shape (n_train,), sorted row indices of X to train on
+    fold : ndarray of shape (n_train,), the CV fold of each of those rows
+    Y : ndarray of shape (n_train, k), float64, aligned with rows
+    name : the feature set's name in error messages
+    """
+    alphas = np.asarray(alphas, dtype=np.float64)
+    sums = FoldSums.accumulate(X, rows, fold, Y, n_splits, chunk_rows)
+    if sums.non_finite:
+        raise non_finite_error(name, sums.non_finite)
+    fold_scores = np.empty((n_splits, alphas.size, Y.shape[1]))
+    for f in range(n_splits):
+        W, mean, scale, y_mean = _primal_solutions(*sums.train(f), alphas, standardize)
+        W_raw = W / scale[:, None, None]
+        offset = y_mean - np.einsum("p,pak->ak", mean, W_raw)  # prediction = x W_raw + offset (shifted x, y)
+        fold_scores[f] = sums.validation_r2(f, W_raw, offset)
+    W, mean, scale, y_mean = _primal_solutions(*sums.totals(), alphas, standardize)
+    cv_scores = fold_scores.mean(axis=0)
+    best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
+    return {
+        "fold_scores": fold_scores,
+        "cv_scores": cv_scores,
+        "best": best,
+        "coef": W[:, best, np.arange(Y.shape[1])],
+        "intercept": y_mean + sums.y_shift,
+        "mean": mean + sums.x_shift,
+        "scale": scale,
+    }
+
+
+def _predict_rows(X, rows, res, chunk_rows, name) -> np.ndarray:
+    """Predictions (len(rows), k) of the fitted ``res`` for ``X[rows]``, read in chunks (rows in any order)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    order = np.argsort(rows, kind="stable")
+    pred = np.empty((len(rows), res["coef"].shape[1]))
+    bad = 0
+    for part in chunks(len(rows), chunk_rows):
+        block = read_rows(X, rows[order[part]])
+        finite = np.isfinite(block)
+        bad += int(block.size - np.count_nonzero(finite))
+        pred[order[part]] = ((block - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
+    if bad:
+        raise non_finite_error(name, bad)
+    return pred
+
+
 def _as_2d_target(y):
     y = np.asarray(y, dtype=np.float64)
     if y.ndim not in (1, 2):
@@ -262,11 +333,15 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         if not (len(X) == len(Y) == len(groups)):
             raise ValueError(f"X, y and groups must have the same length, got {len(X)}, {len(Y)}, {len(groups)}")
         check_nonconstant_target(Y, "y")
-        order, bounds = grouped_fold_bounds(groups, self.n_splits)
-        Xf = _gather_float64(X, order)
-        check_finite_features(Xf, "X")
         alphas = np.asarray(self.alphas, dtype=np.float64).ravel()
-        res = cv_ridge(Xf, Y[order], bounds, alphas, self.standardize)
+        fold = grouped_folds(groups, self.n_splits)
+        if _needs_dual(X.shape[1], fold, self.n_splits):
+            order, bounds = grouped_fold_bounds(groups, self.n_splits)
+            Xf = _gather_float64(X, order)
+            check_finite_features(Xf, "X")
+            res = cv_ridge(Xf, Y[order], bounds, alphas, self.standardize)
+        else:
+            res = cv_ridge_streamed(X, np.arange(len(X)), fold, Y, self.n_splits, alphas, self.standardize)
         pick = (lambda a: a[..., 0]) if was_1d else (lambda a: a)
         self.cv_fold_scores_ = pick(res["fold_scores"])
         self.cv_scores_ = pick(res["cv_scores"])
@@ -300,16 +375,20 @@ def fit_ridge_grid(
     level: float = 0.95,
     seed: int = 0,
     keep_predictions: bool = True,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> pd.DataFrame:
     """Fit a grouped-CV ridge probe for every (feature set, target) pair.
 
-    One eigendecomposition per (feature set, fold) serves all targets and all alphas, and
-    only one feature set is held in float64 at a time.
+    One eigendecomposition per (feature set, fold) serves all targets and all alphas. Features
+    are read ``chunk_rows`` rows at a time (one pass for the Gram sums of every fold, one over
+    the test rows for predictions), so memory is flat in the number of tokens: pass a store's
+    memory-mapped states whole, with ``train_idx``/``test_idx`` naming the rows to use.
 
     Parameters
     ----------
     feature_sets : Mapping[key, array of shape (n, p_key) or zero-argument callable returning one]
-        E.g. ``{("layer3", "sem"): X}``; a callable (or an ``np.memmap``) loads lazily.
+        E.g. ``{("layer3", "sem"): X}``; a callable (or an ``np.memmap``) loads lazily. Anything
+        indexed by rows works (``ActivationStore.states`` returns such arrays).
     targets : Mapping[str, array of shape (n,)]
     groups : array of shape (n,)
         Document id per token.
@@ -323,6 +402,8 @@ def fit_ridge_grid(
         Coverage and seed of that interval.
     keep_predictions : bool, default True
         Keep the ``y_pred_test`` column (drop it, or pass False, before writing CSV).
+    chunk_rows : int
+        Rows of features read (and upcast to float64) at a time.
 
     Returns
     -------
@@ -344,8 +425,9 @@ def fit_ridge_grid(
     if len(Y) != len(groups):
         raise ValueError(f"targets have {len(Y)} rows but groups has {len(groups)}")
     check_nonconstant_target(Y[train_idx], names)
-    order, bounds = grouped_fold_bounds(groups[train_idx], n_splits)
-    rows_train = train_idx[order]
+    fold = grouped_folds(groups[train_idx], n_splits)
+    by_row = np.argsort(train_idx, kind="stable")  # read the training rows in store order
+    rows_train, fold_train = train_idx[by_row], fold[by_row]
     Y_train, Y_test = Y[rows_train], Y[test_idx]
     alphas = np.asarray(alphas, dtype=np.float64).ravel()
 
@@ -354,15 +436,16 @@ def fit_ridge_grid(
         X = source() if callable(source) else source
         if X.ndim != 2 or X.shape[0] != len(groups):
             raise ValueError(f"feature set {key!r} has shape {X.shape}; expected ({len(groups)}, p)")
-        X_train = _gather_float64(X, rows_train)
-        check_finite_features(X_train, key)
-        X_test = _gather_float64(X, test_idx)
-        check_finite_features(X_test, key)
+        if _needs_dual(X.shape[1], fold_train, n_splits):  # fewer rows than features: small, in memory
+            order, bounds = grouped_fold_bounds(groups[rows_train], n_splits)
+            X_train = _gather_float64(X, rows_train[order])
+            check_finite_features(X_train, key)
+            res = cv_ridge(X_train, Y_train[order], bounds, alphas, standardize)
+            del X_train
+        else:
+            res = cv_ridge_streamed(X, rows_train, fold_train, Y_train, n_splits, alphas, standardize, chunk_rows, key)
+        pred = _predict_rows(X, test_idx, res, chunk_rows, key)
         del X  # drop a lazily loaded source before the next one is loaded
-        res = cv_ridge(X_train, Y_train, bounds, alphas, standardize)
-        del X_train
-        pred = ((X_test - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
-        del X_test
         for j, name in enumerate(names):
             y_true = Y_test[:, j]
             sst = ((y_true - y_true.mean()) ** 2).sum()
@@ -375,7 +458,7 @@ def fit_ridge_grid(
                 "cv_r2_sd": res["fold_scores"][:, res["best"][j], j].std(),
                 "test_r2": test_r2,
                 "n_features": res["coef"].shape[0],
-                "n_train": len(rows_train),
+                "n_train": len(train_idx),
                 "n_test": len(test_idx),
             }
             if n_boot:

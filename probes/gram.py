@@ -3,6 +3,7 @@
     sums = FoldSums.accumulate(X, rows, fold, Y, n_folds)   # one pass over X[rows], chunk by chunk
     gram, x_sum, xy, y_sum, n = sums.train(f)               # every row outside fold f
     r2 = sums.validation_r2(f, W_raw, offset)              # fold f's R² for every (alpha, target)
+    res = cv_ridge_streamed(X, rows, fold, Y, n_folds, alphas)   # what probes.ridge.cv_ridge returns
 
 Every quantity grouped CV needs is a sum over rows. Per fold f: n_f, X_f'X_f, X_f'1, X_f'Y_f, Y_f'1 and
 Σy² per target. The training sums of fold f are the totals minus fold f's, and the squared error of the
@@ -22,8 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.linalg import eigh
+
+from probes.splits import non_finite_error
 
 DEFAULT_CHUNK_ROWS = 32_768  # 32k rows x 128 features in float64 = 32 MiB per chunk
+_EPS = np.finfo(np.float64).eps
 
 
 def read_rows(X, rows: np.ndarray) -> np.ndarray:
@@ -111,3 +116,81 @@ class FoldSums:
         with np.errstate(divide="ignore", invalid="ignore"):
             r2 = 1.0 - sse / sst
         return np.where(constant, np.where(sse <= 1e-12 * np.maximum(yy, 1e-300), 1.0, 0.0), r2)
+
+
+# ----------------------------------------------------------------------------- the primal route
+def scale_from_var(var, mean, n, standardize):
+    """StandardScaler's scale: sqrt(var), with near-constant features (its own bound) set to 1."""
+    if not standardize:
+        return np.ones_like(var)
+    var = np.maximum(var, 0.0)
+    constant = var <= n * _EPS * var + (n * mean * _EPS) ** 2
+    return np.where(constant, 1.0, np.sqrt(var))
+
+
+def primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize):
+    """All-alpha ridge weights from raw training sums (features already globally shifted).
+
+    gram: (p, p) = X'X, x_sum: (p,), xy: (p, k) = X'Y, y_sum: (k,).
+    Returns W (p, n_alphas, k) on standardised features, feature mean (p,), scale (p,), y mean (k,).
+    """
+    mean = x_sum / n
+    cov = gram - n * np.outer(mean, mean)  # centred Gram = sum of (x - mean)(x - mean)'
+    scale = scale_from_var(np.diag(cov) / n, mean, n, standardize)
+    z_gram = cov / np.outer(scale, scale)
+    z_y = (xy - np.outer(mean, y_sum)) / scale[:, None]  # Z'(y - ybar) = (X - mean)'y
+    lam, V = eigh(z_gram, overwrite_a=True, check_finite=False, driver="evd")
+    proj = V.T @ z_y  # (p, k)
+    W = np.einsum("pq,qak->pak", V, proj[:, None, :] / (lam[:, None, None] + alphas[None, :, None]))
+    return W, mean, scale, y_sum / n
+
+
+def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize=True, chunk_rows=DEFAULT_CHUNK_ROWS, name="X"):
+    """``cv_ridge`` (primal route) from per-fold sums read in chunks of ``X[rows]``: same results, flat memory.
+
+    Parameters
+    ----------
+    X : array-like of shape (n, p), indexable by rows (ndarray, np.memmap, ConcatenatedRows)
+    rows : ndarray of shape (n_train,), sorted row indices of X to train on
+    fold : ndarray of shape (n_train,), the CV fold of each of those rows
+    Y : ndarray of shape (n_train, k), float64, aligned with rows
+    name : the feature set's name in error messages
+    """
+    alphas = np.asarray(alphas, dtype=np.float64)
+    sums = FoldSums.accumulate(X, rows, fold, Y, n_splits, chunk_rows)
+    if sums.non_finite:
+        raise non_finite_error(name, sums.non_finite)
+    fold_scores = np.empty((n_splits, alphas.size, Y.shape[1]))
+    for f in range(n_splits):
+        W, mean, scale, y_mean = primal_solutions(*sums.train(f), alphas, standardize)
+        W_raw = W / scale[:, None, None]
+        offset = y_mean - np.einsum("p,pak->ak", mean, W_raw)  # prediction = x W_raw + offset (shifted x, y)
+        fold_scores[f] = sums.validation_r2(f, W_raw, offset)
+    W, mean, scale, y_mean = primal_solutions(*sums.totals(), alphas, standardize)
+    cv_scores = fold_scores.mean(axis=0)
+    best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
+    return {
+        "fold_scores": fold_scores,
+        "cv_scores": cv_scores,
+        "best": best,
+        "coef": W[:, best, np.arange(Y.shape[1])],
+        "intercept": y_mean + sums.y_shift,
+        "mean": mean + sums.x_shift,
+        "scale": scale,
+    }
+
+
+def predict_rows(X, rows, res, chunk_rows, name) -> np.ndarray:
+    """Predictions (len(rows), k) of the fitted ``res`` for ``X[rows]``, read in chunks (rows in any order)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    order = np.argsort(rows, kind="stable")
+    pred = np.empty((len(rows), res["coef"].shape[1]))
+    bad = 0
+    for part in chunks(len(rows), chunk_rows):
+        block = read_rows(X, rows[order[part]])
+        finite = np.isfinite(block)
+        bad += int(block.size - np.count_nonzero(finite))
+        pred[order[part]] = ((block - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
+    if bad:
+        raise non_finite_error(name, bad)
+    return pred

@@ -36,7 +36,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_is_fitted
 
-from probes.gram import DEFAULT_CHUNK_ROWS, FoldSums, chunks, read_rows
+from probes.gram import DEFAULT_CHUNK_ROWS, cv_ridge_streamed, predict_rows, primal_solutions, scale_from_var
 from probes.splits import (
     bootstrap_r2_ci,
     check_enough_groups,
@@ -48,7 +48,6 @@ from probes.splits import (
 __all__ = ["RidgeProbe", "fit_ridge_grid", "DEFAULT_ALPHAS"]
 
 DEFAULT_ALPHAS = tuple(np.logspace(-3, 5, 17))
-_EPS = np.finfo(np.float64).eps
 
 
 # ----------------------------------------------------------------------------- folds and data
@@ -95,15 +94,6 @@ def _gather_float64(X, rows, chunk: int = 16384) -> np.ndarray:
     return out
 
 
-def _scale_from_var(var, mean, n, standardize):
-    """StandardScaler's scale: sqrt(var), with near-constant features (its own bound) set to 1."""
-    if not standardize:
-        return np.ones_like(var)
-    var = np.maximum(var, 0.0)
-    constant = var <= n * _EPS * var + (n * mean * _EPS) ** 2
-    return np.where(constant, 1.0, np.sqrt(var))
-
-
 def _fold_r2(y_val, pred):
     """R² of each (alpha, target) column on one validation fold, as sklearn's r2_score computes it.
 
@@ -118,29 +108,12 @@ def _fold_r2(y_val, pred):
 
 
 # ----------------------------------------------------------------------------- the solver
-def _primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize):
-    """All-alpha ridge weights from raw training sums (features already globally shifted).
-
-    gram: (p, p) = X'X, x_sum: (p,), xy: (p, k) = X'Y, y_sum: (k,).
-    Returns W (p, n_alphas, k) on standardised features, feature mean (p,), scale (p,), y mean (k,).
-    """
-    mean = x_sum / n
-    cov = gram - n * np.outer(mean, mean)  # centred Gram = sum of (x - mean)(x - mean)'
-    scale = _scale_from_var(np.diag(cov) / n, mean, n, standardize)
-    z_gram = cov / np.outer(scale, scale)
-    z_y = (xy - np.outer(mean, y_sum)) / scale[:, None]  # Z'(y - ybar) = (X - mean)'y
-    lam, V = eigh(z_gram, overwrite_a=True, check_finite=False, driver="evd")
-    proj = V.T @ z_y  # (p, k)
-    W = np.einsum("pq,qak->pak", V, proj[:, None, :] / (lam[:, None, None] + alphas[None, :, None]))
-    return W, mean, scale, y_sum / n
-
-
 def _dual_solutions(X_train, Y_train, alphas, standardize):
     """All-alpha ridge weights via the n_train x n_train kernel, for p > n_train."""
     n = X_train.shape[0]
     mean = X_train.mean(axis=0)
     Z = X_train - mean
-    scale = _scale_from_var((Z**2).mean(axis=0), mean, n, standardize)
+    scale = scale_from_var((Z**2).mean(axis=0), mean, n, standardize)
     Z /= scale
     y_mean = Y_train.mean(axis=0)
     lam, U = eigh(Z @ Z.T, overwrite_a=True, check_finite=False, driver="evd")
@@ -198,12 +171,12 @@ def cv_ridge(X, Y, bounds, alphas, standardize=True):
         total = [sum(parts) for parts in (grams, sums, xys, ysums)]
         for f, val in enumerate(folds):
             n_train = n - (val.stop - val.start)
-            sol = _primal_solutions(
+            sol = primal_solutions(
                 total[0] - grams[f], total[1] - sums[f], total[2] - xys[f], total[3] - ysums[f],
                 n_train, alphas, standardize,
             )
             fold_scores[f] = _fold_r2(Y[val], _predict_all(X[val], *sol))
-        W, mean, scale, y_mean = _primal_solutions(*total, n, alphas, standardize)
+        W, mean, scale, y_mean = primal_solutions(*total, n, alphas, standardize)
     cv_scores = fold_scores.mean(axis=0)
     best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
     coef = W[:, best, np.arange(Y.shape[1])]
@@ -216,57 +189,6 @@ def cv_ridge(X, Y, bounds, alphas, standardize=True):
         "mean": mean + shift,
         "scale": scale,
     }
-
-
-def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize=True, chunk_rows=DEFAULT_CHUNK_ROWS, name="X"):
-    """``cv_ridge`` (primal route) from per-fold sums read in chunks of ``X[rows]``: same results, flat memory.
-
-    Parameters
-    ----------
-    X : array-like of shape (n, p), indexable by rows (ndarray, np.memmap, ConcatenatedRows)
-    rows : ndarray of shape (n_train,), sorted row indices of X to train on
-    fold : ndarray of shape (n_train,), the CV fold of each of those rows
-    Y : ndarray of shape (n_train, k), float64, aligned with rows
-    name : the feature set's name in error messages
-    """
-    alphas = np.asarray(alphas, dtype=np.float64)
-    sums = FoldSums.accumulate(X, rows, fold, Y, n_splits, chunk_rows)
-    if sums.non_finite:
-        raise non_finite_error(name, sums.non_finite)
-    fold_scores = np.empty((n_splits, alphas.size, Y.shape[1]))
-    for f in range(n_splits):
-        W, mean, scale, y_mean = _primal_solutions(*sums.train(f), alphas, standardize)
-        W_raw = W / scale[:, None, None]
-        offset = y_mean - np.einsum("p,pak->ak", mean, W_raw)  # prediction = x W_raw + offset (shifted x, y)
-        fold_scores[f] = sums.validation_r2(f, W_raw, offset)
-    W, mean, scale, y_mean = _primal_solutions(*sums.totals(), alphas, standardize)
-    cv_scores = fold_scores.mean(axis=0)
-    best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
-    return {
-        "fold_scores": fold_scores,
-        "cv_scores": cv_scores,
-        "best": best,
-        "coef": W[:, best, np.arange(Y.shape[1])],
-        "intercept": y_mean + sums.y_shift,
-        "mean": mean + sums.x_shift,
-        "scale": scale,
-    }
-
-
-def _predict_rows(X, rows, res, chunk_rows, name) -> np.ndarray:
-    """Predictions (len(rows), k) of the fitted ``res`` for ``X[rows]``, read in chunks (rows in any order)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    order = np.argsort(rows, kind="stable")
-    pred = np.empty((len(rows), res["coef"].shape[1]))
-    bad = 0
-    for part in chunks(len(rows), chunk_rows):
-        block = read_rows(X, rows[order[part]])
-        finite = np.isfinite(block)
-        bad += int(block.size - np.count_nonzero(finite))
-        pred[order[part]] = ((block - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
-    if bad:
-        raise non_finite_error(name, bad)
-    return pred
 
 
 def _as_2d_target(y):
@@ -444,7 +366,7 @@ def fit_ridge_grid(
             del X_train
         else:
             res = cv_ridge_streamed(X, rows_train, fold_train, Y_train, n_splits, alphas, standardize, chunk_rows, key)
-        pred = _predict_rows(X, test_idx, res, chunk_rows, key)
+        pred = predict_rows(X, test_idx, res, chunk_rows, key)
         del X  # drop a lazily loaded source before the next one is loaded
         for j, name in enumerate(names):
             y_true = Y_test[:, j]

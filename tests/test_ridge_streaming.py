@@ -10,7 +10,8 @@ from threadpoolctl import threadpool_limits
 
 from probes import fit_ridge_grid, grouped_train_test_split
 from probes.positions import PositionProbeConfig, probe_store
-from probes.ridge import _gather_float64, cv_ridge, cv_ridge_streamed, grouped_fold_bounds, grouped_folds
+from probes.gram import cv_ridge_streamed
+from probes.ridge import _gather_float64, cv_ridge, grouped_fold_bounds, grouped_folds
 from dstg_interp.store.layout import ConcatenatedRows
 
 ALPHAS = np.logspace(-3, 5, 17)

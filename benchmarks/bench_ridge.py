@@ -14,14 +14,14 @@ If scikit-learn's full grid would exceed the time budget, it is timed on whole l
 layer covers all three widths) until the budget is spent and extrapolated linearly per width.
 
     python benchmarks/bench_ridge.py            # writes benchmarks/results/ridge.json
+
+Whole stores (every token, streamed) against the 100k-token subsample: bench_probe_store.py.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
-import json
-import os
-import platform
 import tempfile
 import time
 import tracemalloc
@@ -36,6 +36,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+from machine import LoadWatch, add_load_arguments, write_result
 from probes import fit_ridge_grid, grouped_train_test_split
 
 N_DOCS = 1000
@@ -105,6 +106,10 @@ def run_sklearn(paths, keys, targets, groups, train, test):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_load_arguments(parser)
+    args = parser.parse_args()
+    watch = LoadWatch.start(args)
     wall_start = time.perf_counter()
     groups, targets, codes, doc_latent = make_corpus()
     train, test = grouped_train_test_split(groups, test_fraction=0.2, seed=0)
@@ -146,11 +151,8 @@ def main():
     result = {
         "benchmark": "fit_ridge_grid vs GridSearchCV(Pipeline[StandardScaler, Ridge], GroupKFold) per target",
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "versions": {"numpy": np.__version__, "scipy": scipy.__version__, "sklearn": sklearn.__version__,
-                     "python": platform.python_version()},
-        "cpu_count": os.cpu_count(),
+        "versions": {"numpy": np.__version__, "scipy": scipy.__version__, "sklearn": sklearn.__version__},
         "blas_threads": 1,
-        "load_average_at_end": os.getloadavg(),
         "n_tokens": int(groups.size), "n_documents": N_DOCS, "n_train": int(train.size), "n_test": int(test.size),
         "feature_sets": len(paths), "widths_p": SUBSPACES, "layers": LAYERS, "targets": list(targets),
         "n_alphas": len(ALPHAS), "n_splits": N_SPLITS, "storage_dtype": "float16 .npy, memory-mapped",
@@ -176,10 +178,6 @@ def main():
         ],
         "total_wall_seconds": round(time.perf_counter() - wall_start, 1),
     }
-    RESULT_PATH.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULT_PATH.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(RESULT_PATH)
 
     print(f"{'':28s}{'seconds':>10s}")
     print(f"{f'fit_ridge_grid ({len(paths)} sets)':28s}{ours_s:10.1f}")
@@ -188,7 +186,7 @@ def main():
     print(f"speedup {result['speedup']}x; same alpha {same_alpha}/{len(compared)}; "
           f"max|dR2| cv {result['max_abs_delta_cv_r2']:.2e} test {result['max_abs_delta_test_r2']:.2e}")
     print(table.pivot_table(index="key", columns="target", values="test_r2").round(3))
-    print(f"wrote {RESULT_PATH}")
+    write_result(RESULT_PATH, result, watch, args)
 
 
 if __name__ == "__main__":

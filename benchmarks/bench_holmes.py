@@ -34,7 +34,7 @@ from machine import LoadWatch, add_load_arguments, write_result
 RESULTS = Path(__file__).parent / "results" / "holmes.json"
 
 
-def main(model_name="dstg", suite=None, n_datasets=10, args=None):
+def main(model_name="dstg", suite=None, n_datasets=10, args=None, out=RESULTS):
     torch.set_num_threads(1)
     watch = LoadWatch.start(args)
     suite = Path(suite) if suite else default_suite_dir()
@@ -78,12 +78,14 @@ def main(model_name="dstg", suite=None, n_datasets=10, args=None):
                    [r["ours_score"] for r in rows], [r["sklearn_score"] for r in rows])[0]), 3),
                "torch": torch.__version__, "threads": 1}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=2))
-    write_result(RESULTS, summary, watch, args)
+    write_result(out, summary, watch, args)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("checkpoint", nargs="?", default="dstg", help="zoo name or checkpoint folder (default: dstg)")
+    parser.add_argument("--datasets", type=int, default=10, help="how many of the 10 datasets (a smoke run: 1)")
+    parser.add_argument("--out", default=str(RESULTS))
     add_load_arguments(parser)
     arguments = parser.parse_args()
-    main(arguments.checkpoint, args=arguments)
+    main(arguments.checkpoint, n_datasets=arguments.datasets, args=arguments, out=arguments.out)

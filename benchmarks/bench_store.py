@@ -213,6 +213,9 @@ def ranks_child(args) -> None:
 
     model = build_model(dstg_config(args)).eval()
     sequences = RandomSequences(args.ranks_child, args.length, args.vocab)
+    with torch.inference_mode():  # warm-up, as for the in-process rivals: one-time kernel set-up is not timed
+        tokens, mask = next(sequences.batches(args.batch_size))
+        model(tokens, attention_mask=mask)
     with torchrun_ranks("cpu") as ranks:
         start = time.perf_counter()
         store = extract(model, sequences, args.rss_out, batch_size=args.batch_size, dtype="float16", progress=False,

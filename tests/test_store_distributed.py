@@ -20,6 +20,7 @@ from dstg_interp.store.cli import main as cli_main
 from dstg_interp.store.distributed import OtherRankFailed, Ranks
 from test_store_format import V1Sequences
 
+torch.set_num_threads(1)  # what torchrun gives each rank: the same kernels on both sides of a comparison
 REPO = Path(__file__).resolve().parents[1]
 TIMING_FIELDS = ("created",)  # the manifest's only field that depends on when it ran
 
@@ -44,12 +45,7 @@ def test_two_gloo_ranks_write_the_one_process_store(checkpoint_and_corpus, tmp_p
     checkpoint, corpus = checkpoint_and_corpus
     flags = ["--model", str(checkpoint), "--corpus", str(corpus), "--max-length", "24", "--batch-size", "3",
              "--layers", "0,1,2,final", "--quiet"]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # what torchrun gives each rank: the same kernels on both sides
-    try:
-        assert cli_main(flags + ["--out", str(tmp_path / "one")]) == 0
-    finally:
-        torch.set_num_threads(threads)
+    assert cli_main(flags + ["--out", str(tmp_path / "one")]) == 0
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
     sharded = subprocess.run([*torchrun, "-m", "dstg_interp.store.cli", *flags, "--out", str(tmp_path / "two")],
                              env=subprocess_env(), capture_output=True, text=True, timeout=300)
@@ -112,6 +108,21 @@ def test_a_failing_rank_stops_every_rank_and_leaves_nothing(tmp_path):
     assert (tmp_path / "report.0").read_text() == "other rank failed"
     assert (tmp_path / "report.1").read_text() == "own error: disk went away"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["report.0", "report.1"]  # no store, no temp folder
+
+
+@pytest.mark.slow
+def test_two_ranks_with_attention_summaries(tmp_path):
+    out = tmp_path / "two"
+    mp.spawn(_rank_main, args=(2, tmp_path / "rendezvous", out, None, V1Sequences(), tmp_path / "report"), nprocs=2)
+    assert [(tmp_path / f"report.{rank}").read_text() for rank in (0, 1)] == ["ok", "ok"]
+    one = extract(tiny_model("dstg").eval(), V1Sequences(), tmp_path / "one", batch_size=1, progress=False,
+                  attention_summaries=True)
+    two = ActivationStore(out)
+    for layer in one.layers:
+        for subspace in one.subspaces:
+            assert np.array_equal(np.asarray(one.states(layer, subspace)), np.asarray(two.states(layer, subspace)))
+    for name, value in one.attention.arrays.items():  # partial sums merged: equal up to rounding
+        np.testing.assert_allclose(two.attention.arrays[name], value, rtol=1e-9, atol=1e-12, err_msg=name)
 
 
 def test_merged_attention_sums_equal_one_accumulator():

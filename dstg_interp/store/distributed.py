@@ -71,12 +71,12 @@ class Ranks:
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    def gather(self, value) -> list | None:
-        """Every rank's ``value`` in rank order on rank 0, None elsewhere."""
+    def gather(self, value) -> list:
+        """Every rank's ``value``, in rank order (on every rank: all_gather works on gloo and nccl alike)."""
         if not self.grouped:
             return [value]
-        values = [None] * self.world_size if self.first else None
-        dist.gather_object(value, values, dst=0)
+        values = [None] * self.world_size
+        dist.all_gather_object(values, value)
         return values
 
     def _all_succeeded(self, succeeded: bool) -> bool:

@@ -200,7 +200,7 @@ def _extract_into(folder: Path, model, sequences, lengths, config, targets, widt
         for writer in writers.values():
             writer.close()
 
-    partial = ranks.gather(accumulator)  # every rank's attention sums, on rank 0
+    partial = ranks.gather(accumulator)  # every rank's attention sums
     if not ranks.first:
         return None
     if accumulator is not None:

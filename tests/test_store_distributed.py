@@ -141,3 +141,12 @@ def test_merged_attention_sums_equal_one_accumulator():
     for name, value in whole.arrays().items():
         np.testing.assert_allclose(first.arrays()[name], value, rtol=1e-12, atol=1e-12, err_msg=name)
     assert json.dumps(first.terms) == json.dumps(whole.terms)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
+def test_cuda_without_a_gpu_is_one_clear_error(checkpoint_and_corpus, tmp_path, capsys):
+    checkpoint, corpus = checkpoint_and_corpus
+    code = cli_main(["--model", str(checkpoint), "--corpus", str(corpus), "--out", str(tmp_path / "s"), "--device", "cuda"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err == "dstg-cache: error: device cuda: no CUDA device is available here; use --device cpu"
+    assert not (tmp_path / "s").exists()

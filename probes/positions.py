@@ -13,8 +13,8 @@ Targets come from the structured-sequence labels kept in the store (never recomp
     intra     intra_sentence_position     intra_paragraph_position
 
 Protocol, per (layer, subspace): every token of the store except [CLS]/[SEP] (``max_tokens`` draws a
-seeded subsample instead; the ridge reads features in chunks, so all tokens cost time, not memory); an outer split by whole
-documents (``test_fraction`` of documents held out); on the training documents a ridge probe whose
+seeded subsample instead; the ridge reads features in chunks, so all tokens cost time, not memory); an
+outer split by whole documents (``test_fraction`` of documents held out); on the training documents a ridge probe whose
 penalty is chosen by grouped 5-fold CV (``probes.ridge``); held-out R² with a bootstrap CI over test
 documents.  Two controls, so an R² means something:
 

@@ -42,7 +42,6 @@ from probes.splits import (
     check_enough_groups,
     check_finite_features,
     check_nonconstant_target,
-    non_finite_error,
 )
 
 __all__ = ["RidgeProbe", "fit_ridge_grid", "DEFAULT_ALPHAS"]

@@ -13,10 +13,11 @@ config.py (ExtractionConfig), cli.py (dstg-cache).
 
 from .attention import AttentionSummaries
 from .config import ExtractionConfig
+from .distributed import Ranks, torchrun_ranks
 from .extract import extract
 from .hf_encoder import HFEncoder, load_hf_encoder
 from .manifest import FORMAT_VERSION, StoreError, StoreInterrupted
 from .reader import ActivationStore
 
 __all__ = ["extract", "ActivationStore", "ExtractionConfig", "AttentionSummaries", "HFEncoder", "load_hf_encoder",
-           "StoreError", "StoreInterrupted", "FORMAT_VERSION"]
+           "StoreError", "StoreInterrupted", "FORMAT_VERSION", "Ranks", "torchrun_ranks"]

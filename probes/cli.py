@@ -41,7 +41,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--subspaces", default=None, help="comma-separated: ap,sem,full (default: all each model has)")
     parser.add_argument("--out", default=None, help="output folder (default: results/<task>)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (extraction)")
-    parser.add_argument("--max-tokens", type=int, default=100_000, help="token subsample for the probes")
+    parser.add_argument("--max-tokens", type=positive_int, default=None,
+                        help="a seeded subsample of this many tokens for the probes (default: every token)")
     parser.add_argument("--max-docs", type=positive_int, default=None)
     parser.add_argument("--no-controls", action="store_true", help="skip the random-init and shuffled-target controls")
     parser.add_argument("--benchmark", default=None, help="--task holmes: a Holmes-format folder (default: the offline suite)")

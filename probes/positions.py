@@ -12,8 +12,9 @@ Targets come from the structured-sequence labels kept in the store (never recomp
     segment   sentence_index              paragraph_index
     intra     intra_sentence_position     intra_paragraph_position
 
-Protocol, per (layer, subspace): special tokens ([CLS]/[SEP]) dropped; an outer split by whole
-documents (``test_fraction`` of documents held out); on the training documents a ridge probe whose
+Protocol, per (layer, subspace): every token of the store except [CLS]/[SEP] (``max_tokens`` draws a
+seeded subsample instead; the ridge reads features in chunks, so all tokens cost time, not memory); an
+outer split by whole documents (``test_fraction`` of documents held out); on the training documents a ridge probe whose
 penalty is chosen by grouped 5-fold CV (``probes.ridge``); held-out R² with a bootstrap CI over test
 documents.  Two controls, so an R² means something:
 
@@ -73,7 +74,7 @@ class PositionProbeConfig:
     Args:
         task: ``token``, ``segment`` or ``intra``.  segment: ``sentence`` or ``paragraph``.
         layers, subspaces: which to probe (None = all in the store).
-        max_tokens: reproducible subsample of (non-special) tokens; None = all.
+        max_tokens: reproducible subsample of (non-special) tokens; None (default) = all of them.
         test_fraction: share of documents held out for the reported R².
         n_splits: grouped CV folds for the ridge penalty.  n_boot: bootstrap resamples for the CI.
         controls: run the random-init and shuffled-target controls.
@@ -84,7 +85,7 @@ class PositionProbeConfig:
     segment: str = "sentence"
     layers: list[int] | None = None
     subspaces: list[str] | None = None
-    max_tokens: int | None = 100_000
+    max_tokens: int | None = None
     test_fraction: float = 0.2
     n_splits: int = 5
     n_boot: int = 1000
@@ -151,7 +152,7 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
     """Run the position probe on every requested (layer, subspace) of ``store``; tidy results."""
     layers, subspaces = _check_request(store, cfg)
     labels = store.labels
-    tokens = select_tokens(store, cfg)
+    tokens = select_tokens(store, cfg)  # store rows, sorted
     y = labels[cfg.target_column].to_numpy()[tokens].astype(np.float64)
     groups = labels["doc_index"].to_numpy()[tokens]  # windows of one document share it
     n_docs, needed = len(np.unique(groups)), minimum_documents(cfg.n_splits, cfg.test_fraction)
@@ -172,18 +173,26 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
     if cfg.controls:
         targets["shuffled"] = shuffle_within_documents(y, groups, cfg.seed)
 
-    def feature_sets(source):
-        return {(layer, sub): (lambda layer=layer, sub=sub: np.asarray(source.states(layer, sub)[tokens]))
-                for layer in layers for sub in subspaces}
+    # The ridge reads the store's memory-mapped states whole, at the selected rows, one chunk at a time:
+    # labels are spread to one row per store token (unselected rows are never read).
+    def on_store_rows(values):
+        spread = np.zeros(store.n_tokens, dtype=values.dtype)
+        spread[tokens] = values
+        return spread
 
-    common = dict(groups=groups, train_idx=train_idx, test_idx=test_idx, alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits,
-                  seed=cfg.seed, keep_predictions=False)
+    def feature_sets(source):
+        return {(layer, sub): (lambda layer=layer, sub=sub: source.states(layer, sub)) for layer in layers for sub in subspaces}
+
+    common = dict(groups=on_store_rows(groups), train_idx=tokens[train_idx], test_idx=tokens[test_idx],
+                  alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False)
+    targets = {name: on_store_rows(values) for name, values in targets.items()}
     fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, **common)
     main = fitted[fitted.target == "target"].set_index("key")
     shuffled = fitted[fitted.target == "shuffled"].set_index("key")["test_r2"] if cfg.controls else None
     random_init = None
     if cfg.controls and control_store is not None:
-        random_init = fit_ridge_grid(feature_sets(control_store), {"target": y}, n_boot=0, **common).set_index("key")["test_r2"]
+        random_init = fit_ridge_grid(feature_sets(control_store), {"target": targets["target"]}, n_boot=0,
+                                     **common).set_index("key")["test_r2"]
 
     rows = []
     for (layer, sub), result in main.iterrows():
@@ -241,7 +250,7 @@ def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: s
 
 
 def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment: str = "sentence", corpus: str = DEFAULT_CORPUS,
-                    layers=None, subspaces=None, max_tokens: int | None = 100_000, controls: bool = True, n_boot: int = 1000,
+                    layers=None, subspaces=None, max_tokens: int | None = None, controls: bool = True, n_boot: int = 1000,
                     seed: int = 0, max_docs: int | None = None, store_root=None, model_name: str | None = None,
                     progress: bool = True, device: str = "cpu") -> pd.DataFrame:
     """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).

@@ -6,15 +6,17 @@
     store.states(3, "ap"), store.labels, store.subsample(10_000, seed=0), store.attention
 
 Files: extract.py (the loop), targets.py (what to store, by the encoders' hook table), npy_writer.py
-(bounded-memory writes), attention.py (streaming head summaries), reader.py, manifest.py,
+(bounded-memory writes), layout.py (which arrays are files, which are served as concatenations),
+distributed.py (torchrun shards), attention.py (streaming head summaries), reader.py, manifest.py,
 config.py (ExtractionConfig), cli.py (dstg-cache). Models run through dstg_interp.encoders.
 """
 
 from .attention import AttentionSummaries
 from .config import ExtractionConfig
+from .distributed import Ranks, torchrun_ranks
 from .extract import extract
 from .manifest import FORMAT_VERSION, StoreError, StoreInterrupted
 from .reader import ActivationStore
 
 __all__ = ["extract", "ActivationStore", "ExtractionConfig", "AttentionSummaries", "StoreError", "StoreInterrupted",
-           "FORMAT_VERSION"]
+           "FORMAT_VERSION", "Ranks", "torchrun_ranks"]

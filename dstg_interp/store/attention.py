@@ -85,6 +85,17 @@ class AttentionAccumulator:
         self.comoment[layer] += comoment_new + delta[:, :, None] * delta[:, None, :] * (n_old * n_new / n_total)
         self.pairs[layer] = n_total
 
+    def merge(self, other: "AttentionAccumulator") -> None:
+        """Fold in the statistics of other sequences (another rank's share of a sharded extraction)."""
+        for layer in range(len(self.pairs)):
+            if other.pairs[layer]:
+                self._merge(layer, other.pairs[layer], other.mean[layer], other.comoment[layer])
+        self.queries += other.queries
+        self.offset_weight += other.offset_weight
+        self.offset_pairs += other.offset_pairs
+        self.js_sum += other.js_sum
+        self.weight_sq_sum += other.weight_sq_sum
+
     def arrays(self) -> dict[str, np.ndarray]:
         pairs = np.maximum(self.pairs, 1)[:, None, None, None]
         cov = self.comoment / pairs  # population covariance over pairs

@@ -7,6 +7,7 @@
 
 What lands in ``out`` (flat, one file per array; see manifest.json for the list):
     layer{l:02d}_{subspace}.npy / final_{subspace}.npy / hook.{name}.npy   [n_tokens, d]
+        (DSTG ``full`` has no file when ``sem`` and ``ap`` are stored: it is read as [sem | ap], layout.py)
     labels_{column}.npy                                                    [n_tokens] per-token labels
     documents.json, extraction.json (the ExtractionConfig), attention.npz + attention.json (optional)
     manifest.json                                                          written last
@@ -19,6 +20,7 @@ at its final size, and each batch is written with pwrite (npy_writer.py) before 
 Batches are formed from length-sorted sequences (less padding) and written back to their own rows.
 Everything goes into a temporary sibling folder that is renamed onto ``out`` only once manifest.json
 is in it; an error or Ctrl-C removes the temporary folder, so a folder named ``out`` is always complete.
+Under torchrun (``ranks=``, distributed.py) each rank runs a share of the batches into the same files.
 """
 
 from __future__ import annotations
@@ -32,14 +34,17 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp.config import ModelConfig
 from dstg_interp.data import Document, tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError, open_encoder
-from dstg_interp.encoders.inputs import sequence_lengths
+from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.io import OutputError, check_replaceable, folder_entries, foreign_entries
 from dstg_interp.model.checkpoint import atomic_directory, commit_directory
 
 from .attention import AttentionAccumulator, logit_terms
 from .config import ExtractionConfig
+from .distributed import Ranks
+from .layout import derived_parts
 from .manifest import (FORMAT_VERSION, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
                        sequences_sha256, weights_sha256, write_manifest)
 from .npy_writer import NpyWriter
@@ -53,7 +58,7 @@ DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dtype="float16", batch_size: int = 32,
             attention_summaries: bool = False, max_offset: int = 32, progress: bool = True,
-            overwrite: bool = False, max_length: int = 256, windows: bool = True):
+            overwrite: bool = False, max_length: int = 256, windows: bool = True, ranks: Ranks | None = None):
     """Extract token states of ``model`` over ``sequences`` into the store folder ``out``; returns an ActivationStore.
 
     model: anything ``open_encoder`` takes: one of ours (``load_model``/``build_model``), an Encoder
@@ -64,6 +69,8 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
         "full" (None = all the model has). names: extra token-level hook names to store as they are.
     A complete store with the same identity (weights, sequences, config) in ``out`` is returned as is;
     a different one raises StoreError unless ``overwrite``.
+    ranks: this process's place in a torchrun job (``distributed.torchrun_ranks``); every rank calls extract
+        with the same arguments and gets the same store. None = one process.
     """
     from .reader import ActivationStore
 
@@ -101,11 +108,17 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
     if _reusable(out, identity, overwrite):
         return ActivationStore(out)
 
-    tmp = atomic_directory(out)
+    ranks = ranks or Ranks()
+    tmp = ranks.broadcast(ranks.together(lambda: atomic_directory(out) if ranks.first else None))
     try:
-        manifest = _extract_into(tmp, encoder, sequences, lengths, config, targets, widths, identity, progress)
-        write_manifest(tmp, manifest)
-        commit_directory(tmp, out)
+        manifest = _extract_into(tmp, encoder, sequences, lengths, config, targets, widths, identity, progress, ranks)
+
+        def commit():
+            if ranks.first:
+                write_manifest(tmp, manifest)
+                commit_directory(tmp, out)
+
+        ranks.together(commit)
     except KeyboardInterrupt:
         shutil.rmtree(tmp, ignore_errors=True)
         raise StoreInterrupted(f"extraction into {out} was interrupted; the partial work was removed and no "
@@ -113,7 +126,8 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         if err.errno in DISK_FULL:
-            need = int(lengths.sum()) * (sum(widths.values()) * (2 if config.dtype == "float16" else 4) + 33)
+            stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
+            need = int(lengths.sum()) * (stored * (2 if config.dtype == "float16" else 4) + 33)
             raise StoreError(f"disk full while writing the store for {out} (it needs about {need / 2**20:.0f} MiB); "
                              "free space or choose another out folder") from None
         raise StoreError(f"cannot write the store for {out}: {err}") from None
@@ -123,53 +137,78 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
     return ActivationStore(out)
 
 
-def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, targets, widths, identity, progress) -> dict:
+def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, targets, widths, identity, progress,
+                  ranks: Ranks) -> dict | None:
+    """Fill ``folder`` with this rank's rows; rank 0 also writes the rest and returns the manifest."""
     n_tokens = int(lengths.sum())
     row_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # first row of each sequence
     np_dtype = np.float16 if config.dtype == "float16" else np.float32
     torch_dtype = torch.float16 if config.dtype == "float16" else torch.float32
+    derived = derived_parts(targets)  # DSTG full = [sem | ap]: no file, served on read
+    stored = [target for target in targets if target.key not in derived]
+    files = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
+    files.update({f"labels/{column}": (f"labels_{column}.npy", (n_tokens,), column_dtype)
+                  for column, column_dtype in LABEL_COLUMNS.items()})
 
+    def reserve_files():  # rank 0 sizes every file once; then each rank opens them to write its own rows
+        if ranks.first:
+            for file, shape, file_dtype in files.values():
+                NpyWriter(folder / file, shape, file_dtype).close()
+
+    ranks.together(reserve_files)
     writers: dict[str, NpyWriter] = {}
-    try:
-        for target in targets:
-            writers[target.key] = NpyWriter(folder / target.file, (n_tokens, widths[target.key]), np_dtype)
-        for column, column_dtype in LABEL_COLUMNS.items():
-            writers[f"labels/{column}"] = NpyWriter(folder / f"labels_{column}.npy", (n_tokens,), column_dtype)
+    accumulator = None
+    if config.attention_summaries:
+        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(logit_terms(encoder.variant)),
+                                           config.max_offset, encoder.max_positions)
 
-        accumulator = None
-        if config.attention_summaries:
-            accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(logit_terms(encoder.variant)),
-                                               config.max_offset, encoder.max_positions)
-        hooks = sorted({hook for target in targets for hook in target.hooks})
-        bar = tqdm(total=n_tokens, unit="tok", desc=f"extract -> {folder.name.split('.tmp-')[0].lstrip('.')}",
-                   disable=not progress)
+    hooks = sorted({hook for target in targets for hook in target.hooks})
+
+    def run_my_batches():
+        for key, (file, shape, file_dtype) in files.items():
+            writers[key] = NpyWriter(folder / file, shape, file_dtype, create=False)
+        plan = ranks.share(length_sorted_batches(lengths, config.batch_size))
+        bar = tqdm(total=int(sum(lengths[batch].sum() for batch in plan)), unit="tok", disable=not progress,
+                   desc=f"extract -> {folder.name.split('.tmp-')[0].lstrip('.')}"
+                        + (f" (rank {ranks.rank}/{ranks.world_size})" if ranks.grouped else ""))
         with torch.inference_mode():
-            for batch, tokens, mask in encoder.batches(sequences, config.batch_size):  # on the encoder's device
+            for batch in plan:
                 items = [sequences[int(i)] for i in batch]
+                tokens, mask = encoder.pad([item["input_ids"] for item in items])  # on the encoder's device
                 if int(tokens.max()) >= encoder.vocab_size:
                     raise StoreError(f"token id {int(tokens.max())} is outside the model's vocabulary of "
                                      f"{encoder.vocab_size}; the sequences were built with another tokenizer")
                 captured = encoder.capture(tokens, mask, hooks, _summarise(accumulator, mask))
-                rows_of = np.concatenate([[0], np.cumsum(lengths[batch])])  # batch rows of each sequence
-                for key, rows in _real_rows(captured, targets, mask, torch_dtype).items():
-                    for j, i in enumerate(batch):
-                        writers[key].write(int(row_start[i]), rows[rows_of[j]:rows_of[j + 1]])
-                for j, (i, item) in enumerate(zip(batch, items)):
-                    for column, column_dtype in LABEL_COLUMNS.items():
-                        values = np.full(lengths[i], i) if column == "sequence" else item[column]
-                        writers[f"labels/{column}"].write(int(row_start[i]), np.asarray(values, dtype=column_dtype))
+                runs = _contiguous_runs(batch, lengths, row_start)
+                for key, rows in _real_rows(captured, stored, mask, torch_dtype).items():
+                    for first_row, start, stop in runs:
+                        writers[key].write(first_row, rows[start:stop])
+                for column, column_dtype in LABEL_COLUMNS.items():
+                    values = np.concatenate([np.full(lengths[i], i) if column == "sequence" else item[column]
+                                             for i, item in zip(batch, items)]).astype(column_dtype, copy=False)
+                    for first_row, start, stop in runs:
+                        writers[f"labels/{column}"].write(first_row, values[start:stop])
                 bar.update(int(lengths[batch].sum()))
         bar.close()
+
+    try:
+        ranks.together(run_my_batches)
     finally:
         for writer in writers.values():
             writer.close()
 
+    partial = ranks.gather(accumulator)  # every rank's attention sums
+    if not ranks.first:
+        return None
+    if accumulator is not None:
+        for other in partial[1:]:
+            accumulator.merge(other)
     attention = accumulator.save(folder) if accumulator is not None else None
     documents = getattr(sequences, "meta", {}).get("documents", [])
     (folder / "documents.json").write_text(json.dumps(documents, ensure_ascii=False) + "\n")
     ExtractionConfig.from_dict(identity["extraction"]).to_json(folder / "extraction.json")
-    arrays = {t.key: {"file": t.file, "shape": [n_tokens, widths[t.key]], "dtype": config.dtype, "hooks": t.hooks}
-              for t in targets}
+    arrays = {t.key: ({"parts": derived[t.key]} if t.key in derived else {"file": t.file})
+              | {"shape": [n_tokens, widths[t.key]], "dtype": config.dtype, "hooks": t.hooks} for t in targets}
     labels = {"files": {column: f"labels_{column}.npy" for column in LABEL_COLUMNS}, "documents": "documents.json"}
     meta = getattr(sequences, "meta", {})
     extra = {
@@ -178,6 +217,22 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
         "layers": [layer for layer in config.layers], "subspaces": list(config.subspaces), "names": list(config.names),
     }
     return build_manifest(identity, arrays, labels, attention, n_tokens, len(lengths), extra)
+
+
+def _contiguous_runs(batch: np.ndarray, lengths: np.ndarray, row_start: np.ndarray) -> list[tuple[int, int, int]]:
+    """(first store row, start, stop) of each run of batch rows that lands on consecutive store rows.
+
+    Equal-length sequences keep their order in the length sort, so a windowed corpus gives one run per
+    batch: one pwrite per array instead of one per sequence."""
+    batch_rows = np.concatenate([[0], np.cumsum(lengths[batch])])
+    runs, j = [], 0
+    while j < len(batch):
+        k = j + 1
+        while k < len(batch) and batch[k] == batch[k - 1] + 1:
+            k += 1
+        runs.append((int(row_start[batch[j]]), int(batch_rows[j]), int(batch_rows[k])))
+        j = k
+    return runs
 
 
 def _summarise(accumulator: AttentionAccumulator | None, mask: torch.Tensor):
@@ -274,6 +329,17 @@ def store_foreign_entries(path: Path) -> list[str]:
     return foreign_entries(path, listed)
 
 
+def _current_model_identity(model: dict | None):
+    """A stored model identity with its config read through today's ModelConfig: fields added since (all with
+    defaults that keep the old behaviour) must not make an old store look like another model's."""
+    if not isinstance(model, dict) or model.get("kind") != "dstg-interp" or not isinstance(model.get("config"), dict):
+        return model
+    try:
+        return {**model, "config": ModelConfig.from_dict(model["config"]).to_dict()}
+    except (TypeError, ValueError):
+        return model
+
+
 def is_store_folder(path: Path) -> bool:
     """A folder extraction wrote: a manifest, and nothing that the manifest does not account for."""
     return (path / MANIFEST_FILE).is_file() and not store_foreign_entries(path)
@@ -282,7 +348,7 @@ def is_store_folder(path: Path) -> bool:
 def store_damage(out: Path, manifest: dict) -> str | None:
     """What is wrong with the files of a complete-looking store (missing or cut short), or None."""
     expected = [(entry["file"], int(np.prod(entry["shape"])) * (2 if entry.get("dtype") == "float16" else 4))
-                for entry in manifest.get("arrays", {}).values()]
+                for entry in manifest.get("arrays", {}).values() if "file" in entry]  # DSTG full is served from its parts
     expected += [(file, int(manifest.get("n_tokens", 0)) * np.dtype(LABEL_COLUMNS.get(column, np.int32)).itemsize)
                  for column, file in manifest.get("labels", {}).get("files", {}).items()]
     for file, data_bytes in expected:
@@ -307,7 +373,10 @@ def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
             if not overwrite:
                 raise
             manifest = None
-        if manifest is not None and manifest.get("identity") == json.loads(json.dumps(identity)):
+        # An older format that still reads holds the same arrays: reuse it rather than extract again.
+        same_format = None if manifest is None else {**manifest.get("identity", {}), "format_version": identity["format_version"],
+                                                     "model": _current_model_identity(manifest.get("identity", {}).get("model"))}
+        if manifest is not None and same_format == json.loads(json.dumps(identity)):
             return store_damage(out, manifest) is None
         if manifest is not None and not overwrite:
             differs = [key for key in ("model", "sequences", "extraction") if manifest["identity"].get(key) != identity[key]]

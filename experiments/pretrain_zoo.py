@@ -29,14 +29,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from dstg_interp import load_model
-from dstg_interp.data.prepare import prepare_data
+from dstg_interp.evaluation import Unigram
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
-from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch, train,
-                               validation_batches)
+from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch,
+                               prepare_training_data, train, validation_batches)
 
 ZOO_WIDTHS = {
     "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
@@ -61,29 +60,24 @@ def zoo_config(variant: str, runs: Path, steps: int, threads: int | None) -> Tra
 
 
 def unigram_baseline(cfg: TrainConfig) -> dict:
-    """Cross-entropy and accuracy of predicting every masked token from training-set token frequencies,
-    on exactly the validation batches and masks ``evaluate`` uses."""
-    prepared = prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.seed, cfg.max_docs, cfg.tokenizer, progress=False)
-    vocab = prepared.tokenizer.get_vocab_size()
-    train_ids = prepared.train.arrays["input_ids"][~prepared.train.arrays["is_special"]]
-    counts = np.bincount(train_ids, minlength=vocab).astype(np.float64) + 1.0  # add-one smoothing
-    log_probs = np.log(counts / counts.sum())
+    """Cross-entropy and accuracy of predicting every masked token from training-set token frequencies
+    (``dstg_interp.evaluation.Unigram``), on exactly the validation batches and masks ``evaluate`` uses."""
+    prepared = prepare_training_data(cfg)
+    unigram = Unigram.from_sequences(prepared.train, prepared.tokenizer.get_vocab_size())
     nll, correct, count = 0.0, 0, 0
     validation = prepared.validation
     for b, indices in enumerate(validation_batches(len(validation), cfg)):
-        _, _, labels = masked_batch(validation, indices, cfg, vocab, generator_seed=10_000_019 + b)
+        _, _, labels = masked_batch(validation, indices, cfg, len(unigram.counts), generator_seed=10_000_019 + b)
         targets = labels[labels != -100].numpy()
-        nll -= log_probs[targets].sum()
-        correct += int((targets == counts.argmax()).sum())
-        count += targets.size
+        batch_nll, batch_correct = unigram.score(targets)
+        nll, correct, count = nll + batch_nll, correct + batch_correct, count + targets.size
     return dict(unigram_loss=nll / count, most_frequent_accuracy=correct / count)
 
 
 def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
     run = Path(cfg.out_dir)
     model = load_model(run / CHECKPOINT_DIR)
-    metrics = evaluate(model, prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.seed,
-                                           cfg.max_docs, cfg.tokenizer, progress=False).validation, cfg, torch.device("cpu"))
+    metrics = evaluate(model, prepare_training_data(cfg).validation, cfg, torch.device("cpu"))
     state = json.loads((run / CHECKPOINT_DIR / STATE_FILE).read_text())
     summary = dict(variant=variant, params=model.n_params(), steps=state["step"], train_tokens=state["tokens_seen"],
                    train_seconds=round(state["train_seconds"], 1), **{k: round(v, 4) for k, v in metrics.items()},

@@ -46,7 +46,7 @@ PINNED_DEBS = (
     ("3.11.2-6+deb12u9", "5b3594189d6ef9a6963ce0347fd307a1cc67620ad697e144db366070e2e146be"),
     ("3.11.2-6+deb12u8", "50eb63e7f636c4281e9ce1b8f10386f1def42159eddce34fc1f41c46261df71b"),
 )
-TEXT_SHA256 = "97f71935b0d30ef75068f537c9cb0af22f7f687c4fe051ff0370f2c82d7081ef"  # 792 sections, 137 k words
+TEXT_SHA256 = "6cff6e69d7414d527b85fc0900f9d6adf8194d9b4744e5026206bf432c60abfb"  # 792 sections, 137,486 words
 MIN_PARAGRAPH_WORDS = 8
 MIN_DOCUMENT_WORDS = 40
 CREDITS = ("`pydocs`: the narrative sections of the Python 3.11 documentation (tutorial, HOWTOs, FAQ, "
@@ -87,19 +87,27 @@ def _link_text(match: re.Match) -> str:
     return target.group(1) if target and target.group(1) else match.group(1)
 
 
+def _hidden(character: str) -> str:
+    return f"\x00{ord(character)}\x01"
+
+
 def strip_inline_markup(text: str) -> str:
     """reST inline markup -> plain text; a paragraph's final `::` (a code block follows) -> `:`."""
     text = re.sub(r"\s+::$", "", text.rstrip())  # "Paragraph ::" introduces code and reads as nothing
     text = re.sub(r"::$", ":", text)
+    # ``literals`` and backslash-escaped characters are taken as written: hide them from the markup
+    # patterns below, and restore them at the end
+    text = _LITERAL_RE.sub(lambda m: "".join(_hidden(c) for c in m.group(1)), text)
+    text = text.replace("\\ ", "")  # an escaped space joins its neighbours ("*word*\\ s")
+    text = re.sub(r"\\(.)", lambda m: _hidden(m.group(1)), text)
     text = _ROLE_RE.sub(_role_text, text)
-    text = _LITERAL_RE.sub(r"\1", text)
     text = _LINK_RE.sub(_link_text, text)
     text = _INTERPRETED_RE.sub(r"\1", text)
     text = _FOOTNOTE_RE.sub("", text)
     text = _STRONG_RE.sub(r"\1", text)
     text = _EMPHASIS_RE.sub(r"\1", text)
     text = _SUBSTITUTION_RE.sub(r"\1", text)
-    return text.replace("\\ ", "").replace("\\", "")
+    return re.sub("\x00(\\d+)\x01", lambda m: chr(int(m.group(1))), text)
 
 
 def _heading_lengths(lines: list[str], index: int) -> int:

@@ -49,9 +49,6 @@ PINNED_DEBS = (
 TEXT_SHA256 = "6cff6e69d7414d527b85fc0900f9d6adf8194d9b4744e5026206bf432c60abfb"  # 792 sections, 137,486 words
 MIN_PARAGRAPH_WORDS = 8
 MIN_DOCUMENT_WORDS = 40
-CREDITS = ("`pydocs`: the narrative sections of the Python 3.11 documentation (tutorial, HOWTOs, FAQ, "
-           "language reference, ...), from the Debian package `python3.11-doc` (PSF License Version 2, "
-           "Copyright Python Software Foundation)")
 
 # --------------------------------------------------------------------------- reST -> prose
 

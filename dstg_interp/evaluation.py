@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads:
             torch.set_num_threads(args.threads)
         models = {name: load_model(name) for name in args.model}  # unknown names fail before any work
-        corpora = {corpus: load_corpus(corpus, progress=False) for corpus in args.corpus}
+        corpora = {corpus: load_corpus(corpus) for corpus in args.corpus}  # a first use fetches (stderr says so)
         rows = []
         for name, model in models.items():
             unigram = None  # computed once per model, reused for every corpus

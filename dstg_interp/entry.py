@@ -21,6 +21,7 @@ COMMANDS = {
     "dstg-holmes": "probes.holmes.run",
     "dstg-extend": "dstg_interp.extrapolate",
     "dstg-convert": "dstg_interp.convert",
+    "dstg-eval": "dstg_interp.evaluation",
 }
 
 
@@ -62,6 +63,10 @@ def extend() -> int:
 
 def convert() -> int:
     return launch("dstg-convert")
+
+
+def evaluate() -> int:
+    return launch("dstg-eval")
 
 
 if __name__ == "__main__":  # python -m dstg_interp.entry dstg-cache --model dstg ...

@@ -337,10 +337,10 @@ def barrier(world_size: int) -> None:
         dist.barrier()
 
 
-def prepare_training_data(cfg: TrainConfig, progress: bool = False):
+def prepare_training_data(cfg: TrainConfig, progress: bool = False, cache_dir: str | Path | None = None):
     """The cached corpus -> split -> tokenizer -> sequences preparation this run trains on."""
     return prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.data_seed,
-                        cfg.max_docs, cfg.tokenizer, progress=progress)
+                        cfg.max_docs, cfg.tokenizer, cache_dir=cache_dir, progress=progress)
 
 
 # --- checkpoints --------------------------------------------------------------------------------

@@ -29,10 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from dstg_interp import load_model
+from dstg_interp.evaluation import Unigram
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
 from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch,
                                prepare_training_data, train, validation_batches)
@@ -76,21 +76,17 @@ def check_seeds(seeds: list[int]) -> list[int]:
 
 
 def unigram_baseline(cfg: TrainConfig) -> dict:
-    """Cross-entropy and accuracy of predicting every masked token from training-set token frequencies,
-    on exactly the validation batches and masks ``evaluate`` uses."""
+    """Cross-entropy and accuracy of predicting every masked token from training-set token frequencies
+    (``dstg_interp.evaluation.Unigram``), on exactly the validation batches and masks ``evaluate`` uses."""
     prepared = prepare_training_data(cfg)
-    vocab = prepared.tokenizer.get_vocab_size()
-    train_ids = prepared.train.arrays["input_ids"][~prepared.train.arrays["is_special"]]
-    counts = np.bincount(train_ids, minlength=vocab).astype(np.float64) + 1.0  # add-one smoothing
-    log_probs = np.log(counts / counts.sum())
+    unigram = Unigram.from_sequences(prepared.train, prepared.tokenizer.get_vocab_size())
     nll, correct, count = 0.0, 0, 0
     validation = prepared.validation
     for b, indices in enumerate(validation_batches(len(validation), cfg)):
-        _, _, labels = masked_batch(validation, indices, cfg, vocab, generator_seed=10_000_019 + b)
+        _, _, labels = masked_batch(validation, indices, cfg, len(unigram.counts), generator_seed=10_000_019 + b)
         targets = labels[labels != -100].numpy()
-        nll -= log_probs[targets].sum()
-        correct += int((targets == counts.argmax()).sum())
-        count += targets.size
+        batch_nll, batch_correct = unigram.score(targets)
+        nll, correct, count = nll + batch_nll, correct + batch_correct, count + targets.size
     return dict(unigram_loss=nll / count, most_frequent_accuracy=correct / count)
 
 

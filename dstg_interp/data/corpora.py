@@ -2,6 +2,7 @@
 
     from dstg_interp.data import load_corpus, split_documents
     docs = load_corpus("en-mix")                    # fetched once into $DSTG_CACHE or ~/.cache/dstg-interp
+    docs = load_corpus("pydocs")                    # held-out technical prose (Python docs), not in en-mix
     docs = load_corpus("path/to/folder")            # *.txt, one document per file, blank line = paragraph
     docs = load_corpus("path/to/file.jsonl")        # {"text": ..., "id": ...} per line
     docs = load_corpus("hf:HuggingFaceFW/fineweb:sample-10BT:train", max_docs=20_000)
@@ -9,7 +10,7 @@
 
 Every text goes through `normalize_text` (NFKC, zero-width characters removed, whitespace collapsed)
 and is split into sentences by pysbd, paragraph by paragraph. The `en-mix` recipes (fetch, extract,
-pinned hashes) live in `en_mix.py`.
+pinned hashes) live in `en_mix.py`, those of the held-out `pydocs` source in `pydocs.py`.
 """
 
 from __future__ import annotations
@@ -265,7 +266,8 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
                 max_docs: int | None = None, text_field: str = "text") -> list[Document]:
     """Load a corpus as a list of Documents.
 
-    spec: "en-mix" (or "en-mix:wikipedia,austen" for a subset of pieces), a folder of *.txt files,
+    spec: "en-mix" (or "en-mix:wikipedia,austen" for a subset of pieces), "pydocs" (held-out
+    Python documentation prose, see pydocs.py), a folder of *.txt files,
     a .jsonl file, or "hf:NAME[:CONFIG]:SPLIT". `max_docs` keeps the first documents only.
     Raises DataError (a ValueError) with one line when nothing usable is found.
     """
@@ -276,6 +278,9 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
         pieces = spec.split(":", 1)[1].split(",") if ":" in spec else None
         cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         documents = load_en_mix(cache, pieces=pieces, progress=progress)
+    elif spec == "pydocs":
+        from dstg_interp.data.pydocs import load_pydocs  # imports this module: loaded on first use
+        documents = load_pydocs(Path(cache_dir) if cache_dir is not None else default_cache_dir(), progress=progress)
     elif spec.startswith("hf:"):
         documents = load_hf_dataset(spec, max_docs, text_field, progress)
     else:
@@ -288,7 +293,7 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
             text = decode_utf8(path.read_bytes(), str(path))
             documents = [d for d in [make_document(path.name, path.stem, paragraphs_from_text(text))] if d]
         else:
-            raise DataError(f"corpus spec {spec!r}: not 'en-mix', 'hf:NAME[:CONFIG]:SPLIT', "
+            raise DataError(f"corpus spec {spec!r}: not 'en-mix', 'pydocs', 'hf:NAME[:CONFIG]:SPLIT', "
                             "a folder of *.txt files or a .jsonl file")
     if max_docs is not None:
         documents = documents[:max_docs]

@@ -1,7 +1,7 @@
 """Holmes probe protocol: our batched torch probe (5 seeds + 5 randomised-label controls in one run)
 vs scikit-learn LogisticRegression on the same features, per dataset of the offline suite.
 
-    python benchmarks/bench_holmes.py      # a few minutes; writes benchmarks/results/holmes.json
+    python benchmarks/bench_holmes.py [CHECKPOINT] [--allow-load] [--wait-quiet S]   # a few minutes; results/holmes.json
 
 Features: the DSTG checkpoint's last layer (full subspace), pooled once per dataset (not timed).
 Both sides see the same rows: the whole train split (the heavier, non-Flash case) and the same test
@@ -13,6 +13,7 @@ Pearson side by side. One thread per side; times are process CPU seconds (`time.
 on one thread equal wall time on an idle machine and do not inflate when other jobs share the cores.
 """
 
+import argparse
 import json
 import sys
 import time
@@ -28,12 +29,14 @@ from dstg_interp import load_model
 from probes.holmes import ProbeConfig, encode_dataset, evaluate_features, load_benchmark
 from probes.holmes.protocol import probe_metric
 from probes.holmes.suite import build_suite, default_suite_dir
+from machine import LoadWatch, add_load_arguments, write_result
 
 RESULTS = Path(__file__).parent / "results" / "holmes.json"
 
 
-def main(model_name="dstg", suite=None, n_datasets=10):
+def main(model_name="dstg", suite=None, n_datasets=10, args=None, out=RESULTS):
     torch.set_num_threads(1)
+    watch = LoadWatch.start(args)
     suite = Path(suite) if suite else default_suite_dir()
     if not (suite / "suite.json").exists():
         build_suite(suite)
@@ -74,10 +77,15 @@ def main(model_name="dstg", suite=None, n_datasets=10):
                "spearman_scores": round(float(__import__("scipy.stats").stats.spearmanr(
                    [r["ours_score"] for r in rows], [r["sklearn_score"] for r in rows])[0]), 3),
                "torch": torch.__version__, "threads": 1}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(summary, indent=2))
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=2))
+    write_result(out, summary, watch, args)
 
 
 if __name__ == "__main__":
-    main(*(sys.argv[1:2] or ["dstg"]))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("checkpoint", nargs="?", default="dstg", help="zoo name or checkpoint folder (default: dstg)")
+    parser.add_argument("--datasets", type=int, default=10, help="how many of the 10 datasets (a smoke run: 1)")
+    parser.add_argument("--out", default=str(RESULTS))
+    add_load_arguments(parser)
+    arguments = parser.parse_args()
+    main(arguments.checkpoint, n_datasets=arguments.datasets, args=arguments, out=arguments.out)

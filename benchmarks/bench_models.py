@@ -15,7 +15,6 @@ Results go to benchmarks/results/models.json.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import time
@@ -25,6 +24,7 @@ import torch
 import transformers
 
 from dstg_interp import ModelConfig, build_model
+from machine import LoadWatch, add_load_arguments, write_result
 
 
 def interleaved_median_seconds(steps: dict, warmup: int, rounds: int) -> dict:
@@ -53,8 +53,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "models.json"))
+    add_load_arguments(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    watch = LoadWatch.start(args)
 
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(5, args.vocab, (args.batch, args.seq_len), generator=gen)
@@ -105,8 +107,7 @@ def main() -> None:
         threads=args.threads, torch=torch.__version__, transformers=transformers.__version__,
         cpu=platform.processor() or platform.machine(), date=time.strftime("%Y-%m-%d"), rows=rows,
     )
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.out, result, watch, args)
 
 
 if __name__ == "__main__":

@@ -14,14 +14,15 @@ If scikit-learn's full grid would exceed the time budget, it is timed on whole l
 layer covers all three widths) until the budget is spent and extrapolated linearly per width.
 
     python benchmarks/bench_ridge.py            # writes benchmarks/results/ridge.json
+    python benchmarks/bench_ridge.py --docs 100 --sklearn-budget 5 --out /tmp/ridge.json   # a smoke run
+
+Whole stores (every token, streamed) against the 100k-token subsample: bench_probe_store.py.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
-import json
-import os
-import platform
 import tempfile
 import time
 import tracemalloc
@@ -36,6 +37,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+from machine import LoadWatch, add_load_arguments, write_result
 from probes import fit_ridge_grid, grouped_train_test_split
 
 N_DOCS = 1000
@@ -47,16 +49,16 @@ SKLEARN_BUDGET_S = 90.0  # stop timing scikit-learn after the first whole layer 
 RESULT_PATH = Path(__file__).parent / "results" / "ridge.json"
 
 
-def make_corpus(seed=0):
-    """Token-level document ids and three position targets for ~120k tokens."""
+def make_corpus(seed=0, n_docs=N_DOCS):
+    """Token-level document ids and three position targets for ~120 tokens per document."""
     rng = np.random.default_rng(seed)
-    lengths = rng.integers(50, 191, N_DOCS)
-    groups = np.repeat(np.arange(N_DOCS), lengths)
+    lengths = rng.integers(50, 191, n_docs)
+    groups = np.repeat(np.arange(n_docs), lengths)
     starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
     position = np.arange(groups.size) - starts
     relative = position / (lengths[groups] - 1)
     # Sentences of 8-30 tokens: the sentence index is a step function of position.
-    sentence_len = rng.integers(8, 31, N_DOCS)[groups]
+    sentence_len = rng.integers(8, 31, n_docs)[groups]
     sentence = position // sentence_len
     targets = {"position": position.astype(float), "relative_position": relative, "sentence_index": sentence.astype(float)}
     freqs = np.geomspace(1 / 200, 1 / 4, 6)
@@ -65,7 +67,7 @@ def make_corpus(seed=0):
          np.sin(np.pi * relative[:, None] * [1, 2, 3]), np.cos(np.pi * relative[:, None] * [1, 2, 3]),
          np.sin(sentence[:, None] * [0.3, 1.0, 2.0]), np.cos(sentence[:, None] * [0.3, 1.0, 2.0])]
     ).astype(np.float32)
-    doc_latent = rng.normal(size=(N_DOCS, 32)).astype(np.float32)
+    doc_latent = rng.normal(size=(n_docs, 32)).astype(np.float32)
     return groups, targets, codes, doc_latent
 
 
@@ -105,8 +107,16 @@ def run_sklearn(paths, keys, targets, groups, train, test):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--docs", type=int, default=N_DOCS, help="documents (~120 tokens each)")
+    parser.add_argument("--sklearn-budget", type=float, default=SKLEARN_BUDGET_S,
+                        help="stop timing scikit-learn after the first whole layer past this many seconds")
+    parser.add_argument("--out", default=str(RESULT_PATH))
+    add_load_arguments(parser)
+    args = parser.parse_args()
+    watch = LoadWatch.start(args)
     wall_start = time.perf_counter()
-    groups, targets, codes, doc_latent = make_corpus()
+    groups, targets, codes, doc_latent = make_corpus(n_docs=args.docs)
     train, test = grouped_train_test_split(groups, test_fraction=0.2, seed=0)
     with tempfile.TemporaryDirectory() as folder, threadpool_limits(limits=1):
         paths = write_feature_sets(folder, groups, codes, doc_latent)
@@ -126,7 +136,7 @@ def main():
 
         sk_rows, sk_seconds = {}, {}
         for layer in range(LAYERS):
-            if sum(sk_seconds.values()) > SKLEARN_BUDGET_S:
+            if sum(sk_seconds.values()) > args.sklearn_budget:
                 break
             layer_keys = [key for key in paths if key[0] == f"L{layer}"]
             rows, seconds = run_sklearn(paths, layer_keys, targets, groups, train, test)
@@ -146,12 +156,9 @@ def main():
     result = {
         "benchmark": "fit_ridge_grid vs GridSearchCV(Pipeline[StandardScaler, Ridge], GroupKFold) per target",
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
-        "versions": {"numpy": np.__version__, "scipy": scipy.__version__, "sklearn": sklearn.__version__,
-                     "python": platform.python_version()},
-        "cpu_count": os.cpu_count(),
+        "versions": {"numpy": np.__version__, "scipy": scipy.__version__, "sklearn": sklearn.__version__},
         "blas_threads": 1,
-        "load_average_at_end": os.getloadavg(),
-        "n_tokens": int(groups.size), "n_documents": N_DOCS, "n_train": int(train.size), "n_test": int(test.size),
+        "n_tokens": int(groups.size), "n_documents": args.docs, "n_train": int(train.size), "n_test": int(test.size),
         "feature_sets": len(paths), "widths_p": SUBSPACES, "layers": LAYERS, "targets": list(targets),
         "n_alphas": len(ALPHAS), "n_splits": N_SPLITS, "storage_dtype": "float16 .npy, memory-mapped",
         "ours_seconds": round(ours_s, 2),
@@ -176,10 +183,6 @@ def main():
         ],
         "total_wall_seconds": round(time.perf_counter() - wall_start, 1),
     }
-    RESULT_PATH.parent.mkdir(parents=True, exist_ok=True)
-    tmp = RESULT_PATH.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    tmp.replace(RESULT_PATH)
 
     print(f"{'':28s}{'seconds':>10s}")
     print(f"{f'fit_ridge_grid ({len(paths)} sets)':28s}{ours_s:10.1f}")
@@ -188,7 +191,7 @@ def main():
     print(f"speedup {result['speedup']}x; same alpha {same_alpha}/{len(compared)}; "
           f"max|dR2| cv {result['max_abs_delta_cv_r2']:.2e} test {result['max_abs_delta_test_r2']:.2e}")
     print(table.pivot_table(index="key", columns="target", values="test_r2").round(3))
-    print(f"wrote {RESULT_PATH}")
+    write_result(args.out, result, watch, args)
 
 
 if __name__ == "__main__":

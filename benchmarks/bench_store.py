@@ -1,30 +1,36 @@
-"""Activation-store benchmark: extraction throughput (disk writes included) and peak RSS vs token count.
+"""Activation-store benchmark: extraction throughput (disk writes included), peak RSS vs token count, torchrun.
 
-    python benchmarks/bench_store.py            # full: ~100k tokens per rival, RSS at 100k and 1M tokens
+    python benchmarks/bench_store.py            # full: ~100k tokens per rival, RSS at 100k and 1M tokens, 2 ranks
     python benchmarks/bench_store.py --quick    # a few thousand tokens: checks the script runs (numbers meaningless)
 
 One process, the same random-token sequences (length 256) and thread count for every rival:
   plain_encoder      our DSTG model, un-hooked forward of all blocks (stop_at_layer=n_layers, no MLM head)
   plain_with_head    the same plus the MLM head (what ``model(tokens)`` costs)
   extract            dstg_interp.extract: every layer 0..6 x (sem, ap, full), float16, written to disk
+                     (format 2: sem and ap written once each, full served as [sem | ap] on read)
   extract_full_only  the same with subspace "full" only (the bytes a baseline model would write)
   hf_hidden_states   HF BertModel of matched size, output_hidden_states=True (what a user writes by hand)
   bridge_filtered    TransformerLens TransformerBridge.boot_transformers(path, hf_model=BertForMaskedLM)
                      .run_with_cache with names_filter = the residual stream of every layer
   bridge_unfiltered  the same with no filter (every hook)
 The BERT has hidden = d_sem + d_ap, the same layers/heads, intermediate = 4 x hidden, random weights,
-built from a config offline. Each rival: one warm-up batch, then the best of --repeats timed passes.
+built from a config offline. Each rival: one warm-up batch, then --repeats rounds in which every rival
+runs once in turn (background load hits all alike); each reports its best round.
 Peak RSS: ``extract`` run in a fresh subprocess per token count (sequences generated on the fly, so
 the input corpus does not count), reporting VmHWM (peak RSS) and the RSS just before extraction started.
-Writes benchmarks/results/store.json (--quick writes $TMPDIR/store-quick.json, never committed).
+Scale-out: the same ``extract`` (every layer x subspace) under ``torchrun --standalone --nproc_per_node N``
+(gloo) for N = 1 and 2, each rank with threads / N torch threads so both use the same cores; seconds
+of rank 0 around the extraction (start-up excluded, reported apart) and whether the two stores are
+byte-identical (they must be: the same batches on the same kernels).
+Writes benchmarks/results/store.json (--quick writes $TMPDIR/store-quick.json, never committed) with the
+machine's load (machine.py); an under-load run does not replace the committed results (--allow-load).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -34,6 +40,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from machine import LoadWatch, add_load_arguments, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -76,13 +84,14 @@ def dstg_config(args):
                        n_heads=args.heads, d_head=args.d_head, d_sem=args.d_sem, d_ap=args.d_ap, seed=0)
 
 
-def timed(run_pass, repeats: int) -> float:
-    """Best wall time of ``repeats`` passes (a warm-up is the caller's job)."""
-    best = float("inf")
+def interleaved_best_seconds(passes: dict, repeats: int) -> dict:
+    """Best wall time of each pass over ``repeats`` rounds, every pass once per round (warm-ups: the caller)."""
+    best = {name: float("inf") for name in passes}
     for _ in range(repeats):
-        start = time.perf_counter()
-        run_pass()
-        best = min(best, time.perf_counter() - start)
+        for name, run_pass in passes.items():
+            start = time.perf_counter()
+            run_pass()
+            best[name] = min(best[name], time.perf_counter() - start)
     return best
 
 
@@ -133,16 +142,12 @@ def throughput(args) -> dict:
         "bridge_unfiltered": lambda: forward_all(lambda t, m: bridge.run_with_cache(t, attention_mask=m.long())),
     }
     warm_tokens, warm_mask = next(sequences.batches(args.batch_size))
+    with torch.inference_mode():  # warm-up: one batch through each kind of call
+        bridge.run_with_cache(warm_tokens, attention_mask=warm_mask.long(), names_filter=resid_names)
+        bert.bert(warm_tokens, attention_mask=warm_mask.long(), output_hidden_states=True)
+        model(warm_tokens, attention_mask=warm_mask)
     results = {}
-    for name, run_pass in rivals.items():
-        with torch.inference_mode():  # warm-up: one batch through the same kind of call
-            if name.startswith("bridge"):
-                bridge.run_with_cache(warm_tokens, attention_mask=warm_mask.long(), names_filter=resid_names)
-            elif name.startswith("hf"):
-                bert.bert(warm_tokens, attention_mask=warm_mask.long(), output_hidden_states=True)
-            else:
-                model(warm_tokens, attention_mask=warm_mask)
-        seconds = timed(run_pass, args.repeats)
+    for name, seconds in interleaved_best_seconds(rivals, args.repeats).items():
         results[name] = {"seconds": round(seconds, 3), "tokens_per_s": round(n_tokens / seconds, 1)}
         print(f"{name:18s} {n_tokens / seconds:10.0f} tok/s  ({seconds:.2f} s)", flush=True)
     shutil.rmtree(work, ignore_errors=True)
@@ -155,6 +160,7 @@ def throughput(args) -> dict:
         "extract_full_only_vs_plain_encoder": results["extract_full_only"]["tokens_per_s"] / results["plain_encoder"]["tokens_per_s"],
     }
     return {"n_tokens": n_tokens, "rivals": results, "ratios": {k: round(v, 3) for k, v in ratios.items()},
+            "target_extract_at_least_0.85x_plain_encoder": bool(ratios["extract_vs_plain_encoder"] >= 0.85),
             "dstg_params": sum(p.numel() for p in model.parameters()), "bert_params": sum(p.numel() for p in bert.parameters())}
 
 
@@ -200,6 +206,60 @@ def peak_rss(args) -> dict:
     return {"runs": rows, "peak_ratio_largest_vs_smallest": round(peaks[-1] / peaks[0], 3)}
 
 
+def ranks_child(args) -> None:
+    """One torchrun rank: extract the random sequences into --rss-out together with the other ranks."""
+    from dstg_interp import build_model, extract
+    from dstg_interp.store.distributed import torchrun_ranks
+
+    model = build_model(dstg_config(args)).eval()
+    sequences = RandomSequences(args.ranks_child, args.length, args.vocab)
+    with torch.inference_mode():  # warm-up, as for the in-process rivals: one-time kernel set-up is not timed
+        tokens, mask = next(sequences.batches(args.batch_size))
+        model(tokens, attention_mask=mask)
+    with torchrun_ranks("cpu") as ranks:
+        start = time.perf_counter()
+        store = extract(model, sequences, args.rss_out, batch_size=args.batch_size, dtype="float16", progress=False,
+                        ranks=ranks)
+        seconds = time.perf_counter() - start
+        if ranks.first:
+            print(json.dumps({"n_tokens": store.n_tokens, "ranks": ranks.world_size, "seconds": round(seconds, 2)}))
+
+
+def scale_out(args) -> dict:
+    """torchrun with 1 and 2 gloo ranks on the same cores: extraction seconds and whether the stores are identical."""
+    rows, digests = {}, {}
+    work = Path(tempfile.mkdtemp(prefix="bench-store-ranks-"))
+    try:
+        for n_ranks in (1, 2):
+            out = work / f"store-{n_ranks}"
+            command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n_ranks),
+                       __file__, "--ranks-child", str(args.tokens), "--rss-out", str(out),
+                       "--threads", str(max(1, args.threads // n_ranks))] + _model_flags(args)
+            start = time.perf_counter()
+            output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+            row = json.loads(output.strip().splitlines()[-1])
+            row["command_seconds_with_startup"] = round(time.perf_counter() - start, 2)
+            row["tokens_per_s"] = round(row["n_tokens"] / row["seconds"], 1)
+            rows[str(n_ranks)] = row
+            digests[n_ranks] = _folder_digest(out)
+            shutil.rmtree(out)
+            print(f"torchrun {n_ranks} rank(s): {row['tokens_per_s']:10.0f} tok/s  ({row['seconds']:.2f} s)", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"runs": rows, "speedup_2_vs_1": round(rows["1"]["seconds"] / rows["2"]["seconds"], 3),
+            "stores_identical": digests[1] == digests[2]}
+
+
+def _folder_digest(folder: Path) -> str:
+    """sha256 over every array file of a store (the manifest holds a timestamp, so it is left out)."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.iterdir()):
+        if path.name != "manifest.json":
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _model_flags(args) -> list[str]:
     return ["--layers", str(args.layers), "--heads", str(args.heads), "--d-head", str(args.d_head), "--d-sem",
             str(args.d_sem), "--d-ap", str(args.d_ap), "--vocab", str(args.vocab), "--length", str(args.length),
@@ -223,37 +283,33 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--rss-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--rss-out", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--ranks-child", type=int, default=None, help=argparse.SUPPRESS)
+    add_load_arguments(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.rss_child is not None:
         rss_child(args)
         return
+    if args.ranks_child is not None:
+        ranks_child(args)
+        return
     if args.quick:
         args.tokens, args.rss_tokens, args.repeats = 4_096, [4_096, 40_960], 1
+    watch = LoadWatch.start(args)
     result = {
         "benchmark": "activation store extraction vs plain forward and TransformerLens TransformerBridge",
         "quick": args.quick,
-        "machine": {"cpus": os.cpu_count(), "threads": args.threads, "python": platform.python_version(),
-                    "torch": torch.__version__},
+        "threads": args.threads,
         "model": {"variant": "dstg", "n_layers": args.layers, "n_heads": args.heads, "d_head": args.d_head,
                   "d_sem": args.d_sem, "d_ap": args.d_ap, "vocab": args.vocab, "seq_len": args.length,
                   "batch_size": args.batch_size},
         "throughput": throughput(args),
         "peak_rss": peak_rss(args),
+        "scale_out": scale_out(args),
         "date": time.strftime("%Y-%m-%d"),
     }
-    try:
-        import transformer_lens
-        import transformers
-
-        result["machine"].update(transformer_lens=getattr(transformer_lens, "__version__", "?"),
-                                 transformers=transformers.__version__)
-    except ImportError:
-        pass
-    RESULTS.mkdir(exist_ok=True)
     path = Path(tempfile.gettempdir()) / "store-quick.json" if args.quick else RESULTS / "store.json"
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {path}")
+    write_result(path, result, watch, args)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ Results go to benchmarks/results/training.json.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 
 from dstg_interp import ModelConfig, build_model
 from bench_models import interleaved_median_seconds  # noqa: E402 (sibling script)
+from machine import LoadWatch, add_load_arguments, write_result
 from dstg_interp.flops import training_flops_per_token
 from dstg_interp.train import TrainConfig, make_optimizer
 
@@ -38,8 +38,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8, help="interleaved rounds")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "training.json"))
+    add_load_arguments(parser)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    watch = LoadWatch.start(args)
     gen = torch.Generator().manual_seed(0)
     size = 1024
     a, b = torch.randn(size, size, generator=gen), torch.randn(size, size, generator=gen)
@@ -74,8 +76,7 @@ def main() -> None:
         print(f"{row['model']:<8}{row['tokens_per_s']:>10.0f}{row['achieved_flops'] / 1e9:>10.1f}{row['mfu']:>8.1%}")
     result = dict(peak_flops=peak, threads=args.threads, seq_len=args.seq_len, batch=args.batch, torch=torch.__version__,
                   cpu=platform.processor() or platform.machine(), date=time.strftime("%Y-%m-%d"), rows=rows)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args.out, result, watch, args)
 
 
 if __name__ == "__main__":

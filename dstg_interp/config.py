@@ -24,6 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 VARIANTS = ("dstg", "rope", "ap", "rp")
+# No model of this toolkit comes near this; a config past it is a typo (vocab_size 1e12, a factor of
+# 100000), refused here in one line instead of an allocator error for petabytes.
+MAX_MODEL_BYTES = 2**40
 
 
 def _multiple_of_8(x: float) -> int:
@@ -49,8 +52,26 @@ class ModelConfig:
         rp_num_buckets, rp_max_distance: T5-style bucketed relative bias (``dstg`` and ``rp``).
         rope_theta: rotary base (``rope``).
         norm_eps: RMSNorm epsilon.  init_std: std of the normal init of every weight matrix/table.
+        pos_init_std: std of the learned absolute-position table's init (``dstg``, ``ap``); None = init_std.
+        tie_embeddings: the MLM head's weight is the token embedding (BERT's choice; NeoBERT unties).
         residual_from_normed: DSTG only. The authors' code carries the *normed* stream forward as the
             residual (x <- norm(x) + f(norm(x))). False (default) is standard pre-norm.
+        rp_zero_boundary: ``dstg``/``rp`` only. True reproduces the authors' transformers fork, which sets
+            the first and last rows and columns of the L x L relative bias to zero, L being the *padded*
+            length of the batch (so outputs depend on padding). False (default) is their training code.
+        mlp_mode: DSTG FFN. ``split`` (default): hidden units are split between the streams, each part
+            writing only into its own stream. ``mixed``: one SwiGLU over [sem | AP] whose down-projection
+            writes both streams (the authors' published ``mixed_feed_forward`` checkpoint).
+        mlp_ap_units: ``split`` DSTG FFN: how many of the ``d_mlp`` hidden units write the AP stream.
+            None (default): proportional to the stream widths, rounded down to a multiple of 8. Converted
+            checkpoints set it from the file, whose rounding differs.
+        mlm_head_input: what the MLM head reads. DSTG: ``sem`` (default) or ``full`` = [sem | AP] (the
+            authors' ``use_only_sem_for_decoding=false``; their column order [AP | sem] is permuted when
+            converting). Baselines: always ``full``.
+        encoder_only: no MLM head (a checkpoint saved without its decoder). Hooks and ``run_with_cache``
+            work; asking for logits or passing labels raises ``NoMLMHeadError``.
+        source: where converted weights came from (``path``, ``format``, ``sha256``), written by
+            ``dstg-convert``; None for models trained here.
         pad_token_id: id used for padding (ignored by attention through the mask).
         seed: seed of the random initialisation in ``build_model``.
     """
@@ -70,9 +91,17 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    pos_init_std: float | None = None
+    tie_embeddings: bool = False
     residual_from_normed: bool = False
+    rp_zero_boundary: bool = False
+    mlp_mode: str = "split"
+    mlp_ap_units: int | None = None
+    mlm_head_input: str | None = None
+    encoder_only: bool = False
     pad_token_id: int = 0
     seed: int = 0
+    source: dict | None = None
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -112,22 +141,74 @@ class ModelConfig:
             self.d_mlp = _multiple_of_8(2 / 3 * 4 * self.d_model)
         if not isinstance(self.d_mlp, int) or self.d_mlp <= 0:
             raise ValueError(f"ModelConfig.d_mlp: must be a positive integer, got {self.d_mlp!r}")
-        if self.variant == "dstg" and not 0 < self.d_mlp_ap < self.d_mlp:
-            raise ValueError(f"ModelConfig.d_mlp: {self.d_mlp} is too small to give the AP stream at least 8 hidden units")
+        self._check_conversion_options()
         if self.rp_num_buckets % 2 or self.rp_num_buckets < 4:
             raise ValueError(f"ModelConfig.rp_num_buckets: must be an even number >= 4, got {self.rp_num_buckets}")
         if self.rope_theta <= 0:
             raise ValueError(f"ModelConfig.rope_theta: must be positive, got {self.rope_theta}")
         if not self.norm_eps > 0 or not self.init_std > 0:
             raise ValueError("ModelConfig.norm_eps: norm_eps and init_std must be positive")
+        if self.pos_init_std is not None and not self.pos_init_std > 0:
+            raise ValueError(f"ModelConfig.pos_init_std: must be positive (or None for init_std), got {self.pos_init_std}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"ModelConfig.pad_token_id: {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
+        if self.memory_bytes() > MAX_MODEL_BYTES:
+            raise ValueError(f"ModelConfig: these sizes need about {self.memory_bytes() / 1e12:,.0f} TB of memory "
+                             f"(vocab_size={self.vocab_size}, max_positions={self.max_positions}, d_model={self.d_model}, "
+                             f"n_layers={self.n_layers}); check them")
+
+    def memory_bytes(self) -> int:
+        """A generous estimate of the float32 weights and position buffers of the built model, in bytes."""
+        d = self.d_model
+        weights = 2 * self.vocab_size * d + self.n_layers * (4 * d * d + 3 * d * self.d_mlp) + self.max_positions * d
+        buffers = 0
+        if self.variant in ("dstg", "rp"):  # the [max_positions, max_positions] bucket index of each layer
+            buffers = self.n_layers * 8 * self.max_positions ** 2
+        elif self.variant == "rope":
+            buffers = 16 * self.max_positions * self.d_head
+        return 4 * weights + buffers
+
+    def _check_conversion_options(self) -> None:
+        """The options that let converted checkpoints of other authors run exactly (model/formats.py)."""
+        for name in ("rp_zero_boundary", "encoder_only", "residual_from_normed"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"ModelConfig.{name}: must be true or false, got {getattr(self, name)!r}")
+        if self.rp_zero_boundary and self.variant not in ("dstg", "rp"):
+            raise ValueError(f"ModelConfig.rp_zero_boundary: variant {self.variant!r} has no relative bias")
+        if self.mlp_mode not in ("split", "mixed"):
+            raise ValueError(f"ModelConfig.mlp_mode: expected 'split' or 'mixed', got {self.mlp_mode!r}")
+        if self.mlp_mode == "mixed" and self.variant != "dstg":
+            raise ValueError(f"ModelConfig.mlp_mode: 'mixed' only exists for variant 'dstg', not {self.variant!r}")
+        if self.mlp_ap_units is not None:
+            if self.variant != "dstg" or self.mlp_mode != "split":
+                raise ValueError("ModelConfig.mlp_ap_units: only the 'split' FFN of variant 'dstg' divides its hidden units")
+            if not isinstance(self.mlp_ap_units, int) or isinstance(self.mlp_ap_units, bool) or not 0 < self.mlp_ap_units < self.d_mlp:
+                raise ValueError(f"ModelConfig.mlp_ap_units: must be an integer in [1, d_mlp - 1] = [1, {self.d_mlp - 1}], "
+                                 f"got {self.mlp_ap_units!r}")
+        if self.variant == "dstg" and self.mlp_mode == "split" and not 0 < self.d_mlp_ap < self.d_mlp:
+            raise ValueError(f"ModelConfig.d_mlp: {self.d_mlp} is too small to give the AP stream at least 8 hidden units")
+        if self.mlm_head_input is None:
+            self.mlm_head_input = "sem" if self.variant == "dstg" else "full"
+        allowed = ("sem", "full") if self.variant == "dstg" else ("full",)
+        if self.mlm_head_input not in allowed:
+            raise ValueError(f"ModelConfig.mlm_head_input: variant {self.variant!r} allows {' or '.join(map(repr, allowed))}, "
+                             f"got {self.mlm_head_input!r}")
+        if self.tie_embeddings and (self.encoder_only or (self.variant == "dstg" and self.mlm_head_input != "sem")):
+            raise ValueError("ModelConfig.tie_embeddings: the head must read the token-embedding width (no encoder_only, "
+                             "and mlm_head_input='sem' for dstg)")
+        if self.source is not None and not (isinstance(self.source, dict) and all(isinstance(k, str) for k in self.source)):
+            raise ValueError(f"ModelConfig.source: expected a JSON object (path, format, sha256) or null, got {self.source!r}")
 
     # --- derived sizes -------------------------------------------------------------------------
     @property
     def d_mlp_ap(self) -> int:
-        """AP share of the DSTG SwiGLU hidden units (proportional, rounded down to a multiple of 8)."""
-        return max(8, 8 * int(self.d_mlp * self.d_ap / self.d_model // 8)) if self.variant == "dstg" else 0
+        """AP share of the split DSTG SwiGLU hidden units: ``mlp_ap_units``, else proportional to the widths
+        (rounded down to a multiple of 8). 0 for baselines and the mixed FFN, whose units write both streams."""
+        if self.variant != "dstg" or self.mlp_mode != "split":
+            return 0
+        if self.mlp_ap_units is not None:
+            return self.mlp_ap_units
+        return max(8, 8 * int(self.d_mlp * self.d_ap / self.d_model // 8))
 
     @property
     def d_mlp_sem(self) -> int:

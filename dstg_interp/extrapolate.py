@@ -30,12 +30,15 @@ run at any length: ``with_max_positions(model, n)`` rebuilds them with more posi
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from .io import OutputError, check_output_location, check_replaceable, foreign_entries, run_cli
 
 METHODS = ("curve", "repeat", "stretch")
 DEFAULT_COMPONENTS = 4
@@ -159,6 +162,8 @@ def extend_positions(model, factor: float | None = None, *, new_length: int | No
         raise ValueError(f"cannot extend a {type(model).__name__}: pass a dstg-interp model (load_model)")
     old_length = model.config.max_positions
     new_length = _new_length(old_length, factor, new_length)
+    # Validate the longer config before any table is built: an absurd length is refused in one line.
+    type(model.config).from_dict({**model.config.to_dict(), "max_positions": new_length})
     if _table_key(model) is None:
         raise ValueError(f"variant {variant!r} has no learned AP table to extend (only 'dstg' and 'ap' do); a relative "
                          f"model runs at any length: use with_max_positions(model, {new_length})")
@@ -188,6 +193,8 @@ def _new_length(old_length: int, factor, new_length) -> int:
         if not factor > 1:
             raise ValueError(f"the extension factor must be > 1 (the table grows past its {old_length} positions), "
                              f"got {factor}")
+        if not math.isfinite(factor):
+            raise ValueError(f"the extension factor must be a finite number > 1, got {factor}")
         new_length = int(round(old_length * factor))
     if int(new_length) <= old_length:
         raise ValueError(f"new_length must exceed the model's max_positions={old_length}, got {new_length}")
@@ -215,7 +222,15 @@ def _as_table(table) -> np.ndarray:
 
 
 # --- dstg-extend -------------------------------------------------------------------------------------
-def main(argv=None) -> int:
+CHECKPOINT_FILES = {"config.json", "model.safetensors", "tokenizer.json", EXTENSION_FILE}
+
+
+def checkpoint_foreign_entries(path: Path) -> list[str]:
+    """What makes ``path`` not a checkpoint dstg-extend wrote (a user's notes, no weights); empty if it is one."""
+    return foreign_entries(path, CHECKPOINT_FILES, required={"config.json", "model.safetensors"})
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-extend", description="Extend a model's learned AP table past "
                                      "max_positions and save the longer model as a checkpoint.")
     parser.add_argument("--model", required=True, help="zoo name (dstg, ap) or checkpoint folder")
@@ -225,25 +240,36 @@ def main(argv=None) -> int:
     parser.add_argument("--n-components", type=int, default=DEFAULT_COMPONENTS, help="PCs kept by --method curve")
     parser.add_argument("--n-frequencies", type=int, default=DEFAULT_FREQUENCIES, help="DCT terms per PC (curve)")
     parser.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
-    args = parser.parse_args(argv)
-    from .model.checkpoint import CheckpointError, load_model
+    parser.add_argument("--overwrite", action="store_true", help="replace a checkpoint dstg-extend wrote in --out")
+    return parser
 
-    try:
-        if args.factor is None and args.new_length is None:
-            args.factor = 2.0
-        model = load_model(args.model)
-        longer = extend_positions(model, args.factor, new_length=args.new_length, method=args.method,
-                                  n_components=args.n_components, n_frequencies=args.n_frequencies)
-        save_extended(longer, args.out)
-    except (CheckpointError, ValueError, OSError) as err:
-        print(f"dstg-extend: error: {err}", file=sys.stderr)
-        return 2
+
+def _extend(args: argparse.Namespace) -> int:
+    from .model.checkpoint import load_model, resolve_checkpoint
+
+    if args.factor is None and args.new_length is None:
+        args.factor = 2.0
+    check_output_location(args.out)
+    source = resolve_checkpoint(args.model)
+    if source.resolve() == args.out.resolve():
+        raise OutputError(f"--out {args.out} is the input checkpoint --model {args.model}; write the longer model "
+                          "to another folder")
+    check_replaceable(args.out, "a checkpoint", checkpoint_foreign_entries, args.overwrite)
+    model = load_model(args.model)
+    longer = extend_positions(model, args.factor, new_length=args.new_length, method=args.method,
+                              n_components=args.n_components, n_frequencies=args.n_frequencies)
+    save_extended(longer, args.out)
     fit = longer.extension.get("fit")
     detail = f"; curve fit: {fit['explained']:.1%} variance in {fit['n_components']} PCs, in-range error " \
              f"{fit['relative_error']:.3f}" if fit else ""
     print(f"{args.out}: {longer.config.variant} model, {model.config.max_positions} -> {longer.config.max_positions} "
           f"positions by {args.method}{detail}")
     return 0
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    return run_cli("dstg-extend", lambda: _extend(args))
 
 
 if __name__ == "__main__":

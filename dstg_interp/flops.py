@@ -19,8 +19,12 @@ def forward_flops_per_token(cfg: ModelConfig, seq_len: int, masked_fraction: flo
         projections = 2 * cfg.d_sem * (2 * hd + cfg.d_sem) + 2 * cfg.d_ap * (2 * hd + cfg.d_ap)
         outputs = 2 * cfg.d_sem**2 + 2 * cfg.d_ap**2
         attention = 2 * seq_len * 2 * hd + 2 * seq_len * (cfg.d_sem + cfg.d_ap)  # [q_sem|q_ap].[k_sem|k_ap], p @ [v_sem|v_ap]
-        mlp = 2 * cfg.d_model * 2 * cfg.d_mlp + 2 * (cfg.d_mlp_sem * cfg.d_sem + cfg.d_mlp_ap * cfg.d_ap)
-        head = 2 * cfg.d_sem * cfg.vocab_size
+        if cfg.mlp_mode == "mixed":  # every hidden unit writes both streams
+            down = 2 * cfg.d_mlp * cfg.d_model
+        else:
+            down = 2 * (cfg.d_mlp_sem * cfg.d_sem + cfg.d_mlp_ap * cfg.d_ap)
+        mlp = 2 * cfg.d_model * 2 * cfg.d_mlp + down
+        head = 2 * (cfg.d_sem if cfg.mlm_head_input == "sem" else cfg.d_model) * cfg.vocab_size
     else:
         projections = 2 * cfg.d_model * 3 * hd
         outputs = 2 * hd * cfg.d_model

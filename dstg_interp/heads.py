@@ -53,6 +53,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .encoders import logit_terms, open_encoder
+
 DSTG_TERMS = ("sem", "ap", "rp")
 BASELINE_TERMS = ("content", "rp")
 ALL_TERMS = ("sem", "ap", "content", "rp")
@@ -63,55 +65,52 @@ DOMINANT_SHARE = 0.6  # a term must carry at least this share of the summed term
 POSITIONAL_SCORE_MIN = 0.5  # baselines: offset alone explains at least half of the pattern variance
 CONTENT_SCORE_MAX_POSITIONAL = 0.2  # baselines: offset explains less than this -> content head
 
-# hook suffix of each term, per model family (the hook table in README.md, "Hook names")
-_DSTG_HOOKS = {"sem": "hook_logits_sem", "ap": "hook_logits_ap", "rp": "hook_logits_rp"}
-_BASELINE_HOOKS = {"content": "hook_logits", "rp": "hook_logits_rp"}
-
-
 # --- statistics from a batch (no store) ------------------------------------------------------------
-@torch.no_grad()
 def head_summaries_from_cache(
     model, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None, model_name: str | None = None,
     batch_size: int = 16, variance_over: str = "query",
 ) -> pd.DataFrame:
-    """Head statistics (see module docstring) of ``model`` on a batch, via ``run_with_cache``.
+    """Head statistics (see module docstring) of ``model`` on a batch, from the logit-term hooks.
 
     Args:
-        model: a zoo encoder (DSTG or a baseline).
+        model: a zoo encoder (DSTG or a baseline), or anything ``open_encoder`` takes that has logit terms.
         tokens: [batch, pos] token ids, right-padded.  attention_mask: [batch, pos] (None = all real).
-        model_name: value of the ``model`` column (default: the config's variant).
-        batch_size: sequences per forward pass (the [B, H, T, T] term tensors are the memory cost).
+        model_name: value of the ``model`` column (default: the encoder's name).
+        batch_size: sequences per forward pass (the [B, H, T, T] term tensors are the memory cost; each
+            block's are folded into the statistics and dropped before the next block runs).
         variance_over: "query" (within-query, what softmax sees) or "pair" (over all valid pairs, as the store).
     Returns:
         one row per (layer, head): model, layer, head, var_*, cov_*, js_without_*, positional_score, n_pairs.
     """
     if variance_over not in ("query", "pair"):
         raise ValueError(f"variance_over must be 'query' or 'pair', got {variance_over!r}")
-    config = model.config
-    hooks = _DSTG_HOOKS if config.variant == "dstg" else _BASELINE_HOOKS
-    terms = DSTG_TERMS if config.variant == "dstg" else (("content", "rp") if config.variant == "rp" else ("content",))
+    encoder = open_encoder(model)
+    if encoder.kind != "dstg-interp":
+        raise ValueError(f"{encoder.name}: head statistics need the separate logit terms of a dstg-interp model; "
+                         "an HF encoder exposes only its attention patterns")
+    terms = tuple(logit_terms(encoder.variant))
     if tokens.dim() == 1:
         tokens = tokens[None]
     if attention_mask is None:
         attention_mask = torch.ones_like(tokens, dtype=torch.bool)
     attention_mask = attention_mask.to(torch.bool)
-    wanted = {hooks[t] for t in terms}
-    accumulators = [_HeadAccumulator(terms, config.n_heads, tokens.shape[1], variance_over) for _ in range(config.n_layers)]
-    was_training = model.training
-    model.eval()
+    accumulators = [_HeadAccumulator(terms, encoder.n_heads, tokens.shape[1], variance_over)
+                    for _ in range(encoder.n_layers)]
+    was_training = encoder.model.training
+    encoder.model.eval()
     try:
         for start in range(0, tokens.shape[0], batch_size):
             batch_tokens = tokens[start : start + batch_size]
             batch_mask = attention_mask[start : start + batch_size]
-            _, cache = model.run_with_cache(
-                batch_tokens, attention_mask=batch_mask, names_filter=lambda name: name.split(".")[-1] in wanted
-            )
-            for layer, accumulator in enumerate(accumulators):
-                term_logits = {t: cache[f"blocks.{layer}.attn.{hooks[t]}"].float() for t in terms}  # [B,H,T,T]
-                accumulator.add(term_logits, batch_mask.to(term_logits[terms[0]].device))
+
+            def fold(layer, term_logits, pattern, batch_mask=batch_mask):  # term_logits: {term: [B, H, T, T]}
+                term_logits = {t: x.float() for t, x in term_logits.items()}
+                accumulators[layer].add(term_logits, batch_mask.to(term_logits[terms[0]].device))
+
+            encoder.attention(batch_tokens, batch_mask, on_layer=fold)
     finally:
-        model.train(was_training)
-    name = model_name or config.variant
+        encoder.model.train(was_training)
+    name = model_name or encoder.name
     frames = [acc.to_frame(name, layer) for layer, acc in enumerate(accumulators)]
     return pd.concat(frames, ignore_index=True)
 

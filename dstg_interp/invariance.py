@@ -1,8 +1,8 @@
 """Position-free semantic states: how much a passage's states move when only its offset or its context changes.
 
     from dstg_interp import load_model
+    from dstg_interp.data import probing_documents
     from dstg_interp.invariance import measure_invariance, select_passages
-    from probes.positions import probing_documents
 
     model = load_model("dstg")
     passages = select_passages(probing_documents("en-mix"), model.tokenizer, n_passages=400, seed=0)
@@ -35,15 +35,15 @@ Tables (one row per measurement, ``measure_invariance``):
                 ``condition``; cosine nearest neighbour; recall@k = share of queries whose own passage
                 ranks in the top k (ties counted in the query's favour)
 
-Layers and subspaces follow ``store.targets.layer_hooks``: layer 0 = embeddings, layer l = after block l-1
-(``"final"`` = the normed state the MLM head reads); DSTG has ``sem``, ``ap`` and ``full`` = [sem, ap],
-the baselines ``full`` only.  Cosines are on raw states, which share a large common direction in trained
+The model runs through ``dstg_interp.encoders`` (anything ``open_encoder`` takes, HF encoders included),
+whose tokenizer names [CLS]/[SEP]/[PAD]. Layers and subspaces follow its hook table: layer 0 = embeddings,
+layer l = after block l-1 (``"final"`` = the normed state the MLM head reads); DSTG has ``sem``, ``ap``
+and ``full`` = [sem, ap], the baselines ``full`` only.  Cosines are on raw states, which share a large common direction in trained
 encoders, so ``token_rel_l2`` is the more telling number.
 """
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,9 +51,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .data.tokenizer import CLS_ID, SEP_ID
-from .store.extract import capture_states
-from .store.targets import Target, layer_hooks
+from .encoders import Encoder, SpecialTokens, open_encoder
+from .encoders.inputs import TOOLKIT_SPECIAL_TOKENS
 
 CONDITIONS = ("shift", "prefix", "inside", "context")
 ALONE = "alone"
@@ -132,12 +131,13 @@ def select_passages(documents, tokenizer, n_passages: int | None = None, *, min_
 
 
 def build_encodings(passages: list[Passage], max_positions: int, *, offset: int | None = None,
-                    seed: int = 0) -> list[dict[str, Encoding]]:
+                    seed: int = 0, special: SpecialTokens = TOOLKIT_SPECIAL_TOKENS) -> list[dict[str, Encoding]]:
     """The ``alone``, ``shift``, ``prefix`` and ``context`` inputs of every passage (module docstring).
 
     offset: None = each passage's in-context offset (its preceding tokens, capped so that every input fits
     in ``max_positions``); an int = that offset for every passage.  ``prefix`` text comes from the documents
-    of the other passages, drawn with ``seed``."""
+    of the other passages, drawn with ``seed``.  special: the model's [CLS]/[SEP] ids (``encoder.special``)."""
+    cls_id, sep_id = special.cls, special.sep
     if len(passages) < 2:
         raise ValueError(f"build_encodings: need at least 2 passages, got {len(passages)}")
     documents = {p.doc_id: p.document_tokens for p in passages}
@@ -169,13 +169,13 @@ def build_encodings(passages: list[Passage], max_positions: int, *, offset: int 
                 donor += documents[doc_id][:needed - len(donor)]
         if len(donor) < o:
             raise ValueError(f"{where}: the other documents hold {len(donor)} tokens, the prefix needs {o}")
-        alone = [CLS_ID] + passage.tokens + [SEP_ID]
+        alone = [cls_id] + passage.tokens + [sep_id]
         encodings.append({
             ALONE: Encoding(alone, 0, 1),
             "shift": Encoding(alone, o, 1),
-            "prefix": Encoding([CLS_ID] + donor[:o] + passage.tokens + [SEP_ID], 0, 1 + o),
-            "inside": Encoding([CLS_ID] + donor[:o] + passage.tokens + donor[o:needed] + [SEP_ID], 0, 1 + o),
-            "context": Encoding([CLS_ID] + passage.preceding[-o:] + passage.tokens + following + [SEP_ID], 0, 1 + o),
+            "prefix": Encoding([cls_id] + donor[:o] + passage.tokens + [sep_id], 0, 1 + o),
+            "inside": Encoding([cls_id] + donor[:o] + passage.tokens + donor[o:needed] + [sep_id], 0, 1 + o),
+            "context": Encoding([cls_id] + passage.preceding[-o:] + passage.tokens + following + [sep_id], 0, 1 + o),
         })
     return encodings
 
@@ -205,69 +205,53 @@ def measure_invariance(model, passages: list[Passage], *, name: str | None = Non
                        progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The invariance and retrieval tables (module docstring) of ``model`` on ``passages``.
 
-    layers: ints 0..n_layers and/or "final" (None = 0..n_layers); subspaces: None = all the model has.
-    dtype: the model runs in this dtype (a copy is cast when it differs; None = as it is).  ``offset`` and
-    ``seed`` go to ``build_encodings``; ``max_positions`` (default: the model's) caps every input's length,
-    e.g. at the training length of a model whose table is longer, or to compare models at one length."""
-    if not hasattr(model, "hook_dict") or not hasattr(model, "config"):
-        raise ValueError(f"measure_invariance needs a dstg-interp model with hook points, got {type(model).__name__}")
-    config = model.config
-    name = name or config.variant
-    layers = list(range(config.n_layers + 1)) if layers is None else list(layers)
-    bad = [layer for layer in layers
-           if layer != "final" and not (isinstance(layer, int) and 0 <= layer <= config.n_layers)]
-    if bad or not layers:
-        raise ValueError(f"layers {bad or layers}: this model has layers 0..{config.n_layers} and 'final'")
-    subspaces = list(model.subspaces if subspaces is None else subspaces)
-    missing = [s for s in subspaces if s not in model.subspaces]
-    if missing or not subspaces:
-        raise ValueError(f"subspace(s) {missing or subspaces} not in this {config.variant!r} model; "
-                         f"it has {', '.join(model.subspaces)}")
+    model: anything ``open_encoder`` takes.  layers: ints 0..n_layers and/or "final" (None = 0..n_layers);
+    subspaces: None = all the model has.  dtype: the model runs in this dtype (a copy is cast when it
+    differs; None = as it is).  ``offset`` and ``seed`` go to ``build_encodings``; ``max_positions``
+    (default: the model's) caps every input's length, e.g. at the training length of a model whose table
+    is longer, or to compare models at one length."""
+    encoder = open_encoder(model, dtype=dtype)
+    name = name or encoder.name
+    layers, subspaces = encoder.check_request(layers, subspaces)
     unknown = [c for c in conditions if c not in CONDITIONS]
     if unknown or not conditions:
         raise ValueError(f"condition(s) {unknown or list(conditions)}: choose from {', '.join(CONDITIONS)}")
-    if any(t >= config.vocab_size or t < 0 for p in passages for t in p.document_tokens):
-        raise ValueError(f"a passage has a token id outside the model's vocabulary of {config.vocab_size}; "
+    if any(t >= encoder.vocab_size or t < 0 for p in passages for t in p.document_tokens):
+        raise ValueError(f"a passage has a token id outside the model's vocabulary of {encoder.vocab_size}; "
                          "select the passages with this model's tokenizer")
-    limit = config.max_positions if max_positions is None else max_positions
-    if not 3 <= limit <= config.max_positions:
-        raise ValueError(f"max_positions must be in [3, {config.max_positions}] for this model, got {limit}")
-    encodings = build_encodings(passages, limit, offset=offset, seed=seed)
-    if dtype is not None and next(model.parameters()).dtype != dtype:
-        model = copy.deepcopy(model).to(dtype)
-    device = next(model.parameters()).device
-    targets = [Target(f"{layer}/{subspace}", layer_hooks(config.variant, layer, subspace), "")
-               for layer in layers for subspace in subspaces]
+    limit = encoder.max_positions if max_positions is None else max_positions
+    if not 3 <= limit <= encoder.max_positions:
+        raise ValueError(f"max_positions must be in [3, {encoder.max_positions}] for this model, got {limit}")
+    encodings = build_encodings(passages, limit, offset=offset, seed=seed, special=encoder.special)
+    keys = [(layer, subspace) for layer in layers for subspace in subspaces]
     n, runs = len(passages), (ALONE, *conditions)
-    pooled = {(c, t.key): [] for c in runs for t in targets}  # -> [n, d] float64
-    token_metrics = {(c, t.key): [] for c in conditions for t in targets}  # -> [n, 2] (cosine, rel. L2)
+    pooled = {(c, key): [] for c in runs for key in keys}  # -> [n, d] float64
+    token_metrics = {(c, key): [] for c in conditions for key in keys}  # -> [n, 2] (cosine, rel. L2)
     batches = range(0, n, batch_size)
-    with torch.inference_mode():
-        for begin in tqdm(batches, desc=f"invariance {name}", disable=not progress):
-            batch = encodings[begin:begin + batch_size]
-            lengths = [len(p.tokens) for p in passages[begin:begin + batch_size]]
-            alone_states = None
-            for condition in runs:
-                states = _passage_states(model, targets, [e[condition] for e in batch], lengths, device)
-                for key, rows in states.items():
-                    pooled[(condition, key)] += [x.mean(dim=0) for x in rows]
-                if condition == ALONE:
-                    alone_states = states
-                    continue
-                for key, rows in states.items():
-                    token_metrics[(condition, key)] += [_compare(x, a) for x, a in zip(rows, alone_states[key])]
+    for begin in tqdm(batches, desc=f"invariance {name}", disable=not progress):
+        batch = encodings[begin:begin + batch_size]
+        lengths = [len(p.tokens) for p in passages[begin:begin + batch_size]]
+        alone_states = None
+        for condition in runs:
+            states = _passage_states(encoder, layers, subspaces, [e[condition] for e in batch], lengths)
+            for key, rows in states.items():
+                pooled[(condition, key)] += [x.mean(dim=0) for x in rows]
+            if condition == ALONE:
+                alone_states = states
+                continue
+            for key, rows in states.items():
+                token_metrics[(condition, key)] += [_compare(x, a) for x, a in zip(rows, alone_states[key])]
 
     invariance, retrieval = [], []
     mean_offset = float(np.mean([e["shift"].pad for e in encodings]))
-    for target in targets:
-        layer, subspace = target.key.split("/")
-        layer = layer if layer == "final" else int(layer)
-        base = {"model": name, "variant": config.variant, "subspace": subspace, "layer": layer}
-        database = torch.stack(pooled[(ALONE, target.key)]).numpy()
+    for key in keys:
+        layer, subspace = key
+        base = {"model": name, "variant": encoder.variant, "subspace": subspace, "layer": layer}
+        database = torch.stack(pooled[(ALONE, key)]).numpy()
         for condition in conditions:
-            queries = torch.stack(pooled[(condition, target.key)]).numpy()
+            queries = torch.stack(pooled[(condition, key)]).numpy()
             pooled_cosine, pooled_rel = _rowwise(torch.from_numpy(queries), torch.from_numpy(database))
-            tokens = np.array(token_metrics[(condition, target.key)])
+            tokens = np.array(token_metrics[(condition, key)])
             invariance.append({**base, "condition": condition, "n_passages": n, "mean_offset": mean_offset,
                                "token_cosine": tokens[:, 0].mean(), "token_rel_l2": tokens[:, 1].mean(),
                                "pooled_cosine": pooled_cosine.mean(), "pooled_rel_l2": pooled_rel.mean()})
@@ -276,22 +260,19 @@ def measure_invariance(model, passages: list[Passage], *, name: str | None = Non
     return pd.DataFrame(invariance)[INVARIANCE_COLUMNS], pd.DataFrame(retrieval)[RETRIEVAL_COLUMNS]
 
 
-def _passage_states(model, targets, encodings: list[Encoding], lengths: list[int], device) -> dict[str, list]:
-    """One forward over ``encodings`` (left pads masked, right-padded to one length); {target key: one
-    [passage tokens, d] float64 tensor per encoding}."""
+def _passage_states(encoder: Encoder, layers, subspaces, encodings: list[Encoding], lengths: list[int]) -> dict:
+    """One forward over ``encodings`` (left pads masked, right-padded to one length); {(layer, subspace):
+    one [passage tokens, d] float64 tensor per encoding}."""
     width = max(e.pad + len(e.tokens) for e in encodings)
-    tokens = torch.full((len(encodings), width), model.config.pad_token_id, dtype=torch.long)
+    tokens = torch.full((len(encodings), width), encoder.special.pad, dtype=torch.long)
     mask = torch.zeros(len(encodings), width, dtype=torch.bool)
     for row, encoding in enumerate(encodings):
         tokens[row, encoding.pad:encoding.pad + len(encoding.tokens)] = torch.tensor(encoding.tokens)
         mask[row, encoding.pad:encoding.pad + len(encoding.tokens)] = True
-    captured = capture_states(model, targets, tokens.to(device), mask.to(device), None)
-    states = {}
-    for target in targets:
-        full = torch.cat([captured[hook] for hook in target.hooks], dim=-1)
-        states[target.key] = [full[row, e.pad + e.start:e.pad + e.start + length].to("cpu", torch.float64)
-                              for row, (e, length) in enumerate(zip(encodings, lengths))]
-    return states
+    states = encoder.states(tokens, layers, subspaces, attention_mask=mask)
+    return {key: [full[row, e.pad + e.start:e.pad + e.start + length].to("cpu", torch.float64)
+                  for row, (e, length) in enumerate(zip(encodings, lengths))]
+            for key, full in states.items()}
 
 
 def _rowwise(x: torch.Tensor, reference: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:

@@ -1,28 +1,23 @@
-"""Evaluating a model on sequences longer than it was trained on: MLM by position bucket, probes by range.
+"""Evaluating a model on sequences longer than it was trained on: MLM by position bucket.
 
-    from dstg_interp.length_eval import long_windows, mlm_by_position, probe_by_range
+    from dstg_interp.length_eval import long_windows, mlm_by_position
     windows = long_windows(documents, model.tokenizer, length=256)        # full 256-token windows only
     mlm = mlm_by_position(long_model, windows, bucket_width=32)           # loss / accuracy per bucket
     chunked = mlm_by_position(model, windows, chunk_length=128)           # same masks, 128-token chunks
     store = extract(long_model, windows, "runs/store-256")
-    ranges = probe_by_range(store, trained_length=128)                     # R² inside vs beyond 128
+    ranges = probe_by_range(store, trained_length=128)                     # probes/by_range.py: R² inside vs beyond
 
 ``long_windows`` cuts held-out documents into windows that start at sentence starts (as in training) and
 keeps only those filled to exactly ``length`` tokens, so every bucket has the same tokens for every model.
 
 ``mlm_by_position`` masks ``mask_rate`` of the non-special tokens (all to [MASK], seeded per draw: every
 model sees the same masks) and reports cross-entropy and top-1 accuracy of the masked tokens grouped by
-their position in the window.  With ``chunk_length`` the masked window is instead cut into consecutive
-chunks of that many tokens (each with its own [CLS]/[SEP]) and run chunk by chunk: the reference a user
-without extrapolation has -- the same predictions, with only the context a chunk holds.
+their position in the window; the special ids are the model's own (``dstg_interp.encoders``).  With
+``chunk_length`` the masked window is instead cut into consecutive chunks of that many tokens (each with
+its own [CLS]/[SEP]) and run chunk by chunk: the reference a user without extrapolation has -- the same
+predictions, with only the context a chunk holds.
 
-``probe_by_range`` fits a ridge probe (``probes.ridge.fit_ridge_grid``: documents split into train/test,
-penalty by grouped CV) on token position and sentence index, and reports held-out R² separately for the
-tokens inside the trained range and beyond it.  ``fit_on="all"`` trains on every position (is position
-still decodable out there?); ``fit_on="inside"`` trains on positions inside the trained range only (does
-the representation continue the in-range code, so that an in-range probe transfers?).  R² is computed
-within each range (against that range's own mean), so a probe whose predictions beyond the range are
-merely offset scores below 0 there; ``mae`` (mean absolute error, in positions or sentences) says by how much.
+The probes by range (inside vs beyond the trained length) are ``probes.by_range.probe_by_range``.
 """
 
 from __future__ import annotations
@@ -35,9 +30,7 @@ from tqdm.auto import tqdm
 
 from .data.mlm import collate, mask_tokens
 from .data.structure import StructuredSequences, build_structured_sequences
-from .data.tokenizer import CLS_ID, PAD_ID, SEP_ID
-
-PROBE_TARGETS = ("token_position", "sentence_index")
+from .encoders import EncoderError, SpecialTokens, open_encoder
 
 
 def long_windows(documents, tokenizer, length: int, max_windows: int | None = None, seed: int = 0) -> StructuredSequences:
@@ -69,33 +62,39 @@ def select_sequences(sequences: StructuredSequences, indices) -> StructuredSeque
 def mlm_by_position(model, sequences: StructuredSequences, bucket_width: int = 32, mask_rate: float = 0.15,
                     n_draws: int = 2, seed: int = 0, batch_size: int = 16, chunk_length: int | None = None,
                     progress: bool = False) -> pd.DataFrame:
-    """Masked-token loss and accuracy per position bucket: columns bucket_start, bucket_end, n_masked, loss, accuracy."""
+    """Masked-token loss and accuracy per position bucket: columns bucket_start, bucket_end, n_masked, loss, accuracy.
+
+    model: anything ``open_encoder`` takes that has an MLM head."""
+    encoder = open_encoder(model)
+    special = encoder.special
+    if special.mask is None:
+        raise EncoderError(f"{encoder.name}: the tokenizer has no [MASK] token; MLM evaluation needs one")
     lengths = sequences.lengths
     if len(lengths) == 0:
         raise ValueError("no sequences to evaluate")
     window = int(lengths.max())
     limit = chunk_length if chunk_length is not None else window
-    if limit > model.config.max_positions:
-        raise ValueError(f"sequences of {limit} tokens exceed the model's max_positions={model.config.max_positions}; "
+    if limit > encoder.max_positions:
+        raise ValueError(f"sequences of {limit} tokens exceed the model's max_positions={encoder.max_positions}; "
                          "extend it first (dstg_interp.extrapolate) or pass chunk_length")
     if chunk_length is not None and chunk_length < 3:
         raise ValueError(f"chunk_length must be at least 3, got {chunk_length}")
     if bucket_width < 1:
         raise ValueError(f"bucket_width must be >= 1, got {bucket_width}")
-    device = next(model.parameters()).device
     n_buckets = -(-window // bucket_width)
     loss_sum, correct, count = np.zeros(n_buckets), np.zeros(n_buckets), np.zeros(n_buckets)
     batches = [np.arange(start, min(start + batch_size, len(lengths))) for start in range(0, len(lengths), batch_size)]
     for draw in range(n_draws):
         generator = torch.Generator().manual_seed(seed * 1000 + draw)  # masks depend on the data only, not the model
         for batch in tqdm(batches, desc=f"mlm draw {draw}", disable=not progress, leave=False):
-            ids, attention_mask, special = collate([sequences[int(i)]["input_ids"] for i in batch])
-            masked, labels = mask_tokens(ids, special, generator, mask_prob=mask_rate)
+            ids, attention_mask, is_special = collate([sequences[int(i)]["input_ids"] for i in batch], special.pad,
+                                                      special.ids)
+            masked, labels = mask_tokens(ids, is_special, generator, mask_prob=mask_rate, mask_token_id=special.mask)
             positions = torch.arange(ids.shape[1]).expand_as(ids)
             if chunk_length is not None:
-                masked, attention_mask, labels, positions = _chunk(masked, attention_mask, labels, chunk_length)
+                masked, attention_mask, labels, positions = _chunk(masked, attention_mask, labels, chunk_length, special)
             with torch.inference_mode():
-                logits = model(masked.to(device), attention_mask=attention_mask.to(device)).logits.float().cpu()
+                logits = encoder.mlm_logits(masked, attention_mask).float().cpu()
             selected = labels != -100
             token_loss = F.cross_entropy(logits[selected], labels[selected], reduction="none").numpy()
             hit = (logits[selected].argmax(-1) == labels[selected]).numpy()
@@ -109,7 +108,7 @@ def mlm_by_position(model, sequences: StructuredSequences, bucket_width: int = 3
                              "n_masked": count.astype(int), "loss": loss_sum / count, "accuracy": correct / count})
 
 
-def _chunk(masked, attention_mask, labels, chunk_length: int):
+def _chunk(masked, attention_mask, labels, chunk_length: int, special: SpecialTokens):
     """Cut each (right-padded) row's content into chunks of chunk_length - 2 tokens, each wrapped in
     [CLS] ... [SEP]; returns the chunk batch and each chunk token's position in the original window."""
     capacity = chunk_length - 2
@@ -119,11 +118,11 @@ def _chunk(masked, attention_mask, labels, chunk_length: int):
         content = np.arange(1, n - 1)  # drop the window's own [CLS] and [SEP]
         for start in range(0, len(content), capacity):
             span = content[start:start + capacity]
-            rows.append(torch.cat([torch.tensor([CLS_ID]), masked[i, span], torch.tensor([SEP_ID])]))
+            rows.append(torch.cat([torch.tensor([special.cls]), masked[i, span], torch.tensor([special.sep])]))
             row_labels.append(torch.cat([torch.tensor([-100]), labels[i, span], torch.tensor([-100])]))
             row_positions.append(torch.cat([torch.tensor([0]), torch.as_tensor(span), torch.tensor([0])]))
     width = max(len(r) for r in rows)
-    tokens = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
+    tokens = torch.full((len(rows), width), special.pad, dtype=torch.long)
     out_labels = torch.full((len(rows), width), -100, dtype=torch.long)
     positions = torch.zeros((len(rows), width), dtype=torch.long)
     for j, (row, lab, pos) in enumerate(zip(rows, row_labels, row_positions)):
@@ -131,53 +130,3 @@ def _chunk(masked, attention_mask, labels, chunk_length: int):
         masks.append(len(row))
     chunk_mask = torch.arange(width)[None, :] < torch.tensor(masks)[:, None]
     return tokens, chunk_mask, out_labels, positions
-
-
-def probe_by_range(store, trained_length: int, targets=PROBE_TARGETS, layers=None, subspaces=None,
-                   fit_on=("all", "inside"), max_tokens: int | None = None, test_fraction: float = 0.25,
-                   n_splits: int = 5, seed: int = 0) -> pd.DataFrame:
-    """Held-out R² and MAE of ridge probes, inside vs beyond ``trained_length``: one row per (layer, subspace,
-    target, fit_on, range) with r2, mae, n_test, alpha.  ``max_tokens``: a seeded subsample of the
-    (non-special) tokens."""
-    from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
-    from probes.splits import grouped_train_test_split
-
-    labels = store.labels
-    if max_tokens is not None:
-        tokens = store.subsample(max_tokens, seed=seed, exclude_special=True)
-    else:
-        tokens = np.flatnonzero(~labels["is_special"].to_numpy())
-    position = labels["token_position"].to_numpy()[tokens]
-    if position.max() < trained_length:
-        raise ValueError(f"no token of the store lies beyond the trained length {trained_length} "
-                         f"(the longest position is {int(position.max())}); extract longer windows")
-    groups = labels["doc_index"].to_numpy()[tokens]
-    train_idx, test_idx = grouped_train_test_split(groups, test_fraction=test_fraction, seed=seed)
-    inside_test = position[test_idx] < trained_length
-    layers = list(layers) if layers is not None else list(store.layers)
-    subspaces = list(subspaces) if subspaces is not None else list(store.subspaces)
-    values = {name: labels[name].to_numpy()[tokens].astype(np.float64) for name in targets}
-    features = {(layer, sub): (lambda layer=layer, sub=sub: np.asarray(store.states(layer, sub)[tokens]))
-                for layer in layers for sub in subspaces}
-    rows = []
-    for fit in fit_on:
-        if fit not in ("all", "inside"):
-            raise ValueError(f"fit_on must be 'all' or 'inside', got {fit!r}")
-        train = train_idx if fit == "all" else train_idx[position[train_idx] < trained_length]
-        fitted = fit_ridge_grid(features, values, groups, train, test_idx, alphas=DEFAULT_ALPHAS, n_splits=n_splits,
-                                seed=seed, keep_predictions=True)
-        for record in fitted.itertuples():
-            y_true = values[record.target][test_idx]
-            for name, part in (("inside", inside_test), ("beyond", ~inside_test)):
-                rows.append({"layer": record.key[0], "subspace": record.key[1], "target": record.target,
-                             "fit_on": fit, "range": name, "r2": _r2(y_true[part], record.y_pred_test[part]),
-                             "mae": float(np.abs(y_true[part] - record.y_pred_test[part]).mean()) if part.any() else np.nan,
-                             "n_test": int(part.sum()), "alpha": record.alpha})
-    return pd.DataFrame(rows)
-
-
-def _r2(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    if y_true.size < 2:
-        return float("nan")
-    total = ((y_true - y_true.mean()) ** 2).sum()
-    return float(1.0 - ((y_true - y_pred) ** 2).sum() / total) if total > 0 else float("nan")

@@ -5,10 +5,15 @@
     dstg-train --out runs/dstg --resume                                   # continue exactly
     dstg-train --config runs/dstg/train_config.json --out runs/dstg2      # a saved recipe
 
-Data: corpus -> structured sequences (``data/prepare.py``, cached); each step takes the next global batch
-of an epoch permutation seeded by (seed, epoch), masks it with a generator seeded by (seed, step) and
-gives every rank its rows, so the data a step sees depends on the step number only: ``--resume`` and DDP
-reproduce a single uninterrupted run.  Masking as NeoBERT: 20% of tokens, all replaced by [MASK].
+Data: corpus -> structured sequences (``data/prepare.py``, cached; the train/validation split is seeded by
+``data_seed`` so every training seed sees the same split).  Each epoch is cut into length-bucketed batches
+(``LengthBucketedBatches``: a permutation seeded by (seed, epoch), sorted by length inside chunks of 64
+batches, batch order shuffled), so a batch pads little and a full-length batch runs without an attention
+mask; each step masks its batch with a generator seeded by (seed, step) and gives every rank its rows, so
+the data a step sees depends on the step number only: ``--resume`` and DDP reproduce a single
+uninterrupted run.  The next batch is collated and masked in a background thread while the current step
+runs.  Masking as NeoBERT: 20% of tokens, all replaced by [MASK].  ``--compile`` compiles the encoder
+with ``torch.compile`` (the input checks and the MLM head stay eager, outside the compiled region).
 
 Outputs in ``--out``: ``train_config.json``, ``log.jsonl`` (one JSON line per logged step and per
 validation), and ``checkpoint/`` (weights, config, tokenizer, optimizer state, step) rewritten atomically
@@ -18,10 +23,12 @@ every ``save_every`` steps and at the end; Ctrl-C leaves the last complete check
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -32,15 +39,23 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
+from safetensors import SafetensorError, safe_open
+
 from .config import ModelConfig
 from .data.mlm import collate, mask_tokens
 from .data.prepare import prepare_data
+from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS
+from .io import check_output_location, clean_stale_temporaries, folder_entries, output_lock, positive_int, run_cli
 from .model.checkpoint import CheckpointError, build_model, load_model, save_checkpoint
 
 CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = "checkpoint", "log.jsonl", "train_config.json"
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "train_state.json"
 # Fields that may differ on --resume without changing the result.
-RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress"}
+RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress", "compile"}
+SCHEDULES = ("cosine", "linear", "constant")
+# A trained WordPiece always holds the specials, the ASCII alphabet and its 36 "##" continuations:
+# a smaller vocab_size would be silently exceeded.
+MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(INITIAL_ALPHABET) + 36
 
 
 @dataclass
@@ -52,7 +67,12 @@ class TrainConfig:
     AP-NeoBERT): each sequence reads the learned position table from a random start, uniform over
     [0, max_positions - batch width], so a table longer than the training sequences is trained everywhere.
     ``batch_size`` is the global batch (split over DDP ranks).  ``schedule``: linear warm-up for
-    ``warmup_steps`` then cosine or linear decay to ``min_lr_ratio * lr`` at ``max_steps``.
+    ``warmup_steps`` then cosine or linear decay to ``min_lr_ratio * lr`` at ``max_steps``, or
+    ``constant``: the peak rate until the last ``decay_fraction`` of the steps, then a linear decay.
+    ``seed`` seeds the model's initialisation (unless ``model`` sets its own ``seed``), the data order and
+    the masks; ``data_seed`` seeds the train/validation split and so the tokenizer (keep it fixed across
+    seeds to compare runs on the same held-out documents).  ``bucket_by_length``: batches of similar
+    lengths (less padding); ``compile``: ``torch.compile`` the encoder.
     """
 
     out_dir: str = "runs/dstg"
@@ -74,11 +94,15 @@ class TrainConfig:
     weight_decay: float = 0.1
     warmup_steps: int = 200
     schedule: str = "cosine"
+    decay_fraction: float = 0.2
     grad_clip: float = 1.0
     mask_prob: float = 0.2
     mask_strategy: str = "all"
     bf16: bool = False
     seed: int = 0
+    data_seed: int = 0
+    bucket_by_length: bool = True
+    compile: bool = False
     eval_every: int = 250
     eval_batches: int = 16
     save_every: int = 500
@@ -95,14 +119,26 @@ class TrainConfig:
                 raise ValueError(f"TrainConfig.{name}: must be positive, got {getattr(self, name)}")
         if not 0 <= self.warmup_steps < self.max_steps:
             raise ValueError(f"TrainConfig.warmup_steps: must be in [0, max_steps={self.max_steps}), got {self.warmup_steps}")
-        if self.schedule not in ("cosine", "linear"):
-            raise ValueError(f"TrainConfig.schedule: 'cosine' or 'linear', got {self.schedule!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"TrainConfig.schedule: one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
+        if not 0 < self.decay_fraction <= 1:
+            raise ValueError(f"TrainConfig.decay_fraction: must be in (0, 1], got {self.decay_fraction}")
+        for name in ("seed", "data_seed"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ValueError(f"TrainConfig.{name}: must be a non-negative integer, got {getattr(self, name)!r}")
         if self.mask_strategy not in ("all", "80-10-10"):
             raise ValueError(f"TrainConfig.mask_strategy: 'all' or '80-10-10', got {self.mask_strategy!r}")
         if not 0 < self.mask_prob < 1:
             raise ValueError(f"TrainConfig.mask_prob: must be in (0, 1), got {self.mask_prob}")
         if self.save_dtype not in ("float32", "float16", "bfloat16"):
             raise ValueError(f"TrainConfig.save_dtype: float32, float16 or bfloat16, got {self.save_dtype!r}")
+        if self.vocab_size < MIN_VOCAB_SIZE and self.tokenizer is None:
+            raise ValueError(f"TrainConfig.vocab_size: at least {MIN_VOCAB_SIZE} (the special tokens, the ASCII alphabet and "
+                             f"its subword continuations), got {self.vocab_size}")
+        if self.max_docs is not None and int(self.max_docs) <= 0:
+            raise ValueError(f"TrainConfig.max_docs: must be a positive number of documents (or null for all), got {self.max_docs}")
+        if self.threads is not None and int(self.threads) <= 0:
+            raise ValueError(f"TrainConfig.threads: must be a positive integer (or null for PyTorch's default), got {self.threads}")
         if self.tokenizer is not None and not Path(self.tokenizer).is_file():
             raise ValueError(f"TrainConfig.tokenizer: {self.tokenizer} does not exist; omit it to train one on the corpus")
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
@@ -112,11 +148,16 @@ class TrainConfig:
         if self.random_offset and self.model.get("variant") not in ("dstg", "ap"):
             raise ValueError(f"TrainConfig.random_offset: shifts a learned position table (variant dstg or ap); "
                              f"a {self.model.get('variant')!r} model has none")
+        if self.random_offset and (self.max_positions or self.max_length) <= self.max_length:
+            raise ValueError(f"TrainConfig.random_offset: needs a position table longer than the sequences "
+                             f"(max_positions > max_length={self.max_length}), or there is no room to shift; "
+                             "set --max-positions")
         self.model_config()  # validates the model fields early, naming the bad one
 
     def model_config(self, vocab_size: int | None = None) -> ModelConfig:
         """The model's config; ``vocab_size`` is the trained tokenizer's (a small corpus can give fewer)."""
-        fields = dict(self.model, vocab_size=vocab_size or self.vocab_size, max_positions=self.max_positions or self.max_length)
+        fields = dict(dict(seed=self.seed), **self.model, vocab_size=vocab_size or self.vocab_size,
+                      max_positions=self.max_positions or self.max_length)
         return ModelConfig(**fields)
 
     def to_dict(self) -> dict:
@@ -134,6 +175,10 @@ class TrainConfig:
 def learning_rate(cfg: TrainConfig, step: int) -> float:
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":  # warm-up, stable, then a linear decay over the last decay_fraction
+        decay_start = cfg.max_steps - max(1, round(cfg.decay_fraction * cfg.max_steps))
+        progress = min(1.0, max(0.0, (step - decay_start) / max(1, cfg.max_steps - decay_start)))
+        return cfg.lr * (1 - (1 - cfg.min_lr_ratio) * progress)
     progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
     shape = 0.5 * (1 + math.cos(math.pi * progress)) if cfg.schedule == "cosine" else 1 - progress
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * shape)
@@ -167,15 +212,67 @@ def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, 
     optimizer.load_state_dict(state_dict)
 
 
+def compile_encoder(model) -> None:
+    """``torch.compile`` the encoder in place.  Only ``encode`` is compiled: the input checks (host-side
+    ``int(tokens.min())``) and the masked-token selection of the MLM head (a data-dependent shape) stay
+    eager, so neither breaks the graph; hook points without hooks trace as identities."""
+    model.encode = torch.compile(model.encode, dynamic=None)
+
+
 # --- data order ---------------------------------------------------------------------------------
 def global_batch_indices(n_sequences: int, batch_size: int, step: int, seed: int) -> np.ndarray:
-    """Indices of the step-th global batch: consecutive slices of a per-epoch permutation."""
+    """Indices of the step-th global batch without length bucketing: consecutive slices of a per-epoch
+    permutation (the remainder of each epoch is skipped)."""
     batches_per_epoch = n_sequences // batch_size
     if batches_per_epoch == 0:
         raise ValueError(f"only {n_sequences} training sequences for a batch of {batch_size}; lower --batch-size or add text")
     epoch, position = divmod(step, batches_per_epoch)
     order = np.random.default_rng([seed, epoch]).permutation(n_sequences)
     return order[position * batch_size : (position + 1) * batch_size]
+
+
+class LengthBucketedBatches:
+    """The step-th global batch of an epoch plan in which each batch holds sequences of similar length.
+
+    Per epoch: a permutation seeded by (seed, epoch) is cut into chunks of ``chunk_batches`` batches, each
+    chunk is sorted by length and cut into batches, and the order of all batches is shuffled.  Every
+    sequence is in exactly one batch per epoch (the epoch's last batch may be smaller); a chunk mixes
+    sequences from the whole corpus, so a batch is no less random in content than an unbucketed one.
+    The plan depends on (lengths, batch size, seed, epoch) only, so ``--resume`` and DDP see the same batches.
+    """
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, seed: int, chunk_batches: int = 64):
+        self.lengths = np.asarray(lengths)
+        self.batch_size, self.seed, self.chunk_batches = batch_size, seed, chunk_batches
+        if len(self.lengths) < batch_size:
+            raise ValueError(f"only {len(self.lengths)} training sequences for a batch of {batch_size}; lower --batch-size or add text")
+        # every chunk but the last holds whole batches, so an epoch has ceil(n / batch_size) of them
+        self.batches_per_epoch = -(-len(self.lengths) // batch_size)
+        self._epoch, self._plan = None, []
+
+    def epoch_plan(self, epoch: int) -> list[np.ndarray]:
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.lengths))
+        chunk = self.batch_size * self.chunk_batches
+        batches = []
+        for start in range(0, len(order), chunk):
+            part = order[start : start + chunk]
+            part = part[np.argsort(self.lengths[part], kind="stable")]
+            batches += [part[i : i + self.batch_size] for i in range(0, len(part), self.batch_size)]
+        shuffle = np.random.default_rng([self.seed, epoch, 1]).permutation(len(batches))
+        return [batches[i] for i in shuffle]
+
+    def __call__(self, step: int) -> np.ndarray:
+        epoch, position = divmod(step, self.batches_per_epoch)
+        if epoch != self._epoch:
+            self._epoch, self._plan = epoch, self.epoch_plan(epoch)
+        return self._plan[position]
+
+
+def batch_order(train_set, cfg: "TrainConfig"):
+    """step -> indices of that step's global batch, bucketed by length unless ``bucket_by_length`` is off."""
+    if cfg.bucket_by_length:
+        return LengthBucketedBatches(train_set.lengths, cfg.batch_size, cfg.seed)
+    return lambda step: global_batch_indices(len(train_set), cfg.batch_size, step, cfg.seed)
 
 
 def masked_batch(sequences, indices, cfg: TrainConfig, vocab_size: int, generator_seed: int):
@@ -240,6 +337,12 @@ def barrier(world_size: int) -> None:
         dist.barrier()
 
 
+def prepare_training_data(cfg: TrainConfig, progress: bool = False, cache_dir: str | Path | None = None):
+    """The cached corpus -> split -> tokenizer -> sequences preparation this run trains on."""
+    return prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.data_seed,
+                        cfg.max_docs, cfg.tokenizer, cache_dir=cache_dir, progress=progress)
+
+
 # --- checkpoints --------------------------------------------------------------------------------
 def save_training_checkpoint(model, optimizer, tokenizer, cfg: TrainConfig, step: int, tokens_seen: int, elapsed: float) -> None:
     state = dict(step=step, tokens_seen=tokens_seen, train_seconds=elapsed)
@@ -252,6 +355,7 @@ def save_training_checkpoint(model, optimizer, tokenizer, cfg: TrainConfig, step
 
 def read_resume_state(cfg: TrainConfig) -> tuple[dict, Path]:
     checkpoint = Path(cfg.out_dir) / CHECKPOINT_DIR
+    clean_stale_temporaries(checkpoint)  # also puts back a checkpoint a crash left between two renames
     if not (checkpoint / STATE_FILE).is_file() or not (checkpoint / OPTIMIZER_FILE).is_file():
         raise CheckpointError(f"--resume: {checkpoint} holds no complete training checkpoint; start without --resume")
     try:
@@ -259,6 +363,13 @@ def read_resume_state(cfg: TrainConfig) -> tuple[dict, Path]:
         state = json.loads((checkpoint / STATE_FILE).read_text())
     except (ValueError, OSError) as err:
         raise CheckpointError(f"--resume: {checkpoint} is corrupt ({err})") from None
+    try:  # the header and every tensor: a cut-short file fails here, not as a traceback mid-setup
+        with safe_open(str(checkpoint / OPTIMIZER_FILE), framework="pt") as optimizer_file:
+            for name in optimizer_file.keys():
+                optimizer_file.get_slice(name)
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(f"--resume: {checkpoint / OPTIMIZER_FILE} is corrupt ({str(err).splitlines()[0]}); "
+                              "the run cannot continue exactly from it: start without --resume") from None
     differing = sorted(k for k, v in saved.to_dict().items() if k not in RESUMABLE_DIFFERENCES and cfg.to_dict()[k] != v)
     if differing:
         raise CheckpointError(
@@ -271,8 +382,22 @@ def truncate_log(log_path: Path, step: int) -> None:
     """On resume, drop log lines written after the checkpoint so the log reads like one straight run."""
     if not log_path.exists():
         return
-    kept = [line for line in log_path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
-    log_path.write_text("".join(line + "\n" for line in kept))
+    lines = [line for line in log_path.read_text().splitlines() if line.strip()]
+    kept = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            record = json.loads(line)
+            logged_step = int(record["step"])
+        except (ValueError, KeyError, TypeError) as err:
+            if number == len(lines):  # the last line, cut short by a crash or a full disk: it is redone
+                break
+            raise CheckpointError(f"--resume: {log_path} line {number} is not a log record ({err}); "
+                                  "remove that line and resume again") from None
+        if logged_step <= step:
+            kept.append(line)
+    tmp = log_path.with_name(f".{log_path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, log_path)
 
 
 # --- the loop -----------------------------------------------------------------------------------
@@ -296,18 +421,18 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
 
     # Rank 0 builds the cached data first; the other ranks then load the same folder.
     if is_main:
-        prepared = prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.seed,
-                                cfg.max_docs, cfg.tokenizer, progress=cfg.progress)
+        prepared = prepare_training_data(cfg, progress=cfg.progress)
     barrier(world_size)
     if not is_main:
-        prepared = prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.seed,
-                                cfg.max_docs, cfg.tokenizer, progress=False)
+        prepared = prepare_training_data(cfg)
     train_set, validation = prepared.train, prepared.validation
     vocab_size = prepared.tokenizer.get_vocab_size()
 
     model = build_model(cfg.model_config(vocab_size)) if not resume else load_model(checkpoint)
     model = model.to(device).train()
     optimizer = make_optimizer(model, cfg)
+    if cfg.compile:
+        compile_encoder(model)
     if resume:
         from safetensors.torch import load_file
 
@@ -328,25 +453,38 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
     bar = tqdm(total=cfg.max_steps, initial=step, desc=f"train {cfg.model['variant']}", disable=not (is_main and cfg.progress), dynamic_ncols=True)
     window_start, window_tokens = time.perf_counter(), 0
     metrics: dict = {}
+    batches = batch_order(train_set, cfg)
+
+    def next_batch(step: int):
+        """This rank's rows of the step's masked global batch (+ offsets and its real-token count)."""
+        ids, mask, labels = masked_batch(train_set, batches(step), cfg, vocab_size, generator_seed=cfg.seed * 1_000_003 + step)
+        offsets = random_offsets(mask, model.config.max_positions, cfg.seed * 1_000_003 + step + 7) if cfg.random_offset else None
+        n_tokens = int(mask.sum())  # all ranks, counted on the host before the step (no device sync)
+        ids, mask, labels = (t[rank::world_size] for t in (ids, mask, labels))
+        offsets = offsets[rank::world_size] if offsets is not None else None
+        # A batch without padding needs no mask: SDPA can then take its fused kernels.
+        return ids, (None if bool(mask.all()) else mask), labels, offsets, n_tokens
+
+    # Collation and masking of step s+1 run in a thread while step s computes (torch releases the GIL).
+    prefetch = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    upcoming = prefetch.submit(next_batch, step) if step < last_step else None
     try:
         while step < last_step:
             step_start = time.perf_counter()
-            indices = global_batch_indices(len(train_set), cfg.batch_size, step, cfg.seed)
-            ids, mask, labels = masked_batch(train_set, indices, cfg, vocab_size, generator_seed=cfg.seed * 1_000_003 + step)
-            offsets = random_offsets(mask, model.config.max_positions, cfg.seed * 1_000_003 + step + 7) if cfg.random_offset \
-                else torch.zeros(mask.shape[0], dtype=torch.long)
-            ids, mask, labels, offsets = (t[rank::world_size].to(device) for t in (ids, mask, labels, offsets))
+            ids, mask, labels, offsets, batch_tokens = upcoming.result()
+            upcoming = prefetch.submit(next_batch, step + 1) if step + 1 < last_step else None
+            ids, labels = ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+            mask = mask.to(device, non_blocking=True) if mask is not None else None
+            offsets = offsets.to(device) if offsets is not None else None
             for group in optimizer.param_groups:
                 group["lr"] = learning_rate(cfg, step)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                loss = ddp_model(ids, mask, labels, masked_logits_only=True,
-                                 position_offset=offsets if cfg.random_offset else None).loss
+                loss = ddp_model(ids, mask, labels, masked_logits_only=True, position_offset=offsets).loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
             optimizer.step()
             step += 1
-            batch_tokens = int(mask.sum()) * world_size  # non-pad tokens, all ranks (approximately equal)
             tokens_seen += batch_tokens
             window_tokens += batch_tokens
             elapsed += time.perf_counter() - step_start
@@ -360,6 +498,7 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
                 log.flush()
                 bar.set_postfix(loss=f"{float(loss.detach()):.3f}", tok_s=f"{tokens_per_s:.0f}")
             bar.update(1)
+            pause_start = time.perf_counter()
             if step % cfg.eval_every == 0 or step == cfg.max_steps:
                 if is_main:
                     metrics = evaluate(model, validation, cfg, device)
@@ -370,11 +509,9 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
                 if is_main:
                     save_training_checkpoint(model, optimizer, prepared.tokenizer, cfg, step, tokens_seen, elapsed)
                 barrier(world_size)
-    except KeyboardInterrupt:
-        if is_main:
-            print(f"\ninterrupted at step {step}; the last complete checkpoint in {out_dir / CHECKPOINT_DIR} is untouched", file=sys.stderr)
-        raise
-    finally:
+            window_start += time.perf_counter() - pause_start  # tokens/s counts training steps, not validation or saving
+    finally:  # Ctrl-C: main() reports it in one line, naming the last complete checkpoint
+        prefetch.shutdown(wait=True, cancel_futures=True)
         bar.close()
         if log is not None:
             log.close()
@@ -393,7 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layers", type=int)
     p.add_argument("--heads", type=int)
     p.add_argument("--corpus", help="en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT")
-    p.add_argument("--max-docs", type=int)
+    p.add_argument("--max-docs", type=positive_int)
     p.add_argument("--max-length", type=int)
     p.add_argument("--max-positions", type=int, help="position table size (default: --max-length)")
     p.add_argument("--random-offset", action="store_true", default=None,
@@ -404,15 +541,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, dest="max_steps")
     p.add_argument("--lr", type=float)
     p.add_argument("--warmup-steps", type=int)
-    p.add_argument("--schedule", choices=["cosine", "linear"])
+    p.add_argument("--schedule", choices=list(SCHEDULES))
+    p.add_argument("--decay-fraction", type=float, help="constant schedule: the final share of steps that decays")
     p.add_argument("--mask-strategy", choices=["all", "80-10-10"])
     p.add_argument("--bf16", action="store_true", default=None)
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=int, help="model init, data order and masks")
+    p.add_argument("--data-seed", type=int, help="train/validation split (keep fixed to compare seeds)")
+    p.add_argument("--compile", action="store_true", default=None, help="torch.compile the encoder")
     p.add_argument("--eval-every", type=int)
     p.add_argument("--save-every", type=int)
     p.add_argument("--save-dtype", choices=["float32", "float16", "bfloat16"])
     p.add_argument("--device", help="cpu or cuda")
-    p.add_argument("--threads", type=int)
+    p.add_argument("--threads", type=positive_int)
     p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
     return p
 
@@ -420,9 +560,9 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     base = TrainConfig().to_dict()
     if args.config:
-        base.update(json.loads(Path(args.config).read_text()))
+        base.update(_read_json_object(Path(args.config), "--config"))
     elif args.resume and args.out and (Path(args.out) / CONFIG_FILE).is_file():
-        base.update(json.loads((Path(args.out) / CONFIG_FILE).read_text()))
+        base.update(_read_json_object(Path(args.out) / CONFIG_FILE, "--resume"))
     model = dict(base["model"])
     if args.variant or args.d_model or args.d_ap:
         variant = args.variant or model["variant"]
@@ -440,29 +580,69 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     if args.out:
         base["out_dir"] = args.out
     for name in ("corpus", "max_docs", "max_length", "max_positions", "random_offset", "vocab_size", "tokenizer", "batch_size", "max_steps", "lr", "warmup_steps",
-                 "schedule", "mask_strategy", "bf16", "seed", "eval_every", "save_every", "save_dtype", "device", "threads", "progress"):
+                 "schedule", "decay_fraction", "mask_strategy", "bf16", "seed", "data_seed", "compile", "eval_every", "save_every", "save_dtype", "device", "threads", "progress"):
         value = getattr(args, name)
         if value is not None:
             base[name] = value
     return TrainConfig.from_dict(base)
 
 
+def _read_json_object(path: Path, flag: str) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"{flag} {path}: cannot be read ({err.strerror if isinstance(err, OSError) else err})") from None
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{flag} {path}: not valid JSON ({err.msg} at line {err.lineno}); pass a train_config.json") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{flag} {path}: expected a JSON object (a train_config.json)")
+    return data
+
+
+def _check_device(cfg: TrainConfig) -> None:
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {cfg.device}: no CUDA device is available here; use --device cpu")
+
+
+def _interrupted(out_dir: Path):
+    def describe() -> str:
+        try:
+            step = json.loads((out_dir / CHECKPOINT_DIR / STATE_FILE).read_text())["step"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return "no checkpoint was saved yet"
+        return f"the last complete checkpoint (step {step}) in {out_dir / CHECKPOINT_DIR} is untouched; continue with --resume"
+    return describe
+
+
+def _run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    _check_device(cfg)
+    out_dir = Path(cfg.out_dir)
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    if not is_main:  # rank 0 checks and holds the output folder for all ranks
+        train(cfg, resume=args.resume)
+        return 0
+    check_output_location(out_dir)
+    created = not out_dir.exists()
+    try:
+        with output_lock(out_dir, "dstg-train " + " ".join(sys.argv[1:])):
+            result = train(cfg, resume=args.resume)
+    finally:
+        # A run that failed before writing anything leaves no empty folder behind.
+        if created and out_dir.is_dir() and not folder_entries(out_dir):
+            shutil.rmtree(out_dir, ignore_errors=True)
+    print(json.dumps(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    out_dir = Path(args.out or TrainConfig().out_dir)
     try:
-        cfg = config_from_args(args)
-        result = train(cfg, resume=args.resume)
-    except (ValueError, OSError) as err:  # CheckpointError, DataError and config errors are ValueErrors
-        print(f"dstg-train: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+        return run_cli("dstg-train", lambda: _run(args), interrupted=_interrupted(out_dir))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-    if int(os.environ.get("RANK", "0")) == 0:
-        print(json.dumps(result))
-    return 0
 
 
 if __name__ == "__main__":

@@ -27,9 +27,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dstg_interp import load_hf_encoder
+from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import plot_dct_power, plot_pc_curves, plot_scree
 from dstg_interp.spectra import analyze_table, per_position_mean, position_table, spectra_table
-from dstg_interp.store.hf_encoder import fetch_minilm
 from experiments.figure_inputs import FIGURES_DIR, FigureConfig, load_figure_inputs, model_store, parse_config, save_config
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}

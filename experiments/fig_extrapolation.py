@@ -39,13 +39,14 @@ from tqdm.auto import tqdm
 
 from dstg_interp import extract
 from dstg_interp.extrapolate import METHODS, extend_positions, fit_ap_curve, with_max_positions
-from dstg_interp.length_eval import long_windows, mlm_by_position, probe_by_range
+from dstg_interp.length_eval import long_windows, mlm_by_position
 from dstg_interp.plots import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
 from dstg_interp.spectra import analyze_table
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256
 from dstg_interp.tiny_zoo import tiny_long_documents
 from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, load_figure_inputs, parse_config, save_config,
                                        with_offset_model)
+from probes.by_range import probe_by_range
 
 TABLE_VARIANTS = ("dstg", "ap")
 

@@ -41,7 +41,8 @@ class ProbesFigureConfig(FigureConfig):
     out: Path = FIGURES_DIR / "probes"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as dstg-probe)"})
-    max_tokens: int = field(default=PROBE_DEFAULTS.max_tokens, metadata={"help": "tokens subsampled per probe"})
+    max_tokens: int | None = field(default=PROBE_DEFAULTS.max_tokens, metadata={
+        "help": "a seeded subsample of tokens per probe (default: every token of the store, as dstg-probe)"})
     n_boot: int = field(default=PROBE_DEFAULTS.n_boot, metadata={"help": "bootstrap resamples of test documents"})
 
     def __post_init__(self) -> None:

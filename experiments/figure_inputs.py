@@ -5,8 +5,8 @@ the activation stores.
     inputs = load_figure_inputs(tiny=False, seed=0)     # the shipped zoo on en-mix's held-out documents
     store = model_store(inputs, "dstg")                  # every layer and subspace, the probes' store
 
-The stores come from the same path as ``dstg-probe`` (``probes.positions.cached_store``, and its
-``random_init_twin`` for the control), over the same documents (``probes.positions.probing_documents``,
+The stores come from the same path as ``dstg-probe`` (``probes.positions.cached_store``, and
+``encoder.random_init()`` for the control), over the same documents (``dstg_interp.data.probing_documents``,
 all held-out en-mix documents), in the same folder (``$DSTG_CACHE/stores`` by default): so a figure
 and a ``dstg-probe`` run on the same model give the same numbers, and whichever runs first extracts
 the store the other one reuses.  The head figure also needs attention summaries, which live in a
@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dstg_interp import ModelConfig, build_model, extract, load_model
-from dstg_interp.data import default_cache_dir
+from dstg_interp import ModelConfig, build_model, extract, load_model, open_encoder
+from dstg_interp.data import default_cache_dir, probing_documents
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
 from dstg_interp.store.extract import as_sequences
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256
 from dstg_interp.tiny_zoo import tiny_zoo
-from probes.positions import PROBE_MAX_LENGTH, cached_store, probing_documents, random_init_twin
+from probes.positions import PROBE_MAX_LENGTH, cached_store
 
 FIGURES_DIR = Path(__file__).resolve().parents[1] / "figures"
 OFFSET_MODEL = "dstg-offset"  # DSTG trained with random_offset on a 512-row table (pretrain_zoo --variants dstg-offset)
@@ -200,20 +200,21 @@ def with_offset_model(inputs: FigureInputs) -> dict:
 
 def model_store(inputs: FigureInputs, name: str, progress: bool = True):
     """Every layer and subspace of model ``name`` on the inputs' documents: the store ``dstg-probe`` builds."""
-    return cached_store(inputs.models[name], inputs.documents, None, inputs.store_root, name, progress)
+    return cached_store(open_encoder(inputs.models[name]), inputs.documents, None, inputs.store_root, name, progress)
 
 
 def random_init_store(inputs: FigureInputs, name: str, progress: bool = True):
     """The store of a randomly initialised twin of ``name`` (same config and tokenizer): the probes' control,
-    the one ``dstg-probe`` builds."""
-    twin = random_init_twin(inputs.models[name]).eval()
+    the one ``dstg-probe`` builds (``encoder.random_init()``)."""
+    twin = open_encoder(inputs.models[name]).random_init()
     return cached_store(twin, inputs.documents, None, inputs.store_root, f"{name}-random-init", progress)
 
 
 def attention_store(inputs: FigureInputs, name: str, progress: bool = True):
     """Model ``name``'s store with attention summaries (logit-term statistics per layer x head), for the heads."""
-    model = inputs.models[name]
-    sequences = as_sequences(model, inputs.documents, PROBE_MAX_LENGTH, windows=False)
-    key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(sequences)}|attention".encode()).hexdigest()[:16]
-    return extract(model, sequences, inputs.store_root / f"{name}-attention-{key}", layers=None, dtype="float16",
+    encoder = open_encoder(inputs.models[name])
+    sequences = as_sequences(encoder, inputs.documents, min(PROBE_MAX_LENGTH, encoder.max_positions), windows=False)
+    key = hashlib.sha256(f"{weights_sha256(encoder.weights_module)}|{sequences_sha256(sequences)}|attention"
+                         .encode()).hexdigest()[:16]
+    return extract(encoder, sequences, inputs.store_root / f"{name}-attention-{key}", layers=None, dtype="float16",
                    attention_summaries=True, batch_size=16, progress=progress)

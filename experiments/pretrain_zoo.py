@@ -4,6 +4,7 @@ hyper-parameters, and ship each as a half-precision checkpoint in ``dstg_interp/
     python -m experiments.pretrain_zoo                       # all four, ~10-15 min each on 2 cores
     python -m experiments.pretrain_zoo --variants dstg --steps 200 --runs runs/zoo-small --out /tmp/zoo
     python -m experiments.pretrain_zoo --variants dstg-offset   # DSTG with random_offset, 512-row AP table
+    python -m experiments.pretrain_zoo --seeds 0 1 2            # seed-major; seed k > 0 ships as <variant>-seed<k>
 
 Sizes: 4 layers, 4 heads, d_model 128 (DSTG: d_sem 112 + d_ap 16, 1:7 rather than the authors' 1:15
 so each head keeps 4 AP value dims), SwiGLU hidden 344, 128 positions, vocab 8192; batch 32, AdamW
@@ -29,14 +30,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from dstg_interp import load_model
-from dstg_interp.data.prepare import prepare_data
+from dstg_interp.evaluation import Unigram
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
-from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch, train,
-                               validation_batches)
+from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch,
+                               prepare_training_data, train, validation_batches)
 from experiments.figure_inputs import ScriptConfig, parse_config
 
 ZOO_WIDTHS = {
@@ -49,50 +49,63 @@ ZOO_WIDTHS = {
 # (sequences stay 128 tokens; each reads the table from a random start), the extrapolation study's extra arm
 VARIANT_OPTIONS = {"dstg-offset": dict(max_positions=512, random_offset=True)}
 ZOO_WIDTHS["dstg-offset"] = ZOO_WIDTHS["dstg"]
+ZOO_STEPS = 2400
 SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, batch_size=32, lr=1e-3, warmup_steps=200,
               schedule="cosine", min_lr_ratio=0.1, weight_decay=0.1, grad_clip=1.0, mask_prob=0.2, seed=0,
               eval_every=200, eval_batches=16, save_every=100, log_every=10)
 
 
-def zoo_config(variant: str, runs: Path, steps: int, threads: int | None) -> TrainConfig:
+def zoo_config(variant: str, runs: Path, steps: int, threads: int | None, seed: int = 0) -> TrainConfig:
+    """The zoo recipe for one (variant, seed): ``seed`` changes the initialisation, data order and masks; the
+    train/validation split and tokenizer (``data_seed``) are the same for every seed."""
     model = dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4)
     shared = dict(SHARED, warmup_steps=min(SHARED["warmup_steps"], steps // 10))  # short smoke runs
-    return TrainConfig(out_dir=str(runs / variant), model=model, max_steps=steps, threads=threads, **shared,
-                       **VARIANT_OPTIONS.get(variant, {}))
+    return TrainConfig(out_dir=str(runs / run_name(variant, seed)), model=model, max_steps=steps, threads=threads,
+                       **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
+
+
+def run_name(variant: str, seed: int) -> str:
+    """Folder name of a zoo member: seed 0 is the plain variant name (what ``load_model("dstg")`` finds)."""
+    return variant if seed == 0 else f"{variant}-seed{seed}"
+
+
+def check_seeds(seeds: list[int]) -> list[int]:
+    if any(seed < 0 for seed in seeds):
+        raise ValueError(f"--seeds must be non-negative integers, got {' '.join(map(str, seeds))}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"--seeds repeats a seed: {' '.join(map(str, seeds))}")
+    return seeds
 
 
 def unigram_baseline(cfg: TrainConfig) -> dict:
-    """Cross-entropy and accuracy of predicting every masked token from training-set token frequencies,
-    on exactly the validation batches and masks ``evaluate`` uses."""
-    prepared = prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.seed, cfg.max_docs, cfg.tokenizer, progress=False)
-    vocab = prepared.tokenizer.get_vocab_size()
-    train_ids = prepared.train.arrays["input_ids"][~prepared.train.arrays["is_special"]]
-    counts = np.bincount(train_ids, minlength=vocab).astype(np.float64) + 1.0  # add-one smoothing
-    log_probs = np.log(counts / counts.sum())
+    """Cross-entropy and accuracy of predicting every masked token from training-set token frequencies
+    (``dstg_interp.evaluation.Unigram``), on exactly the validation batches and masks ``evaluate`` uses."""
+    prepared = prepare_training_data(cfg)
+    unigram = Unigram.from_sequences(prepared.train, prepared.tokenizer.get_vocab_size())
     nll, correct, count = 0.0, 0, 0
     validation = prepared.validation
     for b, indices in enumerate(validation_batches(len(validation), cfg)):
-        _, _, labels = masked_batch(validation, indices, cfg, vocab, generator_seed=10_000_019 + b)
+        _, _, labels = masked_batch(validation, indices, cfg, len(unigram.counts), generator_seed=10_000_019 + b)
         targets = labels[labels != -100].numpy()
-        nll -= log_probs[targets].sum()
-        correct += int((targets == counts.argmax()).sum())
-        count += targets.size
+        batch_nll, batch_correct = unigram.score(targets)
+        nll, correct, count = nll + batch_nll, correct + batch_correct, count + targets.size
     return dict(unigram_loss=nll / count, most_frequent_accuracy=correct / count)
 
 
 def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
+    """Write the float16 checkpoint, its train_config.json, log.jsonl and training.json into the zoo."""
     run = Path(cfg.out_dir)
+    name = run_name(variant, cfg.seed)
     model = load_model(run / CHECKPOINT_DIR)
-    metrics = evaluate(model, prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.seed,
-                                           cfg.max_docs, cfg.tokenizer, progress=False).validation, cfg, torch.device("cpu"))
+    metrics = evaluate(model, prepare_training_data(cfg).validation, cfg, torch.device("cpu"))
     state = json.loads((run / CHECKPOINT_DIR / STATE_FILE).read_text())
-    summary = dict(variant=variant, params=model.n_params(), steps=state["step"], train_tokens=state["tokens_seen"],
+    summary = dict(variant=variant, seed=cfg.seed, params=model.n_params(), steps=state["step"], train_tokens=state["tokens_seen"],
                    train_seconds=round(state["train_seconds"], 1), **{k: round(v, 4) for k, v in metrics.items()},
                    **{k: round(v, 4) for k, v in unigram_baseline(cfg).items()})
-    model.save(zoo_dir / variant, dtype=torch.float16)
-    shutil.copy(run / CONFIG_FILE, zoo_dir / variant / CONFIG_FILE)
-    shutil.copy(run / LOG_FILE, zoo_dir / variant / LOG_FILE)
-    (zoo_dir / variant / "training.json").write_text(json.dumps(summary, indent=2) + "\n")
+    model.save(zoo_dir / name, dtype=torch.float16)
+    shutil.copy(run / CONFIG_FILE, zoo_dir / name / CONFIG_FILE)
+    shutil.copy(run / LOG_FILE, zoo_dir / name / LOG_FILE)
+    (zoo_dir / name / "training.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
 
@@ -101,7 +114,9 @@ class PretrainZooConfig(ScriptConfig):
     out: Path = field(default=ZOO_DIR, metadata={"help": "where the shipped float16 checkpoints and zoo.json go"})
     variants: list[str] = field(default_factory=lambda: list(ZOO_NAMES), metadata={
         "help": "default: the reference four; dstg-offset is the random_offset DSTG"})
-    steps: int = 2400
+    seeds: list[int] = field(default_factory=lambda: [0], metadata={
+        "help": "training seeds (init, data order, masks); seed k > 0 is exported as <variant>-seed<k>"})
+    steps: int = ZOO_STEPS
     runs: Path = field(default=Path("runs/zoo"), metadata={"help": "training folders (checkpoints, logs)"})
     threads: int | None = None
 
@@ -110,31 +125,47 @@ class PretrainZooConfig(ScriptConfig):
         self.runs = Path(self.runs)
         unknown = sorted(set(self.variants) - set(ZOO_WIDTHS))
         if unknown:
-            raise ValueError(f"unknown variant(s) {unknown}; choose from {', '.join(ZOO_WIDTHS)}")
+            raise ValueError(f"unknown variant(s) {' '.join(unknown)}; choose from {', '.join(ZOO_WIDTHS)}")
+        check_seeds(self.seeds)
 
 
 def run(config: PretrainZooConfig) -> dict:
+    """Train (or resume) and export every (seed, variant); returns name -> training summary.  Raises
+    KeyboardInterrupt through: a rerun of the same command continues from the last checkpoint."""
     summaries = {}
-    for variant in config.variants:
-        cfg = zoo_config(variant, config.runs, config.steps, config.threads)
-        done = (Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).is_file()
-        state = json.loads((Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).read_text()) if done else {"step": 0}
-        if state["step"] < cfg.max_steps:
-            start = time.time()
-            train(cfg, resume=done)
-            print(f"{variant}: trained to step {cfg.max_steps} in {time.time() - start:.0f} s", file=sys.stderr)
-        summaries[variant] = export(variant, cfg, config.out)
-        print(json.dumps(summaries[variant]), file=sys.stderr)
     collected = config.out / "zoo.json"
-    previous = json.loads(collected.read_text()) if collected.exists() else {}
-    previous.update(summaries)
-    collected.write_text(json.dumps(previous, indent=2) + "\n")
+    # seed-major: every variant's seed 0 lands (and is exported) before any second seed starts
+    for seed in config.seeds:
+        for variant in config.variants:
+            cfg = zoo_config(variant, config.runs, config.steps, config.threads, seed)
+            state_file = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
+            state = json.loads(state_file.read_text()) if state_file.is_file() else {"step": 0}
+            if state["step"] < cfg.max_steps:
+                start = time.time()
+                train(cfg, resume=state_file.is_file())
+                print(f"{run_name(variant, seed)}: trained to step {cfg.max_steps} in {time.time() - start:.0f} s",
+                      file=sys.stderr)
+            summary = summaries[run_name(variant, seed)] = export(variant, cfg, config.out)
+            print(json.dumps(summary), file=sys.stderr)
+            previous = json.loads(collected.read_text()) if collected.exists() else {}
+            previous[run_name(variant, seed)] = summary
+            collected.write_text(json.dumps(previous, indent=2) + "\n")
     return summaries
 
 
-def main(argv=None) -> dict:
-    return run(parse_config(PretrainZooConfig, argv, __doc__))
+def main(argv=None) -> int:
+    try:
+        config = parse_config(PretrainZooConfig, argv, __doc__)
+    except ValueError as err:
+        print(f"pretrain_zoo: error: {err}", file=sys.stderr)
+        return 2
+    try:
+        run(config)
+    except KeyboardInterrupt:
+        print("pretrain_zoo: interrupted; rerun the same command to continue from the last checkpoint", file=sys.stderr)
+        return 130
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,7 +8,9 @@
 Prints a compact table (layer rows; model/subspace columns; held-out R² ± half the 95% CI) and writes
 ``results.csv`` (tidy, one row per model x layer x subspace) and ``results.json`` (config, versions,
 results) into ``--out`` (default ``results/<task>``), written atomically.  Activation stores are cached
-and reused.  Bad input: one line on stderr, exit code 2, nothing written.
+and reused.  Bad input: one line on stderr, exit code 2, nothing written; an unusable --out is refused
+before any work, and --out may hold earlier dstg-probe results (replaced) but no other results.csv/json.
+Intervals resting on fewer than 10 held-out documents print as "n/a", with a warning.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import time
 from pathlib import Path
 
 import pandas as pd
+
+from dstg_interp.io import OutputError, check_output_location, positive_int, run_cli, write_text_atomic
+from probes.positions import model_label
 
 TASKS = ("token", "segment", "intra", "holmes")
 
@@ -36,8 +41,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--subspaces", default=None, help="comma-separated: ap,sem,full (default: all each model has)")
     parser.add_argument("--out", default=None, help="output folder (default: results/<task>)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (extraction)")
-    parser.add_argument("--max-tokens", type=int, default=100_000, help="token subsample for the probes")
-    parser.add_argument("--max-docs", type=int, default=None)
+    parser.add_argument("--max-tokens", type=positive_int, default=None,
+                        help="a seeded subsample of this many tokens for the probes (default: every token)")
+    parser.add_argument("--max-docs", type=positive_int, default=None)
     parser.add_argument("--no-controls", action="store_true", help="skip the random-init and shuffled-target controls")
     parser.add_argument("--benchmark", default=None, help="--task holmes: a Holmes-format folder (default: the offline suite)")
     parser.add_argument("--seed", type=int, default=0)
@@ -64,14 +70,10 @@ def _subspaces(text: str | None):
     return values
 
 
-def model_label(spec: str) -> str:
-    return Path(spec).name if os.sep in spec or Path(spec).exists() else spec
-
-
 def compact_table(results: pd.DataFrame) -> str:
     """Layer rows, (model, subspace) columns, 'R² ± half-CI' cells."""
     cells = results.assign(cell=[
-        f"{r:.3f} ± {(hi - lo) / 2:.3f}" if pd.notna(lo) else f"{r:.3f}"
+        f"{r:.3f} ± {(hi - lo) / 2:.3f}" if pd.notna(lo) else f"{r:.3f} ± n/a"
         for r, lo, hi in zip(results.r2, results.ci_low, results.ci_high)
     ])
     several_models = results.model.nunique() > 1
@@ -81,14 +83,34 @@ def compact_table(results: pd.DataFrame) -> str:
     return table.to_string()
 
 
+RESULT_FILES = ("results.csv", "results.json")
+
+
+def check_results_folder(out: Path) -> None:
+    """Before any work: ``out`` must be a writable folder whose results files, if any, dstg-probe wrote."""
+    check_output_location(out)
+    if not any((out / name).exists() for name in RESULT_FILES):
+        return
+    try:
+        ours = json.loads((out / "results.json").read_text()).get("command") == "dstg-probe"
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    if not ours:
+        raise OutputError(f"--out {out} holds a results.csv or results.json that dstg-probe did not write; "
+                          "it is never replaced: choose another --out")
+
+
 def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
-    """results.csv + results.json, each written under a temporary name and renamed."""
+    """results.csv + results.json, each written under a temporary name and renamed; a failure (a full disk)
+    removes the temporary files and leaves the previous results as they were."""
     out.mkdir(parents=True, exist_ok=True)
-    csv_tmp, json_tmp = out / ".results.csv.tmp", out / ".results.json.tmp"
-    results.to_csv(csv_tmp, index=False)
-    json_tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
-    os.replace(csv_tmp, out / "results.csv")
-    os.replace(json_tmp, out / "results.json")
+    csv_tmp = out / f".results.csv.tmp-{os.getpid()}"
+    try:
+        results.to_csv(csv_tmp, index=False)
+        write_text_atomic(out / "results.json", json.dumps(record, indent=2, default=str) + "\n")
+        os.replace(csv_tmp, out / "results.csv")
+    finally:
+        csv_tmp.unlink(missing_ok=True)
 
 
 def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
@@ -105,18 +127,19 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
         import torch
 
         from probes.holmes import run_holmes
-        from probes.holmes.suite import build_suite, default_suite_dir
+        from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite
 
         torch.set_num_threads(1)  # the probes are tiny; two threads only oversubscribe (see probes/holmes)
         benchmark = args.benchmark
         if benchmark is None:  # the offline suite, built into the cache on first use
             benchmark = default_suite_dir()
-            if not benchmark.is_dir():
+            if not is_complete_suite(benchmark):  # an interrupted first build is rebuilt, never used
                 build_suite(benchmark)
-        from probes.positions import load_probe_model
+        from dstg_interp.encoders import open_encoder
 
-        models = {model_label(m): load_probe_model(m) for m in args.model}
-        results = run_holmes(models, benchmark_dir=benchmark, progress=not args.quiet)
+        models = {model_label(m): open_encoder(m, device=args.device) for m in args.model}
+        results = run_holmes(models, benchmark_dir=benchmark, layers=layers if layers is not None else "last",
+                             subspaces=subspaces, progress=not args.quiet)
     else:
         from probes.positions import probe_positions
 
@@ -132,18 +155,10 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     return results, record
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def _main(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("results") / args.task)
-    try:
-        results, record = run(args)
-    except (ValueError, OSError) as err:  # CheckpointError, StoreError, DataError, probe checks are ValueErrors
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"dstg-probe: error: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("dstg-probe: error: interrupted (Ctrl-C); no results were written", file=sys.stderr)
-        return 2
+    check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
+    results, record = run(args)
     if args.task != "holmes":
         title = f"held-out R² ({args.task}" + (f", {args.segment}" if args.task != "token" else "") + ") ± half the 95% CI"
         print(title)
@@ -155,6 +170,11 @@ def main(argv=None) -> int:
     write_results(out, results, record)
     print(f"wrote {out / 'results.csv'} and {out / 'results.json'}")
     return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    return run_cli("dstg-probe", lambda: _main(args), interrupted=lambda: "no results were written")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ Targets come from the structured-sequence labels kept in the store (never recomp
     segment   sentence_index              paragraph_index
     intra     intra_sentence_position     intra_paragraph_position
 
-Protocol, per (layer, subspace): special tokens ([CLS]/[SEP]) dropped; an outer split by whole
-documents (``test_fraction`` of documents held out); on the training documents a ridge probe whose
+Protocol, per (layer, subspace): every token of the store except [CLS]/[SEP] (``max_tokens`` draws a
+seeded subsample instead; the ridge reads features in chunks, so all tokens cost time, not memory); an
+outer split by whole documents (``test_fraction`` of documents held out); on the training documents a ridge probe whose
 penalty is chosen by grouped 5-fold CV (``probes.ridge``); held-out R² with a bootstrap CI over test
 documents.  Two controls, so an R² means something:
 
@@ -26,12 +27,22 @@ documents.  Two controls, so an R² means something:
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import re
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from dstg_interp.data import default_cache_dir, probing_documents
+from dstg_interp.encoders import Encoder, open_encoder
+from dstg_interp.store import ActivationStore, extract
+from dstg_interp.store.extract import as_sequences
+from dstg_interp.store.manifest import sequences_sha256, weights_sha256
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
 from probes.splits import grouped_train_test_split
 
@@ -46,7 +57,14 @@ TARGET_COLUMN = {
     ("intra", "paragraph"): "intra_paragraph_position",
 }
 RESULT_COLUMNS = ["model", "task", "segment", "layer", "subspace", "r2", "ci_low", "ci_high", "control_r2", "selectivity",
-                  "random_init_r2", "shuffled_r2", "cv_r2", "n_tokens", "n_docs", "alpha"]
+                  "random_init_r2", "shuffled_r2", "cv_r2", "n_tokens", "n_docs", "n_test_docs", "alpha"]
+# The interval is a bootstrap over held-out documents: with fewer it is an artefact (7 documents gave
+# "± 0.000" everywhere), so it is reported as undefined (NaN, "n/a") with a warning naming the count.
+MIN_CI_DOCUMENTS = 10
+
+
+class SmallSampleWarning(UserWarning):
+    """Too few held-out documents for the reported interval to mean anything."""
 
 
 @dataclass
@@ -56,7 +74,7 @@ class PositionProbeConfig:
     Args:
         task: ``token``, ``segment`` or ``intra``.  segment: ``sentence`` or ``paragraph``.
         layers, subspaces: which to probe (None = all in the store).
-        max_tokens: reproducible subsample of (non-special) tokens; None = all.
+        max_tokens: reproducible subsample of (non-special) tokens; None (default) = all of them.
         test_fraction: share of documents held out for the reported R².
         n_splits: grouped CV folds for the ridge penalty.  n_boot: bootstrap resamples for the CI.
         controls: run the random-init and shuffled-target controls.
@@ -67,7 +85,7 @@ class PositionProbeConfig:
     segment: str = "sentence"
     layers: list[int] | None = None
     subspaces: list[str] | None = None
-    max_tokens: int | None = 100_000
+    max_tokens: int | None = None
     test_fraction: float = 0.2
     n_splits: int = 5
     n_boot: int = 1000
@@ -134,7 +152,7 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
     """Run the position probe on every requested (layer, subspace) of ``store``; tidy results."""
     layers, subspaces = _check_request(store, cfg)
     labels = store.labels
-    tokens = select_tokens(store, cfg)
+    tokens = select_tokens(store, cfg)  # store rows, sorted
     y = labels[cfg.target_column].to_numpy()[tokens].astype(np.float64)
     groups = labels["doc_index"].to_numpy()[tokens]  # windows of one document share it
     n_docs, needed = len(np.unique(groups)), minimum_documents(cfg.n_splits, cfg.test_fraction)
@@ -145,22 +163,36 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
         raise ValueError(f"the target {cfg.target_column} is constant ({y[0]:g}) on this corpus; "
                          f"task {cfg.task!r} needs documents with more than one {cfg.segment if cfg.task != 'token' else 'token'}")
     train_idx, test_idx = grouped_train_test_split(groups, test_fraction=cfg.test_fraction, seed=cfg.seed)
+    n_test_docs = len(np.unique(groups[test_idx]))
+    ci_defined = n_test_docs >= MIN_CI_DOCUMENTS
+    if not ci_defined:
+        warnings.warn(f"{model_name}: only {n_test_docs} held-out document(s); R² rests on them alone and its interval "
+                      f"is undefined (needs {MIN_CI_DOCUMENTS}): add documents before reading layer-to-layer differences",
+                      SmallSampleWarning, stacklevel=2)
     targets = {"target": y}
     if cfg.controls:
         targets["shuffled"] = shuffle_within_documents(y, groups, cfg.seed)
 
-    def feature_sets(source):
-        return {(layer, sub): (lambda layer=layer, sub=sub: np.asarray(source.states(layer, sub)[tokens]))
-                for layer in layers for sub in subspaces}
+    # The ridge reads the store's memory-mapped states whole, at the selected rows, one chunk at a time:
+    # labels are spread to one row per store token (unselected rows are never read).
+    def on_store_rows(values):
+        spread = np.zeros(store.n_tokens, dtype=values.dtype)
+        spread[tokens] = values
+        return spread
 
-    common = dict(groups=groups, train_idx=train_idx, test_idx=test_idx, alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits,
-                  seed=cfg.seed, keep_predictions=False)
+    def feature_sets(source):
+        return {(layer, sub): (lambda layer=layer, sub=sub: source.states(layer, sub)) for layer in layers for sub in subspaces}
+
+    common = dict(groups=on_store_rows(groups), train_idx=tokens[train_idx], test_idx=tokens[test_idx],
+                  alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False)
+    targets = {name: on_store_rows(values) for name, values in targets.items()}
     fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, **common)
     main = fitted[fitted.target == "target"].set_index("key")
     shuffled = fitted[fitted.target == "shuffled"].set_index("key")["test_r2"] if cfg.controls else None
     random_init = None
     if cfg.controls and control_store is not None:
-        random_init = fit_ridge_grid(feature_sets(control_store), {"target": y}, n_boot=0, **common).set_index("key")["test_r2"]
+        random_init = fit_ridge_grid(feature_sets(control_store), {"target": targets["target"]}, n_boot=0,
+                                     **common).set_index("key")["test_r2"]
 
     rows = []
     for (layer, sub), result in main.iterrows():
@@ -168,11 +200,13 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
         control = max(controls) if controls else np.nan
         rows.append(dict(
             model=model_name, task=cfg.task, segment=cfg.segment, layer=int(layer), subspace=sub,
-            r2=result.test_r2, ci_low=result.get("r2_ci_low", np.nan), ci_high=result.get("r2_ci_high", np.nan),
+            r2=result.test_r2, ci_low=result.get("r2_ci_low", np.nan) if ci_defined else np.nan,
+            ci_high=result.get("r2_ci_high", np.nan) if ci_defined else np.nan,
             control_r2=control, selectivity=result.test_r2 - control if controls else np.nan,
             random_init_r2=random_init[(layer, sub)] if random_init is not None else np.nan,
             shuffled_r2=shuffled[(layer, sub)] if shuffled is not None else np.nan,
-            cv_r2=result.cv_r2, n_tokens=len(tokens), n_docs=len(np.unique(groups)), alpha=result.alpha,
+            cv_r2=result.cv_r2, n_tokens=len(tokens), n_docs=len(np.unique(groups)), n_test_docs=n_test_docs,
+            alpha=result.alpha,
         ))
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
@@ -183,87 +217,63 @@ DEFAULT_CORPUS = "en-mix"
 PROBE_MAX_LENGTH = 256
 
 
-def load_probe_model(spec):
-    """A zoo name, a dstg-interp checkpoint folder or a local HF encoder folder -> a model."""
-    from dstg_interp.model import load_model
-    from dstg_interp.store.hf_encoder import is_hf_directory, load_hf_encoder
-
+def model_label(spec) -> str:
+    """How a model is named in tables: a zoo name as is; a Hugging Face folder by the ``_name_or_path``
+    its config records (when that is a hub name); any other folder by its path as given (never just its
+    last component: an HF folder is often called 'model')."""
     if not isinstance(spec, (str, Path)):
-        return spec
-    return load_hf_encoder(spec) if is_hf_directory(spec) else load_model(spec)
+        return getattr(spec, "name", None) or getattr(getattr(spec, "config", None), "variant", type(spec).__name__)
+    path = Path(spec)
+    if not path.exists():
+        return str(spec)
+    try:
+        recorded = json.loads((path / "config.json").read_text()).get("_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if isinstance(recorded, str) and recorded and not Path(recorded).is_absolute() and not Path(recorded).exists() \
+            and recorded.count("/") == 1:
+        return recorded  # a hub id such as sentence-transformers/all-MiniLM-L6-v2
+    return os.path.normpath(str(spec))
 
 
-def probing_documents(corpus: str, max_docs: int | None = None):
-    """The documents to probe on.  For ``en-mix`` the held-out validation documents of the zoo's
-    training split (the models never saw them); for any other corpus, all of its documents."""
-    from dstg_interp.data import load_corpus, split_documents
-
-    documents = load_corpus(corpus, progress=False)
-    if corpus == DEFAULT_CORPUS:
-        _, documents = split_documents(documents, val_fraction=0.05, seed=0)
-    return documents[:max_docs] if max_docs else documents
+def _folder_name(label: str) -> str:
+    """A label made safe as one folder name (a path label must not point the store outside the cache)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("._")[:80] or "model"
 
 
-def random_init_twin(model):
-    """A randomly initialised model of the same config (and tokenizer): the random-features control."""
-    import torch
-    from dstg_interp.model import build_model
-    from dstg_interp.store.hf_encoder import HFEncoder
-
-    if isinstance(model, HFEncoder):
-        import copy
-
-        twin = copy.deepcopy(model)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            twin.model.init_weights()
-        return twin
-    twin = build_model(model.config)
-    twin.tokenizer = model.tokenizer
-    return twin
-
-
-def cached_store(model, documents, layers, store_root: Path, label: str, progress: bool):
-    """Extract (or reuse) the store of ``model`` on ``documents``; folder keyed by what decides it."""
-    import hashlib
-
-    from dstg_interp.store import extract
-    from dstg_interp.store.manifest import sequences_sha256, weights_sha256
-
-    from dstg_interp.store.extract import as_sequences
-
-    max_length = min(PROBE_MAX_LENGTH, model.config.max_positions)
-    sequences = as_sequences(model, documents, max_length, windows=False)  # one document per sequence
-    key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(sequences)}|{layers}".encode()).hexdigest()[:16]
-    return extract(model, sequences, store_root / f"{label}-{key}", layers=layers, dtype="float16", progress=progress)
+def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: str, progress: bool):
+    """Extract (or reuse) the store of ``encoder`` on ``documents``; folder keyed by what decides it."""
+    max_length = min(PROBE_MAX_LENGTH, encoder.max_positions)
+    sequences = as_sequences(encoder, documents, max_length, windows=False)  # one document per sequence
+    key = hashlib.sha256(f"{weights_sha256(encoder.weights_module)}|{sequences_sha256(sequences)}|{layers}".encode()).hexdigest()[:16]
+    return extract(encoder, sequences, store_root / f"{_folder_name(label)}-{key}", layers=layers, dtype="float16", progress=progress)
 
 
 def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment: str = "sentence", corpus: str = DEFAULT_CORPUS,
-                    layers=None, subspaces=None, max_tokens: int | None = 100_000, controls: bool = True, n_boot: int = 1000,
+                    layers=None, subspaces=None, max_tokens: int | None = None, controls: bool = True, n_boot: int = 1000,
                     seed: int = 0, max_docs: int | None = None, store_root=None, model_name: str | None = None,
                     progress: bool = True, device: str = "cpu") -> pd.DataFrame:
     """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).
 
-    ``model_or_store``: an ActivationStore, a model object, a zoo name, a checkpoint folder or a local HF
-    encoder folder.  Stores are extracted once into ``store_root`` (default: the cache folder) and reused.
+    ``model_or_store``: an ActivationStore, or anything ``open_encoder`` takes: a model or Encoder, a zoo
+    name, a checkpoint folder or a local HF encoder folder.  Stores are extracted once into ``store_root``
+    (default: the cache folder) and reused.
     """
-    from dstg_interp.data import default_cache_dir
-    from dstg_interp.store import ActivationStore
-
     cfg = PositionProbeConfig(task=task, segment=segment, layers=layers, subspaces=subspaces, max_tokens=max_tokens,
                               n_boot=n_boot, controls=controls, seed=seed)
     if isinstance(model_or_store, ActivationStore):
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
-    name = model_name or (Path(str(model_or_store)).name if isinstance(model_or_store, (str, Path)) else model_or_store.config.variant)
-    model = load_probe_model(model_or_store).to(device)
+    name = model_name or model_label(model_or_store)
+    encoder = open_encoder(model_or_store, device=device)
     if subspaces is not None:
-        missing = [s for s in subspaces if s not in model.subspaces]
+        missing = [s for s in subspaces if s not in encoder.subspaces]
         if missing:
-            raise ValueError(f"model {name!r} has no {missing[0]!r} subspace (it has {', '.join(model.subspaces)}); "
+            raise ValueError(f"model {name!r} has no {missing[0]!r} subspace (it has {', '.join(encoder.subspaces)}); "
                              "entangled baselines only have 'full'")
     store_root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
     documents = probing_documents(corpus, max_docs)
     store_layers = tuple(layers) if layers is not None else None
-    store = cached_store(model, documents, store_layers, store_root, name, progress)
-    control = cached_store(random_init_twin(model).to(device), documents, store_layers, store_root, f"{name}-random-init", progress) if controls else None
+    store = cached_store(encoder, documents, store_layers, store_root, name, progress)
+    control = cached_store(encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init",
+                           progress) if controls else None
     return probe_store(store, cfg, model_name=name, control_store=control)

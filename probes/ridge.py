@@ -10,7 +10,10 @@ each training fold, and every alpha is scored from one eigendecomposition per fo
 
 In the primal route the per-fold training Gram matrices come from per-fold sums
 (train Gram = total Gram - validation-fold Gram), so the O(n p^2) work is done once per
-feature set, not once per fold, and it is shared by every target and every alpha.
+feature set, not once per fold, and it is shared by every target and every alpha. Those sums
+are read in row chunks (``probes.gram``) and the validation R² comes from them too, so a probe
+over every token of a store holds one chunk of features at a time, never the whole X.
+The dual route (p > n, small by definition) works on X in memory.
 
 The CV score of an alpha is the *mean over folds of the per-fold R²* (each fold's R² uses
 its own validation mean), which is what ``GridSearchCV(..., scoring="r2")`` reports as
@@ -19,6 +22,7 @@ its own validation mean), which is what ``GridSearchCV(..., scoring="r2")`` repo
     from probes import RidgeProbe, fit_ridge_grid
     probe = RidgeProbe().fit(X, y, groups=doc_ids)          # one feature set
     table = fit_ridge_grid({("L3", "sem"): X3}, {"pos": y}, doc_ids, train_idx, test_idx)
+    table = fit_ridge_grid({("L3", "sem"): store.states(3, "sem")}, ...)   # a store's memmap: read in chunks
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_is_fitted
 
+from probes.gram import DEFAULT_CHUNK_ROWS, cv_ridge_streamed, predict_rows, primal_solutions, scale_from_var
 from probes.splits import (
     bootstrap_r2_ci,
     check_enough_groups,
@@ -42,7 +47,6 @@ from probes.splits import (
 __all__ = ["RidgeProbe", "fit_ridge_grid", "DEFAULT_ALPHAS"]
 
 DEFAULT_ALPHAS = tuple(np.logspace(-3, 5, 17))
-_EPS = np.finfo(np.float64).eps
 
 
 # ----------------------------------------------------------------------------- folds and data
@@ -67,21 +71,26 @@ def grouped_fold_bounds(groups_train, n_splits: int):
     return order, bounds
 
 
+def grouped_folds(groups_train, n_splits: int) -> np.ndarray:
+    """The ``GroupKFold(n_splits)`` fold (0..n_splits-1) of every training token, in its own row order."""
+    order, bounds = grouped_fold_bounds(groups_train, n_splits)
+    fold = np.empty(len(order), dtype=np.int64)
+    for f in range(n_splits):
+        fold[order[bounds[f] : bounds[f + 1]]] = f
+    return fold
+
+
+def _needs_dual(p: int, fold: np.ndarray, n_splits: int) -> bool:
+    """True when some training fold has fewer rows than features (then X'X is singular)."""
+    return p > len(fold) - np.bincount(fold, minlength=n_splits).max()
+
+
 def _gather_float64(X, rows, chunk: int = 16384) -> np.ndarray:
     """Copy ``X[rows]`` into float64 in row chunks, so a float16 source is never upcast whole."""
     out = np.empty((len(rows), X.shape[1]), dtype=np.float64)
     for start in range(0, len(rows), chunk):
         out[start : start + chunk] = X[rows[start : start + chunk]]
     return out
-
-
-def _scale_from_var(var, mean, n, standardize):
-    """StandardScaler's scale: sqrt(var), with near-constant features (its own bound) set to 1."""
-    if not standardize:
-        return np.ones_like(var)
-    var = np.maximum(var, 0.0)
-    constant = var <= n * _EPS * var + (n * mean * _EPS) ** 2
-    return np.where(constant, 1.0, np.sqrt(var))
 
 
 def _fold_r2(y_val, pred):
@@ -98,29 +107,12 @@ def _fold_r2(y_val, pred):
 
 
 # ----------------------------------------------------------------------------- the solver
-def _primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize):
-    """All-alpha ridge weights from raw training sums (features already globally shifted).
-
-    gram: (p, p) = X'X, x_sum: (p,), xy: (p, k) = X'Y, y_sum: (k,).
-    Returns W (p, n_alphas, k) on standardised features, feature mean (p,), scale (p,), y mean (k,).
-    """
-    mean = x_sum / n
-    cov = gram - n * np.outer(mean, mean)  # centred Gram = sum of (x - mean)(x - mean)'
-    scale = _scale_from_var(np.diag(cov) / n, mean, n, standardize)
-    z_gram = cov / np.outer(scale, scale)
-    z_y = (xy - np.outer(mean, y_sum)) / scale[:, None]  # Z'(y - ybar) = (X - mean)'y
-    lam, V = eigh(z_gram, overwrite_a=True, check_finite=False, driver="evd")
-    proj = V.T @ z_y  # (p, k)
-    W = np.einsum("pq,qak->pak", V, proj[:, None, :] / (lam[:, None, None] + alphas[None, :, None]))
-    return W, mean, scale, y_sum / n
-
-
 def _dual_solutions(X_train, Y_train, alphas, standardize):
     """All-alpha ridge weights via the n_train x n_train kernel, for p > n_train."""
     n = X_train.shape[0]
     mean = X_train.mean(axis=0)
     Z = X_train - mean
-    scale = _scale_from_var((Z**2).mean(axis=0), mean, n, standardize)
+    scale = scale_from_var((Z**2).mean(axis=0), mean, n, standardize)
     Z /= scale
     y_mean = Y_train.mean(axis=0)
     lam, U = eigh(Z @ Z.T, overwrite_a=True, check_finite=False, driver="evd")
@@ -178,12 +170,12 @@ def cv_ridge(X, Y, bounds, alphas, standardize=True):
         total = [sum(parts) for parts in (grams, sums, xys, ysums)]
         for f, val in enumerate(folds):
             n_train = n - (val.stop - val.start)
-            sol = _primal_solutions(
+            sol = primal_solutions(
                 total[0] - grams[f], total[1] - sums[f], total[2] - xys[f], total[3] - ysums[f],
                 n_train, alphas, standardize,
             )
             fold_scores[f] = _fold_r2(Y[val], _predict_all(X[val], *sol))
-        W, mean, scale, y_mean = _primal_solutions(*total, n, alphas, standardize)
+        W, mean, scale, y_mean = primal_solutions(*total, n, alphas, standardize)
     cv_scores = fold_scores.mean(axis=0)
     best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
     coef = W[:, best, np.arange(Y.shape[1])]
@@ -262,11 +254,15 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         if not (len(X) == len(Y) == len(groups)):
             raise ValueError(f"X, y and groups must have the same length, got {len(X)}, {len(Y)}, {len(groups)}")
         check_nonconstant_target(Y, "y")
-        order, bounds = grouped_fold_bounds(groups, self.n_splits)
-        Xf = _gather_float64(X, order)
-        check_finite_features(Xf, "X")
         alphas = np.asarray(self.alphas, dtype=np.float64).ravel()
-        res = cv_ridge(Xf, Y[order], bounds, alphas, self.standardize)
+        fold = grouped_folds(groups, self.n_splits)
+        if _needs_dual(X.shape[1], fold, self.n_splits):
+            order, bounds = grouped_fold_bounds(groups, self.n_splits)
+            Xf = _gather_float64(X, order)
+            check_finite_features(Xf, "X")
+            res = cv_ridge(Xf, Y[order], bounds, alphas, self.standardize)
+        else:
+            res = cv_ridge_streamed(X, np.arange(len(X)), fold, Y, self.n_splits, alphas, self.standardize)
         pick = (lambda a: a[..., 0]) if was_1d else (lambda a: a)
         self.cv_fold_scores_ = pick(res["fold_scores"])
         self.cv_scores_ = pick(res["cv_scores"])
@@ -300,16 +296,20 @@ def fit_ridge_grid(
     level: float = 0.95,
     seed: int = 0,
     keep_predictions: bool = True,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> pd.DataFrame:
     """Fit a grouped-CV ridge probe for every (feature set, target) pair.
 
-    One eigendecomposition per (feature set, fold) serves all targets and all alphas, and
-    only one feature set is held in float64 at a time.
+    One eigendecomposition per (feature set, fold) serves all targets and all alphas. Features
+    are read ``chunk_rows`` rows at a time (one pass for the Gram sums of every fold, one over
+    the test rows for predictions), so memory is flat in the number of tokens: pass a store's
+    memory-mapped states whole, with ``train_idx``/``test_idx`` naming the rows to use.
 
     Parameters
     ----------
     feature_sets : Mapping[key, array of shape (n, p_key) or zero-argument callable returning one]
-        E.g. ``{("layer3", "sem"): X}``; a callable (or an ``np.memmap``) loads lazily.
+        E.g. ``{("layer3", "sem"): X}``; a callable (or an ``np.memmap``) loads lazily. Anything
+        indexed by rows works (``ActivationStore.states`` returns such arrays).
     targets : Mapping[str, array of shape (n,)]
     groups : array of shape (n,)
         Document id per token.
@@ -323,6 +323,8 @@ def fit_ridge_grid(
         Coverage and seed of that interval.
     keep_predictions : bool, default True
         Keep the ``y_pred_test`` column (drop it, or pass False, before writing CSV).
+    chunk_rows : int
+        Rows of features read (and upcast to float64) at a time.
 
     Returns
     -------
@@ -344,8 +346,9 @@ def fit_ridge_grid(
     if len(Y) != len(groups):
         raise ValueError(f"targets have {len(Y)} rows but groups has {len(groups)}")
     check_nonconstant_target(Y[train_idx], names)
-    order, bounds = grouped_fold_bounds(groups[train_idx], n_splits)
-    rows_train = train_idx[order]
+    fold = grouped_folds(groups[train_idx], n_splits)
+    by_row = np.argsort(train_idx, kind="stable")  # read the training rows in store order
+    rows_train, fold_train = train_idx[by_row], fold[by_row]
     Y_train, Y_test = Y[rows_train], Y[test_idx]
     alphas = np.asarray(alphas, dtype=np.float64).ravel()
 
@@ -354,15 +357,16 @@ def fit_ridge_grid(
         X = source() if callable(source) else source
         if X.ndim != 2 or X.shape[0] != len(groups):
             raise ValueError(f"feature set {key!r} has shape {X.shape}; expected ({len(groups)}, p)")
-        X_train = _gather_float64(X, rows_train)
-        check_finite_features(X_train, key)
-        X_test = _gather_float64(X, test_idx)
-        check_finite_features(X_test, key)
+        if _needs_dual(X.shape[1], fold_train, n_splits):  # fewer rows than features: small, in memory
+            order, bounds = grouped_fold_bounds(groups[rows_train], n_splits)
+            X_train = _gather_float64(X, rows_train[order])
+            check_finite_features(X_train, key)
+            res = cv_ridge(X_train, Y_train[order], bounds, alphas, standardize)
+            del X_train
+        else:
+            res = cv_ridge_streamed(X, rows_train, fold_train, Y_train, n_splits, alphas, standardize, chunk_rows, key)
+        pred = predict_rows(X, test_idx, res, chunk_rows, key)
         del X  # drop a lazily loaded source before the next one is loaded
-        res = cv_ridge(X_train, Y_train, bounds, alphas, standardize)
-        del X_train
-        pred = ((X_test - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
-        del X_test
         for j, name in enumerate(names):
             y_true = Y_test[:, j]
             sst = ((y_true - y_true.mean()) ** 2).sum()
@@ -375,7 +379,7 @@ def fit_ridge_grid(
                 "cv_r2_sd": res["fold_scores"][:, res["best"][j], j].std(),
                 "test_r2": test_r2,
                 "n_features": res["coef"].shape[0],
-                "n_train": len(rows_train),
+                "n_train": len(train_idx),
                 "n_test": len(test_idx),
             }
             if n_boot:

@@ -18,6 +18,7 @@ __all__ = [
     "check_enough_groups",
     "check_finite_features",
     "check_nonconstant_target",
+    "non_finite_error",
 ]
 
 
@@ -58,11 +59,14 @@ def check_finite_features(X: np.ndarray, name="features") -> None:
     """
     finite = np.isfinite(X)
     if not finite.all():
-        bad = int(X.size - np.count_nonzero(finite))
-        raise ValueError(
-            f"feature set {name!r} contains {bad} NaN/inf value(s); "
-            "clean or re-extract these activations before probing"
-        )
+        raise non_finite_error(name, int(X.size - np.count_nonzero(finite)))
+
+
+def non_finite_error(name, count: int) -> ValueError:
+    """The one-line error for ``count`` NaN/inf values in feature set ``name``."""
+    return ValueError(
+        f"feature set {name!r} contains {count} NaN/inf value(s); clean or re-extract these activations before probing"
+    )
 
 
 def check_nonconstant_target(y: np.ndarray, name="y") -> None:

@@ -20,7 +20,8 @@ from dstg_interp.extrapolate import (
     save_extended,
     with_max_positions,
 )
-from dstg_interp.length_eval import long_windows, mlm_by_position, probe_by_range
+from dstg_interp.length_eval import long_windows, mlm_by_position
+from probes.by_range import probe_by_range
 
 torch.set_num_threads(1)
 

@@ -8,8 +8,8 @@ import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import BertConfig, BertModel
 
-from dstg_interp import StoreError, extract, load_hf_encoder
-from dstg_interp.store.hf_encoder import is_hf_directory
+from dstg_interp import EncoderError, StoreError, extract, load_hf_encoder
+from dstg_interp.encoders import is_hf_directory
 from dstg_interp.tiny_zoo import tiny_documents
 
 torch.set_num_threads(1)
@@ -53,7 +53,7 @@ def test_tiny_bert_folder_extracts_every_hidden_state(tiny_bert, tmp_path):
     sequences = encoder.structured_sequences(documents, max_length=48)
     ids = torch.as_tensor(sequences[0]["input_ids"])[None]
     with torch.inference_mode():
-        hidden = encoder.hidden_states(ids, torch.ones_like(ids, dtype=torch.bool))
+        hidden = encoder.model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True).hidden_states
     rows = np.flatnonzero(labels["sequence"].to_numpy() == 0)
     for layer in (0, 2):
         np.testing.assert_allclose(store.states(layer)[rows], hidden[layer][0].numpy(), rtol=1e-5, atol=1e-5)
@@ -63,8 +63,12 @@ def test_tiny_bert_bad_input(tiny_bert, tmp_path):
     encoder, documents, _ = tiny_bert
     with pytest.raises(StoreError, match="attention_summaries"):
         extract(encoder, documents, tmp_path / "s", max_length=48, attention_summaries=True, progress=False)
-    with pytest.raises(StoreError, match="exceeds the model's 64 positions"):
-        extract(encoder, documents, tmp_path / "s", max_length=256, progress=False)
-    with pytest.raises(StoreError, match="not a Hugging Face model folder"):
+    with pytest.raises(EncoderError, match="not a Hugging Face model folder"):
         load_hf_encoder(tmp_path)
     assert not (tmp_path / "s").exists()
+
+
+def test_tiny_bert_documents_are_windowed_at_its_positions(tiny_bert):
+    encoder, documents, _ = tiny_bert  # max_length beyond the model's 64 positions: windows of at most 64 tokens
+    sequences = encoder.structured_sequences(documents, max_length=256)
+    assert max(len(sequences[i]["input_ids"]) for i in range(len(sequences))) <= 64

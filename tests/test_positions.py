@@ -19,7 +19,7 @@ torch.set_num_threads(1)
 def setup(tmp_path_factory):
     """A synthetic corpus and tiny trained-tokenizer checkpoints of a DSTG and a RoPE model."""
     root = tmp_path_factory.mktemp("probe")
-    corpus = write_synthetic_corpus(root / "corpus", n_docs=30)
+    corpus = write_synthetic_corpus(root / "corpus", n_docs=50)  # 10 held out: intervals defined
     tokenizer = train_tokenizer(load_corpus(str(corpus), progress=False), vocab_size=120)
     paths = {}
     for variant in ("dstg", "rope"):
@@ -72,7 +72,7 @@ def test_probe_positions_table_and_controls(setup, tmp_path):
     assert layer0_sem.r2 < 0.3  # token embeddings alone know no position
     assert (table.control_r2 >= table[["random_init_r2", "shuffled_r2"]].max(axis=1) - 1e-12).all()
     np.testing.assert_allclose(table.selectivity, table.r2 - table.control_r2)
-    assert (table.n_docs == 30).all()
+    assert (table.n_docs == 50).all() and (table.n_test_docs == 10).all()
 
 
 def test_cli_table_csv_and_json(setup, tmp_path, capsys):
@@ -140,7 +140,9 @@ def test_cli_nan_activations(setup, tmp_path, capsys):
     broken.save(tmp_path / "broken")
     code, _, err = run_cli(capsys, "--model", tmp_path / "broken", "--task", "token", "--corpus", corpus, "--out", tmp_path / "o",
                            "--no-controls")
-    assert_clean_failure(code, err, tmp_path / "o", "NaN")
+    warning, error = err.split("\n", 1)  # the load names the bad weights, the probe then refuses
+    assert warning.startswith("dstg-probe: warning:") and "model.safetensors" in warning and "NaN" in warning
+    assert_clean_failure(code, error, tmp_path / "o", "NaN")
 
 
 def test_cli_unknown_task(capsys):

@@ -11,8 +11,8 @@ import torch
 from conftest import VARIANTS, tiny_model, write_synthetic_corpus
 from dstg_interp import ActivationStore, StoreError, extract
 from dstg_interp.data import build_structured_sequences, build_tokenizer, load_corpus, train_tokenizer
-from dstg_interp.store import StoreInterrupted, npy_writer
-from dstg_interp.store.extract import batch_plan
+from dstg_interp.store import FORMAT_VERSION, StoreInterrupted, npy_writer
+from dstg_interp.encoders import length_sorted_batches as batch_plan
 from dstg_interp.store.targets import layer_hooks
 
 torch.set_num_threads(1)
@@ -206,7 +206,7 @@ def test_other_format_version_is_refused(corpus, tmp_path):
         ActivationStore(store.directory)
     with pytest.raises(StoreError, match="format version 99"):
         extract(model, sequences, tmp_path / "s", layers=(0,), progress=False)
-    assert extract(model, sequences, tmp_path / "s", layers=(0,), progress=False, overwrite=True).manifest["format_version"] == 1
+    assert extract(model, sequences, tmp_path / "s", layers=(0,), progress=False, overwrite=True).manifest["format_version"] == FORMAT_VERSION
 
 
 def test_documents_are_tokenized_with_the_model_tokenizer(corpus, tmp_path):

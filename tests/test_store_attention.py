@@ -7,7 +7,7 @@ import torch
 from conftest import tiny_model
 from dstg_interp import extract
 from dstg_interp.data import collate
-from dstg_interp.store.extract import batch_plan
+from dstg_interp.encoders import length_sorted_batches as batch_plan
 from dstg_interp.store.attention import jensen_shannon, logit_terms
 
 torch.set_num_threads(1)

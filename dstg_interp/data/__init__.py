@@ -9,7 +9,7 @@
 """
 
 from dstg_interp.data.corpora import (DataError, Document, default_cache_dir, load_corpus, normalize_text,
-                                      split_documents, split_sentences)
+                                      probing_documents, split_documents, split_sentences)
 from dstg_interp.data.mlm import IGNORE_INDEX, collate, mask_tokens
 from dstg_interp.data.structure import StructuredSequences, build_structured_sequences
 from dstg_interp.data.tokenizer import (CLS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_TOKENS, UNK_ID,
@@ -17,7 +17,7 @@ from dstg_interp.data.tokenizer import (CLS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL
                                         train_tokenizer)
 
 __all__ = [
-    "DataError", "Document", "default_cache_dir", "load_corpus", "normalize_text", "split_documents",
+    "DataError", "Document", "default_cache_dir", "load_corpus", "normalize_text", "probing_documents", "split_documents",
     "split_sentences", "IGNORE_INDEX", "collate", "mask_tokens", "StructuredSequences",
     "build_structured_sequences", "CLS_ID", "MASK_ID", "PAD_ID", "SEP_ID", "SPECIAL_TOKENS", "UNK_ID",
     "build_tokenizer", "load_tokenizer", "save_tokenizer", "tokenizer_hash", "train_tokenizer",

@@ -2,6 +2,7 @@
 
     from dstg_interp.data import load_corpus, split_documents
     docs = load_corpus("en-mix")                    # fetched once into $DSTG_CACHE or ~/.cache/dstg-interp
+    docs = load_corpus("pydocs")                    # held-out technical prose (Python docs), not in en-mix
     docs = load_corpus("path/to/folder")            # *.txt, one document per file, blank line = paragraph
     docs = load_corpus("path/to/file.jsonl")        # {"text": ..., "id": ...} per line
     docs = load_corpus("hf:HuggingFaceFW/fineweb:sample-10BT:train", max_docs=20_000)
@@ -9,7 +10,7 @@
 
 Every text goes through `normalize_text` (NFKC, zero-width characters removed, whitespace collapsed)
 and is split into sentences by pysbd, paragraph by paragraph. The `en-mix` recipes (fetch, extract,
-pinned hashes) live in `en_mix.py`.
+pinned hashes) live in `en_mix.py`, those of the held-out `pydocs` source in `pydocs.py`.
 """
 
 from __future__ import annotations
@@ -83,15 +84,51 @@ QUOTE_CHARS = '"\u201c\u201d'
 _BLANK_QUOTES = {ord(q): " " for q in QUOTE_CHARS}
 
 
-def split_sentences(paragraph: str) -> list[str]:
-    """Sentences of one normalised paragraph; text with no sentence end is one sentence."""
+# pysbd's time grows with the square of its input (40k words: 35 s; a 5.8 MB line: never done), and a
+# .txt file without blank lines is one paragraph. Longer text goes to pysbd in windows of this many
+# characters; each window keeps the sentences pysbd closed inside it and the next one starts where the
+# last, possibly cut, sentence began, so the cuts are pysbd's own boundaries and the cost is linear.
+# Only a run this long without any sentence end is cut, at a space. (En-mix splits exactly as before.)
+SEGMENT_WINDOW_CHARS = 10_000
+
+
+def _segmenter():
     global _SEGMENTER
     if _SEGMENTER is None:
         # clean=False: segments are substrings of the input, so nothing is rewritten behind our back.
         _SEGMENTER = pysbd.Segmenter(language="en", clean=False)
+    return _SEGMENTER
+
+
+def _segment(text: str) -> list[str]:
+    """pysbd's sentences of ``text``, fed to it in bounded windows (see SEGMENT_WINDOW_CHARS)."""
+    segmenter, window_chars = _segmenter(), SEGMENT_WINDOW_CHARS
+    pieces, start = [], 0
+    while len(text) - start > window_chars:
+        window = text[start:start + window_chars]
+        found, cursor, last_start = [], 0, None
+        for piece in segmenter.segment(window):
+            at = window.find(piece.strip(), cursor) if piece.strip() else -1
+            if at >= 0:
+                found.append(piece)
+                last_start, cursor = at, at + len(piece.strip())
+        if len(found) >= 2 and last_start:
+            pieces.extend(found[:-1])
+            start += last_start
+        else:  # no sentence end in the whole window: cut at its last space
+            cut = window.rfind(" ", window_chars // 2) + 1 or window_chars
+            pieces.append(window[:cut])
+            start += cut
+    pieces.extend(segmenter.segment(text[start:]))
+    return pieces
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Sentences of one normalised paragraph; text with no sentence end is one sentence (up to
+    SEGMENT_WINDOW_CHARS characters)."""
     blanked = paragraph.translate(_BLANK_QUOTES)
     spans, cursor = [], 0
-    for piece in _SEGMENTER.segment(blanked):
+    for piece in _segment(blanked):
         piece = piece.strip()
         start = blanked.find(piece, cursor) if piece else -1
         if start < 0:
@@ -163,16 +200,24 @@ def load_jsonl(path: Path, text_field: str = "text") -> list[Document]:
         for line_number, raw_line in enumerate(handle, start=1):
             line = decode_utf8(raw_line, str(path), base_offset=offset).strip()
             offset += len(raw_line)
+            if line_number == 1:
+                line = line.removeprefix("\ufeff").strip()  # a byte-order mark some editors write
             if not line:
                 continue
             try:
                 record = json.loads(line)
-                text = record[text_field]
-            except (json.JSONDecodeError, KeyError, TypeError):
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}:{line_number}: not valid JSON ({err.msg} at column {err.colno}); "
+                                f"expected one JSON object with a '{text_field}' string field per line") from None
+            text = record.get(text_field) if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                found = "no such field" if not isinstance(record, dict) or text_field not in record else \
+                    json.dumps(text)[:40]
                 raise DataError(f"{path}:{line_number}: expected a JSON object with a '{text_field}' "
-                                "string field") from None
+                                f"string field, found {found}") from None
             doc_id = str(record.get("id", line_number))
-            doc = make_document(doc_id, path.stem, paragraphs_from_text(text), record.get("title"))
+            title = record.get("title") if isinstance(record.get("title"), str) else None
+            doc = make_document(doc_id, path.stem, paragraphs_from_text(text), title)
             if doc is not None:
                 documents.append(doc)
     return documents
@@ -221,15 +266,21 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
                 max_docs: int | None = None, text_field: str = "text") -> list[Document]:
     """Load a corpus as a list of Documents.
 
-    spec: "en-mix" (or "en-mix:wikipedia,austen" for a subset of pieces), a folder of *.txt files,
+    spec: "en-mix" (or "en-mix:wikipedia,austen" for a subset of pieces), "pydocs" (held-out
+    Python documentation prose, see pydocs.py), a folder of *.txt files,
     a .jsonl file, or "hf:NAME[:CONFIG]:SPLIT". `max_docs` keeps the first documents only.
     Raises DataError (a ValueError) with one line when nothing usable is found.
     """
+    if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs <= 0):
+        raise DataError(f"max_docs must be a positive number of documents (or None for all), got {max_docs!r}")
     if spec == "en-mix" or spec.startswith("en-mix:"):
         from dstg_interp.data.en_mix import load_en_mix
         pieces = spec.split(":", 1)[1].split(",") if ":" in spec else None
         cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         documents = load_en_mix(cache, pieces=pieces, progress=progress)
+    elif spec == "pydocs":
+        from dstg_interp.data.pydocs import load_pydocs  # imports this module: loaded on first use
+        documents = load_pydocs(Path(cache_dir) if cache_dir is not None else default_cache_dir(), progress=progress)
     elif spec.startswith("hf:"):
         documents = load_hf_dataset(spec, max_docs, text_field, progress)
     else:
@@ -242,7 +293,7 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
             text = decode_utf8(path.read_bytes(), str(path))
             documents = [d for d in [make_document(path.name, path.stem, paragraphs_from_text(text))] if d]
         else:
-            raise DataError(f"corpus spec {spec!r}: not 'en-mix', 'hf:NAME[:CONFIG]:SPLIT', "
+            raise DataError(f"corpus spec {spec!r}: not 'en-mix', 'pydocs', 'hf:NAME[:CONFIG]:SPLIT', "
                             "a folder of *.txt files or a .jsonl file")
     if max_docs is not None:
         documents = documents[:max_docs]
@@ -264,6 +315,18 @@ def split_documents(documents: list[Document], val_fraction: float = 0.05,
         unit_interval = int.from_bytes(digest[:8], "big") / 2**64
         (validation if unit_interval < val_fraction else train).append(doc)
     return train, validation
+
+
+def probing_documents(corpus: str = "en-mix", max_docs: int | None = None) -> list[Document]:
+    """The documents to probe on.  For ``en-mix`` the held-out validation documents of the zoo's
+    training split (``split_documents(val_fraction=0.05, seed=0)``: the models never saw them); for any
+    other corpus, all of its documents."""
+    if max_docs is not None and (not isinstance(max_docs, int) or max_docs <= 0):
+        raise ValueError(f"max_docs must be a positive number of documents (or None for all), got {max_docs!r}")
+    documents = load_corpus(corpus, progress=False)
+    if corpus == "en-mix":
+        _, documents = split_documents(documents, val_fraction=0.05, seed=0)
+    return documents[:max_docs] if max_docs else documents
 
 
 def save_documents_jsonl(documents: list[Document], path: Path) -> None:

@@ -106,8 +106,9 @@ def fetch_artifact(command: list[str], artifact_name: str, artifact_sha256: str,
     return target
 
 
-def read_deb_member(deb_bytes: bytes, path_suffix: str) -> bytes:
-    """Bytes of the file ending in `path_suffix` inside a .deb (ar archive holding data.tar.*)."""
+def read_deb_members(deb_bytes: bytes, wanted: Callable[[str], bool]) -> dict[str, bytes]:
+    """{path: bytes} of every file inside a .deb (ar archive holding data.tar.*) whose path `wanted`
+    accepts; paths as stored in the tar (e.g. ``./usr/share/...``)."""
     if not deb_bytes.startswith(b"!<arch>\n"):
         raise PieceUnavailable("not a .deb (ar) archive")
     position = 8
@@ -120,11 +121,17 @@ def read_deb_member(deb_bytes: bytes, path_suffix: str) -> bytes:
         if name.startswith("data.tar"):
             opener = {".xz": lzma.decompress, ".gz": gzip.decompress}.get(Path(name).suffix, lambda b: b)
             with tarfile.open(fileobj=io.BytesIO(opener(body))) as tar:
-                for member in tar.getmembers():
-                    if member.isfile() and member.name.endswith(path_suffix):
-                        return tar.extractfile(member).read()
-            raise PieceUnavailable(f"no file *{path_suffix} in the .deb")
+                return {member.name: tar.extractfile(member).read() for member in tar.getmembers()
+                        if member.isfile() and wanted(member.name)}
     raise PieceUnavailable("no data.tar member in the .deb")
+
+
+def read_deb_member(deb_bytes: bytes, path_suffix: str) -> bytes:
+    """Bytes of the file ending in `path_suffix` inside a .deb."""
+    found = read_deb_members(deb_bytes, lambda name: name.endswith(path_suffix))
+    if not found:
+        raise PieceUnavailable(f"no file *{path_suffix} in the .deb")
+    return next(iter(found.values()))
 
 
 # --------------------------------------------------------------------------- Wikipedia leads
@@ -298,6 +305,7 @@ class Piece:
     text_sha256: str  # sha256 of the extracted RawUnits (see units_sha256)
     extract: Callable[[Path], list[RawUnit]]
     to_documents: Callable[[list[RawUnit]], list[RawUnit]] = lambda units: units
+    corpus: str = "en-mix"  # names the processed-cache folder and the progress lines
 
 
 PIECES = {
@@ -331,13 +339,17 @@ def units_sha256(units: list[RawUnit]) -> str:
 
 def load_piece(piece: Piece, cache_dir: Path, progress: bool = True) -> list[Document]:
     """Processed documents of one piece: from the JSONL cache, else fetch + extract + split + cache."""
-    processed = (cache_dir / "en-mix" /
+    processed = (cache_dir / piece.corpus /
                  f"{piece.name}-{piece.text_sha256[:16]}-{EN_MIX_RULES_VERSION}-{SPLITTER_VERSION}.jsonl")
     if processed.exists():
-        return load_documents_jsonl(processed)
+        try:
+            return load_documents_jsonl(processed)
+        except (ValueError, KeyError, TypeError) as err:  # our writes are atomic: only outside damage gets here
+            print(f"en-mix: {processed} is damaged ({err}); rebuilding it from the pinned download", file=sys.stderr)
+            processed.unlink()
     started = time.perf_counter()
     if progress:
-        print(f"en-mix: fetching {piece.name} ({piece.artifact_name})", file=sys.stderr)
+        print(f"{piece.corpus}: fetching {piece.name} ({piece.artifact_name})", file=sys.stderr)
     artifact = fetch_artifact(piece.fetch_command, piece.artifact_name, piece.artifact_sha256,
                               cache_dir / "downloads")
     units = piece.extract(artifact)
@@ -351,7 +363,7 @@ def load_piece(piece: Piece, cache_dir: Path, progress: bool = True) -> list[Doc
             documents.append(doc)
     save_documents_jsonl(documents, processed)
     if progress:
-        print(f"en-mix: {piece.name}: {len(documents)} documents in {time.perf_counter() - started:.1f}s",
+        print(f"{piece.corpus}: {piece.name}: {len(documents)} documents in {time.perf_counter() - started:.1f}s",
               file=sys.stderr)
     return documents
 

@@ -83,7 +83,11 @@ def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:
-    tokenizer = Tokenizer.from_file(str(path))
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as err:  # tokenizers raises a bare Exception for a file that is not tokenizer JSON
+        raise ValueError(f"{path}: not a readable tokenizer.json ({(str(err).splitlines() or [type(err).__name__])[0]}); pass a tokenizer.json "
+                         "saved by dstg-interp or the tokenizers library") from None
     for token, expected_id in zip(SPECIAL_TOKENS, range(len(SPECIAL_TOKENS))):
         if tokenizer.token_to_id(token) != expected_id:
             raise ValueError(f"{path}: {token} has id {tokenizer.token_to_id(token)}, expected {expected_id}; "

@@ -15,6 +15,7 @@ from torch import nn
 from transformer_lens import HookedRootModule
 
 from ..config import ModelConfig
+from .layers import init_weights
 
 
 @dataclass
@@ -27,6 +28,23 @@ class MaskedLMOutput:
     loss: torch.Tensor | None = None
 
 
+class NoMLMHeadError(ValueError, AttributeError):
+    """MLM logits or a loss were asked of an encoder-only model. A ValueError, so the CLIs report it in
+    one line; an AttributeError, so ``getattr(out, "logits", None)`` and ``hasattr`` see no logits."""
+
+
+@dataclass
+class EncoderOnlyOutput:
+    """The output of an encoder-only model's full forward: no logits; ``.logits`` says why."""
+
+    reason: str
+    loss: None = None
+
+    @property
+    def logits(self):
+        raise NoMLMHeadError(self.reason)
+
+
 class EncoderForMLM(HookedRootModule):
     """Base class: a ``transformer_lens.HookedRootModule`` with an MLM head (linear + bias, untied)."""
 
@@ -35,8 +53,20 @@ class EncoderForMLM(HookedRootModule):
     def __init__(self, config: ModelConfig, head_width: int):
         super().__init__()
         self.config = config
-        self.mlm_head = nn.Linear(head_width, config.vocab_size, bias=True)
+        # An encoder-only checkpoint ships no decoder: no head rather than a random one that would give
+        # plausible-looking logits.
+        self.mlm_head = None if config.encoder_only else nn.Linear(head_width, config.vocab_size, bias=True)
         self.tokenizer = None  # a tokenizers.Tokenizer when loaded from a checkpoint that ships one
+
+    def init_parameters(self) -> None:
+        """Normal(0, init_std) init (a wider one for the position table with ``pos_init_std``), the MLM head
+        tied to the token embedding with ``tie_embeddings``, then TransformerLens' hook registry."""
+        init_weights(self, self.config.init_std)
+        if self.config.pos_init_std is not None and self.config.has_ap_table:
+            nn.init.normal_(self.ap_table, std=self.config.pos_init_std)
+        if self.config.tie_embeddings:
+            self.mlm_head.weight = self.embed.weight
+        self.setup()
 
     # TransformerLens helpers read ``model.cfg``.
     @property
@@ -53,6 +83,13 @@ class EncoderForMLM(HookedRootModule):
         raise ValueError(
             f"variant {self.config.variant!r} has no learned position table; use the per-position mean of a layer's states instead"
         )
+
+    def no_head_reason(self) -> str:
+        source = (self.config.source or {}).get("path")
+        origin = f" (converted from {source}, saved without its MLM decoder)" if source else ""
+        hook = "hook_final_sem" if self.config.variant == "dstg" else "hook_final"
+        return (f"this {self.config.variant} model is encoder-only{origin}: it has no MLM head, so no logits or loss; "
+                f"read its states with run_with_cache (e.g. {hook!r} or blocks.{{l}}.hook_resid_post*)")
 
     def encode(self, tokens, attention_mask, stop_at_layer, position_offset):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -122,11 +159,15 @@ class EncoderForMLM(HookedRootModule):
                 table (DSTG, AP-NeoBERT; relative models ignore it: it changes no offset between tokens).
         """
         tokens, attention_mask, position_offset = self.check_inputs(tokens, attention_mask, position_offset)
+        if self.mlm_head is None and labels is not None:
+            raise NoMLMHeadError(self.no_head_reason())
         if stop_at_layer is not None and not 0 <= stop_at_layer <= self.config.n_layers:
             raise ValueError(f"stop_at_layer must be in [0, {self.config.n_layers}], got {stop_at_layer}")
         final = self.encode(tokens, attention_mask, stop_at_layer, position_offset)
         if final is None:
             return MaskedLMOutput(logits=None)
+        if self.mlm_head is None:
+            return EncoderOnlyOutput(self.no_head_reason())
         if labels is None:
             return MaskedLMOutput(logits=self.mlm_head(final))
         if labels.shape != tokens.shape:

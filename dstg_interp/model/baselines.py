@@ -24,7 +24,6 @@ from .layers import (
     Rotary,
     SwiGLU,
     additive_key_mask,
-    init_weights,
     is_hooked,
     merge_heads,
     split_heads,
@@ -39,7 +38,8 @@ class NeoBERTAttention(nn.Module):
         self.out = nn.Linear(cfg.n_heads * cfg.d_head, cfg.d_model, bias=False)
         self.rotary = Rotary(cfg.d_head, cfg.max_positions, cfg.rope_theta) if cfg.variant == "rope" else None
         self.rel_bias = (
-            RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions)
+            RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions,
+                                 zero_boundary=cfg.rp_zero_boundary)
             if cfg.variant == "rp"
             else None
         )
@@ -105,8 +105,7 @@ class NeoBERT(EncoderForMLM):
         self.hook_embed = HookPoint()  # [batch, pos, d_model]
         self.hook_pos_embed = HookPoint() if self.pos_embed is not None else None  # [batch, pos, d_model]
         self.hook_final = HookPoint()  # [batch, pos, d_model] normed state the MLM head reads
-        init_weights(self, config.init_std)
-        self.setup()
+        self.init_parameters()
 
     @property
     def ap_table(self) -> torch.Tensor:

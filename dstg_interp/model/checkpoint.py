@@ -2,6 +2,10 @@
 
     model.save("runs/dstg")                          # float32; dtype=torch.float16 halves the size
     model = load_model("runs/dstg")                   # or a zoo name: load_model("dstg")
+    model = load_model("path/to/NeoBERT", tokenizer="path/to/tokenizer.json")   # other authors' formats
+
+``load_model`` also reads the authors' PosNeoBERT / NeoBERT folders (``formats.py``) and maps them onto
+our models; ``dstg-convert`` writes them once in this format, which stays the canonical one.
 
 No pickle anywhere: weights go through safetensors, the config through JSON.  Writes go to a temporary
 sibling directory that is renamed into place, so a crash never leaves a half-written checkpoint.
@@ -9,25 +13,37 @@ sibling directory that is renamed into place, so a crash never leaves a half-wri
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
-import tempfile
+import warnings
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from ..config import ModelConfig
+from ..io import atomic_directory, commit_directory  # noqa: F401  (re-exported: the store and others import them here)
+from .files import (
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    WEIGHTS_FILE,
+    CheckpointError,
+    find_tokenizer,
+    read_json,
+    read_safetensors,
+    read_tokenizer,
+)
+from .formats import is_neobert_family, read_foreign_checkpoint
 
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 ZOO_NAMES = ("dstg", "rope", "ap", "rp")
-CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE = "config.json", "model.safetensors", "tokenizer.json"
 
 
-class CheckpointError(ValueError):
-    """A checkpoint directory is missing, corrupt or does not match its config."""
+class NonFiniteWeightsWarning(UserWarning):
+    """A checkpoint holds NaN or inf weights: everything computed from it will be NaN."""
 
 
 def build_model(config: ModelConfig):
@@ -36,9 +52,28 @@ def build_model(config: ModelConfig):
     from .dstg import DSTGNeoBERT
 
     cls = DSTGNeoBERT if config.variant == "dstg" else NeoBERT
+    available = physical_memory()
+    if available and config.memory_bytes() > available:
+        raise CheckpointError(f"a {config.variant} model with these sizes needs about {config.memory_bytes() / 1e9:,.1f} GB "
+                              f"but this machine has {available / 1e9:,.1f} GB (vocab_size={config.vocab_size}, "
+                              f"max_positions={config.max_positions}); check the sizes")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
-        return cls(config)
+        try:
+            return cls(config)
+        except RuntimeError as err:
+            if "allocate" not in str(err):
+                raise
+            raise CheckpointError(f"not enough memory to build a {config.variant} model with vocab_size={config.vocab_size}, "
+                                  f"max_positions={config.max_positions}, d_model={config.d_model}; check the sizes") from None
+
+
+def physical_memory() -> int | None:
+    """Bytes of RAM on this machine (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def resolve_checkpoint(name_or_path: str | Path) -> Path:
@@ -49,7 +84,7 @@ def resolve_checkpoint(name_or_path: str | Path) -> Path:
     if not path.exists() and (str(name_or_path) in ZOO_NAMES or (shipped / CONFIG_FILE).is_file()):
         path = shipped
         if not (path / CONFIG_FILE).exists():
-            raise CheckpointError(f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with experiments/pretrain_zoo.py")
+            raise CheckpointError(f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with python -m experiments.pretrain_zoo")
     if not path.is_dir():
         shipped_names = sorted(p.name for p in ZOO_DIR.iterdir() if (p / CONFIG_FILE).is_file()) if ZOO_DIR.is_dir() else []
         names = list(ZOO_NAMES) + [n for n in shipped_names if n not in ZOO_NAMES]
@@ -57,37 +92,68 @@ def resolve_checkpoint(name_or_path: str | Path) -> Path:
     return path
 
 
-def read_config(path: Path) -> ModelConfig:
-    config_path = path / CONFIG_FILE
-    if not config_path.is_file():
-        raise CheckpointError(f"{path}: no {CONFIG_FILE}; not a dstg-interp checkpoint")
-    try:
-        data = json.loads(config_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{config_path}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{config_path}: expected a JSON object")
-    if "model_type" in data and "variant" not in data:
-        raise CheckpointError(
-            f"{path}: this is a Hugging Face model directory (model_type={data['model_type']!r}); load it with dstg_interp.load_hf_encoder"
-        )
+def is_own_config(data: dict) -> bool:
+    return "variant" in data or "model_type" not in data and not is_neobert_family(data)
+
+
+def read_config(path: Path, data: dict | None = None) -> ModelConfig:
+    """Our config.json -> ModelConfig (``data``: its already parsed content)."""
+    if data is None:
+        if not (path / CONFIG_FILE).is_file():
+            raise CheckpointError(f"{path}: no {CONFIG_FILE}; not a dstg-interp checkpoint")
+        data = read_json(path / CONFIG_FILE)
     try:
         return ModelConfig.from_dict(data)
     except (TypeError, ValueError) as err:
-        raise CheckpointError(f"{config_path}: {err}") from None
+        raise CheckpointError(f"{path / CONFIG_FILE}: {err}") from None
 
 
-def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32):
-    """Load a checkpoint directory or zoo model; weights are cast to ``dtype`` (float32 by default)."""
-    path = resolve_checkpoint(name_or_path)
-    config = read_config(path)
-    weights_path = path / WEIGHTS_FILE
-    if not weights_path.is_file():
-        raise CheckpointError(f"{path}: no {WEIGHTS_FILE}")
+def unknown_architecture(path: Path, data: dict) -> CheckpointError:
+    return CheckpointError(
+        f"{path}: unknown architecture (model_type={data.get('model_type')!r}, architectures={data.get('architectures')}); "
+        "load_model reads dstg-interp checkpoints, the authors' PosNeoBERT and NeoBERT folders; "
+        "load other Hugging Face encoders with dstg_interp.load_hf_encoder")
+
+
+def recognised_checkpoint(path: str | Path) -> bool:
+    """True when ``load_model`` reads this folder (ours, the authors' or NeoBERT) rather than refusing it."""
     try:
-        state = load_file(str(weights_path))
-    except (SafetensorError, OSError, ValueError) as err:
-        raise CheckpointError(f"{weights_path}: corrupt safetensors file ({err})") from None
+        data = json.loads((Path(path) / CONFIG_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and (is_own_config(data) or is_neobert_family(data))
+
+
+def missing_tokenizer_message(path: Path) -> str:
+    return (f"{path}: no tokenizer ({TOKENIZER_FILE} or vocab.txt) beside the weights, and probing needs the one the "
+            f"model was trained with: put it there as {TOKENIZER_FILE} (or vocab.txt), or pass it explicitly "
+            "(dstg-convert SRC OUT --tokenizer FILE; load_model(path, tokenizer=FILE))")
+
+
+def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+               tokenizer: str | Path | None = None):
+    """Load a checkpoint directory or zoo model; weights are cast to ``dtype`` (float32 by default).
+
+    The folder may also hold another author's format (formats.py: the authors' PosNeoBERT and NeoBERT
+    baselines, chandar-lab NeoBERT); ``model.config.source`` then names it.  ``tokenizer``: a
+    tokenizer.json, vocab.txt or folder with one, used instead of the checkpoint's own.
+    """
+    path = resolve_checkpoint(name_or_path)
+    if not (path / CONFIG_FILE).is_file():
+        raise CheckpointError(f"{path}: no {CONFIG_FILE}; not a dstg-interp checkpoint")
+    data = read_json(path / CONFIG_FILE)
+    if is_own_config(data):
+        config = read_config(path, data)
+        if not (path / WEIGHTS_FILE).is_file():
+            raise CheckpointError(f"{path}: no {WEIGHTS_FILE}")
+        state, weights_path = read_safetensors(path / WEIGHTS_FILE), path / WEIGHTS_FILE
+        tokenizer_path = path / TOKENIZER_FILE if (path / TOKENIZER_FILE).is_file() else None
+    elif is_neobert_family(data):
+        foreign = read_foreign_checkpoint(path, data)
+        config, state, weights_path = foreign.config, foreign.state, path / foreign.config.source["files"][0]
+        tokenizer_path = find_tokenizer(path)
+    else:
+        raise unknown_architecture(path, data)
     model = build_model(config)
     expected = model.state_dict()
     missing = sorted(set(expected) - set(state))
@@ -100,42 +166,26 @@ def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dty
             raise CheckpointError(
                 f"{weights_path}: {key} has shape {tuple(tensor.shape)} but config.json implies {tuple(expected[key].shape)}"
             )
+        if not tensor.is_floating_point():  # an integer table cast to float is not a model anyone trained
+            raise CheckpointError(f"{weights_path}: {key} has dtype {str(tensor.dtype).replace('torch.', '')}; "
+                                  "weights must be floating point (float32, float16 or bfloat16)")
+    bad = [key for key, tensor in state.items() if not bool(torch.isfinite(tensor).all())]
+    if bad:
+        warnings.warn(f"{weights_path}: {len(bad)} tensor(s) hold NaN or inf values ({', '.join(bad[:3])}); "
+                      "every activation computed from this model will be NaN", NonFiniteWeightsWarning, stacklevel=2)
     model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
-    tokenizer_path = path / TOKENIZER_FILE
-    if tokenizer_path.is_file():
-        from tokenizers import Tokenizer
-
-        try:
-            model.tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as err:  # tokenizers raises a bare Exception on bad JSON
-            raise CheckpointError(f"{tokenizer_path}: cannot be read ({err})") from None
-        if model.tokenizer.get_vocab_size() != config.vocab_size:
+    if tokenizer is not None:
+        tokenizer_path = Path(tokenizer)
+    if tokenizer_path is not None:
+        model.tokenizer = read_tokenizer(tokenizer_path)
+        size = model.tokenizer.get_vocab_size()
+        # An embedding may have more rows than its tokenizer has tokens (converted models pad it), never fewer.
+        if size > config.vocab_size or (size != config.vocab_size and config.source is None):
             raise CheckpointError(
-                f"{tokenizer_path}: vocabulary of {model.tokenizer.get_vocab_size()} tokens does not match the model's vocab_size={config.vocab_size}"
+                f"{tokenizer_path}: vocabulary of {size} tokens does not match the model's vocab_size={config.vocab_size}"
             )
     model.checkpoint_path = path
     return model.to(device=device, dtype=dtype).eval()
-
-
-def atomic_directory(path: Path):
-    """A fresh temporary sibling of ``path``; ``commit_directory`` moves it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
-    os.chmod(tmp, 0o755)  # mkdtemp's 0700 would make shared checkpoints unreadable to others
-    return tmp
-
-
-def commit_directory(tmp: Path, path: Path) -> None:
-    """Replace ``path`` by ``tmp``: the old content stays until the new one is complete."""
-    for file in tmp.iterdir():
-        os.chmod(file, 0o644)
-    if path.exists():
-        old = path.with_name(f".{path.name}.old-{os.getpid()}")
-        os.replace(path, old)
-        os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, path)
 
 
 def save_checkpoint(
@@ -151,7 +201,8 @@ def save_checkpoint(
     path = Path(path)
     tmp = atomic_directory(path)
     try:
-        state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous() for k, v in model.state_dict().items()}
+        # clone: a tied MLM head shares the embedding's storage, which safetensors refuses to write twice
+        state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous().clone() for k, v in model.state_dict().items()}
         save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
         model.config.to_json(tmp / CONFIG_FILE)
         if tokenizer is not None:
@@ -161,6 +212,10 @@ def save_checkpoint(
         for name, content in (extra_files or {}).items():
             (tmp / name).write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
         commit_directory(tmp, path)
+    except SafetensorError as err:  # safetensors reports a full disk as its own error type
+        shutil.rmtree(tmp, ignore_errors=True)
+        full = "No space left" in str(err) or "StorageFull" in str(err)
+        raise OSError(errno.ENOSPC if full else errno.EIO, "No space left on device" if full else str(err), str(path)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

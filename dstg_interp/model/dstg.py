@@ -13,6 +13,10 @@ Per layer (the paper, arXiv 2605.30022, and the authors' public code; README, "T
   the streams meet directly;
 - the MLM head reads the final normed semantic stream only, so the final AP stream gets no MLM gradient.
 
+Options for converted checkpoints of the authors (config.py): ``mlp_mode="mixed"`` (one SwiGLU over
+[sem | AP] writing both streams), ``mlm_head_input="full"`` (the head reads [sem | AP]),
+``rp_zero_boundary``, ``encoder_only``.
+
 Fast path: concatenating [q_sem | q_ap] and [k_sem | k_ap] along the head dimension makes one dot product
 equal the sum of both terms, so one fused SDPA call per layer computes the attention, with the values
 [v_sem | v_ap] sharing its weights and the RP bias entering as the additive mask.  The separate logit
@@ -33,8 +37,8 @@ from .base import EncoderForMLM
 from .layers import (
     RelativePositionBias,
     RMSNorm,
+    SwiGLU,
     additive_key_mask,
-    init_weights,
     is_hooked,
     merge_heads,
     split_heads,
@@ -50,7 +54,8 @@ class DSTGAttention(nn.Module):
         self.qkv_ap = nn.Linear(cfg.d_ap, qk + cfg.d_ap, bias=False)  # q_ap, k_ap, v_ap
         self.out_sem = nn.Linear(cfg.d_sem, cfg.d_sem, bias=False)
         self.out_ap = nn.Linear(cfg.d_ap, cfg.d_ap, bias=False)
-        self.rel_bias = RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions)
+        self.rel_bias = RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions,
+                                             zero_boundary=cfg.rp_zero_boundary)
         self.hook_logits_sem = HookPoint()  # [batch, head, query_pos, key_pos] q_sem.k_sem / sqrt(d_head)
         self.hook_logits_ap = HookPoint()  # [batch, head, query_pos, key_pos] q_ap.k_ap / sqrt(d_head)
         self.hook_logits_rp = HookPoint()  # [batch, head, query_pos, key_pos] learned bucket bias
@@ -113,6 +118,19 @@ class DSTGSwiGLU(nn.Module):
         return self.w_out_sem(hidden_sem), self.w_out_ap(hidden_ap)
 
 
+class DSTGMixedSwiGLU(SwiGLU):
+    """One SwiGLU over concat(sem, AP) whose down-projection writes both streams: the streams also meet
+    here, through every hidden unit (the authors' ``mixed_feed_forward``)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg.d_model, cfg.d_mlp, cfg.d_model)
+        self.d_sem = cfg.d_sem
+
+    def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor):
+        out = super().forward(torch.cat([x_sem, x_ap], dim=-1))
+        return out[..., : self.d_sem], out[..., self.d_sem :]
+
+
 class DSTGBlock(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -122,7 +140,7 @@ class DSTGBlock(nn.Module):
         self.attn = DSTGAttention(cfg)
         self.norm_mlp_sem = RMSNorm(cfg.d_sem, cfg.norm_eps)
         self.norm_mlp_ap = RMSNorm(cfg.d_ap, cfg.norm_eps)
-        self.mlp = DSTGSwiGLU(cfg)
+        self.mlp = DSTGMixedSwiGLU(cfg) if cfg.mlp_mode == "mixed" else DSTGSwiGLU(cfg)
         for stream in ("sem", "ap"):  # [batch, pos, d_sem] / [batch, pos, d_ap]
             for name in ("resid_pre", "attn_out", "resid_mid", "mlp_out", "resid_post"):
                 setattr(self, f"hook_{name}_{stream}", HookPoint())
@@ -148,7 +166,7 @@ class DSTGNeoBERT(EncoderForMLM):
     def __init__(self, config: ModelConfig):
         if config.variant != "dstg":
             raise ValueError(f"DSTGNeoBERT needs variant 'dstg', got {config.variant!r}")
-        super().__init__(config, head_width=config.d_sem)
+        super().__init__(config, head_width=config.d_sem if config.mlm_head_input == "sem" else config.d_model)
         self.embed = nn.Embedding(config.vocab_size, config.d_sem)
         self.ap_embed = nn.Embedding(config.max_positions, config.d_ap)
         self.blocks = nn.ModuleList(DSTGBlock(config) for _ in range(config.n_layers))
@@ -158,8 +176,7 @@ class DSTGNeoBERT(EncoderForMLM):
         self.hook_embed_ap = HookPoint()  # [batch, pos, d_ap] AP table rows
         self.hook_final_sem = HookPoint()  # [batch, pos, d_sem] what the MLM head reads
         self.hook_final_ap = HookPoint()  # [batch, pos, d_ap] (no MLM gradient reaches it)
-        init_weights(self, config.init_std)
-        self.setup()
+        self.init_parameters()
 
     @property
     def ap_table(self) -> torch.Tensor:
@@ -175,6 +192,9 @@ class DSTGNeoBERT(EncoderForMLM):
             x_sem, x_ap = block(x_sem, x_ap, key_mask)
         if stop_at_layer is not None:
             return None
-        if is_hooked(self.hook_final_ap):  # nothing downstream reads it; compute only for a hook
-            self.hook_final_ap(self.final_norm_ap(x_ap))
-        return self.hook_final_sem(self.final_norm_sem(x_sem))
+        reads_ap = self.config.mlm_head_input == "full" and not self.config.encoder_only
+        final_ap = None
+        if reads_ap or is_hooked(self.hook_final_ap):  # else nothing downstream reads it
+            final_ap = self.hook_final_ap(self.final_norm_ap(x_ap))
+        final_sem = self.hook_final_sem(self.final_norm_sem(x_sem))
+        return torch.cat([final_sem, final_ap], dim=-1) if reads_ap else final_sem

@@ -59,16 +59,27 @@ def t5_relative_buckets(query_len: int, key_len: int, num_buckets: int, max_dist
 
 
 class RelativePositionBias(nn.Module):
-    """Learned per-head scalar bias indexed by T5 bucket of the offset; zero-initialised (authors' code)."""
+    """Learned per-head scalar bias indexed by T5 bucket of the offset; zero-initialised (authors' code).
 
-    def __init__(self, n_heads: int, num_buckets: int, max_distance: int, max_positions: int):
+    ``zero_boundary`` reproduces the authors' transformers fork, which zeroes rows and columns 0 and
+    seq_len - 1 of the bias (meant for [CLS]/[SEP]); seq_len is the padded batch length, so in a padded
+    batch the last *real* token of a shorter sequence keeps its bias.
+    """
+
+    def __init__(self, n_heads: int, num_buckets: int, max_distance: int, max_positions: int, zero_boundary: bool = False):
         super().__init__()
+        self.zero_boundary = zero_boundary
         self.bias = nn.Parameter(torch.zeros(num_buckets, n_heads))
         buckets = t5_relative_buckets(max_positions, max_positions, num_buckets, max_distance)
         self.register_buffer("buckets", buckets, persistent=False)
 
     def forward(self, seq_len: int) -> torch.Tensor:  # -> [1, n_heads, seq_len, seq_len]
-        return self.bias[self.buckets[:seq_len, :seq_len]].permute(2, 0, 1).unsqueeze(0)
+        bias = self.bias[self.buckets[:seq_len, :seq_len]].permute(2, 0, 1)
+        if self.zero_boundary:
+            edge = torch.zeros(seq_len, dtype=torch.bool, device=bias.device)
+            edge[[0, -1]] = True
+            bias = bias.masked_fill(edge[:, None] | edge[None, :], 0.0)
+        return bias.unsqueeze(0)
 
 
 class Rotary(nn.Module):

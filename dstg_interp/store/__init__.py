@@ -5,17 +5,18 @@
     store = ActivationStore("runs/store-dstg")
     store.states(3, "ap"), store.labels, store.subsample(10_000, seed=0), store.attention
 
-Files: extract.py (the loop), targets.py (layer -> hook names), npy_writer.py (bounded-memory writes),
-attention.py (streaming head summaries), hf_encoder.py (any local HF encoder), reader.py, manifest.py,
-config.py (ExtractionConfig), cli.py (dstg-cache).
+Files: extract.py (the loop), targets.py (what to store, by the encoders' hook table), npy_writer.py
+(bounded-memory writes), layout.py (which arrays are files, which are served as concatenations),
+distributed.py (torchrun shards), attention.py (streaming head summaries), reader.py, manifest.py,
+config.py (ExtractionConfig), cli.py (dstg-cache). Models run through dstg_interp.encoders.
 """
 
 from .attention import AttentionSummaries
 from .config import ExtractionConfig
+from .distributed import Ranks, torchrun_ranks
 from .extract import extract
-from .hf_encoder import HFEncoder, load_hf_encoder
 from .manifest import FORMAT_VERSION, StoreError, StoreInterrupted
 from .reader import ActivationStore
 
-__all__ = ["extract", "ActivationStore", "ExtractionConfig", "AttentionSummaries", "HFEncoder", "load_hf_encoder",
-           "StoreError", "StoreInterrupted", "FORMAT_VERSION"]
+__all__ = ["extract", "ActivationStore", "ExtractionConfig", "AttentionSummaries", "StoreError", "StoreInterrupted",
+           "FORMAT_VERSION", "Ranks", "torchrun_ranks"]

@@ -27,17 +27,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from dstg_interp.encoders.hooks import logit_terms
+
+__all__ = ["AttentionAccumulator", "AttentionSummaries", "jensen_shannon", "logit_terms"]
+
 ATTENTION_FILE, ATTENTION_DESCRIPTION = "attention.npz", "attention.json"
-
-
-def logit_terms(variant: str) -> dict[str, str]:
-    """term -> hook name suffix under ``blocks.{l}.attn.`` for one of our variants."""
-    if variant == "dstg":
-        return {"sem": "hook_logits_sem", "ap": "hook_logits_ap", "rp": "hook_logits_rp"}
-    terms = {"content": "hook_logits"}
-    if variant == "rp":
-        terms["rp"] = "hook_logits_rp"
-    return terms
 
 
 class AttentionAccumulator:
@@ -90,6 +84,17 @@ class AttentionAccumulator:
         self.mean[layer] += delta * (n_new / n_total)
         self.comoment[layer] += comoment_new + delta[:, :, None] * delta[:, None, :] * (n_old * n_new / n_total)
         self.pairs[layer] = n_total
+
+    def merge(self, other: "AttentionAccumulator") -> None:
+        """Fold in the statistics of other sequences (another rank's share of a sharded extraction)."""
+        for layer in range(len(self.pairs)):
+            if other.pairs[layer]:
+                self._merge(layer, other.pairs[layer], other.mean[layer], other.comoment[layer])
+        self.queries += other.queries
+        self.offset_weight += other.offset_weight
+        self.offset_pairs += other.offset_pairs
+        self.js_sum += other.js_sum
+        self.weight_sq_sum += other.weight_sq_sum
 
     def arrays(self) -> dict[str, np.ndarray]:
         pairs = np.maximum(self.pairs, 1)[:, None, None, None]

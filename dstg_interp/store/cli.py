@@ -3,16 +3,24 @@
     dstg-cache --model dstg --corpus en-mix --out runs/store-dstg --layers 0,3,6,final --dtype float16
     dstg-cache --model path/to/all-MiniLM-L6-v2 --corpus docs.jsonl --out runs/store-minilm --max-length 128
     dstg-cache --model runs/dstg --sequences runs/seq/validation --out runs/store --attention-summaries
+    torchrun --nproc_per_node 2 -m dstg_interp.store.cli --model dstg --corpus en-mix --out runs/store-dstg
 
 --model is a zoo name, a dstg-interp checkpoint or a Hugging Face encoder folder. The corpus is
 tokenized with the model's own tokenizer; --sequences takes saved StructuredSequences instead.
-Bad input exits with code 2 and one line on stderr; nothing half-written is left behind.
+Bad input exits with code 2 and one line on stderr; nothing half-written is left behind. --overwrite
+replaces only a store (a folder with its manifest); a second run on the same --out waits for nobody:
+it stops at once and names the run that holds the folder.
+Under torchrun the ranks share the batches and write one store, the same as one process writes
+(gloo on --device cpu, nccl on --device cuda, one GPU per rank; see store/distributed.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import ExitStack
+
+from dstg_interp.io import check_output_location, output_lock, positive_int, run_cli
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -29,10 +37,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=256, help="sequence length when tokenizing --corpus")
     parser.add_argument("--no-windows", action="store_true", help="truncate long documents instead of windowing")
-    parser.add_argument("--max-docs", type=int, default=None)
+    parser.add_argument("--max-docs", type=positive_int, default=None)
     parser.add_argument("--attention-summaries", action="store_true")
     parser.add_argument("--max-offset", type=int, default=32)
     parser.add_argument("--overwrite", action="store_true", help="replace a different store already in --out")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the model runs (under torchrun: cuda = one GPU per rank, LOCAL_RANK)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser.parse_args(argv)
 
@@ -41,39 +51,48 @@ def _split(text: str | None):
     return None if text is None else tuple(x.strip() for x in text.split(",") if x.strip())
 
 
-def run(args: argparse.Namespace):
+def run(args: argparse.Namespace, ranks=None):
     from dstg_interp.data import StructuredSequences, load_corpus
-    from dstg_interp.model import load_model
+    from dstg_interp.encoders import open_encoder
 
+    from .distributed import Ranks
     from .extract import extract
-    from .hf_encoder import is_hf_directory, load_hf_encoder
 
-    model = load_hf_encoder(args.model) if is_hf_directory(args.model) else load_model(args.model)
-    if args.sequences:
-        sequences = StructuredSequences.load(args.sequences)
-    else:
-        sequences = load_corpus(args.corpus, progress=not args.quiet, max_docs=args.max_docs)
-    max_length = min(args.max_length, model.config.max_positions)
-    return extract(model, sequences, args.out, layers=_split(args.layers), subspaces=_split(args.subspaces),
-                   names=_split(args.names) or (), dtype=args.dtype, batch_size=args.batch_size,
-                   attention_summaries=args.attention_summaries, max_offset=args.max_offset,
-                   progress=not args.quiet, overwrite=args.overwrite, max_length=max_length,
-                   windows=not args.no_windows)
+    ranks = ranks or Ranks()  # _main passes the ranks of --device (and of torchrun)
+    check_output_location(args.out)  # a file or an unwritable place is found before the model loads
+    with ExitStack() as held:
+        # rank 0 holds the folder's lock; every rank stops if it cannot be had
+        ranks.together(lambda: held.enter_context(output_lock(args.out, "dstg-cache " + " ".join(sys.argv[1:])))
+                       if ranks.first else None)
+        encoder = open_encoder(args.model, device=ranks.device)
+        if args.sequences:
+            sequences = StructuredSequences.load(args.sequences)
+        else:
+            sequences = load_corpus(args.corpus, progress=not args.quiet, max_docs=args.max_docs)
+        max_length = min(args.max_length, encoder.max_positions)
+        return extract(encoder, sequences, args.out, layers=_split(args.layers), subspaces=_split(args.subspaces),
+                       names=_split(args.names) or (), dtype=args.dtype, batch_size=args.batch_size,
+                       attention_summaries=args.attention_summaries, max_offset=args.max_offset,
+                       progress=not args.quiet, overwrite=args.overwrite, max_length=max_length,
+                       windows=not args.no_windows, ranks=ranks)
+
+
+def _main(args: argparse.Namespace) -> int:
+    from .distributed import OtherRankFailed, torchrun_ranks
+
+    try:
+        with torchrun_ranks(args.device) as ranks:
+            store = run(args, ranks)
+    except OtherRankFailed:  # the failing rank prints its own error
+        return 2
+    if ranks.first:
+        print(f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}")
+    return 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        store = run(args)
-    except (ValueError, OSError) as err:  # StoreError, CheckpointError, DataError are ValueErrors
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"dstg-cache: error: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("dstg-cache: error: interrupted (Ctrl-C); no store was written", file=sys.stderr)
-        return 2
-    print(f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}")
-    return 0
+    return run_cli("dstg-cache", lambda: _main(args), interrupted=lambda: "no store was written")
 
 
 if __name__ == "__main__":

@@ -62,8 +62,9 @@ class ExtractionConfig:
         layers = self.layers if self.layers is not None else tuple(range(n_layers + 1))
         for layer in layers:
             if layer != "final" and not 0 <= layer <= n_layers:
+                final = "" if variant.startswith("hf:") else " and 'final'"  # HF encoders have no 'final'
                 raise StoreError(f"layer {layer} does not exist: the model has layers 0..{n_layers} "
-                                 "(0 = embeddings) and 'final'")
+                                 f"(0 = embeddings){final}")
         subspaces = self.subspaces if self.subspaces is not None else tuple(model_subspaces)
         for subspace in subspaces:
             if subspace not in model_subspaces:

@@ -7,6 +7,7 @@
 
 What lands in ``out`` (flat, one file per array; see manifest.json for the list):
     layer{l:02d}_{subspace}.npy / final_{subspace}.npy / hook.{name}.npy   [n_tokens, d]
+        (DSTG ``full`` has no file when ``sem`` and ``ap`` are stored: it is read as [sem | ap], layout.py)
     labels_{column}.npy                                                    [n_tokens] per-token labels
     documents.json, extraction.json (the ExtractionConfig), attention.npz + attention.json (optional)
     manifest.json                                                          written last
@@ -19,6 +20,7 @@ at its final size, and each batch is written with pwrite (npy_writer.py) before 
 Batches are formed from length-sorted sequences (less padding) and written back to their own rows.
 Everything goes into a temporary sibling folder that is renamed onto ``out`` only once manifest.json
 is in it; an error or Ctrl-C removes the temporary folder, so a folder named ``out`` is always complete.
+Under torchrun (``ranks=``, distributed.py) each rank runs a share of the batches into the same files.
 """
 
 from __future__ import annotations
@@ -32,11 +34,17 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp.config import ModelConfig
+from dstg_interp.data import Document, tokenizer_hash
+from dstg_interp.encoders import Encoder, EncoderError, open_encoder
+from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
+from dstg_interp.io import OutputError, check_replaceable, folder_entries, foreign_entries
 from dstg_interp.model.checkpoint import atomic_directory, commit_directory
 
 from .attention import AttentionAccumulator, logit_terms
 from .config import ExtractionConfig
-from .hf_encoder import HFEncoder
+from .distributed import Ranks
+from .layout import derived_parts
 from .manifest import (FORMAT_VERSION, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
                        sequences_sha256, weights_sha256, write_manifest)
 from .npy_writer import NpyWriter
@@ -48,74 +56,78 @@ LABEL_COLUMNS = {"sequence": np.int32, "input_ids": np.int32, "token_position": 
 DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
-class _StopForward(Exception):
-    """Raised by the last capture hook: skips the blocks and the MLM head nobody asked for."""
-
-
 def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dtype="float16", batch_size: int = 32,
             attention_summaries: bool = False, max_offset: int = 32, progress: bool = True,
-            overwrite: bool = False, max_length: int = 256, windows: bool = True):
+            overwrite: bool = False, max_length: int = 256, windows: bool = True, ranks: Ranks | None = None):
     """Extract token states of ``model`` over ``sequences`` into the store folder ``out``; returns an ActivationStore.
 
-    model: one of ours (``load_model``/``build_model``) or an HF encoder (``load_hf_encoder``).
+    model: anything ``open_encoder`` takes: one of ours (``load_model``/``build_model``), an Encoder
+        (``open_encoder``, ``load_hf_encoder``), a zoo name or a folder. Runs where the model is.
     sequences: StructuredSequences in the model's token ids, or a list of Documents, which are then
         tokenized with the model's tokenizer (``max_length``, ``windows`` as in build_structured_sequences).
     layers: ints (0 = embeddings) and/or "final"; None = all of 0..n_layers. subspaces: "sem", "ap",
         "full" (None = all the model has). names: extra token-level hook names to store as they are.
     A complete store with the same identity (weights, sequences, config) in ``out`` is returned as is;
     a different one raises StoreError unless ``overwrite``.
+    ranks: this process's place in a torchrun job (``distributed.torchrun_ranks``); every rank calls extract
+        with the same arguments and gets the same store. None = one process.
     """
     from .reader import ActivationStore
 
     config = ExtractionConfig(layers=layers, subspaces=subspaces, names=tuple(names), dtype=dtype,
                               batch_size=batch_size, attention_summaries=attention_summaries, max_offset=max_offset)
-    is_hf = isinstance(model, HFEncoder)
-    if not is_hf and not hasattr(model, "hook_dict"):
-        raise StoreError(f"cannot extract from a {type(model).__name__}; pass a dstg-interp model or load_hf_encoder(path)")
-    sequences = as_sequences(model, sequences, max_length, windows)
-    _check_tokenizer(model, sequences)
-    config = config.resolve(model.config.n_layers, tuple(model.subspaces), model.config.variant)
-    if config.attention_summaries and is_hf:
+    encoder = _encoder(model)
+    sequences = as_sequences(encoder, sequences, max_length, windows)
+    _check_tokenizer(encoder, sequences)
+    config = config.resolve(encoder.n_layers, tuple(encoder.subspaces), encoder.variant)
+    if config.attention_summaries and encoder.kind == "hf":
         raise StoreError("attention_summaries needs the separate logit-term hooks of a dstg-interp model; "
                          "HF encoders do not have them")
-    targets = plan_targets(model, config)
-    widths = _probe_widths(model, targets)
-    lengths = _lengths(sequences)
+    targets = plan_targets(encoder, config)
+    widths = _probe_widths(encoder, targets)
+    lengths = sequence_lengths(sequences)
     if len(lengths) == 0 or lengths.sum() == 0:
         raise StoreError("no tokens to extract: the sequences are empty")
-    if lengths.max() > model.config.max_positions:
-        raise StoreError(f"a sequence has {lengths.max()} tokens but the model has {model.config.max_positions} "
+    if lengths.max() > encoder.max_positions:
+        raise StoreError(f"a sequence has {lengths.max()} tokens but the model has {encoder.max_positions} "
                          "positions; rebuild the sequences with a smaller max_length")
 
     arrays = getattr(sequences, "arrays", None)  # StructuredSequences: check every id before any work
-    if arrays is not None and len(arrays["input_ids"]) and int(arrays["input_ids"].max()) >= model.config.vocab_size:
+    if arrays is not None and len(arrays["input_ids"]) and int(arrays["input_ids"].max()) >= encoder.vocab_size:
         raise StoreError(f"token id {int(arrays['input_ids'].max())} is outside the model's vocabulary of "
-                         f"{model.config.vocab_size}; the sequences were built with another tokenizer")
+                         f"{encoder.vocab_size}; the sequences were built with another tokenizer")
 
     out = Path(out)
     identity = {
         "format_version": FORMAT_VERSION,
-        "model": {"kind": "hf" if is_hf else "dstg-interp", "weights_sha256": weights_sha256(model),
-                  "config": model.config.to_dict()},
+        "model": {"kind": encoder.kind, "weights_sha256": weights_sha256(encoder.weights_module),
+                  "config": encoder.config.to_dict()},
         "sequences": {"sha256": sequences_sha256(sequences), "n_sequences": len(lengths), "n_tokens": int(lengths.sum())},
         "extraction": config.to_dict(),
     }
     if _reusable(out, identity, overwrite):
         return ActivationStore(out)
 
-    tmp = atomic_directory(out)
+    ranks = ranks or Ranks()
+    tmp = ranks.broadcast(ranks.together(lambda: atomic_directory(out) if ranks.first else None))
     try:
-        manifest = _extract_into(tmp, model, sequences, lengths, config, targets, widths, identity, progress)
-        write_manifest(tmp, manifest)
-        commit_directory(tmp, out)
+        manifest = _extract_into(tmp, encoder, sequences, lengths, config, targets, widths, identity, progress, ranks)
+
+        def commit():
+            if ranks.first:
+                write_manifest(tmp, manifest)
+                commit_directory(tmp, out)
+
+        ranks.together(commit)
     except KeyboardInterrupt:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise StoreInterrupted(f"extraction into {out} was interrupted (Ctrl-C); the partial work was removed and no "
+        raise StoreInterrupted(f"extraction into {out} was interrupted; the partial work was removed and no "
                                "store was written; run it again to start over") from None
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         if err.errno in DISK_FULL:
-            need = int(lengths.sum()) * (sum(widths.values()) * (2 if config.dtype == "float16" else 4) + 33)
+            stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
+            need = int(lengths.sum()) * (stored * (2 if config.dtype == "float16" else 4) + 33)
             raise StoreError(f"disk full while writing the store for {out} (it needs about {need / 2**20:.0f} MiB); "
                              "free space or choose another out folder") from None
         raise StoreError(f"cannot write the store for {out}: {err}") from None
@@ -125,122 +137,110 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
     return ActivationStore(out)
 
 
-def _extract_into(folder: Path, model, sequences, lengths, config, targets, widths, identity, progress) -> dict:
-    is_hf = isinstance(model, HFEncoder)
+def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, targets, widths, identity, progress,
+                  ranks: Ranks) -> dict | None:
+    """Fill ``folder`` with this rank's rows; rank 0 also writes the rest and returns the manifest."""
     n_tokens = int(lengths.sum())
     row_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # first row of each sequence
     np_dtype = np.float16 if config.dtype == "float16" else np.float32
     torch_dtype = torch.float16 if config.dtype == "float16" else torch.float32
+    derived = derived_parts(targets)  # DSTG full = [sem | ap]: no file, served on read
+    stored = [target for target in targets if target.key not in derived]
+    files = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
+    files.update({f"labels/{column}": (f"labels_{column}.npy", (n_tokens,), column_dtype)
+                  for column, column_dtype in LABEL_COLUMNS.items()})
 
+    def reserve_files():  # rank 0 sizes every file once; then each rank opens them to write its own rows
+        if ranks.first:
+            for file, shape, file_dtype in files.values():
+                NpyWriter(folder / file, shape, file_dtype).close()
+
+    ranks.together(reserve_files)
     writers: dict[str, NpyWriter] = {}
-    try:
-        for target in targets:
-            writers[target.key] = NpyWriter(folder / target.file, (n_tokens, widths[target.key]), np_dtype)
-        for column, column_dtype in LABEL_COLUMNS.items():
-            writers[f"labels/{column}"] = NpyWriter(folder / f"labels_{column}.npy", (n_tokens,), column_dtype)
+    accumulator = None
+    if config.attention_summaries:
+        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(logit_terms(encoder.variant)),
+                                           config.max_offset, encoder.max_positions)
 
-        accumulator = None
-        if config.attention_summaries:
-            accumulator = AttentionAccumulator(model.config.n_layers, model.config.n_heads,
-                                               list(logit_terms(model.config.variant)), config.max_offset,
-                                               model.config.max_positions)
-        pad_id = model.special_ids["pad"] if is_hf else model.config.pad_token_id
-        device = next(model.parameters()).device  # batches go where the model is (cpu or cuda)
-        bar = tqdm(total=n_tokens, unit="tok", desc=f"extract -> {folder.name.split('.tmp-')[0].lstrip('.')}",
-                   disable=not progress)
+    hooks = sorted({hook for target in targets for hook in target.hooks})
+
+    def run_my_batches():
+        for key, (file, shape, file_dtype) in files.items():
+            writers[key] = NpyWriter(folder / file, shape, file_dtype, create=False)
+        plan = ranks.share(length_sorted_batches(lengths, config.batch_size))
+        bar = tqdm(total=int(sum(lengths[batch].sum() for batch in plan)), unit="tok", disable=not progress,
+                   desc=f"extract -> {folder.name.split('.tmp-')[0].lstrip('.')}"
+                        + (f" (rank {ranks.rank}/{ranks.world_size})" if ranks.grouped else ""))
         with torch.inference_mode():
-            for batch in batch_plan(lengths, config.batch_size):
+            for batch in plan:
                 items = [sequences[int(i)] for i in batch]
-                tokens, mask = _collate([item["input_ids"] for item in items], pad_id)
-                if int(tokens.max()) >= model.config.vocab_size:
+                tokens, mask = encoder.pad([item["input_ids"] for item in items])  # on the encoder's device
+                if int(tokens.max()) >= encoder.vocab_size:
                     raise StoreError(f"token id {int(tokens.max())} is outside the model's vocabulary of "
-                                     f"{model.config.vocab_size}; the sequences were built with another tokenizer")
-                captured = capture_states(model, targets, tokens.to(device), mask.to(device), accumulator)
-                mask = mask.to(device)
-                rows_of = np.concatenate([[0], np.cumsum(lengths[batch])])  # batch rows of each sequence
-                for key, rows in _real_rows(captured, targets, mask, torch_dtype).items():
-                    for j, i in enumerate(batch):
-                        writers[key].write(int(row_start[i]), rows[rows_of[j]:rows_of[j + 1]])
-                for j, (i, item) in enumerate(zip(batch, items)):
-                    for column, column_dtype in LABEL_COLUMNS.items():
-                        values = np.full(lengths[i], i) if column == "sequence" else item[column]
-                        writers[f"labels/{column}"].write(int(row_start[i]), np.asarray(values, dtype=column_dtype))
+                                     f"{encoder.vocab_size}; the sequences were built with another tokenizer")
+                captured = encoder.capture(tokens, mask, hooks, _summarise(accumulator, mask))
+                runs = _contiguous_runs(batch, lengths, row_start)
+                for key, rows in _real_rows(captured, stored, mask, torch_dtype).items():
+                    for first_row, start, stop in runs:
+                        writers[key].write(first_row, rows[start:stop])
+                for column, column_dtype in LABEL_COLUMNS.items():
+                    values = np.concatenate([np.full(lengths[i], i) if column == "sequence" else item[column]
+                                             for i, item in zip(batch, items)]).astype(column_dtype, copy=False)
+                    for first_row, start, stop in runs:
+                        writers[f"labels/{column}"].write(first_row, values[start:stop])
                 bar.update(int(lengths[batch].sum()))
         bar.close()
+
+    try:
+        ranks.together(run_my_batches)
     finally:
         for writer in writers.values():
             writer.close()
 
+    partial = ranks.gather(accumulator)  # every rank's attention sums
+    if not ranks.first:
+        return None
+    if accumulator is not None:
+        for other in partial[1:]:
+            accumulator.merge(other)
     attention = accumulator.save(folder) if accumulator is not None else None
     documents = getattr(sequences, "meta", {}).get("documents", [])
     (folder / "documents.json").write_text(json.dumps(documents, ensure_ascii=False) + "\n")
     ExtractionConfig.from_dict(identity["extraction"]).to_json(folder / "extraction.json")
-    arrays = {t.key: {"file": t.file, "shape": [n_tokens, widths[t.key]], "dtype": config.dtype, "hooks": t.hooks}
-              for t in targets}
+    arrays = {t.key: ({"parts": derived[t.key]} if t.key in derived else {"file": t.file})
+              | {"shape": [n_tokens, widths[t.key]], "dtype": config.dtype, "hooks": t.hooks} for t in targets}
     labels = {"files": {column: f"labels_{column}.npy" for column in LABEL_COLUMNS}, "documents": "documents.json"}
     meta = getattr(sequences, "meta", {})
     extra = {
-        "model_path": str(getattr(model, "checkpoint_path", None) or ""),
+        "model_path": str(encoder.checkpoint_path or ""),
         "corpus": {key: meta.get(key) for key in ("corpus_spec", "tokenizer_hash", "max_length", "windows")},
         "layers": [layer for layer in config.layers], "subspaces": list(config.subspaces), "names": list(config.names),
     }
     return build_manifest(identity, arrays, labels, attention, n_tokens, len(lengths), extra)
 
 
-def batch_plan(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
-    """Sequence indices of each forward batch: longest first, so a batch pads to similar lengths."""
-    order = np.argsort(-np.asarray(lengths), kind="stable")
-    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+def _contiguous_runs(batch: np.ndarray, lengths: np.ndarray, row_start: np.ndarray) -> list[tuple[int, int, int]]:
+    """(first store row, start, stop) of each run of batch rows that lands on consecutive store rows.
+
+    Equal-length sequences keep their order in the length sort, so a windowed corpus gives one run per
+    batch: one pwrite per array instead of one per sequence."""
+    batch_rows = np.concatenate([[0], np.cumsum(lengths[batch])])
+    runs, j = [], 0
+    while j < len(batch):
+        k = j + 1
+        while k < len(batch) and batch[k] == batch[k - 1] + 1:
+            k += 1
+        runs.append((int(row_start[batch[j]]), int(batch_rows[j]), int(batch_rows[k])))
+        j = k
+    return runs
 
 
-def capture_states(model, targets: list[Target], tokens, mask, accumulator) -> dict[str, torch.Tensor]:
-    """One forward, returning {hook name: [batch, pos, d]} for every hook the targets read."""
-    if isinstance(model, HFEncoder):
-        hidden = model.hidden_states(tokens, mask)
-        return {f"hidden_states.{i}": h for i, h in enumerate(hidden)}
-    needed = sorted({hook for target in targets for hook in target.hooks})
-    captured: dict[str, torch.Tensor] = {}
-
-    def save(tensor, hook):
-        captured[hook.name] = tensor
-
-    def stop(tensor, hook):
-        raise _StopForward
-
-    fwd_hooks = [(name, save) for name in needed]
-    wants_final = any(name.startswith("hook_final") for name in needed)
-    stop_at_layer = max(target.blocks_needed for target in targets)
-    if accumulator is not None:
-        fwd_hooks += _attention_hooks(model, accumulator, mask)
-        stop_at_layer = model.config.n_layers
-    if wants_final:  # the last hook before the MLM head: stop there instead of computing logits
-        fwd_hooks.append(("hook_final_sem" if model.config.variant == "dstg" else "hook_final", stop))
-        stop_at_layer = None
-    with model.hooks(fwd_hooks=fwd_hooks):
-        try:
-            model(tokens, attention_mask=mask, stop_at_layer=stop_at_layer)
-        except _StopForward:
-            pass
-    return captured
-
-
-def _attention_hooks(model, accumulator: AttentionAccumulator, mask: torch.Tensor):
-    """Hooks that hand each block's logit terms and pattern to the accumulator, one block at a time."""
+def _summarise(accumulator: AttentionAccumulator | None, mask: torch.Tensor):
+    """The on_attention callback that feeds each block's logit terms and pattern to the accumulator."""
+    if accumulator is None:
+        return None
     lengths = mask.sum(dim=1).tolist()
-    hooks, terms = [], logit_terms(model.config.variant)
-    for layer in range(model.config.n_layers):
-        held: dict[str, torch.Tensor] = {}
-
-        def keep(tensor, hook, held=held):
-            held[hook.name.rsplit(".", 1)[-1]] = tensor
-
-        def summarise(pattern, hook, held=held, layer=layer):
-            accumulator.update(layer, [held[suffix] for suffix in terms.values()], pattern, lengths)
-            held.clear()  # drop this block's [B, H, T, T] tensors before the next block runs
-
-        hooks += [(f"blocks.{layer}.attn.{suffix}", keep) for suffix in terms.values()]
-        hooks.append((f"blocks.{layer}.attn.hook_pattern", summarise))
-    return hooks
+    return lambda layer, terms, pattern: accumulator.update(layer, list(terms.values()), pattern, lengths)
 
 
 def _real_rows(captured, targets: list[Target], mask: torch.Tensor, dtype: torch.dtype) -> dict[str, np.ndarray]:
@@ -264,18 +264,17 @@ def _real_rows(captured, targets: list[Target], mask: torch.Tensor, dtype: torch
             for target in targets}
 
 
-def _probe_widths(model, targets: list[Target]) -> dict[str, int]:
+def _probe_widths(encoder: Encoder, targets: list[Target]) -> dict[str, int]:
     """Run two tokens through the model once to learn each target's width and check its hooks are token states."""
-    device = next(model.parameters()).device
-    tokens = torch.zeros(1, 2, dtype=torch.long, device=device)
-    mask = torch.ones(1, 2, dtype=torch.bool, device=device)
+    tokens = torch.zeros(1, 2, dtype=torch.long, device=encoder.device)
+    mask = torch.ones(1, 2, dtype=torch.bool, device=encoder.device)
     with torch.inference_mode():
-        captured = capture_states(model, targets, tokens, mask, accumulator=None)
+        captured = encoder.capture(tokens, mask, sorted({hook for target in targets for hook in target.hooks}))
     widths = {}
     for target in targets:
         for hook in target.hooks:
             if hook not in captured:
-                raise StoreError(f"hook {hook!r} did not fire in a forward pass of this {model.config.variant!r} model")
+                raise StoreError(f"hook {hook!r} did not fire in a forward pass of this {encoder.variant!r} model")
             shape = tuple(captured[hook].shape)
             if len(shape) != 3 or shape[:2] != (1, 2):
                 raise StoreError(f"hook {hook!r} gives shape {list(shape)}, not a token state [batch, pos, d]; "
@@ -284,62 +283,108 @@ def _probe_widths(model, targets: list[Target]) -> dict[str, int]:
     return widths
 
 
-def _collate(rows, pad_id: int):
-    lengths = torch.tensor([len(row) for row in rows])
-    tokens = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        tokens[i, :len(row)] = torch.as_tensor(np.asarray(row), dtype=torch.long)
-    return tokens, torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
-
-
-def _lengths(sequences) -> np.ndarray:
-    if hasattr(sequences, "lengths"):
-        return np.asarray(sequences.lengths, dtype=np.int64)
-    return np.array([len(sequences[i]["input_ids"]) for i in range(len(sequences))], dtype=np.int64)
+def _encoder(model) -> Encoder:
+    try:
+        return open_encoder(model)
+    except EncoderError as err:
+        raise StoreError(f"cannot extract: {err}") from None
 
 
 def as_sequences(model, sequences, max_length: int, windows: bool):
-    """Documents are tokenized here, with the model's own tokenizer; sequences pass through."""
-    from dstg_interp.data import Document, build_structured_sequences
-
+    """Documents are tokenized here, with the model's own tokenizer (``Encoder.structured_sequences``);
+    sequences pass through."""
+    if sequences is None or isinstance(sequences, str) or (
+            isinstance(sequences, (list, tuple)) and sequences and not isinstance(sequences[0], (Document, dict))):
+        found = type(sequences).__name__ if not isinstance(sequences, (list, tuple)) else f"a list of {type(sequences[0]).__name__}"
+        raise StoreError(f"sequences must be StructuredSequences or a list of Documents (see load_corpus), got {found}")
     if not isinstance(sequences, (list, tuple)) or not sequences or not isinstance(sequences[0], Document):
         return sequences
-    if isinstance(model, HFEncoder):
-        return model.structured_sequences(list(sequences), max_length=max_length, windows=windows)
-    if model.tokenizer is None:
-        raise StoreError("the model has no tokenizer (no tokenizer.json in its checkpoint); pass StructuredSequences "
-                         "built with the tokenizer it was trained with")
-    max_length = min(max_length, model.config.max_positions)
-    return build_structured_sequences(list(sequences), model.tokenizer, max_length=max_length, windows=windows)
+    try:
+        return _encoder(model).structured_sequences(sequences, max_length=max_length, windows=windows)
+    except EncoderError as err:
+        raise StoreError(str(err)) from None
 
 
-def _check_tokenizer(model, sequences) -> None:
-    from dstg_interp.data import tokenizer_hash
-
-    tokenizer = getattr(model, "tokenizer", None)
+def _check_tokenizer(encoder: Encoder, sequences) -> None:
     expected = getattr(sequences, "meta", {}).get("tokenizer_hash")
-    if tokenizer is None or not expected:
+    if encoder.tokenizer is None or not expected:
         return
-    actual = tokenizer_hash(tokenizer)
+    actual = tokenizer_hash(encoder.tokenizer)
     if actual != expected:
         raise StoreError(f"the sequences were tokenized with tokenizer {expected[:12]} but the model's tokenizer is "
                          f"{actual[:12]}; pass the documents instead (they are then tokenized with the model's own)")
 
 
-def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
-    """True when ``out`` already holds this exact store; raises when it holds something else."""
-    if not out.exists():
-        return False
-    if overwrite:
-        return False
-    if out.is_dir() and not any(out.iterdir()):
-        return False
-    if not (out / MANIFEST_FILE).is_file():
-        raise StoreError(f"{out} exists and is not an activation store; choose another out folder or pass overwrite=True")
-    manifest = read_manifest(out)  # a store of another format version raises here
-    if manifest.get("identity") == json.loads(json.dumps(identity)):
-        return True
-    differs = [key for key in ("model", "sequences", "extraction") if manifest["identity"].get(key) != identity[key]]
-    raise StoreError(f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder or "
-                     "pass overwrite=True")
+def store_foreign_entries(path: Path) -> list[str]:
+    """Entries of ``path`` that are not part of a store (all of them when it has no readable manifest)."""
+    try:
+        manifest = json.loads((path / MANIFEST_FILE).read_text())
+    except (OSError, ValueError):
+        return folder_entries(path)
+    if not isinstance(manifest, dict) or "format_version" not in manifest:
+        return folder_entries(path)
+    listed = {MANIFEST_FILE, "documents.json", "extraction.json", "attention.npz", "attention.json"}
+    listed |= {entry.get("file") for entry in (manifest.get("arrays") or {}).values() if isinstance(entry, dict)}
+    listed |= set(((manifest.get("labels") or {}).get("files") or {}).values())
+    return foreign_entries(path, listed)
 
+
+def _current_model_identity(model: dict | None):
+    """A stored model identity with its config read through today's ModelConfig: fields added since (all with
+    defaults that keep the old behaviour) must not make an old store look like another model's."""
+    if not isinstance(model, dict) or model.get("kind") != "dstg-interp" or not isinstance(model.get("config"), dict):
+        return model
+    try:
+        return {**model, "config": ModelConfig.from_dict(model["config"]).to_dict()}
+    except (TypeError, ValueError):
+        return model
+
+
+def is_store_folder(path: Path) -> bool:
+    """A folder extraction wrote: a manifest, and nothing that the manifest does not account for."""
+    return (path / MANIFEST_FILE).is_file() and not store_foreign_entries(path)
+
+
+def store_damage(out: Path, manifest: dict) -> str | None:
+    """What is wrong with the files of a complete-looking store (missing or cut short), or None."""
+    expected = [(entry["file"], int(np.prod(entry["shape"])) * (2 if entry.get("dtype") == "float16" else 4))
+                for entry in manifest.get("arrays", {}).values() if "file" in entry]  # DSTG full is served from its parts
+    expected += [(file, int(manifest.get("n_tokens", 0)) * np.dtype(LABEL_COLUMNS.get(column, np.int32)).itemsize)
+                 for column, file in manifest.get("labels", {}).get("files", {}).items()]
+    for file, data_bytes in expected:
+        path = out / file
+        if not path.is_file():
+            return f"{path} is missing"
+        if path.stat().st_size < data_bytes:
+            return f"{path} is cut short ({path.stat().st_size} bytes, needs over {data_bytes})"
+    return None
+
+
+def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
+    """True when ``out`` already holds this exact, undamaged store; raises when it holds something that may
+    not be replaced (see dstg_interp.io.check_replaceable): a file, a folder we did not write, or without
+    ``overwrite`` a different store.  A damaged copy of this same store is rebuilt: nothing is lost."""
+    if not out.exists() or (out.is_dir() and not folder_entries(out)):
+        return False
+    if out.is_dir() and is_store_folder(out):
+        try:
+            manifest = read_manifest(out)
+        except StoreError:  # another format version or an incomplete manifest: replaceable with overwrite only
+            if not overwrite:
+                raise
+            manifest = None
+        # An older format that still reads holds the same arrays: reuse it rather than extract again.
+        same_format = None if manifest is None else {**manifest.get("identity", {}), "format_version": identity["format_version"],
+                                                     "model": _current_model_identity(manifest.get("identity", {}).get("model"))}
+        if manifest is not None and same_format == json.loads(json.dumps(identity)):
+            return store_damage(out, manifest) is None
+        if manifest is not None and not overwrite:
+            differs = [key for key in ("model", "sequences", "extraction") if manifest["identity"].get(key) != identity[key]]
+            raise StoreError(f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder "
+                             "or pass --overwrite (overwrite=True)")
+    try:
+        check_replaceable(out, "an activation store", store_foreign_entries, overwrite, flag="out folder",
+                          overwrite_flag="--overwrite (overwrite=True)")
+    except OutputError as err:
+        raise StoreError(str(err)) from None
+    return False

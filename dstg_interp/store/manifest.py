@@ -6,7 +6,8 @@ a folder under the final name is never half-written.
 
 ``identity`` is the part of the manifest that decides what the arrays hold (format version, weights,
 model config, token sequences, extraction config). Two runs with equal identities write equal stores,
-so a rerun returns the existing folder. Library versions and timestamps are recorded but not compared.
+so a rerun returns the existing folder (also one of an older format that still reads: same arrays).
+Library versions and timestamps are recorded but not compared.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: DSTG full = [sem | ap] is served on read, not written (layout.py)
+READABLE_VERSIONS = (1, 2)  # 1: full written as its own file; the reader serves both
 MANIFEST_FILE = "manifest.json"
 
 
@@ -128,8 +130,9 @@ def read_manifest(folder: str | Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise StoreError(f"{path}: not valid JSON ({err}); delete the folder and re-run the extraction") from None
     version = manifest.get("format_version") if isinstance(manifest, dict) else None
-    if version != FORMAT_VERSION:
-        raise StoreError(f"{folder}: store format version {version}, this dstg-interp reads version {FORMAT_VERSION}; "
+    if version not in READABLE_VERSIONS:
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS)
+        raise StoreError(f"{folder}: store format version {version}, this dstg-interp reads versions {readable}; "
                          "re-extract it (overwrite=True / --overwrite) or use the dstg-interp that wrote it")
     if manifest.get("complete") is not True:
         raise StoreError(f"{folder}: manifest says the store is incomplete; re-run the extraction")

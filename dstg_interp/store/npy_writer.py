@@ -4,6 +4,7 @@
     writer.write(start_row, rows)          # rows: [k, 112], goes to rows start_row .. start_row+k-1
     writer.close()
     states = np.load("layer03_sem.npy", mmap_mode="r")
+    NpyWriter(path, shape, dtype, create=False)   # open a file another process created, to fill other rows
 
 Why pwrite and not a writable np.memmap: pages dirtied through a mapping count in the process's RSS
 until the kernel writes them back, so a memmap-filled store makes peak RSS grow with the number of
@@ -23,7 +24,7 @@ import numpy as np
 
 
 class NpyWriter:
-    def __init__(self, path: str | Path, shape: tuple[int, ...], dtype):
+    def __init__(self, path: str | Path, shape: tuple[int, ...], dtype, create: bool = True):
         self.path, self.shape, self.dtype = Path(path), tuple(int(x) for x in shape), np.dtype(dtype)
         header = io.BytesIO()
         np.lib.format.write_array_header_1_0(
@@ -31,6 +32,12 @@ class NpyWriter:
         self.header = header.getvalue()
         self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         self.nbytes = len(self.header) + self.shape[0] * self.row_bytes
+        if not create:  # rows of a sharded extraction: the file is already reserved and has its header
+            self.fd = os.open(self.path, os.O_WRONLY)
+            if os.fstat(self.fd).st_size != self.nbytes:
+                self.close()
+                raise ValueError(f"{self.path.name}: {os.path.getsize(self.path)} bytes, expected {self.nbytes}")
+            return
         self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             _reserve(self.fd, self.nbytes)

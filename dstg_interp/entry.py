@@ -1,0 +1,73 @@
+"""Console entry points (pyproject.toml [project.scripts]).
+
+Each command's module imports torch, transformers and friends, which takes a second or two; a Ctrl-C in
+that time used to end in a KeyboardInterrupt traceback.  These entries load nothing heavy themselves:
+they import the command's module inside ``run_cli``-style handling, so an early Ctrl-C is one line and
+exit code 130 like any other, and SIGTERM during the imports ends the same way (143).
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+
+from dstg_interp.io import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+
+COMMANDS = {
+    "dstg-train": "dstg_interp.train",
+    "dstg-cache": "dstg_interp.store.cli",
+    "dstg-probe": "probes.cli",
+    "dstg-holmes": "probes.holmes.run",
+    "dstg-extend": "dstg_interp.extrapolate",
+    "dstg-convert": "dstg_interp.convert",
+    "dstg-eval": "dstg_interp.evaluation",
+}
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated("terminated (SIGTERM)")
+
+
+def launch(prog: str, argv: list[str] | None = None) -> int:
+    """Import the module of ``prog`` and run its ``main(argv)``; interruptions while loading are one line."""
+    signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        module = importlib.import_module(COMMANDS[prog])
+    except KeyboardInterrupt as err:
+        name = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
+        print(f"{prog}: interrupted ({name}) while starting; nothing was written", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(err, Terminated) else EXIT_INTERRUPTED
+    return module.main(argv)
+
+
+def train() -> int:
+    return launch("dstg-train")
+
+
+def cache() -> int:
+    return launch("dstg-cache")
+
+
+def probe() -> int:
+    return launch("dstg-probe")
+
+
+def holmes() -> int:
+    return launch("dstg-holmes")
+
+
+def extend() -> int:
+    return launch("dstg-extend")
+
+
+def convert() -> int:
+    return launch("dstg-convert")
+
+
+def evaluate() -> int:
+    return launch("dstg-eval")
+
+
+if __name__ == "__main__":  # python -m dstg_interp.entry dstg-cache --model dstg ...
+    sys.exit(launch(sys.argv[1], sys.argv[2:]))

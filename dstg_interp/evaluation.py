@@ -1,0 +1,284 @@
+"""Masked-token evaluation on held-out documents of any corpus, against the no-context baseline.
+
+    python -m dstg_interp.evaluation --model dstg rope ap rp --corpus en-mix pydocs --n-docs 200
+    python -m dstg_interp.evaluation --model runs/dstg/checkpoint --corpus docs.jsonl --out results/mlm.csv
+
+    from dstg_interp import load_model
+    from dstg_interp.evaluation import mlm_accuracy
+    mlm_accuracy(load_model("dstg"), "pydocs", n_docs=200)
+    # {'loss': ..., 'accuracy': ..., 'most_frequent_accuracy': ..., 'unigram_loss': ..., 'n_tokens': ..., 'n_docs': ..., 'split': 'all'}
+
+Documents: on the model's own training corpus (or a piece of en-mix for an en-mix model), its held-out
+validation split (the one its ``train_config.json`` names: val_fraction, data_seed), so no evaluated
+document was trained on; on any other corpus (e.g. ``pydocs``), all of its documents.  ``n_docs`` of them are chosen
+by a seeded sha256 of their ids, so the choice does not depend on the corpus's order or on the model.
+Each document becomes [CLS] ... [SEP] sequences of at most ``max_length`` tokens (windows, so every token
+of a long document is used).  Sequence i is masked (20% of its tokens, all -> [MASK], as in training)
+by a generator seeded from (seed, i) alone: models with the same tokenizer (the whole zoo) are scored on
+the same masked tokens, whatever the batch size.
+
+Baseline, on the same masked tokens: the add-one-smoothed unigram distribution of the model's training
+split, as tokenized by the model's own tokenizer (``unigram_loss``), and always guessing its most
+frequent token (``most_frequent_accuracy``).  ``accuracy - most_frequent_accuracy`` is what context buys.
+Bad input on the command line: one line on stderr, exit code 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from dstg_interp.data import IGNORE_INDEX, PAD_ID, build_structured_sequences, collate, load_corpus, mask_tokens
+from dstg_interp.data.corpora import Document, split_documents
+from dstg_interp.data.structure import StructuredSequences
+from dstg_interp.data.tokenizer import tokenizer_hash
+from dstg_interp.model import load_model
+from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data
+
+MASK_PROB = 0.2  # NeoBERT's training rate; fixed (not read from each model) so all models share masks
+RESULT_COLUMNS = ["model", "corpus", "split", "n_docs", "n_tokens", "loss", "unigram_loss", "accuracy",
+                  "most_frequent_accuracy", "accuracy_gain"]
+
+
+# --------------------------------------------------------------------------- the unigram baseline
+
+@dataclass
+class Unigram:
+    """Add-one-smoothed token frequencies of a training split: the prediction with no context."""
+
+    counts: np.ndarray  # [vocab] float64, every count + 1
+
+    @classmethod
+    def from_sequences(cls, sequences: StructuredSequences, vocab_size: int) -> "Unigram":
+        ids = sequences.arrays["input_ids"][~sequences.arrays["is_special"]]
+        return cls(np.bincount(ids, minlength=vocab_size).astype(np.float64) + 1.0)
+
+    @property
+    def log_probs(self) -> np.ndarray:
+        return np.log(self.counts / self.counts.sum())
+
+    @property
+    def most_frequent(self) -> int:
+        return int(self.counts.argmax())
+
+    def score(self, targets: np.ndarray) -> tuple[float, int]:
+        """(summed negative log-likelihood, number of targets equal to the most frequent token)."""
+        return float(-self.log_probs[targets].sum()), int((targets == self.most_frequent).sum())
+
+
+def training_config(model) -> TrainConfig | None:
+    """The ``train_config.json`` saved beside the model's checkpoint (the zoo ships one), if any."""
+    path = getattr(model, "checkpoint_path", None)
+    if path is None or not (Path(path) / CONFIG_FILE).is_file():
+        return None
+    return TrainConfig.from_dict(json.loads((Path(path) / CONFIG_FILE).read_text()))
+
+
+def training_unigram(model, cfg: TrainConfig, cache_dir: str | Path | None = None) -> Unigram:
+    """Token frequencies of the split the model trained on, checked to be in the model's own token ids."""
+    prepared = prepare_training_data(cfg, cache_dir=cache_dir)
+    if model.tokenizer is None or tokenizer_hash(prepared.tokenizer) != tokenizer_hash(model.tokenizer):
+        raise ValueError(f"the model's tokenizer is not the one its training data ({cfg.corpus!r}, prepared in "
+                         f"{prepared.directory}) was tokenized with, so the unigram baseline would be in other ids; "
+                         "evaluate with the tokenizer the model was trained with")
+    return Unigram.from_sequences(prepared.train, model.config.vocab_size)
+
+
+# --------------------------------------------------------------------------- documents and masks
+
+def select_documents(documents: list[Document], n_docs: int, seed: int) -> list[Document]:
+    """``n_docs`` documents chosen by a seeded hash of their ids (stable under reordering), in input order."""
+    def rank(doc: Document) -> bytes:
+        return hashlib.sha256(f"mlm-eval:{seed}:{doc.doc_id}".encode()).digest()
+
+    chosen = {id(doc) for doc in sorted(documents, key=rank)[:n_docs]}
+    return [doc for doc in documents if id(doc) in chosen]
+
+
+def shares_training_documents(corpus: str, cfg: TrainConfig | None) -> bool:
+    """Could ``corpus`` hold documents the model trained on?  The same spec or path, or any piece subset of
+    en-mix for an en-mix model (the split hashes each document id, so a subset splits the same way)."""
+    if cfg is None:
+        return False
+    if corpus == cfg.corpus or (corpus.startswith("en-mix") and cfg.corpus.startswith("en-mix")):
+        return True
+    return Path(corpus).exists() and Path(cfg.corpus).exists() and Path(corpus).resolve() == Path(cfg.corpus).resolve()
+
+
+def evaluation_documents(corpus: str, cfg: TrainConfig | None, documents: list[Document] | None = None,
+                         cache_dir: str | Path | None = None) -> tuple[list[Document], str]:
+    """(documents, split): the validation split of the model's training corpus, else the whole corpus.
+    The split is taken over all documents, even if training kept only the first ``max_docs``: a
+    validation-hashed document was never trained on either way."""
+    if documents is None:
+        documents = load_corpus(corpus, cache_dir=cache_dir, progress=False)
+    if not shares_training_documents(corpus, cfg):
+        return documents, "all"
+    _, held_out = split_documents(documents, val_fraction=cfg.val_fraction, seed=cfg.data_seed)
+    return held_out, "validation"
+
+
+def masked_sequences(sequences: StructuredSequences, seed: int,
+                     mask_prob: float = MASK_PROB) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(masked ids, labels) per sequence, each from a generator seeded by (seed, sequence index) only."""
+    masked = []
+    for index in range(len(sequences)):
+        ids, _, special = collate([sequences[index]["input_ids"]])
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + index)
+        corrupted, labels = mask_tokens(ids, special, generator, mask_prob=mask_prob)
+        masked.append((corrupted[0], labels[0]))
+    return masked
+
+
+def padded_batch(rows: list[tuple[torch.Tensor, torch.Tensor]]):
+    """Right-pad (ids, labels) rows: ids with [PAD], labels with IGNORE_INDEX; mask True on real tokens."""
+    width = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
+    labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, (row_ids, row_labels) in enumerate(rows):
+        ids[i, :len(row_ids)], labels[i, :len(row_ids)], attention_mask[i, :len(row_ids)] = row_ids, row_labels, True
+    return ids, attention_mask, labels
+
+
+# --------------------------------------------------------------------------- the measurement
+
+@torch.no_grad()
+def mlm_accuracy(model, corpus: str, n_docs: int = 200, max_length: int | None = None, seed: int = 0, *,
+                 batch_size: int = 32, train_config: TrainConfig | None = None, unigram: Unigram | None = None,
+                 documents: list[Document] | None = None, cache_dir: str | Path | None = None) -> dict:
+    """Masked-token loss and accuracy of ``model`` on ``n_docs`` held-out documents of ``corpus``, with the
+    unigram baseline on the same masked tokens (see the module docstring).
+
+    ``max_length``: default, the model's training length (else its ``max_positions``).  ``train_config``:
+    default, the one beside the checkpoint; it decides the held-out split and the training frequencies.
+    ``unigram``: training frequencies, if already computed.  ``documents``: the corpus, if already loaded.
+    """
+    if not isinstance(n_docs, int) or n_docs <= 0:
+        raise ValueError(f"n_docs must be a positive integer, got {n_docs!r}")
+    if getattr(model, "tokenizer", None) is None:
+        raise ValueError("the model has no tokenizer; load it with load_model(path, tokenizer=FILE)")
+    cfg = train_config if train_config is not None else training_config(model)
+    if max_length is None:
+        max_length = cfg.max_length if cfg is not None else model.config.max_positions
+    if not 3 <= max_length <= model.config.max_positions:
+        raise ValueError(f"max_length must be in [3, max_positions={model.config.max_positions}], got {max_length}")
+    if unigram is None:
+        if cfg is None:
+            raise ValueError("the model has no train_config.json beside it, so its training split (held-out "
+                             "documents, token frequencies) is unknown; pass train_config= or unigram=")
+        unigram = training_unigram(model, cfg, cache_dir)
+
+    held_out, split = evaluation_documents(corpus, cfg, documents, cache_dir)
+    chosen = select_documents(held_out, n_docs, seed)
+    if not chosen:
+        raise ValueError(f"corpus {corpus!r}: no held-out documents to evaluate on")
+    sequences = build_structured_sequences(chosen, model.tokenizer, max_length=max_length, windows=True,
+                                           corpus_spec=corpus)
+    rows = masked_sequences(sequences, seed)
+
+    model.eval()
+    device = next(model.parameters()).device
+    loss_sum, correct, unigram_nll, most_frequent_correct, n_tokens = 0.0, 0, 0.0, 0, 0
+    for start in range(0, len(rows), batch_size):
+        ids, attention_mask, labels = padded_batch(rows[start:start + batch_size])
+        output = model(ids.to(device), attention_mask.to(device), labels.to(device), masked_logits_only=True)
+        targets = labels[labels != IGNORE_INDEX]
+        logits = output.logits.float().cpu()
+        loss_sum += float(F.cross_entropy(logits, targets, reduction="sum"))
+        correct += int((logits.argmax(-1) == targets).sum())
+        nll, hits = unigram.score(targets.numpy())
+        unigram_nll, most_frequent_correct, n_tokens = unigram_nll + nll, most_frequent_correct + hits, n_tokens + len(targets)
+    return dict(loss=loss_sum / n_tokens, accuracy=correct / n_tokens, most_frequent_accuracy=most_frequent_correct / n_tokens,
+                unigram_loss=unigram_nll / n_tokens, n_tokens=n_tokens, n_docs=len(chosen), split=split)
+
+
+# --------------------------------------------------------------------------- command line
+
+def results_table(rows: list[dict]) -> pd.DataFrame:
+    table = pd.DataFrame(rows)
+    table["accuracy_gain"] = table["accuracy"] - table["most_frequent_accuracy"]
+    return table[RESULT_COLUMNS]
+
+
+def write_results(table: pd.DataFrame, path: Path, arguments: dict) -> None:
+    """CSV (the table) or JSON (arguments + rows), written to a temporary name and renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    if path.suffix == ".csv":
+        table.to_csv(temporary, index=False)
+    else:
+        temporary.write_text(json.dumps(dict(arguments=arguments, results=table.to_dict(orient="records")), indent=2) + "\n")
+    temporary.replace(path)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m dstg_interp.evaluation", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", nargs="+", required=True, help="zoo names (dstg rope ap rp ...) or checkpoint folders")
+    parser.add_argument("--corpus", nargs="+", default=["en-mix"],
+                        help="en-mix (held-out split), pydocs, a folder of *.txt, a .jsonl, hf:NAME:SPLIT")
+    parser.add_argument("--n-docs", type=int, default=200)
+    parser.add_argument("--max-length", type=int, default=None, help="default: the model's training length")
+    parser.add_argument("--seed", type=int, default=0, help="document choice and masks")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--out", default=None, help="also write the table: a .csv or .json path")
+    return parser
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    for name in ("n_docs", "batch_size", "threads"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be non-negative, got {args.seed}")
+    if args.out is not None and Path(args.out).suffix not in (".csv", ".json"):
+        raise ValueError(f"--out {args.out}: name a .csv or .json file")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        check_arguments(args)
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        models = {name: load_model(name) for name in args.model}  # unknown names fail before any work
+        corpora = {corpus: load_corpus(corpus) for corpus in args.corpus}  # a first use fetches (stderr says so)
+        rows = []
+        for name, model in models.items():
+            unigram = None  # computed once per model, reused for every corpus
+            cfg = training_config(model)
+            if cfg is not None:
+                unigram = training_unigram(model, cfg)
+            for corpus, documents in corpora.items():
+                metrics = mlm_accuracy(model, corpus, args.n_docs, args.max_length, args.seed, batch_size=args.batch_size,
+                                       unigram=unigram, documents=documents)
+                rows.append(dict(model=name, corpus=corpus, **metrics))
+    except (ValueError, OSError) as error:  # CheckpointError and DataError are ValueErrors
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        print(f"dstg-eval: error: {message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dstg-eval: error: interrupted (Ctrl-C); nothing was written", file=sys.stderr)
+        return 2
+    table = results_table(rows)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    if args.out:
+        write_results(table, Path(args.out), vars(args))
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,393 @@
+"""Output safety shared by every command: nothing lost, nothing half-done, one clear line when it goes wrong.
+
+    from dstg_interp.io import (check_output_location, check_replaceable, atomic_directory, commit_directory,
+                                output_lock, run_cli)
+
+    check_output_location(out)                          # before any work: a file, or a folder we cannot write?
+    check_replaceable(out, "an activation store", owned=is_store, overwrite=args.overwrite)
+    with output_lock(out, "dstg-cache"):                # a second run on ``out`` stops here, naming the first
+        tmp = atomic_directory(out)                     # .out.tmp-HOST-PID-xxxx beside ``out``
+        ...write into tmp...
+        commit_directory(tmp, out)                      # one atomic swap; the old content is then removed
+
+    def main(argv=None):
+        return run_cli("dstg-cache", lambda: _main(argv))   # exit 2 + one line; Ctrl-C 130; SIGTERM 143
+
+The rule every command follows: it replaces only what it recognisably wrote itself (a store with its
+manifest, a checkpoint, a results folder), only when asked (``--overwrite``), never a plain file and
+never a folder with anything else in it.  Temporary folders carry the host and pid of their writer, so
+the next run on the same folder removes those of a killed run (and puts back a folder that a crash left
+between the two renames of a commit on systems without an atomic swap).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 130, 143
+_HOST = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
+
+
+class OutputError(ValueError):
+    """An output location that cannot or must not be written. One line: what, where, what to do."""
+
+
+class OutputLocked(OutputError):
+    """Another live run holds the output folder."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (kill, timeout, batch preemption), raised like Ctrl-C so every cleanup path runs."""
+
+
+# --- where output goes ----------------------------------------------------------------------------
+def check_output_location(path: str | Path, flag: str = "--out") -> Path:
+    """Fail before any work when ``path`` cannot become a folder we write into.
+
+    Refuses a path that is a file, that lies under a file, or whose nearest existing parent does not let
+    us create a file there (read-only, /proc, permissions).  Creates nothing that stays."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{flag} {path} is a file, not a folder; it is never replaced: choose another {flag}")
+    probe = path
+    while not probe.exists():
+        if probe.is_symlink():
+            raise OutputError(f"{flag} {path}: {probe} is a dangling link; choose another {flag}")
+        parent = probe.parent
+        if parent == probe:
+            break
+        probe = parent
+    if not probe.is_dir():
+        raise OutputError(f"{flag} {path} lies under {probe}, which is a file; choose another {flag}")
+    try:  # os.access says yes for root on read-only mounts and /proc; only a real file says for sure
+        handle, name = tempfile.mkstemp(prefix=".dstg-write-check-", dir=probe)
+        os.close(handle)
+        os.unlink(name)
+    except OSError as err:
+        raise OutputError(f"{flag} {path}: cannot write in {probe} ({err.strerror or err}); choose another {flag}") from None
+    return path
+
+
+def folder_entries(path: Path) -> list[str]:
+    """Names in ``path``, without our own temporary and lock files."""
+    return sorted(p.name for p in path.iterdir() if not _is_our_scratch(p.name))
+
+
+def foreign_entries(path: Path, allowed: Iterable[str], required: Iterable[str] = ()) -> list[str]:
+    """Names in ``path`` that are not ``allowed`` ones; all of them when a ``required`` name is missing."""
+    names = folder_entries(path)
+    if not set(required) <= set(names):
+        return names
+    return [name for name in names if name not in set(allowed)]
+
+
+def files_listed(path: Path, allowed: Iterable[str], required: Iterable[str] = ()) -> bool:
+    """True when ``path`` holds every ``required`` name and nothing but ``allowed`` ones: a folder we wrote."""
+    return not foreign_entries(path, allowed, required)
+
+
+def check_replaceable(path: str | Path, kind: str, owned: Callable[[Path], bool | list[str]], overwrite: bool,
+                      flag: str = "--out", overwrite_flag: str = "--overwrite") -> bool:
+    """May ``path`` be replaced by a new ``kind`` (with its article: "a checkpoint")?  True when it exists and will be replaced, False when
+    there is nothing there (or an empty folder); raises OutputError otherwise.
+
+    ``owned(path)`` says whether the folder is recognisably one this tool wrote (a manifest, a checkpoint's
+    files and nothing else): True/False, or the list of entries that are not ours (empty: all ours).
+    Such a folder is replaced only with ``overwrite``; anything else never."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return False
+    if not path.is_dir() or path.is_symlink():
+        raise OutputError(f"{flag} {path} is a file, not {kind}; it is never replaced: choose another {flag}")
+    entries = folder_entries(path)
+    if not entries:
+        return False
+    verdict = owned(path)
+    foreign = entries if verdict is False else [] if verdict is True else list(verdict)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        raise OutputError(f"{flag} {path} exists and is not {kind} written by dstg-interp (it holds {shown}); "
+                          f"it is never replaced: choose another {flag}")
+    if not overwrite:
+        raise OutputError(f"{flag} {path} already holds {kind}; pass {overwrite_flag} to replace it or choose another {flag}")
+    return True
+
+
+# --- atomic folders -------------------------------------------------------------------------------
+_SCRATCH_RE = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<host>[A-Za-z0-9_.]+)-(?P<pid>\d+)(-[A-Za-z0-9_]+)?$")
+
+
+def _is_our_scratch(name: str) -> bool:
+    return bool(_SCRATCH_RE.match(name)) or name.startswith(".dstg-write-check-")
+
+
+def _resolved(path: str | Path) -> Path:
+    """Absolute, so that '.' or 'a/..' have a real name to put temporary siblings beside."""
+    return Path(os.path.abspath(path))
+
+
+def atomic_directory(path: str | Path) -> Path:
+    """A fresh temporary sibling of ``path`` (named after this host and pid); ``commit_directory`` moves it
+    into place.  Leftovers of killed runs on the same ``path`` are removed first."""
+    path = _resolved(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temporaries(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-{_HOST}-{os.getpid()}-", dir=path.parent))
+    os.chmod(tmp, 0o755)  # mkdtemp's 0700 would make shared outputs unreadable to others
+    return tmp
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one system call (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    if _LIBC is None or not hasattr(_LIBC, "renameat2"):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    result = _LIBC.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    if result == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EPERM):
+        return False  # the filesystem (or a sandbox) cannot swap: fall back to two renames
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _load_libc():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc() if sys.platform.startswith("linux") else None
+
+
+def commit_directory(tmp: Path, path: str | Path) -> None:
+    """Put the complete folder ``tmp`` in place of ``path``: at every moment ``path`` is either the old
+    complete content or the new one.  On Linux the two are swapped atomically; elsewhere a crash between
+    the two renames leaves the old one as ``.NAME.old-HOST-PID``, which the next run on ``path`` restores."""
+    path = _resolved(path)
+    for file in tmp.iterdir():
+        if file.is_file():
+            os.chmod(file, 0o644)
+    if not path.exists():
+        os.replace(tmp, path)
+        return
+    if _exchange(tmp, path):
+        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old content
+        return
+    old = path.with_name(f".{path.name}.old-{_HOST}-{os.getpid()}")
+    os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, but someone else's
+        return True
+    return True
+
+
+def clean_stale_temporaries(path: str | Path) -> list[Path]:
+    """Remove the temporary siblings of ``path`` left by killed runs on this host; returns what it removed.
+
+    A folder left between the two renames of a commit (``.NAME.old-...``, ``path`` itself missing) is
+    renamed back into place rather than removed: it is the last complete content."""
+    path = _resolved(path)
+    removed: list[Path] = []
+    if not path.parent.is_dir():
+        return removed
+    for sibling in path.parent.iterdir():
+        match = _SCRATCH_RE.match(sibling.name)
+        if not match or match["name"] != path.name or match["host"] != _HOST:
+            continue
+        pid = int(match["pid"])
+        if pid == os.getpid() or _pid_alive(pid):
+            continue
+        if match["kind"] == "old" and not path.exists():
+            os.replace(sibling, path)
+            continue
+        shutil.rmtree(sibling, ignore_errors=True) if sibling.is_dir() else sibling.unlink(missing_ok=True)
+        removed.append(sibling)
+    return removed
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write a text file under a temporary name, then rename it: readers see the old or the new file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{_HOST}-{os.getpid()}")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# --- one run per output folder --------------------------------------------------------------------
+def lock_path(path: str | Path) -> Path:
+    path = _resolved(path)
+    return path.with_name(f".{path.name}.lock")
+
+
+@contextlib.contextmanager
+def output_lock(path: str | Path, command: str | None = None, flag: str = "--out"):
+    """Hold an exclusive lock on the output folder ``path`` (a ``.NAME.lock`` file beside it, so the
+    folder itself can still be swapped atomically) for the duration; a second run raises OutputLocked
+    naming the holder (pid, host, command, start time).  The kernel drops the lock when a process dies."""
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    command = command or " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
+    while True:
+        handle = open(lock, "a+")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = _read_holder(handle.read())
+            handle.close()
+            raise OutputLocked(f"{flag} {path} is in use by another run ({holder}); wait for it to finish or "
+                               f"choose another {flag}") from None
+        # The previous holder may have removed the file between our open and our lock: lock the live one.
+        try:
+            same = os.fstat(handle.fileno()).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        handle.close()
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
+                                 "started": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
+        handle.flush()
+        yield lock
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        handle.close()
+
+
+def _read_holder(text: str) -> str:
+    try:
+        holder = json.loads(text)
+        return f"pid {holder['pid']} on {holder['host']}, started {holder['started']}: {holder['command']}"
+    except (ValueError, KeyError, TypeError):
+        return "a process that is still starting"
+
+
+# --- the command-line shell -----------------------------------------------------------------------
+def first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def describe_os_error(err: OSError) -> str:
+    """One line for an OSError, naming the file and, for a full disk, what to do."""
+    where = err.filename if err.filename is not None else ""
+    if err.errno in DISK_FULL:
+        return f"disk full while writing {where or 'the output'}; free space or choose another --out"
+    if err.strerror and where:
+        return f"{where}: {err.strerror}"
+    return first_line(err)
+
+
+_TERMINATED = {"received": False}  # set by the handler: code that re-raises its own KeyboardInterrupt keeps it known
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt():
+    """SIGTERM raises Terminated (a KeyboardInterrupt) for the duration, so temporary work is removed
+    exactly as on Ctrl-C instead of being left behind."""
+    def raise_terminated(signum, frame):
+        _TERMINATED["received"] = True
+        raise Terminated("terminated (SIGTERM)")
+
+    try:
+        previous = signal.signal(signal.SIGTERM, raise_terminated)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _show_warning(prog: str):
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{prog}: warning: {first_line(message if isinstance(message, BaseException) else Warning(message))}",
+              file=sys.stderr)
+    return show
+
+
+def run_cli(prog: str, body: Callable[[], int | None], interrupted: Callable[[], str] | None = None) -> int:
+    """Run a command's ``body`` and turn every expected failure into one line on stderr and an exit code:
+    bad input, unwritable output, a full disk, too little memory: 2; Ctrl-C: 130; SIGTERM: 143.
+    ``interrupted()`` says what an interruption left behind (default: nothing half-written).
+    Warnings print as one ``prog: warning: ...`` line.  A bug (any other exception) keeps its traceback."""
+    with terminate_as_interrupt(), warnings.catch_warnings():
+        warnings.showwarning = _show_warning(prog)
+        try:
+            return int(body() or 0)
+        except KeyboardInterrupt as err:
+            terminated = isinstance(err, Terminated) or _TERMINATED["received"]
+            detail = first_line(err) if str(err).strip() and not isinstance(err, Terminated) else None
+            if detail is None:
+                detail = interrupted() if interrupted is not None else "nothing half-written was left"
+            print(f"{prog}: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): {detail}", file=sys.stderr)
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+        except OSError as err:
+            left = f" ({interrupted()})" if err.errno in DISK_FULL and interrupted is not None else ""
+            print(f"{prog}: error: {describe_os_error(err)}{left}", file=sys.stderr)
+            return EXIT_ERROR
+        except MemoryError:
+            print(f"{prog}: error: out of memory; use smaller sizes (model, --batch-size, --max-docs)", file=sys.stderr)
+            return EXIT_ERROR
+        except ValueError as err:  # CheckpointError, StoreError, DataError, OutputError, config checks
+            print(f"{prog}: error: {first_line(err)}", file=sys.stderr)
+            return EXIT_ERROR
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a positive integer; argparse prefixes the flag ("argument --threads: ...")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value

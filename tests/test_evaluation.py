@@ -1,0 +1,188 @@
+"""Masked-token evaluation: shared masks, the unigram baseline, held-out documents, the command line."""
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from conftest import tiny_model, write_synthetic_corpus
+from dstg_interp import load_model
+from dstg_interp.data import load_corpus, split_documents
+from dstg_interp.data.tokenizer import build_tokenizer
+from dstg_interp.evaluation import (RESULT_COLUMNS, Unigram, evaluation_documents, main, mlm_accuracy,
+                                    select_documents, training_unigram)
+from dstg_interp.model.checkpoint import save_checkpoint
+from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data
+
+MAX_LENGTH = 24  # short, so the synthetic documents need several windows
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A synthetic corpus, the training config of a tiny model trained on it, its prepared data."""
+    root = tmp_path_factory.mktemp("evaluation")
+    corpus = write_synthetic_corpus(root / "corpus", n_docs=60, seed=0)
+    other = write_synthetic_corpus(root / "other", n_docs=30, seed=1)
+    cfg = TrainConfig(out_dir=str(root / "run"), corpus=str(corpus), max_length=MAX_LENGTH, val_fraction=0.2,
+                      max_steps=10, warmup_steps=0,
+                      model=dict(variant="dstg", d_sem=24, d_ap=8, n_layers=2, n_heads=4, d_head=8))
+    prepared = prepare_training_data(cfg, cache_dir=root / "cache")
+    return SimpleNamespace(root=root, corpus=str(corpus), other=str(other), cfg=cfg, prepared=prepared,
+                           cache=root / "cache", vocab=prepared.tokenizer.get_vocab_size())
+
+
+def model_for(setup, variant, seed=0):
+    model = tiny_model(variant, vocab_size=setup.vocab, max_positions=MAX_LENGTH, seed=seed)
+    model.tokenizer = setup.prepared.tokenizer
+    return model.eval()
+
+
+def recording(model):
+    """Wrap the model's forward to keep the (ids, labels) it is called with."""
+    calls, forward = [], model.forward
+
+    def record(ids, attention_mask, labels, **kwargs):
+        calls.append((ids.clone(), labels.clone()))
+        return forward(ids, attention_mask, labels, **kwargs)
+
+    model.forward = record
+    return calls
+
+
+def evaluate(setup, model, corpus=None, **kwargs):
+    return mlm_accuracy(model, corpus or setup.corpus, kwargs.pop("n_docs", 50), None, kwargs.pop("seed", 0),
+                        train_config=setup.cfg, cache_dir=setup.cache, **kwargs)
+
+
+def test_two_models_are_scored_on_the_same_masked_tokens(setup):
+    dstg, rope = model_for(setup, "dstg"), model_for(setup, "rope")
+    dstg_calls, rope_calls = recording(dstg), recording(rope)
+    dstg_result, rope_result = evaluate(setup, dstg), evaluate(setup, rope)
+    assert len(dstg_calls) == len(rope_calls) > 0
+    for (ids_a, labels_a), (ids_b, labels_b) in zip(dstg_calls, rope_calls):
+        assert torch.equal(ids_a, ids_b) and torch.equal(labels_a, labels_b)
+    assert (ids_a == 4).sum() == (labels_a != -100).sum()  # every target is shown as [MASK]
+    for key in ("n_tokens", "n_docs", "most_frequent_accuracy", "unigram_loss", "split"):
+        assert dstg_result[key] == rope_result[key]
+    assert dstg_result["loss"] != rope_result["loss"]
+    assert dstg_result["n_tokens"] > 50
+
+    # masks depend on (seed, sequence) only: another batch size gives the same measurement
+    small_batches = evaluate(setup, model_for(setup, "dstg"), batch_size=3)
+    assert small_batches["n_tokens"] == dstg_result["n_tokens"]
+    assert small_batches["loss"] == pytest.approx(dstg_result["loss"], rel=1e-5)
+    assert small_batches["accuracy"] == dstg_result["accuracy"]
+
+    # another seed masks other tokens (of other documents, where there is a choice)
+    other_calls = recording(other := model_for(setup, "dstg"))
+    evaluate(setup, other, seed=1)
+    assert [labels.tolist() for _, labels in other_calls] != [labels.tolist() for _, labels in dstg_calls]
+
+
+class UnigramPredictor(torch.nn.Module):
+    """Predicts every masked token from training frequencies alone: the no-context baseline as a model."""
+
+    def __init__(self, unigram: Unigram, tokenizer, max_positions: int):
+        super().__init__()
+        self.log_probs = torch.nn.Parameter(torch.tensor(unigram.log_probs, dtype=torch.float32), requires_grad=False)
+        self.config = SimpleNamespace(vocab_size=len(unigram.counts), max_positions=max_positions)
+        self.tokenizer = tokenizer
+
+    def forward(self, ids, attention_mask, labels, masked_logits_only=True):
+        n_masked = int((labels != -100).sum())
+        return SimpleNamespace(logits=self.log_probs[None].expand(n_masked, -1))
+
+
+def test_a_unigram_predictor_scores_exactly_the_baseline(setup):
+    unigram = training_unigram(model_for(setup, "dstg"), setup.cfg, setup.cache)
+    result = evaluate(setup, UnigramPredictor(unigram, setup.prepared.tokenizer, MAX_LENGTH))
+    assert result["loss"] == pytest.approx(result["unigram_loss"], rel=1e-5)
+    assert result["accuracy"] == result["most_frequent_accuracy"]
+    # the synthetic grammar's most frequent token ("the") is common, not a degenerate 0
+    assert 0.05 < result["most_frequent_accuracy"] < 0.5
+    # the frequencies are the training split's, counted without [CLS]/[SEP]
+    train = setup.prepared.train
+    expected = np.bincount(train.arrays["input_ids"][~train.arrays["is_special"]], minlength=setup.vocab) + 1
+    assert np.array_equal(unigram.counts, expected)
+
+
+def test_held_out_documents(setup):
+    documents = load_corpus(setup.corpus, progress=False)
+    train_docs, val_docs = split_documents(documents, val_fraction=0.2, seed=0)
+    held_out, split = evaluation_documents(setup.corpus, setup.cfg)
+    assert split == "validation" and [d.doc_id for d in held_out] == [d.doc_id for d in val_docs]
+    result = evaluate(setup, model_for(setup, "rope"), n_docs=1000)
+    assert result["n_docs"] == len(val_docs) and result["split"] == "validation"
+
+    # another corpus is foreign to the model: all of its documents
+    foreign, split = evaluation_documents(setup.other, setup.cfg)
+    assert split == "all" and len(foreign) == 30
+    assert evaluate(setup, model_for(setup, "rope"), corpus=setup.other, n_docs=12)["n_docs"] == 12
+
+    # the seeded choice of documents does not depend on their order
+    chosen = {d.doc_id for d in select_documents(foreign, 12, seed=0)}
+    assert chosen == {d.doc_id for d in select_documents(foreign[::-1], 12, seed=0)}
+    assert chosen != {d.doc_id for d in select_documents(foreign, 12, seed=1)}
+
+
+def test_bad_input(setup):
+    model = model_for(setup, "dstg")
+    with pytest.raises(ValueError, match="n_docs must be a positive integer"):
+        evaluate(setup, model, n_docs=0)
+    with pytest.raises(ValueError, match="max_length must be in"):
+        mlm_accuracy(model, setup.corpus, 5, MAX_LENGTH + 1, train_config=setup.cfg, cache_dir=setup.cache)
+    with pytest.raises(ValueError, match="no train_config.json"):
+        mlm_accuracy(model, setup.corpus, 5)
+    stranger = model_for(setup, "dstg")
+    stranger.tokenizer = build_tokenizer([f"tok{i}" for i in range(setup.vocab - 5)])
+    with pytest.raises(ValueError, match="not the one its training data"):
+        evaluate(setup, stranger)
+
+
+@pytest.fixture
+def checkpoint(setup, tmp_path, monkeypatch):
+    """A tiny checkpoint with its train_config.json beside it, as the zoo ships them."""
+    monkeypatch.setenv("DSTG_CACHE", str(setup.cache))
+    model = model_for(setup, "dstg")
+    return save_checkpoint(model, tmp_path / "dstg-tiny", tokenizer=model.tokenizer,
+                           extra_files={CONFIG_FILE: setup.cfg.to_dict()})
+
+
+def test_train_config_is_read_beside_the_checkpoint(setup, checkpoint):
+    loaded = load_model(checkpoint)
+    assert mlm_accuracy(loaded, setup.corpus, 20) == evaluate(setup, model_for(setup, "dstg"), n_docs=20)
+
+
+def test_command_line_table_and_files(setup, checkpoint, tmp_path, capsys):
+    out = tmp_path / "results" / "mlm.csv"
+    assert main(["--model", str(checkpoint), "--corpus", setup.corpus, setup.other, "--n-docs", "10",
+                 "--threads", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0].split() == RESULT_COLUMNS and "wrote" in printed
+    table = pd.read_csv(out)
+    assert list(table.columns) == RESULT_COLUMNS and list(table["split"]) == ["validation", "all"]
+    assert np.allclose(table["accuracy_gain"], table["accuracy"] - table["most_frequent_accuracy"])
+    assert not list(out.parent.glob(".*tmp*"))  # the temporary file was renamed
+    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "5",
+                 "--out", str(tmp_path / "mlm.json")]) == 0
+    record = json.loads((tmp_path / "mlm.json").read_text())
+    assert record["arguments"]["n_docs"] == 5 and record["results"][0]["n_docs"] == 5
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--model", "no-such-model"], "is not a directory"),
+    (["--corpus", "no-such-corpus.xyz"], "corpus spec"),
+    (["--n-docs", "0"], "--n-docs must be positive"),
+    (["--out", "results.txt"], "name a .csv or .json"),
+])
+def test_command_line_bad_input_is_one_line_and_exit_2(setup, checkpoint, tmp_path, capsys, arguments, message):
+    base = {"--model": str(checkpoint), "--corpus": setup.corpus, "--n-docs": "5", "--out": str(tmp_path / "r.csv")}
+    base.update(dict(zip(arguments[::2], arguments[1::2])))
+    assert main([item for pair in base.items() for item in pair]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert captured.err.startswith("dstg-eval: error:") and message in captured.err
+    assert not (tmp_path / "r.csv").exists()

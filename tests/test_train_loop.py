@@ -1,0 +1,159 @@
+"""The training loop's data order and recipe knobs: length-bucketed batches, seeds, schedules, tied heads,
+position-table init, compiled vs eager training, and the recipe study on a tiny corpus."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dstg_interp import ModelConfig, build_model, load_model
+from dstg_interp.train import LengthBucketedBatches, TrainConfig, learning_rate, train
+
+from conftest import write_synthetic_corpus
+from test_train import read_log, tiny_train_config, train_losses
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def corpus(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+    return write_synthetic_corpus(tmp_path / "corpus", n_docs=80)
+
+
+# --- length-bucketed batches -----------------------------------------------------------------------
+def test_bucketed_batches_cover_every_sequence_once_per_epoch():
+    lengths = np.random.default_rng(0).integers(5, 129, size=1003)
+    batches = LengthBucketedBatches(lengths, batch_size=32, seed=3, chunk_batches=4)
+    assert batches.batches_per_epoch == 32  # ceil(1003 / 32)
+    for epoch in range(2):
+        seen = np.concatenate([batches(epoch * batches.batches_per_epoch + i) for i in range(batches.batches_per_epoch)])
+        assert sorted(seen.tolist()) == list(range(1003))
+    # a new epoch is a new plan, and the plan is a function of (seed, epoch) only
+    assert not np.array_equal(batches(0), batches(batches.batches_per_epoch))
+    again = LengthBucketedBatches(lengths, batch_size=32, seed=3, chunk_batches=4)
+    assert all(np.array_equal(batches(s), again(s)) for s in (5, 40, 17))
+    other_seed = LengthBucketedBatches(lengths, batch_size=32, seed=4, chunk_batches=4)
+    assert not np.array_equal(batches(0), other_seed(0))
+
+
+def test_bucketed_batches_pad_less_than_random_batches():
+    lengths = np.random.default_rng(1).integers(5, 129, size=4096)
+    bucketed = LengthBucketedBatches(lengths, batch_size=32, seed=0)
+    padding = lambda batch: (lengths[batch].max() - lengths[batch]).sum()
+    bucketed_padding = sum(padding(bucketed(s)) for s in range(bucketed.batches_per_epoch))
+    order = np.random.default_rng(0).permutation(len(lengths))
+    random_padding = sum(padding(order[i : i + 32]) for i in range(0, len(order), 32))
+    assert bucketed_padding < 0.2 * random_padding
+
+
+def test_bucketed_batches_refuse_a_corpus_smaller_than_a_batch():
+    with pytest.raises(ValueError, match="only 3 training sequences for a batch of 8"):
+        LengthBucketedBatches(np.array([4, 5, 6]), batch_size=8, seed=0)
+
+
+# --- seeds --------------------------------------------------------------------------------------------
+def test_seeds_change_init_and_data_order_but_not_the_split(tmp_path, corpus):
+    runs = {}
+    for name, seed in (("a", 0), ("b", 1), ("c", 0)):
+        cfg = tiny_train_config(tmp_path / name, corpus, seed=seed, max_steps=4, eval_every=4, save_every=4)
+        train(cfg)
+        runs[name] = cfg
+    # the model init follows the training seed
+    assert cfg.model_config(200).seed == 0 and runs["b"].model_config(200).seed == 1
+    a, b, c = (load_model(tmp_path / n / "checkpoint") for n in "abc")
+    assert not torch.equal(a.embed.weight, b.embed.weight)
+    assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), c.state_dict().values()))  # same seed, same run
+    assert train_losses(tmp_path / "a") == train_losses(tmp_path / "c")
+    assert train_losses(tmp_path / "a") != train_losses(tmp_path / "b")
+    # the split (data_seed) is shared: same tokenizer, same validation tokens
+    assert (tmp_path / "a" / "checkpoint" / "tokenizer.json").read_bytes() == (tmp_path / "b" / "checkpoint" / "tokenizer.json").read_bytes()
+    val = [next(r for r in read_log(tmp_path / n) if "val_tokens" in r)["val_tokens"] for n in "ab"]
+    assert val[0] == val[1]
+
+
+def test_negative_seed_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="TrainConfig.seed"):
+        TrainConfig(out_dir=str(tmp_path), seed=-1)
+
+
+# --- schedules, tied head, position-table init -------------------------------------------------------
+def test_constant_schedule_holds_then_decays_linearly():
+    cfg = TrainConfig(schedule="constant", lr=1e-3, warmup_steps=10, max_steps=100, decay_fraction=0.2, min_lr_ratio=0.1)
+    assert learning_rate(cfg, 4) == pytest.approx(5e-4)
+    assert learning_rate(cfg, 10) == learning_rate(cfg, 79) == pytest.approx(1e-3)
+    assert learning_rate(cfg, 90) == pytest.approx(1e-3 * (1 - 0.9 * 0.5))
+    assert learning_rate(cfg, 100) == pytest.approx(1e-4)
+    with pytest.raises(ValueError, match="decay_fraction"):
+        TrainConfig(schedule="constant", decay_fraction=0.0)
+
+
+@pytest.mark.parametrize("variant", ["dstg", "ap"])
+def test_tied_head_stays_tied_through_save_and_load(tmp_path, variant):
+    widths = dict(d_sem=24, d_ap=8) if variant == "dstg" else dict(d_model=32)
+    model = build_model(ModelConfig(variant=variant, vocab_size=50, max_positions=16, n_layers=1, n_heads=4,
+                                    tie_embeddings=True, pos_init_std=0.5, **widths))
+    assert model.mlm_head.weight is model.embed.weight
+    assert 0.4 < float(model.ap_table.detach().std()) < 0.6  # the table's own init scale
+    assert float(model.embed.weight.detach().std()) < 0.05  # the rest keeps init_std
+    with torch.no_grad():
+        model.embed.weight[7] += 1.0
+    model.save(tmp_path / "tied")
+    reloaded = load_model(tmp_path / "tied")
+    assert reloaded.mlm_head.weight is reloaded.embed.weight
+    assert torch.equal(reloaded.mlm_head.weight, model.embed.weight.detach())
+
+
+def test_tied_head_needs_the_embedding_width():
+    with pytest.raises(ValueError, match="tie_embeddings"):
+        ModelConfig(variant="dstg", d_sem=24, d_ap=8, n_heads=4, tie_embeddings=True, mlm_head_input="full")
+
+
+# --- compiled training ---------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_compiled_training_gives_the_eager_losses(tmp_path, corpus):
+    eager = tiny_train_config(tmp_path / "eager", corpus, max_steps=3, eval_every=3, save_every=3, compile=False)
+    compiled = tiny_train_config(tmp_path / "compiled", corpus, max_steps=3, eval_every=3, save_every=3, compile=True)
+    train(eager)
+    train(compiled)
+    a, b = train_losses(tmp_path / "eager"), train_losses(tmp_path / "compiled")
+    assert a.keys() == b.keys()
+    assert all(abs(a[s] - b[s]) < 1e-4 for s in a), (a, b)
+    assert [r["val_loss"] for r in read_log(tmp_path / "eager") if "val_loss" in r] == pytest.approx(
+        [r["val_loss"] for r in read_log(tmp_path / "compiled") if "val_loss" in r], abs=1e-4)
+
+
+# --- the recipe study --------------------------------------------------------------------------------------
+def run_recipe_study(tmp_path, corpus, *extra):
+    command = [sys.executable, "-m", "experiments.recipe_study", "--corpus", str(corpus), "--tiny",
+               "--steps", "8", "--eval-every", "4", "--eval-batches", "1", "--max-length", "48",
+               "--out", str(tmp_path / "study"), "--runs", str(tmp_path / "runs"), "--threads", "1", *extra]
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600)
+
+
+@pytest.mark.slow
+def test_recipe_study_on_a_tiny_corpus(tmp_path, corpus):
+    result = run_recipe_study(tmp_path, corpus, "--variants", "ap", "--levers", "lr", "batch", "pos_init")
+    assert result.returncode == 0, result.stderr[-2000:]
+    curves = pd.read_csv(tmp_path / "study" / "curves.csv")
+    assert set(curves.run) == {"base", "lr=0.003", "batch=16", "pos_init=0.2"}
+    # the batch lever keeps the training tokens (sequences) fixed: twice the steps at half the batch
+    last = curves.groupby("run").step.max()
+    assert last["batch=16"] == 2 * last["base"]
+    summary = pd.read_csv(tmp_path / "study" / "summary.csv")
+    assert summary.set_index("run").loc["base", "gain_vs_base"] == 0
+    assert all((tmp_path / "study" / f"recipe_curves.{kind}").is_file() for kind in ("png", "pdf", "json"))
+    assert json.loads((tmp_path / "study" / "study.json").read_text())["config"]["levers"] == ["lr", "batch", "pos_init"]
+
+
+def test_recipe_study_refuses_an_unknown_lever(tmp_path, corpus):
+    result = run_recipe_study(tmp_path, corpus, "--levers", "lr", "dropout")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["recipe_study: error: unknown lever(s) dropout; choose from "
+                                                  "lr, batch, pos_init, tie, schedule, warmup, d_ap, vocab"]
+    assert not (tmp_path / "study").exists()

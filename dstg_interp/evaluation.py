@@ -38,11 +38,13 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from dstg_interp import flags
 from dstg_interp.data import IGNORE_INDEX, PAD_ID, build_structured_sequences, collate, load_corpus, mask_tokens
 from dstg_interp.data.corpora import Document, split_documents
 from dstg_interp.data.structure import StructuredSequences
 from dstg_interp.data.tokenizer import tokenizer_hash
 from dstg_interp.model import load_model
+from dstg_interp.io import positive_int, run_cli
 from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data
 
 MASK_PROB = 0.2  # NeoBERT's training rate; fixed (not read from each model) so all models share masks
@@ -223,61 +225,53 @@ def write_results(table: pd.DataFrame, path: Path, arguments: dict) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m dstg_interp.evaluation", description=__doc__.split("\n")[0])
-    parser.add_argument("--model", nargs="+", required=True, help="zoo names (dstg rope ap rp ...) or checkpoint folders")
-    parser.add_argument("--corpus", nargs="+", default=["en-mix"],
-                        help="en-mix (held-out split), pydocs, a folder of *.txt, a .jsonl, hf:NAME:SPLIT")
-    parser.add_argument("--n-docs", type=int, default=200)
-    parser.add_argument("--max-length", type=int, default=None, help="default: the model's training length")
-    parser.add_argument("--seed", type=int, default=0, help="document choice and masks")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--out", default=None, help="also write the table: a .csv or .json path")
+    parser = argparse.ArgumentParser(prog="dstg-eval", description=__doc__.split("\n")[0])
+    flags.add_model(parser, required=True)
+    parser.add_argument("--corpus", nargs="+", action="extend", default=None,
+                        help="en-mix (held-out split), pydocs, a folder of *.txt, a .jsonl, hf:NAME:SPLIT; several "
+                             "as --model (default: en-mix)")
+    parser.add_argument("--n-docs", type=positive_int, default=200)
+    parser.add_argument("--max-length", type=positive_int, default=None, help="default: the model's training length")
+    flags.add_seed(parser)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    flags.add_threads(parser)
+    flags.add_out(parser, what="a .csv or .json file for the table", shown="printed only")
     return parser
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    for name in ("n_docs", "batch_size", "threads"):
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be positive, got {value}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be non-negative, got {args.seed}")
     if args.out is not None and Path(args.out).suffix not in (".csv", ".json"):
         raise ValueError(f"--out {args.out}: name a .csv or .json file")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        check_arguments(args)
-        if args.threads:
-            torch.set_num_threads(args.threads)
-        models = {name: load_model(name) for name in args.model}  # unknown names fail before any work
-        corpora = {corpus: load_corpus(corpus) for corpus in args.corpus}  # a first use fetches (stderr says so)
-        rows = []
-        for name, model in models.items():
-            unigram = None  # computed once per model, reused for every corpus
-            cfg = training_config(model)
-            if cfg is not None:
-                unigram = training_unigram(model, cfg)
-            for corpus, documents in corpora.items():
-                metrics = mlm_accuracy(model, corpus, args.n_docs, args.max_length, args.seed, batch_size=args.batch_size,
-                                       unigram=unigram, documents=documents)
-                rows.append(dict(model=name, corpus=corpus, **metrics))
-    except (ValueError, OSError) as error:  # CheckpointError and DataError are ValueErrors
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        print(f"dstg-eval: error: {message}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("dstg-eval: error: interrupted (Ctrl-C); nothing was written", file=sys.stderr)
-        return 2
+def _evaluate(args: argparse.Namespace) -> int:
+    check_arguments(args)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    args.model, args.corpus = flags.models(args), list(dict.fromkeys(args.corpus or ["en-mix"]))
+    models = {name: load_model(name) for name in args.model}  # unknown names fail before any work
+    corpora = {corpus: load_corpus(corpus) for corpus in args.corpus}  # a first use fetches (stderr says so)
+    rows = []
+    for name, model in models.items():
+        unigram = None  # computed once per model, reused for every corpus
+        cfg = training_config(model)
+        if cfg is not None:
+            unigram = training_unigram(model, cfg)
+        for corpus, documents in corpora.items():
+            metrics = mlm_accuracy(model, corpus, args.n_docs, args.max_length, args.seed, batch_size=args.batch_size,
+                                   unigram=unigram, documents=documents)
+            rows.append(dict(model=name, corpus=corpus, **metrics))
     table = results_table(rows)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     if args.out:
         write_results(table, Path(args.out), vars(args))
         print(f"wrote {args.out}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_cli("dstg-eval", lambda: _evaluate(args), interrupted=lambda: "nothing was written")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from . import flags
 from .io import OutputError, check_output_location, check_replaceable, foreign_entries, run_cli
 
 METHODS = ("curve", "repeat", "stretch")
@@ -233,13 +234,13 @@ def checkpoint_foreign_entries(path: Path) -> list[str]:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-extend", description="Extend a model's learned AP table past "
                                      "max_positions and save the longer model as a checkpoint.")
-    parser.add_argument("--model", required=True, help="zoo name (dstg, ap) or checkpoint folder")
+    flags.add_model(parser, required=True)
     parser.add_argument("--factor", type=float, default=None, help="new length = factor x max_positions (> 1)")
     parser.add_argument("--new-length", type=int, default=None, help="new max_positions (instead of --factor)")
     parser.add_argument("--method", choices=METHODS, default="curve")
     parser.add_argument("--n-components", type=int, default=DEFAULT_COMPONENTS, help="PCs kept by --method curve")
     parser.add_argument("--n-frequencies", type=int, default=DEFAULT_FREQUENCIES, help="DCT terms per PC (curve)")
-    parser.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
+    flags.add_out(parser, required=True, what="the checkpoint folder to write")
     parser.add_argument("--overwrite", action="store_true", help="replace a checkpoint dstg-extend wrote in --out")
     return parser
 
@@ -247,6 +248,8 @@ def _parser() -> argparse.ArgumentParser:
 def _extend(args: argparse.Namespace) -> int:
     from .model.checkpoint import load_model, resolve_checkpoint
 
+    args.model = flags.one_model(args, "dstg-extend")
+    args.out = Path(args.out)
     if args.factor is None and args.new_length is None:
         args.factor = 2.0
     check_output_location(args.out)

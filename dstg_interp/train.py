@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 from safetensors import SafetensorError, safe_open
 
 from .config import ModelConfig
+from . import flags
 from .data.mlm import collate, mask_tokens
 from .data.prepare import prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS
@@ -522,13 +523,16 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dstg-train", description="MLM pretraining of DSTG-NeoBERT or a baseline.")
     p.add_argument("--config", help="a train_config.json to start from (flags below override it)")
-    p.add_argument("--out", help="output folder (checkpoint/, log.jsonl, train_config.json)")
+    flags.add_out(p, what="a folder for checkpoint/, log.jsonl, train_config.json", shown=f"--config's, else {TrainConfig.out_dir}")
     p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out exactly")
     p.add_argument("--variant", choices=["dstg", "rope", "ap", "rp"])
     p.add_argument("--d-model", type=int, help="baseline width, or DSTG d_sem + d_ap")
     p.add_argument("--d-ap", type=int, help="DSTG AP stream width (default 1/8 of d_model)")
-    p.add_argument("--layers", type=int)
-    p.add_argument("--heads", type=int)
+    p.add_argument("--n-layers", type=positive_int, help="number of blocks")
+    p.add_argument("--n-heads", type=positive_int, help="attention heads per block")
+    flags.add_renamed(p, "--layers", "--n-layers", "the model depth; --layers selects layers to read in the other commands")
+    flags.add_renamed(p, "--heads", "--n-heads")
+    flags.add_renamed(p, "--no-progress", "--quiet", takes_value=False)
     p.add_argument("--corpus", help="en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT")
     p.add_argument("--max-docs", type=positive_int)
     p.add_argument("--max-length", type=int)
@@ -545,15 +549,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--decay-fraction", type=float, help="constant schedule: the final share of steps that decays")
     p.add_argument("--mask-strategy", choices=["all", "80-10-10"])
     p.add_argument("--bf16", action="store_true", default=None)
-    p.add_argument("--seed", type=int, help="model init, data order and masks")
+    flags.add_seed(p, default=None, shown="--config's, else 0; model init, data order and masks")
     p.add_argument("--data-seed", type=int, help="train/validation split (keep fixed to compare seeds)")
     p.add_argument("--compile", action="store_true", default=None, help="torch.compile the encoder")
     p.add_argument("--eval-every", type=int)
     p.add_argument("--save-every", type=int)
     p.add_argument("--save-dtype", choices=["float32", "float16", "bfloat16"])
-    p.add_argument("--device", help="cpu or cuda")
-    p.add_argument("--threads", type=positive_int)
-    p.add_argument("--no-progress", dest="progress", action="store_false", default=None)
+    flags.add_device(p, default=None, shown="--config's, else cpu")
+    flags.add_threads(p)
+    flags.add_quiet(p)
     return p
 
 
@@ -568,22 +572,24 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         variant = args.variant or model["variant"]
         d_model = args.d_model or (model.get("d_model") or (model.get("d_sem", 0) + model.get("d_ap", 0)))
         if variant == "dstg":
-            d_ap = args.d_ap or max(args.heads or model.get("n_heads", 4), d_model // 8)
+            d_ap = args.d_ap or max(args.n_heads or model.get("n_heads", 4), d_model // 8)
             model = dict(model, variant=variant, d_sem=d_model - d_ap, d_ap=d_ap, d_model=None)
         else:
             model = dict(model, variant=variant, d_model=d_model, d_sem=None, d_ap=None)
-    if args.layers:
-        model["n_layers"] = args.layers
-    if args.heads:
-        model["n_heads"] = args.heads
+    if args.n_layers:
+        model["n_layers"] = args.n_layers
+    if args.n_heads:
+        model["n_heads"] = args.n_heads
     base["model"] = {k: v for k, v in model.items() if v is not None}
     if args.out:
         base["out_dir"] = args.out
     for name in ("corpus", "max_docs", "max_length", "max_positions", "random_offset", "vocab_size", "tokenizer", "batch_size", "max_steps", "lr", "warmup_steps",
-                 "schedule", "decay_fraction", "mask_strategy", "bf16", "seed", "data_seed", "compile", "eval_every", "save_every", "save_dtype", "device", "threads", "progress"):
+                 "schedule", "decay_fraction", "mask_strategy", "bf16", "seed", "data_seed", "compile", "eval_every", "save_every", "save_dtype", "device", "threads"):
         value = getattr(args, name)
         if value is not None:
             base[name] = value
+    if args.quiet:
+        base["progress"] = False
     return TrainConfig.from_dict(base)
 
 

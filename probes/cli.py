@@ -2,8 +2,12 @@
 
     dstg-probe --task segment                                 # shipped DSTG model, default corpus (en-mix)
     dstg-probe --model dstg rope ap rp --task segment --segment paragraph --out results/segment
-    dstg-probe --model runs/dstg/checkpoint --task intra --layers 0,3,6 --subspaces sem,ap
+    dstg-probe --model runs/dstg/checkpoint --task intra --layers 0,3,last --subspaces sem,ap
     dstg-probe --model path/to/all-MiniLM-L6-v2 --task token  # any local HF encoder folder
+    dstg-probe --model dstg --model rope --task holmes --layers 1  # Holmes (alias: dstg-holmes run), layer 1 only
+
+The shared flags (--model, --layers, --subspaces, --out, --device, --seed, --threads, --quiet) mean what
+they mean in every dstg-* command (``dstg_interp/flags.py``).
 
 Prints a compact table (layer rows; model/subspace columns; held-out R² ± half the 95% CI) and writes
 ``results.csv`` (tidy, one row per model x layer x subspace) and ``results.json`` (config, versions,
@@ -11,6 +15,8 @@ results) into ``--out`` (default ``results/<task>``), written atomically.  Activ
 and reused.  Bad input: one line on stderr, exit code 2, nothing written; an unusable --out is refused
 before any work, and --out may hold earlier dstg-probe results (replaced) but no other results.csv/json.
 Intervals resting on fewer than 10 held-out documents print as "n/a", with a warning.
+``--task holmes`` runs ``probes.holmes.run.run_config`` and writes the Holmes tables instead (results.csv,
+scores.csv, ..., config.json), exactly as its alias ``dstg-holmes run`` does.
 """
 
 from __future__ import annotations
@@ -23,51 +29,41 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 
+from dstg_interp import flags
 from dstg_interp.io import OutputError, check_output_location, positive_int, run_cli, write_text_atomic
-from probes.positions import model_label
+from probes.holmes.run import HOLMES_OUT, HOLMES_THREADS, add_holmes_flags, config_from_args, report, run_config
+from probes.positions import DEFAULT_MODEL, model_label, probe_positions
 
 TASKS = ("token", "segment", "intra", "holmes")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="dstg-probe", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", nargs="+", default=["dstg"],
-                        help="zoo names (dstg rope ap rp), checkpoint folders or HF encoder folders (default: dstg)")
-    parser.add_argument("--task", required=True, choices=TASKS)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dstg-probe", description=__doc__.split("\n\n")[0],
+                                     epilog="`dstg-holmes run ARGS` is an alias of `dstg-probe --task holmes ARGS`.")
+    flags.add_model(parser, default=DEFAULT_MODEL)
+    parser.add_argument("--task", required=True, choices=TASKS,
+                        help="token / segment / intra: position probes; holmes: the Holmes benchmark")
     parser.add_argument("--segment", default="sentence", choices=["sentence", "paragraph"])
     parser.add_argument("--corpus", default="en-mix", help="en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:...")
-    parser.add_argument("--layers", default=None, help="comma-separated layers, e.g. 0,3,6 (default: all)")
-    parser.add_argument("--subspaces", default=None, help="comma-separated: ap,sem,full (default: all each model has)")
-    parser.add_argument("--out", default=None, help="output folder (default: results/<task>)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (extraction)")
+    flags.add_layers(parser, default="all; last for --task holmes")
+    flags.add_subspaces(parser)
+    flags.add_out(parser, what="a folder for results.csv and results.json (Holmes: its tables)", shown="results/<task>")
+    flags.add_device(parser)
+    flags.add_seed(parser)
+    flags.add_threads(parser, shown=f"{HOLMES_THREADS} for --task holmes, else PyTorch's")
+    flags.add_quiet(parser)
     parser.add_argument("--max-tokens", type=positive_int, default=None,
                         help="a seeded subsample of this many tokens for the probes (default: every token)")
     parser.add_argument("--max-docs", type=positive_int, default=None)
     parser.add_argument("--no-controls", action="store_true", help="skip the random-init and shuffled-target controls")
-    parser.add_argument("--benchmark", default=None, help="--task holmes: a Holmes-format folder (default: the offline suite)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet", action="store_true")
-    return parser.parse_args(argv)
+    add_holmes_flags(parser, prefix="--task holmes: ")
+    return parser
 
 
-def _layers(text: str | None):
-    if text is None:
-        return None
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ValueError(f"--layers takes comma-separated integers (0 = embeddings), got {text!r}") from None
-
-
-def _subspaces(text: str | None):
-    if text is None:
-        return None
-    values = [x.strip() for x in text.split(",") if x.strip()]
-    bad = [v for v in values if v not in ("ap", "sem", "full")]
-    if bad:
-        raise ValueError(f"unknown subspace {bad[0]!r}; choose from ap, sem, full")
-    return values
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def compact_table(results: pd.DataFrame) -> str:
@@ -114,59 +110,39 @@ def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
+    """Position probes of every --model, as one table, and the record saved beside it."""
     from dstg_interp.store.manifest import versions
 
-    layers, subspaces = _layers(args.layers), _subspaces(args.subspaces)
-    if args.device.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ValueError(f"--device {args.device}: no CUDA device is available here; use --device cpu")
+    flags.check_device(args.device)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     started = time.time()
-    if args.task == "holmes":
-        import torch
-
-        from probes.holmes import run_holmes
-        from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite
-
-        torch.set_num_threads(1)  # the probes are tiny; two threads only oversubscribe (see probes/holmes)
-        benchmark = args.benchmark
-        if benchmark is None:  # the offline suite, built into the cache on first use
-            benchmark = default_suite_dir()
-            if not is_complete_suite(benchmark):  # an interrupted first build is rebuilt, never used
-                build_suite(benchmark)
-        from dstg_interp.encoders import open_encoder
-
-        models = {model_label(m): open_encoder(m, device=args.device) for m in args.model}
-        results = run_holmes(models, benchmark_dir=benchmark, layers=layers if layers is not None else "last",
-                             subspaces=subspaces, progress=not args.quiet)
-    else:
-        from probes.positions import probe_positions
-
-        tables = []
-        for spec in args.model:
-            tables.append(probe_positions(spec, task=args.task, segment=args.segment, corpus=args.corpus, layers=layers,
-                                          subspaces=subspaces, max_tokens=args.max_tokens, controls=not args.no_controls,
-                                          seed=args.seed, max_docs=args.max_docs, model_name=model_label(spec),
-                                          progress=not args.quiet, device=args.device))
-        results = pd.concat(tables, ignore_index=True)
-    record = dict(command="dstg-probe", arguments=vars(args), versions=versions(), seconds=round(time.time() - started, 1),
+    tables = []
+    for spec in flags.models(args):
+        tables.append(probe_positions(spec, task=args.task, segment=args.segment, corpus=args.corpus, layers=args.layers,
+                                      subspaces=args.subspaces, max_tokens=args.max_tokens, controls=not args.no_controls,
+                                      seed=args.seed, max_docs=args.max_docs, model_name=model_label(spec),
+                                      progress=not args.quiet, device=args.device))
+    results = pd.concat(tables, ignore_index=True)
+    arguments = dict(vars(args), model=flags.models(args))
+    arguments.pop("_model_default", None)
+    record = dict(command="dstg-probe", arguments=arguments, versions=versions(), seconds=round(time.time() - started, 1),
                   results=results.to_dict(orient="records"))
     return results, record
 
 
 def _main(args: argparse.Namespace) -> int:
+    if args.task == "holmes":  # the Holmes runner, shared with its alias `dstg-holmes run`
+        out = args.out or HOLMES_OUT
+        results = run_config(config_from_args(args), out, progress=not args.quiet, threads=args.threads or HOLMES_THREADS)
+        report(results, out)
+        return 0
     out = Path(args.out or Path("results") / args.task)
     check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
     results, record = run(args)
-    if args.task != "holmes":
-        title = f"held-out R² ({args.task}" + (f", {args.segment}" if args.task != "token" else "") + ") ± half the 95% CI"
-        print(title)
-        print(compact_table(results))
-    else:
-        from probes.holmes import dataset_scores
-
-        print(dataset_scores(results).to_string(index=False))
+    title = f"held-out R² ({args.task}" + (f", {args.segment}" if args.task != "token" else "") + ") ± half the 95% CI"
+    print(title)
+    print(compact_table(results))
     write_results(out, results, record)
     print(f"wrote {out / 'results.csv'} and {out / 'results.json'}")
     return 0

@@ -1,6 +1,6 @@
 """dstg-cache: extract an activation store from the command line.
 
-    dstg-cache --model dstg --corpus en-mix --out runs/store-dstg --layers 0,3,6,final --dtype float16
+    dstg-cache --model dstg --corpus en-mix --out runs/store-dstg --layers 0,3,last,final --dtype float16
     dstg-cache --model path/to/all-MiniLM-L6-v2 --corpus docs.jsonl --out runs/store-minilm --max-length 128
     dstg-cache --model runs/dstg --sequences runs/seq/validation --out runs/store --attention-summaries
     torchrun --nproc_per_node 2 -m dstg_interp.store.cli --model dstg --corpus en-mix --out runs/store-dstg
@@ -20,31 +20,35 @@ import argparse
 import sys
 from contextlib import ExitStack
 
+from dstg_interp import flags
 from dstg_interp.io import check_output_location, output_lock, positive_int, run_cli
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-cache", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="zoo name (dstg, rope, ap, rp), checkpoint folder or HF folder")
+    flags.add_model(parser, required=True)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--corpus", help="corpus spec for load_corpus: en-mix, a folder of *.txt, a .jsonl, hf:...")
     source.add_argument("--sequences", help="a folder of saved StructuredSequences (in the model's token ids)")
-    parser.add_argument("--out", required=True, help="store folder to create")
-    parser.add_argument("--layers", default=None, help="comma-separated layers, e.g. 0,3,6,final (default: all)")
-    parser.add_argument("--subspaces", default=None, help="comma-separated: sem,ap,full (default: all the model has)")
+    flags.add_out(parser, required=True, what="the store folder to create")
+    flags.add_layers(parser, default="all")
+    flags.add_subspaces(parser)
     parser.add_argument("--names", default="", help="comma-separated extra token-level hook names")
     parser.add_argument("--dtype", default="float16", choices=["float16", "float32"])
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=256, help="sequence length when tokenizing --corpus")
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--max-length", type=positive_int, default=256, help="sequence length when tokenizing --corpus")
     parser.add_argument("--no-windows", action="store_true", help="truncate long documents instead of windowing")
     parser.add_argument("--max-docs", type=positive_int, default=None)
     parser.add_argument("--attention-summaries", action="store_true")
-    parser.add_argument("--max-offset", type=int, default=32)
+    parser.add_argument("--max-offset", type=positive_int, default=32)
     parser.add_argument("--overwrite", action="store_true", help="replace a different store already in --out")
-    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
-                        help="where the model runs (under torchrun: cuda = one GPU per rank, LOCAL_RANK)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    return parser.parse_args(argv)
+    flags.add_device(parser, what="under torchrun, cuda = one GPU per rank (LOCAL_RANK)")
+    flags.add_quiet(parser)
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def _split(text: str | None):
@@ -59,18 +63,20 @@ def run(args: argparse.Namespace, ranks=None):
     from .extract import extract
 
     ranks = ranks or Ranks()  # _main passes the ranks of --device (and of torchrun)
+    model = flags.one_model(args, "dstg-cache")
     check_output_location(args.out)  # a file or an unwritable place is found before the model loads
     with ExitStack() as held:
         # rank 0 holds the folder's lock; every rank stops if it cannot be had
         ranks.together(lambda: held.enter_context(output_lock(args.out, "dstg-cache " + " ".join(sys.argv[1:])))
                        if ranks.first else None)
-        encoder = open_encoder(args.model, device=ranks.device)
+        encoder = open_encoder(model, device=ranks.device)
         if args.sequences:
             sequences = StructuredSequences.load(args.sequences)
         else:
             sequences = load_corpus(args.corpus, progress=not args.quiet, max_docs=args.max_docs)
         max_length = min(args.max_length, encoder.max_positions)
-        return extract(encoder, sequences, args.out, layers=_split(args.layers), subspaces=_split(args.subspaces),
+        layers = None if args.layers is None else flags.resolve_layers(args.layers, encoder.n_layers)
+        return extract(encoder, sequences, args.out, layers=layers, subspaces=args.subspaces,
                        names=_split(args.names) or (), dtype=args.dtype, batch_size=args.batch_size,
                        attention_summaries=args.attention_summaries, max_offset=args.max_offset,
                        progress=not args.quiet, overwrite=args.overwrite, max_length=max_length,

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp import flags
 from dstg_interp.encoders import Encoder, SpecialTokens, open_encoder, special_tokens
 from probes.holmes.format import HolmesDataset, HolmesRow, TaskType
 
@@ -101,14 +102,16 @@ def _row_plan(row: HolmesRow, task_type: TaskType):
 
 
 def resolve_layers(encoder: Encoder, layers) -> list[int]:
+    """Concrete, sorted layers of ``layers`` in the grammar of ``dstg_interp.flags``; None = ``last``, the
+    Holmes protocol's layer.  ``final`` is refused: Holmes reads block outputs (see the module docstring)."""
     n_layers = encoder.n_layers
-    if layers is None or layers == "last":
-        return [n_layers]
-    if layers == "all":
-        return list(range(n_layers + 1))
-    out = sorted({n_layers if layer == "last" else int(layer) for layer in layers})
+    chosen = flags.resolve_layers(layers, n_layers, default="last")
+    if flags.FINAL in chosen:
+        raise ValueError("layer 'final' (the MLM head's normed state) is not probed by Holmes, which reads block "
+                         f"outputs; ask for 'last' ({n_layers}) or indices 0..{n_layers}")
+    out = sorted(int(layer) for layer in chosen)
     if out[0] < 0 or out[-1] > n_layers:
-        raise ValueError(f"layers must be in 0..{n_layers} (0 = embeddings), got {layers}")
+        raise ValueError(f"layers must be in 0..{n_layers} (0 = embeddings), got {list(chosen)}")
     return out
 
 

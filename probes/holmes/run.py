@@ -1,7 +1,8 @@
 """Run a Holmes-format benchmark folder on a pool of models and write tidy results.
 
-    python -m probes.holmes build --out ~/.cache/dstg-interp/holmes-suite/v1     # offline suite
-    python -m probes.holmes run --holmes-dir DIR --model dstg --model rope --model ap --model rp --out figures/holmes
+    dstg-holmes build --out ~/.cache/dstg-interp/holmes-suite/v1                # offline suite
+    dstg-probe --task holmes --benchmark DIR --model dstg rope ap rp --out results/holmes
+    dstg-holmes run --benchmark DIR --model dstg rope ap rp --out results/holmes  # the same run (an alias)
 
     from probes.holmes import run_holmes
     results = run_holmes({"dstg": dstg, "rope": rope}, "DIR", layers="last")   # tidy DataFrame
@@ -29,6 +30,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp import flags
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.io import (OutputError, check_output_location, positive_int, run_cli, write_text_atomic)
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
@@ -36,44 +38,55 @@ from probes.holmes.encode import UnpoolableRow, encode_dataset, resolve_layers
 from probes.holmes.format import HolmesFormatError, load_benchmark
 from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsample
 from probes.holmes.registry import DATASETS
-from probes.holmes import suite as _suite  # noqa: F401  (registers the offline datasets' areas)
+from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
 from probes.positions import model_label
 
-__all__ = ["run_holmes", "HolmesRunConfig", "write_tables", "main"]
+__all__ = ["run_holmes", "HolmesRunConfig", "run_config", "add_holmes_flags", "config_from_args", "write_tables", "main"]
 
 
 @dataclass
 class HolmesRunConfig:
-    """What a run did; saved as config.json next to its tables."""
+    """What a run does (``run_config``) or did; saved as config.json next to its tables.
 
-    benchmark_dir: str
+    benchmark_dir: a Holmes-format folder; None = the offline suite (built into the cache on first use).
+    layers: "last", "all", or a list of ints / "last" / "final" (the grammar of ``dstg_interp.flags``).
+    """
+
+    benchmark_dir: str | None
     models: list[str]
-    layers: str | list[int] = "last"
+    layers: str | list = "last"
     subspaces: list[str] | None = None
     random_init_control: bool = False
     datasets: list[str] | None = None
     probe: ProbeConfig = field(default_factory=ProbeConfig)
+    device: str = "cpu"
 
     def __post_init__(self):
         if isinstance(self.probe, dict):
             self.probe = ProbeConfig(**self.probe)
         if isinstance(self.layers, str) and self.layers not in ("last", "all"):
             raise ValueError(f"layers must be 'last', 'all' or a list of ints, got {self.layers!r}")
+        if not isinstance(self.layers, str):
+            self.layers = list(self.layers)
+        if self.subspaces is not None:
+            self.subspaces = list(self.subspaces)
+        if not self.models:
+            raise ValueError("a Holmes run needs at least one model (--model)")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2)
 
 
-def _as_encoders(models) -> dict[str, Encoder]:
+def _as_encoders(models, device=None) -> dict[str, Encoder]:
     """{label: Encoder} from a mapping, or from a list of zoo names / folders (ours or HF) / models."""
     if isinstance(models, Mapping):
-        return {name: open_encoder(model) for name, model in models.items()}
+        return {name: open_encoder(model, device=device) for name, model in models.items()}
     out = {}
     for item in models:
         if isinstance(item, (str, os.PathLike)):
-            out[model_label(str(item))] = open_encoder(item)
+            out[model_label(str(item))] = open_encoder(item, device=device)
         else:
-            encoder = open_encoder(item)
+            encoder = open_encoder(item, device=device)
             out[encoder.name] = encoder
     return out
 
@@ -85,19 +98,20 @@ def random_init_twin(encoder: Encoder) -> Encoder:
 
 def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: ProbeConfig | None = None,
                random_init_control: bool = False, datasets: list[str] | None = None, out_dir=None,
-               batch_size: int = 64, progress: bool = True) -> pd.DataFrame:
+               batch_size: int = 64, progress: bool = True, device=None) -> pd.DataFrame:
     """Probe every dataset of `benchmark_dir` on every model.
 
     models: {name: model}, or a list of zoo names / checkpoint or HF folders / models (anything
         `open_encoder` takes; a model object is keyed by its encoder name).
-    layers: "last" (default, the Holmes protocol), "all", or a list of layer indices (0 = embeddings).
+    layers: "last" (default, the Holmes protocol), "all", or a list of layer indices (0 = embeddings),
+        "last" and "final" (the grammar of ``dstg_interp.flags``).
     subspaces: None = every subspace of each model (DSTG: ap, sem, full; baselines: full).
     Returns one row per model x dataset x layer x subspace x control x seed x metric, with `area` and
     `phenomenon`; `.attrs["skipped"]` is a list of {dataset, model, reason} for what could not run.
     With `out_dir`, also writes the tables of `write_tables` and config.json.
     """
     config = config or ProbeConfig()
-    pool = _as_encoders(models)
+    pool = _as_encoders(models, device)
     for encoder in pool.values():
         encoder.model.eval()
     if out_dir is not None:
@@ -165,7 +179,8 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
     results.attrs["skipped"] = skipped_rows
     if out_dir is not None:
         run_config = HolmesRunConfig(str(benchmark_dir), list(pool), layers if isinstance(layers, str) else list(layers),
-                                     list(subspaces) if subspaces else None, random_init_control, datasets, config)
+                                     list(subspaces) if subspaces else None, random_init_control, datasets, config,
+                                     str(device or "cpu"))
         write_tables(results, out_dir, run_config)
     return results
 
@@ -240,15 +255,13 @@ def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | N
     return out
 
 
-# ----------------------------------------------------------------------------- CLI
+# ----------------------------------------------------------------------------- the command
+# One Holmes command, two spellings: `dstg-probe --task holmes ...` and its alias `dstg-holmes run ...` build
+# their parsers with the same flags (``add_holmes_flags``), the same HolmesRunConfig (``config_from_args``)
+# and call the same runner (``run_config``).
 
-def _layers_arg(text: str):
-    if text in ("last", "all"):
-        return text
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected last, all or comma-separated layer numbers, got {text!r}") from None
+HOLMES_OUT = "results/holmes"
+HOLMES_THREADS = 1  # on a shared 2-core machine two threads oversubscribe the tiny probes and run ~20x slower
 
 
 def _seeds_arg(text: str) -> tuple[int, ...]:
@@ -261,43 +274,84 @@ def _seeds_arg(text: str) -> tuple[int, ...]:
     return seeds
 
 
+def add_holmes_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """The Holmes-only flags (``prefix`` marks them in dstg-probe, where other tasks ignore them)."""
+    parser.add_argument("--benchmark", "--holmes-dir", dest="benchmark", default=None,
+                        help=prefix + "a Holmes-format folder (default: the offline suite, built on first use)")
+    parser.add_argument("--full", action="store_true", help=prefix + "whole train split instead of Flash (1/32)")
+    parser.add_argument("--seeds", type=_seeds_arg, default=None,
+                        help=prefix + "probe seeds, comma-separated (default: 5 seeds from --seed: S..S+4)")
+    parser.add_argument("--random-init", action="store_true", help=prefix + "add the random-init encoder control")
+    parser.add_argument("--mdl", action="store_true", help=prefix + "also compute online-code MDL (bits)")
+
+
+def config_from_args(args: argparse.Namespace) -> HolmesRunConfig:
+    """The HolmesRunConfig of a parsed `dstg-probe --task holmes` or `dstg-holmes run` command line."""
+    seeds = args.seeds if args.seeds is not None else tuple(range(args.seed, args.seed + 5))
+    probe = ProbeConfig(seeds=seeds, flash_fraction=None if args.full else 1 / 32, mdl=args.mdl)
+    layers = args.layers if args.layers is not None else "last"
+    return HolmesRunConfig(benchmark_dir=args.benchmark, models=flags.models(args), layers=layers,
+                           subspaces=list(args.subspaces) if args.subspaces else None,
+                           random_init_control=args.random_init, probe=probe, device=args.device)
+
+
+def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | None = HOLMES_THREADS) -> pd.DataFrame:
+    """Run ``cfg`` and write its tables and config.json into ``out``; the runner behind both spellings."""
+    check_results_folder(Path(out))  # before any work: a file, an unwritable place or foreign tables
+    flags.check_device(cfg.device)
+    if threads:
+        torch.set_num_threads(threads)
+    benchmark = cfg.benchmark_dir
+    if benchmark is None:  # the offline suite, built into the cache on first use
+        benchmark = default_suite_dir()
+        if not is_complete_suite(benchmark):  # an interrupted first build is rebuilt, never used
+            build_suite(benchmark)
+    models = {model_label(m): m for m in cfg.models}
+    return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
+                      random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
+                      progress=progress, device=cfg.device)
+
+
+def report(results: pd.DataFrame, out) -> None:
+    """What both spellings print: the per-dataset scores, then where the tables went."""
+    if len(results):
+        print(dataset_scores(results).to_string(index=False))
+    print(f"{len(results)} result rows, {len(results.attrs.get('skipped', []))} skipped -> {out}")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-holmes", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the offline suite in the Holmes format")
-    build.add_argument("--out", required=True)
-    build.add_argument("--seed", type=int, default=0)
+    flags.add_out(build, required=True, what="the suite folder to create")
+    flags.add_seed(build)
     build.add_argument("--n-per-dataset", type=positive_int, default=None, help="rows per dataset (default: suite's)")
-    build.add_argument("--threads", type=positive_int, default=1)
+    flags.add_threads(build, default=HOLMES_THREADS)
     build.add_argument("--overwrite", action="store_true", help="replace a complete suite already in --out")
-    run = sub.add_parser("run", help="probe a Holmes-format folder")
-    run.add_argument("--holmes-dir", required=True)
-    run.add_argument("--model", action="append", required=True,
-                     help="zoo name, checkpoint folder or HF encoder folder (repeat)")
-    run.add_argument("--layers", type=_layers_arg, default="last", help="last | all | comma-separated indices")
-    run.add_argument("--full", action="store_true", help="whole train split instead of Flash (1/32)")
-    run.add_argument("--seeds", type=_seeds_arg, default=(0, 1, 2, 3, 4))
-    run.add_argument("--random-init", action="store_true", help="add the random-init encoder control")
-    run.add_argument("--mdl", action="store_true", help="also compute online-code MDL (bits)")
-    run.add_argument("--out", default="figures/holmes")
-    run.add_argument("--threads", type=positive_int, default=1)
+    run = sub.add_parser("run", help="probe a Holmes-format folder: an alias of `dstg-probe --task holmes`",
+                         description="Probe a Holmes-format folder. An alias: `dstg-holmes run ARGS` is "
+                                     "`dstg-probe --task holmes ARGS` (same flags, same runner, same tables).")
+    flags.add_model(run, required=True)
+    flags.add_layers(run, default="last")
+    flags.add_subspaces(run)
+    add_holmes_flags(run)
+    flags.add_seed(run)
+    flags.add_device(run)
+    flags.add_threads(run, default=HOLMES_THREADS)
+    flags.add_out(run, default=HOLMES_OUT, what="a folder for the Holmes tables and config.json")
+    flags.add_quiet(run)
     return parser
 
 
 def _main(args: argparse.Namespace) -> int:
-    # One thread by default: on a shared 2-core machine two threads oversubscribe and run ~20x slower.
-    torch.set_num_threads(args.threads)
     if args.command == "build":
-        from probes.holmes.suite import build_suite
+        torch.set_num_threads(args.threads)
         kwargs = {} if args.n_per_dataset is None else {"n_per_dataset": args.n_per_dataset}
         built = build_suite(args.out, seed=args.seed, overwrite=args.overwrite, **kwargs)
         print(f"wrote {len(built)} datasets to {args.out}")
         return 0
-    check_results_folder(Path(args.out))
-    config = ProbeConfig(seeds=args.seeds, flash_fraction=None if args.full else 1 / 32, mdl=args.mdl)
-    results = run_holmes(args.model, args.holmes_dir, layers=args.layers, config=config,
-                         random_init_control=args.random_init, out_dir=args.out)
-    print(f"{len(results)} result rows, {len(results.attrs['skipped'])} skipped -> {args.out}")
+    results = run_config(config_from_args(args), args.out, progress=not args.quiet, threads=args.threads)
+    report(results, args.out)
     return 0
 
 

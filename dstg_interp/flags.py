@@ -1,0 +1,210 @@
+"""The flags the dstg-* commands share, defined once: one meaning, one help text, one parser each.
+
+    from dstg_interp import flags
+    parser = argparse.ArgumentParser(prog="dstg-cache")
+    flags.add_model(parser, required=True)          # --model dstg rope  ==  --model dstg --model rope
+    flags.add_layers(parser)                        # --layers 0,3,last | final | all
+    flags.add_subspaces(parser); flags.add_quiet(parser); flags.add_device(parser)
+    args = parser.parse_args(argv)
+    model = flags.one_model(args, "dstg-cache")     # a command that takes one model says so in one line
+
+Every command lists these flags with the words of ``HELP``; where a command has a default, argparse's
+help ends with `` (default: ...)`` after those words, and that suffix is the only difference.  Layer
+selections follow one grammar everywhere (``parse_layers`` / ``resolve_layers``):
+
+    0, 1, .., n_layers   0 = the embeddings, l = the output of the l-th block (hook blocks.{l-1}.hook_resid_post*)
+    last                 n_layers, the last block's output
+    final                the normed state the MLM head reads (models with a final norm; not HF encoders)
+    all                  0..n_layers
+
+Errors in these flags are argparse errors: one line, exit code 2, like every other bad input (see
+``dstg_interp.io.run_cli``: 2 bad input, 130 Ctrl-C, 143 SIGTERM).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from dstg_interp.io import positive_int
+
+LAST, FINAL, ALL = "last", "final", "all"
+SUBSPACES = ("sem", "ap", "full")
+
+HELP = {
+    "--model": "a zoo name (dstg, rope, ap, rp), a checkpoint folder or a local Hugging Face encoder folder; "
+               "several: --model dstg rope or --model dstg --model rope",
+    "--layers": "layers to read: comma-separated indices (0 = embeddings, l = output of the l-th block), 'last' "
+                "(the last block's output), 'final' (the normed state the MLM head reads) or 'all'",
+    "--subspaces": "comma-separated subspaces: sem, ap, full (DSTG has all three, other models only full)",
+    "--quiet": "no progress bars",
+    "--device": "where the model runs: cpu, cuda or cuda:N",
+    "--seed": "random seed for everything this command draws at random",
+    "--out": "where the output is written",
+    "--threads": "PyTorch CPU threads",
+}
+
+
+# --- value parsers (argparse types) ---------------------------------------------------------------
+def parse_layers(text: str) -> str | tuple:
+    """``all``, or a tuple of ints / ``last`` / ``final`` in the order given, each once."""
+    parts = [part.strip() for part in str(text).split(",") if part.strip()]
+    if parts == [ALL]:
+        return ALL
+    selection = []
+    for part in parts:
+        if part in (LAST, FINAL):
+            selection.append(part)
+        elif part.isdigit():
+            selection.append(int(part))
+        else:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated layer indices (0 = embeddings), 'last', 'final' or 'all', got {text!r}")
+    if not selection:
+        raise argparse.ArgumentTypeError(f"expected at least one layer, got {text!r}")
+    if len(set(selection)) != len(selection):
+        raise argparse.ArgumentTypeError(f"{text!r} names a layer twice; list each once")
+    return tuple(selection)
+
+
+def resolve_layers(selection, n_layers: int, default=ALL) -> list:
+    """Concrete layers for a model with ``n_layers`` blocks: ints (``last`` -> n_layers) and ``final``.
+
+    selection: what ``parse_layers`` returns, a list of ints / names, a name, or None (= ``default``).
+    Range checks stay with the model (``Encoder.check_request``), which names the layers it has."""
+    selection = default if selection is None else selection
+    if isinstance(selection, (str, int)):
+        selection = (selection,)
+    if tuple(selection) == (ALL,):
+        return list(range(n_layers + 1))
+    layers = []
+    for layer in selection:
+        layer = n_layers if layer == LAST else layer
+        if layer not in layers:
+            layers.append(layer)
+    return layers
+
+
+def parse_subspaces(text: str) -> tuple[str, ...]:
+    parts = tuple(part.strip() for part in str(text).split(",") if part.strip())
+    bad = [part for part in parts if part not in SUBSPACES]
+    if bad or not parts:
+        raise argparse.ArgumentTypeError(f"expected comma-separated subspaces from {', '.join(SUBSPACES)}, got {text!r}")
+    if len(set(parts)) != len(parts):
+        raise argparse.ArgumentTypeError(f"{text!r} names a subspace twice; list each once")
+    return parts
+
+
+def parse_device(text: str) -> str:
+    device = str(text).strip()
+    if device in ("cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit()):
+        return device
+    raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
+
+
+# --- the flags ------------------------------------------------------------------------------------
+def _help(flag: str, default) -> str:
+    return HELP[flag] if default is None else f"{HELP[flag]} (default: {default})"
+
+
+def add_model(parser, required: bool = False, default: str | None = None):
+    """``--model``, repeatable and listable; ``args.model`` is a list (``[default]`` when not given)."""
+    parser.add_argument("--model", action="extend", nargs="+", required=required, default=None, metavar="MODEL",
+                        help=_help("--model", default))
+    if default is not None:
+        parser.set_defaults(_model_default=default)
+
+
+def models(args: argparse.Namespace) -> list[str]:
+    """The --model values, in order, each once (the command's default when none was given)."""
+    given = args.model or ([args._model_default] if getattr(args, "_model_default", None) else [])
+    return list(dict.fromkeys(given))
+
+
+def one_model(args: argparse.Namespace, prog: str) -> str:
+    """The one --model of a command that takes one; several are one clear error (a ValueError: exit 2)."""
+    given = models(args)
+    if len(given) != 1:
+        raise ValueError(f"{prog} takes one --model, got {len(given)} ({', '.join(given)}); run it once per model")
+    return given[0]
+
+
+def add_layers(parser, default: str | None = None):
+    """``--layers``: ``args.layers`` is ``all``, a tuple of ints / ``last`` / ``final``, or None (not given)."""
+    parser.add_argument("--layers", type=parse_layers, default=None, metavar="LAYERS", help=_help("--layers", default))
+
+
+def add_subspaces(parser, default: str | None = "all the model has"):
+    parser.add_argument("--subspaces", type=parse_subspaces, default=None, metavar="SUBSPACES",
+                        help=_help("--subspaces", default))
+
+
+def add_quiet(parser):
+    parser.add_argument("--quiet", action="store_true", help=HELP["--quiet"])
+
+
+def add_device(parser, default: str | None = "cpu", shown: str | None = None, what: str = ""):
+    help = _help("--device", shown if shown is not None else default)
+    parser.add_argument("--device", type=parse_device, default=default, help=help + (f"; {what}" if what else ""))
+
+
+def add_seed(parser, default: int | None = 0, shown: str | None = None):
+    parser.add_argument("--seed", type=non_negative_int, default=default,
+                        help=_help("--seed", shown if shown is not None else default))
+
+
+def add_out(parser, required: bool = False, default: str | None = None, what: str | None = None,
+            shown: str | None = None):
+    """``--out``; ``what`` says what the folder (or file) holds, after the shared words."""
+    text = HELP["--out"] + (f": {what}" if what else "")
+    shown = shown if shown is not None else default
+    parser.add_argument("--out", required=required, default=default,
+                        help=text if shown is None else f"{text} (default: {shown})")
+
+
+def add_threads(parser, default: int | None = None, shown: str | None = None):
+    shown = shown if shown is not None else ("PyTorch's" if default is None else default)
+    parser.add_argument("--threads", type=positive_int, default=default, help=_help("--threads", shown))
+
+
+class _Renamed(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} {self.const}")
+
+
+def add_renamed(parser, old: str, new: str, why: str = "", takes_value: bool = True):
+    """An old flag that now errors (exit 2) pointing to ``new``; hidden from --help."""
+    note = f"is now {new}" + (f" ({why})" if why else "")
+    parser.add_argument(old, action=_Renamed, nargs="?" if takes_value else 0, const=note, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+
+
+def check_device(device: str) -> None:
+    """A CUDA device asked for on a machine without one: one clear error (exit 2) before any work."""
+    if device.startswith("cuda"):
+        import torch  # noqa: PLC0415  (torch only when a GPU is asked for: --help stays instant)
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {device}: no CUDA device is available here; use --device cpu")
+
+
+def shared_help(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """{flag: help} of the shared flags a parser (or any of its subcommands) defines; for the tests."""
+    found = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.update({f"{name} {flag}": text for flag, text in shared_help(sub).items()})
+        for flag in action.option_strings:
+            if flag in HELP and action.help != argparse.SUPPRESS:
+                found[flag] = action.help
+    return found

@@ -74,7 +74,7 @@ def test_tokenizer_that_is_not_json(tiny, tmp_path, capsys):
         load_tokenizer(bad)
     _, corpus = tiny
     code, _, err = run_main(capsys, train_main, "--out", tmp_path / "run", "--tokenizer", bad, "--corpus", corpus,
-                            "--steps", "2", "--warmup-steps", "1", "--no-progress")
+                            "--steps", "2", "--warmup-steps", "1", "--quiet")
     assert_one_line_error(code, err, "tokenizer.json", prog="dstg-train")
     assert not (tmp_path / "run").exists()  # #130: no empty output folder left behind
 

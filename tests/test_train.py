@@ -92,7 +92,7 @@ def test_resume_without_checkpoint_is_a_clear_error(tmp_path, corpus, capsys):
 def test_cli_rejects_empty_corpus(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
     (tmp_path / "empty").mkdir()
-    code = main(["--out", str(tmp_path / "run"), "--corpus", str(tmp_path / "empty"), "--steps", "5", "--no-progress"])
+    code = main(["--out", str(tmp_path / "run"), "--corpus", str(tmp_path / "empty"), "--steps", "5", "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("dstg-train: error:") and err.count("\n") == 1
     assert not (tmp_path / "run" / "checkpoint").exists()
@@ -108,9 +108,9 @@ def run_cli(args, env, **kwargs):
 
 
 def cli_args(out_dir, corpus, steps=12):
-    return ["--out", str(out_dir), "--corpus", str(corpus), "--variant", "dstg", "--d-model", "32", "--d-ap", "8", "--layers", "2",
-            "--heads", "4", "--max-length", "64", "--vocab-size", "200", "--batch-size", "8", "--steps", str(steps),
-            "--warmup-steps", "2", "--eval-every", "6", "--save-every", "6", "--lr", "3e-3", "--no-progress", "--threads", "1"]
+    return ["--out", str(out_dir), "--corpus", str(corpus), "--variant", "dstg", "--d-model", "32", "--d-ap", "8", "--n-layers", "2",
+            "--n-heads", "4", "--max-length", "64", "--vocab-size", "200", "--batch-size", "8", "--steps", str(steps),
+            "--warmup-steps", "2", "--eval-every", "6", "--save-every", "6", "--lr", "3e-3", "--quiet", "--threads", "1"]
 
 
 @pytest.mark.slow

@@ -1,0 +1,141 @@
+"""One family of commands: a shared flag means the same thing, with the same help words, in every dstg-* command."""
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import tiny_model, write_synthetic_corpus
+from dstg_interp import flags
+from dstg_interp.data import load_corpus, train_tokenizer
+from dstg_interp.evaluation import build_parser as eval_parser
+from dstg_interp.extrapolate import _parser as extend_parser
+from dstg_interp.store.cli import build_parser as cache_parser, main as cache_main
+from dstg_interp.train import build_parser as train_parser, main as train_main
+from probes.cli import build_parser as probe_parser, main as probe_main
+from probes.holmes.run import _parser as holmes_parser, main as holmes_main
+from reliability_setup import assert_one_line_error, run_main
+
+torch.set_num_threads(1)
+HOLMES = Path(__file__).parent / "fixtures" / "holmes" / "benchmark"
+PARSERS = {"dstg-train": train_parser, "dstg-cache": cache_parser, "dstg-probe": probe_parser,
+           "dstg-holmes": holmes_parser, "dstg-extend": extend_parser, "dstg-eval": eval_parser}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """A synthetic corpus and two tiny checkpoints (DSTG, RoPE) sharing one trained tokenizer."""
+    root = tmp_path_factory.mktemp("family")
+    corpus = write_synthetic_corpus(root / "corpus", n_docs=24)
+    tokenizer = train_tokenizer(load_corpus(str(corpus), progress=False), vocab_size=120)
+    paths = {}
+    for variant in ("dstg", "rope"):
+        tiny_model(variant, vocab_size=tokenizer.get_vocab_size(), max_positions=64).save(root / variant, tokenizer=tokenizer)
+        paths[variant] = root / variant
+    return corpus, paths
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+
+
+# --- the words ----------------------------------------------------------------------------------
+def test_every_command_uses_the_shared_help_words():
+    seen = {}
+    for prog, build in PARSERS.items():
+        for where, text in flags.shared_help(build()).items():
+            flag = where.split()[-1]
+            assert text == flags.HELP[flag] or text.startswith(flags.HELP[flag] + " (default: ") \
+                or (flag == "--out" and text.startswith(flags.HELP[flag] + ": ")) \
+                or (flag == "--device" and text.startswith(flags.HELP[flag])), (prog, where, text)
+            seen.setdefault(flag, set()).add(prog)
+    # each shared flag is in every command that has the concept
+    assert seen["--model"] == {"dstg-cache", "dstg-probe", "dstg-holmes", "dstg-extend", "dstg-eval"}
+    assert seen["--layers"] == {"dstg-cache", "dstg-probe", "dstg-holmes"}
+    assert seen["--quiet"] == {"dstg-train", "dstg-cache", "dstg-probe", "dstg-holmes"}
+    assert {"dstg-train", "dstg-probe", "dstg-holmes", "dstg-eval"} <= seen["--seed"]
+    assert set(PARSERS) - {"dstg-cache", "dstg-extend"} <= seen["--threads"]
+
+
+def test_model_is_repeatable_and_listable():
+    parser = probe_parser()
+    for argv in (["--model", "dstg", "--model", "rope"], ["--model", "dstg", "rope"], ["--model", "dstg", "rope", "--model", "dstg"]):
+        assert flags.models(parser.parse_args(["--task", "token", *argv])) == ["dstg", "rope"]
+    assert flags.models(parser.parse_args(["--task", "token"])) == ["dstg"]  # the default, once
+    assert flags.models(parser.parse_args(["--task", "token"])) == ["dstg"]  # and not grown by a second parse
+
+
+def test_layer_grammar():
+    assert flags.parse_layers("0,3,last,final") == (0, 3, "last", "final")
+    assert flags.parse_layers("all") == "all"
+    assert flags.resolve_layers((0, "last", "final"), 4) == [0, 4, "final"]
+    assert flags.resolve_layers("all", 2) == [0, 1, 2] and flags.resolve_layers(None, 2, default="last") == [2]
+    for bad in ("x,y", "-1", "0,0", "all,1", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            flags.parse_layers(bad)
+
+
+def test_a_command_that_takes_one_model_says_so(models, tmp_path, capsys):
+    corpus, paths = models
+    code, _, err = run_main(capsys, cache_main, "--model", paths["dstg"], "--model", paths["rope"], "--corpus", corpus,
+                            "--out", tmp_path / "store", "--quiet")
+    assert_one_line_error(code, err, "dstg-cache takes one --model, got 2", prog="dstg-cache")
+    assert not (tmp_path / "store").exists()
+
+
+def test_train_layers_points_to_n_layers(tmp_path, capsys):
+    for old, new in (("--layers", "--n-layers"), ("--heads", "--n-heads")):
+        code, _, err = run_main(capsys, train_main, "--out", tmp_path / "run", old, "4")
+        assert_one_line_error(code, err, f"{old} is now {new}", prog="dstg-train")
+    code, _, err = run_main(capsys, train_main, "--out", tmp_path / "run", "--no-progress")
+    assert_one_line_error(code, err, "--no-progress is now --quiet", prog="dstg-train")
+    args = train_parser().parse_args(["--n-layers", "3", "--n-heads", "2", "--quiet"])
+    from dstg_interp.train import config_from_args
+
+    cfg = config_from_args(args)
+    assert cfg.model["n_layers"] == 3 and cfg.model["n_heads"] == 2 and cfg.progress is False
+    assert not (tmp_path / "run").exists()
+
+
+# --- the runs -----------------------------------------------------------------------------------
+def test_probe_two_models_probes_both(models, tmp_path, capsys):
+    """#14: `--model dstg --model rope` used to probe only rope."""
+    corpus, paths = models
+    code, _, err = run_main(capsys, probe_main, "--model", paths["dstg"], "--model", paths["rope"], "--task", "token",
+                            "--corpus", corpus, "--layers", "last", "--no-controls", "--out", tmp_path / "o", "--quiet")
+    assert code == 0, err
+    results = pd.read_csv(tmp_path / "o" / "results.csv")
+    assert set(results.model) == {str(paths["dstg"]), str(paths["rope"])}
+    assert set(results.layer) == {2}  # "last" of a 2-block model
+    record = json.loads((tmp_path / "o" / "results.json").read_text())
+    assert record["arguments"]["model"] == [str(paths["dstg"]), str(paths["rope"])]
+
+
+def test_holmes_layers_1_gives_layer_1_only_and_both_spellings_agree(models, tmp_path, capsys):
+    _, paths = models
+    common = ["--benchmark", HOLMES, "--model", paths["dstg"], "--layers", "1", "--seeds", "0", "--quiet"]
+    code, _, err = run_main(capsys, probe_main, "--task", "holmes", *common, "--out", tmp_path / "probe")
+    assert code == 0, err
+    code, _, err = run_main(capsys, holmes_main, "run", *common, "--out", tmp_path / "alias")
+    assert code == 0, err
+    probe = pd.read_csv(tmp_path / "probe" / "results.csv")
+    alias = pd.read_csv(tmp_path / "alias" / "results.csv")
+    assert set(probe.layer) == {1} and len(probe)
+    columns = ["model", "dataset", "layer", "subspace", "control", "seed", "metric", "score"]
+    pd.testing.assert_frame_equal(probe[columns], alias[columns])
+    assert json.loads((tmp_path / "probe" / "config.json").read_text()) == \
+        json.loads((tmp_path / "alias" / "config.json").read_text())
+
+
+def test_holmes_seed_sets_the_probe_seeds():
+    from probes.holmes.run import config_from_args
+
+    args = probe_parser().parse_args(["--task", "holmes", "--seed", "3"])
+    assert config_from_args(args).probe.seeds == (3, 4, 5, 6, 7)
+    args = holmes_parser().parse_args(["run", "--model", "dstg", "--seed", "3", "--seeds", "1,2", "--layers", "0,last"])
+    cfg = config_from_args(args)
+    assert cfg.probe.seeds == (1, 2) and cfg.layers == [0, "last"] and cfg.models == ["dstg"]

@@ -1,4 +1,4 @@
-"""`python -m probes.holmes build --out DIR` / `python -m probes.holmes run --holmes-dir DIR --model dstg`."""
+"""`python -m probes.holmes build --out DIR` / `python -m probes.holmes run --benchmark DIR --model dstg` (= dstg-holmes)."""
 
 import sys
 

@@ -23,6 +23,7 @@ constant with a final linear decay), ``batch`` (sequences per step, steps scaled
 from __future__ import annotations
 
 import json
+import math
 import platform
 import sys
 import time
@@ -36,6 +37,7 @@ import torch
 from dstg_interp.plots.recipe import plot_recipe_curves
 from dstg_interp.train import CHECKPOINT_DIR, LOG_FILE, STATE_FILE, TrainConfig, train
 from experiments.figure_inputs import ScriptConfig, parse_config, save_config
+from experiments.pretrain_zoo import unigram_baseline
 
 ZOO_WIDTHS = {
     "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
@@ -120,15 +122,17 @@ def run_config(study: RecipeStudyConfig, variant: str, lever: str | None, value)
                        max_length=study.max_length, vocab_size=recipe["vocab"], batch_size=recipe["batch"],
                        max_steps=steps, lr=recipe["lr"], warmup_steps=min(warmup, steps - 1), schedule=recipe["schedule"],
                        seed=study.seed, eval_every=eval_every, eval_batches=study.eval_batches, save_every=steps,
-                       log_every=max(1, steps // 20), threads=study.threads, progress=False)
+                       log_every=math.gcd(eval_every, max(1, steps // 20)), threads=study.threads, progress=False)
 
 
 def read_curve(cfg: TrainConfig) -> pd.DataFrame:
-    """Validation rows of a run's log with the training tokens seen at that step."""
+    """Validation rows of a run's log with the training tokens seen at that step (read from the training record
+    of the same step; between two logged steps, interpolated linearly -- batches hold similar token counts)."""
     records = [json.loads(line) for line in (Path(cfg.out_dir) / LOG_FILE).read_text().splitlines() if line.strip()]
-    tokens = {r["step"]: r["tokens_seen"] for r in records if "tokens_seen" in r}
-    rows = [dict(step=r["step"], tokens=tokens.get(r["step"]), val_loss=r["val_loss"], val_accuracy=r["val_accuracy"])
-            for r in records if "val_loss" in r]
+    logged = sorted((r["step"], r["tokens_seen"]) for r in records if "tokens_seen" in r)
+    steps, tokens = np.array([0] + [s for s, _ in logged]), np.array([0] + [t for _, t in logged])
+    rows = [dict(step=r["step"], tokens=int(round(float(np.interp(r["step"], steps, tokens)))), val_loss=r["val_loss"],
+                 val_accuracy=r["val_accuracy"]) for r in records if "val_loss" in r]
     return pd.DataFrame(rows)
 
 
@@ -149,24 +153,32 @@ def run_study(study: RecipeStudyConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
             resume = (Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).is_file()
             train(cfg, resume=resume)
         print(f"[{number}/{len(plan)}] {variant} {label}: {time.time() - start:.0f} s", file=sys.stderr, flush=True)
-        curve = read_curve(cfg).assign(variant=variant, lever=lever or "base", value=str(value) if lever else "", run=label)
+        # the unigram loss on the run's own validation batches and masks: a vocabulary or batch-size lever changes
+        # what "validation loss" is measured on, the distance below unigram is comparable across runs
+        unigram = unigram_baseline(cfg)
+        curve = read_curve(cfg).assign(variant=variant, lever=lever or "base", value=str(value) if lever else "", run=label,
+                                       unigram_loss=unigram["unigram_loss"])
         curves.append(curve)
-    curves = pd.concat(curves, ignore_index=True)[["variant", "run", "lever", "value", "step", "tokens", "val_loss", "val_accuracy"]]
+    curves = pd.concat(curves, ignore_index=True)[["variant", "run", "lever", "value", "step", "tokens", "val_loss",
+                                                   "val_accuracy", "unigram_loss"]]
     return curves, summarize(curves)
 
 
 def summarize(curves: pd.DataFrame) -> pd.DataFrame:
     """Per run: final validation loss/accuracy, the mean loss over the curve (area, lower = left the plateau
-    sooner), and the loss gain over the variant's base run at the end."""
+    sooner), the final distance below the unigram loss on the same masked tokens (``below_unigram``: the
+    comparable number when a lever changes the vocabulary or the validation batches), and its gain over the
+    variant's base run."""
     rows = []
     for (variant, run), curve in curves.groupby(["variant", "run"], sort=False):
         curve = curve.sort_values("tokens")
         rows.append(dict(variant=variant, run=run, final_val_loss=curve.val_loss.iloc[-1],
+                         below_unigram=curve.unigram_loss.iloc[-1] - curve.val_loss.iloc[-1],
                          final_val_accuracy=curve.val_accuracy.iloc[-1], mean_val_loss=float(np.mean(curve.val_loss)),
                          tokens=int(curve.tokens.iloc[-1])))
     table = pd.DataFrame(rows)
-    base = table[table.run == "base"].set_index("variant").final_val_loss
-    table["gain_vs_base"] = table.variant.map(base) - table.final_val_loss
+    base = table[table.run == "base"].set_index("variant").below_unigram
+    table["gain_vs_base"] = table.below_unigram - table.variant.map(base)
     return table
 
 
@@ -189,7 +201,7 @@ def main(argv=None) -> int:
                                                     torch=torch.__version__, python=platform.python_version()), indent=2) + "\n")
     plot_recipe_curves(curves, out)
     save_config(study, "experiments/recipe_study.py", wall_s=round(time.time() - start, 1))
-    print(summary.sort_values(["variant", "final_val_loss"]).to_string(index=False))
+    print(summary.sort_values(["variant", "below_unigram"], ascending=[True, False]).to_string(index=False))
     return 0
 
 

@@ -157,3 +157,26 @@ def test_recipe_study_refuses_an_unknown_lever(tmp_path, corpus):
     assert result.stderr.strip().splitlines() == ["recipe_study: error: unknown lever(s) dropout; choose from "
                                                   "lr, batch, pos_init, tie, schedule, warmup, d_ap, vocab"]
     assert not (tmp_path / "study").exists()
+
+
+# --- the zoo command's seeds ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("seeds, message", [(["0", "0"], "--seeds repeats a seed: 0 0"),
+                                            (["1", "-2"], "--seeds must be non-negative integers, got 1 -2")])
+def test_pretrain_zoo_refuses_bad_seeds(tmp_path, capsys, seeds, message):
+    from experiments.pretrain_zoo import main as pretrain_zoo_main
+
+    code = pretrain_zoo_main(["--seeds", *seeds, "--out", str(tmp_path / "zoo"), "--runs", str(tmp_path / "runs")])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"pretrain_zoo: error: {message}"]
+    assert not (tmp_path / "zoo").exists() and not (tmp_path / "runs").exists()
+
+
+def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
+    from experiments.pretrain_zoo import run_name, zoo_config
+
+    configs = {seed: zoo_config("ap", tmp_path, 4800, None, seed) for seed in (0, 1, 2)}
+    assert [Path(c.out_dir).name for c in configs.values()] == ["ap", "ap-seed1", "ap-seed2"] == [run_name("ap", s) for s in configs]
+    differing = {k for c in configs.values() for k, v in c.to_dict().items() if v != configs[0].to_dict()[k]}
+    assert differing == {"seed", "out_dir"}
+    assert {c.data_seed for c in configs.values()} == {0}
+    assert [c.model_config(8192).seed for c in configs.values()] == [0, 1, 2]

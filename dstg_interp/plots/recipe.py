@@ -12,8 +12,12 @@ def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves
     """One panel per variant, one line per run (``run`` column; the ``base`` run drawn thick and black).
 
     ``curves``: tidy rows with variant, run, tokens, val_loss (``experiments/recipe_study.py``'s curves.csv).
+    With a ``unigram_loss`` column the y axis is val_loss - unigram_loss on the same masked tokens (0 = the
+    unigram plateau), the comparable number when a lever changes the vocabulary or the validation batches.
     """
     require_columns(curves, ["variant", "run", "tokens", "val_loss"], "recipe curves")
+    relative = "unigram_loss" in curves
+    curves = curves.assign(y=curves.val_loss - curves.unigram_loss if relative else curves.val_loss)
     variants = ordered_models(curves.variant.unique())
     runs = [r for r in dict.fromkeys(curves.run) if r != "base"]
     colors = dict(zip(runs, plt.get_cmap("tab10").colors))
@@ -22,13 +26,15 @@ def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves
         for run, curve in curves[curves.variant == variant].groupby("run", sort=False):
             curve = curve.sort_values("tokens")
             style = dict(color="black", linewidth=2.4, zorder=3) if run == "base" else dict(color=colors[run], linewidth=1.3)
-            ax.plot(curve.tokens / 1e6, curve.val_loss, label=run, **style)
+            ax.plot(curve.tokens / 1e6, curve.y, label=run, **style)
+        if relative:
+            ax.axhline(0.0, color="grey", linewidth=0.8)
         ax.set_title(variant)
         ax.set_xlabel("training tokens (millions)")
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("validation MLM loss")
+    axes[0][0].set_ylabel("validation loss - unigram loss" if relative else "validation MLM loss")
     shared_legend(fig, axes[0], max_columns=5)
-    return save_figure(fig, out_dir, stem, curves.to_dict(orient="records"))
+    return save_figure(fig, out_dir, stem, curves.drop(columns="y").to_dict(orient="records"))
 
 
 def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves") -> dict:

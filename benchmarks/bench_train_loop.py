@@ -1,0 +1,140 @@
+"""The training loop (``dstg-train``'s ``train()``) against the bare model step and a matched HF
+``BertForMaskedLM`` training step, for every variant, eager and compiled.
+
+    python benchmarks/bench_train_loop.py                      # zoo size on en-mix: ~8 min on 2 cores
+    python benchmarks/bench_train_loop.py --variants rope --steps 30 --no-compile --allow-load   # a smoke run
+
+Rows, per variant:
+- ``loop``: ``train()`` itself on the en-mix training split (length-bucketed batches, masking and collation
+  in the prefetch thread, validation and checkpoints pushed past the run), real (non-pad) tokens per second
+  of step time over steps ``--skip``..``--steps`` (the first steps warm up allocators and, compiled, the
+  graph);
+- ``loop, compiled``: the same with ``compile=True``;
+- ``model step``: our model alone on one random full-length 32 x 128 batch (masked logits, AdamW), the
+  number the loop aims at;
+- ``hf step``: ``BertForMaskedLM`` of matched size (hidden 128, 4 layers, 4 heads, intermediate 1.5 x our
+  SwiGLU hidden so the FFNs spend the same FLOPs, no dropout, SDPA) with AdamW on the same random batch,
+  timed just before and just after each loop run (the mean is the ratio's reference).
+Ratios: loop tokens/s / HF tokens/s; target >= 2.0 for every variant (issue: training speed).
+Results: benchmarks/results/train_loop.json (with the machine's load; an under-load run is set aside).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import transformers
+
+from dstg_interp import ModelConfig, build_model
+from dstg_interp.train import TrainConfig, make_optimizer, prepare_training_data, train
+from machine import LoadWatch, add_load_arguments, write_result
+
+ZOO_WIDTHS = {
+    "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
+    "rope": dict(variant="rope", d_model=128),
+    "ap": dict(variant="ap", d_model=128),
+    "rp": dict(variant="rp", d_model=128),
+}
+
+
+def median_step_seconds(step, warmup: int = 2, rounds: int = 6) -> float:
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def training_step(model, tokens, labels, **kwargs):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        loss = model(tokens, labels=labels, **kwargs).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    return step
+
+
+def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path) -> dict:
+    """Run train() for --steps steps and read real tokens / step seconds after --skip steps from its log."""
+    cfg = TrainConfig(out_dir=str(folder / f"{variant}-{'compiled' if compiled else 'eager'}"),
+                      model=dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4), max_length=128, batch_size=32,
+                      max_steps=args.steps, warmup_steps=1, eval_every=10 * args.steps, save_every=10 * args.steps,
+                      log_every=1, progress=False, compile=compiled, threads=args.threads)
+    train(cfg)
+    records = [json.loads(line) for line in (Path(cfg.out_dir) / "log.jsonl").read_text().splitlines()]
+    steps = {r["step"]: r for r in records if "tokens_seen" in r}
+    first, last = steps[args.skip], steps[args.steps]
+    tokens = last["tokens_seen"] - first["tokens_seen"]
+    seconds = last["train_seconds"] - first["train_seconds"]
+    return dict(tokens_per_s=tokens / seconds, real_tokens_per_step=tokens / (args.steps - args.skip),
+                measured_steps=args.steps - args.skip)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variants", nargs="+", default=list(ZOO_WIDTHS), choices=list(ZOO_WIDTHS))
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--skip", type=int, default=15, help="warm-up steps left out of the loop's rate")
+    parser.add_argument("--no-compile", action="store_true", help="skip the compiled loop rows")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "train_loop.json"))
+    add_load_arguments(parser)
+    args = parser.parse_args()
+    if not 0 < args.skip < args.steps:
+        parser.error(f"--skip must be in (0, --steps={args.steps}), got {args.skip}")
+    torch.set_num_threads(args.threads)
+    watch = LoadWatch.start(args)
+    prepare_training_data(TrainConfig(max_length=128))  # build the cache first: not part of any timing
+
+    gen = torch.Generator().manual_seed(0)
+    tokens = torch.randint(5, 8192, (32, 128), generator=gen)
+    labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
+    d_mlp = ModelConfig(variant="rope", d_model=128).d_mlp
+    hf = transformers.BertForMaskedLM(transformers.BertConfig(
+        vocab_size=8192, hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=int(1.5 * d_mlp),
+        max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=1)).train()
+    hf_step = training_step(hf, tokens, labels)
+
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for variant in args.variants:
+            model = build_model(ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **ZOO_WIDTHS[variant])).train()
+            model_seconds = median_step_seconds(training_step(model, tokens, labels, masked_logits_only=True))
+            for compiled in ([False] if args.no_compile else [False, True]):
+                hf_before = median_step_seconds(hf_step)
+                loop = loop_tokens_per_s(variant, args, compiled, Path(scratch))
+                hf_after = median_step_seconds(hf_step)
+                hf_tokens_per_s = tokens.numel() / statistics.mean([hf_before, hf_after])
+                rows.append(dict(variant=variant, compiled=compiled, loop_tokens_per_s=loop["tokens_per_s"],
+                                 model_step_tokens_per_s=tokens.numel() / model_seconds, hf_step_tokens_per_s=hf_tokens_per_s,
+                                 loop_vs_hf=loop["tokens_per_s"] / hf_tokens_per_s,
+                                 loop_vs_model_step=loop["tokens_per_s"] * model_seconds / tokens.numel(),
+                                 real_tokens_per_step=loop["real_tokens_per_step"], measured_steps=loop["measured_steps"]))
+                row = rows[-1]
+                print(f"{variant:<5} {'compiled' if compiled else 'eager':<9} loop {row['loop_tokens_per_s']:>8.0f} tok/s  "
+                      f"model step {row['model_step_tokens_per_s']:>8.0f}  HF {row['hf_step_tokens_per_s']:>8.0f}  "
+                      f"loop/HF {row['loop_vs_hf']:.2f}  loop/model {row['loop_vs_model_step']:.2f}", flush=True)
+    met = {f"{r['variant']}{' compiled' if r['compiled'] else ''}": r["loop_vs_hf"] >= 2.0 for r in rows}
+    result = dict(benchmark="dstg-train loop vs bare model step vs HF BertForMaskedLM training step (AdamW), zoo size",
+                  shape=dict(batch=32, max_length=128, d_model=128, layers=4, heads=4, vocab=8192, swiglu_hidden=d_mlp,
+                             bert_intermediate=int(1.5 * d_mlp)),
+                  steps=args.steps, skip=args.skip, threads=args.threads, torch=torch.__version__,
+                  transformers=transformers.__version__, date=time.strftime("%Y-%m-%d"), rows=rows,
+                  target_loop_at_least_2x_hf=met)
+    write_result(args.out, result, watch, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -13,7 +13,10 @@ mask; each step masks its batch with a generator seeded by (seed, step) and give
 the data a step sees depends on the step number only: ``--resume`` and DDP reproduce a single
 uninterrupted run.  The next batch is collated and masked in a background thread while the current step
 runs.  Masking as NeoBERT: 20% of tokens, all replaced by [MASK].  ``--compile`` compiles the encoder
-with ``torch.compile`` (the input checks and the MLM head stay eager, outside the compiled region).
+with ``torch.compile`` (the input checks and the MLM head stay eager, outside the compiled region); by
+default it is on for runs of at least ``COMPILE_MIN_STEPS`` steps, where its one-time cost (30-90 s on 2
+cores) pays back (benchmarks/bench_train_loop.py: 1.1-1.3x the eager loop), and off, with a note, where
+inductor cannot build kernels (no C++ compiler).
 
 Outputs in ``--out``: ``train_config.json``, ``log.jsonl`` (one JSON line per logged step and per
 validation), and ``checkpoint/`` (weights, config, tokenizer, optimizer state, step) rewritten atomically
@@ -54,6 +57,7 @@ OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "train_state.json"
 # Fields that may differ on --resume without changing the result.
 RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress", "compile"}
 SCHEDULES = ("cosine", "linear", "constant")
+COMPILE_MIN_STEPS = 1000  # below this a run spends more on compiling than compiling saves
 # A trained WordPiece always holds the specials, the ASCII alphabet and its 36 "##" continuations:
 # a smaller vocab_size would be silently exceeded.
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(INITIAL_ALPHABET) + 36
@@ -73,7 +77,8 @@ class TrainConfig:
     ``seed`` seeds the model's initialisation (unless ``model`` sets its own ``seed``), the data order and
     the masks; ``data_seed`` seeds the train/validation split and so the tokenizer (keep it fixed across
     seeds to compare runs on the same held-out documents).  ``bucket_by_length``: batches of similar
-    lengths (less padding); ``compile``: ``torch.compile`` the encoder.
+    lengths (less padding); ``compile``: ``torch.compile`` the encoder (None: on for runs of at least
+    ``COMPILE_MIN_STEPS`` steps when a C++ compiler is there, see ``use_compile``).
     """
 
     out_dir: str = "runs/dstg"
@@ -103,7 +108,7 @@ class TrainConfig:
     seed: int = 0
     data_seed: int = 0
     bucket_by_length: bool = True
-    compile: bool = False
+    compile: bool | None = None
     eval_every: int = 250
     eval_batches: int = 16
     save_every: int = 500
@@ -213,10 +218,24 @@ def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, 
     optimizer.load_state_dict(state_dict)
 
 
+def use_compile(cfg: "TrainConfig") -> tuple[bool, str | None]:
+    """Whether this run compiles, and a note to print when the default had to leave compilation off."""
+    if cfg.compile is not None:
+        return cfg.compile, None
+    if cfg.max_steps < COMPILE_MIN_STEPS:
+        return False, None
+    if cfg.device == "cpu" and not any(shutil.which(cc) for cc in ("c++", "g++", "clang++")):
+        return False, "note: torch.compile is off: no C++ compiler on PATH for inductor's CPU kernels (install g++ to enable)"
+    return True, None
+
+
 def compile_encoder(model) -> None:
     """``torch.compile`` the encoder in place.  Only ``encode`` is compiled: the input checks (host-side
     ``int(tokens.min())``) and the masked-token selection of the MLM head (a data-dependent shape) stay
     eager, so neither breaks the graph; hook points without hooks trace as identities."""
+    # Bucketed batches come in up to max_length distinct widths, with and without a mask: dynamo's default
+    # limit of 8 recompilations made RP-NeoBERT fall back to eager mid-run (benchmarks/results/train_loop.json).
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     model.encode = torch.compile(model.encode, dynamic=None)
 
 
@@ -432,8 +451,11 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
     model = build_model(cfg.model_config(vocab_size)) if not resume else load_model(checkpoint)
     model = model.to(device).train()
     optimizer = make_optimizer(model, cfg)
-    if cfg.compile:
+    compiled, note = use_compile(cfg)
+    if compiled:
         compile_encoder(model)
+    elif note and is_main:
+        print(note, file=sys.stderr)
     if resume:
         from safetensors.torch import load_file
 
@@ -551,7 +573,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bf16", action="store_true", default=None)
     flags.add_seed(p, default=None, shown="--config's, else 0; model init, data order and masks")
     p.add_argument("--data-seed", type=int, help="train/validation split (keep fixed to compare seeds)")
-    p.add_argument("--compile", action="store_true", default=None, help="torch.compile the encoder")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"torch.compile the encoder (default: on for runs of at least {COMPILE_MIN_STEPS} steps)")
     p.add_argument("--eval-every", type=int)
     p.add_argument("--save-every", type=int)
     p.add_argument("--save-dtype", choices=["float32", "float16", "bfloat16"])

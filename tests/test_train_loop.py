@@ -180,3 +180,16 @@ def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
     assert differing == {"seed", "out_dir"}
     assert {c.data_seed for c in configs.values()} == {0}
     assert [c.model_config(8192).seed for c in configs.values()] == [0, 1, 2]
+
+
+def test_compile_is_on_by_default_only_where_it_pays_back(monkeypatch):
+    from dstg_interp import train as train_module
+
+    assert train_module.use_compile(TrainConfig(max_steps=50)) == (False, None)  # compiling costs more than it saves
+    assert train_module.use_compile(TrainConfig(max_steps=50, compile=True)) == (True, None)
+    monkeypatch.setattr(train_module.shutil, "which", lambda name: "/usr/bin/" + name)
+    assert train_module.use_compile(TrainConfig(max_steps=4800)) == (True, None)
+    assert train_module.use_compile(TrainConfig(max_steps=4800, compile=False)) == (False, None)
+    monkeypatch.setattr(train_module.shutil, "which", lambda name: None)
+    compiled, note = train_module.use_compile(TrainConfig(max_steps=4800))
+    assert not compiled and "no C++ compiler" in note

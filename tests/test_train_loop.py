@@ -185,8 +185,8 @@ def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
 def test_compile_is_on_by_default_only_where_it_pays_back(monkeypatch):
     from dstg_interp import train as train_module
 
-    assert train_module.use_compile(TrainConfig(max_steps=50)) == (False, None)  # compiling costs more than it saves
-    assert train_module.use_compile(TrainConfig(max_steps=50, compile=True)) == (True, None)
+    assert train_module.use_compile(TrainConfig(max_steps=50, warmup_steps=5)) == (False, None)  # compiling costs more than it saves
+    assert train_module.use_compile(TrainConfig(max_steps=50, warmup_steps=5, compile=True)) == (True, None)
     monkeypatch.setattr(train_module.shutil, "which", lambda name: "/usr/bin/" + name)
     assert train_module.use_compile(TrainConfig(max_steps=4800)) == (True, None)
     assert train_module.use_compile(TrainConfig(max_steps=4800, compile=False)) == (False, None)

@@ -135,7 +135,9 @@ def test_ctrl_c_leaves_the_last_checkpoint_intact(tmp_path, corpus):
     env = dict(os.environ, OMP_NUM_THREADS="1")
     # prepare the cached data first so the run reaches its first checkpoint quickly
     assert run_cli(cli_args(tmp_path / "warm", corpus, steps=6), env).returncode == 0
-    proc = subprocess.Popen([sys.executable, "-m", "dstg_interp.train", *cli_args(tmp_path / "run", corpus, steps=100000)],
+    # a long run compiles by default; this test is about Ctrl-C, so it runs eager and reaches a checkpoint fast
+    proc = subprocess.Popen([sys.executable, "-m", "dstg_interp.train", *cli_args(tmp_path / "run", corpus, steps=100000),
+                             "--no-compile"],
                             env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state = tmp_path / "run" / "checkpoint" / "train_state.json"
     deadline = time.time() + 120

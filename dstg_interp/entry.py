@@ -9,6 +9,7 @@ exit code 130 like any other, and SIGTERM during the imports ends the same way (
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 
@@ -37,7 +38,10 @@ def launch(prog: str, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as err:
         name = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
         print(f"{prog}: interrupted ({name}) while starting; nothing was written", file=sys.stderr)
-        return EXIT_TERMINATED if isinstance(err, Terminated) else EXIT_INTERRUPTED
+        sys.stderr.flush()
+        # A half-imported torch can re-deliver the signal while the interpreter shuts down (exit -2 instead of
+        # 130); nothing was opened or written yet, so leave at once with the documented code.
+        os._exit(EXIT_TERMINATED if isinstance(err, Terminated) else EXIT_INTERRUPTED)
     return module.main(argv)
 
 

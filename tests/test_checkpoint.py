@@ -42,7 +42,7 @@ def test_saving_over_an_existing_checkpoint_replaces_it(tmp_path):
 
 
 def test_failed_save_leaves_nothing(tmp_path, monkeypatch):
-    import dstg_interp.model.checkpoint as ck
+    import dstg_interp.model.saving as ck
 
     def boom(*args, **kwargs):
         raise OSError("No space left on device")

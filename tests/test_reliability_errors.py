@@ -18,6 +18,7 @@ from safetensors import SafetensorError
 import dstg_interp.data.corpora as corpora
 import dstg_interp.data.en_mix as en_mix
 import dstg_interp.model.checkpoint as checkpoint_module
+import dstg_interp.model.saving as saving_module
 from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import CheckpointError, ModelConfig, StoreError, extract, load_model
 from dstg_interp.data import DataError, load_corpus, load_tokenizer
@@ -203,7 +204,7 @@ def full_disk_save_file(*args, **kwargs):
 def test_disk_full_while_saving_a_checkpoint(tiny, tmp_path, capsys, monkeypatch):
     """#149, #160: safetensors' own error type escaped as a traceback; the previous checkpoint must stay."""
     checkpoint, _ = tiny
-    monkeypatch.setattr(checkpoint_module, "save_file", full_disk_save_file)
+    monkeypatch.setattr(saving_module, "save_file", full_disk_save_file)
     code, _, err = run_main(capsys, extend_main, "--model", checkpoint, "--factor", "2", "--out", tmp_path / "longer")
     assert_one_line_error(code, err, "disk full while writing", "longer", prog="dstg-extend")
     assert list(tmp_path.iterdir()) == []  # no temporary folder left

@@ -16,6 +16,7 @@ from transformer_lens import HookedRootModule
 
 from ..config import ModelConfig
 from .layers import init_weights
+from .saving import save_checkpoint
 
 
 @dataclass
@@ -184,9 +185,7 @@ class EncoderForMLM(HookedRootModule):
 
     # --- checkpoints --------------------------------------------------------------------------
     def save(self, path: str | Path, dtype: torch.dtype | None = None, tokenizer=None) -> Path:
-        """Write ``config.json`` + ``model.safetensors`` (+ ``tokenizer.json``) atomically. See checkpoint.py."""
-        from .checkpoint import save_checkpoint
-
+        """Write ``config.json`` + ``model.safetensors`` (+ ``tokenizer.json``) atomically. See saving.py."""
         return save_checkpoint(self, path, dtype=dtype, tokenizer=tokenizer if tokenizer is not None else self.tokenizer)
 
     def n_params(self) -> int:

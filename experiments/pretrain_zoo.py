@@ -27,6 +27,7 @@ loss/accuracy, unigram baseline on the same masked tokens, training tokens and w
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import sys
@@ -38,6 +39,7 @@ import torch
 
 from dstg_interp import load_model
 from dstg_interp.evaluation import Unigram
+from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
 from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch,
                                prepare_training_data, train, validation_batches)
@@ -114,6 +116,17 @@ def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
     return summary
 
 
+def record_summary(collected: Path, name: str, summary: dict) -> None:
+    """Add one run's summary to ``zoo.json`` under a blocking lock and replace the file atomically, so
+    several ``pretrain_zoo`` processes (say one per core, each on its own seeds) can share one zoo."""
+    collected.parent.mkdir(parents=True, exist_ok=True)
+    with open(collected.with_name(f".{collected.name}.update-lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        previous = json.loads(collected.read_text()) if collected.exists() else {}
+        previous[name] = summary
+        write_text_atomic(collected, json.dumps(dict(sorted(previous.items())), indent=2) + "\n")
+
+
 @dataclass
 class PretrainZooConfig(ScriptConfig):
     out: Path = field(default=ZOO_DIR, metadata={"help": "where the shipped float16 checkpoints and zoo.json go"})
@@ -152,9 +165,7 @@ def run(config: PretrainZooConfig) -> dict:
                       file=sys.stderr)
             summary = summaries[run_name(variant, seed)] = export(variant, cfg, config.out)
             print(json.dumps(summary), file=sys.stderr)
-            previous = json.loads(collected.read_text()) if collected.exists() else {}
-            previous[run_name(variant, seed)] = summary
-            collected.write_text(json.dumps(previous, indent=2) + "\n")
+            record_summary(collected, run_name(variant, seed), summary)
     return summaries
 
 

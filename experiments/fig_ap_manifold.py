@@ -19,6 +19,7 @@ low-frequency share, with the control next to each) and config.json.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,13 +31,14 @@ from dstg_interp import load_hf_encoder
 from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import plot_dct_power, plot_pc_curves, plot_scree
 from dstg_interp.spectra import analyze_table, per_position_mean, position_table, spectra_table
-from experiments.figure_inputs import FIGURES_DIR, FigureConfig, load_figure_inputs, model_store, parse_config, save_config
+from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
+                                       save_config)
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
 
 
 @dataclass
-class ApManifoldConfig(FigureConfig):
+class ApManifoldConfig(SeedsFigureConfig):
     out: Path = FIGURES_DIR / "ap_manifold"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as the probes)"})
@@ -53,12 +55,15 @@ class ApManifoldConfig(FigureConfig):
 def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: bool) -> tuple[list, list, dict]:
     """Spectra of every learned position table (+ one random table of each shape); notes on what was skipped."""
     spectra, random_spectra, notes = [], [], {}
-    tables = {}
+    tables, members = {}, {}
     for name, model in inputs.models.items():
+        variant, model_seed = inputs.member(name)
         try:
-            tables[TABLE_NAMES.get(name, f"{name} table")] = position_table(model)
+            label = TABLE_NAMES.get(variant, f"{variant} table") + (f" (seed {model_seed})" if model_seed else "")
+            tables[label] = position_table(model)
+            members[label] = (variant, model_seed)
         except ValueError as err:  # RoPE / RP: no table; their layer-state version is in part 2
-            notes[name] = str(err).split(" -- ")[0] + " (layers_* below)"
+            notes[variant] = str(err).split(" -- ")[0] + " (layers_* below)"
     if with_minilm:
         try:
             tables["MiniLM table (all-MiniLM-L6-v2)"] = load_hf_encoder(fetch_minilm()).ap_table.detach().double().numpy()
@@ -66,7 +71,12 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
             notes["minilm"] = f"MiniLM reference skipped: {err}"
     rng = np.random.default_rng(seed)
     for name, table in tables.items():
-        spectra.append(analyze_table(table, name=name, n_control_draws=n_control_draws, seed=seed))
+        spectrum = analyze_table(table, name=name, n_control_draws=n_control_draws, seed=seed)
+        if name in members:
+            spectrum.summary.update(model=members[name][0], seed=members[name][1])
+        spectra.append(spectrum)
+        if name in members and members[name][1] != min(s for _, s in members.values()):
+            continue  # one random table per shape is enough
         shape = table.shape
         random_table = rng.standard_normal(shape)
         random_spectra.append(analyze_table(random_table, name=f"random {shape[0]}x{shape[1]}",
@@ -79,6 +89,7 @@ def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int,
     spectra = []
     for name in tqdm(list(inputs.models), desc="layer spectra", disable=not progress):
         store = model_store(inputs, name, progress=progress)
+        variant, model_seed = inputs.member(name)
         positions = store.labels["token_position"].to_numpy()
         layers = [layer for layer in store.layers if isinstance(layer, int)]
         for layer in layers:
@@ -87,7 +98,8 @@ def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int,
                 table, kept = per_position_mean(states, positions, min_count=min_count)
                 spectrum = analyze_table(table, name=f"{name} L{layer} {subspace}", positions=kept,
                                          n_control_draws=n_control_draws, seed=seed)
-                spectrum.summary.update(model=name, layer=int(layer), subspace=subspace, last_layer=layer == layers[-1])
+                spectrum.summary.update(model=variant, seed=model_seed, layer=int(layer), subspace=subspace,
+                                        last_layer=layer == layers[-1])
                 spectra.append(spectrum)
     return spectra
 
@@ -96,19 +108,20 @@ def run(config: ApManifoldConfig) -> dict:
     started = time.perf_counter()
     progress = not config.quiet
     min_count = min(config.min_count, 3) if config.tiny else config.min_count  # the tiny corpus has 40 documents
-    inputs = load_figure_inputs(tiny=config.tiny, n_docs=config.n_docs, seed=config.seed, store_root=config.store_root)
+    inputs = inputs_for(config, n_docs=config.n_docs)
 
     tables, random_tables, notes = learned_table_spectra(inputs, config.seed, config.control_draws,
                                                         with_minilm=not (config.no_minilm or config.tiny))
     for model, note in notes.items():
         print(f"[fig_ap_manifold] {model}: {note}")
+    shown = [s for s in tables if s.summary.get("seed", 0) == min(config.model_seeds)]  # the figures: one seed
     if tables:
-        plot_scree(tables + random_tables, config.out, stem="tables_scree")
-        plot_pc_curves(tables, config.out, stem="tables_pc_curves")
-        plot_dct_power(tables + random_tables, config.out, stem="tables_dct")
+        plot_scree(shown + random_tables, config.out, stem="tables_scree")
+        plot_pc_curves(shown, config.out, stem="tables_pc_curves")
+        plot_dct_power(shown + random_tables, config.out, stem="tables_dct")
 
     layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress)
-    last = [s for s in layers if s.summary["last_layer"]]
+    last = [s for s in layers if s.summary["last_layer"] and s.summary["seed"] == min(config.model_seeds)]
     plot_scree(last, config.out, stem="layers_scree")
     plot_pc_curves(last, config.out, stem="layers_pc_curves")
     plot_dct_power(last, config.out, stem="layers_dct")
@@ -130,4 +143,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_as_command(main, "fig_ap_manifold"))

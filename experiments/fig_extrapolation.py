@@ -29,6 +29,7 @@ probe_ranges, extended_tables (PNG + PDF + JSON) and config.json.
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ from dstg_interp.plots import plot_extended_tables, plot_mlm_by_position, plot_p
 from dstg_interp.spectra import analyze_table
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256
 from dstg_interp.tiny_zoo import tiny_long_documents
-from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, load_figure_inputs, parse_config, save_config,
+from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
                                        with_offset_model)
 from probes.by_range import probe_by_range
 
@@ -151,7 +152,7 @@ def summarize(mlm: pd.DataFrame, ranges: pd.DataFrame, trained: int) -> pd.DataF
 
 def run(config: ExtrapolationFigureConfig) -> dict:
     started = time.perf_counter()
-    inputs = load_figure_inputs(tiny=config.tiny, seed=config.seed, store_root=config.store_root)
+    inputs = inputs_for(config)
     documents = tiny_long_documents(seed=config.seed) if config.tiny else inputs.documents
     models = with_offset_model(inputs)
     trained = trained_length(models)
@@ -187,4 +188,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_as_command(main, "fig_extrapolation"))

@@ -3,7 +3,7 @@
     python -m experiments.fig_heads                        # the zoo, seconds once the stores exist (~1 min if not)
     python -m experiments.fig_heads --tiny --out /tmp/fig  # tiny random models, seconds
 
-Per model, the attention summaries of its store (held-out documents, ``figure_inputs.attention_store``)
+Per zoo member (variant x training seed, ``--model-seeds``), the attention summaries of its store (held-out documents, ``figure_inputs.attention_store``)
 give each head's logit-term variances and the pattern change when a term is removed
 (``dstg_interp.heads.head_stats_from_store``); ``classify_heads`` applies the rule documented in
 ``dstg_interp.heads``: DSTG heads are named after the term that carries >= 60% of the summed term variance
@@ -11,13 +11,15 @@ give each head's logit-term variances and the pattern change when a term is remo
 entangled baselines are labelled by how much of their pattern relative offset alone explains
 (positional / content / mixed, or RP when RP-NeoBERT's bias dominates).
 
-Writes into ``--out`` (default figures/heads/): heads.csv (one row per model x layer x head),
-label_counts.csv, head_map and head_shares (PNG + PDF + JSON), summary.json and config.json.
+Writes into ``--out`` (default figures/heads/): heads.csv (one row per model x seed x layer x
+head), label_counts.csv, head_map and head_shares (PNG + PDF + JSON, the first seed), summary.json (per
+member) and config.json.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,34 +29,37 @@ from tqdm.auto import tqdm
 
 from dstg_interp.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store
 from dstg_interp.plots import plot_head_map, plot_share_scatter
-from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, attention_store, load_figure_inputs, parse_config,
-                                       save_config)
+from dstg_interp.model.checkpoint import zoo_member
+from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, parse_config,
+                                       run_as_command, save_config, with_member_columns)
 
 
 @dataclass
-class HeadsFigureConfig(FigureConfig):
+class HeadsFigureConfig(SeedsFigureConfig):
     out: Path = FIGURES_DIR / "heads"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as the probes)"})
 
 
 def head_labels(inputs, progress: bool) -> pd.DataFrame:
-    """The classified head table of every model, from its store's attention summaries."""
+    """The classified head table of every zoo member (``model`` = variant, ``seed`` = training seed), from its
+    store's attention summaries."""
     tables = []
     for name in tqdm(list(inputs.models), desc="heads", disable=not progress):
         store = attention_store(inputs, name, progress=progress)
         stats = head_stats_from_store(store, model_name=name)
         stats["n_documents"] = len(store.documents)
-        tables.append(classify_heads(stats))
+        tables.append(with_member_columns(classify_heads(stats), inputs, name))
     return pd.concat(tables, ignore_index=True)
 
 
 def label_summary(heads: pd.DataFrame) -> dict:
-    """Per model: head count per label and the shares the claims table reads."""
+    """Per zoo member (``<variant>`` or ``<variant>-seed<k>``): head count per label and the shares the claims
+    table reads."""
     summary = {}
-    for model, rows in heads.groupby("model", sort=False):
+    for (model, model_seed), rows in heads.groupby(["model", "seed"], sort=False):
         counts = rows.label.value_counts().to_dict()
-        summary[model] = {
+        summary[zoo_member(model, int(model_seed))] = {
             "n_heads": int(len(rows)),
             "label_counts": {label: int(n) for label, n in counts.items()},
             "structure_or_semantic_share": float(rows.label.isin(["structure", "semantic"]).mean()),
@@ -67,21 +72,21 @@ def label_summary(heads: pd.DataFrame) -> dict:
 
 def run(config: HeadsFigureConfig) -> dict:
     started = time.perf_counter()
-    inputs = load_figure_inputs(tiny=config.tiny, n_docs=config.n_docs, seed=config.seed, store_root=config.store_root)
+    inputs = inputs_for(config, n_docs=config.n_docs)
     heads = head_labels(inputs, progress=not config.quiet)
     config.out.mkdir(parents=True, exist_ok=True)
     heads.to_csv(config.out / "heads.csv", index=False)
-    counts = heads.groupby(["model", "label"], sort=False).size().rename("n_heads").reset_index()
+    counts = heads.groupby(["model", "seed", "label"], sort=False).size().rename("n_heads").reset_index()
     counts.to_csv(config.out / "label_counts.csv", index=False)
-    plot_head_map(heads, config.out, stem="head_map")
-    plot_share_scatter(heads, config.out, stem="head_shares")
+    plot_head_map(first_seed(heads), config.out, stem="head_map")  # the maps and scatter: the first seed
+    plot_share_scatter(first_seed(heads), config.out, stem="head_shares")
     summary = {"rule": {"dominant_share": DOMINANT_SHARE, "variance_over": "pair (store summaries)"},
                "models": label_summary(heads)}
     (config.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     save_config(config, "experiments/fig_heads.py", inputs=inputs.description,
                 wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
-        print(counts.pivot(index="model", columns="label", values="n_heads").fillna(0).astype(int).to_string())
+        print(counts.pivot_table(index=["model", "seed"], columns="label", values="n_heads", fill_value=0).to_string())
     return {"heads": heads, "summary": summary}
 
 
@@ -90,4 +95,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_as_command(main, "fig_heads"))

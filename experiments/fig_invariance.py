@@ -22,6 +22,7 @@ recall_by_layer (PNG + PDF + JSON) and config.json; prints the final-layer summa
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ import pandas as pd
 
 from dstg_interp.invariance import CONDITIONS, measure_invariance, select_passages
 from dstg_interp.plots import plot_invariance_by_layer, plot_recall_by_layer
-from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, load_figure_inputs, parse_config, save_config,
+from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
                                        with_offset_model)
 
 ZOO_PASSAGES = 400
@@ -56,7 +57,7 @@ class InvarianceFigureConfig(FigureConfig):
 
 def run(config: InvarianceFigureConfig) -> dict:
     started = time.perf_counter()
-    inputs = load_figure_inputs(tiny=config.tiny, seed=config.seed)
+    inputs = inputs_for(config)
     tables, passage_counts = {"invariance": [], "retrieval": []}, {}
     models = with_offset_model(inputs)
     length = min(model.config.max_positions for model in models.values())  # the training length, for every model
@@ -110,4 +111,4 @@ def final_layer_summary(invariance: pd.DataFrame, retrieval: pd.DataFrame) -> pd
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_as_command(main, "fig_invariance"))

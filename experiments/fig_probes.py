@@ -3,7 +3,7 @@
     python -m experiments.fig_probes                        # the zoo, ~3 min on 2 cores (stores reused)
     python -m experiments.fig_probes --tiny --out /tmp/fig  # tiny random models, seconds
 
-For each zoo model and each probe -- token position; segment index (sentence, paragraph); intra-segment
+For each zoo member (variant x training seed, ``--model-seeds``) and each probe -- token position; segment index (sentence, paragraph); intra-segment
 position (sentence, paragraph) -- ``probes.positions.probe_store`` fits a ridge probe per layer x subspace
 on the model's store (held-out documents): penalty by grouped 5-fold CV on the training documents, R² on
 held-out documents with a bootstrap CI over documents, and two controls (a random-init twin's store, and
@@ -12,12 +12,17 @@ only full.  Stores, documents and probe settings are ``dstg-probe``'s, so its ta
 agree to the last digit (``dstg-probe --model dstg rope ap rp --task segment`` is the segment/sentence
 block of probes.csv).
 
-Writes into ``--out`` (default figures/probes/): probes.csv (one row per model x task x segment x layer x
-subspace, the columns of ``probes.positions.RESULT_COLUMNS``), r2_by_layer (PNG + PDF + JSON) and config.json.
+Paragraph-level probes read the paragraph-crossing windows of the same documents
+(``probes.positions.probing_sequences``).
+
+Writes into ``--out`` (default figures/probes/): probes.csv (one row per model x seed x task x segment x layer
+x subspace, the columns of ``probes.positions.RESULT_COLUMNS`` plus ``seed``), probes_over_seeds.csv (mean
+over seeds, interval from the lowest seed's CI low to the highest seed's CI high, as the claims table), r2_by_layer (PNG + PDF + JSON, drawn from probes_over_seeds.csv) and config.json.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +31,10 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp.plots import plot_r2_by_layer
-from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, load_figure_inputs, model_store, parse_config,
-                                       random_init_store, save_config)
-from probes.positions import PositionProbeConfig, probe_store
+from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, model_store, over_seeds,
+                                       parse_config, random_init_store, run_as_command, save_config,
+                                       with_member_columns)
+from probes.positions import PositionProbeConfig, probe_store, reads_paragraph_windows
 
 # token position is the same target whatever the segment: probed once
 PROBES = (("token", "sentence"), ("segment", "sentence"), ("segment", "paragraph"),
@@ -37,7 +43,7 @@ PROBE_DEFAULTS = PositionProbeConfig()  # dstg-probe's settings: the same number
 
 
 @dataclass
-class ProbesFigureConfig(FigureConfig):
+class ProbesFigureConfig(SeedsFigureConfig):
     out: Path = FIGURES_DIR / "probes"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as dstg-probe)"})
@@ -52,30 +58,35 @@ class ProbesFigureConfig(FigureConfig):
 
 
 def probe_all(inputs, config: ProbesFigureConfig) -> pd.DataFrame:
-    """Every probe of PROBES on every model, all layers and subspaces, with both controls."""
+    """Every probe of PROBES on every zoo member (variant x training seed), all layers and subspaces, with both
+    controls; ``model`` is the variant, ``seed`` the training seed."""
     progress = not config.quiet
     tables = []
     for name in inputs.models:
-        store = model_store(inputs, name, progress=progress)
-        control = random_init_store(inputs, name, progress=progress)
         for task, segment in tqdm(PROBES, desc=f"probes {name}", disable=not progress):
+            windows = reads_paragraph_windows(task, segment)
+            store = model_store(inputs, name, progress=progress, paragraph_windows=windows)
+            control = random_init_store(inputs, name, progress=progress, paragraph_windows=windows)
             probe = PositionProbeConfig(task=task, segment=segment, max_tokens=config.max_tokens, n_boot=config.n_boot,
                                         seed=config.seed)
-            tables.append(probe_store(store, probe, model_name=name, control_store=control))
+            tables.append(with_member_columns(probe_store(store, probe, model_name=name, control_store=control),
+                                              inputs, name))
     return pd.concat(tables, ignore_index=True)
 
 
 def run(config: ProbesFigureConfig) -> dict:
     started = time.perf_counter()
-    inputs = load_figure_inputs(tiny=config.tiny, n_docs=config.n_docs, seed=config.seed, store_root=config.store_root)
+    inputs = inputs_for(config, n_docs=config.n_docs)
     results = probe_all(inputs, config)
     config.out.mkdir(parents=True, exist_ok=True)
     results.to_csv(config.out / "probes.csv", index=False)
-    plot_r2_by_layer(results, config.out, stem="r2_by_layer")
+    by_model = over_seeds(results, ["model", "task", "segment", "layer", "subspace"])
+    by_model.to_csv(config.out / "probes_over_seeds.csv", index=False)
+    plot_r2_by_layer(by_model, config.out, stem="r2_by_layer")
     save_config(config, "experiments/fig_probes.py", probes=PROBES, inputs=inputs.description,
                 wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
-        last = results[results.layer == results.groupby("model").layer.transform("max")]
+        last = results[results.layer == results.groupby("model").layer.transform("max")]  # mean over seeds
         print(last.pivot_table(index=["model", "subspace"], columns=["task", "segment"], values="r2")
               .to_string(float_format="%.3f"))
     return {"results": results}
@@ -86,4 +97,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_as_command(main, "fig_probes"))

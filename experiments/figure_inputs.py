@@ -2,8 +2,9 @@
 the activation stores.
 
     from experiments.figure_inputs import load_figure_inputs, model_store
-    inputs = load_figure_inputs(tiny=False, seed=0)     # the shipped zoo on en-mix's held-out documents
+    inputs = load_figure_inputs(tiny=False, seed=0)     # the shipped zoo (seed 0) on en-mix's held-out documents
     store = model_store(inputs, "dstg")                  # every layer and subspace, the probes' store
+    inputs = load_figure_inputs(model_seeds=[0, 1, 2])   # every training seed: members dstg, ..., rp-seed2
 
 The stores come from the same path as ``dstg-probe`` (``probes.positions.cached_store``, and
 ``encoder.random_init()`` for the control), over the same documents (``dstg_interp.data.probing_documents``,
@@ -29,13 +30,15 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from dstg_interp import ModelConfig, build_model, extract, load_model, open_encoder
 from dstg_interp.data import default_cache_dir, probing_documents
-from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
+from dstg_interp.io import run_cli
+from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_SEEDS, missing_zoo_members, zoo_member
 from dstg_interp.store.extract import as_sequences
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256
-from dstg_interp.tiny_zoo import tiny_zoo
+from dstg_interp.tiny_zoo import tiny_config, tiny_zoo
 from probes.positions import PROBE_MAX_LENGTH, cached_store
 
 FIGURES_DIR = Path(__file__).resolve().parents[1] / "figures"
@@ -74,10 +77,44 @@ class FigureConfig(ScriptConfig):
     seed: int = field(default=0, metadata={"help": "documents, subsamples, splits and bootstrap seed"})
     store_root: Path | None = field(default=None, metadata={"help": "activation-store folder (default: the cache)"})
     quiet: bool = field(default=False, metadata={"help": "no progress bars or printed summary"})
+    zoo: Path = field(default=ZOO_DIR, metadata={"help": "zoo folder: <variant>/ (seed 0) and <variant>-seed<k>/"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.store_root = Path(self.store_root) if self.store_root is not None else None
+        self.zoo = Path(self.zoo)
+
+
+@dataclass
+class SeedsFigureConfig(FigureConfig):
+    """A figure config that reads every training seed of the zoo (the paper-claim figures: AP manifold,
+    heads, probes); the others read seed 0."""
+
+    model_seeds: list[int] = field(default_factory=lambda: list(ZOO_SEEDS), metadata={
+        "help": "training seeds of the zoo to read; tables get a seed column, claims a seed interval"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.model_seeds = check_model_seeds(self.model_seeds)
+
+
+def check_model_seeds(seeds) -> list[int]:
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("--model-seeds needs at least one seed")
+    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ValueError(f"--model-seeds must be distinct non-negative integers, got {' '.join(map(str, seeds))}")
+    return seeds
+
+
+class ZooIncomplete(ValueError):
+    """The zoo folder lacks a (variant, seed) member the run asks for."""
+
+
+def run_as_command(main, prog: str) -> int:
+    """A script's command line: bad input (a config check, an incomplete zoo, a bad checkpoint) is one
+    ``prog: error: ...`` line and exit code 2, Ctrl-C 130 (``dstg_interp.io.run_cli``, as every dstg-* command)."""
+    return run_cli(prog, lambda: main() and 0)
 
 
 def _plain(value):
@@ -127,48 +164,110 @@ def save_config(config: ScriptConfig, script: str, name: str = "config.json", **
 # --- models, documents, stores ---------------------------------------------------------------------
 @dataclass
 class FigureInputs:
-    """The models (name -> model, each with its tokenizer), the documents they are read on, and where
-    their stores go."""
+    """The models (member name -> model, each with its tokenizer), the documents they are read on, and where
+    their stores go.  A member is one (variant, training seed) of the zoo: ``members`` maps its name
+    (``dstg``, ``dstg-seed1``, ...) to that pair, in seed-major order."""
 
     models: dict
     documents: list
     store_root: Path
     tiny: bool
     description: dict = field(default_factory=dict)  # what was loaded, for the config files
+    members: dict = field(default_factory=dict)
+    zoo: Path = ZOO_DIR
+
+    def member(self, name: str) -> tuple[str, int]:
+        """(variant, training seed) of member ``name``."""
+        return self.members.get(name, (name, 0))
 
 
 def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None = None, seed: int = 0,
-                       store_root=None, corpus: str = "en-mix") -> FigureInputs:
-    """The zoo models (or tiny stand-ins) and the held-out documents ``dstg-probe`` reads (``n_docs``:
-    a seeded sample of them instead, for quick runs; a seeded draw keeps every en-mix source in it).
+                       store_root=None, corpus: str = "en-mix", zoo=ZOO_DIR, model_seeds=(0,)) -> FigureInputs:
+    """The zoo's members -- every variant of ``models`` at every training seed of ``model_seeds`` -- (or tiny
+    stand-ins) and the held-out documents ``dstg-probe`` reads (``n_docs``: a seeded sample of them instead,
+    for quick runs; a seeded draw keeps every en-mix source in it).  A member missing from ``zoo`` raises
+    ZooIncomplete naming it and the command that trains it.
 
     Models and documents are loaded once per process and shared by every script run_all calls (the tiny
     tokenizer is not bit-reproducible across trainings, and another tokenizer would mean other stores).
     """
+    model_seeds = check_model_seeds(model_seeds)
+    members = {zoo_member(variant, s): (variant, s) for s in model_seeds for variant in models}
     if tiny:
-        zoo, documents = _shared_tiny_zoo(tuple(models), seed)
+        zoo_models, documents = _shared_tiny_zoo(tuple(models), seed, tuple(model_seeds))
         root = Path(store_root) if store_root is not None else default_cache_dir() / "stores" / "figures-tiny"
-        return FigureInputs(zoo, documents, root, True,
-                            {"models": "tiny random (dstg_interp.tiny_zoo)", "corpus": "synthetic", "n_docs": len(documents)})
-    missing = [name for name in models if not (ZOO_DIR / name / "model.safetensors").is_file()]
+        return FigureInputs(zoo_models, documents, root, True,
+                            {"models": "tiny random (dstg_interp.tiny_zoo)", "corpus": "synthetic", "n_docs": len(documents),
+                             "model_seeds": model_seeds}, members)
+    zoo = Path(zoo)
+    missing = missing_zoo_members(zoo, models, model_seeds)
     if missing:
-        raise SystemExit(f"zoo model(s) {', '.join(missing)} not in {ZOO_DIR}; train them with "
-                         "python -m experiments.pretrain_zoo, or pass --tiny for a smoke run")
+        seeds = sorted({members[name][1] for name in missing})
+        raise ZooIncomplete(
+            f"zoo folder {zoo} has no {', '.join(m + '/' for m in missing)}; train them with python -m "
+            f"experiments.pretrain_zoo --seeds {' '.join(map(str, seeds))} --out {zoo}, or read fewer seeds "
+            f"(--model-seeds) or pass --tiny for a smoke run")
     documents = _shared_probing_documents(corpus)
     if n_docs is not None and n_docs < len(documents):
         chosen = np.sort(np.random.default_rng(seed).choice(len(documents), size=n_docs, replace=False))
         documents = [documents[i] for i in chosen]
-    zoo = {name: _shared_zoo_model(name) for name in models}
+    zoo_models = {name: _shared_zoo_model(str(zoo / name)) for name in members}
     root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
-    zoo_json = ZOO_DIR / "zoo.json"
-    description = {"models": {name: str(ZOO_DIR / name) for name in models}, "corpus": corpus,
+    zoo_json = zoo / "zoo.json"
+    description = {"models": {name: str(zoo / name) for name in members}, "corpus": corpus, "model_seeds": model_seeds,
                    "n_docs": len(documents), "zoo": json.loads(zoo_json.read_text()) if zoo_json.is_file() else None}
-    return FigureInputs(zoo, documents, root, False, description)
+    return FigureInputs(zoo_models, documents, root, False, description, members, zoo)
+
+
+def inputs_for(config: FigureConfig, n_docs: int | None = None) -> FigureInputs:
+    """``load_figure_inputs`` with a figure config's fields (tiny, seed, store_root, zoo; model_seeds if it has
+    them, else seed 0)."""
+    return load_figure_inputs(tiny=config.tiny, n_docs=n_docs, seed=config.seed, store_root=config.store_root,
+                              zoo=config.zoo, model_seeds=getattr(config, "model_seeds", [0]))
+
+
+def with_member_columns(table: pd.DataFrame, inputs: FigureInputs, name: str) -> pd.DataFrame:
+    """A model's result table with ``model`` = its variant and a ``seed`` column (its training seed)."""
+    variant, model_seed = inputs.member(name)
+    table = table.copy()
+    table["model"] = variant
+    table.insert(list(table.columns).index("model") + 1, "seed", model_seed)
+    return table
+
+
+def over_seeds(table: pd.DataFrame, keys: list[str], value: str = "r2", low: str = "ci_low",
+               high: str = "ci_high", means=("control_r2", "random_init_r2", "shuffled_r2", "selectivity")) -> pd.DataFrame:
+    """One row per ``keys`` from one row per (keys, seed): ``value`` is the mean over training seeds and
+    [``low``, ``high``] the interval from the lowest seed's ``low`` to the highest seed's ``high`` -- it covers
+    the seed-to-seed spread and each seed's bootstrap CI (a seed without a CI contributes its value); the
+    columns of ``means`` that the table has are averaged, ``value_sd`` is the standard deviation over seeds
+    and ``n_seeds`` counts them.  This is the interval the claims table and the by-layer figures show."""
+    lows = table[low].where(table[low].notna(), table[value])
+    highs = table[high].where(table[high].notna(), table[value])
+    grouped = table.assign(_low=lows, _high=highs).groupby(keys, sort=False, dropna=False)
+    summary = grouped.agg(**{value: (value, "mean"), low: ("_low", "min"), high: ("_high", "max"),
+                             f"{value}_sd": (value, "std"), "n_seeds": ("seed", "nunique"),
+                             **{column: (column, "mean") for column in means if column in table}}).reset_index()
+    return summary
+
+
+def first_seed(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the lowest training seed: what the single-model figures (maps, curves) draw."""
+    return table[table.seed == table.seed.min()] if "seed" in table and len(table) else table
 
 
 @lru_cache(maxsize=None)
-def _shared_tiny_zoo(models: tuple, seed: int):
-    return tiny_zoo(models, seed=seed)
+def _shared_tiny_zoo(models: tuple, seed: int, model_seeds: tuple = (0,)):
+    zoo_models, documents = tiny_zoo(models, seed=seed)
+    tokenizer = next(iter(zoo_models.values())).tokenizer
+    members = {}
+    for model_seed in model_seeds:  # other training seeds: other random weights, the same tokenizer
+        for name in models:
+            model = zoo_models[name] if model_seed == 0 else \
+                build_model(tiny_config(name, tokenizer.get_vocab_size(), seed=seed + 1000 * model_seed)).eval()
+            model.tokenizer = tokenizer
+            members[zoo_member(name, model_seed)] = model
+    return members, documents
 
 
 @lru_cache(maxsize=None)
@@ -177,8 +276,8 @@ def _shared_probing_documents(corpus: str):
 
 
 @lru_cache(maxsize=None)
-def _shared_zoo_model(name: str):
-    return load_model(name).eval()
+def _shared_zoo_model(path: str):
+    return load_model(Path(path)).eval()
 
 
 def with_offset_model(inputs: FigureInputs) -> dict:
@@ -190,24 +289,27 @@ def with_offset_model(inputs: FigureInputs) -> dict:
         config = ModelConfig.from_dict({**reference.config.to_dict(), "max_positions": 4 * reference.config.max_positions})
         models[OFFSET_MODEL] = build_model(config).eval()
         models[OFFSET_MODEL].tokenizer = reference.tokenizer
-    elif (ZOO_DIR / OFFSET_MODEL / "model.safetensors").is_file():
-        models[OFFSET_MODEL] = _shared_zoo_model(OFFSET_MODEL)
+    elif (inputs.zoo / OFFSET_MODEL / "model.safetensors").is_file():
+        models[OFFSET_MODEL] = _shared_zoo_model(str(inputs.zoo / OFFSET_MODEL))
     else:
-        raise SystemExit(f"zoo model {OFFSET_MODEL} not in {ZOO_DIR}; train it with "
-                         f"python -m experiments.pretrain_zoo --variants {OFFSET_MODEL}")
+        raise ZooIncomplete(f"zoo model {OFFSET_MODEL} not in {inputs.zoo}; train it with "
+                            f"python -m experiments.pretrain_zoo --variants {OFFSET_MODEL}")
     return models
 
 
-def model_store(inputs: FigureInputs, name: str, progress: bool = True):
-    """Every layer and subspace of model ``name`` on the inputs' documents: the store ``dstg-probe`` builds."""
-    return cached_store(open_encoder(inputs.models[name]), inputs.documents, None, inputs.store_root, name, progress)
+def model_store(inputs: FigureInputs, name: str, progress: bool = True, paragraph_windows: bool = False):
+    """Every layer and subspace of model ``name`` on the inputs' documents: the store ``dstg-probe`` builds
+    (``paragraph_windows``: its paragraph-crossing windows, what the paragraph-level probes read)."""
+    return cached_store(open_encoder(inputs.models[name]), inputs.documents, None, inputs.store_root, name, progress,
+                        paragraph_windows)
 
 
-def random_init_store(inputs: FigureInputs, name: str, progress: bool = True):
+def random_init_store(inputs: FigureInputs, name: str, progress: bool = True, paragraph_windows: bool = False):
     """The store of a randomly initialised twin of ``name`` (same config and tokenizer): the probes' control,
     the one ``dstg-probe`` builds (``encoder.random_init()``)."""
     twin = open_encoder(inputs.models[name]).random_init()
-    return cached_store(twin, inputs.documents, None, inputs.store_root, f"{name}-random-init", progress)
+    return cached_store(twin, inputs.documents, None, inputs.store_root, f"{name}-random-init", progress,
+                        paragraph_windows)
 
 
 def attention_store(inputs: FigureInputs, name: str, progress: bool = True):

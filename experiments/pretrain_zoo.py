@@ -40,7 +40,7 @@ import torch
 from dstg_interp import load_model
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import write_text_atomic
-from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES
+from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, zoo_member
 from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch,
                                prepare_training_data, train, validation_batches)
 from experiments.figure_inputs import ScriptConfig, parse_config
@@ -67,13 +67,8 @@ def zoo_config(variant: str, runs: Path, steps: int, threads: int | None, seed: 
     train/validation split and tokenizer (``data_seed``) are the same for every seed."""
     model = dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4)
     shared = dict(SHARED, warmup_steps=min(SHARED["warmup_steps"], steps // 10))  # short smoke runs
-    return TrainConfig(out_dir=str(runs / run_name(variant, seed)), model=model, max_steps=steps, threads=threads,
+    return TrainConfig(out_dir=str(runs / zoo_member(variant, seed)), model=model, max_steps=steps, threads=threads,
                        **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
-
-
-def run_name(variant: str, seed: int) -> str:
-    """Folder name of a zoo member: seed 0 is the plain variant name (what ``load_model("dstg")`` finds)."""
-    return variant if seed == 0 else f"{variant}-seed{seed}"
 
 
 def check_seeds(seeds: list[int]) -> list[int]:
@@ -102,7 +97,7 @@ def unigram_baseline(cfg: TrainConfig) -> dict:
 def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
     """Write the float16 checkpoint, its train_config.json, log.jsonl and training.json into the zoo."""
     run = Path(cfg.out_dir)
-    name = run_name(variant, cfg.seed)
+    name = zoo_member(variant, cfg.seed)
     model = load_model(run / CHECKPOINT_DIR)
     metrics = evaluate(model, prepare_training_data(cfg).validation, cfg, torch.device("cpu"))
     state = json.loads((run / CHECKPOINT_DIR / STATE_FILE).read_text())
@@ -161,11 +156,11 @@ def run(config: PretrainZooConfig) -> dict:
             if state["step"] < cfg.max_steps:
                 start = time.time()
                 train(cfg, resume=state_file.is_file())
-                print(f"{run_name(variant, seed)}: trained to step {cfg.max_steps} in {time.time() - start:.0f} s",
+                print(f"{zoo_member(variant, seed)}: trained to step {cfg.max_steps} in {time.time() - start:.0f} s",
                       file=sys.stderr)
-            summary = summaries[run_name(variant, seed)] = export(variant, cfg, config.out)
+            summary = summaries[zoo_member(variant, seed)] = export(variant, cfg, config.out)
             print(json.dumps(summary), file=sys.stderr)
-            record_summary(collected, run_name(variant, seed), summary)
+            record_summary(collected, zoo_member(variant, seed), summary)
     return summaries
 
 

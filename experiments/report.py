@@ -100,13 +100,22 @@ def zoo_table(figures: Path) -> str:
     return _markdown(["model", "params", "train wall (2 cores)", "val MLM loss", "val accuracy"], rows)
 
 
+def _probes(figures: Path) -> pd.DataFrame:
+    """The probe table over the zoo's seeds (mean, seed x bootstrap interval: probes_over_seeds.csv); a
+    gallery from before seeds has only probes.csv (one seed)."""
+    if (figures / "probes/probes_over_seeds.csv").is_file():
+        return _csv(figures, "probes/probes_over_seeds.csv")
+    return _csv(figures, "probes/probes.csv")
+
+
 def _final_layer(probes: pd.DataFrame) -> pd.DataFrame:
     return probes[probes.layer == probes.groupby("model").layer.transform("max")]
 
 
 def probes_final(figures: Path) -> str:
-    """Final-layer held-out R² of every probe, model and subspace (figures/probes/probes.csv)."""
-    last = _final_layer(_csv(figures, "probes/probes.csv")).set_index(["task", "segment", "model", "subspace"])
+    """Final-layer held-out R² of every probe, model and subspace, mean over the zoo's seeds
+    (figures/probes/probes_over_seeds.csv)."""
+    last = _final_layer(_probes(figures)).set_index(["task", "segment", "model", "subspace"])
     rows = []
     for task, segment, name in PROBES:
         cells = [f"{last.r2[(task, segment, m, s)]:.3f}" if (task, segment, m, s) in last.index else "—"
@@ -116,8 +125,8 @@ def probes_final(figures: Path) -> str:
 
 
 def segment_by_layer(figures: Path) -> str:
-    """Sentence-index R² ± half the 95% bootstrap interval, by layer (the dstg-probe --task segment table)."""
-    probes = _csv(figures, "probes/probes.csv")
+    """Sentence-index R² (mean over seeds) ± half the interval (seeds x 95% bootstrap), by layer."""
+    probes = _probes(figures)
     rows = probes[(probes.task == "segment") & (probes.segment == "sentence")].set_index(["layer", "model", "subspace"])
     layers = sorted(rows.index.unique("layer"))
     table = []
@@ -131,8 +140,8 @@ def segment_by_layer(figures: Path) -> str:
 
 
 def segment_controls(figures: Path) -> str:
-    """Final-layer sentence-index R² beside its two controls and the selectivity."""
-    last = _final_layer(_csv(figures, "probes/probes.csv"))
+    """Final-layer sentence-index R² beside its two controls and the selectivity (means over seeds)."""
+    last = _final_layer(_probes(figures))
     last = last[(last.task == "segment") & (last.segment == "sentence")].set_index(["model", "subspace"])
     rows = [[_entry(m, s), f"{last.r2[(m, s)]:.3f}", f"{last.random_init_r2[(m, s)]:.3f}",
              f"{last.shuffled_r2[(m, s)]:.3f}", f"{last.selectivity[(m, s)]:.3f}"]
@@ -166,8 +175,10 @@ def claims_table(figures: Path) -> str:
         return f"{value:.3f}" if isinstance(value, float) else str(value)
 
     rows = [[c["claim"], number(c["paper"]), number(c["ours"]),
-             f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]" if c["ci"] else "—", c["verdict"], c["detail"]] for c in claims]
-    return _markdown(["claim", "paper", "ours", "95% CI", "verdict", "detail"], rows)
+             f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]" if c["ci"] else "—", len(c.get("seeds") or []) or "—",
+             c["verdict"], c["detail"]] for c in claims]
+    return _markdown(["claim", "paper", "ours (mean over seeds)", "interval (seeds x 95% CI)", "seeds", "verdict",
+                      "detail"], rows)
 
 
 def extrapolation_mlm(figures: Path) -> str:

@@ -4,11 +4,14 @@ studies beyond the paper (length extrapolation, position-free semantic states), 
     python -m experiments.run_all                   # the shipped zoo, target <= 30 min on 2 cores
     python -m experiments.run_all --tiny --out /tmp/gallery   # tiny random models, no Holmes, seconds
     python -m experiments.run_all --skip holmes     # reuse figures/holmes/ as it is (its figures are redrawn)
+    python -m experiments.run_all --model-seeds 0   # one training seed of the zoo (default: 0 1 2)
 
 Run it from the repository root (``experiments`` is a package there).  The figure scripts run in this
 process, in order, each with its config built here from run_all's, on the same models and documents, so
 each model's activation store is extracted once (by the first script that needs it) and read by the
-others; stores already in the cache folder from an earlier run -- or from ``dstg-probe``, which builds the
+others.  The AP-manifold, heads and probe figures read every training seed of the zoo (``--model-seeds``),
+so the claims table reports a mean and a seed interval; Holmes, extrapolation and invariance read seed 0.
+Stores already in the cache folder from an earlier run -- or from ``dstg-probe``, which builds the
 same ones -- are reused as they are.  The Holmes suite runs as its own script
 (``experiments/holmes_suite.py``) in a subprocess with one torch thread; ``holmes_figure`` then draws
 whatever Holmes results the gallery holds.  The claims table comes after them, from the numbers the
@@ -32,14 +35,14 @@ from pathlib import Path
 import torch
 
 from experiments import claims, fig_ap_manifold, fig_extrapolation, fig_heads, fig_holmes, fig_invariance, fig_probes, report
-from experiments.figure_inputs import FIGURES_DIR, FigureConfig, parse_config, save_config
+from experiments.figure_inputs import FIGURES_DIR, SeedsFigureConfig, parse_config, run_as_command, save_config
 
 STEPS = ("ap_manifold", "heads", "probes", "holmes", "holmes_figure", "claims", "extrapolation", "invariance", "report")
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 @dataclass
-class RunAllConfig(FigureConfig):
+class RunAllConfig(SeedsFigureConfig):
     out: Path = FIGURES_DIR
     skip: list[str] = field(default_factory=list, metadata={"help": f"steps to leave out, of {', '.join(STEPS)}"})
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents for "
@@ -63,13 +66,13 @@ def run_holmes_suite(out: Path) -> str:
 
 def steps(config: RunAllConfig) -> dict:
     """Each step as a call of its script on its own config, built from run_all's."""
-    shared = dict(tiny=config.tiny, seed=config.seed, store_root=config.store_root, quiet=config.quiet)
+    shared = dict(tiny=config.tiny, seed=config.seed, store_root=config.store_root, quiet=config.quiet, zoo=config.zoo)
+    seeded = dict(shared, model_seeds=config.model_seeds, n_docs=config.n_docs)  # the paper-claim figures: every seed
     out = config.out
     return {
-        "ap_manifold": lambda: fig_ap_manifold.run(fig_ap_manifold.ApManifoldConfig(out=out / "ap_manifold",
-                                                                                    n_docs=config.n_docs, **shared)),
-        "heads": lambda: fig_heads.run(fig_heads.HeadsFigureConfig(out=out / "heads", n_docs=config.n_docs, **shared)),
-        "probes": lambda: fig_probes.run(fig_probes.ProbesFigureConfig(out=out / "probes", n_docs=config.n_docs, **shared)),
+        "ap_manifold": lambda: fig_ap_manifold.run(fig_ap_manifold.ApManifoldConfig(out=out / "ap_manifold", **seeded)),
+        "heads": lambda: fig_heads.run(fig_heads.HeadsFigureConfig(out=out / "heads", **seeded)),
+        "probes": lambda: fig_probes.run(fig_probes.ProbesFigureConfig(out=out / "probes", **seeded)),
         "holmes": lambda: run_holmes_suite(out),
         "holmes_figure": lambda: fig_holmes.run(fig_holmes.HolmesFigureConfig(
             out=out / "holmes", results=[out / "holmes", out / "holmes" / "full"])),
@@ -77,7 +80,7 @@ def steps(config: RunAllConfig) -> dict:
         "extrapolation": lambda: fig_extrapolation.run(fig_extrapolation.ExtrapolationFigureConfig(
             out=out / "extrapolation", **({"factors": [2.0]} if config.tiny else {}), **shared)),
         "invariance": lambda: fig_invariance.run(fig_invariance.InvarianceFigureConfig(
-            out=out / "invariance", tiny=config.tiny, seed=config.seed, quiet=config.quiet)),
+            out=out / "invariance", tiny=config.tiny, seed=config.seed, quiet=config.quiet, zoo=config.zoo)),
         "report": lambda: report.run(report.ReportConfig(figures=out)),
     }
 
@@ -112,4 +115,4 @@ def main(argv=None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_as_command(main, "run_all"))

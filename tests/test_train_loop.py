@@ -172,10 +172,11 @@ def test_pretrain_zoo_refuses_bad_seeds(tmp_path, capsys, seeds, message):
 
 
 def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
-    from experiments.pretrain_zoo import run_name, zoo_config
+    from dstg_interp.model.checkpoint import zoo_member
+    from experiments.pretrain_zoo import zoo_config
 
     configs = {seed: zoo_config("ap", tmp_path, 4800, None, seed) for seed in (0, 1, 2)}
-    assert [Path(c.out_dir).name for c in configs.values()] == ["ap", "ap-seed1", "ap-seed2"] == [run_name("ap", s) for s in configs]
+    assert [Path(c.out_dir).name for c in configs.values()] == ["ap", "ap-seed1", "ap-seed2"] == [zoo_member("ap", s) for s in configs]
     differing = {k for c in configs.values() for k, v in c.to_dict().items() if v != configs[0].to_dict()[k]}
     assert differing == {"seed", "out_dir"}
     assert {c.data_seed for c in configs.values()} == {0}

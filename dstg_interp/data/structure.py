@@ -70,6 +70,16 @@ class StructuredSequences:
     def documents(self) -> list[dict]:
         return self.meta["documents"]
 
+    def select(self, indices) -> "StructuredSequences":
+        """The sequences at ``indices`` (in that order), same meta: e.g. only the windows that cross a paragraph."""
+        indices = np.asarray(indices, dtype=np.int64)
+        lengths = self.lengths[indices]
+        token_index = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1]) for i in indices]) \
+            if len(indices) else np.zeros(0, dtype=np.int64)
+        arrays = {name: array[token_index] for name, array in self.arrays.items()}
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        return StructuredSequences(arrays, offsets, dict(self.meta, selected=len(indices)))
+
     def to_dataframe(self):
         """One row per token: `sequence` plus every token field, and the document's string id."""
         import pandas as pd

@@ -37,6 +37,19 @@ from .saving import save_checkpoint  # noqa: F401  (re-exported)
 
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 ZOO_NAMES = ("dstg", "rope", "ap", "rp")
+ZOO_SEEDS = (0, 1, 2)  # the training seeds the zoo ships (experiments/pretrain_zoo.py --seeds 0 1 2)
+
+
+def zoo_member(variant: str, seed: int = 0) -> str:
+    """Folder name of one zoo run: seed 0 is the plain variant name (what ``load_model("dstg")`` finds),
+    seed k > 0 is ``<variant>-seed<k>``."""
+    return variant if seed == 0 else f"{variant}-seed{seed}"
+
+
+def missing_zoo_members(zoo_dir: Path, variants, seeds) -> list[str]:
+    """The (variant, seed) members a zoo folder lacks, as folder names (a member is its model.safetensors)."""
+    return [zoo_member(v, s) for s in seeds for v in variants
+            if not (Path(zoo_dir) / zoo_member(v, s) / "model.safetensors").is_file()]
 
 
 class NonFiniteWeightsWarning(UserWarning):

@@ -18,7 +18,7 @@ def gallery(tmp_path_factory):
     """run_all --tiny: fig_ap_manifold, fig_heads, fig_probes and claims into one folder (Holmes is skipped)."""
     root = tmp_path_factory.mktemp("gallery")
     timing = run_all.main(["--tiny", "--out", str(root / "figures"), "--store-root", str(root / "stores"),
-                           "--threads", "1", "--quiet"])
+                           "--threads", "1", "--quiet", "--model-seeds", "0", "1"])
     return root / "figures", timing
 
 
@@ -57,9 +57,10 @@ def test_report_tables_come_from_the_gallery(gallery):
     text = (figures / "REPORT.md").read_text()
     probes = pd.read_csv(figures / "probes" / "probes.csv")
     last = probes[(probes.model == "dstg") & (probes.subspace == "ap") & (probes.task == "segment")
-                  & (probes.segment == "sentence") & (probes.layer == probes.layer.max())].r2.iloc[0]
+                  & (probes.segment == "sentence") & (probes.layer == probes.layer.max())].r2
+    assert len(last) == 2  # one per training seed
     block = text.split("<!-- report:probes_final -->")[1].split("<!-- /report:probes_final -->")[0]
-    assert f"| sentence index | {last:.3f} |" in block  # the tiny gallery's own number, not the zoo's
+    assert f"| sentence index | {last.mean():.3f} |" in block  # the tiny gallery's own mean over seeds, not the zoo's
     holmes = text.split("<!-- report:holmes_areas -->")[1].split("<!-- /report:holmes_areas -->")[0]
     assert "not measured: holmes/full/areas.csv" in holmes
 
@@ -70,10 +71,13 @@ def test_ap_manifold_outputs(gallery):
         _non_empty_figure(folder, stem)
     spectra = pd.read_csv(folder / "spectra.csv")
     # learned tables: DSTG's and AP-NeoBERT's, each with a random table of the same shape; RoPE/RP have none
-    assert set(spectra[spectra.source == "learned table"].name) == {"dstg AP table", "ap table (entangled)"}
+    learned = spectra[spectra.source == "learned table"]
+    assert set(learned.name) == {"dstg AP table", "ap table (entangled)", "dstg AP table (seed 1)",
+                                 "ap table (entangled) (seed 1)"}
+    assert set(zip(learned.model, learned.seed)) == {("dstg", 0), ("dstg", 1), ("ap", 0), ("ap", 1)}
     assert set(spectra[spectra.source == "random table"].name) == {"random 64x8", "random 64x32"}
     layers = spectra[spectra.source == "layer states"]
-    assert set(layers.model) == {"dstg", "rope", "ap", "rp"}
+    assert set(layers.model) == {"dstg", "rope", "ap", "rp"} and set(layers.seed) == {0, 1}
     assert set(layers[layers.model == "dstg"].subspace) == {"ap", "sem", "full"}
     assert set(layers.layer) == {0, 1, 2}
     assert spectra.pc1_pc2.between(0, 1).all() and spectra.low_freq_share.between(0, 1).all()
@@ -87,11 +91,11 @@ def test_heads_outputs(gallery):
     _non_empty_figure(folder, "head_map")
     _non_empty_figure(folder, "head_shares")
     heads = pd.read_csv(folder / "heads.csv")
-    assert len(heads) == 4 * 2 * 4  # models x layers x heads
+    assert len(heads) == 2 * 4 * 2 * 4  # seeds x models x layers x heads
     assert set(heads[heads.model == "dstg"].label) <= {"structure", "semantic", "RP", "mixed"}
     assert set(heads[heads.model == "rope"].label) <= {"positional", "content", "mixed"}
     summary = json.loads((folder / "summary.json").read_text())
-    assert summary["models"]["dstg"]["n_heads"] == 8
+    assert summary["models"]["dstg"]["n_heads"] == 8 and summary["models"]["dstg-seed1"]["n_heads"] == 8
 
 
 def test_probe_outputs(gallery):
@@ -101,7 +105,17 @@ def test_probe_outputs(gallery):
     probes = set(map(tuple, results[["task", "segment"]].drop_duplicates().to_numpy()))
     assert probes == {("token", "sentence"), ("segment", "sentence"), ("segment", "paragraph"),
                       ("intra", "sentence"), ("intra", "paragraph")}
-    assert len(results) == 5 * (3 * 3 + 3 * 3)  # probes x (DSTG 3 layers x 3 subspaces + 3 baselines x 3 layers)
+    assert len(results) == 2 * 5 * (3 * 3 + 3 * 3)  # seeds x probes x (DSTG 3 layers x 3 subspaces + 3 baselines x 3 layers)
+    assert set(results.seed) == {0, 1}
+    # two training seeds are two models: their probes differ
+    by_seed = results.pivot_table(index=["model", "task", "segment", "layer", "subspace"], columns="seed", values="r2")
+    assert (by_seed[0] - by_seed[1]).abs().max() > 1e-3
+    # the table over seeds: the mean, and an interval that holds every seed's value
+    over = pd.read_csv(folder / "probes_over_seeds.csv").set_index(["model", "task", "segment", "layer", "subspace"])
+    assert len(over) == len(results) // 2 and (over.n_seeds == 2).all()
+    assert over.r2.to_numpy() == pytest.approx(by_seed.mean(axis=1).reindex(over.index).to_numpy())
+    assert (over.ci_low.to_numpy() <= by_seed.min(axis=1).reindex(over.index).to_numpy() + 1e-12).all()
+    assert (over.ci_high.to_numpy() >= by_seed.max(axis=1).reindex(over.index).to_numpy() - 1e-12).all()
     assert results.random_init_r2.notna().all() and results.shuffled_r2.notna().all()
     defined = results.n_test_docs >= 10  # fewer held-out documents: the interval is reported as undefined (NaN)
     assert (results.ci_low[defined] <= results.ci_high[defined]).all()  # percentile CI: the point estimate may lie just outside
@@ -146,6 +160,48 @@ def test_claims_rules_on_hand_written_numbers():
     assert holmes["verdict"] == "partly" and holmes["ours"] == pytest.approx(20 / 65)
     assert holmes["ci"][0] < 20 / 65 < holmes["ci"][1]
     assert claims.wilson_interval(0, 10)[0] == 0.0
+
+
+def test_claims_over_seeds_use_the_seed_interval():
+    """Two seeds: 'holds' needs DSTG's whole interval (every seed's CI) above every baseline's."""
+    def rows(dstg_seed1):
+        table = [dict(_probe_row("dstg", "segment", "sentence", "ap", 6, 0.80, 0.05), seed=0),
+                 dict(_probe_row("dstg", "segment", "sentence", "ap", 6, dstg_seed1, 0.05), seed=1)]
+        table += [dict(_probe_row(m, "segment", "sentence", "full", 6, r2, 0.05), seed=s)
+                  for m in ("rope", "ap", "rp") for s, r2 in ((0, 0.30), (1, 0.40))]
+        return pd.DataFrame(table)
+
+    clear = {c["id"]: c for c in claims.final_layer_claims(rows(0.70))}["final_segment_sentence"]
+    assert clear["verdict"] == "holds" and clear["ours"] == pytest.approx(0.75) and clear["seeds"] == [0, 1]
+    assert clear["ci"] == pytest.approx([0.65, 0.85])  # lowest seed's CI low .. highest seed's CI high
+    # one seed's CI reaches into the baselines' interval: the mean is still above, so only "partly"
+    overlap = {c["id"]: c for c in claims.final_layer_claims(rows(0.45))}["final_segment_sentence"]
+    assert overlap["verdict"] == "partly" and overlap["ci"] == pytest.approx([0.40, 0.85])
+
+    heads = pd.DataFrame([dict(model="dstg", seed=s, label=label, share_rp=0.0)
+                          for s, labels in ((0, ["structure", "semantic", "semantic", "semantic"]),
+                                            (1, ["structure", "mixed", "mixed", "semantic"]))
+                          for label in labels])
+    structure = {c["id"]: c for c in claims.head_claims(heads)}["heads_structure_semantic"]
+    assert structure["verdict"] == "partly" and structure["ours"] == pytest.approx(0.75)  # seed 1: 50% only
+    assert structure["ci"] == pytest.approx([0.5, 1.0])
+
+
+def test_a_zoo_folder_missing_a_seed_is_one_line(tmp_path, capsys):
+    from experiments.figure_inputs import run_as_command
+    zoo = tmp_path / "zoo"
+    for variant in ("dstg", "rope", "ap", "rp"):
+        (zoo / variant).mkdir(parents=True)
+        (zoo / variant / "model.safetensors").write_bytes(b"")
+    out = tmp_path / "probes"
+    code = run_as_command(lambda: fig_probes.main(["--zoo", str(zoo), "--model-seeds", "0", "1", "--out", str(out)]),
+                          "fig_probes")
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "dstg-seed1/" in err and "rp-seed1/" in err and "--seeds 1" in err
+    assert not out.exists()  # nothing written
+    with pytest.raises(ValueError, match="distinct non-negative"):
+        fig_probes.ProbesFigureConfig(model_seeds=[0, 0])
 
 
 def test_claims_without_inputs_are_not_measured(tmp_path):

@@ -20,7 +20,7 @@ COMMANDS = {
     "dstg-cache": "dstg_interp.store.cli",
     "dstg-probe": "probes.cli",
     "dstg-holmes": "probes.holmes.run",
-    "dstg-extend": "dstg_interp.extrapolate",
+    "dstg-extend": "dstg_interp.analysis.extrapolate",
     "dstg-convert": "dstg_interp.convert",
     "dstg-eval": "dstg_interp.evaluation",
 }

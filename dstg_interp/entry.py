@@ -34,7 +34,7 @@ def launch(prog: str, argv: list[str] | None = None) -> int:
     """Import the module of ``prog`` and run its ``main(argv)``; interruptions while loading are one line."""
     signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        module = importlib.import_module(COMMANDS[prog])
+        module = importlib.import_module(COMMANDS[prog])  # lazy: torch & co. load after Ctrl-C is ours
     except KeyboardInterrupt as err:
         name = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
         print(f"{prog}: interrupted ({name}) while starting; nothing was written", file=sys.stderr)

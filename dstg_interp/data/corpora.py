@@ -229,7 +229,7 @@ def load_hf_dataset(spec: str, max_docs: int | None, text_field: str = "text",
 
     Web text marks paragraphs with single newlines, so here every non-empty line is a paragraph.
     """
-    import datasets  # slow import; only this source needs it
+    import datasets  # optional: a slow import that only the hf: source needs
 
     parts = spec[len("hf:"):].split(":")
     if len(parts) not in (2, 3) or not all(parts):

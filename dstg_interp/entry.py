@@ -20,7 +20,7 @@ COMMANDS = {
     "dstg-cache": "dstg_interp.store.cli",
     "dstg-probe": "probes.cli",
     "dstg-holmes": "probes.holmes.run",
-    "dstg-extend": "dstg_interp.extrapolate",
+    "dstg-extend": "dstg_interp.analysis.extrapolate",
     "dstg-convert": "dstg_interp.convert",
     "dstg-eval": "dstg_interp.evaluation",
 }
@@ -34,7 +34,7 @@ def launch(prog: str, argv: list[str] | None = None) -> int:
     """Import the module of ``prog`` and run its ``main(argv)``; interruptions while loading are one line."""
     signal.signal(signal.SIGTERM, _raise_terminated)
     try:
-        module = importlib.import_module(COMMANDS[prog])
+        module = importlib.import_module(COMMANDS[prog])  # lazy: torch & co. load after Ctrl-C is ours
     except KeyboardInterrupt as err:
         name = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
         print(f"{prog}: interrupted ({name}) while starting; nothing was written", file=sys.stderr)

@@ -191,7 +191,7 @@ def add_renamed(parser, old: str, new: str, why: str = "", takes_value: bool = T
 def check_device(device: str) -> None:
     """A CUDA device asked for on a machine without one: one clear error (exit 2) before any work."""
     if device.startswith("cuda"):
-        import torch  # noqa: PLC0415  (torch only when a GPU is asked for: --help stays instant)
+        import torch  # optional: torch loads only when a GPU is asked for, so --help stays instant
 
         if not torch.cuda.is_available():
             raise ValueError(f"--device {device}: no CUDA device is available here; use --device cpu")

@@ -43,6 +43,7 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
 
 from .config import ModelConfig
 from . import flags
@@ -457,8 +458,6 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
     elif note and is_main:
         print(note, file=sys.stderr)
     if resume:
-        from safetensors.torch import load_file
-
         load_optimizer_tensors(optimizer, load_file(str(checkpoint / OPTIMIZER_FILE)))
     # DSTG's final AP stream feeds no loss, so its last writers get no gradient: DDP must expect that.
     ddp_model = (

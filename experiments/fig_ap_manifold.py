@@ -3,7 +3,7 @@
     python -m experiments.fig_ap_manifold                 # the zoo + MiniLM, ~1 min on 2 cores (extracts the stores)
     python -m experiments.fig_ap_manifold --tiny --out /tmp/fig   # tiny random models, seconds
 
-Two families of position tables (rows = positions), each analysed by ``dstg_interp.spectra.analyze_table``
+Two families of position tables (rows = positions), each analysed by ``dstg_interp.analysis.spectra.analyze_table``
 (PCA centred over positions, DCT-II of PC1/PC2, share of power in the first 4 bins, Gaussian control):
 1. learned tables: DSTG's AP table, AP-NeoBERT's entangled table and MiniLM's 512x384 table as a real-world
    reference, each next to one Gaussian table of the same shape ("random PxD") drawn with the seed;
@@ -28,9 +28,9 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dstg_interp import load_hf_encoder
+from dstg_interp.analysis.spectra import analyze_table, per_position_mean, position_table, spectra_table
 from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import plot_dct_power, plot_pc_curves, plot_scree
-from dstg_interp.spectra import analyze_table, per_position_mean, position_table, spectra_table
 from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
                                        save_config)
 

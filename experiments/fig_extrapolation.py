@@ -4,7 +4,7 @@
     python -m experiments.fig_extrapolation --tiny --out /tmp/x   # tiny random models, seconds
 
 Arms, at each length (factor x the trained ``max_positions``):
-- DSTG-NeoBERT and AP-NeoBERT with their learned table extended by ``dstg_interp.extrapolate`` -- ``curve``
+- DSTG-NeoBERT and AP-NeoBERT with their learned table extended by ``dstg_interp.analysis.extrapolate`` -- ``curve``
   (low-frequency DCT model of the leading PCs, evaluated past the table), ``repeat`` (last row), ``stretch``
   (linear interpolation of the whole table);
 - RoPE- and RP-NeoBERT ``native``: relative models rebuilt for the longer length, no table to extend;
@@ -39,10 +39,10 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp import extract
-from dstg_interp.extrapolate import METHODS, extend_positions, fit_ap_curve, with_max_positions
-from dstg_interp.length_eval import long_windows, mlm_by_position
+from dstg_interp.analysis.extrapolate import METHODS, extend_positions, fit_ap_curve, with_max_positions
+from dstg_interp.analysis.length_eval import long_windows, mlm_by_position
+from dstg_interp.analysis.spectra import analyze_table
 from dstg_interp.plots import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
-from dstg_interp.spectra import analyze_table
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256
 from dstg_interp.tiny_zoo import tiny_long_documents
 from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,

@@ -5,8 +5,8 @@
 
 Per zoo member (variant x training seed, ``--model-seeds``), the attention summaries of its store (held-out documents, ``figure_inputs.attention_store``)
 give each head's logit-term variances and the pattern change when a term is removed
-(``dstg_interp.heads.head_stats_from_store``); ``classify_heads`` applies the rule documented in
-``dstg_interp.heads``: DSTG heads are named after the term that carries >= 60% of the summed term variance
+(``dstg_interp.analysis.heads.head_stats_from_store``); ``classify_heads`` applies the rule documented in
+``dstg_interp.analysis.heads``: DSTG heads are named after the term that carries >= 60% of the summed term variance
 *and* whose removal changes the pattern most (sem -> semantic, ap -> structure, rp -> RP, else mixed);
 entangled baselines are labelled by how much of their pattern relative offset alone explains
 (positional / content / mixed, or RP when RP-NeoBERT's bias dominates).
@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from dstg_interp.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store
+from dstg_interp.analysis.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store
 from dstg_interp.plots import plot_head_map, plot_share_scatter
 from dstg_interp.model.checkpoint import zoo_member
 from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, parse_config,

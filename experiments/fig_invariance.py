@@ -5,7 +5,7 @@ another context, per layer and subspace, and what that does to nearest-neighbour
                                                                 # (134 s while another job shared them)
     python -m experiments.fig_invariance --tiny --out /tmp/fig  # tiny random models, seconds
 
-Passages (``dstg_interp.invariance.select_passages``): runs of whole sentences of 16-48 tokens with >= 24
+Passages (``dstg_interp.analysis.invariance.select_passages``): runs of whole sentences of 16-48 tokens with >= 24
 tokens of preceding text, at most one per held-out en-mix document, drawn with ``--seed``.  Every zoo model
 shares one tokenizer, so every model reads the same passages; the models are the reference four and
 ``dstg-offset`` (DSTG trained with random_offset: does it lean less on absolute position?).  Each passage is encoded alone
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dstg_interp.invariance import CONDITIONS, measure_invariance, select_passages
+from dstg_interp.analysis.invariance import CONDITIONS, measure_invariance, select_passages
 from dstg_interp.plots import plot_invariance_by_layer, plot_recall_by_layer
 from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
                                        with_offset_model)

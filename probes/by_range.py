@@ -11,7 +11,7 @@ still decodable out there?); ``fit_on="inside"`` trains on positions inside the 
 the representation continue the in-range code, so that an in-range probe transfers?).  R² is computed
 within each range (against that range's own mean), so a probe whose predictions beyond the range are
 merely offset scores below 0 there; ``mae`` (mean absolute error, in positions or sentences) says by how much.
-The windows and the MLM side of the length study are in ``dstg_interp.length_eval``.
+The windows and the MLM side of the length study are in ``dstg_interp.analysis.length_eval``.
 """
 
 from __future__ import annotations

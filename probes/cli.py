@@ -33,6 +33,7 @@ import torch
 
 from dstg_interp import flags
 from dstg_interp.io import OutputError, check_output_location, positive_int, run_cli, write_text_atomic
+from dstg_interp.store.manifest import versions
 from probes.holmes.run import HOLMES_OUT, HOLMES_THREADS, add_holmes_flags, config_from_args, report, run_config
 from probes.positions import DEFAULT_MODEL, model_label, probe_positions
 
@@ -111,8 +112,6 @@ def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
 
 def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     """Position probes of every --model, as one table, and the record saved beside it."""
-    from dstg_interp.store.manifest import versions
-
     flags.check_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -10,9 +10,9 @@ import torch
 
 from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import flags
+from dstg_interp.analysis.extrapolate import _parser as extend_parser
 from dstg_interp.data import load_corpus, train_tokenizer
 from dstg_interp.evaluation import build_parser as eval_parser
-from dstg_interp.extrapolate import _parser as extend_parser
 from dstg_interp.store.cli import build_parser as cache_parser, main as cache_main
 from dstg_interp.train import build_parser as train_parser, main as train_main
 from probes.cli import build_parser as probe_parser, main as probe_main

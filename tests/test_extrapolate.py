@@ -9,9 +9,7 @@ import torch
 from conftest import tiny_model
 
 from dstg_interp import extract, load_model
-from dstg_interp.data import train_tokenizer
-from dstg_interp.data.corpora import make_document
-from dstg_interp.extrapolate import (
+from dstg_interp.analysis.extrapolate import (
     EXTENSION_FILE,
     extend_positions,
     extend_table,
@@ -20,7 +18,9 @@ from dstg_interp.extrapolate import (
     save_extended,
     with_max_positions,
 )
-from dstg_interp.length_eval import long_windows, mlm_by_position
+from dstg_interp.analysis.length_eval import long_windows, mlm_by_position
+from dstg_interp.data import train_tokenizer
+from dstg_interp.data.corpora import make_document
 from probes.by_range import probe_by_range
 
 torch.set_num_threads(1)

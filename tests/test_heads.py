@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from dstg_interp.heads import (
+from dstg_interp.analysis.heads import (
     DOMINANT_SHARE,
     classify_heads,
     head_stats_from_store,

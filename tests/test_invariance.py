@@ -1,15 +1,16 @@
-"""Passage invariance (dstg_interp.invariance): exactness where position cannot reach a state, retrieval
-recall on hand-made cases, clear errors (experiments/fig_invariance.py --tiny runs in test_experiments)."""
+"""Passage invariance (dstg_interp.analysis.invariance): exactness where position cannot reach a state,
+retrieval recall on hand-made cases, clear errors (experiments/fig_invariance.py --tiny runs in test_experiments)."""
 
 import numpy as np
 import pytest
 import torch
 from conftest import tiny_model
 
+from dstg_interp.analysis.invariance import (CONDITIONS, INVARIANCE_COLUMNS, RETRIEVAL_COLUMNS, Passage,
+                                             build_encodings, measure_invariance, recall_at_k, retrieval_ranks,
+                                             select_passages)
 from dstg_interp.data import train_tokenizer
 from dstg_interp.data.tokenizer import CLS_ID, SEP_ID
-from dstg_interp.invariance import (CONDITIONS, INVARIANCE_COLUMNS, RETRIEVAL_COLUMNS, Passage, build_encodings,
-                                    measure_invariance, recall_at_k, retrieval_ranks, select_passages)
 from dstg_interp.tiny_zoo import tiny_documents
 
 torch.set_num_threads(1)

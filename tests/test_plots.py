@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from dstg_interp.heads import head_table
+from dstg_interp.analysis.heads import head_table
+from dstg_interp.analysis.spectra import analyze_table, position_table
 from dstg_interp.plots import (
     FigureOutputError,
     measurements,
@@ -26,7 +27,6 @@ from dstg_interp.plots import (
     plot_scree,
     plot_share_scatter,
 )
-from dstg_interp.spectra import analyze_table, position_table
 from probes.holmes.aggregate import a_vs_b, dataset_scores, winning_rates
 from probes.holmes.registry import register_dataset
 

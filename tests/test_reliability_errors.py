@@ -21,8 +21,8 @@ import dstg_interp.model.checkpoint as checkpoint_module
 import dstg_interp.model.saving as saving_module
 from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import CheckpointError, ModelConfig, StoreError, extract, load_model
+from dstg_interp.analysis.extrapolate import main as extend_main
 from dstg_interp.data import DataError, load_corpus, load_tokenizer
-from dstg_interp.extrapolate import main as extend_main
 from dstg_interp.model.checkpoint import NonFiniteWeightsWarning
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.cli import main as cache_main

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from dstg_interp import io as dio
-from dstg_interp.extrapolate import main as extend_main
+from dstg_interp.analysis.extrapolate import main as extend_main
 from dstg_interp.io import (OutputError, OutputLocked, atomic_directory, check_output_location, check_replaceable,
                             clean_stale_temporaries, commit_directory, output_lock)
 from dstg_interp.store.cli import main as cache_main

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from dstg_interp.spectra import (
+from dstg_interp.analysis.spectra import (
     analyze_table,
     dct_power,
     participation_ratio,

@@ -1,22 +1,22 @@
-"""Corpora as documents -> paragraphs -> sentences, from one entry point.
+"""The pieces every corpus is made of: documents -> paragraphs -> sentences, and the local sources.
 
-    from dstg_interp.data import load_corpus, split_documents
-    docs = load_corpus("en-mix")                    # fetched once into $DSTG_CACHE or ~/.cache/dstg-interp
-    docs = load_corpus("pydocs")                    # held-out technical prose (Python docs), not in en-mix
-    docs = load_corpus("path/to/folder")            # *.txt, one document per file, blank line = paragraph
-    docs = load_corpus("path/to/file.jsonl")        # {"text": ..., "id": ...} per line
-    docs = load_corpus("hf:HuggingFaceFW/fineweb:sample-10BT:train", max_docs=20_000)
-    train_docs, val_docs = split_documents(docs, val_fraction=0.05, seed=0)
+    from dstg_interp.data import load_corpus, split_documents, split_sentences
+    split_sentences("Dr. Smith arrived. He sat down.")    # ['Dr. Smith arrived.', 'He sat down.']
+    train_docs, val_docs = split_documents(load_corpus("en-mix"), val_fraction=0.05, seed=0)
 
 Every text goes through `normalize_text` (NFKC, zero-width characters removed, whitespace collapsed)
-and is split into sentences by pysbd, paragraph by paragraph. The `en-mix` recipes (fetch, extract,
-pinned hashes) live in `en_mix.py`, those of the held-out `pydocs` source in `pydocs.py`.
+and is split into sentences by pysbd, paragraph by paragraph (`make_document`).  Here too: the local
+sources (a folder of *.txt, a .jsonl file, `hf:NAME[:CONFIG]:SPLIT`), the cache folder, the stable
+train / validation split and the JSONL cache of processed documents.  The corpora by name -- `load_corpus`,
+`probing_documents` -- are in `catalog.py`, which sits above this module and the recipes that use it
+(`en_mix.py`, `pydocs.py`): imports run catalog -> en_mix / pydocs -> corpora, never back.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 import unicodedata
@@ -229,7 +229,7 @@ def load_hf_dataset(spec: str, max_docs: int | None, text_field: str = "text",
 
     Web text marks paragraphs with single newlines, so here every non-empty line is a paragraph.
     """
-    import datasets  # slow import; only this source needs it
+    import datasets  # optional: a slow import that only the hf: source needs
 
     parts = spec[len("hf:"):].split(":")
     if len(parts) not in (2, 3) or not all(parts):
@@ -252,55 +252,13 @@ def load_hf_dataset(spec: str, max_docs: int | None, text_field: str = "text",
     return documents
 
 
-# --------------------------------------------------------------------------- entry point
+# --------------------------------------------------------------------------- cache folder and splits
 
 def default_cache_dir() -> Path:
     """$DSTG_CACHE, else $XDG_CACHE_HOME/dstg-interp, else ~/.cache/dstg-interp."""
-    import os
     if os.environ.get("DSTG_CACHE"):
         return Path(os.environ["DSTG_CACHE"])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dstg-interp"
-
-
-def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progress: bool = True,
-                max_docs: int | None = None, text_field: str = "text") -> list[Document]:
-    """Load a corpus as a list of Documents.
-
-    spec: "en-mix" (or "en-mix:wikipedia,austen" for a subset of pieces), "pydocs" (held-out
-    Python documentation prose, see pydocs.py), a folder of *.txt files,
-    a .jsonl file, or "hf:NAME[:CONFIG]:SPLIT". `max_docs` keeps the first documents only.
-    Raises DataError (a ValueError) with one line when nothing usable is found.
-    """
-    if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs <= 0):
-        raise DataError(f"max_docs must be a positive number of documents (or None for all), got {max_docs!r}")
-    if spec == "en-mix" or spec.startswith("en-mix:"):
-        from dstg_interp.data.en_mix import load_en_mix
-        pieces = spec.split(":", 1)[1].split(",") if ":" in spec else None
-        cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        documents = load_en_mix(cache, pieces=pieces, progress=progress)
-    elif spec == "pydocs":
-        from dstg_interp.data.pydocs import load_pydocs  # imports this module: loaded on first use
-        documents = load_pydocs(Path(cache_dir) if cache_dir is not None else default_cache_dir(), progress=progress)
-    elif spec.startswith("hf:"):
-        documents = load_hf_dataset(spec, max_docs, text_field, progress)
-    else:
-        path = Path(spec)
-        if path.is_dir():
-            documents = load_text_folder(path)
-        elif path.is_file() and path.suffix == ".jsonl":
-            documents = load_jsonl(path, text_field)
-        elif path.is_file() and path.suffix == ".txt":
-            text = decode_utf8(path.read_bytes(), str(path))
-            documents = [d for d in [make_document(path.name, path.stem, paragraphs_from_text(text))] if d]
-        else:
-            raise DataError(f"corpus spec {spec!r}: not 'en-mix', 'pydocs', 'hf:NAME[:CONFIG]:SPLIT', "
-                            "a folder of *.txt files or a .jsonl file")
-    if max_docs is not None:
-        documents = documents[:max_docs]
-    if not documents:
-        raise DataError(f"corpus {spec!r}: no documents with text found; "
-                        "check the path (folders need *.txt files) or the spec")
-    return documents
 
 
 def split_documents(documents: list[Document], val_fraction: float = 0.05,
@@ -315,18 +273,6 @@ def split_documents(documents: list[Document], val_fraction: float = 0.05,
         unit_interval = int.from_bytes(digest[:8], "big") / 2**64
         (validation if unit_interval < val_fraction else train).append(doc)
     return train, validation
-
-
-def probing_documents(corpus: str = "en-mix", max_docs: int | None = None) -> list[Document]:
-    """The documents to probe on.  For ``en-mix`` the held-out validation documents of the zoo's
-    training split (``split_documents(val_fraction=0.05, seed=0)``: the models never saw them); for any
-    other corpus, all of its documents."""
-    if max_docs is not None and (not isinstance(max_docs, int) or max_docs <= 0):
-        raise ValueError(f"max_docs must be a positive number of documents (or None for all), got {max_docs!r}")
-    documents = load_corpus(corpus, progress=False)
-    if corpus == "en-mix":
-        _, documents = split_documents(documents, val_fraction=0.05, seed=0)
-    return documents[:max_docs] if max_docs else documents
 
 
 def save_documents_jsonl(documents: list[Document], path: Path) -> None:

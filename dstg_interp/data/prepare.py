@@ -21,7 +21,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from .corpora import DataError, default_cache_dir, load_corpus, split_documents
+from .catalog import load_corpus
+from .corpora import DataError, default_cache_dir, split_documents
 from .structure import StructuredSequences, build_structured_sequences
 from .tokenizer import load_tokenizer, save_tokenizer, tokenizer_hash, train_tokenizer
 

@@ -33,6 +33,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from dstg_interp.data.tokenizer import CLS_ID, SEP_ID, tokenizer_hash
 
@@ -82,7 +83,6 @@ class StructuredSequences:
 
     def to_dataframe(self):
         """One row per token: `sequence` plus every token field, and the document's string id."""
-        import pandas as pd
         table = pd.DataFrame({"sequence": np.repeat(np.arange(len(self)), self.lengths), **self.arrays})
         doc_ids = np.array([doc["doc_id"] for doc in self.documents], dtype=object)
         table["doc_id"] = doc_ids[table["doc_index"].to_numpy()] if len(doc_ids) else []

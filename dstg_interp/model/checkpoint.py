@@ -22,6 +22,8 @@ import torch
 
 from ..config import ModelConfig
 from ..io import atomic_directory, commit_directory  # noqa: F401  (re-exported: the store and others import them here)
+from .baselines import NeoBERT
+from .dstg import DSTGNeoBERT
 from .files import (
     CONFIG_FILE,
     TOKENIZER_FILE,
@@ -58,9 +60,6 @@ class NonFiniteWeightsWarning(UserWarning):
 
 def build_model(config: ModelConfig):
     """A randomly initialised model of ``config.variant``, seeded by ``config.seed`` (global RNG untouched)."""
-    from .baselines import NeoBERT
-    from .dstg import DSTGNeoBERT
-
     cls = DSTGNeoBERT if config.variant == "dstg" else NeoBERT
     available = physical_memory()
     if available and config.memory_bytes() > available:

@@ -3,7 +3,7 @@ the figure) into ``out_dir`` (created if needed; ``FigureOutputError`` if it can
 their paths.  Seaborn on matplotlib's Agg backend; one colour per zoo model (``MODEL_COLORS``).  The figures
 by layer read the measurement layout of ``plots.tidy`` (one row per model x subspace x layer x metric).
 
-    from dstg_interp.spectra import analyze_table, position_table
+    from dstg_interp.analysis.spectra import analyze_table, position_table
     from dstg_interp.plots import plot_scree
     plot_scree([analyze_table(position_table(model), name="dstg AP table")], "figures/", stem="ap_scree")
 

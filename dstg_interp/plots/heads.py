@@ -1,4 +1,4 @@
-"""Figures of the head classification (input: the tidy table of ``dstg_interp.heads.classify_heads``).
+"""Figures of the head classification (input: the tidy table of ``dstg_interp.analysis.heads.classify_heads``).
 
     from dstg_interp.plots import plot_head_map, plot_share_scatter
     plot_head_map(heads, "figures/", stem="heads_map")     # heads: rows of one or several models

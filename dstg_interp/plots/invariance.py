@@ -1,4 +1,4 @@
-"""Figures of passage invariance (``dstg_interp.invariance``): state change and retrieval recall by layer.
+"""Figures of passage invariance (``dstg_interp.analysis.invariance``): state change and retrieval recall by layer.
 
     from dstg_interp.plots import plot_invariance_by_layer, plot_recall_by_layer
     plot_invariance_by_layer(invariance, "figures/invariance/")          # cosine and rel. L2, per condition

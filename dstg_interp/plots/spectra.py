@@ -1,4 +1,4 @@
-"""Figures of position-table spectra (input: ``dstg_interp.spectra.TableSpectrum``, one per table).
+"""Figures of position-table spectra (input: ``dstg_interp.analysis.spectra.TableSpectrum``, one per table).
 
     from dstg_interp.plots import plot_scree, plot_pc_curves, plot_dct_power
     plot_scree([dstg_spectrum, ap_spectrum], "figures/", stem="ap_scree")
@@ -9,14 +9,15 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..spectra import TableSpectrum
+from ..analysis.spectra import TableSpectrum
 from .output import model_color, save_figure
 
 
 def _as_list(spectra) -> list[TableSpectrum]:
     spectra = [spectra] if isinstance(spectra, TableSpectrum) else list(spectra)
     if not spectra or not all(isinstance(s, TableSpectrum) for s in spectra):
-        raise TypeError("expected a TableSpectrum or a non-empty list of them (dstg_interp.spectra.analyze_table)")
+        raise TypeError("expected a TableSpectrum or a non-empty list of them "
+                        "(dstg_interp.analysis.spectra.analyze_table)")
     return spectra
 
 

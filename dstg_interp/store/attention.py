@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from dstg_interp.encoders.hooks import logit_terms
@@ -153,8 +154,6 @@ class AttentionSummaries:
 
     def to_dataframe(self):
         """One row per (layer, head, term): mean, var, js_removal (layer = block index)."""
-        import pandas as pd
-
         n_layers, n_heads, n_terms = self.arrays["mean"].shape
         layer, head, term = np.meshgrid(np.arange(n_layers), np.arange(n_heads), np.arange(n_terms), indexing="ij")
         return pd.DataFrame({

@@ -21,7 +21,12 @@ import sys
 from contextlib import ExitStack
 
 from dstg_interp import flags
+from dstg_interp.data import StructuredSequences, load_corpus
+from dstg_interp.encoders import open_encoder
 from dstg_interp.io import check_output_location, output_lock, positive_int, run_cli
+
+from .distributed import OtherRankFailed, Ranks, torchrun_ranks
+from .extract import extract
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,12 +61,6 @@ def _split(text: str | None):
 
 
 def run(args: argparse.Namespace, ranks=None):
-    from dstg_interp.data import StructuredSequences, load_corpus
-    from dstg_interp.encoders import open_encoder
-
-    from .distributed import Ranks
-    from .extract import extract
-
     ranks = ranks or Ranks()  # _main passes the ranks of --device (and of torchrun)
     model = flags.one_model(args, "dstg-cache")
     check_output_location(args.out)  # a file or an unwritable place is found before the model loads
@@ -84,8 +83,6 @@ def run(args: argparse.Namespace, ranks=None):
 
 
 def _main(args: argparse.Namespace) -> int:
-    from .distributed import OtherRankFailed, torchrun_ranks
-
     try:
         with torchrun_ranks(args.device) as ranks:
             store = run(args, ranks)

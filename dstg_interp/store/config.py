@@ -16,6 +16,8 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+import numpy as np
+
 from .manifest import StoreError
 
 DTYPES = ("float16", "float32")
@@ -106,12 +108,7 @@ def _layer(value):
             return int(value)
         raise StoreError(f"unknown layer {value!r}; layers are integers (0 = embeddings) or 'final'")
     if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            import numpy as np
-
-            if isinstance(value, np.integer):
-                return int(value)
-        except ImportError:  # pragma: no cover
-            pass
+        if isinstance(value, np.integer):
+            return int(value)
         raise StoreError(f"unknown layer {value!r}; layers are integers (0 = embeddings) or 'final'")
     return value

@@ -48,6 +48,7 @@ from .layout import derived_parts
 from .manifest import (FORMAT_VERSION, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
                        sequences_sha256, weights_sha256, write_manifest)
 from .npy_writer import NpyWriter
+from .reader import ActivationStore
 from .targets import Target, plan_targets
 
 LABEL_COLUMNS = {"sequence": np.int32, "input_ids": np.int32, "token_position": np.int32,
@@ -72,8 +73,6 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
     ranks: this process's place in a torchrun job (``distributed.torchrun_ranks``); every rank calls extract
         with the same arguments and gets the same store. None = one process.
     """
-    from .reader import ActivationStore
-
     config = ExtractionConfig(layers=layers, subspaces=subspaces, names=tuple(names), dtype=dtype,
                               batch_size=batch_size, attention_summaries=attention_summaries, max_offset=max_offset)
     encoder = _encoder(model)

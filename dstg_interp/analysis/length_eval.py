@@ -1,6 +1,6 @@
 """Evaluating a model on sequences longer than it was trained on: MLM by position bucket.
 
-    from dstg_interp.length_eval import long_windows, mlm_by_position
+    from dstg_interp.analysis.length_eval import long_windows, mlm_by_position
     windows = long_windows(documents, model.tokenizer, length=256)        # full 256-token windows only
     mlm = mlm_by_position(long_model, windows, bucket_width=32)           # loss / accuracy per bucket
     chunked = mlm_by_position(model, windows, chunk_length=128)           # same masks, 128-token chunks
@@ -28,9 +28,9 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .data.mlm import collate, mask_tokens
-from .data.structure import StructuredSequences, build_structured_sequences
-from .encoders import EncoderError, SpecialTokens, open_encoder
+from ..data.mlm import collate, mask_tokens
+from ..data.structure import StructuredSequences, build_structured_sequences
+from ..encoders import EncoderError, SpecialTokens, open_encoder
 
 
 def long_windows(documents, tokenizer, length: int, max_windows: int | None = None, seed: int = 0) -> StructuredSequences:
@@ -76,7 +76,7 @@ def mlm_by_position(model, sequences: StructuredSequences, bucket_width: int = 3
     limit = chunk_length if chunk_length is not None else window
     if limit > encoder.max_positions:
         raise ValueError(f"sequences of {limit} tokens exceed the model's max_positions={encoder.max_positions}; "
-                         "extend it first (dstg_interp.extrapolate) or pass chunk_length")
+                         "extend it first (dstg_interp.analysis.extrapolate) or pass chunk_length")
     if chunk_length is not None and chunk_length < 3:
         raise ValueError(f"chunk_length must be at least 3, got {chunk_length}")
     if bucket_width < 1:

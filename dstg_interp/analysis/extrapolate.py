@@ -1,7 +1,7 @@
 """Length extrapolation along the AP manifold: extend a learned position table past ``max_positions``.
 
     from dstg_interp import load_model
-    from dstg_interp.extrapolate import extend_positions, fit_ap_curve
+    from dstg_interp.analysis.extrapolate import extend_positions, fit_ap_curve
     fit = fit_ap_curve(load_model("dstg").ap_table)           # leading PCs in a small cosine basis
     fit.relative_error, fit.evaluate(range(256)).shape         # in-range fit quality; rows for any positions
     long_model = extend_positions(load_model("dstg"), factor=2, method="curve")   # 256 positions
@@ -38,8 +38,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import flags
-from .io import OutputError, check_output_location, check_replaceable, foreign_entries, run_cli
+from .. import flags
+from ..io import OutputError, check_output_location, check_replaceable, foreign_entries, run_cli
+from ..model.checkpoint import build_model, load_model, resolve_checkpoint, save_checkpoint
 
 METHODS = ("curve", "repeat", "stretch")
 DEFAULT_COMPONENTS = 4
@@ -136,8 +137,6 @@ def extend_table(table, new_length: int, method: str = "curve", n_components: in
 def with_max_positions(model, new_length: int):
     """A copy of ``model`` rebuilt for ``new_length`` positions, weights copied; a learned table is zero-padded
     here (``extend_positions`` fills it).  For RoPE/RP models this is the whole extension."""
-    from .model.checkpoint import build_model
-
     config = type(model.config).from_dict({**model.config.to_dict(), "max_positions": int(new_length)})
     longer = build_model(config)
     state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
@@ -180,8 +179,6 @@ def extend_positions(model, factor: float | None = None, *, new_length: int | No
 
 def save_extended(model, path, dtype: torch.dtype | None = None) -> Path:
     """Save an extended model as a checkpoint (config.json has the new max_positions) + extension.json."""
-    from .model.checkpoint import save_checkpoint
-
     extension = getattr(model, "extension", None)
     extra = {EXTENSION_FILE: extension} if extension else None
     return save_checkpoint(model, path, dtype=dtype, tokenizer=getattr(model, "tokenizer", None), extra_files=extra)
@@ -246,8 +243,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _extend(args: argparse.Namespace) -> int:
-    from .model.checkpoint import load_model, resolve_checkpoint
-
     args.model = flags.one_model(args, "dstg-extend")
     args.out = Path(args.out)
     if args.factor is None and args.new_length is None:

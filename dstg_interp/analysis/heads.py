@@ -1,6 +1,6 @@
 """Attention-head classification: which logit term drives each head (structure / semantic / RP / mixed).
 
-    from dstg_interp.heads import head_summaries_from_cache, classify_heads
+    from dstg_interp.analysis.heads import head_summaries_from_cache, classify_heads
     stats = head_summaries_from_cache(model, tokens, attention_mask)   # one row per (layer, head)
     heads = classify_heads(stats)                                      # + shares, scores and a label
     heads.groupby(["model", "label"]).size()
@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .encoders import logit_terms, open_encoder
+from ..encoders import logit_terms, open_encoder
 
 DSTG_TERMS = ("sem", "ap", "rp")
 BASELINE_TERMS = ("content", "rp")

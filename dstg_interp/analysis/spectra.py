@@ -1,7 +1,7 @@
 """Spectra of position tables: PCA over positions, DCT-II of the leading PCs, and a random-table control.
 
     from dstg_interp import load_model
-    from dstg_interp.spectra import position_table, analyze_table
+    from dstg_interp.analysis.spectra import position_table, analyze_table
     spectrum = analyze_table(position_table(load_model("dstg")), name="dstg AP table")
     spectrum.summary["pc1_pc2"], spectrum.summary["low_freq_share"]     # paper: 0.941, "nearly all"
     spectrum.variance, spectrum.curves, spectrum.dct                      # tidy DataFrames for plots

@@ -1,0 +1,31 @@
+"""Analysis: the measurements of the paper's findings beside the probes, each on models, tables or stores.
+
+    from dstg_interp.analysis.spectra import analyze_table, position_table
+    from dstg_interp.analysis.heads import classify_heads, head_stats_from_store
+    from dstg_interp.analysis.extrapolate import extend_positions          # also: dstg-extend --model dstg ...
+    from dstg_interp.analysis.invariance import measure_invariance, select_passages
+    from dstg_interp.analysis.length_eval import long_windows, mlm_by_position
+
+Where it sits: data -> model -> encoders / store -> probes / analysis -> plots -> experiments.  This room
+reads what the rooms below it give (documents and structured sequences from ``dstg_interp.data``, models
+from ``dstg_interp.model``, states and logit terms through ``dstg_interp.encoders``, attention summaries
+from an ``ActivationStore``) and returns tidy tables or arrays, which ``dstg_interp.plots`` draws and the
+scripts in ``experiments/`` write.  It imports nothing from ``probes``, ``experiments`` or ``plots``.
+
+Files:
+    spectra.py      position tables (a learned AP table, or the per-position mean of a layer's states):
+                    PCA over positions, participation ratio, PC curves, DCT-II of the leading PCs, a random
+                    table of equal shape as control.  Needs only numpy / scipy.
+    heads.py        attention-head classification: which logit term (semantic, AP, RP, content) drives each
+                    head, from a batch (``head_summaries_from_cache``) or a store's attention summaries.
+    extrapolate.py  length extrapolation: extend a learned position table past ``max_positions`` along the
+                    AP manifold (curve fit, repeat, stretch) and save the longer checkpoint; the dstg-extend
+                    command.
+    invariance.py   position-free semantic states: how far a passage's states move when only its offset or
+                    its context changes, and retrieval recall of passages encoded alone.
+    length_eval.py  evaluation past the trained length: full-length windows and MLM loss / accuracy by
+                    position bucket (with a chunked reference).  The probes by range are in ``probes.by_range``.
+
+This package imports none of its modules itself: import the one you need, so that reading a spectrum
+does not load the encoders (and transformers) that heads and invariance run on.
+"""

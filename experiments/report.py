@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from dstg_interp.model.checkpoint import ZOO_DIR
 from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 
 README = FIGURES_DIR.parent / "README.md"
@@ -83,21 +82,27 @@ def _entry(model: str, subspace: str) -> str:
 
 # --- the tables ------------------------------------------------------------------------------------
 def zoo_table(figures: Path) -> str:
-    """The shipped zoo: size, training time and held-out MLM (dstg_interp/zoo/zoo.json)."""
-    zoo = _json(ZOO_DIR / "zoo.json", "dstg_interp/zoo/zoo.json")
-    unigram = zoo["dstg"]
-    rows = [["unigram baseline (train frequencies)", "–", "–", f"{unigram['unigram_loss']:.3f}",
-             f"{unigram['most_frequent_accuracy']:.1%} (most frequent token)"]]
-    best = max((zoo[m] for m in ZOO_ROWS if m in zoo), key=lambda z: z["val_accuracy"])
-    for model, name in ZOO_ROWS.items():
-        if model not in zoo:
-            continue
-        z = zoo[model]
-        loss, accuracy = f"{z['val_loss']:.3f}", f"{z['val_accuracy']:.1%}"
-        if z is best:
-            loss, accuracy = f"**{loss}**", f"**{accuracy}**"
-        rows.append([name, f"{z['params'] / 1e6:.2f} M", f"{z['train_seconds']:.0f} s", loss, accuracy])
-    return _markdown(["model", "params", "train wall (2 cores)", "val MLM loss", "val accuracy"], rows)
+    """The zoo, one row per member (variant x training seed): size, budget, validation MLM and held-out
+    accuracy on every corpus of figures/zoo/zoo.csv (``experiments/zoo_heldout.py``), then the mean gain per
+    variant."""
+    zoo = _csv(figures, "zoo/zoo.csv")
+    corpora = [c[:-len("_gain_points")] for c in zoo.columns if c.endswith("_gain_points")]
+    header = ["model", "seed", "params", "train tokens", "train wall (2 cores)", "val MLM loss", "val accuracy",
+              *(f"{corpus}: accuracy (gain)" for corpus in corpora)]
+    rows = []
+    for variant in [m for m in ZOO_ROWS if m in set(zoo.variant)]:
+        members = zoo[zoo.variant == variant].sort_values("seed")
+        for z in members.to_dict("records"):
+            rows.append([ZOO_ROWS[variant], z["seed"], f"{z['params'] / 1e6:.2f} M", f"{z['train_tokens'] / 1e6:.1f} M",
+                         f"{z['train_seconds']:.0f} s", f"{z['val_loss']:.3f}", f"{z['val_accuracy']:.1%}",
+                         *(f"{z[corpus + '_accuracy']:.1%} ({z[corpus + '_gain_points']:+.1f})" for corpus in corpora)])
+        if len(members) > 1:
+            gains = [members[f"{corpus}_gain_points"] for corpus in corpora]
+            rows.append([f"**{ZOO_ROWS[variant]}, mean ± sd**", "", "", "", "",
+                         f"**{members.val_loss.mean():.3f} ± {members.val_loss.std():.3f}**",
+                         f"**{members.val_accuracy.mean():.1%}**",
+                         *(f"**({g.mean():+.1f} ± {g.std():.1f})**" for g in gains)])
+    return _markdown(header, rows)
 
 
 def _probes(figures: Path) -> pd.DataFrame:

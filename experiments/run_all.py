@@ -1,4 +1,4 @@
-"""Regenerate the whole gallery in figures/: AP manifold, heads, probes, Holmes, the claims table, the two
+"""Regenerate the whole gallery in figures/: the zoo's held-out table, AP manifold, heads, probes, Holmes, the claims table, the two
 studies beyond the paper (length extrapolation, position-free semantic states), then REPORT.md's tables.
 
     python -m experiments.run_all                   # the shipped zoo, target <= 30 min on 2 cores
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import torch
 
-from experiments import claims, fig_ap_manifold, fig_extrapolation, fig_heads, fig_holmes, fig_invariance, fig_probes, report
+from experiments import claims, fig_ap_manifold, fig_extrapolation, fig_heads, fig_holmes, fig_invariance, fig_probes, report, zoo_heldout
 from experiments.figure_inputs import FIGURES_DIR, SeedsFigureConfig, parse_config, run_as_command, save_config
 
-STEPS = ("ap_manifold", "heads", "probes", "holmes", "holmes_figure", "claims", "extrapolation", "invariance", "report")
+STEPS = ("zoo", "ap_manifold", "heads", "probes", "holmes", "holmes_figure", "claims", "extrapolation", "invariance", "report")
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
@@ -67,9 +67,11 @@ def run_holmes_suite(out: Path) -> str:
 def steps(config: RunAllConfig) -> dict:
     """Each step as a call of its script on its own config, built from run_all's."""
     shared = dict(tiny=config.tiny, seed=config.seed, store_root=config.store_root, quiet=config.quiet, zoo=config.zoo)
-    seeded = dict(shared, model_seeds=config.model_seeds, n_docs=config.n_docs)  # the paper-claim figures: every seed
+    seeded_no_docs = dict(shared, model_seeds=config.model_seeds)  # the zoo table and paper-claim figures: every seed
+    seeded = dict(seeded_no_docs, n_docs=config.n_docs)
     out = config.out
     return {
+        "zoo": lambda: zoo_heldout.run(zoo_heldout.ZooHeldoutConfig(out=out / "zoo", **seeded_no_docs)),
         "ap_manifold": lambda: fig_ap_manifold.run(fig_ap_manifold.ApManifoldConfig(out=out / "ap_manifold", **seeded)),
         "heads": lambda: fig_heads.run(fig_heads.HeadsFigureConfig(out=out / "heads", **seeded)),
         "probes": lambda: fig_probes.run(fig_probes.ProbesFigureConfig(out=out / "probes", **seeded)),

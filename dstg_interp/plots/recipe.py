@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
+import seaborn as sns
 
 from .output import ordered_models, require_columns, save_figure, shared_legend
 
@@ -63,3 +64,27 @@ def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves") -> 
     axes[0][0].set_ylabel("validation MLM loss")
     shared_legend(fig, axes[0], max_columns=6)
     return save_figure(fig, out_dir, stem, curves.to_dict(orient="records"))
+
+
+def plot_heldout_gain(heldout: pd.DataFrame, out_dir, stem: str = "heldout_gain", target: float | None = 0.08) -> dict:
+    """Masked-token accuracy above the most-frequent-token rate, per variant and corpus: a bar for the mean
+    over training seeds, one dot per seed, and the target line (``target`` points).
+
+    ``heldout``: tidy rows with variant, seed, corpus, accuracy, most_frequent_accuracy
+    (``experiments/zoo_heldout.py``'s heldout.csv).
+    """
+    require_columns(heldout, ["variant", "seed", "corpus", "accuracy", "most_frequent_accuracy"], "held-out accuracy")
+    table = heldout.assign(gain=100 * (heldout.accuracy - heldout.most_frequent_accuracy))
+    order = ordered_models(table.variant.unique())
+    fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(order), 3.6))
+    sns.barplot(table, x="variant", y="gain", hue="corpus", order=order, errorbar=None, alpha=0.55, ax=ax)
+    sns.stripplot(table, x="variant", y="gain", hue="corpus", order=order, dodge=True, palette="dark:black", size=4,
+                  legend=False, ax=ax)
+    if target is not None:
+        ax.axhline(100 * target, color="grey", linestyle="--", linewidth=0.9, label=f"target (+{100 * target:.0f} points)")
+    ax.axhline(0.0, color="black", linewidth=0.6)
+    ax.set_ylabel("accuracy - most-frequent rate (points)")
+    ax.set_xlabel("")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(frameon=False, fontsize=8)
+    return save_figure(fig, out_dir, stem, table.to_dict(orient="records"))

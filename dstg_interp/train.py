@@ -50,7 +50,8 @@ from . import flags
 from .data.mlm import collate, mask_tokens
 from .data.prepare import prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS
-from .io import check_output_location, clean_stale_temporaries, folder_entries, output_lock, positive_int, run_cli
+from .io import (check_output_location, clean_stale_temporaries, folder_entries, output_lock, positive_int, run_cli,
+                 write_text_atomic)
 from .model.checkpoint import CheckpointError, build_model, load_model, save_checkpoint
 
 CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = "checkpoint", "log.jsonl", "train_config.json"
@@ -416,9 +417,7 @@ def truncate_log(log_path: Path, step: int) -> None:
                                   "remove that line and resume again") from None
         if logged_step <= step:
             kept.append(line)
-    tmp = log_path.with_name(f".{log_path.name}.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, log_path)
+    write_text_atomic(log_path, "".join(line + "\n" for line in kept))
 
 
 # --- the loop -----------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ import pandas as pd
 
 from dstg_interp import ModelConfig, build_model, extract, load_model, open_encoder
 from dstg_interp.data import default_cache_dir, probing_documents
-from dstg_interp.io import run_cli
+from dstg_interp.io import run_cli, write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_SEEDS, missing_zoo_members, zoo_member
 from dstg_interp.store.extract import as_sequences
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256
@@ -156,9 +156,8 @@ def save_config(config: ScriptConfig, script: str, name: str = "config.json", **
     written under a temporary name, then renamed."""
     config.out.mkdir(parents=True, exist_ok=True)
     record = {"script": script, **config.to_dict(), **facts}
-    temporary = config.out / f".{name}.tmp"
-    temporary.write_text(json.dumps(record, indent=1, default=str) + "\n")
-    return temporary.replace(config.out / name)
+    write_text_atomic(config.out / name, json.dumps(record, indent=1, default=str) + "\n")
+    return config.out / name
 
 
 # --- models, documents, stores ---------------------------------------------------------------------

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dstg_interp.io import write_text_atomic
 from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 
 README = FIGURES_DIR.parent / "README.md"
@@ -281,9 +282,7 @@ def run(config: ReportConfig) -> str:
         text = document.read_text()
         rebuilt = rebuild(text, config.figures)
         if rebuilt != text:
-            temporary = document.with_name(f".{document.name}.tmp")
-            temporary.write_text(rebuilt)
-            temporary.replace(document)
+            write_text_atomic(document, rebuilt)
     return "ok"
 
 

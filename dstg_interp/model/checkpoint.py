@@ -21,7 +21,6 @@ from pathlib import Path
 import torch
 
 from ..config import ModelConfig
-from ..io import atomic_directory, commit_directory  # noqa: F401  (re-exported: the store and others import them here)
 from .baselines import NeoBERT
 from .dstg import DSTGNeoBERT
 from .files import (

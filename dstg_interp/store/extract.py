@@ -38,8 +38,8 @@ from dstg_interp.config import ModelConfig
 from dstg_interp.data import Document, tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError, open_encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
-from dstg_interp.io import OutputError, check_replaceable, folder_entries, foreign_entries
-from dstg_interp.model.checkpoint import atomic_directory, commit_directory
+from dstg_interp.io import (OutputError, atomic_directory, check_replaceable, commit_directory, folder_entries,
+                            foreign_entries)
 
 from .attention import AttentionAccumulator, logit_terms
 from .config import ExtractionConfig

@@ -1,7 +1,7 @@
 """Pretrain the reference zoo -- DSTG-, RoPE-, AP- and RP-NeoBERT -- with identical data, seed and
 hyper-parameters, and ship each as a half-precision checkpoint in ``dstg_interp/zoo/<variant>/``.
 
-    python -m experiments.pretrain_zoo                       # all four, ~10-15 min each on 2 cores
+    python -m experiments.pretrain_zoo                       # all four, seed 0, ~12-18 min each on 2 cores
     python -m experiments.pretrain_zoo --variants dstg --steps 200 --runs runs/zoo-small --out /tmp/zoo
     python -m experiments.pretrain_zoo --variants dstg-offset   # DSTG with random_offset, 512-row AP table
     python -m experiments.pretrain_zoo --seeds 0 1 2            # seed-major; seed k > 0 ships as <variant>-seed<k>
@@ -11,8 +11,9 @@ so each head keeps 4 AP value dims), SwiGLU hidden 344, 128 positions, vocab 819
 lr 1e-3 (betas 0.9/0.98, weight decay 0.1), 200 warm-up steps, constant, then a linear decay to 10% over
 the last 20% of 4800 steps: the same 8.3M training tokens as the former recipe (batch 32, cosine over
 2400 steps), which the recipe study (``experiments/recipe_study.py``, figures/recipe/) found slower to
-leave the unigram plateau for DSTG, AP- and RP-NeoBERT alike.  The zoo shipped today was trained with the
-former recipe (its ``train_config.json`` says so); ``--seeds 0 1 2`` rebuilds it with this one.
+leave the unigram plateau for DSTG, AP- and RP-NeoBERT alike.  The shipped zoo is this recipe at seeds
+0, 1, 2 (``--seeds 0 1 2``; dstg-offset is still the former recipe's).  Several processes can share one
+zoo (``zoo.json`` is updated under a lock), e.g. one per core with ``--threads 1`` and their own seeds.
 Why not the paper's 6 layers and 256 positions: on 2 cores that size stayed on the unigram plateau
 (validation loss ~6.9 vs 7.2 for unigram) for 2000 steps at lr 2e-3 / batch 16 and for 1200 steps at
 lr 1e-3 / batch 32 (DSTG; measured in this project's first zoo attempts, see the README); the 4-layer, 128-position recipe is the one

@@ -88,7 +88,7 @@ def zoo_table(figures: Path) -> str:
     variant."""
     zoo = _csv(figures, "zoo/zoo.csv")
     corpora = [c[:-len("_gain_points")] for c in zoo.columns if c.endswith("_gain_points")]
-    header = ["model", "seed", "params", "train tokens", "train wall (2 cores)", "val MLM loss", "val accuracy",
+    header = ["model", "seed", "params", "train tokens", "train wall", "val MLM loss", "val accuracy",
               *(f"{corpus}: accuracy (gain)" for corpus in corpora)]
     rows = []
     for variant in [m for m in ZOO_ROWS if m in set(zoo.variant)]:

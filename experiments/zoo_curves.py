@@ -28,6 +28,9 @@ def zoo_curves(zoo: Path) -> tuple[pd.DataFrame, list[dict]]:
     rows, summaries = [], []
     for summary_file in sorted(Path(zoo).glob("*/training.json")):
         summary = json.loads(summary_file.read_text())
+        recipe = json.loads((summary_file.parent / "train_config.json").read_text())
+        if recipe.get("schedule") != "constant" or "offset" in summary_file.parent.name:
+            continue  # a member of the former recipe (dstg-offset) or another arm: not this comparison
         summaries.append(summary)
         records = [json.loads(line) for line in (summary_file.parent / "log.jsonl").read_text().splitlines() if line.strip()]
         tokens = {r["step"]: r["tokens_seen"] for r in records if "tokens_seen" in r}

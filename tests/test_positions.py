@@ -123,11 +123,15 @@ def test_cli_constant_target(setup, tmp_path, capsys):
     root, _, paths = setup
     folder = tmp_path / "flat"
     folder.mkdir()
-    for i in range(10):  # one paragraph per document: paragraph index is always 0
-        (folder / f"d{i}.txt").write_text(f"The farmer sold a red boat number {i}. The teacher watched the gate.")
-    code, _, err = run_cli(capsys, "--model", paths["dstg"], "--task", "segment", "--segment", "paragraph", "--corpus", folder,
+    for i in range(10):  # one sentence per document: sentence index is always 0
+        (folder / f"d{i}.txt").write_text(f"The farmer sold a red boat number {i} to the teacher at the gate.")
+    code, _, err = run_cli(capsys, "--model", paths["dstg"], "--task", "segment", "--segment", "sentence", "--corpus", folder,
                            "--out", tmp_path / "o")
     assert_clean_failure(code, err, tmp_path / "o", "is constant")
+    # one paragraph per document: no window crosses a paragraph break, so paragraph probes have nothing to read
+    code, _, err = run_cli(capsys, "--model", paths["dstg"], "--task", "segment", "--segment", "paragraph", "--corpus", folder,
+                           "--out", tmp_path / "o")
+    assert_clean_failure(code, err, tmp_path / "o", "crosses a paragraph break")
 
 
 def test_cli_nan_activations(setup, tmp_path, capsys):

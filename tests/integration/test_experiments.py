@@ -65,6 +65,19 @@ def test_report_tables_come_from_the_gallery(gallery):
     assert "not measured: holmes/full/areas.csv" in holmes
 
 
+def test_zoo_table_outputs(gallery):
+    folder = gallery[0] / "zoo"
+    _non_empty_figure(folder, "heldout_gain")
+    heldout = pd.read_csv(folder / "heldout.csv")
+    assert len(heldout) == 4 * 2 * 2  # variants x seeds x corpora
+    assert set(zip(heldout.variant, heldout.seed)) == {(v, s) for v in ("dstg", "rope", "ap", "rp") for s in (0, 1)}
+    assert heldout.gain_points.to_numpy() == pytest.approx(100 * (heldout.accuracy - heldout.most_frequent_accuracy))
+    # the two seeds of a variant are different models scored on the same masked tokens
+    assert heldout.groupby(["variant", "corpus"]).n_tokens.nunique().eq(1).all()
+    table = pd.read_csv(folder / "zoo.csv")
+    assert len(table) == 8 and {"en-mix_gain_points", "pydocs_gain_points"} <= set(table.columns)
+
+
 def test_ap_manifold_outputs(gallery):
     folder = gallery[0] / "ap_manifold"
     for stem in ("tables_scree", "tables_pc_curves", "tables_dct", "layers_scree", "layers_pc_curves", "layers_dct"):

@@ -61,7 +61,7 @@ def claim(claim_id, text, paper, ours=None, ci=None, verdict=NOT_MEASURED, detai
 
 
 def _read_csv(path: Path):
-    return _with_seed(pd.read_csv(path)) if path.is_file() else None
+    return pd.read_csv(path) if path.is_file() else None
 
 
 def _with_seed(table):

@@ -70,12 +70,13 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
         except Exception as err:  # a reference point only: the figures still make sense without it
             notes["minilm"] = f"MiniLM reference skipped: {err}"
     rng = np.random.default_rng(seed)
+    first = min((s for _, s in members.values()), default=0)
     for name, table in tables.items():
         spectrum = analyze_table(table, name=name, n_control_draws=n_control_draws, seed=seed)
         if name in members:
             spectrum.summary.update(model=members[name][0], seed=members[name][1])
         spectra.append(spectrum)
-        if name in members and members[name][1] != min(s for _, s in members.values()):
+        if name in members and members[name][1] != first:
             continue  # one random table per shape is enough
         shape = table.shape
         random_table = rng.standard_normal(shape)
@@ -114,14 +115,15 @@ def run(config: ApManifoldConfig) -> dict:
                                                         with_minilm=not (config.no_minilm or config.tiny))
     for model, note in notes.items():
         print(f"[fig_ap_manifold] {model}: {note}")
-    shown = [s for s in tables if s.summary.get("seed", 0) == min(config.model_seeds)]  # the figures: one seed
+    first = min(config.model_seeds)  # the figures show one seed; spectra.csv has them all
+    shown = [s for s in tables if s.summary.get("seed", first) == first]
     if tables:
         plot_scree(shown + random_tables, config.out, stem="tables_scree")
         plot_pc_curves(shown, config.out, stem="tables_pc_curves")
         plot_dct_power(shown + random_tables, config.out, stem="tables_dct")
 
     layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress)
-    last = [s for s in layers if s.summary["last_layer"] and s.summary["seed"] == min(config.model_seeds)]
+    last = [s for s in layers if s.summary["last_layer"] and s.summary["seed"] == first]
     plot_scree(last, config.out, stem="layers_scree")
     plot_pc_curves(last, config.out, stem="layers_pc_curves")
     plot_dct_power(last, config.out, stem="layers_dct")

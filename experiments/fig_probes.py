@@ -10,7 +10,7 @@ held-out documents with a bootstrap CI over documents, and two controls (a rando
 the target shuffled within each document).  DSTG has ap / sem / full subspaces, the entangled baselines
 only full.  Stores, documents and probe settings are ``dstg-probe``'s, so its tables and this figure
 agree to the last digit (``dstg-probe --model dstg rope ap rp --task segment`` is the segment/sentence
-block of probes.csv).
+block of probes.csv's seed-0 rows).
 
 Paragraph-level probes read the paragraph-crossing windows of the same documents
 (``probes.positions.probing_sequences``).
@@ -63,10 +63,13 @@ def probe_all(inputs, config: ProbesFigureConfig) -> pd.DataFrame:
     progress = not config.quiet
     tables = []
     for name in inputs.models:
+        stores = {}  # paragraph_windows -> (store, control): two stores per member, opened once
         for task, segment in tqdm(PROBES, desc=f"probes {name}", disable=not progress):
             windows = reads_paragraph_windows(task, segment)
-            store = model_store(inputs, name, progress=progress, paragraph_windows=windows)
-            control = random_init_store(inputs, name, progress=progress, paragraph_windows=windows)
+            if windows not in stores:
+                stores[windows] = (model_store(inputs, name, progress=progress, paragraph_windows=windows),
+                                   random_init_store(inputs, name, progress=progress, paragraph_windows=windows))
+            store, control = stores[windows]
             probe = PositionProbeConfig(task=task, segment=segment, max_tokens=config.max_tokens, n_boot=config.n_boot,
                                         seed=config.seed)
             tables.append(with_member_columns(probe_store(store, probe, model_name=name, control_store=control),

@@ -25,14 +25,14 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from dstg_interp.data import build_structured_sequences
+from dstg_interp.data import build_structured_sequences, load_corpus
 from dstg_interp.evaluation import Unigram, mlm_accuracy
 from dstg_interp.plots.recipe import plot_heldout_gain
 from dstg_interp.tiny_zoo import tiny_documents
 from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, parse_config, run_as_command,
                                        save_config)
 
-ZOO_COLUMNS = ["params", "steps", "train_tokens", "train_seconds", "val_loss", "val_accuracy", "unigram_loss",
+ZOO_COLUMNS = ["steps", "train_tokens", "train_seconds", "val_loss", "val_accuracy", "unigram_loss",
                "most_frequent_accuracy"]
 
 
@@ -62,12 +62,13 @@ def tiny_arguments(model, corpus: str, seed: int) -> dict:
 def heldout_table(inputs, config: ZooHeldoutConfig) -> pd.DataFrame:
     """One row per member x corpus: ``mlm_accuracy`` on ``heldout_docs`` held-out documents."""
     rows = []
-    members = list(inputs.models)
-    for name in tqdm(members, desc="held-out MLM", disable=config.quiet):
+    # each corpus is read once for all members (mlm_accuracy picks the held-out split of each)
+    corpora = {} if inputs.tiny else {corpus: load_corpus(corpus, progress=False) for corpus in config.corpora}
+    for name in tqdm(list(inputs.models), desc="held-out MLM", disable=config.quiet):
         variant, model_seed = inputs.member(name)
         model = inputs.models[name]
         for corpus in config.corpora:
-            kwargs = tiny_arguments(model, corpus, config.seed) if inputs.tiny else {}
+            kwargs = tiny_arguments(model, corpus, config.seed) if inputs.tiny else {"documents": corpora[corpus]}
             result = mlm_accuracy(model, corpus, n_docs=config.heldout_docs, seed=config.seed, **kwargs)
             rows.append(dict(variant=variant, seed=model_seed, corpus=corpus, **result))
     table = pd.DataFrame(rows)
@@ -83,7 +84,7 @@ def zoo_rows(inputs, heldout: pd.DataFrame) -> pd.DataFrame:
         variant, model_seed = inputs.member(name)
         summary = summaries.get(name, {})
         row = dict(variant=variant, seed=model_seed, params=inputs.models[name].n_params(),
-                   **{k: summary.get(k) for k in ZOO_COLUMNS if k != "params"})
+                   **{k: summary.get(k) for k in ZOO_COLUMNS})
         for result in heldout[(heldout.variant == variant) & (heldout.seed == model_seed)].itertuples():
             row[f"{result.corpus}_accuracy"] = result.accuracy
             row[f"{result.corpus}_most_frequent"] = result.most_frequent_accuracy

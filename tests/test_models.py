@@ -122,6 +122,39 @@ def test_fused_attention_matches_reference(variant, padded_batch):
     torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("variant", ["dstg", "rp"])
+@pytest.mark.parametrize("padded", [False, True])
+def test_the_three_attention_paths_agree_in_values_and_gradients(variant, padded, padded_batch):
+    """A learned relative bias runs one of three attention paths: fused SDPA without gradients, the
+    bias-gradient path in training (``attention_with_learned_bias``) and the materialised path a hook
+    switches on.  All three give the same logits, and the two with gradients the same gradients."""
+    model = tiny_model(variant)
+    with torch.no_grad():
+        for block in model.blocks:
+            block.attn.rel_bias.bias.normal_()
+    tokens, mask = padded_batch
+    mask = mask if padded else None
+    labels = torch.where(torch.arange(tokens.numel()).view(tokens.shape) % 3 == 0, tokens, -100)
+    hooked = [(lambda n: n.endswith("hook_pattern"), lambda t, hook: t)]
+
+    def loss_and_grads(**kwargs):
+        model.zero_grad()
+        out = model.run_with_hooks(tokens, attention_mask=mask, labels=labels, **kwargs) if kwargs else model(tokens, mask, labels=labels)
+        out.loss.backward()
+        return out.logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    training_logits, training_grads = loss_and_grads()
+    reference_logits, reference_grads = loss_and_grads(fwd_hooks=hooked)
+    with torch.no_grad():
+        fused_logits = model(tokens, mask).logits
+    torch.testing.assert_close(training_logits, reference_logits, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fused_logits, reference_logits, atol=1e-5, rtol=1e-5)
+    assert training_grads.keys() == reference_grads.keys()
+    assert any("rel_bias" in name for name in training_grads)
+    for name, grad in training_grads.items():
+        torch.testing.assert_close(grad, reference_grads[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
 def reference_dstg_attention(attn, x_sem, x_ap, mask):
     """Plain per-head loop, written independently of the model code, for one DSTG attention layer."""
     H, dh = attn.n_heads, attn.d_head
@@ -150,10 +183,13 @@ def test_dstg_fused_attention_matches_plain_loop(padded_batch):
     x_sem, x_ap = torch.randn(2, 16, 24), torch.randn(2, 16, 8)
     from dstg_interp.model.layers import additive_key_mask
 
-    got = attn(x_sem, x_ap, additive_key_mask(mask, torch.float32))
     want = reference_dstg_attention(attn, x_sem, x_ap, mask)
-    for g, w in zip(got, want):
+    got = attn(x_sem, x_ap, additive_key_mask(mask, torch.float32))  # training: the bias-gradient path
+    with torch.no_grad():
+        got_fused = attn(x_sem, x_ap, additive_key_mask(mask, torch.float32))  # fused SDPA
+    for g, f, w in zip(got, got_fused, want):
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(f, w, atol=1e-5, rtol=1e-5)
 
 
 def test_final_ap_stream_gets_exactly_zero_mlm_gradient(padded_batch):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from dstg_interp import ModelConfig, build_model, load_model
-from dstg_interp.train import LengthBucketedBatches, TrainConfig, learning_rate, train
+from dstg_interp.train import LengthBucketedBatches, TrainConfig, learning_rate, prepare_training_data, train
 
 from conftest import write_synthetic_corpus
 from test_train import read_log, tiny_train_config, train_losses
@@ -116,11 +116,23 @@ def test_tied_head_needs_the_embedding_width():
 
 # --- compiled training ---------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_compiled_training_gives_the_eager_losses(tmp_path, corpus):
-    eager = tiny_train_config(tmp_path / "eager", corpus, max_steps=3, eval_every=3, save_every=3, compile=False)
-    compiled = tiny_train_config(tmp_path / "compiled", corpus, max_steps=3, eval_every=3, save_every=3, compile=True)
+def test_compiled_training_gives_the_eager_losses_with_three_graphs(tmp_path, corpus):
+    """A whole epoch and a step: full-width unpadded batches, padded batches of many widths (the full one
+    included) and the epoch's smaller last batch (184 sequences = 26 x 7 + 2).  Compiled, that is three
+    graphs: the encoder on unpadded and on padded batches, and the loss (compile_for_training declares the
+    symbolic sizes); the losses are the eager ones."""
+    steps = 28
+    eager = tiny_train_config(tmp_path / "eager", corpus, batch_size=7, max_steps=steps, eval_every=steps, save_every=steps, compile=False)
+    compiled = tiny_train_config(tmp_path / "compiled", corpus, batch_size=7, max_steps=steps, eval_every=steps, save_every=steps, compile=True)
     train(eager)
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
     train(compiled)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 3
+    lengths = prepare_training_data(eager).train.lengths
+    assert len(lengths) % 7 == 2 and LengthBucketedBatches(lengths, 7, eager.seed).batches_per_epoch < steps
+    tokens_per_step = np.diff([0] + [r["tokens_seen"] for r in read_log(tmp_path / "eager") if "loss" in r])
+    assert len(set(tokens_per_step)) > 5  # many widths
     a, b = train_losses(tmp_path / "eager"), train_losses(tmp_path / "compiled")
     assert a.keys() == b.keys()
     assert all(abs(a[s] - b[s]) < 1e-4 for s in a), (a, b)

@@ -176,12 +176,21 @@ class EncoderForMLM(HookedRootModule):
         labels = labels.to(tokens.device)
         if masked_logits_only:
             selected = labels != -100
-            logits = self.mlm_head(final[selected])
-            loss = F.cross_entropy(logits.float(), labels[selected]) if logits.shape[0] else logits.sum() * 0.0
+            hidden, targets = final[selected], labels[selected]
+            if not hidden.shape[0]:  # no masked token: a zero loss that still reaches the graph
+                logits = self.mlm_head(hidden)
+                return MaskedLMOutput(logits=logits, loss=logits.sum() * 0.0)
+            logits, loss = self.masked_lm_loss(hidden, targets)
             return MaskedLMOutput(logits=logits, loss=loss)
         logits = self.mlm_head(final)
         loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
         return MaskedLMOutput(logits=logits, loss=loss)
+
+    def masked_lm_loss(self, hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The MLM head and cross-entropy on the masked positions only: hidden [n, head width], targets [n]
+        -> (logits [n, vocab], mean loss).  A method of its own so that training can compile it."""
+        logits = self.mlm_head(hidden)
+        return logits, F.cross_entropy(logits.float(), targets)
 
     # --- checkpoints --------------------------------------------------------------------------
     def save(self, path: str | Path, dtype: torch.dtype | None = None, tokenizer=None) -> Path:

@@ -24,6 +24,7 @@ from .layers import (
     Rotary,
     SwiGLU,
     additive_key_mask,
+    attention_with_learned_bias,
     is_hooked,
     merge_heads,
     split_heads,
@@ -65,6 +66,8 @@ class NeoBERTAttention(nn.Module):
                 total = total + key_mask
             pattern = self.hook_pattern(total.softmax(dim=-1))
             z = pattern @ v
+        elif rp is not None and torch.is_grad_enabled() and rp.requires_grad:  # training RP: the bias needs dL/dlogits
+            z = attention_with_learned_bias(q, k, v, rp, key_mask, scale)
         else:
             mask = key_mask if rp is None else (rp if key_mask is None else rp + key_mask)
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)

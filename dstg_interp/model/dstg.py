@@ -18,9 +18,10 @@ Options for converted checkpoints of the authors (config.py): ``mlp_mode="mixed"
 ``rp_zero_boundary``, ``encoder_only``.
 
 Fast path: concatenating [q_sem | q_ap] and [k_sem | k_ap] along the head dimension makes one dot product
-equal the sum of both terms, so one fused SDPA call per layer computes the attention, with the values
-[v_sem | v_ap] sharing its weights and the RP bias entering as the additive mask.  The separate logit
-terms are materialised only when one of their hooks (or the pattern hook) is in use.
+equal the sum of both terms, so one attention call per layer computes it, with the values [v_sem | v_ap]
+sharing its weights and the RP bias entering as the additive mask: fused SDPA without gradients,
+``attention_with_learned_bias`` in training (the bias needs its gradient).  The separate logit terms are
+materialised only when one of their hooks (or the pattern hook) is in use.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .layers import (
     RMSNorm,
     SwiGLU,
     additive_key_mask,
+    attention_with_learned_bias,
     is_hooked,
     merge_heads,
     split_heads,
@@ -87,16 +89,16 @@ class DSTGAttention(nn.Module):
             q = torch.cat([q_sem, q_ap], dim=-1)
             k = torch.cat([k_sem, k_ap], dim=-1)
             v = torch.cat([v_sem, v_ap], dim=-1)
-            mask = rp if key_mask is None else rp + key_mask
-            if not (torch.is_grad_enabled() and mask.requires_grad):
+            if torch.is_grad_enabled() and rp.requires_grad:  # training: the bias needs dL/dlogits
+                z = attention_with_learned_bias(q, k, v, rp, key_mask, scale)
+            else:
                 # Without a gradient for the learned bias, SDPA can use its fused CPU kernel, which
                 # needs one head size for q, k and v (else it falls back to the ~7x slower math path):
-                # zero-pad the narrower side, which changes neither scores nor outputs.  In training the
-                # bias needs dL/dlogits, which only the math path provides, so there padding would cost.
+                # zero-pad the narrower side, which changes neither scores nor outputs.
                 width = max(q.shape[-1], v.shape[-1])
                 q, k = F.pad(q, (0, width - q.shape[-1])), F.pad(k, (0, width - k.shape[-1]))
                 v = F.pad(v, (0, width - v.shape[-1]))
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+                z = F.scaled_dot_product_attention(q, k, v, attn_mask=rp if key_mask is None else rp + key_mask, scale=scale)
             d_value_sem, d_value_ap = self.d_sem // self.n_heads, self.d_ap // self.n_heads
             z_sem, z_ap = z[..., :d_value_sem], z[..., d_value_sem : d_value_sem + d_value_ap]
         return self.out_sem(merge_heads(z_sem)), self.out_ap(merge_heads(z_ap))

@@ -15,10 +15,9 @@ uninterrupted run.  The next batch is collated and masked in a background thread
 runs.  Masking as NeoBERT: 20% of tokens, all replaced by [MASK].  ``--compile`` compiles the encoder
 and the masked-token loss with ``torch.compile`` (the input checks and the selection of the masked tokens
 stay eager, between them; ``compile_for_training``); by default it is on for runs of at least
-``COMPILE_MIN_STEPS`` steps, where its one-time cost (three graphs,
-45-75 s on 2 cores with a cold inductor cache, a few seconds with a warm one) pays back
-(benchmarks/bench_train_loop.py: 1.2-1.3x the eager loop), and off, with a note, where inductor cannot
-build kernels (no C++ compiler).
+``COMPILE_MIN_STEPS`` steps, where its one-time cost (three graphs: about 90 s for DSTG on 2 cores with a
+cold inductor cache, a few seconds with a warm one) pays back (benchmarks/bench_train_loop.py: 1.2-1.5x
+the eager loop), and off, with a note, where inductor cannot build kernels (no C++ compiler).
 
 Outputs in ``--out``: ``train_config.json``, ``log.jsonl`` (one JSON line per logged step and per
 validation), and ``checkpoint/`` (weights, config, tokenizer, optimizer state, step) rewritten atomically

@@ -8,10 +8,10 @@ Rows, per variant:
 - ``loop``: ``train()`` itself on the en-mix training split (length-bucketed batches, masking and collation
   in the prefetch thread, validation and checkpoints pushed past the run), real (non-pad) tokens per second
   of step time over steps ``--skip``..``--steps``;
-- ``loop, compiled``: the same with ``compile=True``.  Its first step of each new graph compiles (20-45 s
-  on 2 cores; three graphs in a run, see ``compile_for_training``) and may fall in the measured window, so the
-  rate is given twice: over every measured step, and steady (without the steps that took over 5x the
-  median step: compile steps, listed with their seconds);
+- ``loop, compiled``: the same with ``compile=True``.  Its first step of each new graph compiles (20-60 s
+  on 2 cores with a cold cache; three graphs in a run, see ``compile_for_training``) and may fall in the
+  measured window, so the rate is given twice: over every measured step, and steady (without the steps
+  that took over 5x the median step: compile steps, listed with their seconds);
 - ``model step`` / ``model step, compiled``: our model alone on one random full-length 32 x 128 batch
   (masked logits, AdamW), the number the loop aims at;
 - ``hf step``: ``BertForMaskedLM`` of matched size (hidden 128, 4 layers, 4 heads, intermediate 1.5 x our

@@ -244,8 +244,8 @@ def compile_for_training(model) -> None:
     points without hooks trace as identities.
 
     Length-bucketed batches come in up to ``max_length`` widths, with and without a padding mask, and an
-    epoch's last batch is smaller.  Left to itself dynamo compiles a graph for each new case (six in
-    ``test_train_loop``, 20-55 s each on 2 cores with a cold cache).  So the shapes are declared: the batch
+    epoch's last batch is smaller.  Left to itself dynamo compiles a graph for each new case (six for the
+    one-epoch run of ``test_train_loop``, 20-55 s each on 2 cores with a cold cache).  So the shapes are declared: the batch
     size is symbolic in every graph, the width only in padded batches, the number of masked tokens in the
     loss.  Training then compiles three graphs: the encoder on full-width unpadded batches (most of them,
     with static-width kernels, about 4% faster than symbolic ones), the encoder on padded batches of any

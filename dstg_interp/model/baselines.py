@@ -66,7 +66,7 @@ class NeoBERTAttention(nn.Module):
                 total = total + key_mask
             pattern = self.hook_pattern(total.softmax(dim=-1))
             z = pattern @ v
-        elif rp is not None and torch.is_grad_enabled() and rp.requires_grad:  # training RP: the bias needs dL/dlogits
+        elif rp is not None and rp.requires_grad:  # training RP (the bias was built with grad on): it needs dL/dlogits
             z = attention_with_learned_bias(q, k, v, rp, key_mask, scale)
         else:
             mask = key_mask if rp is None else (rp if key_mask is None else rp + key_mask)

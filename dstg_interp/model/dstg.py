@@ -89,7 +89,7 @@ class DSTGAttention(nn.Module):
             q = torch.cat([q_sem, q_ap], dim=-1)
             k = torch.cat([k_sem, k_ap], dim=-1)
             v = torch.cat([v_sem, v_ap], dim=-1)
-            if torch.is_grad_enabled() and rp.requires_grad:  # training: the bias needs dL/dlogits
+            if rp.requires_grad:  # training (the bias was built with grad on): it needs dL/dlogits
                 z = attention_with_learned_bias(q, k, v, rp, key_mask, scale)
             else:
                 # Without a gradient for the learned bias, SDPA can use its fused CPU kernel, which

@@ -55,7 +55,7 @@ class Encoder:
         self.model = model
         self.tokenizer = tokenizer  # a tokenizers.Tokenizer, or None (then only token ids can be encoded)
         self.special = special
-        self.name = name  # what a reader recognises: zoo name, checkpoint folder or HF name_or_path
+        self.name = name  # what a reader recognises (naming.py): zoo name, hub id, model-card title, folder name
         self.checkpoint_path = path
 
     def __repr__(self) -> str:

@@ -24,6 +24,7 @@ from dstg_interp.model.checkpoint import ZOO_DIR
 from .base import AttentionCallback, Encoder, EncoderError
 from .hooks import FINAL, PATTERN_HOOK, blocks_needed, final_hook, is_final_hook, logit_terms
 from .inputs import TOOLKIT_SPECIAL_TOKENS, SpecialTokens, special_tokens
+from .naming import model_name
 
 
 class _StopForward(Exception):
@@ -152,4 +153,4 @@ def _default_name(model, path) -> str:
     try:
         return path.resolve().relative_to(ZOO_DIR).as_posix()  # a shipped model: its zoo name
     except ValueError:
-        return str(path)
+        return model_name(path)

@@ -284,3 +284,11 @@ def test_dstg_cache_takes_every_kind_of_model(kind, hf_folders, checkpoint, corp
                        "--layers", "0,1", "--out", str(tmp_path / "store"), "--quiet"])
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "store" / "manifest.json").is_file()
+
+
+def test_a_missing_attention_block_is_one_line_naming_those_that_exist():
+    encoder = open_encoder(tiny_model("dstg").eval())
+    blocks = encoder.attention(torch.tensor([[2, 7, 8, 3]]))
+    with pytest.raises(KeyError, match=r"no attention block 5: its blocks are 0\.\.1") as caught:
+        blocks[5]
+    assert isinstance(caught.value, EncoderError) and "\n" not in str(caught.value)

@@ -33,7 +33,7 @@ from transformers import AutoModel
 
 from dstg_interp.data import default_cache_dir
 
-from .base import AttentionCallback, Encoder, EncoderError
+from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import ENTANGLED_SUBSPACES
 from .inputs import declared_special_tokens, read_json, special_tokens
 from .naming import model_name
@@ -128,6 +128,8 @@ class HFEncoder(Encoder):
     def attention(self, tokens, attention_mask=None, layers=None, on_layer: AttentionCallback | None = None) -> dict:
         """{block: {"pattern": [B, H, T, T]}}: the softmax weights (an HF encoder has no separate logit terms)."""
         blocks = list(range(self.n_layers)) if layers is None else sorted(int(layer) for layer in layers)
+        if any(not 0 <= b < self.n_layers for b in blocks):
+            raise EncoderError(f"{self.name}: attention blocks are 0..{self.n_layers - 1}, got {blocks}")
         tokens = tokens[None] if tokens.dim() == 1 else tokens
         mask = torch.ones_like(tokens, dtype=torch.bool) if attention_mask is None else attention_mask.to(torch.bool)
         implementation = self.model.config._attn_implementation
@@ -149,7 +151,7 @@ class HFEncoder(Encoder):
                 on_layer(block, {}, weights)
             else:
                 kept[block] = {"pattern" if softmax else NOT_A_PATTERN: weights}
-        return kept
+        return BlockAttention(kept, self.name, self.n_layers)
 
     def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
         raise EncoderError(f"{self.name}: the HF encoder is loaded without an MLM head (AutoModel); "

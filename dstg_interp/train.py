@@ -50,9 +50,9 @@ from .data.mlm import collate, mask_tokens
 from .data.prepare import prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS
 from .io import clean_stale_temporaries, write_text_atomic
-from .model.checkpoint import CheckpointError, build_model, load_model, save_checkpoint
+from .model.checkpoint import RUN_CHECKPOINT, CheckpointError, build_model, load_model, save_checkpoint
 
-CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = "checkpoint", "log.jsonl", "train_config.json"
+CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = RUN_CHECKPOINT, "log.jsonl", "train_config.json"
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "train_state.json"
 # Fields that may differ on --resume without changing the result.
 RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress", "compile"}
@@ -61,6 +61,9 @@ COMPILE_MIN_STEPS = 1000  # below this a run spends more on compiling than compi
 # A trained WordPiece always holds the specials, the ASCII alphabet and its 36 "##" continuations:
 # a smaller vocab_size would be silently exceeded.
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(INITIAL_ALPHABET) + 36
+
+
+DEFAULT_WARMUP_STEPS = 200  # the most warm-up a default run gets: TrainConfig.warmup_steps = min(200, max_steps // 10)
 
 
 @dataclass
@@ -98,7 +101,7 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     betas: tuple[float, float] = (0.9, 0.98)
     weight_decay: float = 0.1
-    warmup_steps: int = 200
+    warmup_steps: int | None = None  # None: 10% of max_steps, at most 200 (the zoo's warm-up)
     schedule: str = "cosine"
     decay_fraction: float = 0.2
     grad_clip: float = 1.0
@@ -123,6 +126,8 @@ class TrainConfig:
         for name in ("max_length", "batch_size", "max_steps", "eval_every", "eval_batches", "save_every", "log_every", "vocab_size"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"TrainConfig.{name}: must be positive, got {getattr(self, name)}")
+        if self.warmup_steps is None:  # scaled to the run, so a short run is not refused for a long default
+            self.warmup_steps = min(DEFAULT_WARMUP_STEPS, int(self.max_steps) // 10)
         if not 0 <= self.warmup_steps < self.max_steps:
             raise ValueError(f"TrainConfig.warmup_steps: must be in [0, max_steps={self.max_steps}), got {self.warmup_steps}")
         if self.schedule not in SCHEDULES:

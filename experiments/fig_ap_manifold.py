@@ -12,7 +12,7 @@ Two families of position tables (rows = positions), each analysed by ``dstg_inte
    over the held-out documents (the probes' stores), at every layer; the figures show the last layer.  Positions seen fewer
    than ``--min-count`` times are dropped (late positions come from few long documents and are noise).
 
-Writes into ``--out`` (default figures/ap_manifold/): tables_{scree,pc_curves,dct}, layers_{scree,pc_curves,
+Writes into ``--out`` (default dstg-results/figures/ap_manifold/; the committed gallery: --out figures/ap_manifold): tables_{scree,pc_curves,dct}, layers_{scree,pc_curves,
 dct} as PNG + PDF + JSON, spectra.csv (one row per analysed table: PC1+PC2, participation ratio,
 low-frequency share, with the control next to each) and config.json.
 """
@@ -31,7 +31,7 @@ from dstg_interp import load_hf_encoder
 from dstg_interp.analysis.spectra import analyze_table, per_position_mean, position_table, spectra_table
 from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import plot_dct_power, plot_pc_curves, plot_scree
-from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
                                        save_config)
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
@@ -39,7 +39,7 @@ TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
 
 @dataclass
 class ApManifoldConfig(SeedsFigureConfig):
-    out: Path = FIGURES_DIR / "ap_manifold"
+    out: Path = OUTPUT_DIR / "ap_manifold"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as the probes)"})
     min_count: int = field(default=20, metadata={"help": "drop positions seen fewer times (layer states)"})

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dstg_interp.io import RESULTS_DIR
 from dstg_interp.plots.recipe import plot_recipe_curves
 from dstg_interp.train import CHECKPOINT_DIR, LOG_FILE, STATE_FILE, TrainConfig, train
 from experiments.figure_inputs import ScriptConfig, parse_config, save_config
@@ -69,7 +70,7 @@ BASE_RECIPE = dict(lr=1e-3, warmup=None, schedule="cosine", batch=32, tie=False,
 class RecipeStudyConfig(ScriptConfig):
     """One study: the variants, the levers and the common budget; saved as ``config.json`` and in ``study.json``."""
 
-    out: Path = field(default=Path("figures/recipe"), metadata={"help": "output folder"})
+    out: Path = field(default=RESULTS_DIR / "figures" / "recipe", metadata={"help": "output folder (the committed study: figures/recipe)"})
     runs: Path = field(default=Path("runs/recipe"), metadata={"help": "training folders (resumable)"})
     variants: list[str] = field(default_factory=lambda: ["dstg", "ap"])
     levers: list[str] = field(default_factory=lambda: list(LEVERS), metadata={"help": "one lever changed per run"})

@@ -1,7 +1,7 @@
 """dstg-probe: the main command -- position (or Holmes) probes of one or more models, as one table.
 
     dstg-probe --task segment                                 # shipped DSTG model, default corpus (en-mix)
-    dstg-probe --model dstg rope ap rp --task segment --segment paragraph --out results/segment
+    dstg-probe --model dstg rope ap rp --task segment --segment paragraph --out my-results
     dstg-probe --model runs/dstg/checkpoint --task intra --layers 0,3,last --subspaces sem,ap
     dstg-probe --model path/to/all-MiniLM-L6-v2 --task token  # any local HF encoder folder
     dstg-probe --model dstg --model rope --task holmes --layers 1  # Holmes (alias: dstg-holmes run), layer 1 only
@@ -11,7 +11,7 @@ they mean in every dstg-* command (``dstg_interp/cli/flags.py``).
 
 Prints a compact table (layer rows; model/subspace columns; held-out R² ± half the 95% CI) and writes
 ``results.csv`` (tidy, one row per model x layer x subspace) and ``results.json`` (config, versions,
-results) into ``--out`` (default ``results/<task>``), written atomically.  Activation stores are cached
+results) into ``--out`` (default ``dstg-results/<task>`` in the working directory, git-ignored), written atomically.  Activation stores are cached
 and reused.  Bad input: one line on stderr, exit code 2, nothing written; an unusable --out is refused
 before any work, and --out may hold earlier dstg-probe results (replaced) but no other results.csv/json.
 Intervals resting on fewer than 10 held-out documents print as "n/a", with a warning.
@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from dstg_interp.encoders.selection import check_device
-from dstg_interp.io import OutputError, check_output_location, write_text_atomic
+from dstg_interp.io import RESULTS_DIR, OutputError, check_output_location, write_text_atomic
 from dstg_interp.store.manifest import versions
 from probes.holmes.run import HOLMES_THREADS, run_config
 from probes.positions import DEFAULT_MODEL, model_label, probe_positions
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--corpus", default="en-mix", help="en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:...")
     flags.add_layers(parser, default="all; last for --task holmes")
     flags.add_subspaces(parser)
-    flags.add_out(parser, what="a folder for results.csv and results.json (Holmes: its tables)", shown="results/<task>")
+    flags.add_out(parser, what="a folder for results.csv and results.json (Holmes: its tables)", shown="dstg-results/<task>")
     flags.add_device(parser)
     flags.add_seed(parser)
     flags.add_threads(parser, shown=f"{HOLMES_THREADS} for --task holmes, else PyTorch's")
@@ -141,7 +141,7 @@ def _main(args: argparse.Namespace) -> int:
         results = run_config(config_from_args(args), out, progress=not args.quiet, threads=args.threads or HOLMES_THREADS)
         report(results, out)
         return 0
-    out = Path(args.out or Path("results") / args.task)
+    out = Path(args.out or RESULTS_DIR / args.task)
     check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
     results, record = run(args)
     title = f"held-out R² ({args.task}" + (f", {args.segment}" if args.task != "token" else "") + ") ± half the 95% CI"

@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--steps", type=int, dest="max_steps")
     p.add_argument("--lr", type=float)
-    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--warmup-steps", type=int, help="linear warm-up (default: 10%% of --steps, at most 200)")
     p.add_argument("--schedule", choices=list(SCHEDULES))
     p.add_argument("--decay-fraction", type=float, help="constant schedule: the final share of steps that decays")
     p.add_argument("--mask-strategy", choices=["all", "80-10-10"])
@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     base = TrainConfig().to_dict()
+    base["warmup_steps"] = None  # unless a --config or --warmup-steps sets it: scaled to the final --steps
     if args.config:
         base.update(_read_json_object(Path(args.config), "--config"))
     elif args.resume and args.out and (Path(args.out) / CONFIG_FILE).is_file():

@@ -46,14 +46,15 @@ from tqdm.auto import tqdm
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
-from .config import ModelConfig
+from .config import ModelConfig, check_seed
 from . import flags
 from .data.mlm import collate, mask_tokens
 from .data.prepare import prepare_data
-from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS
+from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import (check_output_location, clean_stale_temporaries, folder_entries, output_lock, positive_int, run_cli,
                  write_text_atomic)
 from .model.checkpoint import CheckpointError, build_model, load_model, save_checkpoint
+from .model.files import TOKENIZER_FILE
 
 CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = "checkpoint", "log.jsonl", "train_config.json"
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "train_state.json"
@@ -133,8 +134,7 @@ class TrainConfig:
         if not 0 < self.decay_fraction <= 1:
             raise ValueError(f"TrainConfig.decay_fraction: must be in (0, 1], got {self.decay_fraction}")
         for name in ("seed", "data_seed"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ValueError(f"TrainConfig.{name}: must be a non-negative integer, got {getattr(self, name)!r}")
+            check_seed(getattr(self, name), f"TrainConfig.{name}")
         if self.mask_strategy not in ("all", "80-10-10"):
             raise ValueError(f"TrainConfig.mask_strategy: 'all' or '80-10-10', got {self.mask_strategy!r}")
         if not 0 < self.mask_prob < 1:
@@ -390,10 +390,12 @@ def barrier(world_size: int) -> None:
         dist.barrier()
 
 
-def prepare_training_data(cfg: TrainConfig, progress: bool = False, cache_dir: str | Path | None = None):
-    """The cached corpus -> split -> tokenizer -> sequences preparation this run trains on."""
+def prepare_training_data(cfg: TrainConfig, progress: bool = False, cache_dir: str | Path | None = None,
+                          tokenizer=None):
+    """The cached corpus -> split -> tokenizer -> sequences preparation this run trains on; ``tokenizer``:
+    a trained model's own (resuming, evaluating), so its data is found again in that model's token ids."""
     return prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.data_seed,
-                        cfg.max_docs, cfg.tokenizer, cache_dir=cache_dir, progress=progress)
+                        cfg.max_docs, cfg.tokenizer, cache_dir=cache_dir, progress=progress, tokenizer=tokenizer)
 
 
 # --- checkpoints --------------------------------------------------------------------------------
@@ -467,15 +469,18 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
             raise CheckpointError(f"{out_dir} already holds a checkpoint; pass --resume to continue it or choose another --out")
         out_dir.mkdir(parents=True, exist_ok=True)
     state = dict(step=0, tokens_seen=0, train_seconds=0.0)
+    own_tokenizer = None  # resuming: the data in the checkpoint's token ids, whoever prepared the cache
     if resume:
         state, checkpoint = read_resume_state(cfg)
+        if (checkpoint / TOKENIZER_FILE).is_file():
+            own_tokenizer = load_tokenizer(checkpoint / TOKENIZER_FILE)
 
     # Rank 0 builds the cached data first; the other ranks then load the same folder.
     if is_main:
-        prepared = prepare_training_data(cfg, progress=cfg.progress)
+        prepared = prepare_training_data(cfg, progress=cfg.progress, tokenizer=own_tokenizer)
     barrier(world_size)
     if not is_main:
-        prepared = prepare_training_data(cfg)
+        prepared = prepare_training_data(cfg, tokenizer=own_tokenizer)
     train_set, validation = prepared.train, prepared.validation
     vocab_size = prepared.tokenizer.get_vocab_size()
 
@@ -593,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int)
     p.add_argument("--tokenizer", help="reuse this tokenizer.json instead of training one")
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--steps", type=int, dest="max_steps")
+    p.add_argument("--steps", type=positive_int, dest="max_steps")
     p.add_argument("--lr", type=float)
     p.add_argument("--warmup-steps", type=int)
     p.add_argument("--schedule", choices=list(SCHEDULES))
@@ -601,7 +606,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mask-strategy", choices=["all", "80-10-10"])
     p.add_argument("--bf16", action="store_true", default=None)
     flags.add_seed(p, default=None, shown="--config's, else 0; model init, data order and masks")
-    p.add_argument("--data-seed", type=int, help="train/validation split (keep fixed to compare seeds)")
+    p.add_argument("--data-seed", type=flags.seed_int, help="train/validation split (keep fixed to compare seeds)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help=f"torch.compile the encoder (default: on for runs of at least {COMPILE_MIN_STEPS} steps)")
     p.add_argument("--eval-every", type=int)

@@ -31,6 +31,7 @@ import torch
 from tqdm.auto import tqdm
 
 from dstg_interp import flags
+from dstg_interp.config import MAX_SEED
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.io import (OutputError, check_output_location, positive_int, run_cli, write_text_atomic)
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
@@ -269,8 +270,8 @@ def _seeds_arg(text: str) -> tuple[int, ...]:
         seeds = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}") from None
-    if not seeds or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}")
+    if not seeds or min(seeds) < 0 or max(seeds) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected comma-separated seeds from 0 to {MAX_SEED}, got {text!r}")
     return seeds
 
 

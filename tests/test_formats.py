@@ -18,11 +18,12 @@ from safetensors.torch import load_file, save_file
 
 from conftest import OBJECTS, PLACES, SUBJECTS, VERBS, tiny_config, tiny_model, write_synthetic_corpus
 from dstg_interp import CheckpointError, NoMLMHeadError, load_model
-from dstg_interp.convert import convert_checkpoint, main as convert_main
+from dstg_interp.cli.convert import main as convert_main
+from dstg_interp.model.convert import convert_checkpoint
 from dstg_interp.data.tokenizer import build_tokenizer
 from dstg_interp.model import build_model
 from dstg_interp.model.layers import RelativePositionBias
-from probes.cli import main as probe_main
+from dstg_interp.cli.probe import main as probe_main
 
 torch.set_num_threads(1)
 
@@ -286,8 +287,9 @@ def test_convert_refuses_to_overwrite(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    code = convert_main([str(FIXTURES / "neobert-hf"), str(out), "--no-tokenizer"])
-    assert code == 2 and "already exists" in capsys.readouterr().err
+    for extra in ([], ["--overwrite"]):  # a folder with a user's file is never replaced (N18)
+        code = convert_main([str(FIXTURES / "neobert-hf"), str(out), "--no-tokenizer", *extra])
+        assert code == 2 and "never replaced" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
 

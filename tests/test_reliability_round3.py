@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dstg_interp.convert import main as convert_main
+from dstg_interp.cli.convert import main as convert_main
 from dstg_interp.io import OutputError, check_replaceable, lock_path
 from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
 
@@ -80,3 +80,51 @@ def test_every_replacing_command_refuses_a_folder_that_holds_its_input(tiny, tmp
     (tmp_path / "link").symlink_to(parent)
     with pytest.raises(OutputError, match="symbolic link"):
         check_replaceable(tmp_path / "link", "a checkpoint", ours, overwrite=True)
+
+
+# --- 4. seeds and steps are checked on the command line, before any work (N41, N43, N47, N51) --------
+HUGE_SEED = "99999999999999999999"
+
+
+def test_zoo_seed_and_steps_are_refused_before_any_work(tmp_path, capsys):
+    """N41 / N43: a traceback after 21 s of data preparation (and an empty run folder)."""
+    from experiments import pretrain_zoo
+
+    common = ["--out", tmp_path / "zoo", "--runs", tmp_path / "runs", "--variants", "dstg", "--threads", "1"]
+    for extra, needle in ((["--steps", "5", "--seeds", HUGE_SEED], "--seeds must be integers from 0 to 4294967295"),
+                          (["--steps", "0", "--seeds", "0"], "--steps: expected a positive number of steps, got 0"),
+                          (["--steps", "-3", "--seeds", "0"], "--steps: expected a positive number of steps")):
+        code, _, err = run_main(capsys, pretrain_zoo.main, *common, *extra)
+        assert_one_line_error(code, err, needle, prog="pretrain_zoo")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "zoo").exists()
+
+
+def test_no_message_suggests_a_seed_that_would_fail(tmp_path, capsys):
+    """N47: run_all advised `pretrain_zoo --seeds 99999999999999999999`, which then crashed."""
+    from experiments import run_all
+    from experiments.figure_inputs import run_as_command
+
+    command = lambda argv: run_as_command(lambda: run_all.main(argv), "run_all")  # noqa: E731
+    code, _, err = run_main(capsys, command, "--model-seeds", HUGE_SEED, "--out", tmp_path / "gallery")
+    assert_one_line_error(code, err, "--model-seeds", "0 to 4294967295")
+    assert "pretrain_zoo" not in err and not (tmp_path / "gallery").exists()
+
+
+@pytest.mark.parametrize("prog, flag, args", [
+    ("dstg-train", "--seed", ["--steps", "10", "--seed", HUGE_SEED]),
+    ("dstg-train", "--data-seed", ["--steps", "10", "--data-seed", HUGE_SEED]),
+    ("dstg-train", "--steps", ["--steps", "0"]),
+    ("dstg-probe", "--seed", ["--task", "segment", "--seed", HUGE_SEED]),
+    ("dstg-eval", "--seed", ["--model", "dstg", "--seed", HUGE_SEED]),
+    ("dstg-holmes", "--seeds", ["run", "--seeds", f"0,{HUGE_SEED}"]),
+])
+def test_seed_and_step_flags_name_the_flag_and_its_range(prog, flag, args, tmp_path, capsys):
+    """N51: `dstg-train --seed 99999999999999999999` said only 'Overflow when unpacking long long'."""
+    import importlib
+
+    from dstg_interp.entry import COMMANDS
+
+    main = importlib.import_module(COMMANDS[prog]).main
+    code, _, err = run_main(capsys, main, *args, "--out", tmp_path / "out")
+    assert_one_line_error(code, err, f"argument {flag}", "positive" if flag == "--steps" else "0 to 4294967295")
+    assert "Overflow" not in err and not (tmp_path / "out").exists()

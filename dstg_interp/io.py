@@ -267,6 +267,23 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         raise
 
 
+@contextlib.contextmanager
+def created_folder(path: str | Path):
+    """Create ``path`` (and missing parents) for the duration; if the block fails, the folders it created
+    are removed again while still empty, so a failed write (a full disk) leaves no empty --out behind."""
+    path = Path(path)
+    missing = [p for p in [path, *path.parents] if not p.exists()]
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    except BaseException:
+        for folder in missing:  # innermost first
+            with contextlib.suppress(OSError):
+                if not folder_entries(folder):
+                    shutil.rmtree(folder)
+        raise
+
+
 # --- one run per output folder --------------------------------------------------------------------
 def lock_path(path: str | Path) -> Path:
     """``.NAME.lock`` beside the real folder: every spelling of one folder (a symlink, '..') shares one lock."""

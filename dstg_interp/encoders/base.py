@@ -37,6 +37,26 @@ class EncoderError(ValueError):
     """A model that cannot be opened or a request it cannot serve; the message is one line."""
 
 
+class MissingBlockError(EncoderError, KeyError):
+    """A block asked of ``attention(...)``'s result that the model does not have (or that was not computed)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class BlockAttention(dict):
+    """``attention``'s result, {block: {term: [B, H, T, T]}}; a missing block is one line naming those that exist."""
+
+    def __init__(self, blocks: dict, model_name: str, n_blocks: int):
+        super().__init__(blocks)
+        self.model_name, self.n_blocks = model_name, n_blocks
+
+    def __missing__(self, block):
+        computed = f"; computed here: {sorted(self)}" if len(self) < self.n_blocks else ""
+        raise MissingBlockError(f"{self.model_name} has no attention block {block!r}: its blocks are "
+                                f"0..{self.n_blocks - 1} (block l feeds layer l + 1){computed}")
+
+
 @dataclass
 class EncodedBatch:
     """One forward of ``iter_states``: rows ``indices`` of the input, right-padded."""
@@ -55,7 +75,7 @@ class Encoder:
         self.model = model
         self.tokenizer = tokenizer  # a tokenizers.Tokenizer, or None (then only token ids can be encoded)
         self.special = special
-        self.name = name  # what a reader recognises: zoo name, checkpoint folder or HF name_or_path
+        self.name = name  # what a reader recognises (naming.py): zoo name, hub id, model-card title, folder name
         self.checkpoint_path = path
 
     def __repr__(self) -> str:

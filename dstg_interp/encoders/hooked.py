@@ -21,9 +21,10 @@ import torch
 from dstg_interp.model import build_model
 from dstg_interp.model.checkpoint import ZOO_DIR
 
-from .base import AttentionCallback, Encoder, EncoderError
+from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import FINAL, PATTERN_HOOK, blocks_needed, final_hook, is_final_hook, logit_terms
 from .inputs import TOOLKIT_SPECIAL_TOKENS, SpecialTokens, special_tokens
+from .naming import model_name
 
 
 class _StopForward(Exception):
@@ -102,7 +103,7 @@ class HookedEncoder(Encoder):
         with torch.inference_mode():
             self._run(tokens.to(self.device), mask.to(self.device), self._attention_hooks(blocks, on_layer or keep),
                       max(blocks) + 1 if blocks else 0)
-        return kept
+        return BlockAttention(kept, self.name, self.n_layers)
 
     def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
         # an encoder-only checkpoint raises NoMLMHeadError (a ValueError) here, saying why
@@ -152,4 +153,4 @@ def _default_name(model, path) -> str:
     try:
         return path.resolve().relative_to(ZOO_DIR).as_posix()  # a shipped model: its zoo name
     except ValueError:
-        return str(path)
+        return model_name(path)

@@ -44,6 +44,7 @@ from .layers import (
     is_hooked,
     merge_heads,
     split_heads,
+    through_head_hook,
 )
 
 
@@ -62,15 +63,21 @@ class DSTGAttention(nn.Module):
         self.hook_logits_ap = HookPoint()  # [batch, head, query_pos, key_pos] q_ap.k_ap / sqrt(d_head)
         self.hook_logits_rp = HookPoint()  # [batch, head, query_pos, key_pos] learned bucket bias
         self.hook_pattern = HookPoint()  # [batch, head, query_pos, key_pos] softmax weights
+        # per head and stream, TransformerLens' layout [batch, pos, head, d]: hook_q_sem, hook_k_sem, hook_v_sem,
+        # hook_z_sem (the head's mixed values, before out_sem) and the same for _ap
+        for stream in ("sem", "ap"):
+            for name in ("q", "k", "v", "z"):
+                setattr(self, f"hook_{name}_{stream}", HookPoint())
 
-    def _project(self, x: torch.Tensor, linear: nn.Linear, d_value: int):
+    def _project(self, x: torch.Tensor, linear: nn.Linear, d_value: int, stream: str):
         hd = self.n_heads * self.d_head
         q, k, v = linear(x).split([hd, hd, d_value], dim=-1)
-        return split_heads(q, self.n_heads), split_heads(k, self.n_heads), split_heads(v, self.n_heads)
+        return tuple(through_head_hook(getattr(self, f"hook_{name}_{stream}"), split_heads(t, self.n_heads))
+                     for name, t in zip("qkv", (q, k, v)))
 
     def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor, key_mask: torch.Tensor | None):
-        q_sem, k_sem, v_sem = self._project(x_sem, self.qkv_sem, self.d_sem)
-        q_ap, k_ap, v_ap = self._project(x_ap, self.qkv_ap, self.d_ap)
+        q_sem, k_sem, v_sem = self._project(x_sem, self.qkv_sem, self.d_sem, "sem")
+        q_ap, k_ap, v_ap = self._project(x_ap, self.qkv_ap, self.d_ap, "ap")
         batch, seq_len = x_sem.shape[:2]
         rp = self.rel_bias(seq_len).to(q_sem.dtype)
         key_mask = key_mask.to(q_sem.dtype) if key_mask is not None else None
@@ -101,6 +108,7 @@ class DSTGAttention(nn.Module):
                 z = F.scaled_dot_product_attention(q, k, v, attn_mask=rp if key_mask is None else rp + key_mask, scale=scale)
             d_value_sem, d_value_ap = self.d_sem // self.n_heads, self.d_ap // self.n_heads
             z_sem, z_ap = z[..., :d_value_sem], z[..., d_value_sem : d_value_sem + d_value_ap]
+        z_sem, z_ap = through_head_hook(self.hook_z_sem, z_sem), through_head_hook(self.hook_z_ap, z_ap)
         return self.out_sem(merge_heads(z_sem)), self.out_ap(merge_heads(z_ap))
 
 
@@ -113,10 +121,11 @@ class DSTGSwiGLU(nn.Module):
         self.w_in = nn.Linear(cfg.d_sem + cfg.d_ap, 2 * cfg.d_mlp, bias=False)
         self.w_out_sem = nn.Linear(cfg.d_mlp_sem, cfg.d_sem, bias=False)
         self.w_out_ap = nn.Linear(cfg.d_mlp_ap, cfg.d_ap, bias=False)
+        self.hook_post = HookPoint()  # [batch, pos, d_mlp] hidden units: the semantic stream's first, then the AP's
 
     def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor):
         gate, up = self.w_in(torch.cat([x_sem, x_ap], dim=-1)).chunk(2, dim=-1)
-        hidden_sem, hidden_ap = (F.silu(gate) * up).split([self.d_mlp_sem, self.d_mlp_ap], dim=-1)
+        hidden_sem, hidden_ap = self.hook_post(F.silu(gate) * up).split([self.d_mlp_sem, self.d_mlp_ap], dim=-1)
         return self.w_out_sem(hidden_sem), self.w_out_ap(hidden_ap)
 
 

@@ -52,11 +52,11 @@ class HookedEncoder(Encoder):
 
     @property
     def subspaces(self) -> tuple[str, ...]:
-        return tuple(self.model.subspaces)  # type: ignore[arg-type]  # nn.Module attributes type as Tensor | Module
+        return tuple(self.model.subspaces)
 
     @property
     def ap_table(self) -> torch.Tensor:
-        return self.model.ap_table  # type: ignore[return-value]
+        return self.model.ap_table
 
     def random_init(self, seed: int | None = None) -> "HookedEncoder":
         config = self.config if seed is None else dataclasses.replace(self.config, seed=seed)

@@ -142,7 +142,7 @@ class DSTGMixedSwiGLU(SwiGLU):
         super().__init__(cfg.d_model, cfg.d_mlp, cfg.d_model)
         self.d_sem = cfg.d_sem
 
-    def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor):
+    def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor):  # type: ignore[override]  # two streams in
         out = super().forward(torch.cat([x_sem, x_ap], dim=-1))
         return out[..., : self.d_sem], out[..., self.d_sem :]
 

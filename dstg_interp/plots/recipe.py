@@ -22,7 +22,7 @@ def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves
     curves = curves.assign(y=curves.val_loss - curves.unigram_loss if relative else curves.val_loss)
     variants = ordered_models(curves.variant.unique())
     runs = [r for r in dict.fromkeys(curves.run) if r != "base"]
-    colors = dict(zip(runs, plt.get_cmap("tab10").colors))
+    colors = dict(zip(runs, plt.get_cmap("tab10").colors))  # type: ignore[attr-defined]  # a ListedColormap
     fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 3.6), sharey=True, squeeze=False)
     for ax, variant in zip(axes[0], variants):
         for run, curve in curves[curves.variant == variant].groupby("run", sort=False):
@@ -111,7 +111,7 @@ def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves") -> 
     for ax, variant in zip(axes[0], variants):
         for (recipe, seed), curve in curves[curves.variant == variant].groupby(["recipe", "seed"], sort=False):
             curve = curve.sort_values("tokens")
-            ax.plot(curve.tokens / 1e6, curve.val_loss, linestyle=styles[recipe], color=plt.get_cmap("tab10").colors[int(seed) % 10],
+            ax.plot(curve.tokens / 1e6, curve.val_loss, linestyle=styles[recipe], color=plt.get_cmap("tab10").colors[int(seed) % 10],  # type: ignore[attr-defined]
                     label=f"{recipe}, seed {seed}")
         if "unigram_loss" in curves:
             unigram = curves[curves.variant == variant].unigram_loss.dropna()

@@ -145,7 +145,7 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
     torch_dtype = torch.float16 if config.dtype == "float16" else torch.float32
     derived = derived_parts(targets)  # DSTG full = [sem | ap]: no file, served on read
     stored = [target for target in targets if target.key not in derived]
-    files = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
+    files: dict[str, tuple] = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
     files.update({f"labels/{column}": (f"labels_{column}.npy", (n_tokens,), column_dtype)
                   for column, column_dtype in LABEL_COLUMNS.items()})
 

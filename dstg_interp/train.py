@@ -465,7 +465,7 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
         if not resume and (out_dir / CHECKPOINT_DIR).exists():
             raise CheckpointError(f"{out_dir} already holds a checkpoint; pass --resume to continue it or choose another --out")
         out_dir.mkdir(parents=True, exist_ok=True)
-    state = dict(step=0, tokens_seen=0, train_seconds=0.0)
+    state: dict = dict(step=0, tokens_seen=0, train_seconds=0.0)
     own_tokenizer = None  # resuming: the data in the checkpoint's token ids, whoever prepared the cache
     if resume:
         state, checkpoint = read_resume_state(cfg)

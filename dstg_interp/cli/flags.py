@@ -44,7 +44,7 @@ def parse_layers(text: str) -> str | tuple:
     parts = [part.strip() for part in str(text).split(",") if part.strip()]
     if parts == [ALL]:
         return ALL
-    selection = []
+    selection: list[str | int] = []
     for part in parts:
         if part in (LAST, FINAL):
             selection.append(part)

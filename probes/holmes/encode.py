@@ -135,7 +135,7 @@ def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None,
     sequences: list[Sequence] = []
     pieces: list[tuple[int, list[int]]] = []  # (sequence id, token indices)
     row_groups: list[list[list[int]]] = []  # per row: groups of piece ids
-    for out_index, row_index in enumerate(row_indices):
+    for row_index in row_indices:
         row = dataset.rows[row_index]
         segment_lists, groups = _row_plan(row, dataset.task_type)
         slots = []

@@ -33,7 +33,7 @@ from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
-from probes.holmes.encode import UnpoolableRow, encode_dataset, resolve_layers
+from probes.holmes.encode import UnpoolableRow, encode_dataset
 from probes.holmes.format import HolmesFormatError, load_benchmark
 from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsample
 from probes.holmes.registry import DATASETS

@@ -9,8 +9,15 @@
     results.attrs["skipped"]                                                   # dataset, model, reason
 
 Features are computed once per (model, dataset) for every requested layer and subspace, on the rows
-the protocol uses (Flash: 1/32 of train + all of dev and test), then every probe (seeds x controls)
-trains on them in one batched run (see protocol.py).
+the protocol uses (the train split as the folder has it, or ``--flash-fraction`` of it, + all of dev and
+test), then every probe (seeds x controls) trains on them in one batched run (see protocol.py).
+
+A ``--benchmark`` folder is never subsampled unless ``--flash-fraction`` says so: FlashHolmes downloads
+ship train splits already cut to 1/32.  The offline suite (no ``--benchmark``) has full train splits and
+is cut to 1/32 by default, as FlashHolmes is (``--full``: the whole split).  ``--protocol reference``
+(the default) reproduces holmes-evaluation (raw features, softmax-then-cross-entropy, layer = its
+``hidden_states[-1]``); ``--protocol standardised`` is our variant (protocol.py).  Every table carries a
+``protocol`` column.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ from dstg_interp.io import (OutputError, check_output_location, positive_int, ru
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
 from probes.holmes.encode import UnpoolableRow, encode_dataset, resolve_layers
 from probes.holmes.format import HolmesFormatError, load_benchmark
-from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsample
+from probes.holmes.protocol import PROTOCOLS, ProbeConfig, evaluate_features, flash_subsample
 from probes.holmes.registry import DATASETS
 from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
 from probes.positions import model_label
@@ -145,7 +152,8 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
                 bar.set_postfix_str(f"{dataset.name} / {name}")
                 started = time.perf_counter()
                 try:
-                    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size)
+                    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size,
+                                              last_state="final" if config.protocol == "reference" else "block")
                 except UnpoolableRow as error:
                     skipped_rows.append({"dataset": dataset.name, "model": name, "reason": str(error)})
                     print(f"skipped: {error}", file=sys.stderr)
@@ -167,6 +175,7 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
                     table.insert(0, "model", name)
                     table["n_dev"], table["n_test"] = len(local["dev"]), len(local["test"])
                     table["task_type"] = dataset.task_type.value
+                    table["protocol"] = config.protocol
                     frames.append(table)
                 bar.update()
     finally:
@@ -274,11 +283,41 @@ def _seeds_arg(text: str) -> tuple[int, ...]:
     return seeds
 
 
+def _fraction_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
+    return value
+
+
+OFFLINE_FLASH_FRACTION = 1 / 32  # the offline suite's train splits are whole: cut them as FlashHolmes is
+
+
+def flash_fraction_for(benchmark, flash_fraction: float | None = None, full: bool = False) -> float | None:
+    """The train fraction a run uses: an explicit ``flash_fraction``; else a user's folder as it is, the
+    offline suite (``benchmark`` None) cut to 1/32 unless ``full``."""
+    if flash_fraction is not None:
+        if full:
+            raise ValueError("--full and --flash-fraction contradict each other: pass one")
+        return flash_fraction
+    return None if benchmark is not None or full else OFFLINE_FLASH_FRACTION
+
+
 def add_holmes_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """The Holmes-only flags (``prefix`` marks them in dstg-probe, where other tasks ignore them)."""
     parser.add_argument("--benchmark", "--holmes-dir", dest="benchmark", default=None,
                         help=prefix + "a Holmes-format folder (default: the offline suite, built on first use)")
-    parser.add_argument("--full", action="store_true", help=prefix + "whole train split instead of Flash (1/32)")
+    parser.add_argument("--full", action="store_true",
+                        help=prefix + "the offline suite's whole train split instead of its Flash cut (1/32)")
+    parser.add_argument("--flash-fraction", type=_fraction_arg, default=None,
+                        help=prefix + "keep this fraction of every train split (default: a --benchmark folder as it "
+                                      "is -- FlashHolmes files are already cut -- and 1/32 of the offline suite)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="reference",
+                        help=prefix + "reference: holmes-evaluation's (raw features, its loss, hidden_states[-1]), "
+                                      "comparable with the leaderboard; standardised: z-scored features, plain logits")
     parser.add_argument("--seeds", type=_seeds_arg, default=None,
                         help=prefix + "probe seeds, comma-separated (default: 5 seeds from --seed: S..S+4)")
     parser.add_argument("--random-init", action="store_true", help=prefix + "add the random-init encoder control")
@@ -288,7 +327,8 @@ def add_holmes_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
 def config_from_args(args: argparse.Namespace) -> HolmesRunConfig:
     """The HolmesRunConfig of a parsed `dstg-probe --task holmes` or `dstg-holmes run` command line."""
     seeds = args.seeds if args.seeds is not None else tuple(range(args.seed, args.seed + 5))
-    probe = ProbeConfig(seeds=seeds, flash_fraction=None if args.full else 1 / 32, mdl=args.mdl)
+    probe = ProbeConfig(seeds=seeds, flash_fraction=flash_fraction_for(args.benchmark, args.flash_fraction, args.full),
+                        mdl=args.mdl, protocol=args.protocol)
     layers = args.layers if args.layers is not None else "last"
     return HolmesRunConfig(benchmark_dir=args.benchmark, models=flags.models(args), layers=layers,
                            subspaces=list(args.subspaces) if args.subspaces else None,

@@ -38,8 +38,6 @@ one-hot token position) and ``position_smooth_r2`` (on a spline of it) say what 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
 import warnings
 from dataclasses import asdict, dataclass
@@ -48,9 +46,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dstg_interp import flags
+from dstg_interp.encoders import selection
 from dstg_interp.data import default_cache_dir, probing_documents
 from dstg_interp.encoders import Encoder, open_encoder
+from dstg_interp.encoders import naming
 from dstg_interp.store import ActivationStore, extract
 from dstg_interp.store.extract import as_sequences
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256
@@ -243,22 +242,9 @@ PROBE_MAX_LENGTH = 256
 
 
 def model_label(spec) -> str:
-    """How a model is named in tables: a zoo name as is; a Hugging Face folder by the ``_name_or_path``
-    its config records (when that is a hub name); any other folder by its path as given (never just its
-    last component: an HF folder is often called 'model')."""
-    if not isinstance(spec, (str, Path)):
-        return getattr(spec, "name", None) or getattr(getattr(spec, "config", None), "variant", type(spec).__name__)
-    path = Path(spec)
-    if not path.exists():
-        return str(spec)
-    try:
-        recorded = json.loads((path / "config.json").read_text()).get("_name_or_path")
-    except (OSError, ValueError, AttributeError):
-        recorded = None
-    if isinstance(recorded, str) and recorded and not Path(recorded).is_absolute() and not Path(recorded).exists() \
-            and recorded.count("/") == 1:
-        return recorded  # a hub id such as sentence-transformers/all-MiniLM-L6-v2
-    return os.path.normpath(str(spec))
+    """How a model is named in tables: ``dstg_interp.encoders.naming.model_name`` (zoo name, hub id,
+    model-card title, else the folder's own name), the one rule of the API and every command."""
+    return naming.model_name(spec)
 
 
 def _folder_name(label: str) -> str:
@@ -317,8 +303,8 @@ def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
     name = model_name or model_label(model_or_store)
     encoder = open_encoder(model_or_store, device=device)
-    if layers is not None:  # "last", "all" (dstg_interp.flags) -> this model's layer numbers
-        layers = cfg.layers = flags.resolve_layers(layers, encoder.n_layers)
+    if layers is not None:  # "last", "all" (dstg_interp.encoders.selection) -> this model's layer numbers
+        layers = cfg.layers = selection.resolve_layers(layers, encoder.n_layers)
     if subspaces is not None:
         missing = [s for s in subspaces if s not in encoder.subspaces]
         if missing:

@@ -21,15 +21,16 @@ import dstg_interp.model.checkpoint as checkpoint_module
 import dstg_interp.model.saving as saving_module
 from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import CheckpointError, ModelConfig, StoreError, extract, load_model
-from dstg_interp.analysis.extrapolate import main as extend_main
+from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.data import DataError, load_corpus, load_tokenizer
 from dstg_interp.model.checkpoint import NonFiniteWeightsWarning
 from dstg_interp.store import ActivationStore
-from dstg_interp.store.cli import main as cache_main
+from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.store.config import ExtractionConfig
-from dstg_interp.train import TrainConfig, main as train_main, read_resume_state, train, truncate_log
-from probes.cli import compact_table, main as probe_main
-from probes.holmes.run import main as holmes_main
+from dstg_interp.cli.train import main as train_main
+from dstg_interp.train import TrainConfig, read_resume_state, train, truncate_log
+from dstg_interp.cli.probe import compact_table, main as probe_main
+from dstg_interp.cli.holmes import main as holmes_main
 from probes.positions import SmallSampleWarning, model_label, probe_positions
 from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
 
@@ -237,7 +238,7 @@ def test_disk_full_while_writing_probe_results(tiny, tmp_path, capsys, monkeypat
 
 def test_probe_refuses_an_unusable_out_before_probing(tiny, tmp_path, capsys, monkeypatch):
     """#90-#92: the whole probe ran, then a traceback at write time."""
-    import probes.cli as probe_cli
+    import dstg_interp.cli.probe as probe_cli
 
     monkeypatch.setattr(probe_cli, "run", lambda args: pytest.fail("probed although --out was unusable"))
     (tmp_path / "plain").write_text("x")
@@ -342,15 +343,22 @@ def test_intervals_on_few_documents_are_undefined(tiny, tmp_path):
 
 
 def test_models_are_named_by_something_a_reader_recognises(tmp_path):
-    """An HF folder named 'model' was labelled 'model' in the table."""
+    """An HF folder named 'model' was labelled 'model' in the table; all-MiniLM-L6-v2 was labelled by the
+    base checkpoint its config's _name_or_path records.  The rule (dstg_interp.encoders.naming): the model
+    card's title, else the folder's own name (a generic one with its parent's)."""
     hf = tmp_path / "runs" / "model"
     hf.mkdir(parents=True)
-    (hf / "config.json").write_text(json.dumps({"model_type": "bert", "_name_or_path": "sentence-transformers/all-MiniLM-L6-v2"}))
-    assert model_label(str(hf)) == "sentence-transformers/all-MiniLM-L6-v2"
-    ours = tmp_path / "runs" / "dstg" / "checkpoint"
+    (hf / "config.json").write_text(json.dumps({"model_type": "bert", "_name_or_path": "nreimers/MiniLM-L6-H384-uncased"}))
+    assert model_label(str(hf)) == "runs/model"
+    (hf / "README.md").write_text("---\nlibrary_name: sentence-transformers\n---\n\n# all-MiniLM-L6-v2\nThis is a model.\n")
+    assert model_label(str(hf)) == "all-MiniLM-L6-v2"
+    snapshot = tmp_path / "hub" / "models--org--tiny-encoder" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    assert model_label(str(snapshot)) == "org/tiny-encoder"
+    ours = tmp_path / "runs" / "mine" / "checkpoint"
     ours.mkdir(parents=True)
     (ours / "config.json").write_text("{}")
-    assert model_label(str(ours)) == str(ours) and model_label("dstg") == "dstg"
+    assert model_label(str(ours)) == "mine" and model_label("dstg") == "dstg"
 
 
 # --- 3. sentence splitting in linear time ---------------------------------------------------------

@@ -41,7 +41,7 @@ from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.io import (OutputError, atomic_directory, check_replaceable, commit_directory, folder_entries,
                             foreign_entries)
 
-from .attention import AttentionAccumulator, logit_terms
+from .attention import AttentionAccumulator
 from .config import ExtractionConfig
 from .distributed import Ranks
 from .layout import derived_parts
@@ -145,7 +145,7 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
     torch_dtype = torch.float16 if config.dtype == "float16" else torch.float32
     derived = derived_parts(targets)  # DSTG full = [sem | ap]: no file, served on read
     stored = [target for target in targets if target.key not in derived]
-    files = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
+    files: dict[str, tuple] = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
     files.update({f"labels/{column}": (f"labels_{column}.npy", (n_tokens,), column_dtype)
                   for column, column_dtype in LABEL_COLUMNS.items()})
 
@@ -158,7 +158,7 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
     writers: dict[str, NpyWriter] = {}
     accumulator = None
     if config.attention_summaries:
-        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(logit_terms(encoder.variant)),
+        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(encoder.logit_terms),
                                            config.max_offset, encoder.max_positions)
 
     hooks = sorted({hook for target in targets for hook in target.hooks})

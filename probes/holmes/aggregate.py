@@ -97,8 +97,8 @@ def a_vs_b(scores: pd.DataFrame, model_a: str, others: list[str], tie_tolerance:
         if per_dataset.empty or model_a not in per_dataset or model_b not in per_dataset:
             continue
         def outcomes(levels):
-            mean = per_dataset.groupby(level=levels).mean()
-            diff = mean[model_a] - mean[model_b]
+            mean = per_dataset.groupby(level=levels).mean()  # noqa: B023 (called in this iteration)
+            diff = mean[model_a] - mean[model_b]  # noqa: B023
             outcome = np.where(diff > tie_tolerance, "win", np.where(diff < -tie_tolerance, "loss", "tie"))
             return pd.Series(outcome, index=diff.index)
 

@@ -33,8 +33,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dstg_interp import flags
-from dstg_interp.encoders import FINAL, Encoder, SpecialTokens, open_encoder, special_tokens
+from dstg_interp.encoders import FINAL, Encoder, SpecialTokens, open_encoder, selection, special_tokens
 from probes.holmes.format import HolmesDataset, HolmesRow, TaskType
 
 __all__ = ["encode_dataset", "resolve_layers", "tokenize_segments", "UnpoolableRow"]
@@ -104,12 +103,12 @@ def _row_plan(row: HolmesRow, task_type: TaskType):
 
 
 def resolve_layers(encoder: Encoder, layers) -> list[int]:
-    """Concrete, sorted layers of ``layers`` in the grammar of ``dstg_interp.flags``; None = ``last``, the
-    Holmes protocol's layer.  ``final`` is refused: it is how layer n_layers is read under the reference
-    protocol (``last_state``), not a layer of its own."""
+    """Concrete, sorted layers of ``layers`` in the grammar of ``dstg_interp.encoders.selection``; None =
+    ``last``, the Holmes protocol's layer.  ``final`` is refused: it is how layer n_layers is read under the
+    reference protocol (``last_state``), not a layer of its own."""
     n_layers = encoder.n_layers
-    chosen = flags.resolve_layers(layers, n_layers, default="last")
-    if flags.FINAL in chosen:
+    chosen = selection.resolve_layers(layers, n_layers, default="last")
+    if selection.FINAL in chosen:
         raise ValueError("layer 'final' is not a Holmes layer: the reference protocol (the default) reads the last "
                          f"layer ({n_layers}) as hidden_states[-1], the final-normed state; ask for 'last' or indices "
                          f"0..{n_layers}")
@@ -150,7 +149,7 @@ def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None,
     sequences: list[Sequence] = []
     pieces: list[tuple[int, list[int]]] = []  # (sequence id, token indices)
     row_groups: list[list[list[int]]] = []  # per row: groups of piece ids
-    for out_index, row_index in enumerate(row_indices):
+    for row_index in row_indices:
         row = dataset.rows[row_index]
         segment_lists, groups = _row_plan(row, dataset.task_type)
         slots = []

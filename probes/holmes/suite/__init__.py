@@ -1,6 +1,6 @@
 """The offline Holmes suite: datasets in exactly the Holmes format, built from registry-fetched sources.
 
-    python -m probes.holmes build --out ~/.cache/dstg-interp/holmes-suite/v1
+    dstg-holmes build --out ~/.cache/dstg-interp/holmes-suite/v1
     from probes.holmes.suite import build_suite, default_suite_dir, SUITE
 
 This is NOT Holmes data: it re-creates Holmes phenomena from the Brown corpus (gold POS tags), WordNet
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +43,7 @@ class SuiteDataset:
     phenomenon: str
     task_type: TaskType
     source: str  # brown | enmix | wordnet | template
-    build: callable
+    build: Callable
     labels: str  # how labels were made (the card)
     counterpart: str  # the Holmes dataset(s) it stands in for
     label_names: tuple[str, ...] = ("acceptable", "unacceptable")

@@ -1,6 +1,6 @@
 """Recipe study: which training levers take each variant off the unigram plateau soonest, at one budget.
 
-    python -m experiments.recipe_study                                   # the committed study (~40 min, 2 cores)
+    python -m experiments.recipe_study                                   # the committed study
     python -m experiments.recipe_study --variants ap --levers lr batch --steps 200 --out /tmp/recipe
     python -m experiments.recipe_study --corpus tests/fixtures/corpus --tiny --steps 20 --out /tmp/r  # seconds
 

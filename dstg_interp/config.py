@@ -56,6 +56,8 @@ class ModelConfig:
         tie_embeddings: the MLM head's weight is the token embedding (BERT's choice; NeoBERT unties).
         residual_from_normed: DSTG only. The authors' code carries the *normed* stream forward as the
             residual (x <- norm(x) + f(norm(x))). False (default) is standard pre-norm.
+        rp_bias: ``dstg`` only. False builds DSTG without the relative-position term: the attention logit is
+            q_sem.k_sem + q_ap.k_ap alone, no bias table, no ``hook_logits_rp`` (the authors' "no RP" ablation).
         rp_zero_boundary: ``dstg``/``rp`` only. True reproduces the authors' transformers fork, which sets
             the first and last rows and columns of the L x L relative bias to zero, L being the *padded*
             length of the batch (so outputs depend on padding). False (default) is their training code.
@@ -94,6 +96,7 @@ class ModelConfig:
     pos_init_std: float | None = None
     tie_embeddings: bool = False
     residual_from_normed: bool = False
+    rp_bias: bool = True
     rp_zero_boundary: bool = False
     mlp_mode: str = "split"
     mlp_ap_units: int | None = None
@@ -170,11 +173,14 @@ class ModelConfig:
 
     def _check_conversion_options(self) -> None:
         """The options that let converted checkpoints of other authors run exactly (model/formats.py)."""
-        for name in ("rp_zero_boundary", "encoder_only", "residual_from_normed"):
+        for name in ("rp_bias", "rp_zero_boundary", "encoder_only", "residual_from_normed"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"ModelConfig.{name}: must be true or false, got {getattr(self, name)!r}")
-        if self.rp_zero_boundary and self.variant not in ("dstg", "rp"):
-            raise ValueError(f"ModelConfig.rp_zero_boundary: variant {self.variant!r} has no relative bias")
+        if not self.rp_bias and self.variant != "dstg":
+            raise ValueError(f"ModelConfig.rp_bias: only variant 'dstg' can drop its relative bias (for {self.variant!r} "
+                             "leave it true: 'rp' is the bias, 'rope'/'ap' have none)")
+        if self.rp_zero_boundary and (self.variant not in ("dstg", "rp") or not self.rp_bias):
+            raise ValueError(f"ModelConfig.rp_zero_boundary: this {self.variant!r} model has no relative bias")
         if self.mlp_mode not in ("split", "mixed"):
             raise ValueError(f"ModelConfig.mlp_mode: expected 'split' or 'mixed', got {self.mlp_mode!r}")
         if self.mlp_mode == "mixed" and self.variant != "dstg":

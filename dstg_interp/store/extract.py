@@ -41,7 +41,7 @@ from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.io import (OutputError, atomic_directory, check_replaceable, commit_directory, folder_entries,
                             foreign_entries)
 
-from .attention import AttentionAccumulator, logit_terms
+from .attention import AttentionAccumulator
 from .config import ExtractionConfig
 from .distributed import Ranks
 from .layout import derived_parts
@@ -158,7 +158,7 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
     writers: dict[str, NpyWriter] = {}
     accumulator = None
     if config.attention_summaries:
-        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(logit_terms(encoder.variant)),
+        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(encoder.logit_terms),
                                            config.max_offset, encoder.max_positions)
 
     hooks = sorted({hook for target in targets for hook in target.hooks})

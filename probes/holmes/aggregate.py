@@ -34,7 +34,7 @@ def dataset_scores(results: pd.DataFrame) -> pd.DataFrame:
     """Seed-mean task score per (model, dataset, layer, subspace), with the randomised-label score,
     selectivity (= score - randomised score) and the random-init encoder's score when present."""
     task = results[results["metric"].isin(TASK_METRICS)]
-    keys = ["model", "dataset", "layer", "subspace"]
+    keys = ["model", "dataset", "layer", "subspace"] + (["protocol"] if "protocol" in results else [])
     wide = task.pivot_table(index=keys + ["metric"], columns="control", values="score", aggfunc="mean")
     wide = wide.reset_index().rename(columns={"none": "score", "randomization": "score_randomized",
                                              "random-init": "score_random_init"})

@@ -9,8 +9,15 @@
     results.attrs["skipped"]                                                   # dataset, model, reason
 
 Features are computed once per (model, dataset) for every requested layer and subspace, on the rows
-the protocol uses (Flash: 1/32 of train + all of dev and test), then every probe (seeds x controls)
-trains on them in one batched run (see protocol.py).
+the protocol uses (the train split as the folder has it, or ``--flash-fraction`` of it, + all of dev and
+test), then every probe (seeds x controls) trains on them in one batched run (see protocol.py).
+
+A ``--benchmark`` folder is never subsampled unless ``--flash-fraction`` says so: FlashHolmes downloads
+ship train splits already cut to 1/32.  The offline suite (no ``--benchmark``) has full train splits and
+is cut to 1/32 by default, as FlashHolmes is (``--full``: the whole split).  ``--protocol reference``
+(the default) reproduces holmes-evaluation (raw features, softmax-then-cross-entropy, layer = its
+``hidden_states[-1]``); ``--protocol standardised`` is our variant (protocol.py).  Every table carries a
+``protocol`` column.
 """
 
 from __future__ import annotations
@@ -144,7 +151,8 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
                 bar.set_postfix_str(f"{dataset.name} / {name}")
                 started = time.perf_counter()
                 try:
-                    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size)
+                    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size,
+                                              last_state="final" if config.protocol == "reference" else "block")
                 except UnpoolableRow as error:
                     skipped_rows.append({"dataset": dataset.name, "model": name, "reason": str(error)})
                     print(f"skipped: {error}", file=sys.stderr)
@@ -166,6 +174,7 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
                     table.insert(0, "model", name)
                     table["n_dev"], table["n_test"] = len(local["dev"]), len(local["test"])
                     table["task_type"] = dataset.task_type.value
+                    table["protocol"] = config.protocol
                     frames.append(table)
                 bar.update()
     finally:
@@ -257,6 +266,19 @@ def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | N
 # One Holmes runner for both spellings of the command (``dstg-probe --task holmes`` and ``dstg-holmes run``,
 # dstg_interp/cli/holmes.py): it takes a HolmesRunConfig.
 HOLMES_THREADS = 1  # on a shared 2-core machine two threads oversubscribe the tiny probes and run ~20x slower
+
+
+OFFLINE_FLASH_FRACTION = 1 / 32  # the offline suite's train splits are whole: cut them as FlashHolmes is
+
+
+def flash_fraction_for(benchmark, flash_fraction: float | None = None, full: bool = False) -> float | None:
+    """The train fraction a run uses: an explicit ``flash_fraction``; else a user's folder as it is, the
+    offline suite (``benchmark`` None) cut to 1/32 unless ``full``."""
+    if flash_fraction is not None:
+        if full:
+            raise ValueError("--full and --flash-fraction contradict each other: pass one")
+        return flash_fraction
+    return None if benchmark is not None or full else OFFLINE_FLASH_FRACTION
 
 
 def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | None = HOLMES_THREADS) -> pd.DataFrame:

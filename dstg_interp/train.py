@@ -15,9 +15,9 @@ uninterrupted run.  The next batch is collated and masked in a background thread
 runs.  Masking as NeoBERT: 20% of tokens, all replaced by [MASK].  ``--compile`` compiles the encoder
 and the masked-token loss with ``torch.compile`` (the input checks and the selection of the masked tokens
 stay eager, between them; ``compile_for_training``); by default it is on for runs of at least
-``COMPILE_MIN_STEPS`` steps, where its one-time cost (three graphs: about 90 s for DSTG on 2 cores with a
-cold inductor cache, a few seconds with a warm one) pays back (benchmarks/bench_train_loop.py: 1.2-1.5x
-the eager loop), and off, with a note, where inductor cannot build kernels (no C++ compiler).
+``COMPILE_MIN_STEPS`` steps, where its one-time cost (three graphs, much cheaper with a warm inductor
+cache) pays back (measured against the eager loop: benchmarks/bench_train_loop.py, benchmarks/README.md),
+and off, with a note, where inductor cannot build kernels (no C++ compiler).
 
 Outputs in ``--out``: ``train_config.json``, ``log.jsonl`` (one JSON line per logged step and per
 validation), and ``checkpoint/`` (weights, config, tokenizer, optimizer state, step) rewritten atomically
@@ -193,8 +193,7 @@ def learning_rate(cfg: TrainConfig, step: int) -> float:
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     """Weight decay on matrices and embedding tables; none on norms, biases and the relative-bias table.
 
-    The fused AdamW kernel on CPU and CUDA: at zoo size on 2 cores its step takes 3 ms against 12 ms for
-    the default multi-tensor one (54 tensors, 2.6M parameters), about 4% of a training step.
+    The fused AdamW kernel on CPU and CUDA, which at zoo size is faster than the default multi-tensor one.
     """
     decay, no_decay = [], []
     for name, param in model.named_parameters():
@@ -242,10 +241,10 @@ def compile_for_training(model) -> None:
 
     Length-bucketed batches come in up to ``max_length`` widths, with and without a padding mask, and an
     epoch's last batch is smaller.  Left to itself dynamo compiles a graph for each new case (six for the
-    one-epoch run of ``test_train_loop``, 20-55 s each on 2 cores with a cold cache).  So the shapes are declared: the batch
+    one-epoch run of ``test_train_loop``, each a cold compile).  So the shapes are declared: the batch
     size is symbolic in every graph, the width only in padded batches, the number of masked tokens in the
     loss.  Training then compiles three graphs: the encoder on full-width unpadded batches (most of them,
-    with static-width kernels, about 4% faster than symbolic ones), the encoder on padded batches of any
+    with static-width kernels, a little faster than symbolic ones), the encoder on padded batches of any
     width, and the loss.  Validation runs eager (``evaluate``): graphs for ``no_grad`` would not pay back
     their compile time.
     """

@@ -1,7 +1,7 @@
 """Pretrain the reference zoo -- DSTG-, RoPE-, AP- and RP-NeoBERT -- with identical data, seed and
 hyper-parameters, and ship each as a half-precision checkpoint in ``dstg_interp/zoo/<variant>/``.
 
-    python -m experiments.pretrain_zoo                       # all four, seed 0, ~12-18 min each on 2 cores
+    python -m experiments.pretrain_zoo                       # all four, seed 0
     python -m experiments.pretrain_zoo --variants dstg --steps 200 --runs runs/zoo-small --out /tmp/zoo
     python -m experiments.pretrain_zoo --variants dstg-offset   # DSTG with random_offset, 512-row AP table
     python -m experiments.pretrain_zoo --seeds 0 1 2            # seed-major; seed k > 0 ships as <variant>-seed<k>

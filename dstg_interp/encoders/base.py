@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from dstg_interp.data import build_structured_sequences
 from dstg_interp.model.checkpoint import missing_tokenizer_message
 
-from .hooks import FINAL, layer_hooks
+from .hooks import FINAL, layer_hooks, logit_terms
 from .inputs import SpecialTokens, length_sorted_batches, pad_batch, sequence_ids, sequence_lengths
 
 # on_attention(layer, terms, pattern): terms = {term: [B, H, T, T]} in logit_terms order, pattern [B, H, T, T]
@@ -94,6 +94,11 @@ class Encoder:
     @property
     def n_layers(self) -> int:
         return self.config.n_layers
+
+    @property
+    def logit_terms(self) -> dict[str, str]:
+        """term -> hook suffix of this model's additive attention-logit terms (``encoders.hooks.logit_terms``)."""
+        return logit_terms(self.variant)
 
     @property
     def n_heads(self) -> int:

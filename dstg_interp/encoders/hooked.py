@@ -47,6 +47,10 @@ class HookedEncoder(Encoder):
         return self.model.config
 
     @property
+    def logit_terms(self) -> dict[str, str]:
+        return logit_terms(self.variant, self.config.rp_bias)
+
+    @property
     def layers(self) -> tuple:
         return tuple(range(self.n_layers + 1)) + (FINAL,)
 
@@ -111,7 +115,7 @@ class HookedEncoder(Encoder):
 
     def _attention_hooks(self, blocks, on_layer: AttentionCallback) -> list:
         """Hooks that collect each block's logit terms and hand them, with its pattern, to ``on_layer``."""
-        terms = logit_terms(self.variant)
+        terms = self.logit_terms
         hooks = []
         for layer in blocks:
             held: dict[str, torch.Tensor] = {}

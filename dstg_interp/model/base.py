@@ -191,7 +191,7 @@ class EncoderForMLM(HookedRootModule):
         stop_at_layer: int | None = None,
         masked_logits_only: bool = False,
         position_offset: torch.Tensor | None = None,
-    ) -> MaskedLMOutput:
+    ) -> MaskedLMOutput | EncoderOnlyOutput:
         """Run the encoder (and the MLM head unless ``stop_at_layer`` is set).
 
         Args:

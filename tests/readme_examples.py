@@ -1,6 +1,6 @@
 """The README's (and its linked docs pages') fenced examples, extracted so a test can run them as written.
 
-    for example in collect():           # README.md, then every docs/*.md page it links, in order
+    for example in collect():           # README.md, then every page it links (docs/*.md, figures/README.md...)
         example.kind, example.where     # "python" or "shell", "README.md:57"
         example.skip                    # None, or why it cannot run offline (the marker's reason)
 
@@ -30,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MARKERS = ("not run offline:", "not run in tests:")
 LANGUAGES = {"python": "python", "py": "python", "bash": "shell", "sh": "shell", "shell": "shell"}
 _FENCE = re.compile(r"^(\s*)```\s*([\w-]*)\s*$")
-_DOC_LINK = re.compile(r"\]\(((?:\.\./)?(?:\./)?docs/[^)#\s]+\.md)(?:#[^)]*)?\)|\]\(([^)#\s/]+\.md)(?:#[^)]*)?\)")
+_DOC_LINK = re.compile(r"\]\(([^)#\s]+\.md)(?:#[^)]*)?\)")
+# Linked pages that are write-ups of results, not manuals: their code (if any) is quoted, not an example.
+WRITE_UPS = ("figures/REPORT.md", "figures/claims.md")
 
 
 @dataclass
@@ -59,17 +61,19 @@ def marker_reason(text: str) -> str | None:
 
 
 def linked_pages(path: Path) -> list[Path]:
-    """The docs/*.md pages a document links to (relative links only), in order of first mention."""
+    """The pages of this repository a document links to (relative links to .md files), in order of first
+    mention, write-ups excluded."""
     pages = []
     for match in _DOC_LINK.finditer(path.read_text()):
-        target = (path.parent / (match.group(1) or match.group(2))).resolve()
-        if target.is_file() and ROOT / "docs" in target.parents and target not in pages:
+        target = (path.parent / match.group(1)).resolve()
+        if (target.is_file() and ROOT in target.parents and target not in pages
+                and target.relative_to(ROOT).as_posix() not in WRITE_UPS):
             pages.append(target)
     return pages
 
 
 def documents() -> list[Path]:
-    """README.md and every docs page reachable from it through links."""
+    """README.md and every page of the repository reachable from it through links (docs/, figures/README.md...)."""
     found, queue = [], [ROOT / "README.md"]
     while queue:
         page = queue.pop(0)

@@ -2,7 +2,7 @@
 runs as written, offline, in a sandbox folder (``tests/readme_examples.py`` extracts them).
 
 What makes them fast and offline, and nothing else:
-- the working directory is a fresh folder holding what the examples name: ``docs.jsonl`` (synthetic
+- each document runs in its own fresh working folder, holding what the examples name: ``docs.jsonl`` (synthetic
   documents), ``path/to/all-MiniLM-L6-v2`` (a tiny random BERT folder in the Hub's layout), ``PATH`` (a
   Holmes-format benchmark: the test fixtures), ``figures/`` (the committed gallery's tables), and a HOME
   whose cache holds that benchmark as ``~/.cache/dstg-interp/holmes-suite/v1``;
@@ -108,9 +108,23 @@ def run_shell(argv: list[str], root) -> int:
     raise AssertionError(f"{argv[0]!r} is not a command this runner knows; mark the line '# not run offline: why'")
 
 
+FIXTURES = ("docs.jsonl", "path", "PATH", "figures")
+
+
+def page_folder(root, page):
+    """Each document runs in its own folder (a reader follows one page at a time), holding the fixtures."""
+    folder = root / "pages" / page.stem
+    if not folder.is_dir():
+        folder.mkdir(parents=True)
+        for name in FIXTURES:
+            (folder / name).symlink_to(root / name)
+    return folder
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.where for e in EXAMPLES])
-def test_example_runs_as_written(example, sandbox, capsys):
+def test_example_runs_as_written(example, sandbox, capsys, monkeypatch):
     root, namespaces = sandbox
+    monkeypatch.chdir(page_folder(root, example.path))
     if example.skip:
         pytest.skip(f"marked in the document: {example.skip}")  # the document says why, where the reader sees it
     if example.kind == "python":

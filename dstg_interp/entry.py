@@ -13,26 +13,22 @@ import os
 import signal
 import sys
 
-from dstg_interp.io import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
+from dstg_interp.cli.shell import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_terminated
 
-COMMANDS = {
-    "dstg-train": "dstg_interp.train",
-    "dstg-cache": "dstg_interp.store.cli",
-    "dstg-probe": "probes.cli",
-    "dstg-holmes": "probes.holmes.run",
-    "dstg-extend": "dstg_interp.analysis.extrapolate",
-    "dstg-convert": "dstg_interp.convert",
-    "dstg-eval": "dstg_interp.evaluation",
+COMMANDS = {  # one module per command, in dstg_interp/cli/
+    "dstg-train": "dstg_interp.cli.train",
+    "dstg-cache": "dstg_interp.cli.cache",
+    "dstg-probe": "dstg_interp.cli.probe",
+    "dstg-holmes": "dstg_interp.cli.holmes",
+    "dstg-extend": "dstg_interp.cli.extend",
+    "dstg-convert": "dstg_interp.cli.convert",
+    "dstg-eval": "dstg_interp.cli.eval",
 }
-
-
-def _raise_terminated(signum, frame):
-    raise Terminated("terminated (SIGTERM)")
 
 
 def launch(prog: str, argv: list[str] | None = None) -> int:
     """Import the module of ``prog`` and run its ``main(argv)``; interruptions while loading are one line."""
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    signal.signal(signal.SIGTERM, raise_terminated)
     try:
         module = importlib.import_module(COMMANDS[prog])  # lazy: torch & co. load after Ctrl-C is ours
     except KeyboardInterrupt as err:

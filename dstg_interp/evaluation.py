@@ -1,7 +1,7 @@
 """Masked-token evaluation on held-out documents of any corpus, against the no-context baseline.
 
-    python -m dstg_interp.evaluation --model dstg rope ap rp --corpus en-mix pydocs --n-docs 200
-    python -m dstg_interp.evaluation --model runs/dstg/checkpoint --corpus docs.jsonl --out results/mlm.csv
+    dstg-eval --model dstg rope ap rp --corpus en-mix pydocs --n-docs 200      # dstg_interp/cli/eval.py
+    dstg-eval --model runs/dstg/checkpoint --corpus docs.jsonl --out results/mlm.csv
 
     from dstg_interp import load_model
     from dstg_interp.evaluation import mlm_accuracy
@@ -25,11 +25,8 @@ Bad input on the command line: one line on stderr, exit code 2, nothing written.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,13 +35,10 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from dstg_interp import flags
 from dstg_interp.data import IGNORE_INDEX, PAD_ID, build_structured_sequences, collate, load_corpus, mask_tokens
 from dstg_interp.data.corpora import Document, split_documents
 from dstg_interp.data.structure import StructuredSequences
 from dstg_interp.data.tokenizer import tokenizer_hash
-from dstg_interp.model import load_model
-from dstg_interp.io import positive_int, run_cli
 from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data
 
 MASK_PROB = 0.2  # NeoBERT's training rate; fixed (not read from each model) so all models share masks
@@ -205,74 +199,9 @@ def mlm_accuracy(model, corpus: str, n_docs: int = 200, max_length: int | None =
                 unigram_loss=unigram_nll / n_tokens, n_tokens=n_tokens, n_docs=len(chosen), split=split)
 
 
-# --------------------------------------------------------------------------- command line
+# --------------------------------------------------------------------------- the table
 
 def results_table(rows: list[dict]) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     table["accuracy_gain"] = table["accuracy"] - table["most_frequent_accuracy"]
     return table[RESULT_COLUMNS]
-
-
-def write_results(table: pd.DataFrame, path: Path, arguments: dict) -> None:
-    """CSV (the table) or JSON (arguments + rows), written to a temporary name and renamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    if path.suffix == ".csv":
-        table.to_csv(temporary, index=False)
-    else:
-        temporary.write_text(json.dumps(dict(arguments=arguments, results=table.to_dict(orient="records")), indent=2) + "\n")
-    temporary.replace(path)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dstg-eval", description=__doc__.split("\n")[0])
-    flags.add_model(parser, required=True)
-    parser.add_argument("--corpus", nargs="+", action="extend", default=None,
-                        help="en-mix (held-out split), pydocs, a folder of *.txt, a .jsonl, hf:NAME:SPLIT; several "
-                             "as --model (default: en-mix)")
-    parser.add_argument("--n-docs", type=positive_int, default=200)
-    parser.add_argument("--max-length", type=positive_int, default=None, help="default: the model's training length")
-    flags.add_seed(parser)
-    parser.add_argument("--batch-size", type=positive_int, default=32)
-    flags.add_threads(parser)
-    flags.add_out(parser, what="a .csv or .json file for the table", shown="printed only")
-    return parser
-
-
-def check_arguments(args: argparse.Namespace) -> None:
-    if args.out is not None and Path(args.out).suffix not in (".csv", ".json"):
-        raise ValueError(f"--out {args.out}: name a .csv or .json file")
-
-
-def _evaluate(args: argparse.Namespace) -> int:
-    check_arguments(args)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    args.model, args.corpus = flags.models(args), list(dict.fromkeys(args.corpus or ["en-mix"]))
-    models = {name: load_model(name) for name in args.model}  # unknown names fail before any work
-    corpora = {corpus: load_corpus(corpus) for corpus in args.corpus}  # a first use fetches (stderr says so)
-    rows = []
-    for name, model in models.items():
-        unigram = None  # computed once per model, reused for every corpus
-        cfg = training_config(model)
-        if cfg is not None:
-            unigram = training_unigram(model, cfg)
-        for corpus, documents in corpora.items():
-            metrics = mlm_accuracy(model, corpus, args.n_docs, args.max_length, args.seed, batch_size=args.batch_size,
-                                   unigram=unigram, documents=documents)
-            rows.append(dict(model=name, corpus=corpus, **metrics))
-    table = results_table(rows)
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
-    if args.out:
-        write_results(table, Path(args.out), vars(args))
-        print(f"wrote {args.out}")
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli("dstg-eval", lambda: _evaluate(args), interrupted=lambda: "nothing was written")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,6 @@
 """Output safety shared by every command: nothing lost, nothing half-done, one clear line when it goes wrong.
 
-    from dstg_interp.io import (check_output_location, check_replaceable, atomic_directory, commit_directory,
-                                output_lock, run_cli)
+    from dstg_interp.io import check_output_location, check_replaceable, atomic_directory, commit_directory, output_lock
 
     check_output_location(out)                          # before any work: a file, or a folder we cannot write?
     check_replaceable(out, "an activation store", owned=is_store, overwrite=args.overwrite)
@@ -10,8 +9,8 @@
         ...write into tmp...
         commit_directory(tmp, out)                      # one atomic swap; the old content is then removed
 
-    def main(argv=None):
-        return run_cli("dstg-cache", lambda: _main(argv))   # exit 2 + one line; Ctrl-C 130; SIGTERM 143
+The commands' shell (one line and exit code 2 for bad input, 130 for Ctrl-C, 143 for SIGTERM) is
+``dstg_interp.cli.shell.run_cli``.
 
 The rule every command follows: it replaces only what it recognisably wrote itself (a store with its
 manifest, a checkpoint, a results folder), only when asked (``--overwrite``), never a plain file and
@@ -22,7 +21,6 @@ between the two renames of a commit on systems without an atomic swap).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import ctypes
 import ctypes.util
@@ -32,17 +30,14 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
-EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED = 2, 130, 143
 _HOST = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
 
 
@@ -52,10 +47,6 @@ class OutputError(ValueError):
 
 class OutputLocked(OutputError):
     """Another live run holds the output folder."""
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (kill, timeout, batch preemption), raised like Ctrl-C so every cleanup path runs."""
 
 
 # --- where output goes ----------------------------------------------------------------------------
@@ -296,98 +287,3 @@ def _read_holder(text: str) -> str:
         return f"pid {holder['pid']} on {holder['host']}, started {holder['started']}: {holder['command']}"
     except (ValueError, KeyError, TypeError):
         return "a process that is still starting"
-
-
-# --- the command-line shell -----------------------------------------------------------------------
-def first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
-
-
-def describe_os_error(err: OSError) -> str:
-    """One line for an OSError, naming the file and, for a full disk, what to do."""
-    where = err.filename if err.filename is not None else ""
-    if err.errno in DISK_FULL:
-        return f"disk full while writing {where or 'the output'}; free space or choose another --out"
-    if err.strerror and where:
-        return f"{where}: {err.strerror}"
-    return first_line(err)
-
-
-_TERMINATED = {"received": False}  # set by the handler: code that re-raises its own KeyboardInterrupt keeps it known
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt():
-    """SIGTERM raises Terminated (a KeyboardInterrupt) for the duration, so temporary work is removed
-    exactly as on Ctrl-C instead of being left behind."""
-    def raise_terminated(signum, frame):
-        _TERMINATED["received"] = True
-        raise Terminated("terminated (SIGTERM)")
-
-    try:
-        previous = signal.signal(signal.SIGTERM, raise_terminated)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _show_warning(prog: str):
-    def show(message, category, filename, lineno, file=None, line=None):
-        print(f"{prog}: warning: {first_line(message if isinstance(message, BaseException) else Warning(message))}",
-              file=sys.stderr)
-    return show
-
-
-def run_cli(prog: str, body: Callable[[], int | None], interrupted: Callable[[], str] | None = None) -> int:
-    """Run a command's ``body`` and turn every expected failure into one line on stderr and an exit code:
-    bad input, unwritable output, a full disk, too little memory: 2; Ctrl-C: 130; SIGTERM: 143.
-    ``interrupted()`` says what an interruption left behind (default: nothing half-written).
-    Warnings print as one ``prog: warning: ...`` line.  A bug (any other exception) keeps its traceback."""
-    with terminate_as_interrupt(), warnings.catch_warnings():
-        warnings.showwarning = _show_warning(prog)
-        try:
-            return int(body() or 0)
-        except KeyboardInterrupt as err:
-            terminated = isinstance(err, Terminated) or _TERMINATED["received"]
-            detail = first_line(err) if str(err).strip() and not isinstance(err, Terminated) else None
-            if detail is None:
-                detail = interrupted() if interrupted is not None else "nothing half-written was left"
-            print(f"{prog}: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): {detail}", file=sys.stderr)
-            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
-        except OSError as err:
-            left = f" ({interrupted()})" if err.errno in DISK_FULL and interrupted is not None else ""
-            print(f"{prog}: error: {describe_os_error(err)}{left}", file=sys.stderr)
-            return EXIT_ERROR
-        except MemoryError:
-            print(f"{prog}: error: out of memory; use smaller sizes (model, --batch-size, --max-docs)", file=sys.stderr)
-            return EXIT_ERROR
-        except ValueError as err:  # CheckpointError, StoreError, DataError, OutputError, config checks
-            print(f"{prog}: error: {first_line(err)}", file=sys.stderr)
-            return EXIT_ERROR
-
-
-def positive_int(text: str) -> int:
-    """argparse type: a positive integer; argparse prefixes the flag ("argument --threads: ...")."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (value > 0 and value != float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
-    return value

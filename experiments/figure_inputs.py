@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 
 from dstg_interp import ModelConfig, build_model, extract, load_model, open_encoder
+from dstg_interp.cli.shell import run_cli
 from dstg_interp.data import default_cache_dir, probing_documents
-from dstg_interp.io import run_cli, write_text_atomic
+from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_SEEDS, missing_zoo_members, zoo_member
 from dstg_interp.store.extract import as_sequences
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256
@@ -113,7 +114,8 @@ class ZooIncomplete(ValueError):
 
 def run_as_command(main, prog: str) -> int:
     """A script's command line: bad input (a config check, an incomplete zoo, a bad checkpoint) is one
-    ``prog: error: ...`` line and exit code 2, Ctrl-C 130 (``dstg_interp.io.run_cli``, as every dstg-* command)."""
+    ``prog: error: ...`` line and exit code 2, Ctrl-C 130 (``dstg_interp.cli.shell.run_cli``, as every dstg-*
+    command)."""
     return run_cli(prog, lambda: main() and 0)
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dstg_interp import flags
+from dstg_interp.encoders import selection
 from dstg_interp.data import default_cache_dir, probing_documents
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.store import ActivationStore, extract
@@ -296,8 +296,8 @@ def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
     name = model_name or model_label(model_or_store)
     encoder = open_encoder(model_or_store, device=device)
-    if layers is not None:  # "last", "all" (dstg_interp.flags) -> this model's layer numbers
-        layers = cfg.layers = flags.resolve_layers(layers, encoder.n_layers)
+    if layers is not None:  # "last", "all" (dstg_interp.encoders.selection) -> this model's layer numbers
+        layers = cfg.layers = selection.resolve_layers(layers, encoder.n_layers)
     if subspaces is not None:
         missing = [s for s in subspaces if s not in encoder.subspaces]
         if missing:

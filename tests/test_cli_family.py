@@ -9,14 +9,15 @@ import pytest
 import torch
 
 from conftest import tiny_model, write_synthetic_corpus
-from dstg_interp import flags
-from dstg_interp.analysis.extrapolate import _parser as extend_parser
+from dstg_interp.cli import flags
+from dstg_interp.encoders import selection
+from dstg_interp.cli.extend import _parser as extend_parser
 from dstg_interp.data import load_corpus, train_tokenizer
-from dstg_interp.evaluation import build_parser as eval_parser
-from dstg_interp.store.cli import build_parser as cache_parser, main as cache_main
-from dstg_interp.train import build_parser as train_parser, main as train_main
-from probes.cli import build_parser as probe_parser, main as probe_main
-from probes.holmes.run import _parser as holmes_parser, main as holmes_main
+from dstg_interp.cli.eval import build_parser as eval_parser
+from dstg_interp.cli.cache import build_parser as cache_parser, main as cache_main
+from dstg_interp.cli.train import build_parser as train_parser, main as train_main
+from dstg_interp.cli.probe import build_parser as probe_parser, main as probe_main
+from dstg_interp.cli.holmes import _parser as holmes_parser, main as holmes_main
 from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
@@ -72,8 +73,8 @@ def test_model_is_repeatable_and_listable():
 def test_layer_grammar():
     assert flags.parse_layers("0,3,last,final") == (0, 3, "last", "final")
     assert flags.parse_layers("all") == "all"
-    assert flags.resolve_layers((0, "last", "final"), 4) == [0, 4, "final"]
-    assert flags.resolve_layers("all", 2) == [0, 1, 2] and flags.resolve_layers(None, 2, default="last") == [2]
+    assert selection.resolve_layers((0, "last", "final"), 4) == [0, 4, "final"]
+    assert selection.resolve_layers("all", 2) == [0, 1, 2] and selection.resolve_layers(None, 2, default="last") == [2]
     for bad in ("x,y", "-1", "0,0", "all,1", ""):
         with pytest.raises(argparse.ArgumentTypeError):
             flags.parse_layers(bad)
@@ -94,7 +95,7 @@ def test_train_layers_points_to_n_layers(tmp_path, capsys):
     code, _, err = run_main(capsys, train_main, "--out", tmp_path / "run", "--no-progress")
     assert_one_line_error(code, err, "--no-progress is now --quiet", prog="dstg-train")
     args = train_parser().parse_args(["--n-layers", "3", "--n-heads", "2", "--quiet"])
-    from dstg_interp.train import config_from_args
+    from dstg_interp.cli.train import config_from_args
 
     cfg = config_from_args(args)
     assert cfg.model["n_layers"] == 3 and cfg.model["n_heads"] == 2 and cfg.progress is False
@@ -132,7 +133,7 @@ def test_holmes_layers_1_gives_layer_1_only_and_both_spellings_agree(models, tmp
 
 
 def test_holmes_seed_sets_the_probe_seeds():
-    from probes.holmes.run import config_from_args
+    from dstg_interp.cli.holmes import config_from_args
 
     args = probe_parser().parse_args(["--task", "holmes", "--seed", "3"])
     assert config_from_args(args).probe.seeds == (3, 4, 5, 6, 7)

@@ -17,10 +17,10 @@ from dstg_interp.data import load_corpus, train_tokenizer
 from dstg_interp.encoders import (FINAL, EncoderError, HFEncoder, HookedEncoder, length_sorted_batches, open_encoder,
                                   special_tokens)
 from dstg_interp.encoders.hooks import layer_hooks
-from dstg_interp.store.cli import main as cache_main
-from probes.cli import main as probe_main
+from dstg_interp.cli.cache import main as cache_main
+from dstg_interp.cli.probe import main as probe_main
 from probes.holmes import load_benchmark
-from probes.holmes.run import main as holmes_main
+from dstg_interp.cli.holmes import main as holmes_main
 
 torch.set_num_threads(1)
 HOLMES = Path(__file__).parent / "fixtures" / "holmes" / "benchmark"

@@ -12,8 +12,9 @@ from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import load_model
 from dstg_interp.data import load_corpus, split_documents
 from dstg_interp.data.tokenizer import build_tokenizer
-from dstg_interp.evaluation import (RESULT_COLUMNS, Unigram, evaluation_documents, main, mlm_accuracy,
-                                    select_documents, training_unigram)
+from dstg_interp.cli.eval import main
+from dstg_interp.evaluation import (RESULT_COLUMNS, Unigram, evaluation_documents, mlm_accuracy, select_documents,
+                                    training_unigram)
 from dstg_interp.model.checkpoint import save_checkpoint
 from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data
 

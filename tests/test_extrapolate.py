@@ -9,12 +9,12 @@ import torch
 from conftest import tiny_model
 
 from dstg_interp import extract, load_model
+from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.analysis.extrapolate import (
     EXTENSION_FILE,
     extend_positions,
     extend_table,
     fit_ap_curve,
-    main as extend_main,
     save_extended,
     with_max_positions,
 )

@@ -18,11 +18,12 @@ from safetensors.torch import load_file, save_file
 
 from conftest import OBJECTS, PLACES, SUBJECTS, VERBS, tiny_config, tiny_model, write_synthetic_corpus
 from dstg_interp import CheckpointError, NoMLMHeadError, load_model
-from dstg_interp.convert import convert_checkpoint, main as convert_main
+from dstg_interp.cli.convert import main as convert_main
+from dstg_interp.model.convert import convert_checkpoint
 from dstg_interp.data.tokenizer import build_tokenizer
 from dstg_interp.model import build_model
 from dstg_interp.model.layers import RelativePositionBias
-from probes.cli import main as probe_main
+from dstg_interp.cli.probe import main as probe_main
 
 torch.set_num_threads(1)
 

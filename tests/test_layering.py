@@ -1,5 +1,10 @@
 """Imports run downhill and in no circle: data -> model -> encoders / store -> probes / analysis -> plots -> experiments.
 
+The commands sit above the library they drive: ``dstg_interp/cli/`` (one module per command, the shell, the
+shared flags) may import anything of the library, probes included, and nothing in the library imports it,
+argparse or a ``__main__`` block; only the console entry ``dstg_interp/entry.py`` and the scripts of
+``experiments/`` (which use the command shell) reach into it.
+
 Nothing is imported here: every module of dstg_interp/, probes/ and experiments/ is parsed with ``ast``.
 
 The graph.  A module's edges are its module-level imports (outside any function or class body; those under
@@ -31,9 +36,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("dstg_interp", "probes", "experiments")
 
-# (importer prefix, imported prefixes it must not reach)
+# The command room and the console entry that launches it: above the whole library.
+COMMANDS = ("dstg_interp.cli", "dstg_interp.entry")
+
+# (importer prefix, imported prefixes it must not reach); an importer within COMMANDS is exempt from the
+# rules about dstg_interp (the commands drive probes/ too)
 FORBIDDEN = [
-    ("dstg_interp", ("probes", "experiments")),
+    ("dstg_interp", ("probes", "experiments", "dstg_interp.cli")),
+    ("probes", ("dstg_interp.cli",)),
     ("dstg_interp.data", ("dstg_interp.model", "dstg_interp.encoders", "dstg_interp.store", "dstg_interp.analysis",
                           "dstg_interp.plots")),
     ("dstg_interp.model", ("dstg_interp.encoders", "dstg_interp.store", "dstg_interp.analysis", "dstg_interp.plots")),
@@ -130,6 +140,8 @@ def upward_imports(modules: dict) -> list[str]:
     for module in modules:
         for target, line, _ in imports(module, modules):
             for importer, banned in FORBIDDEN:
+                if importer == "dstg_interp" and any(within(module, room) for room in COMMANDS):
+                    banned = tuple(prefix for prefix in banned if prefix == "experiments")
                 if within(module, importer) and any(within(target, prefix) for prefix in banned):
                     bad.append(f"{module}:{line} imports {target}")
     return bad
@@ -138,7 +150,8 @@ def upward_imports(modules: dict) -> list[str]:
 def test_the_graph_sees_the_modules():
     modules = module_files()
     graph = import_graph(modules)
-    assert {"dstg_interp.data.catalog", "dstg_interp.analysis.spectra", "probes.cli", "experiments.run_all"} <= set(modules)
+    assert {"dstg_interp.data.catalog", "dstg_interp.analysis.spectra", "dstg_interp.cli.probe", "experiments.run_all"} \
+        <= set(modules)
     assert "dstg_interp.data.en_mix" in graph["dstg_interp.data.catalog"]  # absolute, resolved to the submodule
     assert "dstg_interp.encoders" in graph["dstg_interp.analysis.heads"]  # relative (..encoders), to the package
     assert "dstg_interp.store.extract" in graph["dstg_interp.store"]  # a package __init__ -> its submodule
@@ -163,6 +176,26 @@ def test_none_of_ours_is_imported_inside_a_function():
     assert not bad, "imports of our modules inside functions (move them to the top of the module):\n" + "\n".join(bad)
 
 
+def command_line_code(modules: dict) -> list[str]:
+    """'module: what' for every library module (outside COMMANDS) with argparse or a ``__main__`` block."""
+    bad = []
+    for module, (path, _) in modules.items():
+        if any(within(module, room) for room in COMMANDS) or within(module, "experiments"):
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        if any(target == "argparse" for target, _, _ in imports(module, modules)):
+            bad.append(f"{module}: imports argparse (a library function takes a config, never a Namespace)")
+        for node in tree.body:
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+                bad.append(f"{module}:{node.lineno} has a __main__ block (commands live in dstg_interp/cli/)")
+    return bad
+
+
+def test_commands_live_in_the_cli_room_only():
+    bad = command_line_code(module_files())
+    assert not bad, "command-line code in the library:\n" + "\n".join(bad)
+
+
 def test_the_checks_can_fail(tmp_path):
     """The same checks on a copy of the sources with a circle, an upward import and an import in a function."""
     for package in PACKAGES:
@@ -175,9 +208,14 @@ def test_the_checks_can_fail(tmp_path):
     heads = tmp_path / "dstg_interp" / "analysis" / "heads.py"
     heads.write_text(heads.read_text() + "\nfrom ..plots import plot_head_map\n\n\n"
                                          "def later():\n    from probes.ridge import RidgeProbe\n")
+    positions = tmp_path / "probes" / "positions.py"
+    positions.write_text(positions.read_text() + "\nimport argparse\nfrom dstg_interp.cli import flags\n\n"
+                                                 "if __name__ == '__main__':\n    pass\n")
     modules = module_files(tmp_path)
     assert cycles(import_graph(modules)) == [["dstg_interp.data.corpora", "dstg_interp.data.en_mix"]]
     bad = upward_imports(modules)
-    assert [line.split(":")[0] for line in bad] == ["dstg_interp.analysis.heads"] * 2
+    assert [line.split(":")[0] for line in bad] == ["dstg_interp.analysis.heads"] * 2 + ["probes.positions"]
     assert bad[0].endswith("imports dstg_interp.plots") and bad[1].endswith("imports probes.ridge")
+    assert bad[2].endswith("imports dstg_interp.cli.flags")
+    assert [line.split(":")[0] for line in command_line_code(modules)] == ["probes.positions"] * 2
     assert imports("dstg_interp.analysis.heads", modules)[-1][::2] == ("probes.ridge", True)

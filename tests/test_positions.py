@@ -9,7 +9,7 @@ import torch
 
 from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp.data import load_corpus, train_tokenizer
-from probes.cli import main
+from dstg_interp.cli.probe import main
 from probes.positions import RESULT_COLUMNS, minimum_documents, probe_positions, shuffle_within_documents
 
 torch.set_num_threads(1)

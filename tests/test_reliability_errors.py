@@ -21,15 +21,16 @@ import dstg_interp.model.checkpoint as checkpoint_module
 import dstg_interp.model.saving as saving_module
 from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import CheckpointError, ModelConfig, StoreError, extract, load_model
-from dstg_interp.analysis.extrapolate import main as extend_main
+from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.data import DataError, load_corpus, load_tokenizer
 from dstg_interp.model.checkpoint import NonFiniteWeightsWarning
 from dstg_interp.store import ActivationStore
-from dstg_interp.store.cli import main as cache_main
+from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.store.config import ExtractionConfig
-from dstg_interp.train import TrainConfig, main as train_main, read_resume_state, train, truncate_log
-from probes.cli import compact_table, main as probe_main
-from probes.holmes.run import main as holmes_main
+from dstg_interp.cli.train import main as train_main
+from dstg_interp.train import TrainConfig, read_resume_state, train, truncate_log
+from dstg_interp.cli.probe import compact_table, main as probe_main
+from dstg_interp.cli.holmes import main as holmes_main
 from probes.positions import SmallSampleWarning, model_label, probe_positions
 from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
 
@@ -237,7 +238,7 @@ def test_disk_full_while_writing_probe_results(tiny, tmp_path, capsys, monkeypat
 
 def test_probe_refuses_an_unusable_out_before_probing(tiny, tmp_path, capsys, monkeypatch):
     """#90-#92: the whole probe ran, then a traceback at write time."""
-    import probes.cli as probe_cli
+    import dstg_interp.cli.probe as probe_cli
 
     monkeypatch.setattr(probe_cli, "run", lambda args: pytest.fail("probed although --out was unusable"))
     (tmp_path / "plain").write_text("x")

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from dstg_interp import io as dio
-from dstg_interp.analysis.extrapolate import main as extend_main
+from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.io import (OutputError, OutputLocked, atomic_directory, check_output_location, check_replaceable,
                             clean_stale_temporaries, commit_directory, output_lock)
-from dstg_interp.store.cli import main as cache_main
+from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.train import read_resume_state
 from probes.holmes import suite as suite_module
 from probes.holmes.run import write_tables
@@ -258,7 +258,7 @@ def test_second_run_on_a_locked_folder_names_the_first(tiny, tmp_path, capsys):
 
 
 def test_train_takes_the_same_lock(tmp_path, capsys):
-    from dstg_interp.train import main as train_main
+    from dstg_interp.cli.train import main as train_main
 
     out = tmp_path / "run"
     with output_lock(out, "first dstg-train"):

@@ -217,7 +217,7 @@ def test_documents_are_tokenized_with_the_model_tokenizer(corpus, tmp_path):
 
 
 def test_cli(corpus, tmp_path, capsys):
-    from dstg_interp.store.cli import main
+    from dstg_interp.cli.cache import main
 
     documents, tokenizer, _ = corpus
     checkpoint = model_for("dstg", tokenizer).save(tmp_path / "ckpt", tokenizer=tokenizer)

@@ -16,7 +16,7 @@ from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import ActivationStore, extract
 from dstg_interp.data import load_corpus, train_tokenizer
 from dstg_interp.store.attention import AttentionAccumulator
-from dstg_interp.store.cli import main as cli_main
+from dstg_interp.cli.cache import main as cli_main
 from dstg_interp.store.distributed import OtherRankFailed, Ranks
 from test_store_format import V1Sequences
 
@@ -47,7 +47,7 @@ def test_two_gloo_ranks_write_the_one_process_store(checkpoint_and_corpus, tmp_p
              "--layers", "0,1,2,final", "--quiet"]
     assert cli_main(flags + ["--out", str(tmp_path / "one")]) == 0
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    sharded = subprocess.run([*torchrun, "-m", "dstg_interp.store.cli", *flags, "--out", str(tmp_path / "two")],
+    sharded = subprocess.run([*torchrun, "-m", "dstg_interp.cli.cache", *flags, "--out", str(tmp_path / "two")],
                              env=subprocess_env(), capture_output=True, text=True, timeout=300)
     assert sharded.returncode == 0, sharded.stderr
     assert sharded.stdout.count("tokens, layers") == 1  # rank 0 reports, rank 1 stays quiet

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from dstg_interp import load_model
-from dstg_interp.train import TrainConfig, main, train
+from dstg_interp.cli.train import main
+from dstg_interp.train import TrainConfig, train
 
 from conftest import write_synthetic_corpus
 
@@ -104,7 +105,7 @@ def test_bad_model_field_is_named():
 
 
 def run_cli(args, env, **kwargs):
-    return subprocess.run([sys.executable, "-m", "dstg_interp.train", *args], env=env, cwd=REPO, capture_output=True, text=True, **kwargs)
+    return subprocess.run([sys.executable, "-m", "dstg_interp.cli.train", *args], env=env, cwd=REPO, capture_output=True, text=True, **kwargs)
 
 
 def cli_args(out_dir, corpus, steps=12):
@@ -119,7 +120,7 @@ def test_two_process_gloo_ddp_matches_single_process(tmp_path, corpus):
     single = run_cli(cli_args(tmp_path / "single", corpus), env)
     assert single.returncode == 0, single.stderr
     ddp = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517", "-m", "dstg_interp.train",
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517", "-m", "dstg_interp.cli.train",
          *cli_args(tmp_path / "ddp", corpus)], env=env, cwd=REPO, capture_output=True, text=True,
     )
     assert ddp.returncode == 0, ddp.stderr[-3000:]
@@ -136,7 +137,7 @@ def test_ctrl_c_leaves_the_last_checkpoint_intact(tmp_path, corpus):
     # prepare the cached data first so the run reaches its first checkpoint quickly
     assert run_cli(cli_args(tmp_path / "warm", corpus, steps=6), env).returncode == 0
     # a long run compiles by default; this test is about Ctrl-C, so it runs eager and reaches a checkpoint fast
-    proc = subprocess.Popen([sys.executable, "-m", "dstg_interp.train", *cli_args(tmp_path / "run", corpus, steps=100000),
+    proc = subprocess.Popen([sys.executable, "-m", "dstg_interp.cli.train", *cli_args(tmp_path / "run", corpus, steps=100000),
                              "--no-compile"],
                             env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state = tmp_path / "run" / "checkpoint" / "train_state.json"

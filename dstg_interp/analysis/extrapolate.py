@@ -29,18 +29,14 @@ run at any length: ``with_max_positions(model, n)`` rebuilds them with more posi
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from .. import flags
-from ..io import OutputError, check_output_location, check_replaceable, foreign_entries, run_cli
-from ..model.checkpoint import build_model, load_model, resolve_checkpoint, save_checkpoint
+from ..model.checkpoint import build_model, save_checkpoint
 
 METHODS = ("curve", "repeat", "stretch")
 DEFAULT_COMPONENTS = 4
@@ -217,58 +213,3 @@ def _as_table(table) -> np.ndarray:
     if not np.isfinite(table).all():
         raise ValueError("the position table has NaN or inf entries")
     return table
-
-
-# --- dstg-extend -------------------------------------------------------------------------------------
-CHECKPOINT_FILES = {"config.json", "model.safetensors", "tokenizer.json", EXTENSION_FILE}
-
-
-def checkpoint_foreign_entries(path: Path) -> list[str]:
-    """What makes ``path`` not a checkpoint dstg-extend wrote (a user's notes, no weights); empty if it is one."""
-    return foreign_entries(path, CHECKPOINT_FILES, required={"config.json", "model.safetensors"})
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dstg-extend", description="Extend a model's learned AP table past "
-                                     "max_positions and save the longer model as a checkpoint.")
-    flags.add_model(parser, required=True)
-    parser.add_argument("--factor", type=float, default=None, help="new length = factor x max_positions (> 1)")
-    parser.add_argument("--new-length", type=int, default=None, help="new max_positions (instead of --factor)")
-    parser.add_argument("--method", choices=METHODS, default="curve")
-    parser.add_argument("--n-components", type=int, default=DEFAULT_COMPONENTS, help="PCs kept by --method curve")
-    parser.add_argument("--n-frequencies", type=int, default=DEFAULT_FREQUENCIES, help="DCT terms per PC (curve)")
-    flags.add_out(parser, required=True, what="the checkpoint folder to write")
-    parser.add_argument("--overwrite", action="store_true", help="replace a checkpoint dstg-extend wrote in --out")
-    return parser
-
-
-def _extend(args: argparse.Namespace) -> int:
-    args.model = flags.one_model(args, "dstg-extend")
-    args.out = Path(args.out)
-    if args.factor is None and args.new_length is None:
-        args.factor = 2.0
-    check_output_location(args.out)
-    source = resolve_checkpoint(args.model)
-    if source.resolve() == args.out.resolve():
-        raise OutputError(f"--out {args.out} is the input checkpoint --model {args.model}; write the longer model "
-                          "to another folder")
-    check_replaceable(args.out, "a checkpoint", checkpoint_foreign_entries, args.overwrite)
-    model = load_model(args.model)
-    longer = extend_positions(model, args.factor, new_length=args.new_length, method=args.method,
-                              n_components=args.n_components, n_frequencies=args.n_frequencies)
-    save_extended(longer, args.out)
-    fit = longer.extension.get("fit")
-    detail = f"; curve fit: {fit['explained']:.1%} variance in {fit['n_components']} PCs, in-range error " \
-             f"{fit['relative_error']:.3f}" if fit else ""
-    print(f"{args.out}: {longer.config.variant} model, {model.config.max_positions} -> {longer.config.max_positions} "
-          f"positions by {args.method}{detail}")
-    return 0
-
-
-def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    return run_cli("dstg-extend", lambda: _extend(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

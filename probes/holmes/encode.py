@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dstg_interp import flags
+from dstg_interp.encoders import selection
 from dstg_interp.encoders import Encoder, SpecialTokens, open_encoder, special_tokens
 from probes.holmes.format import HolmesDataset, HolmesRow, TaskType
 
@@ -102,11 +102,11 @@ def _row_plan(row: HolmesRow, task_type: TaskType):
 
 
 def resolve_layers(encoder: Encoder, layers) -> list[int]:
-    """Concrete, sorted layers of ``layers`` in the grammar of ``dstg_interp.flags``; None = ``last``, the
-    Holmes protocol's layer.  ``final`` is refused: Holmes reads block outputs (see the module docstring)."""
+    """Concrete, sorted layers of ``layers`` in the grammar of ``dstg_interp.encoders.selection``; None =
+    ``last``, the Holmes protocol's layer.  ``final`` is refused: Holmes reads block outputs (see the module docstring)."""
     n_layers = encoder.n_layers
-    chosen = flags.resolve_layers(layers, n_layers, default="last")
-    if flags.FINAL in chosen:
+    chosen = selection.resolve_layers(layers, n_layers, default="last")
+    if selection.FINAL in chosen:
         raise ValueError("layer 'final' (the MLM head's normed state) is not probed by Holmes, which reads block "
                          f"outputs; ask for 'last' ({n_layers}) or indices 0..{n_layers}")
     out = sorted(int(layer) for layer in chosen)

@@ -15,7 +15,6 @@ trains on them in one batched run (see protocol.py).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -30,9 +29,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from dstg_interp import flags
 from dstg_interp.encoders import Encoder, open_encoder
-from dstg_interp.io import (OutputError, check_output_location, positive_int, run_cli, write_text_atomic)
+from dstg_interp.encoders.selection import check_device
+from dstg_interp.io import OutputError, check_output_location, write_text_atomic
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
 from probes.holmes.encode import UnpoolableRow, encode_dataset, resolve_layers
 from probes.holmes.format import HolmesFormatError, load_benchmark
@@ -41,7 +40,7 @@ from probes.holmes.registry import DATASETS
 from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
 from probes.positions import model_label
 
-__all__ = ["run_holmes", "HolmesRunConfig", "run_config", "add_holmes_flags", "config_from_args", "write_tables", "main"]
+__all__ = ["run_holmes", "HolmesRunConfig", "run_config", "write_tables"]
 
 
 @dataclass
@@ -49,7 +48,7 @@ class HolmesRunConfig:
     """What a run does (``run_config``) or did; saved as config.json next to its tables.
 
     benchmark_dir: a Holmes-format folder; None = the offline suite (built into the cache on first use).
-    layers: "last", "all", or a list of ints / "last" / "final" (the grammar of ``dstg_interp.flags``).
+    layers: "last", "all", or a list of ints / "last" / "final" (the grammar of ``dstg_interp.encoders.selection``).
     """
 
     benchmark_dir: str | None
@@ -104,7 +103,7 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
     models: {name: model}, or a list of zoo names / checkpoint or HF folders / models (anything
         `open_encoder` takes; a model object is keyed by its encoder name).
     layers: "last" (default, the Holmes protocol), "all", or a list of layer indices (0 = embeddings),
-        "last" and "final" (the grammar of ``dstg_interp.flags``).
+        "last" and "final" (the grammar of ``dstg_interp.encoders.selection``).
     subspaces: None = every subspace of each model (DSTG: ap, sem, full; baselines: full).
     Returns one row per model x dataset x layer x subspace x control x seed x metric, with `area` and
     `phenomenon`; `.attrs["skipped"]` is a list of {dataset, model, reason} for what could not run.
@@ -255,50 +254,15 @@ def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | N
     return out
 
 
-# ----------------------------------------------------------------------------- the command
-# One Holmes command, two spellings: `dstg-probe --task holmes ...` and its alias `dstg-holmes run ...` build
-# their parsers with the same flags (``add_holmes_flags``), the same HolmesRunConfig (``config_from_args``)
-# and call the same runner (``run_config``).
-
-HOLMES_OUT = "results/holmes"
+# One Holmes runner for both spellings of the command (``dstg-probe --task holmes`` and ``dstg-holmes run``,
+# dstg_interp/cli/holmes.py): it takes a HolmesRunConfig.
 HOLMES_THREADS = 1  # on a shared 2-core machine two threads oversubscribe the tiny probes and run ~20x slower
-
-
-def _seeds_arg(text: str) -> tuple[int, ...]:
-    try:
-        seeds = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}") from None
-    if not seeds or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}")
-    return seeds
-
-
-def add_holmes_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """The Holmes-only flags (``prefix`` marks them in dstg-probe, where other tasks ignore them)."""
-    parser.add_argument("--benchmark", "--holmes-dir", dest="benchmark", default=None,
-                        help=prefix + "a Holmes-format folder (default: the offline suite, built on first use)")
-    parser.add_argument("--full", action="store_true", help=prefix + "whole train split instead of Flash (1/32)")
-    parser.add_argument("--seeds", type=_seeds_arg, default=None,
-                        help=prefix + "probe seeds, comma-separated (default: 5 seeds from --seed: S..S+4)")
-    parser.add_argument("--random-init", action="store_true", help=prefix + "add the random-init encoder control")
-    parser.add_argument("--mdl", action="store_true", help=prefix + "also compute online-code MDL (bits)")
-
-
-def config_from_args(args: argparse.Namespace) -> HolmesRunConfig:
-    """The HolmesRunConfig of a parsed `dstg-probe --task holmes` or `dstg-holmes run` command line."""
-    seeds = args.seeds if args.seeds is not None else tuple(range(args.seed, args.seed + 5))
-    probe = ProbeConfig(seeds=seeds, flash_fraction=None if args.full else 1 / 32, mdl=args.mdl)
-    layers = args.layers if args.layers is not None else "last"
-    return HolmesRunConfig(benchmark_dir=args.benchmark, models=flags.models(args), layers=layers,
-                           subspaces=list(args.subspaces) if args.subspaces else None,
-                           random_init_control=args.random_init, probe=probe, device=args.device)
 
 
 def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | None = HOLMES_THREADS) -> pd.DataFrame:
     """Run ``cfg`` and write its tables and config.json into ``out``; the runner behind both spellings."""
     check_results_folder(Path(out))  # before any work: a file, an unwritable place or foreign tables
-    flags.check_device(cfg.device)
+    check_device(cfg.device)
     if threads:
         torch.set_num_threads(threads)
     benchmark = cfg.benchmark_dir
@@ -310,53 +274,3 @@ def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | 
     return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
                       random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
                       progress=progress, device=cfg.device)
-
-
-def report(results: pd.DataFrame, out) -> None:
-    """What both spellings print: the per-dataset scores, then where the tables went."""
-    if len(results):
-        print(dataset_scores(results).to_string(index=False))
-    print(f"{len(results)} result rows, {len(results.attrs.get('skipped', []))} skipped -> {out}")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dstg-holmes", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    build = sub.add_parser("build", help="build the offline suite in the Holmes format")
-    flags.add_out(build, required=True, what="the suite folder to create")
-    flags.add_seed(build)
-    build.add_argument("--n-per-dataset", type=positive_int, default=None, help="rows per dataset (default: suite's)")
-    flags.add_threads(build, default=HOLMES_THREADS)
-    build.add_argument("--overwrite", action="store_true", help="replace a complete suite already in --out")
-    run = sub.add_parser("run", help="probe a Holmes-format folder: an alias of `dstg-probe --task holmes`",
-                         description="Probe a Holmes-format folder. An alias: `dstg-holmes run ARGS` is "
-                                     "`dstg-probe --task holmes ARGS` (same flags, same runner, same tables).")
-    flags.add_model(run, required=True)
-    flags.add_layers(run, default="last")
-    flags.add_subspaces(run)
-    add_holmes_flags(run)
-    flags.add_seed(run)
-    flags.add_device(run)
-    flags.add_threads(run, default=HOLMES_THREADS)
-    flags.add_out(run, default=HOLMES_OUT, what="a folder for the Holmes tables and config.json")
-    flags.add_quiet(run)
-    return parser
-
-
-def _main(args: argparse.Namespace) -> int:
-    if args.command == "build":
-        torch.set_num_threads(args.threads)
-        kwargs = {} if args.n_per_dataset is None else {"n_per_dataset": args.n_per_dataset}
-        built = build_suite(args.out, seed=args.seed, overwrite=args.overwrite, **kwargs)
-        print(f"wrote {len(built)} datasets to {args.out}")
-        return 0
-    results = run_config(config_from_args(args), args.out, progress=not args.quiet, threads=args.threads)
-    report(results, args.out)
-    return 0
-
-
-def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    return run_cli("dstg-holmes", lambda: _main(args),
-                   interrupted=lambda: f"the tables in {args.out} are as they were" if args.command == "run"
-                   else "no suite was written")

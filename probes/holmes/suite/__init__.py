@@ -1,6 +1,6 @@
 """The offline Holmes suite: datasets in exactly the Holmes format, built from registry-fetched sources.
 
-    python -m probes.holmes build --out ~/.cache/dstg-interp/holmes-suite/v1
+    dstg-holmes build --out ~/.cache/dstg-interp/holmes-suite/v1
     from probes.holmes.suite import build_suite, default_suite_dir, SUITE
 
 This is NOT Holmes data: it re-creates Holmes phenomena from the Brown corpus (gold POS tags), WordNet

@@ -1,5 +1,7 @@
-"""dstg-convert: write another author's checkpoint in dstg-interp's own (canonical) format.
+"""Write another author's checkpoint in dstg-interp's own (canonical) format (the dstg-convert command).
 
+    from dstg_interp.model.convert import convert_checkpoint
+    convert_checkpoint("path/to/fulldecoding-PosBERT", "runs/posbert", tokenizer="path/to/tokenizer.json")
     dstg-convert path/to/fulldecoding-PosBERT runs/posbert --tokenizer path/to/tokenizer.json
     dstg-convert path/to/NeoBERT runs/neobert            # its folder ships tokenizer.json / vocab.txt
     dstg-probe --model runs/posbert --task segment
@@ -14,20 +16,18 @@ ids yourself).  Bad input: one line on stderr, exit code 2, nothing written.
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import torch
 
-from .model.checkpoint import (
+from .checkpoint import (
     WEIGHTS_FILE,
     CheckpointError,
     load_model,
     missing_tokenizer_message,
     save_checkpoint,
 )
-from .model.files import files_sha256
+from .files import files_sha256
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -51,34 +51,3 @@ def convert_checkpoint(source: str | Path, out: str | Path, tokenizer: str | Pat
         record["sha256"] = files_sha256([path / name for name in record["files"]])
     model.config.source = record
     return save_checkpoint(model, out, dtype=dtype, tokenizer=model.tokenizer)
-
-
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="dstg-convert", description=__doc__.split("\n\n")[0])
-    parser.add_argument("source", metavar="SRC", help="checkpoint folder (the authors' PosNeoBERT / NeoBERT, or ours) or zoo name")
-    parser.add_argument("out", metavar="OUT", help="output folder (dstg-interp format)")
-    parser.add_argument("--tokenizer", default=None,
-                        help="tokenizer.json, vocab.txt or a folder with one (default: the one in SRC)")
-    parser.add_argument("--no-tokenizer", action="store_true", help="convert without a tokenizer (no probing from text)")
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="weights dtype in OUT (default float32)")
-    parser.add_argument("--overwrite", action="store_true", help="replace OUT if it already holds files")
-    return parser.parse_args(argv)
-
-
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    try:
-        out = convert_checkpoint(args.source, args.out, tokenizer=args.tokenizer, require_tokenizer=not args.no_tokenizer,
-                                 overwrite=args.overwrite, dtype=DTYPES[args.dtype])
-    except (ValueError, OSError) as err:  # CheckpointError is a ValueError
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"dstg-convert: error: {message}", file=sys.stderr)
-        return 2
-    config = load_model(out).config
-    print(f"wrote {out}: {config.source['format']} -> variant {config.variant!r}"
-          + (" (encoder only)" if config.encoder_only else ""))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,7 +7,7 @@
     dstg-probe --model dstg --model rope --task holmes --layers 1  # Holmes (alias: dstg-holmes run), layer 1 only
 
 The shared flags (--model, --layers, --subspaces, --out, --device, --seed, --threads, --quiet) mean what
-they mean in every dstg-* command (``dstg_interp/flags.py``).
+they mean in every dstg-* command (``dstg_interp/cli/flags.py``).
 
 Prints a compact table (layer rows; model/subspace columns; held-out R² ± half the 95% CI) and writes
 ``results.csv`` (tidy, one row per model x layer x subspace) and ``results.json`` (config, versions,
@@ -31,11 +31,16 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from dstg_interp import flags
-from dstg_interp.io import OutputError, check_output_location, positive_int, run_cli, write_text_atomic
+from dstg_interp.encoders.selection import check_device
+from dstg_interp.io import OutputError, check_output_location, write_text_atomic
 from dstg_interp.store.manifest import versions
-from probes.holmes.run import HOLMES_OUT, HOLMES_THREADS, add_holmes_flags, config_from_args, report, run_config
+from probes.holmes.run import HOLMES_THREADS, run_config
 from probes.positions import DEFAULT_MODEL, model_label, probe_positions
+
+from . import flags
+from .flags import positive_int
+from .holmes import HOLMES_OUT, add_holmes_flags, config_from_args, report
+from .shell import run_cli
 
 TASKS = ("token", "segment", "intra", "holmes")
 
@@ -112,7 +117,7 @@ def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
 
 def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     """Position probes of every --model, as one table, and the record saved beside it."""
-    flags.check_device(args.device)
+    check_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.time()

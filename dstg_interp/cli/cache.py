@@ -3,7 +3,7 @@
     dstg-cache --model dstg --corpus en-mix --out runs/store-dstg --layers 0,3,last,final --dtype float16
     dstg-cache --model path/to/all-MiniLM-L6-v2 --corpus docs.jsonl --out runs/store-minilm --max-length 128
     dstg-cache --model runs/dstg --sequences runs/seq/validation --out runs/store --attention-summaries
-    torchrun --nproc_per_node 2 -m dstg_interp.store.cli --model dstg --corpus en-mix --out runs/store-dstg
+    torchrun --nproc_per_node 2 -m dstg_interp.cli.cache --model dstg --corpus en-mix --out runs/store-dstg
 
 --model is a zoo name, a dstg-interp checkpoint or a Hugging Face encoder folder. The corpus is
 tokenized with the model's own tokenizer; --sequences takes saved StructuredSequences instead.
@@ -20,13 +20,16 @@ import argparse
 import sys
 from contextlib import ExitStack
 
-from dstg_interp import flags
 from dstg_interp.data import StructuredSequences, load_corpus
 from dstg_interp.encoders import open_encoder
-from dstg_interp.io import check_output_location, output_lock, positive_int, run_cli
+from dstg_interp.encoders.selection import resolve_layers
+from dstg_interp.io import check_output_location, output_lock
+from dstg_interp.store.distributed import OtherRankFailed, Ranks, torchrun_ranks
+from dstg_interp.store.extract import extract
 
-from .distributed import OtherRankFailed, Ranks, torchrun_ranks
-from .extract import extract
+from . import flags
+from .flags import positive_int
+from .shell import run_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -74,7 +77,7 @@ def run(args: argparse.Namespace, ranks=None):
         else:
             sequences = load_corpus(args.corpus, progress=not args.quiet, max_docs=args.max_docs)
         max_length = min(args.max_length, encoder.max_positions)
-        layers = None if args.layers is None else flags.resolve_layers(args.layers, encoder.n_layers)
+        layers = None if args.layers is None else resolve_layers(args.layers, encoder.n_layers)
         return extract(encoder, sequences, args.out, layers=layers, subspaces=args.subspaces,
                        names=_split(args.names) or (), dtype=args.dtype, batch_size=args.batch_size,
                        attention_summaries=args.attention_summaries, max_offset=args.max_offset,

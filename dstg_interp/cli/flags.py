@@ -1,6 +1,6 @@
 """The flags the dstg-* commands share, defined once: one meaning, one help text, one parser each.
 
-    from dstg_interp import flags
+    from dstg_interp.cli import flags
     parser = argparse.ArgumentParser(prog="dstg-cache")
     flags.add_model(parser, required=True)          # --model dstg rope  ==  --model dstg --model rope
     flags.add_layers(parser)                        # --layers 0,3,last | final | all
@@ -10,25 +10,18 @@
 
 Every command lists these flags with the words of ``HELP``; where a command has a default, argparse's
 help ends with `` (default: ...)`` after those words, and that suffix is the only difference.  Layer
-selections follow one grammar everywhere (``parse_layers`` / ``resolve_layers``):
-
-    0, 1, .., n_layers   0 = the embeddings, l = the output of the l-th block (hook blocks.{l-1}.hook_resid_post*)
-    last                 n_layers, the last block's output
-    final                the normed state the MLM head reads (models with a final norm; not HF encoders)
-    all                  0..n_layers
+selections follow one grammar everywhere: ``parse_layers`` reads it here, the library's
+``dstg_interp.encoders.selection.resolve_layers`` turns it into a model's layers.
 
 Errors in these flags are argparse errors: one line, exit code 2, like every other bad input (see
-``dstg_interp.io.run_cli``: 2 bad input, 130 Ctrl-C, 143 SIGTERM).
+``dstg_interp.cli.shell.run_cli``: 2 bad input, 130 Ctrl-C, 143 SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
 
-from dstg_interp.io import positive_int
-
-LAST, FINAL, ALL = "last", "final", "all"
-SUBSPACES = ("sem", "ap", "full")
+from dstg_interp.encoders.selection import ALL, FINAL, LAST, SUBSPACES
 
 HELP = {
     "--model": "a zoo name (dstg, rope, ap, rp), a checkpoint folder or a local Hugging Face encoder folder; "
@@ -66,24 +59,6 @@ def parse_layers(text: str) -> str | tuple:
     return tuple(selection)
 
 
-def resolve_layers(selection, n_layers: int, default=ALL) -> list:
-    """Concrete layers for a model with ``n_layers`` blocks: ints (``last`` -> n_layers) and ``final``.
-
-    selection: what ``parse_layers`` returns, a list of ints / names, a name, or None (= ``default``).
-    Range checks stay with the model (``Encoder.check_request``), which names the layers it has."""
-    selection = default if selection is None else selection
-    if isinstance(selection, (str, int)):
-        selection = (selection,)
-    if tuple(selection) == (ALL,):
-        return list(range(n_layers + 1))
-    layers = []
-    for layer in selection:
-        layer = n_layers if layer == LAST else layer
-        if layer not in layers:
-            layers.append(layer)
-    return layers
-
-
 def parse_subspaces(text: str) -> tuple[str, ...]:
     parts = tuple(part.strip() for part in str(text).split(",") if part.strip())
     bad = [part for part in parts if part not in SUBSPACES]
@@ -99,6 +74,28 @@ def parse_device(text: str) -> str:
     if device in ("cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit()):
         return device
     raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a positive integer; argparse prefixes the flag ("argument --threads: ...")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
 
 
 def non_negative_int(text: str) -> int:
@@ -186,15 +183,6 @@ def add_renamed(parser, old: str, new: str, why: str = "", takes_value: bool = T
     note = f"is now {new}" + (f" ({why})" if why else "")
     parser.add_argument(old, action=_Renamed, nargs="?" if takes_value else 0, const=note, default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)
-
-
-def check_device(device: str) -> None:
-    """A CUDA device asked for on a machine without one: one clear error (exit 2) before any work."""
-    if device.startswith("cuda"):
-        import torch  # optional: torch loads only when a GPU is asked for, so --help stays instant
-
-        if not torch.cuda.is_available():
-            raise ValueError(f"--device {device}: no CUDA device is available here; use --device cpu")
 
 
 def shared_help(parser: argparse.ArgumentParser) -> dict[str, str]:

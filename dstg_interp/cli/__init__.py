@@ -1,0 +1,15 @@
+"""The dstg-* commands, one module each, and nothing else: the library below never imports this package.
+
+    train.py    dstg-train     MLM pretraining (dstg_interp.train)
+    cache.py    dstg-cache     an activation store (dstg_interp.store)
+    probe.py    dstg-probe     position or Holmes probes of one or more models, as one table (probes)
+    holmes.py   dstg-holmes    build the offline Holmes suite, or run a Holmes-format folder (probes.holmes)
+    extend.py   dstg-extend    a longer AP table (dstg_interp.analysis.extrapolate)
+    convert.py  dstg-convert   another author's checkpoint in our format (dstg_interp.model.convert)
+    eval.py     dstg-eval      masked-token accuracy against the no-context baseline (dstg_interp.evaluation)
+
+Shared pieces: ``shell.py`` (exit codes, signals, one-line errors: ``run_cli``) and ``flags.py`` (the flags
+every command shares, the argparse types).  ``dstg_interp/entry.py`` is what pyproject.toml's scripts call:
+it takes over Ctrl-C before a command's heavy imports start.  Each module runs as ``python -m`` too
+(``torchrun --nproc_per_node 2 -m dstg_interp.cli.train ...``).
+"""

@@ -100,7 +100,7 @@ class LinearEraser:
         return folder
 
     @classmethod
-    def load(cls, folder: str | Path) -> "LinearEraser":
+    def load(cls, folder: str | Path) -> LinearEraser:
         folder = Path(folder)
         try:
             meta = json.loads((folder / ERASER_FILES[1]).read_text())
@@ -146,7 +146,9 @@ def fit_leace(X, Z, backend: str = "auto", svd_tol: float = SVD_TOL) -> tuple[Li
         raise ErasureError(f"unknown backend {backend!r}; use {', '.join(BACKENDS)}")
     if backend in ("auto", "concept-erasure"):
         try:
-            from concept_erasure import LeaceFitter  # optional dependency: pip install concept-erasure
+            from concept_erasure import (
+                LeaceFitter,  # optional dependency: pip install concept-erasure
+            )
         except ImportError:
             if backend == "concept-erasure":
                 raise ErasureError("backend 'concept-erasure' asked for but the package is not installed; "

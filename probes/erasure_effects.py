@@ -3,6 +3,7 @@
     from dstg_interp.encoders import open_encoder
     from probes.erasure_effects import ErasureConfig, measure_erasure
     result = measure_erasure(open_encoder("dstg"), store, eval_documents, ErasureConfig(layers=[2, 4]))
+    with erasing(encoder, result.erasers[(2, "ap", "leace")]): encoder.mlm_logits(tokens, mask)
     result.table          # one row per (layer, subspace, method): rank, probe R² before/after, loss increase, ...
     result.heads          # one row per (layer, subspace, method, block, head): attention change (JS, bits)
 
@@ -28,20 +29,35 @@ more than erasing as many arbitrary directions.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
 from dstg_interp.analysis.heads import _js_bits
-from dstg_interp.encoders import Encoder
+from dstg_interp.data import default_cache_dir, probing_documents, split_documents
+from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.edits import edit_states
 from dstg_interp.encoders.inputs import pad_batch
+from dstg_interp.encoders.selection import resolve_layers
 from dstg_interp.evaluation import Unigram, mlm_accuracy
 from dstg_interp.store.manifest import weights_sha256
-from probes.erasure import (ENCODINGS, METHODS, ErasureError, LinearEraser, check_request, fit_erasers,
-                            position_features, store_identity, store_period)
+from probes.erasure import (
+    ENCODINGS,
+    METHODS,
+    ErasureError,
+    LinearEraser,
+    check_request,
+    fit_erasers,
+    position_features,
+    store_identity,
+    store_period,
+)
+from probes.positions import cached_store, model_label
 from probes.ridge import RidgeProbe
 from probes.splits import bootstrap_r2_ci, grouped_train_test_split
 
@@ -49,6 +65,10 @@ RESULT_COLUMNS = ["model", "layer", "subspace", "method", "target", "encoding", 
                   "r2_after_ci_low", "r2_after_ci_high", "loss_clean", "loss", "loss_increase", "accuracy_clean",
                   "accuracy", "accuracy_drop", "output_change", "attention_js", "n_fit_tokens", "n_probe_tokens",
                   "n_eval_tokens", "backend"]
+
+# The probing documents are themselves the zoo's held-out split, hashed with seed 0: the store / evaluation split
+# must hash with another seed, or every document would fall on one side.
+EVAL_SPLIT_SEED_OFFSET = 1000
 
 
 @dataclass
@@ -73,6 +93,7 @@ class ErasureConfig:
     test_fraction: float = 0.3
     corpus: str = "en-mix"
     n_docs: int = 100
+    eval_fraction: float = 0.3
     attention_sequences: int = 16
     batch_size: int = 32
     backend: str = "auto"
@@ -90,8 +111,9 @@ class ErasureConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ErasureError(f"{name} must be a positive integer, got {value!r}")
-        if not 0 < self.test_fraction < 1:
-            raise ErasureError(f"test_fraction must be in (0, 1), got {self.test_fraction}")
+        for name in ("test_fraction", "eval_fraction"):
+            if not 0 < getattr(self, name) < 1:
+                raise ErasureError(f"{name} must be in (0, 1), got {getattr(self, name)}")
 
     def to_dict(self) -> dict:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
@@ -118,7 +140,7 @@ def measure_erasure(encoder: Encoder, store, eval_documents, config: ErasureConf
     subspaces = list(config.subspaces) if config.subspaces is not None else list(store.subspaces)
     check_request(store, layers, subspaces, config.target)
     eval_documents = _disjoint_documents(store, eval_documents)
-    rows, fit_rows, probe_rows = _split_rows(store, config)
+    fit_rows, probe_rows = _split_rows(store, config)
     labels = store.labels
     target = labels[config.target].to_numpy().astype(np.float64)
     groups = labels["doc_index"].to_numpy()
@@ -157,6 +179,48 @@ def measure_erasure(encoder: Encoder, store, eval_documents, config: ErasureConf
     return ErasureResult(table[RESULT_COLUMNS], heads, erasers)
 
 
+def erase_positions(model, config: ErasureConfig | None = None, store=None, store_root=None, model_name: str | None = None,
+                    device: str = "cpu", progress: bool = False, documents=None) -> ErasureResult:
+    """The erasure study from a model (anything ``open_encoder`` takes) and a corpus.
+
+    The corpus's probing documents (``probing_documents``: for en-mix the zoo's held-out documents) are split
+    by a hash of their ids: ``1 - eval_fraction`` of them make the store the erasers are fitted on (extracted
+    once into ``store_root``, default the cache folder, and reused), the rest are scored.  With ``store`` (an
+    ActivationStore of this model) the evaluation reads the probing documents the store does not hold.
+    ``documents``: the probing documents themselves, instead of the corpus's."""
+    config = config or ErasureConfig()
+    encoder = open_encoder(model, device=device)
+    name = model_name or model_label(model)
+    if config.layers is not None:  # "last" and "all" (the shared layer grammar) -> this model's layers
+        config = dataclasses.replace(config, layers=resolve_layers(config.layers, encoder.n_layers))
+    documents = probing_documents(config.corpus) if documents is None else list(documents)
+    if store is None:
+        store_documents, eval_documents = split_documents(documents, config.eval_fraction,
+                                                          seed=EVAL_SPLIT_SEED_OFFSET + config.seed)
+        root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
+        layers = tuple(config.layers) if config.layers is not None else None
+        store = cached_store(encoder, store_documents, layers, root, f"{name}-erasure", progress)
+    else:
+        held = {doc.get("doc_id") for doc in store.documents}
+        eval_documents = [doc for doc in documents if doc.doc_id not in held]
+    return measure_erasure(encoder, store, eval_documents, config, model_name=name, progress=progress)
+
+
+@contextlib.contextmanager
+def erasing(encoder: Encoder, eraser: LinearEraser):
+    """Every forward inside the block runs with ``eraser`` at the layer and subspace it was fitted on; an eraser
+    fitted on another model's store, or a layer / subspace / width this model lacks, is one ErasureError."""
+    eraser.check_model(weights_sha256(encoder.weights_module), encoder.name)
+    layer, subspace = eraser.identity.get("layer"), eraser.identity.get("subspace")
+    if layer is None or subspace is None:
+        raise ErasureError("the eraser does not say which layer and subspace it was fitted on (fit it with fit_eraser)")
+    if layer not in encoder.layers or subspace not in encoder.subspaces:
+        raise ErasureError(f"the eraser was fitted on layer {layer!r} {subspace!r}, which {encoder.name} does not have "
+                           f"(layers {list(encoder.layers)}, subspaces {list(encoder.subspaces)})")
+    with edit_states(encoder, layer, subspace, eraser_edit(eraser)):
+        yield
+
+
 # --- pieces ----------------------------------------------------------------------------------------
 def _disjoint_documents(store, documents) -> list:
     """The evaluation documents, refused when they share documents with the store the erasers are fitted on."""
@@ -178,7 +242,7 @@ def _split_rows(store, config: ErasureConfig):
         raise ErasureError(f"the store has {len(np.unique(groups))} documents with real tokens; fitting and a "
                            "grouped probe need at least 7")
     fit, probe = grouped_train_test_split(groups, config.test_fraction, config.seed)
-    return rows, rows[fit], rows[probe]
+    return rows[fit], rows[probe]
 
 
 def _probe_r2(X_fit, X_probe, target, groups, fit_rows, probe_rows, config: ErasureConfig):
@@ -212,7 +276,7 @@ class _Evaluation:
             scores = self._mlm() if self.has_mlm else {"loss": np.nan, "accuracy": np.nan}
             output = self._pooled_output()
             patterns = self._patterns()
-        change = 1 - torch.nn.functional.cosine_similarity(output, self.clean_output, dim=-1)
+        change = 1 - torch.nn.functional.cosine_similarity(output.double(), self.clean_output.double(), dim=-1)
         first_block = 0 if layer == "final" else int(layer)
         rows = []
         for block, pattern in patterns.items():

@@ -18,7 +18,7 @@ of the embeddings (l = 0) or of encoder layer l-1, edited with a PyTorch forward
 from __future__ import annotations
 
 import contextlib
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

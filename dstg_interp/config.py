@@ -27,6 +27,17 @@ VARIANTS = ("dstg", "rope", "ap", "rp")
 # No model of this toolkit comes near this; a config past it is a typo (vocab_size 1e12, a factor of
 # 100000), refused here in one line instead of an allocator error for petabytes.
 MAX_MODEL_BYTES = 2**40
+# Seeds: torch.manual_seed takes up to 2**64 - 1 and numpy's legacy RandomState up to 2**32 - 1; derived seeds
+# (seed * 1_000_003 + step, seed + 1_000_003) must stay inside torch's range too, so every seed flag and
+# config field is checked against 0..MAX_SEED before any work.
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(value, name: str = "seed") -> int:
+    """``value`` if it is a usable seed (an integer in 0..MAX_SEED); else ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise ValueError(f"{name}: expected a seed from 0 to {MAX_SEED}, got {value!r}")
+    return value
 
 
 def _multiple_of_8(x: float) -> int:
@@ -56,6 +67,8 @@ class ModelConfig:
         tie_embeddings: the MLM head's weight is the token embedding (BERT's choice; NeoBERT unties).
         residual_from_normed: DSTG only. The authors' code carries the *normed* stream forward as the
             residual (x <- norm(x) + f(norm(x))). False (default) is standard pre-norm.
+        rp_bias: ``dstg`` only. False builds DSTG without the relative-position term: the attention logit is
+            q_sem.k_sem + q_ap.k_ap alone, no bias table, no ``hook_logits_rp`` (the authors' "no RP" ablation).
         rp_zero_boundary: ``dstg``/``rp`` only. True reproduces the authors' transformers fork, which sets
             the first and last rows and columns of the L x L relative bias to zero, L being the *padded*
             length of the batch (so outputs depend on padding). False (default) is their training code.
@@ -94,6 +107,7 @@ class ModelConfig:
     pos_init_std: float | None = None
     tie_embeddings: bool = False
     residual_from_normed: bool = False
+    rp_bias: bool = True
     rp_zero_boundary: bool = False
     mlp_mode: str = "split"
     mlp_ap_units: int | None = None
@@ -110,6 +124,7 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"ModelConfig.{name}: must be a positive integer, got {value!r}")
+        check_seed(self.seed, "ModelConfig.seed")
         if self.variant == "dstg":
             for name in ("d_sem", "d_ap"):
                 value = getattr(self, name)
@@ -170,11 +185,14 @@ class ModelConfig:
 
     def _check_conversion_options(self) -> None:
         """The options that let converted checkpoints of other authors run exactly (model/formats.py)."""
-        for name in ("rp_zero_boundary", "encoder_only", "residual_from_normed"):
+        for name in ("rp_bias", "rp_zero_boundary", "encoder_only", "residual_from_normed"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"ModelConfig.{name}: must be true or false, got {getattr(self, name)!r}")
-        if self.rp_zero_boundary and self.variant not in ("dstg", "rp"):
-            raise ValueError(f"ModelConfig.rp_zero_boundary: variant {self.variant!r} has no relative bias")
+        if not self.rp_bias and self.variant != "dstg":
+            raise ValueError(f"ModelConfig.rp_bias: only variant 'dstg' can drop its relative bias (for {self.variant!r} "
+                             "leave it true: 'rp' is the bias, 'rope'/'ap' have none)")
+        if self.rp_zero_boundary and (self.variant not in ("dstg", "rp") or not self.rp_bias):
+            raise ValueError(f"ModelConfig.rp_zero_boundary: this {self.variant!r} model has no relative bias")
         if self.mlp_mode not in ("split", "mixed"):
             raise ValueError(f"ModelConfig.mlp_mode: expected 'split' or 'mixed', got {self.mlp_mode!r}")
         if self.mlp_mode == "mixed" and self.variant != "dstg":

@@ -1,6 +1,6 @@
 """Figure: the AP manifold -- PCA and DCT of learned position tables and of per-position mean layer states.
 
-    python -m experiments.fig_ap_manifold                 # the zoo + MiniLM, ~1 min on 2 cores (extracts the stores)
+    python -m experiments.fig_ap_manifold                 # the zoo + MiniLM (extracts the stores)
     python -m experiments.fig_ap_manifold --tiny --out /tmp/fig   # tiny random models, seconds
 
 Two families of position tables (rows = positions), each analysed by ``dstg_interp.analysis.spectra.analyze_table``
@@ -12,9 +12,15 @@ Two families of position tables (rows = positions), each analysed by ``dstg_inte
    over the held-out documents (the probes' stores), at every layer; the figures show the last layer.  Positions seen fewer
    than ``--min-count`` times are dropped (late positions come from few long documents and are noise).
 
+Tables of different widths (DSTG's 16-wide AP table, AP-NeoBERT's 128-wide one, per-position means of
+16 to 128 dims) are compared width-matched: every table is also projected onto ``--projections`` random
+subspaces of the narrowest learned table's width (``spectra.width_matched``), with the Gaussian control of
+that shape, and each number's excess over its control is reported (``matched_*``, ``excess_*``).
+
 Writes into ``--out`` (default figures/ap_manifold/): tables_{scree,pc_curves,dct}, layers_{scree,pc_curves,
 dct} as PNG + PDF + JSON, spectra.csv (one row per analysed table: PC1+PC2, participation ratio,
-low-frequency share, with the control next to each) and config.json.
+low-frequency share pooled and per PC, with the control next to each, the excess over it, and the same
+width-matched with its spread over projections) and config.json.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dstg_interp import load_hf_encoder
-from dstg_interp.analysis.spectra import analyze_table, per_position_mean, position_table, spectra_table
+from dstg_interp.analysis.spectra import (DEFAULT_PROJECTIONS, analyze_table, per_position_mean, position_table,
+                                          spectra_table)
 from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import plot_dct_power, plot_pc_curves, plot_scree
 from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
@@ -45,15 +52,19 @@ class ApManifoldConfig(SeedsFigureConfig):
     min_count: int = field(default=20, metadata={"help": "drop positions seen fewer times (layer states)"})
     control_draws: int = field(default=20, metadata={"help": "Gaussian tables averaged for each control"})
     no_minilm: bool = field(default=False, metadata={"help": "skip the MiniLM reference table"})
+    projections: int = field(default=DEFAULT_PROJECTIONS, metadata={
+        "help": "random subspaces of the narrowest table's width, for the width-matched numbers"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.min_count < 1 or self.control_draws < 0:
-            raise ValueError("min_count must be >= 1 and control_draws >= 0")
+        if self.min_count < 1 or self.control_draws < 0 or self.projections < 1:
+            raise ValueError("min_count and projections must be >= 1 and control_draws >= 0")
 
 
-def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: bool) -> tuple[list, list, dict]:
-    """Spectra of every learned position table (+ one random table of each shape); notes on what was skipped."""
+def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: bool,
+                          n_projections: int = DEFAULT_PROJECTIONS) -> tuple[list, list, dict]:
+    """Spectra of every learned position table (+ one random table of each shape), width-matched to the
+    narrowest zoo table; notes on what was skipped."""
     spectra, random_spectra, notes = [], [], {}
     tables, members = {}, {}
     for name, model in inputs.models.items():
@@ -71,8 +82,10 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
             notes["minilm"] = f"MiniLM reference skipped: {err}"
     rng = np.random.default_rng(seed)
     first = min((s for _, s in members.values()), default=0)
+    width = match_width(tables[name] for name in members)
     for name, table in tables.items():
-        spectrum = analyze_table(table, name=name, n_control_draws=n_control_draws, seed=seed)
+        spectrum = analyze_table(table, name=name, n_control_draws=n_control_draws, seed=seed, match_width=width,
+                                 n_projections=n_projections)
         if name in members:
             spectrum.summary.update(model=members[name][0], seed=members[name][1])
         spectra.append(spectrum)
@@ -85,8 +98,15 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
     return spectra, random_spectra, notes
 
 
-def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int, progress: bool) -> list:
-    """Per-position-mean spectra of every model x layer x subspace (the last layer is what the figures show)."""
+def match_width(tables) -> int | None:
+    """The width every table is projected to: the narrowest one's (None without tables)."""
+    return min((table.shape[1] for table in tables), default=None)
+
+
+def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int, progress: bool,
+                        width: int | None = None, n_projections: int = DEFAULT_PROJECTIONS) -> list:
+    """Per-position-mean spectra of every model x layer x subspace (the last layer is what the figures show),
+    width-matched to ``width`` (None: each table at its own width)."""
     spectra = []
     for name in tqdm(list(inputs.models), desc="layer spectra", disable=not progress):
         store = model_store(inputs, name, progress=progress)
@@ -98,7 +118,9 @@ def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int,
                 states = np.asarray(store.states(layer, subspace), dtype=np.float64)  # [n_tokens, d]
                 table, kept = per_position_mean(states, positions, min_count=min_count)
                 spectrum = analyze_table(table, name=f"{name} L{layer} {subspace}", positions=kept,
-                                         n_control_draws=n_control_draws, seed=seed)
+                                         n_control_draws=n_control_draws, seed=seed,
+                                         match_width=min(width or table.shape[1], table.shape[1]),
+                                         n_projections=n_projections)
                 spectrum.summary.update(model=variant, seed=model_seed, layer=int(layer), subspace=subspace,
                                         last_layer=layer == layers[-1])
                 spectra.append(spectrum)
@@ -112,7 +134,9 @@ def run(config: ApManifoldConfig) -> dict:
     inputs = inputs_for(config, n_docs=config.n_docs)
 
     tables, random_tables, notes = learned_table_spectra(inputs, config.seed, config.control_draws,
-                                                        with_minilm=not (config.no_minilm or config.tiny))
+                                                        with_minilm=not (config.no_minilm or config.tiny),
+                                                        n_projections=config.projections)
+    width = min((s.summary["matched_width"] for s in tables if "matched_width" in s.summary), default=None)
     for model, note in notes.items():
         print(f"[fig_ap_manifold] {model}: {note}")
     first = min(config.model_seeds)  # the figures show one seed; spectra.csv has them all
@@ -122,7 +146,8 @@ def run(config: ApManifoldConfig) -> dict:
         plot_pc_curves(shown, config.out, stem="tables_pc_curves")
         plot_dct_power(shown + random_tables, config.out, stem="tables_dct")
 
-    layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress)
+    layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress, width,
+                                 config.projections)
     last = [s for s in layers if s.summary["last_layer"] and s.summary["seed"] == first]
     plot_scree(last, config.out, stem="layers_scree")
     plot_pc_curves(last, config.out, stem="layers_pc_curves")
@@ -135,7 +160,8 @@ def run(config: ApManifoldConfig) -> dict:
     save_config(config, "experiments/fig_ap_manifold.py", min_count_used=min_count, inputs=inputs.description,
                 notes=notes, wall_s=round(time.perf_counter() - started, 1))
     if progress:
-        columns = ["source", "name", "pc1_pc2", "control_pc1_pc2", "low_freq_share", "control_low_freq_share"]
+        columns = ["source", "name", "pc1_pc2", "control_pc1_pc2", "matched_pc1_pc2", "matched_control_pc1_pc2",
+                   "participation_ratio", "matched_participation_ratio", "low_freq_share", "pc2_low_freq_share"]
         print(summary[summary.source != "layer states"][columns].to_string(index=False, float_format="%.3f"))
     return {"spectra": summary, "notes": notes}
 

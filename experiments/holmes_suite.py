@@ -1,6 +1,6 @@
 """Offline Holmes suite on the four zoo models: build it (cache dir), probe it (Flash protocol), draw it.
 
-    python -m experiments.holmes_suite                     # ~5 min on one CPU thread
+    python -m experiments.holmes_suite                     # the offline suite, Flash protocol
     python -m experiments.holmes_suite --models dstg rope  # a subset; --full for the whole train split
 
 Writes figures/holmes/{results,scores,winning_rates,areas,phenomena,a_vs_b,skipped}.csv (the aggregation of

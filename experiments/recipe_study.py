@@ -1,23 +1,31 @@
-"""Recipe study: which training levers take each variant off the unigram plateau soonest, at one budget.
+"""Recipe study: which training levers take each variant off the unigram plateau, at one budget.
 
-    python -m experiments.recipe_study                                   # the committed study (~40 min, 2 cores)
-    python -m experiments.recipe_study --variants ap --levers lr batch --steps 200 --out /tmp/recipe
-    python -m experiments.recipe_study --corpus tests/fixtures/corpus --tiny --steps 20 --out /tmp/r  # seconds
+    # the diagnosis (issue 21): named arms over the zoo recipe, >= 2 seeds, one token budget per run
+    nice -n 19 python -m experiments.recipe_study --arms ap:reimpl ap:zoo dstg:zoo dstg:mixed --seeds 0 1 \
+        --tokens 4000000 --threads 1 --runs runs/recipe-diagnosis --resume
+    python -m experiments.recipe_study --corpus tests/fixtures/corpus --tiny --arms zoo mixed --tokens 3000 --out /tmp/r
+    # the one-lever screen of the former recipe (figures/recipe/README.md; no --arms)
+    python -m experiments.recipe_study --variants dstg ap rp --steps 250 --eval-every 50 --threads 1
 
-Each run changes ONE lever of the base recipe (the zoo's former recipe, shrunk to the study's budget) and
-trains for the same number of training tokens; a run per (variant, lever value) plus one base run per
-variant.  Validation MLM loss is logged every ``--eval-every`` steps on the fixed validation batches, so
-curves are comparable across runs.  Outputs in ``--out``: ``curves.csv`` (variant, lever, value, step,
-tokens, val_loss, val_accuracy: one row a validation), ``summary.csv`` (per run: final loss, area under
-the loss curve, the first step below ``unigram - 0.5``), ``study.json`` (this config, levers, versions), ``config.json``
-(the whole config and wall time, as every experiment script writes), and the
-figure ``recipe_curves`` (PNG + PDF + JSON).  Runs are resumable: a run whose checkpoint is complete is
-read back, not retrained.
+**Diagnosis** (``--arms``).  An arm is ``[variant:]arm[,lever=value...]``: a named arm of
+``experiments/recipe_levers.py`` (``zoo``, ``reimpl`` = the minimal re-implementation's recipe, ``mixed``,
+``no-rp``, ``tied``, ``doc-start``, ``vocab-4096``, ``batch-32``, ``cosine``) and/or lever values, over the
+shipped zoo's recipe; without a variant it runs for every ``--variants`` it applies to.  Every run trains
+``--tokens`` training tokens (steps = tokens / (batch x mean training-sequence length)), once per seed,
+arm by arm in the order given; validation every ``--eval-tokens`` on ``--eval-sequences`` fixed sequences
+with fixed masks.  After each run the readings of ``experiments/recipe_readings.py`` (plateau exit,
+held-out gain over the most-frequent token, position-table PC1+PC2 against chance, token-position R^2 of
+the position stream) are added and the outputs rewritten, so a partial grid is a valid result: in
+``--out``, ``diagnosis_runs.csv`` (one row per run), ``diagnosis_arms.csv`` (mean and sd over seeds),
+``diagnosis_curves.csv`` (one row per validation), ``diagnosis_study.json`` (config, arms, versions),
+``diagnosis_config.json`` (the config and wall time) and the figure ``diagnosis`` (PNG + PDF + JSON).
 
-Levers (``LEVERS``): ``lr`` (peak learning rate), ``warmup`` (warm-up steps), ``schedule`` (cosine vs
-constant with a final linear decay), ``batch`` (sequences per step, steps scaled to keep tokens fixed),
-``tie`` (MLM head tied to the token embedding), ``pos_init`` (std of the learned position table's init),
-``vocab`` (tokenizer size), ``d_ap`` (DSTG's AP width, DSTG only).
+**Screen** (no ``--arms``): each run changes ONE lever of the former zoo recipe (``SCREEN_VALUES``) for
+``--steps`` batch-32 steps' worth of sequences; outputs ``curves.csv``, ``summary.csv``, ``study.json``,
+``recipe_curves``.
+
+Runs already in ``--runs`` are refused unless ``--resume``, which reads finished runs back and continues
+interrupted ones from their last checkpoint.  ``config.json`` holds the whole config and wall time.
 """
 
 from __future__ import annotations
@@ -34,10 +42,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dstg_interp.plots.recipe import plot_recipe_curves
-from dstg_interp.train import CHECKPOINT_DIR, LOG_FILE, STATE_FILE, TrainConfig, train
+from dstg_interp.io import write_text_atomic
+from dstg_interp.plots.recipe import plot_diagnosis, plot_recipe_curves
+from dstg_interp.train import CHECKPOINT_DIR, LOG_FILE, STATE_FILE, TrainConfig, prepare_training_data, train
 from experiments.figure_inputs import ScriptConfig, parse_config, save_config
 from experiments.pretrain_zoo import unigram_baseline
+from experiments.recipe_levers import (ARMS, FORMER_RECIPE, LEVER_SPECS, SCREEN_VALUES, ZOO_RECIPE, Arm, parse_arm,
+                                       recipe_for)
+from experiments.recipe_readings import plateau_exit, run_readings, summarize_arms
 
 ZOO_WIDTHS = {
     "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
@@ -51,78 +63,120 @@ TINY_WIDTHS = {
     "ap": dict(variant="ap", d_model=32),
     "rp": dict(variant="rp", d_model=32),
 }
-# lever -> the values tried (the base recipe's own value is not repeated here)
-LEVERS = {
-    "lr": [3e-3],
-    "batch": [16],
-    "pos_init": [0.2],
-    "tie": [True],
-    "schedule": ["constant"],
-    "warmup": [10],
-    "d_ap": [32],
-    "vocab": [4096],
-}
-BASE_RECIPE = dict(lr=1e-3, warmup=None, schedule="cosine", batch=32, tie=False, pos_init=None, vocab=8192, d_ap=16)
+LEVERS = SCREEN_VALUES  # the screen's levers (kept under this name: figures/recipe/study.json records it)
+BASE_RECIPE = FORMER_RECIPE
 
 
 @dataclass
 class RecipeStudyConfig(ScriptConfig):
-    """One study: the variants, the levers and the common budget; saved as ``config.json`` and in ``study.json``."""
+    """One study: the variants, the arms (or screened levers) and the common budget; saved as ``config.json``."""
 
     out: Path = field(default=Path("figures/recipe"), metadata={"help": "output folder"})
-    runs: Path = field(default=Path("runs/recipe"), metadata={"help": "training folders (resumable)"})
+    runs: Path = field(default=Path("runs/recipe"), metadata={"help": "training folders (see --resume)"})
     variants: list[str] = field(default_factory=lambda: ["dstg", "ap"])
-    levers: list[str] = field(default_factory=lambda: list(LEVERS), metadata={"help": "one lever changed per run"})
-    steps: int = field(default=300, metadata={"help": "steps of the base run (batch 32)"})
-    eval_every: int = 50
+    arms: list[str] = field(default_factory=list, metadata={
+        "help": "diagnosis arms, [variant:]arm[,lever=value...] (arms: " + ", ".join(ARMS) + "); none = the screen"})
+    levers: list[str] = field(default_factory=lambda: list(SCREEN_VALUES), metadata={"help": "screen: one lever changed per run"})
+    seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "training seeds, each arm once per seed"})
+    tokens: int = field(default=4_000_000, metadata={"help": "diagnosis: training tokens per run"})
+    eval_tokens: int = field(default=250_000, metadata={"help": "diagnosis: training tokens between validations"})
+    eval_sequences: int = field(default=256, metadata={"help": "diagnosis: validation sequences (fixed, fixed masks)"})
+    steps: int = field(default=300, metadata={"help": "screen: steps of the base run (batch 32)"})
+    eval_every: int = field(default=50, metadata={"help": "screen: steps between validations (batch 32)"})
     eval_batches: int = 8
     corpus: str = "en-mix"
     max_length: int = 128
     n_layers: int = 4
     n_heads: int = 4
     tiny: bool = field(default=False, metadata={"help": "tiny widths (d 32) for tests and smoke runs"})
-    seed: int = 0
+    resume: bool = field(default=False, metadata={"help": "read finished runs back, continue interrupted ones"})
     threads: int | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.runs = Path(self.runs)
-        unknown = [lever for lever in self.levers if lever not in LEVERS]
-        if unknown:
-            raise ValueError(f"unknown lever(s) {', '.join(unknown)}; choose from {', '.join(LEVERS)}")
         bad = [variant for variant in self.variants if variant not in ZOO_WIDTHS]
         if bad:
             raise ValueError(f"unknown variant(s) {', '.join(bad)}; choose from {', '.join(ZOO_WIDTHS)}")
-        if len(set(self.variants)) != len(self.variants) or len(set(self.levers)) != len(self.levers):
-            raise ValueError("--variants and --levers must not repeat a name")
-        for name in ("steps", "eval_every", "eval_batches"):
+        unknown = [lever for lever in self.levers if lever not in SCREEN_VALUES]
+        if unknown:
+            raise ValueError(f"unknown lever(s) {', '.join(unknown)}; choose from {', '.join(SCREEN_VALUES)}")
+        for name in ("variants", "levers", "arms", "seeds"):
+            values = [str(v) for v in getattr(self, name)]
+            repeated = sorted({v for v in values if values.count(v) > 1})
+            if repeated:
+                raise ValueError(f"--{name} repeats {' '.join(repeated)}; give each once")
+        if any(int(seed) < 0 for seed in self.seeds) or not self.seeds:
+            raise ValueError(f"--seeds must be non-negative integers, got {' '.join(map(str, self.seeds)) or 'none'}")
+        self.parsed_arms = [parse_arm(spec) for spec in self.arms]  # unknown arm or lever: one line here
+        for name in ("steps", "eval_every", "eval_batches", "tokens", "eval_tokens", "eval_sequences"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
 
 
-def run_config(study: RecipeStudyConfig, variant: str, lever: str | None, value) -> TrainConfig | None:
-    """The TrainConfig of one run: the base recipe with ``lever`` set to ``value`` (None = the base run);
-    None when the lever does not apply to the variant (d_ap for a baseline, pos_init without a table)."""
-    recipe = dict(BASE_RECIPE, **({lever: value} if lever else {}))
+# --- one run's TrainConfig ---------------------------------------------------------------------------------
+def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str, seed: int, steps: int,
+                 eval_every: int, eval_batches: int) -> TrainConfig:
+    """The TrainConfig of one run of ``recipe`` (lever values, ``recipe_levers.LEVER_SPECS``)."""
     widths = dict((TINY_WIDTHS if study.tiny else ZOO_WIDTHS)[variant])
+    if variant == "dstg" and not study.tiny:
+        widths.update(d_sem=128 - recipe["d_ap"], d_ap=recipe["d_ap"])
+    model = dict(widths, n_layers=study.n_layers, n_heads=study.n_heads, tie_embeddings=recipe["tie"])
+    if variant == "dstg":
+        model.update(mlp_mode=recipe["mlp"], rp_bias=recipe["rp"])
+    if recipe["pos_init"] is not None:
+        model["pos_init_std"] = recipe["pos_init"]
+    warmup = recipe["warmup"] if recipe["warmup"] is not None else steps // 10
+    return TrainConfig(out_dir=str(Path(study.runs) / variant / name), model=model, corpus=study.corpus,
+                       max_length=study.max_length, windows=recipe["windows"], vocab_size=recipe["vocab"],
+                       batch_size=recipe["batch"], max_steps=steps, lr=recipe["lr"], warmup_steps=min(warmup, steps - 1),
+                       schedule=recipe["schedule"], seed=seed, eval_every=eval_every, eval_batches=eval_batches,
+                       save_every=max(1, min(steps, 200)), log_every=math.gcd(eval_every, max(1, steps // 20)),
+                       threads=study.threads, progress=False)
+
+
+def screen_config(study: RecipeStudyConfig, variant: str, lever: str | None, value, seed: int) -> TrainConfig | None:
+    """The screen's run: the former recipe with ``lever`` set to ``value`` (None = the base run); None when
+    the lever does not apply to the variant (d_ap for a baseline, pos_init without a table)."""
     if lever == "d_ap" and (variant != "dstg" or study.tiny):
         return None
     if lever == "pos_init" and variant not in ("dstg", "ap"):
         return None
-    if variant == "dstg" and not study.tiny:
-        widths.update(d_sem=128 - recipe["d_ap"], d_ap=recipe["d_ap"])
-    model = dict(widths, n_layers=study.n_layers, n_heads=study.n_heads, tie_embeddings=recipe["tie"])
-    if recipe["pos_init"] is not None:
-        model["pos_init_std"] = recipe["pos_init"]
-    steps = max(1, study.steps * BASE_RECIPE["batch"] // recipe["batch"])  # same training tokens (sequences)
-    eval_every = max(1, study.eval_every * BASE_RECIPE["batch"] // recipe["batch"])
-    warmup = recipe["warmup"] if recipe["warmup"] is not None else steps // 10
+    recipe = dict(FORMER_RECIPE, **({lever: value} if lever else {}))
+    steps = max(1, study.steps * FORMER_RECIPE["batch"] // recipe["batch"])  # same training sequences
+    eval_every = max(1, study.eval_every * FORMER_RECIPE["batch"] // recipe["batch"])
     name = "base" if lever is None else f"{lever}={value}"
-    return TrainConfig(out_dir=str(Path(study.runs) / variant / name), model=model, corpus=study.corpus,
-                       max_length=study.max_length, vocab_size=recipe["vocab"], batch_size=recipe["batch"],
-                       max_steps=steps, lr=recipe["lr"], warmup_steps=min(warmup, steps - 1), schedule=recipe["schedule"],
-                       seed=study.seed, eval_every=eval_every, eval_batches=study.eval_batches, save_every=steps,
-                       log_every=math.gcd(eval_every, max(1, steps // 20)), threads=study.threads, progress=False)
+    if len(study.seeds) > 1:
+        name += f"/seed{seed}"
+    return train_config(study, variant, recipe, name, seed, steps, eval_every, study.eval_batches)
+
+
+def arm_config(study: RecipeStudyConfig, arm: Arm, variant: str, seed: int) -> TrainConfig | None:
+    """The diagnosis's run of ``arm`` for ``variant`` and ``seed``: steps from the token budget and the
+    training split's mean sequence length (the data are prepared, or read from the cache, here)."""
+    recipe = recipe_for(arm, variant, ZOO_RECIPE)
+    if recipe is None:
+        return None
+    probe = train_config(study, variant, recipe, arm.label, seed, steps=2, eval_every=1, eval_batches=1)
+    mean_length = float(np.mean(prepare_training_data(probe).train.lengths))
+    per_step = recipe["batch"] * mean_length
+    steps = max(2, round(study.tokens / per_step))
+    eval_every = max(1, round(study.eval_tokens / per_step))
+    eval_batches = max(1, study.eval_sequences // recipe["batch"])
+    return train_config(study, variant, recipe, f"{arm.label}/seed{seed}", seed, steps, eval_every, eval_batches)
+
+
+# --- running -----------------------------------------------------------------------------------------------
+def run_once(cfg: TrainConfig, study: RecipeStudyConfig) -> None:
+    """Train ``cfg`` unless its checkpoint is complete; an existing run needs ``--resume``."""
+    state = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
+    if state.is_file():
+        if not study.resume:
+            raise ValueError(f"{cfg.out_dir} already holds a run; pass --resume to read it back and continue the "
+                             "study, or choose another --runs")
+        if json.loads(state.read_text())["step"] >= cfg.max_steps:
+            return
+    train(cfg, resume=state.is_file())
 
 
 def read_curve(cfg: TrainConfig) -> pd.DataFrame:
@@ -136,47 +190,93 @@ def read_curve(cfg: TrainConfig) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_study(study: RecipeStudyConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+def diagnosis_plan(study: RecipeStudyConfig) -> list[tuple[Arm, str, int]]:
+    plan = []
+    for arm in study.parsed_arms:
+        for variant in [arm.variant] if arm.variant else study.variants:
+            plan += [(arm, variant, seed) for seed in study.seeds if recipe_for(arm, variant) is not None]
+    if not plan:
+        raise ValueError(f"no arm of {' '.join(study.arms)} applies to --variants {' '.join(study.variants)}")
+    return plan
+
+
+def run_diagnosis(study: RecipeStudyConfig, start: float) -> pd.DataFrame:
+    plan = diagnosis_plan(study)
+    runs, curves = [], []
+    for number, (arm, variant, seed) in enumerate(plan, 1):
+        began = time.time()
+        cfg = arm_config(study, arm, variant, seed)
+        run_once(cfg, study)
+        unigram = unigram_baseline(cfg)
+        curve = read_curve(cfg).assign(variant=variant, arm=arm.label, seed=seed, unigram_loss=unigram["unigram_loss"])
+        exit_step, exit_tokens = plateau_exit(curve)
+        state = json.loads((Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).read_text())
+        runs.append(dict(variant=variant, arm=arm.label, seed=seed, steps=state["step"], batch=cfg.batch_size,
+                         train_tokens=state["tokens_seen"], train_seconds=round(state["train_seconds"], 1),
+                         final_val_loss=curve.val_loss.iloc[-1], unigram_loss=unigram["unigram_loss"],
+                         plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens, **run_readings(cfg),
+                         run_dir=cfg.out_dir))
+        curves.append(curve)
+        print(f"[{number}/{len(plan)}] {variant} {arm.label} seed {seed}: {time.time() - began:.0f} s", file=sys.stderr, flush=True)
+        write_diagnosis(study, pd.DataFrame(runs), pd.concat(curves, ignore_index=True), start, finished=number == len(plan))
+    return pd.DataFrame(runs)
+
+
+def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.DataFrame, start: float, finished: bool) -> None:
+    """Rewrite every output from the runs so far (each file atomically): a partial grid is a valid result."""
+    out = study.out
+    out.mkdir(parents=True, exist_ok=True)
+    arms = summarize_arms(runs)
+    for name, table in (("diagnosis_runs.csv", runs), ("diagnosis_arms.csv", arms), ("diagnosis_curves.csv", curves)):
+        write_text_atomic(out / name, table.to_csv(index=False))
+    arm_levers = {arm.label: dict(arm.levers) for arm in study.parsed_arms}
+    write_text_atomic(out / "diagnosis_study.json", json.dumps(dict(
+        config=study.to_dict(), finished=finished, runs_done=len(runs), base_recipe=ZOO_RECIPE, arms=arm_levers,
+        levers={k: v[2] for k, v in LEVER_SPECS.items()}, torch=torch.__version__, python=platform.python_version()),
+        indent=1, default=str) + "\n")
+    plot_diagnosis(curves, runs, out)
+    save_config(study, "experiments/recipe_study.py", name="diagnosis_config.json", wall_s=round(time.time() - start, 1))
+
+
+def run_screen(study: RecipeStudyConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     curves = []
     plan = [(variant, None, None) for variant in study.variants]
     # lever-major: every variant's run of one lever lands before the next lever starts
-    plan += [(variant, lever, value) for lever in study.levers for value in LEVERS[lever] for variant in study.variants]
+    plan += [(variant, lever, value) for lever in study.levers for value in SCREEN_VALUES[lever] for variant in study.variants]
     for number, (variant, lever, value) in enumerate(plan, 1):
-        cfg = run_config(study, variant, lever, value)
-        if cfg is None:
-            continue
-        label = "base" if lever is None else f"{lever}={value}"
-        done = (Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).is_file() and \
-            json.loads((Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).read_text())["step"] >= cfg.max_steps
-        start = time.time()
-        if not done:
-            resume = (Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).is_file()
-            train(cfg, resume=resume)
-        print(f"[{number}/{len(plan)}] {variant} {label}: {time.time() - start:.0f} s", file=sys.stderr, flush=True)
-        # the unigram loss on the run's own validation batches and masks: a vocabulary or batch-size lever changes
-        # what "validation loss" is measured on, the distance below unigram is comparable across runs
-        unigram = unigram_baseline(cfg)
-        curve = read_curve(cfg).assign(variant=variant, lever=lever or "base", value=str(value) if lever else "", run=label,
-                                       unigram_loss=unigram["unigram_loss"])
-        curves.append(curve)
-    curves = pd.concat(curves, ignore_index=True)[["variant", "run", "lever", "value", "step", "tokens", "val_loss",
+        for seed in study.seeds:
+            cfg = screen_config(study, variant, lever, value, seed)
+            if cfg is None:
+                continue
+            label = "base" if lever is None else f"{lever}={value}"
+            start = time.time()
+            run_once(cfg, study)
+            print(f"[{number}/{len(plan)}] {variant} {label} seed {seed}: {time.time() - start:.0f} s", file=sys.stderr, flush=True)
+            # the unigram loss on the run's own validation batches and masks: a vocabulary or batch-size lever changes
+            # what "validation loss" is measured on, the distance below unigram is comparable across runs
+            unigram = unigram_baseline(cfg)
+            curve = read_curve(cfg).assign(variant=variant, lever=lever or "base", value=str(value) if lever else "", run=label,
+                                           seed=seed, unigram_loss=unigram["unigram_loss"])
+            curves.append(curve)
+    curves = pd.concat(curves, ignore_index=True)[["variant", "run", "lever", "value", "seed", "step", "tokens", "val_loss",
                                                    "val_accuracy", "unigram_loss"]]
     return curves, summarize(curves)
 
 
 def summarize(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per run: final validation loss/accuracy, the mean loss over the curve (area, lower = left the plateau
-    sooner), the final distance below the unigram loss on the same masked tokens (``below_unigram``: the
-    comparable number when a lever changes the vocabulary or the validation batches), and its gain over the
-    variant's base run."""
+    """Per screen run (mean over seeds): final validation loss/accuracy, the mean loss over the curve (area,
+    lower = left the plateau sooner), the final distance below the unigram loss on the same masked tokens
+    (``below_unigram``: the comparable number when a lever changes the vocabulary or the validation batches),
+    and its gain over the variant's base run."""
     rows = []
-    for (variant, run), curve in curves.groupby(["variant", "run"], sort=False):
+    for (variant, run, seed), curve in curves.groupby(["variant", "run", "seed"], sort=False):
         curve = curve.sort_values("tokens")
         rows.append(dict(variant=variant, run=run, final_val_loss=curve.val_loss.iloc[-1],
                          below_unigram=curve.unigram_loss.iloc[-1] - curve.val_loss.iloc[-1],
                          final_val_accuracy=curve.val_accuracy.iloc[-1], mean_val_loss=float(np.mean(curve.val_loss)),
                          tokens=int(curve.tokens.iloc[-1])))
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows).groupby(["variant", "run"], sort=False).mean().reset_index()
+    table["tokens"] = table.tokens.round().astype(int)
     base = table[table.run == "base"].set_index("variant").below_unigram
     table["gain_vs_base"] = table.below_unigram - table.variant.map(base)
     return table
@@ -186,18 +286,25 @@ def main(argv=None) -> int:
     start = time.time()
     try:
         study = parse_config(RecipeStudyConfig, argv, __doc__)
-        curves, summary = run_study(study)
+        if study.arms:
+            runs = run_diagnosis(study, start)
+            summary = summarize_arms(runs)
+            columns = ["variant", "arm", "n_seeds", "seeds_off_plateau", "plateau_exit_tokens_mean", "heldout_gain_points_mean",
+                       "heldout_gain_points_sd", "pc1_pc2_mean", "pc1_pc2_chance_mean", "position_r2_last_mean"]
+            print(summary[[c for c in columns if c in summary]].to_string(index=False))
+            return 0
+        curves, summary = run_screen(study)
     except (ValueError, OSError) as err:
         print(f"recipe_study: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("recipe_study: interrupted; finished runs are kept and a rerun continues", file=sys.stderr)
+        print("recipe_study: interrupted; finished runs are kept and a rerun with --resume continues", file=sys.stderr)
         return 130
     out = study.out
     out.mkdir(parents=True, exist_ok=True)
     curves.to_csv(out / "curves.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
-    (out / "study.json").write_text(json.dumps(dict(config=study.to_dict(), levers=LEVERS, base_recipe=BASE_RECIPE,
+    (out / "study.json").write_text(json.dumps(dict(config=study.to_dict(), levers=SCREEN_VALUES, base_recipe=FORMER_RECIPE,
                                                     torch=torch.__version__, python=platform.python_version()), indent=2) + "\n")
     plot_recipe_curves(curves, out)
     save_config(study, "experiments/recipe_study.py", wall_s=round(time.time() - start, 1))

@@ -26,14 +26,18 @@ documents.  Two controls, so an R² means something:
 - ``shuffled_r2``: the same features with the target shuffled *within each document* (what a probe gets
   from knowing only which document a token is in, plus chance).
 
-``control_r2`` is the larger of the two and ``selectivity = r2 - control_r2``.
+``control_r2`` is the larger of the two and ``selectivity = r2 - control_r2``.  Neither asks whether the
+states know more than the token position the model is given, which alone explains much of sentence
+index.  The position-only baseline (``probes.position_baseline``, on
+by default) answers that, on the same tokens, split, folds and bootstrap: ``position_r2`` (a probe on
+one-hot token position) and ``position_smooth_r2`` (on a spline of it) say what position alone explains;
+``partial_r2`` is the share of the variance left after token position that the states explain;
+``position_selectivity = r2 - position_r2`` has a paired bootstrap interval.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import re
 import warnings
 from dataclasses import asdict, dataclass
@@ -45,9 +49,11 @@ import pandas as pd
 from dstg_interp.encoders import selection
 from dstg_interp.data import default_cache_dir, probing_documents
 from dstg_interp.encoders import Encoder, open_encoder
+from dstg_interp.encoders import naming
 from dstg_interp.store import ActivationStore, extract
 from dstg_interp.store.extract import as_sequences
 from dstg_interp.store.manifest import sequences_sha256, weights_sha256
+from probes.position_baseline import BASELINE_COLUMNS, PositionBaseline
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
 from probes.splits import grouped_train_test_split
 
@@ -62,7 +68,7 @@ TARGET_COLUMN = {
     ("intra", "paragraph"): "intra_paragraph_position",
 }
 RESULT_COLUMNS = ["model", "task", "segment", "layer", "subspace", "r2", "ci_low", "ci_high", "control_r2", "selectivity",
-                  "random_init_r2", "shuffled_r2", "cv_r2", "n_tokens", "n_docs", "n_test_docs", "alpha"]
+                  "random_init_r2", "shuffled_r2", *BASELINE_COLUMNS, "cv_r2", "n_tokens", "n_docs", "n_test_docs", "alpha"]
 # The interval is a bootstrap over held-out documents: with fewer it is an artefact (7 documents gave
 # "± 0.000" everywhere), so it is reported as undefined (NaN, "n/a") with a warning naming the count.
 MIN_CI_DOCUMENTS = 10
@@ -83,6 +89,7 @@ class PositionProbeConfig:
         test_fraction: share of documents held out for the reported R².
         n_splits: grouped CV folds for the ridge penalty.  n_boot: bootstrap resamples for the CI.
         controls: run the random-init and shuffled-target controls.
+        position_baseline: the position-only probes, partial R² and selectivity over position.
         seed: subsample, split, shuffle and bootstrap seed.
     """
 
@@ -95,6 +102,7 @@ class PositionProbeConfig:
     n_splits: int = 5
     n_boot: int = 1000
     controls: bool = True
+    position_baseline: bool = True
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -157,6 +165,10 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
     """Run the position probe on every requested (layer, subspace) of ``store``; tidy results."""
     layers, subspaces = _check_request(store, cfg)
     labels = store.labels
+    for column in ("token_position", "doc_index", cfg.target_column):
+        if column not in labels:
+            raise ValueError(f"the store has no {column!r} labels (it has {', '.join(map(str, labels.columns))}); "
+                             "position probes need the structured-sequence labels: re-extract it with dstg-extract")
     tokens = select_tokens(store, cfg)  # store rows, sorted
     y = labels[cfg.target_column].to_numpy()[tokens].astype(np.float64)
     groups = labels["doc_index"].to_numpy()[tokens]  # windows of one document share it
@@ -188,10 +200,13 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
     def feature_sets(source):
         return {(layer, sub): (lambda layer=layer, sub=sub: source.states(layer, sub)) for layer in layers for sub in subspaces}
 
+    baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[tokens], y, groups, train_idx, test_idx,
+                                    n_splits=cfg.n_splits, n_boot=cfg.n_boot, seed=cfg.seed,
+                                    name=cfg.target_column) if cfg.position_baseline else None
     common = dict(groups=on_store_rows(groups), train_idx=tokens[train_idx], test_idx=tokens[test_idx],
                   alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False)
     targets = {name: on_store_rows(values) for name, values in targets.items()}
-    fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, **common)
+    fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, **dict(common, keep_predictions=True))
     main = fitted[fitted.target == "target"].set_index("key")
     shuffled = fitted[fitted.target == "shuffled"].set_index("key")["test_r2"] if cfg.controls else None
     random_init = None
@@ -203,13 +218,17 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
     for (layer, sub), result in main.iterrows():
         controls = [c[(layer, sub)] for c in (random_init, shuffled) if c is not None]
         control = max(controls) if controls else np.nan
+        over_position = dict.fromkeys(BASELINE_COLUMNS, np.nan)
+        if baseline is not None:
+            partial = baseline.partial_r2(store.states(layer, sub), tokens, name=(layer, sub))
+            over_position = baseline.columns(result.test_r2, result.y_pred_test, partial, ci_defined)
         rows.append(dict(
             model=model_name, task=cfg.task, segment=cfg.segment, layer=int(layer), subspace=sub,
             r2=result.test_r2, ci_low=result.get("r2_ci_low", np.nan) if ci_defined else np.nan,
             ci_high=result.get("r2_ci_high", np.nan) if ci_defined else np.nan,
             control_r2=control, selectivity=result.test_r2 - control if controls else np.nan,
             random_init_r2=random_init[(layer, sub)] if random_init is not None else np.nan,
-            shuffled_r2=shuffled[(layer, sub)] if shuffled is not None else np.nan,
+            shuffled_r2=shuffled[(layer, sub)] if shuffled is not None else np.nan, **over_position,
             cv_r2=result.cv_r2, n_tokens=len(tokens), n_docs=len(np.unique(groups)), n_test_docs=n_test_docs,
             alpha=result.alpha,
         ))
@@ -223,22 +242,9 @@ PROBE_MAX_LENGTH = 256
 
 
 def model_label(spec) -> str:
-    """How a model is named in tables: a zoo name as is; a Hugging Face folder by the ``_name_or_path``
-    its config records (when that is a hub name); any other folder by its path as given (never just its
-    last component: an HF folder is often called 'model')."""
-    if not isinstance(spec, (str, Path)):
-        return getattr(spec, "name", None) or getattr(getattr(spec, "config", None), "variant", type(spec).__name__)
-    path = Path(spec)
-    if not path.exists():
-        return str(spec)
-    try:
-        recorded = json.loads((path / "config.json").read_text()).get("_name_or_path")
-    except (OSError, ValueError, AttributeError):
-        recorded = None
-    if isinstance(recorded, str) and recorded and not Path(recorded).is_absolute() and not Path(recorded).exists() \
-            and recorded.count("/") == 1:
-        return recorded  # a hub id such as sentence-transformers/all-MiniLM-L6-v2
-    return os.path.normpath(str(spec))
+    """How a model is named in tables: ``dstg_interp.encoders.naming.model_name`` (zoo name, hub id,
+    model-card title, else the folder's own name), the one rule of the API and every command."""
+    return naming.model_name(spec)
 
 
 def _folder_name(label: str) -> str:
@@ -281,7 +287,8 @@ def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: s
 
 
 def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment: str = "sentence", corpus: str = DEFAULT_CORPUS,
-                    layers=None, subspaces=None, max_tokens: int | None = None, controls: bool = True, n_boot: int = 1000,
+                    layers=None, subspaces=None, max_tokens: int | None = None, controls: bool = True,
+                    position_baseline: bool = True, n_boot: int = 1000,
                     seed: int = 0, max_docs: int | None = None, store_root=None, model_name: str | None = None,
                     progress: bool = True, device: str = "cpu") -> pd.DataFrame:
     """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).
@@ -291,7 +298,7 @@ def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment
     (default: the cache folder) and reused.
     """
     cfg = PositionProbeConfig(task=task, segment=segment, layers=layers, subspaces=subspaces, max_tokens=max_tokens,
-                              n_boot=n_boot, controls=controls, seed=seed)
+                              n_boot=n_boot, controls=controls, position_baseline=position_baseline, seed=seed)
     if isinstance(model_or_store, ActivationStore):
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
     name = model_name or model_label(model_or_store)

@@ -15,6 +15,8 @@ import numpy as np
 __all__ = [
     "grouped_train_test_split",
     "bootstrap_r2_ci",
+    "bootstrap_r2_difference_ci",
+    "check_fold_variance",
     "check_enough_groups",
     "check_finite_features",
     "check_nonconstant_target",
@@ -94,6 +96,28 @@ def check_nonconstant_target(y: np.ndarray, name="y") -> None:
             )
 
 
+def check_fold_variance(y, fold, name: str, what: str = "grouped CV") -> None:
+    """Raise a one-line ``ValueError`` if ``y`` is constant inside one of the folds (R² is undefined there).
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_samples,)
+    fold : ndarray of shape (n_samples,)
+        The fold of every row (0..n_folds-1); a held-out side can be passed as one fold.
+    name, what : the target and the fits these folds serve, named in the message.
+    """
+    y, fold = np.asarray(y, dtype=np.float64), np.asarray(fold)
+    n_folds = int(fold.max()) + 1 if fold.size else 0
+    for f in range(n_folds):
+        inside = y[fold == f]
+        if inside.size and np.ptp(inside) == 0:
+            raise ValueError(
+                f"target {name!r} has no variance inside fold {f + 1} of {n_folds} of the {what} "
+                f"(every one of its {inside.size} tokens = {inside[0]:g}): R² is undefined there; add documents "
+                "with more than one value of the target"
+            )
+
+
 def grouped_train_test_split(groups, test_fraction: float = 0.2, seed: int = 0):
     """Split token indices into train and test by whole groups, deterministically.
 
@@ -136,13 +160,60 @@ def _r2_from_sums(count, sum_y, sum_y2, sse):
         return 1.0 - sse / sst
 
 
+def _document_stats(y_true, predictions, groups):
+    """Per-document sums (count, Σy, Σy², one Σ residual² per prediction) of centred targets: (n_groups, 3 + k)."""
+    y_true = np.asarray(y_true, dtype=np.float64).ravel()
+    predictions = [np.asarray(pred, dtype=np.float64).ravel() for pred in predictions]
+    groups = np.asarray(groups)
+    if not all(y_true.shape == pred.shape == groups.shape for pred in predictions):
+        raise ValueError(
+            f"y_true, y_pred and groups must have the same length, got {y_true.size}, "
+            f"{', '.join(str(pred.size) for pred in predictions)}, {groups.size}"
+        )
+    _, inverse = np.unique(groups, return_inverse=True)
+    inverse = inverse.ravel()
+    n_groups = int(inverse.max()) + 1
+    # Centre first so Σy² - (Σy)²/n does not cancel catastrophically for targets far from 0.
+    centred = y_true - y_true.mean()
+    columns = [np.bincount(inverse, minlength=n_groups).astype(np.float64),
+               np.bincount(inverse, weights=centred, minlength=n_groups),
+               np.bincount(inverse, weights=centred**2, minlength=n_groups)]
+    columns += [np.bincount(inverse, weights=(y_true - pred) ** 2, minlength=n_groups) for pred in predictions]
+    return np.stack(columns, axis=1)
+
+
+def _resampled_sums(stats: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """Column sums of ``stats`` over ``n_boot`` resamples of its rows (documents) with replacement: (n_boot, columns).
+
+    A resample is a weighted sum over documents, so ``n_boot`` resamples cost one (n_boot × n_groups) @
+    (n_groups × columns) product instead of touching every token."""
+    n_groups = len(stats)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_boot, stats.shape[1]))
+    chunk = max(1, 2_000_000 // n_groups)  # bound the (chunk × n_groups) count matrix
+    for start in range(0, n_boot, chunk):
+        stop = min(start + chunk, n_boot)
+        draws = rng.integers(0, n_groups, size=(stop - start, n_groups))
+        offsets = (np.arange(stop - start) * n_groups)[:, None]
+        counts = np.bincount((draws + offsets).ravel(), minlength=(stop - start) * n_groups)
+        out[start:stop] = counts.reshape(stop - start, n_groups).astype(np.float64) @ stats
+    return out
+
+
+def _percentiles(values: np.ndarray, level: float, what: str) -> tuple[float, float]:
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        raise ValueError(f"every bootstrap resample had a constant target; the {what} interval is undefined")
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(values, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
 def bootstrap_r2_ci(y_true, y_pred, groups, n_boot: int = 1000, level: float = 0.95, seed: int = 0):
     """Percentile bootstrap interval of pooled R², resampling test documents with replacement.
 
     Each resample draws as many documents as there are, with replacement, and pools all
-    their tokens. It is computed from per-document sums (count, Σy, Σy², Σ residual²), so a
-    resample is a weighted sum over documents: ``n_boot`` resamples cost one
-    (n_boot × n_groups) @ (n_groups × 4) product instead of touching every token.
+    their tokens. It is computed from per-document sums (count, Σy, Σy², Σ residual²).
 
     Parameters
     ----------
@@ -162,40 +233,18 @@ def bootstrap_r2_ci(y_true, y_pred, groups, n_boot: int = 1000, level: float = 0
     low, high : float
         Interval bounds. Resamples whose target is constant (SST = 0) are dropped.
     """
-    y_true = np.asarray(y_true, dtype=np.float64).ravel()
-    y_pred = np.asarray(y_pred, dtype=np.float64).ravel()
-    groups = np.asarray(groups)
-    if not (y_true.shape == y_pred.shape == groups.shape):
-        raise ValueError(
-            f"y_true, y_pred and groups must have the same length, got {y_true.size}, {y_pred.size}, {groups.size}"
-        )
-    _, inverse = np.unique(groups, return_inverse=True)
-    inverse = inverse.ravel()
-    n_groups = int(inverse.max()) + 1
-    # Centre first so Σy² - (Σy)²/n does not cancel catastrophically for targets far from 0.
-    centred = y_true - y_true.mean()
-    stats = np.stack(
-        [
-            np.bincount(inverse, minlength=n_groups).astype(np.float64),
-            np.bincount(inverse, weights=centred, minlength=n_groups),
-            np.bincount(inverse, weights=centred**2, minlength=n_groups),
-            np.bincount(inverse, weights=(y_true - y_pred) ** 2, minlength=n_groups),
-        ],
-        axis=1,
-    )
-    rng = np.random.default_rng(seed)
-    r2 = np.empty(n_boot)
-    chunk = max(1, 2_000_000 // n_groups)  # bound the (chunk × n_groups) count matrix
-    for start in range(0, n_boot, chunk):
-        stop = min(start + chunk, n_boot)
-        draws = rng.integers(0, n_groups, size=(stop - start, n_groups))
-        offsets = (np.arange(stop - start) * n_groups)[:, None]
-        counts = np.bincount((draws + offsets).ravel(), minlength=(stop - start) * n_groups)
-        sums = counts.reshape(stop - start, n_groups).astype(np.float64) @ stats
-        r2[start:stop] = _r2_from_sums(sums[:, 0], sums[:, 1], sums[:, 2], sums[:, 3])
-    r2 = r2[np.isfinite(r2)]
-    if r2.size == 0:
-        raise ValueError("every bootstrap resample had a constant target; R² interval is undefined")
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(r2, [tail, 100.0 - tail])
-    return float(low), float(high)
+    sums = _resampled_sums(_document_stats(y_true, [y_pred], groups), n_boot, seed)
+    return _percentiles(_r2_from_sums(sums[:, 0], sums[:, 1], sums[:, 2], sums[:, 3]), level, "R²")
+
+
+def bootstrap_r2_difference_ci(y_true, y_pred_a, y_pred_b, groups, n_boot: int = 1000, level: float = 0.95,
+                               seed: int = 0):
+    """Paired percentile bootstrap interval of R²(a) - R²(b): both predictions of the same held-out tokens,
+    scored on the same resamples of documents (so what the documents share cancels).
+
+    Returns (low, high); an interval above 0 says ``a`` predicts these documents better than ``b``.
+    """
+    sums = _resampled_sums(_document_stats(y_true, [y_pred_a, y_pred_b], groups), n_boot, seed)
+    r2_a = _r2_from_sums(sums[:, 0], sums[:, 1], sums[:, 2], sums[:, 3])
+    r2_b = _r2_from_sums(sums[:, 0], sums[:, 1], sums[:, 2], sums[:, 4])
+    return _percentiles(r2_a - r2_b, level, "R² difference")

@@ -110,7 +110,7 @@ def test_probe_two_models_probes_both(models, tmp_path, capsys):
                             "--corpus", corpus, "--layers", "last", "--no-controls", "--out", tmp_path / "o", "--quiet")
     assert code == 0, err
     results = pd.read_csv(tmp_path / "o" / "results.csv")
-    assert set(results.model) == {str(paths["dstg"]), str(paths["rope"])}
+    assert set(results.model) == {"dstg", "rope"}  # their folders' own names (naming.py)
     assert set(results.layer) == {2}  # "last" of a 2-block model
     record = json.loads((tmp_path / "o" / "results.json").read_text())
     assert record["arguments"]["model"] == [str(paths["dstg"]), str(paths["rope"])]

@@ -3,7 +3,6 @@ special tokens read from the tokenizer, names, attention, errors, and every CLI 
 
 from pathlib import Path
 
-import os
 import numpy as np
 import pandas as pd
 import pytest
@@ -162,7 +161,7 @@ def test_authors_folders_open_as_hooked_models_and_give_their_states(folder):
     and the adapter's layer l is the authors' hidden_states[l - 1] ([AP | sem] in their order) at real tokens."""
     path = AUTHORS / folder
     encoder = open_encoder(path)
-    assert isinstance(encoder, HookedEncoder) and encoder.name == str(path)
+    assert isinstance(encoder, HookedEncoder) and encoder.name == folder  # the folder's own name (naming.py)
     ids = torch.from_numpy(np.load(AUTHORS / "inputs" / "input_ids_a.npy"))
     mask = torch.from_numpy(np.load(AUTHORS / "inputs" / "attention_mask_a.npy")).bool()
     reference = "posneobert-dstg" if folder == "posneobert-dstg-encoder" else folder  # same weights, no decoder
@@ -184,7 +183,7 @@ def test_open_encoder_never_moves_or_casts_the_callers_model(checkpoint):
     assert doubled.dtype == torch.float64 and next(model.parameters()).dtype == torch.float32
     assert open_encoder(doubled) is doubled and open_encoder(doubled, dtype=torch.float64) is doubled
     loaded = open_encoder(checkpoint)
-    assert loaded.name == str(checkpoint) and loaded.tokenizer is not None
+    assert loaded.name == checkpoint.name and loaded.tokenizer is not None
     assert open_encoder("dstg").name == "dstg"  # a shipped zoo model keeps its zoo name
     assert open_encoder(model, name="mine").name == "mine"
 
@@ -221,7 +220,7 @@ def test_special_tokens_come_from_the_tokenizer(hf_folders):
 def test_hf_states_are_output_hidden_states_bit_for_bit(kind, hf_folders, corpus):
     folder = hf_folders[kind]
     encoder = open_encoder(folder)
-    assert isinstance(encoder, HFEncoder) and encoder.kind == "hf" and encoder.name == str(folder)
+    assert isinstance(encoder, HFEncoder) and encoder.kind == "hf" and encoder.name == folder.name
     assert encoder.layers == (0, 1, 2) and encoder.subspaces == ("full",) and encoder.variant == f"hf:{kind}"
     sequences = encoder.structured_sequences(corpus[1], max_length=40)
     assert (sequences.arrays["input_ids"][sequences.offsets[:-1]] == 4).all()  # this tokenizer's [CLS]
@@ -265,8 +264,8 @@ def test_dstg_probe_holmes_on_an_hf_folder(hf_folders, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0, err
     results = pd.read_csv(tmp_path / "o" / "results.csv")
-    # an HF folder is named by its path (a folder called "bert" or "model" says little in a table)
-    assert set(results.subspace) == {"full"} and set(results.model) == {os.path.normpath(str(hf_folders["bert"]))}
+    # an HF folder without a model card is named by its own name (dstg_interp.encoders.naming)
+    assert set(results.subspace) == {"full"} and set(results.model) == {"bert"}
     assert {"fx-sentence", "fx-pair-tokens-cross", "fx-spans"} <= set(results.dataset)
 
 
@@ -275,7 +274,7 @@ def test_dstg_holmes_takes_a_checkpoint_and_an_hf_folder(hf_folders, checkpoint,
                         str(hf_folders["distilbert"]), "--seeds", "0", "--out", str(tmp_path / "o")])
     assert code == 0, capsys.readouterr().err
     results = pd.read_csv(tmp_path / "o" / "results.csv")
-    assert set(results.model) == {os.path.normpath(str(checkpoint)), os.path.normpath(str(hf_folders["distilbert"]))}
+    assert set(results.model) == {checkpoint.name, hf_folders["distilbert"].name}  # their own names (naming.py)
 
 
 @pytest.mark.parametrize("kind", ["zoo", "checkpoint", "hf"])
@@ -285,3 +284,11 @@ def test_dstg_cache_takes_every_kind_of_model(kind, hf_folders, checkpoint, corp
                        "--layers", "0,1", "--out", str(tmp_path / "store"), "--quiet"])
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "store" / "manifest.json").is_file()
+
+
+def test_a_missing_attention_block_is_one_line_naming_those_that_exist():
+    encoder = open_encoder(tiny_model("dstg").eval())
+    blocks = encoder.attention(torch.tensor([[2, 7, 8, 3]]))
+    with pytest.raises(KeyError, match=r"no attention block 5: its blocks are 0\.\.1") as caught:
+        blocks[5]
+    assert isinstance(caught.value, EncoderError) and "\n" not in str(caught.value)

@@ -83,11 +83,18 @@ def test_cli_table_csv_and_json(setup, tmp_path, capsys):
     assert code == 0, err
     assert "held-out R² (segment, sentence)" in stdout
     assert "dstg/ap" in stdout and "rope/full" in stdout
+    assert "beyond token position" in stdout and "partial R² | position" in stdout and "position-only R²" in stdout
     results = pd.read_csv(out / "results.csv")
     assert list(results.columns) == RESULT_COLUMNS
     assert len(results) == 2 * 3 + 2 * 1 and set(results.layer) == {0, 2}
     record = json.loads((out / "results.json").read_text())
     assert record["arguments"]["task"] == "segment" and "torch" in record["versions"] and len(record["results"]) == 8
+    # one position-only baseline per model (same tokens for every layer x subspace), intervals around each reading
+    assert results.groupby("model").position_r2.nunique().eq(1).all() and results.position_r2.notna().all()
+    for name in ("position", "partial", "position_selectivity"):
+        column = "r2" if name != "position_selectivity" else ""
+        value = results[f"{name}_{column}".rstrip("_")]
+        assert ((results[f"{name}_ci_low"] <= value + 1e-9) & (value <= results[f"{name}_ci_high"] + 1e-9)).all()
 
 
 def test_cli_paragraph_intra(setup, tmp_path, capsys):
@@ -132,6 +139,11 @@ def test_cli_constant_target(setup, tmp_path, capsys):
     code, _, err = run_cli(capsys, "--model", paths["dstg"], "--task", "segment", "--segment", "paragraph", "--corpus", folder,
                            "--out", tmp_path / "o")
     assert_clean_failure(code, err, tmp_path / "o", "crosses a paragraph break")
+    # one document of several sentences among one-sentence ones: a CV fold of the baseline has no variance
+    (folder / "d0.txt").write_text("The farmer sold a boat. The teacher bought it. The gate was red and old.")
+    code, _, err = run_cli(capsys, "--model", paths["dstg"], "--task", "segment", "--corpus", folder, "--out", tmp_path / "o")
+    assert "only 2 held-out document(s)" in err  # the warning, then the one-line refusal
+    assert_clean_failure(code, err.split("\n", 1)[1], tmp_path / "o", "no variance inside fold")
 
 
 def test_cli_nan_activations(setup, tmp_path, capsys):

@@ -343,15 +343,22 @@ def test_intervals_on_few_documents_are_undefined(tiny, tmp_path):
 
 
 def test_models_are_named_by_something_a_reader_recognises(tmp_path):
-    """An HF folder named 'model' was labelled 'model' in the table."""
+    """An HF folder named 'model' was labelled 'model' in the table; all-MiniLM-L6-v2 was labelled by the
+    base checkpoint its config's _name_or_path records.  The rule (dstg_interp.encoders.naming): the model
+    card's title, else the folder's own name (a generic one with its parent's)."""
     hf = tmp_path / "runs" / "model"
     hf.mkdir(parents=True)
-    (hf / "config.json").write_text(json.dumps({"model_type": "bert", "_name_or_path": "sentence-transformers/all-MiniLM-L6-v2"}))
-    assert model_label(str(hf)) == "sentence-transformers/all-MiniLM-L6-v2"
-    ours = tmp_path / "runs" / "dstg" / "checkpoint"
+    (hf / "config.json").write_text(json.dumps({"model_type": "bert", "_name_or_path": "nreimers/MiniLM-L6-H384-uncased"}))
+    assert model_label(str(hf)) == "runs/model"
+    (hf / "README.md").write_text("---\nlibrary_name: sentence-transformers\n---\n\n# all-MiniLM-L6-v2\nThis is a model.\n")
+    assert model_label(str(hf)) == "all-MiniLM-L6-v2"
+    snapshot = tmp_path / "hub" / "models--org--tiny-encoder" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    assert model_label(str(snapshot)) == "org/tiny-encoder"
+    ours = tmp_path / "runs" / "mine" / "checkpoint"
     ours.mkdir(parents=True)
     (ours / "config.json").write_text("{}")
-    assert model_label(str(ours)) == str(ours) and model_label("dstg") == "dstg"
+    assert model_label(str(ours)) == "mine" and model_label("dstg") == "dstg"
 
 
 # --- 3. sentence splitting in linear time ---------------------------------------------------------

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..encoders import logit_terms, open_encoder
+from ..encoders import open_encoder
 
 DSTG_TERMS = ("sem", "ap", "rp")
 BASELINE_TERMS = ("content", "rp")
@@ -88,7 +88,7 @@ def head_summaries_from_cache(
     if encoder.kind != "dstg-interp":
         raise ValueError(f"{encoder.name}: head statistics need the separate logit terms of a dstg-interp model; "
                          "an HF encoder exposes only its attention patterns")
-    terms = tuple(logit_terms(encoder.variant))
+    terms = tuple(encoder.logit_terms)
     if tokens.dim() == 1:
         tokens = tokens[None]
     if attention_mask is None:

@@ -22,6 +22,15 @@ Method (the paper's first finding, arXiv 2605.30022):
 - Control: i.i.d. Gaussian tables of the same shape, seeded, averaged over ``n_control_draws``.  Expected
   values for P positions x d dims: PC1+PC2 ~ 2/d (a bit more, Marchenko-Pastur), participation ratio
   ~ d / (1 + d/P), share of the first k DCT bins ~ (k-1)/(P-1) (a centred white-noise curve).
+  ``excess_*`` = the table's number minus its control's.
+- Width matching: PC1+PC2 and the participation ratio depend on the width (chance PC1+PC2 is ~2/d), so a
+  16-wide table and a 128-wide one cannot be compared raw.  ``width_matched`` projects a table onto
+  ``n_projections`` (default 50) random orthonormal subspaces of the narrower width and reports the mean
+  and spread of every number over them, next to the Gaussian control of the projected shape
+  (``matched_*``; ``analyze_table(..., match_width=w)`` adds them to the summary).  A projection to the
+  table's own width is a rotation, which changes no PCA or DCT number.
+- Per PC: the DCT share of each leading PC on its own (``pc1_low_freq_share``, ``pc2_low_freq_share``),
+  beside the variance-weighted pooled share (``low_freq_share``), which the larger PC dominates.
 """
 
 from __future__ import annotations
@@ -35,6 +44,8 @@ from scipy.fft import dct
 DEFAULT_LOW_BINS = 4  # the paper's "first four bins"
 DEFAULT_N_PCS = 2  # the paper's 2-D manifold
 DEFAULT_CONTROL_DRAWS = 20
+DEFAULT_PROJECTIONS = 50  # random subspaces per width-matched reading
+MATCHED_KEYS = ("pc1_pc2", "participation_ratio", "low_freq_share", "pc1_low_freq_share", "pc2_low_freq_share")
 
 
 @dataclass
@@ -150,6 +161,8 @@ def analyze_table(
     n_low_bins: int = DEFAULT_LOW_BINS,
     n_control_draws: int = DEFAULT_CONTROL_DRAWS,
     seed: int = 0,
+    match_width: int | None = None,
+    n_projections: int = DEFAULT_PROJECTIONS,
 ) -> TableSpectrum:
     """PCA, PC curves, DCT of the leading ``n_pcs`` PCs and a Gaussian control, for one position table.
 
@@ -161,6 +174,8 @@ def analyze_table(
         n_low_bins: k of "share of power in the first k bins".
         n_control_draws: Gaussian tables averaged for the control (0 = no control).
         seed: seed of the control draws.
+        match_width: also report the numbers width-matched to this many dims (``width_matched``).
+        n_projections: random subspaces for that.
     """
     table = _check_table(table)
     n_positions, width = table.shape
@@ -201,6 +216,11 @@ def analyze_table(
     }
     if n_control_draws > 0:
         summary["control"] = random_control((n_positions, width), n_pcs, n_low_bins, n_control_draws, seed)
+        for key in ("pc1_pc2", "participation_ratio", "low_freq_share"):
+            summary[f"excess_{key}"] = summary[key] - summary["control"][key]
+    if match_width is not None:
+        summary.update(width_matched(table, match_width, n_projections, n_pcs, n_low_bins,
+                                     max(n_control_draws, 1), seed))
     return TableSpectrum(name=name, shape=(n_positions, width), variance=variance, curves=curves, dct=dct_table,
                          summary=summary)
 
@@ -223,6 +243,51 @@ def random_control(
     result.update({f"{key}_std": float(frame[key].std(ddof=0)) for key in frame.columns})
     result["n_draws"] = int(n_draws)
     result["seed"] = int(seed)
+    return result
+
+
+def random_projections(width: int, target_width: int, n_projections: int, seed: int = 0) -> np.ndarray:
+    """[n_projections, width, target_width] bases of random subspaces (orthonormal columns, Haar-distributed)."""
+    if not 1 <= target_width <= width:
+        raise ValueError(f"projection width {target_width} does not fit a table {width} columns wide: project onto "
+                         f"1..{width} dims (the narrower table's width)")
+    if n_projections < 1:
+        raise ValueError(f"n_projections must be at least 1, got {n_projections}")
+    gaussian = np.random.default_rng(seed).standard_normal((n_projections, width, target_width))
+    q, r = np.linalg.qr(gaussian)
+    return q * np.sign(np.diagonal(r, axis1=1, axis2=2))[:, None, :]  # sign fix: uniform over subspaces
+
+
+def width_matched(
+    table,
+    width: int,
+    n_projections: int = DEFAULT_PROJECTIONS,
+    n_pcs: int = DEFAULT_N_PCS,
+    n_low_bins: int = DEFAULT_LOW_BINS,
+    n_control_draws: int = DEFAULT_CONTROL_DRAWS,
+    seed: int = 0,
+) -> dict:
+    """The summary numbers of ``table`` projected onto ``n_projections`` random ``width``-dim subspaces of its
+    columns: ``matched_<key>`` (mean) and ``matched_<key>_std`` (spread over projections) for MATCHED_KEYS,
+    the Gaussian control of the projected shape (``matched_control_<key>``) and the excess over it
+    (``matched_excess_<key>``).  A width larger than the table raises ValueError."""
+    table = _check_table(table)
+    n_positions, table_width = table.shape
+    bases = random_projections(table_width, width, n_projections, seed)
+    if width == table_width:  # a rotation: every projection gives the table's own numbers
+        bases = bases[:1]
+    draws = []
+    for basis in bases:
+        ratios, scores = pca(table @ basis)
+        draws.append(_summary_numbers(ratios, dct_power(scores[:, :n_pcs]), n_low_bins))
+    frame = pd.DataFrame(draws)
+    control = random_control((n_positions, width), n_pcs, n_low_bins, n_control_draws, seed)
+    result: dict = {"matched_width": int(width), "matched_projections": int(n_projections)}
+    for key in (k for k in MATCHED_KEYS if k in frame):
+        result[f"matched_{key}"] = float(frame[key].mean())
+        result[f"matched_{key}_std"] = float(frame[key].std(ddof=0))
+        result[f"matched_control_{key}"] = control[key]
+        result[f"matched_excess_{key}"] = result[f"matched_{key}"] - control[key]
     return result
 
 
@@ -250,6 +315,8 @@ def _summary_numbers(ratios: np.ndarray, power: np.ndarray, n_low_bins: int) -> 
         "participation_ratio": participation_ratio(ratios),
         # variance-weighted over the leading PCs: a PC's curve power equals its variance
         "low_freq_share": float(power[:n_low_bins].sum() / total_power) if total_power > 0 else 0.0,
+        # each PC on its own (the pooled share hides a weak PC2)
+        **{f"pc{j + 1}_low_freq_share": float(share) for j, share in enumerate(low_frequency_share(power, n_low_bins))},
     }
 
 

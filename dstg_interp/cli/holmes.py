@@ -17,9 +17,10 @@ import sys
 import pandas as pd
 import torch
 
+from dstg_interp.config import MAX_SEED
 from probes.holmes.aggregate import dataset_scores
-from probes.holmes.protocol import ProbeConfig
-from probes.holmes.run import HOLMES_THREADS, HolmesRunConfig, run_config
+from probes.holmes.protocol import PROTOCOLS, ProbeConfig
+from probes.holmes.run import HOLMES_THREADS, HolmesRunConfig, flash_fraction_for, run_config
 from probes.holmes.suite import build_suite
 
 from . import flags
@@ -34,16 +35,33 @@ def _seeds_arg(text: str) -> tuple[int, ...]:
         seeds = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}") from None
-    if not seeds or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}")
+    if not seeds or min(seeds) < 0 or max(seeds) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected comma-separated seeds from 0 to {MAX_SEED}, got {text!r}")
     return seeds
+
+
+def _fraction_arg(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}")
+    return value
 
 
 def add_holmes_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """The Holmes-only flags (``prefix`` marks them in dstg-probe, where other tasks ignore them)."""
     parser.add_argument("--benchmark", "--holmes-dir", dest="benchmark", default=None,
                         help=prefix + "a Holmes-format folder (default: the offline suite, built on first use)")
-    parser.add_argument("--full", action="store_true", help=prefix + "whole train split instead of Flash (1/32)")
+    parser.add_argument("--full", action="store_true",
+                        help=prefix + "the offline suite's whole train split instead of its Flash cut (1/32)")
+    parser.add_argument("--flash-fraction", type=_fraction_arg, default=None,
+                        help=prefix + "keep this fraction of every train split (default: a --benchmark folder as it "
+                                      "is -- FlashHolmes files are already cut -- and 1/32 of the offline suite)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="reference",
+                        help=prefix + "reference: holmes-evaluation's (raw features, its loss, hidden_states[-1]), "
+                                      "comparable with the leaderboard; standardised: z-scored features, plain logits")
     parser.add_argument("--seeds", type=_seeds_arg, default=None,
                         help=prefix + "probe seeds, comma-separated (default: 5 seeds from --seed: S..S+4)")
     parser.add_argument("--random-init", action="store_true", help=prefix + "add the random-init encoder control")
@@ -53,7 +71,8 @@ def add_holmes_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
 def config_from_args(args: argparse.Namespace) -> HolmesRunConfig:
     """The HolmesRunConfig of a parsed `dstg-probe --task holmes` or `dstg-holmes run` command line."""
     seeds = args.seeds if args.seeds is not None else tuple(range(args.seed, args.seed + 5))
-    probe = ProbeConfig(seeds=seeds, flash_fraction=None if args.full else 1 / 32, mdl=args.mdl)
+    probe = ProbeConfig(seeds=seeds, flash_fraction=flash_fraction_for(args.benchmark, args.flash_fraction, args.full),
+                        mdl=args.mdl, protocol=args.protocol)
     layers = args.layers if args.layers is not None else "last"
     return HolmesRunConfig(benchmark_dir=args.benchmark, models=flags.models(args), layers=layers,
                            subspaces=list(args.subspaces) if args.subspaces else None,

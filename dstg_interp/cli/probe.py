@@ -9,7 +9,9 @@
 The shared flags (--model, --layers, --subspaces, --out, --device, --seed, --threads, --quiet) mean what
 they mean in every dstg-* command (``dstg_interp/cli/flags.py``).
 
-Prints a compact table (layer rows; model/subspace columns; held-out R² ± half the 95% CI) and writes
+Prints a compact table (layer rows; model/subspace columns; held-out R² ± half the 95% CI), then per
+model x layer x subspace the R², the position-only R², the partial R² given token position and the
+selectivity over position, each with its interval (``probes.position_baseline``), and writes
 ``results.csv`` (tidy, one row per model x layer x subspace) and ``results.json`` (config, versions,
 results) into ``--out`` (default ``results/<task>``), written atomically.  Activation stores are cached
 and reused.  Bad input: one line on stderr, exit code 2, nothing written; an unusable --out is refused
@@ -32,7 +34,7 @@ import pandas as pd
 import torch
 
 from dstg_interp.encoders.selection import check_device
-from dstg_interp.io import OutputError, check_output_location, write_text_atomic
+from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from dstg_interp.store.manifest import versions
 from probes.holmes.run import HOLMES_THREADS, run_config
 from probes.positions import DEFAULT_MODEL, model_label, probe_positions
@@ -64,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a seeded subsample of this many tokens for the probes (default: every token)")
     parser.add_argument("--max-docs", type=positive_int, default=None)
     parser.add_argument("--no-controls", action="store_true", help="skip the random-init and shuffled-target controls")
+    parser.add_argument("--no-position-baseline", action="store_true",
+                        help="skip the position-only probes, the partial R² given token position and the selectivity "
+                             "over position (on by default)")
     add_holmes_flags(parser, prefix="--task holmes: ")
     return parser
 
@@ -83,6 +88,28 @@ def compact_table(results: pd.DataFrame) -> str:
     order = list(dict.fromkeys(cells.column))
     table = cells.pivot(index="layer", columns="column", values="cell")[order]
     return table.to_string()
+
+
+def _with_ci(value, low, high) -> str:
+    return f"{value:.3f} [{low:.2f}, {high:.2f}]" if pd.notna(low) else f"{value:.3f} [n/a]"
+
+
+def position_table(results: pd.DataFrame) -> str:
+    """One line per model x layer x subspace: R², the position-only R² (one-hot token position; the same
+    tokens, so the same value on every line of a model), the partial R² given token position and the
+    selectivity over position, each with its 95% CI."""
+    rows = pd.DataFrame({
+        "model": results.model, "layer": results.layer, "subspace": results.subspace,
+        "R²": [_with_ci(*v) for v in zip(results.r2, results.ci_low, results.ci_high)],
+        "position-only R²": [_with_ci(*v) for v in zip(results.position_r2, results.position_ci_low,
+                                                       results.position_ci_high)],
+        "partial R² | position": [_with_ci(*v) for v in zip(results.partial_r2, results.partial_ci_low,
+                                                            results.partial_ci_high)],
+        "R² - position-only": [_with_ci(*v) for v in zip(results.position_selectivity,
+                                                         results.position_selectivity_ci_low,
+                                                         results.position_selectivity_ci_high)],
+    })
+    return rows.to_string(index=False)
 
 
 RESULT_FILES = ("results.csv", "results.json")
@@ -105,14 +132,14 @@ def check_results_folder(out: Path) -> None:
 def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
     """results.csv + results.json, each written under a temporary name and renamed; a failure (a full disk)
     removes the temporary files and leaves the previous results as they were."""
-    out.mkdir(parents=True, exist_ok=True)
     csv_tmp = out / f".results.csv.tmp-{os.getpid()}"
-    try:
-        results.to_csv(csv_tmp, index=False)
-        write_text_atomic(out / "results.json", json.dumps(record, indent=2, default=str) + "\n")
-        os.replace(csv_tmp, out / "results.csv")
-    finally:
-        csv_tmp.unlink(missing_ok=True)
+    with created_folder(out):  # a failure leaves no empty --out behind either (old #93)
+        try:
+            results.to_csv(csv_tmp, index=False)
+            write_text_atomic(out / "results.json", json.dumps(record, indent=2, default=str) + "\n")
+            os.replace(csv_tmp, out / "results.csv")
+        finally:
+            csv_tmp.unlink(missing_ok=True)
 
 
 def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
@@ -125,6 +152,7 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     for spec in flags.models(args):
         tables.append(probe_positions(spec, task=args.task, segment=args.segment, corpus=args.corpus, layers=args.layers,
                                       subspaces=args.subspaces, max_tokens=args.max_tokens, controls=not args.no_controls,
+                                      position_baseline=not args.no_position_baseline,
                                       seed=args.seed, max_docs=args.max_docs, model_name=model_label(spec),
                                       progress=not args.quiet, device=args.device))
     results = pd.concat(tables, ignore_index=True)
@@ -143,11 +171,16 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     out = Path(args.out or Path("results") / args.task)
     check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
-    results, record = run(args)
-    title = f"held-out R² ({args.task}" + (f", {args.segment}" if args.task != "token" else "") + ") ± half the 95% CI"
-    print(title)
-    print(compact_table(results))
-    write_results(out, results, record)
+    with output_lock(out, "dstg-probe " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
+        results, record = run(args)
+        title = f"held-out R² ({args.task}" + (f", {args.segment}" if args.task != "token" else "") + ") ± half the 95% CI"
+        print(title)
+        print(compact_table(results))
+        if results.position_r2.notna().any():
+            print("\nbeyond token position (position-only: a probe on one-hot token position, same tokens and folds; "
+                  "partial R²: share of the variance left after token position that the states explain) [95% CI]")
+            print(position_table(results))
+        write_results(out, results, record)
     print(f"wrote {out / 'results.csv'} and {out / 'results.json'}")
     return 0
 

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from dstg_interp.data import build_structured_sequences
 from dstg_interp.model.checkpoint import missing_tokenizer_message
 
-from .hooks import FINAL, layer_hooks
+from .hooks import FINAL, layer_hooks, logit_terms
 from .inputs import SpecialTokens, length_sorted_batches, pad_batch, sequence_ids, sequence_lengths
 
 # on_attention(layer, terms, pattern): terms = {term: [B, H, T, T]} in logit_terms order, pattern [B, H, T, T]
@@ -35,6 +35,26 @@ AttentionCallback = Callable[[int, dict, torch.Tensor], None]
 
 class EncoderError(ValueError):
     """A model that cannot be opened or a request it cannot serve; the message is one line."""
+
+
+class MissingBlockError(EncoderError, KeyError):
+    """A block asked of ``attention(...)``'s result that the model does not have (or that was not computed)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class BlockAttention(dict):
+    """``attention``'s result, {block: {term: [B, H, T, T]}}; a missing block is one line naming those that exist."""
+
+    def __init__(self, blocks: dict, model_name: str, n_blocks: int):
+        super().__init__(blocks)
+        self.model_name, self.n_blocks = model_name, n_blocks
+
+    def __missing__(self, block):
+        computed = f"; computed here: {sorted(self)}" if len(self) < self.n_blocks else ""
+        raise MissingBlockError(f"{self.model_name} has no attention block {block!r}: its blocks are "
+                                f"0..{self.n_blocks - 1} (block l feeds layer l + 1){computed}")
 
 
 @dataclass
@@ -55,7 +75,7 @@ class Encoder:
         self.model = model
         self.tokenizer = tokenizer  # a tokenizers.Tokenizer, or None (then only token ids can be encoded)
         self.special = special
-        self.name = name  # what a reader recognises: zoo name, checkpoint folder or HF name_or_path
+        self.name = name  # what a reader recognises (naming.py): zoo name, hub id, model-card title, folder name
         self.checkpoint_path = path
 
     def __repr__(self) -> str:
@@ -74,6 +94,11 @@ class Encoder:
     @property
     def n_layers(self) -> int:
         return self.config.n_layers
+
+    @property
+    def logit_terms(self) -> dict[str, str]:
+        """term -> hook suffix of this model's additive attention-logit terms (``encoders.hooks.logit_terms``)."""
+        return logit_terms(self.variant)
 
     @property
     def n_heads(self) -> int:

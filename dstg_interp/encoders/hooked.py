@@ -21,9 +21,10 @@ import torch
 from dstg_interp.model import build_model
 from dstg_interp.model.checkpoint import ZOO_DIR
 
-from .base import AttentionCallback, Encoder, EncoderError
+from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import FINAL, PATTERN_HOOK, blocks_needed, final_hook, is_final_hook, logit_terms
 from .inputs import TOOLKIT_SPECIAL_TOKENS, SpecialTokens, special_tokens
+from .naming import model_name
 
 
 class _StopForward(Exception):
@@ -44,6 +45,10 @@ class HookedEncoder(Encoder):
     @property
     def config(self):
         return self.model.config
+
+    @property
+    def logit_terms(self) -> dict[str, str]:
+        return logit_terms(self.variant, self.config.rp_bias)
 
     @property
     def layers(self) -> tuple:
@@ -102,7 +107,7 @@ class HookedEncoder(Encoder):
         with torch.inference_mode():
             self._run(tokens.to(self.device), mask.to(self.device), self._attention_hooks(blocks, on_layer or keep),
                       max(blocks) + 1 if blocks else 0)
-        return kept
+        return BlockAttention(kept, self.name, self.n_layers)
 
     def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
         # an encoder-only checkpoint raises NoMLMHeadError (a ValueError) here, saying why
@@ -110,7 +115,7 @@ class HookedEncoder(Encoder):
 
     def _attention_hooks(self, blocks, on_layer: AttentionCallback) -> list:
         """Hooks that collect each block's logit terms and hand them, with its pattern, to ``on_layer``."""
-        terms = logit_terms(self.variant)
+        terms = self.logit_terms
         hooks = []
         for layer in blocks:
             held: dict[str, torch.Tensor] = {}
@@ -152,4 +157,4 @@ def _default_name(model, path) -> str:
     try:
         return path.resolve().relative_to(ZOO_DIR).as_posix()  # a shipped model: its zoo name
     except ValueError:
-        return str(path)
+        return model_name(path)

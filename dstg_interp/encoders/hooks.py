@@ -72,10 +72,12 @@ def blocks_needed(hook: str) -> int:
     return index + 1  # blocks.{i}.* fires inside block i: stop_at_layer=i+1 runs blocks 0..i
 
 
-def logit_terms(variant: str) -> dict[str, str]:
-    """term -> hook name under ``blocks.{l}.attn.`` for one of our variants (README.md, "Hook names")."""
+def logit_terms(variant: str, rp_bias: bool = True) -> dict[str, str]:
+    """term -> hook name under ``blocks.{l}.attn.`` for one of our variants (README.md, "Hook names");
+    ``rp_bias=False``: a DSTG built without its relative term (``ModelConfig.rp_bias``)."""
     if variant == "dstg":
-        return {"sem": "hook_logits_sem", "ap": "hook_logits_ap", "rp": "hook_logits_rp"}
+        terms = {"sem": "hook_logits_sem", "ap": "hook_logits_ap"}
+        return {**terms, "rp": "hook_logits_rp"} if rp_bias else terms
     terms = {"content": "hook_logits"}
     if variant == "rp":
         terms["rp"] = "hook_logits_rp"

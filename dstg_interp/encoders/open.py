@@ -32,7 +32,8 @@ def open_encoder(model_or_path, tokenizer=None, *, device: str | torch.device | 
     tokenizer: a tokenizers.Tokenizer to use instead of the one the model ships (or for one that has none).
     device, dtype: where and in what the model runs (None = as loaded: cpu, float32; or as the model is).
         A model or encoder passed in is never moved or cast itself: a copy is, when they differ.
-    name: how results name the model (default: the zoo name, folder path or HF name_or_path).
+    name: how results name the model (default: ``naming.model_name``: zoo name, hub id, model-card title or
+        the folder's own name).
     Raises EncoderError / CheckpointError (both ValueError) with one line for anything it cannot open.
     """
     if isinstance(model_or_path, Encoder):
@@ -57,7 +58,7 @@ def _open_path(spec, device, dtype, name) -> Encoder:
     if path.is_dir() and is_hf_directory(path) and not recognised_checkpoint(path):
         return load_hf_encoder(path, device=device, dtype=dtype)
     model = load_model(spec, device=device, dtype=dtype)
-    return HookedEncoder(model, name=name or (str(spec) if path.exists() else None))
+    return HookedEncoder(model, name=name)
 
 
 def _with_tokenizer(encoder: Encoder, tokenizer) -> Encoder:

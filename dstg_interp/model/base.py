@@ -12,7 +12,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformer_lens import HookedRootModule
+from transformer_lens import ActivationCache, HookedRootModule
+from transformer_lens.utilities import get_act_name
 
 from ..config import ModelConfig
 from .layers import init_weights
@@ -46,6 +47,42 @@ class EncoderOnlyOutput:
         raise NoMLMHeadError(self.reason)
 
 
+STREAMS = ("sem", "ap")
+
+
+class StreamActivationCache(ActivationCache):
+    """TransformerLens' ``ActivationCache`` that also reads DSTG's two streams by TransformerLens shorthand:
+
+        cache["resid_post", 1]       # blocks.1.hook_resid_post (baselines); DSTG: [sem | ap], its 'full' state
+        cache["resid_post_ap", 1]    # blocks.1.hook_resid_post_ap
+        cache["q_sem", 0]            # blocks.0.attn.hook_q_sem   [batch, pos, head, d_head]
+        cache.stack_activation("resid_post")   # [n_layers, batch, pos, d]
+
+    A name of the table with a ``_sem`` / ``_ap`` suffix resolves like the name without it, suffix kept;
+    a stream-less name that DSTG has only per stream is the concatenation [sem | ap] (both must be cached).
+    """
+
+    def __getitem__(self, key) -> torch.Tensor:
+        if isinstance(key, str) and key in self.cache_dict:
+            return self.cache_dict[key]
+        parts = (key,) if isinstance(key, str) else tuple(key)
+        if len(parts) > 1 and parts[1] is not None and parts[1] < 0:
+            parts = (parts[0], self.model.cfg.n_layers + parts[1], *parts[2:])
+        name, stream = parts[0], None
+        for suffix in STREAMS:
+            if name.endswith(f"_{suffix}") and "." not in name:
+                name, stream = name[: -len(suffix) - 1], suffix
+        full = get_act_name(name, *parts[1:])
+        if stream is not None:
+            return self.cache_dict[f"{full}_{stream}"]
+        if full in self.cache_dict:
+            return self.cache_dict[full]
+        if all(f"{full}_{s}" in self.cache_dict for s in STREAMS):
+            return torch.cat([self.cache_dict[f"{full}_{s}"] for s in STREAMS], dim=-1)
+        raise KeyError(f"{key!r} -> {full!r} is not in this cache (cached: {len(self.cache_dict)} names, e.g. "
+                       f"{', '.join(list(self.cache_dict)[:3])}); widen names_filter")
+
+
 class EncoderForMLM(HookedRootModule):
     """Base class: a ``transformer_lens.HookedRootModule`` with an MLM head (linear + bias, untied)."""
 
@@ -68,6 +105,14 @@ class EncoderForMLM(HookedRootModule):
         if self.config.tie_embeddings:
             self.mlm_head.weight = self.embed.weight
         self.setup()
+
+    def run_with_cache(self, *model_args, return_cache_object: bool = True, **kwargs):
+        """``HookedRootModule.run_with_cache``, returning a ``StreamActivationCache`` (a TransformerLens
+        ``ActivationCache``) as ``HookedTransformer`` does; ``return_cache_object=False`` gives the plain dict."""
+        output, cache = super().run_with_cache(*model_args, **kwargs)
+        if not return_cache_object:
+            return output, cache
+        return output, StreamActivationCache(cache, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
 
     # TransformerLens helpers read ``model.cfg``.
     @property
@@ -146,7 +191,7 @@ class EncoderForMLM(HookedRootModule):
         stop_at_layer: int | None = None,
         masked_logits_only: bool = False,
         position_offset: torch.Tensor | None = None,
-    ) -> MaskedLMOutput:
+    ) -> MaskedLMOutput | EncoderOnlyOutput:
         """Run the encoder (and the MLM head unless ``stop_at_layer`` is set).
 
         Args:

@@ -28,6 +28,7 @@ from .layers import (
     is_hooked,
     merge_heads,
     split_heads,
+    through_head_hook,
 )
 
 
@@ -47,9 +48,12 @@ class NeoBERTAttention(nn.Module):
         self.hook_logits = HookPoint()  # [batch, head, query_pos, key_pos] content term q.k/sqrt(d_head)
         self.hook_logits_rp = HookPoint() if self.rel_bias is not None else None  # [batch, head, q, k]
         self.hook_pattern = HookPoint()  # [batch, head, query_pos, key_pos]
+        # per head, TransformerLens' names and layout [batch, pos, head, d_head]; q and k before the rotation
+        self.hook_q, self.hook_k, self.hook_v, self.hook_z = HookPoint(), HookPoint(), HookPoint(), HookPoint()
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
         q, k, v = (split_heads(t, self.n_heads) for t in self.qkv(x).chunk(3, dim=-1))
+        q, k, v = through_head_hook(self.hook_q, q), through_head_hook(self.hook_k, k), through_head_hook(self.hook_v, v)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         seq_len = x.shape[1]
@@ -71,7 +75,7 @@ class NeoBERTAttention(nn.Module):
         else:
             mask = key_mask if rp is None else (rp if key_mask is None else rp + key_mask)
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-        return self.out(merge_heads(z))
+        return self.out(merge_heads(through_head_hook(self.hook_z, z)))
 
 
 class NeoBERTBlock(nn.Module):

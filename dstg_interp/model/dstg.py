@@ -13,7 +13,8 @@ Per layer (the paper, arXiv 2605.30022, and the authors' public code; README, "T
   the streams meet directly;
 - the MLM head reads the final normed semantic stream only, so the final AP stream gets no MLM gradient.
 
-Options for converted checkpoints of the authors (config.py): ``mlp_mode="mixed"`` (one SwiGLU over
+Without the relative term (``rp_bias=False``, the authors' ablation) the logit is the two q.k terms only and
+``hook_logits_rp`` does not exist.  Options for converted checkpoints of the authors (config.py): ``mlp_mode="mixed"`` (one SwiGLU over
 [sem | AP] writing both streams), ``mlm_head_input="full"`` (the head reads [sem | AP]),
 ``rp_zero_boundary``, ``encoder_only``.
 
@@ -44,6 +45,7 @@ from .layers import (
     is_hooked,
     merge_heads,
     split_heads,
+    through_head_hook,
 )
 
 
@@ -57,30 +59,39 @@ class DSTGAttention(nn.Module):
         self.out_sem = nn.Linear(cfg.d_sem, cfg.d_sem, bias=False)
         self.out_ap = nn.Linear(cfg.d_ap, cfg.d_ap, bias=False)
         self.rel_bias = RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions,
-                                             zero_boundary=cfg.rp_zero_boundary)
+                                             zero_boundary=cfg.rp_zero_boundary) if cfg.rp_bias else None
         self.hook_logits_sem = HookPoint()  # [batch, head, query_pos, key_pos] q_sem.k_sem / sqrt(d_head)
         self.hook_logits_ap = HookPoint()  # [batch, head, query_pos, key_pos] q_ap.k_ap / sqrt(d_head)
-        self.hook_logits_rp = HookPoint()  # [batch, head, query_pos, key_pos] learned bucket bias
+        # [batch, head, query_pos, key_pos] learned bucket bias; a DSTG built with rp_bias=False has no such term
+        self.hook_logits_rp = HookPoint() if cfg.rp_bias else None
         self.hook_pattern = HookPoint()  # [batch, head, query_pos, key_pos] softmax weights
+        # per head and stream, TransformerLens' layout [batch, pos, head, d]: hook_q_sem, hook_k_sem, hook_v_sem,
+        # hook_z_sem (the head's mixed values, before out_sem) and the same for _ap
+        for stream in ("sem", "ap"):
+            for name in ("q", "k", "v", "z"):
+                setattr(self, f"hook_{name}_{stream}", HookPoint())
 
-    def _project(self, x: torch.Tensor, linear: nn.Linear, d_value: int):
+    def _project(self, x: torch.Tensor, linear: nn.Linear, d_value: int, stream: str):
         hd = self.n_heads * self.d_head
         q, k, v = linear(x).split([hd, hd, d_value], dim=-1)
-        return split_heads(q, self.n_heads), split_heads(k, self.n_heads), split_heads(v, self.n_heads)
+        return tuple(through_head_hook(getattr(self, f"hook_{name}_{stream}"), split_heads(t, self.n_heads))
+                     for name, t in zip("qkv", (q, k, v)))
 
     def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor, key_mask: torch.Tensor | None):
-        q_sem, k_sem, v_sem = self._project(x_sem, self.qkv_sem, self.d_sem)
-        q_ap, k_ap, v_ap = self._project(x_ap, self.qkv_ap, self.d_ap)
+        q_sem, k_sem, v_sem = self._project(x_sem, self.qkv_sem, self.d_sem, "sem")
+        q_ap, k_ap, v_ap = self._project(x_ap, self.qkv_ap, self.d_ap, "ap")
         batch, seq_len = x_sem.shape[:2]
-        rp = self.rel_bias(seq_len).to(q_sem.dtype)
+        rp = self.rel_bias(seq_len).to(q_sem.dtype) if self.rel_bias is not None else None
         key_mask = key_mask.to(q_sem.dtype) if key_mask is not None else None
         scale = 1.0 / math.sqrt(self.d_head)
-        if is_hooked(self.hook_logits_sem, self.hook_logits_ap, self.hook_logits_rp, self.hook_pattern):
+        hook_points = [self.hook_logits_sem, self.hook_logits_ap, self.hook_pattern]
+        if is_hooked(*hook_points, *([self.hook_logits_rp] if rp is not None else [])):
             total = (
                 self.hook_logits_sem(q_sem @ k_sem.transpose(-1, -2) * scale)
                 + self.hook_logits_ap(q_ap @ k_ap.transpose(-1, -2) * scale)
-                + self.hook_logits_rp(rp.expand(batch, -1, -1, -1))
             )
+            if rp is not None:
+                total = total + self.hook_logits_rp(rp.expand(batch, -1, -1, -1))
             if key_mask is not None:
                 total = total + key_mask
             pattern = self.hook_pattern(total.softmax(dim=-1))
@@ -89,18 +100,20 @@ class DSTGAttention(nn.Module):
             q = torch.cat([q_sem, q_ap], dim=-1)
             k = torch.cat([k_sem, k_ap], dim=-1)
             v = torch.cat([v_sem, v_ap], dim=-1)
-            if rp.requires_grad:  # training (the bias was built with grad on): it needs dL/dlogits
+            if rp is not None and rp.requires_grad:  # training (the bias was built with grad on): it needs dL/dlogits
                 z = attention_with_learned_bias(q, k, v, rp, key_mask, scale)
             else:
-                # Without a gradient for the learned bias, SDPA can use its fused CPU kernel, which
+                # Without a gradient for a learned bias, SDPA can use its fused CPU kernel, which
                 # needs one head size for q, k and v (else it falls back to the ~7x slower math path):
                 # zero-pad the narrower side, which changes neither scores nor outputs.
                 width = max(q.shape[-1], v.shape[-1])
                 q, k = F.pad(q, (0, width - q.shape[-1])), F.pad(k, (0, width - k.shape[-1]))
                 v = F.pad(v, (0, width - v.shape[-1]))
-                z = F.scaled_dot_product_attention(q, k, v, attn_mask=rp if key_mask is None else rp + key_mask, scale=scale)
+                mask = key_mask if rp is None else (rp if key_mask is None else rp + key_mask)
+                z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
             d_value_sem, d_value_ap = self.d_sem // self.n_heads, self.d_ap // self.n_heads
             z_sem, z_ap = z[..., :d_value_sem], z[..., d_value_sem : d_value_sem + d_value_ap]
+        z_sem, z_ap = through_head_hook(self.hook_z_sem, z_sem), through_head_hook(self.hook_z_ap, z_ap)
         return self.out_sem(merge_heads(z_sem)), self.out_ap(merge_heads(z_ap))
 
 
@@ -113,10 +126,11 @@ class DSTGSwiGLU(nn.Module):
         self.w_in = nn.Linear(cfg.d_sem + cfg.d_ap, 2 * cfg.d_mlp, bias=False)
         self.w_out_sem = nn.Linear(cfg.d_mlp_sem, cfg.d_sem, bias=False)
         self.w_out_ap = nn.Linear(cfg.d_mlp_ap, cfg.d_ap, bias=False)
+        self.hook_post = HookPoint()  # [batch, pos, d_mlp] hidden units: the semantic stream's first, then the AP's
 
     def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor):
         gate, up = self.w_in(torch.cat([x_sem, x_ap], dim=-1)).chunk(2, dim=-1)
-        hidden_sem, hidden_ap = (F.silu(gate) * up).split([self.d_mlp_sem, self.d_mlp_ap], dim=-1)
+        hidden_sem, hidden_ap = self.hook_post(F.silu(gate) * up).split([self.d_mlp_sem, self.d_mlp_ap], dim=-1)
         return self.w_out_sem(hidden_sem), self.w_out_ap(hidden_ap)
 
 
@@ -128,7 +142,7 @@ class DSTGMixedSwiGLU(SwiGLU):
         super().__init__(cfg.d_model, cfg.d_mlp, cfg.d_model)
         self.d_sem = cfg.d_sem
 
-    def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor):
+    def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor):  # type: ignore[override]  # two streams in
         out = super().forward(torch.cat([x_sem, x_ap], dim=-1))
         return out[..., : self.d_sem], out[..., self.d_sem :]
 

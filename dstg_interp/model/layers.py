@@ -31,13 +31,14 @@ class SwiGLU(nn.Module):
         self.d_hidden = d_hidden
         self.w_in = nn.Linear(d_in, 2 * d_hidden, bias=False)
         self.w_out = nn.Linear(d_hidden, d_out, bias=False)
+        self.hook_post = HookPoint()  # [batch, pos, d_hidden] the hidden units W_down reads (TransformerLens' mlp.hook_post)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:  # [..., d_in] -> [..., d_hidden]
         gate, up = self.w_in(x).chunk(2, dim=-1)
         return F.silu(gate) * up
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_out(self.hidden(x))
+        return self.w_out(self.hook_post(self.hidden(x)))
 
 
 def t5_relative_buckets(query_len: int, key_len: int, num_buckets: int, max_distance: int, device=None) -> torch.Tensor:
@@ -116,6 +117,14 @@ def is_hooked(*hook_points: HookPoint) -> bool:
     return any(hp._forward_hooks or hp._backward_hooks for hp in hook_points)
 
 
+def through_head_hook(hook: HookPoint, x: torch.Tensor) -> torch.Tensor:
+    """Pass a per-head tensor [B, H, T, d] through ``hook`` in TransformerLens' layout [batch, pos, head, d]
+    (``hook_q``, ``hook_k``, ``hook_v``, ``hook_z``), only when a hook is attached: unused, it costs nothing."""
+    if not is_hooked(hook):
+        return x
+    return hook(x.transpose(1, 2)).transpose(1, 2)
+
+
 def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:  # [B, T, H*d] -> [B, H, T, d]
     b, t, _ = x.shape
     return x.view(b, t, n_heads, -1).transpose(1, 2)
@@ -134,7 +143,8 @@ def attention_with_learned_bias(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     SDPA's fused CPU kernels give no gradient for an additive mask, so with a bias that needs one SDPA
     takes its math path, whose "safe" softmax adds passes over the scores (and, compiled, inductor re-gathers
     the bias table inside each of them: benchmarks/README.md).  Here one ``baddbmm`` writes the scores on
-    top of the realised bias, then one softmax and one ``bmm``: the same arithmetic, 23-39% less time per layer.
+    top of the realised bias, then one softmax and one ``bmm``: the same arithmetic in less time per layer
+    (benchmarks/README.md).
     """
     batch, heads, seq_len, d_qk = q.shape
     mask = bias if key_mask is None else bias + key_mask

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -21,7 +22,7 @@ def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves
     curves = curves.assign(y=curves.val_loss - curves.unigram_loss if relative else curves.val_loss)
     variants = ordered_models(curves.variant.unique())
     runs = [r for r in dict.fromkeys(curves.run) if r != "base"]
-    colors = dict(zip(runs, plt.get_cmap("tab10").colors))
+    colors = dict(zip(runs, plt.get_cmap("tab10").colors))  # type: ignore[attr-defined]  # a ListedColormap
     fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 3.6), sharey=True, squeeze=False)
     for ax, variant in zip(axes[0], variants):
         for run, curve in curves[curves.variant == variant].groupby("run", sort=False):
@@ -38,6 +39,64 @@ def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves
     return save_figure(fig, out_dir, stem, curves.drop(columns="y").to_dict(orient="records"))
 
 
+DIAGNOSIS_READINGS = (("heldout_gain_points", "held-out gain over\nmost-frequent token (points)", None),
+                      ("pc1_pc2", "position table PC1+PC2", "pc1_pc2_chance"),
+                      ("position_r2_last", "token-position R$^2$,\nposition stream, last block", None))
+
+
+def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str = "diagnosis") -> dict:
+    """The recipe diagnosis: top, validation loss minus the unigram loss on the same masked tokens against
+    training tokens, one panel per variant, one colour per arm (a line per seed); bottom, per (variant, arm),
+    the held-out gain over the most-frequent token, the position table's PC1+PC2 (a grey tick: the mean
+    over Gaussian tables of the same shape, i.e. chance) and the last block's token-position R^2 (bars: mean
+    over seeds; dots: seeds).
+
+    ``curves``: variant, arm, seed, tokens, val_loss, unigram_loss (``diagnosis_curves.csv``); ``runs``: one row
+    per run with the columns of ``DIAGNOSIS_READINGS`` (``diagnosis_runs.csv``).
+    """
+    require_columns(curves, ["variant", "arm", "seed", "tokens", "val_loss", "unigram_loss"], "diagnosis curves")
+    require_columns(runs, ["variant", "arm", "seed"], "diagnosis runs")
+    variants = ordered_models(curves.variant.unique())
+    arms = list(dict.fromkeys(curves.arm))
+    colors = dict(zip(arms, plt.get_cmap("tab10").colors))
+    n_columns = max(len(variants), len(DIAGNOSIS_READINGS))
+    fig, axes = plt.subplots(2, n_columns, figsize=(4.0 * n_columns, 7.0), squeeze=False)
+    for ax, variant in zip(axes[0], variants):
+        for (arm, seed), curve in curves[curves.variant == variant].groupby(["arm", "seed"], sort=False):
+            curve = curve.sort_values("tokens")
+            ax.plot(curve.tokens / 1e6, curve.val_loss - curve.unigram_loss, color=colors[arm], linewidth=1.3,
+                    label=arm, linestyle=("-", "--", ":", "-.")[int(seed) % 4])
+        ax.axhline(0.0, color="grey", linewidth=0.8)
+        ax.axhline(-0.5, color="grey", linewidth=0.8, linestyle=":")
+        ax.set_title(f"{variant}: validation loss - unigram")
+        ax.set_xlabel("training tokens (millions)")
+        ax.grid(alpha=0.3)
+    for ax in axes[0][len(variants):]:
+        ax.axis("off")
+    labels = [f"{variant}\n{arm}" for variant, arm in dict.fromkeys(zip(runs.variant, runs.arm))]
+    keys = list(dict.fromkeys(zip(runs.variant, runs.arm)))
+    for ax, (column, title, chance) in zip(axes[1], DIAGNOSIS_READINGS):
+        for x, key in enumerate(keys):
+            group = runs[(runs.variant == key[0]) & (runs.arm == key[1])]
+            values = group[column].dropna() if column in group else pd.Series(dtype=float)
+            if len(values):
+                ax.bar(x, values.mean(), color=colors.get(key[1], "grey"), alpha=0.55)
+                ax.scatter(np.full(len(values), x), values, color="black", s=12, zorder=3)
+            if chance and chance in group and group[chance].notna().any():
+                ax.plot([x - 0.4, x + 0.4], [group[chance].mean()] * 2, color="grey", linewidth=2)
+        ax.set_xticks(range(len(keys)), labels, fontsize=7)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    for ax in axes[1][len(DIAGNOSIS_READINGS):]:
+        ax.axis("off")
+    shared_legend(fig, axes[0][: len(variants)], max_columns=5, anchor=1.03)
+    numbers = dict(curves=curves.to_dict(orient="records"), runs=runs.to_dict(orient="records"),
+                   bands={"dotted line": "0.5 nats below the unigram loss: the plateau exit",
+                          "grey tick": "PC1+PC2 of Gaussian tables of the same shape (chance)",
+                          "line style": "seed (solid 0, dashed 1, dotted 2)"})
+    return save_figure(fig, out_dir, stem, numbers)
+
+
 def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves") -> dict:
     """Validation loss against tokens for every variant, one line per (recipe, seed): the former zoo's recipe
     dashed, the new one solid, so the plateau each variant leaves (or not) is visible side by side.
@@ -52,7 +111,7 @@ def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves") -> 
     for ax, variant in zip(axes[0], variants):
         for (recipe, seed), curve in curves[curves.variant == variant].groupby(["recipe", "seed"], sort=False):
             curve = curve.sort_values("tokens")
-            ax.plot(curve.tokens / 1e6, curve.val_loss, linestyle=styles[recipe], color=plt.get_cmap("tab10").colors[int(seed) % 10],
+            ax.plot(curve.tokens / 1e6, curve.val_loss, linestyle=styles[recipe], color=plt.get_cmap("tab10").colors[int(seed) % 10],  # type: ignore[attr-defined]
                     label=f"{recipe}, seed {seed}")
         if "unigram_loss" in curves:
             unigram = curves[curves.variant == variant].unigram_loss.dropna()

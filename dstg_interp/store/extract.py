@@ -41,7 +41,7 @@ from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.io import (OutputError, atomic_directory, check_replaceable, commit_directory, folder_entries,
                             foreign_entries)
 
-from .attention import AttentionAccumulator, logit_terms
+from .attention import AttentionAccumulator
 from .config import ExtractionConfig
 from .distributed import Ranks
 from .layout import derived_parts
@@ -109,6 +109,11 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
 
     ranks = ranks or Ranks()
     tmp = ranks.broadcast(ranks.together(lambda: atomic_directory(out) if ranks.first else None))
+
+    def discard():  # rank 0 owns the temporary folder: two ranks removing one tree race and can leave half of it
+        if ranks.first:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     try:
         manifest = _extract_into(tmp, encoder, sequences, lengths, config, targets, widths, identity, progress, ranks)
 
@@ -119,11 +124,11 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
 
         ranks.together(commit)
     except KeyboardInterrupt:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard()
         raise StoreInterrupted(f"extraction into {out} was interrupted; the partial work was removed and no "
                                "store was written; run it again to start over") from None
     except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard()
         if err.errno in DISK_FULL:
             stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
             need = int(lengths.sum()) * (stored * (2 if config.dtype == "float16" else 4) + 33)
@@ -131,7 +136,7 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
                              "free space or choose another out folder") from None
         raise StoreError(f"cannot write the store for {out}: {err}") from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard()
         raise
     return ActivationStore(out)
 
@@ -145,7 +150,7 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
     torch_dtype = torch.float16 if config.dtype == "float16" else torch.float32
     derived = derived_parts(targets)  # DSTG full = [sem | ap]: no file, served on read
     stored = [target for target in targets if target.key not in derived]
-    files = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
+    files: dict[str, tuple] = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
     files.update({f"labels/{column}": (f"labels_{column}.npy", (n_tokens,), column_dtype)
                   for column, column_dtype in LABEL_COLUMNS.items()})
 
@@ -158,7 +163,7 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
     writers: dict[str, NpyWriter] = {}
     accumulator = None
     if config.attention_summaries:
-        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(logit_terms(encoder.variant)),
+        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(encoder.logit_terms),
                                            config.max_offset, encoder.max_positions)
 
     hooks = sorted({hook for target in targets for hook in target.hooks})

@@ -51,7 +51,7 @@ class NpyWriter:
             raise ValueError(f"{self.path.name}: rows of {rows.dtype}{rows.shape[1:]} do not fit {self.dtype}{self.shape[1:]}")
         if start_row < 0 or start_row + rows.shape[0] > self.shape[0]:
             raise ValueError(f"{self.path.name}: rows {start_row}..{start_row + rows.shape[0]} outside 0..{self.shape[0]}")
-        self._pwrite(memoryview(np.ascontiguousarray(rows)).cast("B"), len(self.header) + start_row * self.row_bytes)
+        self._pwrite(np.ascontiguousarray(rows).data.cast("B"), len(self.header) + start_row * self.row_bytes)
 
     def _pwrite(self, data, offset: int) -> None:
         view = memoryview(data)

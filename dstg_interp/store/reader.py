@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -78,7 +79,7 @@ class ActivationStore:
             return torch.from_numpy(array)
         return array
 
-    def _mapped(self, key: str, mmap_mode: str) -> np.memmap:
+    def _mapped(self, key: str, mmap_mode: Literal["r", "c"]) -> np.memmap:
         entry = self.manifest["arrays"][key]
         path = self.directory / entry["file"]
         if not path.is_file():

@@ -34,7 +34,7 @@ def dataset_scores(results: pd.DataFrame) -> pd.DataFrame:
     """Seed-mean task score per (model, dataset, layer, subspace), with the randomised-label score,
     selectivity (= score - randomised score) and the random-init encoder's score when present."""
     task = results[results["metric"].isin(TASK_METRICS)]
-    keys = ["model", "dataset", "layer", "subspace"]
+    keys = ["model", "dataset", "layer", "subspace"] + (["protocol"] if "protocol" in results else [])
     wide = task.pivot_table(index=keys + ["metric"], columns="control", values="score", aggfunc="mean")
     wide = wide.reset_index().rename(columns={"none": "score", "randomization": "score_randomized",
                                              "random-init": "score_random_init"})
@@ -83,6 +83,9 @@ def phenomenon_table(rates: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+A_VS_B_COLUMNS = ["a", "b", "area", "wins", "ties", "losses", "n_phenomena"]
+
+
 def a_vs_b(scores: pd.DataFrame, model_a: str, others: list[str], tie_tolerance: float = 0.0) -> pd.DataFrame:
     """The paper's statistic: on how many phenomena does A's mean score beat B's (per area and overall).
 
@@ -97,8 +100,8 @@ def a_vs_b(scores: pd.DataFrame, model_a: str, others: list[str], tie_tolerance:
         if per_dataset.empty or model_a not in per_dataset or model_b not in per_dataset:
             continue
         def outcomes(levels):
-            mean = per_dataset.groupby(level=levels).mean()
-            diff = mean[model_a] - mean[model_b]
+            mean = per_dataset.groupby(level=levels).mean()  # noqa: B023 (called in this iteration)
+            diff = mean[model_a] - mean[model_b]  # noqa: B023
             outcome = np.where(diff > tie_tolerance, "win", np.where(diff < -tie_tolerance, "loss", "tie"))
             return pd.Series(outcome, index=diff.index)
 
@@ -110,7 +113,7 @@ def a_vs_b(scores: pd.DataFrame, model_a: str, others: list[str], tie_tolerance:
             rows.append({"a": model_a, "b": model_b, "area": area, "wins": int(counts.get("win", 0)),
                          "ties": int(counts.get("tie", 0)), "losses": int(counts.get("loss", 0)),
                          "n_phenomena": int(len(group))})
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(rows, columns=A_VS_B_COLUMNS)  # the header also when no pair could be compared
     if not out.empty:
         order = {a: i for i, a in enumerate(AREAS + ("overall",))}
         out = out.sort_values(["b", "area"], key=lambda c: c.map(order) if c.name == "area" else c)

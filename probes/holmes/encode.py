@@ -16,9 +16,11 @@ Pooling (as the Holmes reference code pools):
 
 The model is anything `dstg_interp.encoders.open_encoder` takes (ours, a zoo name, a checkpoint or a
 local HF encoder folder); its tokenizer names the [CLS]/[SEP]/[PAD] ids. Layers are 0 (embeddings) ..
-n_layers (last block's output); "last" = n_layers. We read the last block's residual stream, not the MLM
-head's final RMSNorm output (`hook_final_*`): a per-token norm rescales each token, and the reference
-reads `hidden_states[-1]`, which is the block output. Subspaces: DSTG `ap`, `sem`, `full` (= concat(sem,
+n_layers (last block's output); "last" = n_layers.  The reference reads `hidden_states[-1]`, which
+transformers fills with the *final-normed* state for pre-norm models (and with the last block's output
+for post-norm BERT): ``last_state="final"`` (the reference protocol's setting in ``probes.holmes.run``)
+reads layer n_layers from the model's final norm (`hook_final_*`) where it has one, and keeps the label
+n_layers; ``last_state="block"`` reads the last block's residual stream.  Subspaces: DSTG `ap`, `sem`, `full` (= concat(sem,
 ap)); baselines and HF encoders `full` (AP-NeoBERT layer 0 = token + position embedding, what the first
 block reads).
 """
@@ -31,8 +33,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dstg_interp.encoders import selection
-from dstg_interp.encoders import Encoder, SpecialTokens, open_encoder, special_tokens
+from dstg_interp.encoders import FINAL, Encoder, SpecialTokens, open_encoder, selection, special_tokens
 from probes.holmes.format import HolmesDataset, HolmesRow, TaskType
 
 __all__ = ["encode_dataset", "resolve_layers", "tokenize_segments", "UnpoolableRow"]
@@ -103,30 +104,43 @@ def _row_plan(row: HolmesRow, task_type: TaskType):
 
 def resolve_layers(encoder: Encoder, layers) -> list[int]:
     """Concrete, sorted layers of ``layers`` in the grammar of ``dstg_interp.encoders.selection``; None =
-    ``last``, the Holmes protocol's layer.  ``final`` is refused: Holmes reads block outputs (see the module docstring)."""
+    ``last``, the Holmes protocol's layer.  ``final`` is refused: it is how layer n_layers is read under the
+    reference protocol (``last_state``), not a layer of its own."""
     n_layers = encoder.n_layers
     chosen = selection.resolve_layers(layers, n_layers, default="last")
     if selection.FINAL in chosen:
-        raise ValueError("layer 'final' (the MLM head's normed state) is not probed by Holmes, which reads block "
-                         f"outputs; ask for 'last' ({n_layers}) or indices 0..{n_layers}")
+        raise ValueError("layer 'final' is not a Holmes layer: the reference protocol (the default) reads the last "
+                         f"layer ({n_layers}) as hidden_states[-1], the final-normed state; ask for 'last' or indices "
+                         f"0..{n_layers}")
     out = sorted(int(layer) for layer in chosen)
     if out[0] < 0 or out[-1] > n_layers:
         raise ValueError(f"layers must be in 0..{n_layers} (0 = embeddings), got {list(chosen)}")
     return out
 
 
+LAST_STATES = ("block", "final")
+
+
 def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None, rows=None,
-                   batch_size: int = 64, progress: bool = False) -> dict[tuple[int, str], np.ndarray]:
+                   batch_size: int = 64, progress: bool = False, last_state: str = "block") -> dict[tuple[int, str], np.ndarray]:
     """Pooled float32 features per (layer, subspace), one row per dataset row (or per index in `rows`).
 
-    model: anything `open_encoder` takes. Raises `UnpoolableRow` naming the row when a target span covers
-    no sub-word after truncation.
+    model: anything `open_encoder` takes.  last_state: "block" or "final" (module docstring: what layer
+    n_layers reads).  Raises `UnpoolableRow` naming the row when a target span covers no sub-word after
+    truncation.
     """
+    if last_state not in LAST_STATES:
+        raise ValueError(f"last_state must be one of {LAST_STATES}, got {last_state!r}")
     encoder = open_encoder(model)
     tokenizer = encoder.tokenizer
     if tokenizer is None:
         raise ValueError(f"{encoder.name} has no tokenizer; load a checkpoint that ships tokenizer.json")
-    layers, subspaces = encoder.check_request(resolve_layers(encoder, layers), subspaces)
+    layers = resolve_layers(encoder, layers)
+    n_layers = encoder.n_layers
+    from_final = last_state == "final" and n_layers in layers and FINAL in encoder.layers
+    if from_final:  # hidden_states[-1] of a pre-norm model: its final norm's output, labelled n_layers
+        layers = [FINAL if layer == n_layers else layer for layer in layers]
+    layers, subspaces = encoder.check_request(layers, subspaces)
     max_length = encoder.max_positions
     row_indices = list(range(len(dataset.rows))) if rows is None else list(rows)
 
@@ -135,7 +149,7 @@ def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None,
     sequences: list[Sequence] = []
     pieces: list[tuple[int, list[int]]] = []  # (sequence id, token indices)
     row_groups: list[list[list[int]]] = []  # per row: groups of piece ids
-    for out_index, row_index in enumerate(row_indices):
+    for row_index in row_indices:
         row = dataset.rows[row_index]
         segment_lists, groups = _row_plan(row, dataset.task_type)
         slots = []
@@ -192,5 +206,6 @@ def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None,
         blocks = []
         for groups in row_groups:
             blocks.append(np.concatenate([np.mean([store[p] for p in group], axis=0) for group in groups]))
-        features[key] = np.stack(blocks).astype(np.float32)
+        layer, subspace = key
+        features[(n_layers if layer == FINAL else layer, subspace)] = np.stack(blocks).astype(np.float32)
     return features

@@ -4,13 +4,24 @@
     probe = HolmesProbe(n_labels=2).fit(X_train, y_train, X_dev, y_dev)   # seeds 0-4 in one go
     probe.score(X_test, y_test)                                            # mean macro-F1 over seeds
 
-Protocol (the Holmes reference's, without its quirks):
-- probe = Dropout(0.2) -> Linear(d_in, K); cross-entropy on plain logits (the reference softmaxes twice),
-  or SmoothL1/Huber on one output for regression (`num_labels: 1`);
+Two protocols (``ProbeConfig.protocol``), both the reference's training loop (holmes-evaluation,
+``GeneralProbeWorker``):
+- probe = Dropout(0.2) -> Linear(d_in, K), or one output for regression (`num_labels: 1`), SmoothL1/Huber;
 - Adam lr 1e-3, batch 16, linear warm-up over 10% of `20 x steps_per_epoch`, then linear decay to 0;
 - at most 20 epochs, early stopping on dev loss (patience 5), the best-dev-loss weights go to test;
-- seeds 0-4, score = mean macro-F1 (classification) or Pearson r (regression);
-- features z-scored with train statistics (`standardize=True`; False = the reference's raw states).
+- seeds 0-4, score = mean macro-F1 (classification) or Pearson r (regression; 0 for a constant prediction,
+  where the reference gives NaN and its pandas mean then skips the seed).
+
+``reference`` (the default): what holmes-evaluation computes, so scores compare with the benchmark's --
+raw features and raw regression targets, and the cross-entropy taken of the *softmaxed* outputs (the
+reference applies softmax before ``CrossEntropyLoss``, which softmaxes again; training and dev loss
+alike).  The runner reads the layer the reference reads, ``hidden_states[-1]``: for pre-norm models
+(ours) the final-normed state (``probes.holmes.encode``).  ``standardised``: our variant -- features (and
+regression targets) z-scored with train statistics and cross-entropy on plain logits.  It scores
+higher on regression and multi-class tasks (a pre-norm residual stream carries a large shared offset
+that Adam spends the 20-epoch budget on, and Huber's sign-like gradient never reaches a 0-100 target)
+and keeps a small, low-scale subspace such as DSTG's AP part from collapsing to a constant prediction;
+its numbers do not compare with the leaderboard's.
 
 Why one batched model: a probe is a [d, K] matrix, so a Python loop over seeds (and over the
 randomised-label control) would pay the per-step overhead R times for almost no arithmetic. Here the
@@ -23,7 +34,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
@@ -32,7 +43,9 @@ import torch.nn.functional as F
 from sklearn.base import BaseEstimator
 from sklearn.metrics import f1_score
 
-__all__ = ["ProbeConfig", "HolmesProbe", "train_linear_probes", "flash_subsample", "standardize", "evaluate_features",
+PROTOCOLS = ("reference", "standardised")
+
+__all__ = ["PROTOCOLS", "ProbeConfig", "HolmesProbe", "train_linear_probes", "flash_subsample", "standardize", "evaluate_features",
            "online_code_length", "probe_metric"]
 
 
@@ -47,17 +60,15 @@ class ProbeConfig:
     patience: int = 5
     warmup_fraction: float = 0.1
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    flash_fraction: float | None = 1 / 32  # None = the whole train split (full Holmes)
+    flash_fraction: float | None = None  # None = the train split as it is (FlashHolmes files are already cut)
     randomized_control: bool = True  # Hewitt & Liang style label permutation -> selectivity
     mdl: bool = False  # online code length (classification only)
     huber_beta: float = 1.0
-    # z-score features with train-split statistics (a deviation from the reference, which feeds raw
-    # states): a pre-norm residual stream carries a large shared offset, and Adam's per-coordinate
-    # steps then spend the 20-epoch budget on it; scale differences between subspaces (DSTG's AP part
-    # is ~10x smaller than sem) would otherwise change the score, not the information. Regression
-    # targets are z-scored too: Huber's gradient is sign-like for large residuals, so a target on a
-    # 0-100 scale (Flesch) is never reached in 20 epochs at lr 1e-3; Pearson is unchanged by the map.
-    standardize: bool = True
+    protocol: str = "reference"  # or "standardised" (module docstring)
+    # Derived from ``protocol`` when None: z-score features (and regression targets) with train statistics;
+    # softmax the outputs before the cross-entropy, as the reference does.
+    standardize: bool | None = None
+    double_softmax: bool | None = None
 
     def __post_init__(self):
         self.seeds = tuple(int(s) for s in self.seeds)
@@ -71,6 +82,13 @@ class ProbeConfig:
             raise ValueError(f"warmup_fraction must be in [0, 1), got {self.warmup_fraction}")
         if self.flash_fraction is not None and not 0.0 < self.flash_fraction <= 1.0:
             raise ValueError(f"flash_fraction must be in (0, 1] or None, got {self.flash_fraction}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown Holmes protocol {self.protocol!r}; choose {' or '.join(PROTOCOLS)}")
+        reference = self.protocol == "reference"
+        if self.standardize is None:
+            self.standardize = not reference
+        if self.double_softmax is None:
+            self.double_softmax = reference
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2)
@@ -118,7 +136,8 @@ def train_linear_probes(X: torch.Tensor, Y: torch.Tensor, train_idx, dev_idx, se
     def loss_per_run(logits, targets):  # logits [R, B, K], targets [R, B] -> [R]
         if regression:
             return F.smooth_l1_loss(logits[..., 0], targets, reduction="none", beta=config.huber_beta).mean(1)
-        flat = F.cross_entropy(logits.reshape(-1, n_out), targets.reshape(-1), reduction="none")
+        outputs = logits.softmax(-1) if config.double_softmax else logits  # the reference's softmax-then-CE
+        flat = F.cross_entropy(outputs.reshape(-1, n_out), targets.reshape(-1), reduction="none")
         return flat.view(targets.shape).mean(1)
 
     best_loss = torch.full((runs,), float("inf"))
@@ -173,12 +192,14 @@ class HolmesProbe(BaseEstimator):
 
     `fit(X, y, X_dev, y_dev)`; `y` may be [n] (shared by all seeds) or [n_runs, n] with n_runs a multiple
     of len(seeds) (e.g. true labels and a permuted-label control stacked). Learned: `coef_`
-    [n_runs, d, K], `intercept_` [n_runs, K], `best_dev_loss_`, `n_epochs_`.
+    [n_runs, d, K], `intercept_` [n_runs, K], `best_dev_loss_`, `n_epochs_`.  ``protocol`` picks the loss
+    (``reference``: softmax before the cross-entropy; ``standardised``: plain logits); features are used as
+    given (z-score them first for the standardised protocol).
     """
 
     def __init__(self, n_labels: int | None = None, dropout: float = 0.2, learning_rate: float = 1e-3,
                  batch_size: int = 16, max_epochs: int = 20, patience: int = 5, warmup_fraction: float = 0.1,
-                 seeds=(0, 1, 2, 3, 4), huber_beta: float = 1.0):
+                 seeds=(0, 1, 2, 3, 4), huber_beta: float = 1.0, protocol: str = "reference"):
         self.n_labels = n_labels
         self.dropout = dropout
         self.learning_rate = learning_rate
@@ -188,6 +209,7 @@ class HolmesProbe(BaseEstimator):
         self.warmup_fraction = warmup_fraction
         self.seeds = seeds
         self.huber_beta = huber_beta
+        self.protocol = protocol
 
     @property
     def regression(self) -> bool:
@@ -197,7 +219,7 @@ class HolmesProbe(BaseEstimator):
         return ProbeConfig(dropout=self.dropout, learning_rate=self.learning_rate, batch_size=self.batch_size,
                            max_epochs=self.max_epochs, patience=self.patience,
                            warmup_fraction=self.warmup_fraction, seeds=tuple(self.seeds),
-                           huber_beta=self.huber_beta)
+                           huber_beta=self.huber_beta, protocol=self.protocol, standardize=False)
 
     def fit(self, X, y, X_dev, y_dev):
         X, X_dev = np.asarray(X, np.float32), np.asarray(X_dev, np.float32)

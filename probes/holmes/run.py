@@ -9,8 +9,15 @@
     results.attrs["skipped"]                                                   # dataset, model, reason
 
 Features are computed once per (model, dataset) for every requested layer and subspace, on the rows
-the protocol uses (Flash: 1/32 of train + all of dev and test), then every probe (seeds x controls)
-trains on them in one batched run (see protocol.py).
+the protocol uses (the train split as the folder has it, or ``--flash-fraction`` of it, + all of dev and
+test), then every probe (seeds x controls) trains on them in one batched run (see protocol.py).
+
+A ``--benchmark`` folder is never subsampled unless ``--flash-fraction`` says so: FlashHolmes downloads
+ship train splits already cut to 1/32.  The offline suite (no ``--benchmark``) has full train splits and
+is cut to 1/32 by default, as FlashHolmes is (``--full``: the whole split).  ``--protocol reference``
+(the default) reproduces holmes-evaluation (raw features, softmax-then-cross-entropy, layer = its
+``hidden_states[-1]``); ``--protocol standardised`` is our variant (protocol.py).  Every table carries a
+``protocol`` column.
 """
 
 from __future__ import annotations
@@ -31,9 +38,9 @@ from tqdm.auto import tqdm
 
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.selection import check_device
-from dstg_interp.io import OutputError, check_output_location, write_text_atomic
+from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
-from probes.holmes.encode import UnpoolableRow, encode_dataset, resolve_layers
+from probes.holmes.encode import UnpoolableRow, encode_dataset
 from probes.holmes.format import HolmesFormatError, load_benchmark
 from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsample
 from probes.holmes.registry import DATASETS
@@ -144,7 +151,8 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
                 bar.set_postfix_str(f"{dataset.name} / {name}")
                 started = time.perf_counter()
                 try:
-                    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size)
+                    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size,
+                                              last_state="final" if config.protocol == "reference" else "block")
                 except UnpoolableRow as error:
                     skipped_rows.append({"dataset": dataset.name, "model": name, "reason": str(error)})
                     print(f"skipped: {error}", file=sys.stderr)
@@ -166,6 +174,7 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
                     table.insert(0, "model", name)
                     table["n_dev"], table["n_test"] = len(local["dev"]), len(local["test"])
                     table["task_type"] = dataset.task_type.value
+                    table["protocol"] = config.protocol
                     frames.append(table)
                 bar.update()
     finally:
@@ -185,6 +194,8 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
 
 
 def _write_csv(frame: pd.DataFrame, path: Path, index: bool = False) -> None:
+    if len(frame.columns) == 0 and not index:  # pandas writes a 1-byte file that pandas itself cannot read
+        raise ValueError(f"{path.name}: a table without columns; every table is written with its header")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         frame.to_csv(tmp, index=index, float_format="%.6g")
@@ -239,7 +250,12 @@ def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | N
     atomically); tables of an earlier run that this one does not produce are removed."""
     out = Path(out_dir)
     check_results_folder(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with created_folder(out):  # a failure (a full disk) leaves no empty --out behind
+        _write_all_tables(results, out, run_config)
+    return out
+
+
+def _write_all_tables(results: pd.DataFrame, out: Path, run_config: HolmesRunConfig | None) -> None:
     tables = {"results": results,
               "skipped": pd.DataFrame(results.attrs.get("skipped", []), columns=["dataset", "model", "reason"])}
     if len(results):
@@ -251,12 +267,24 @@ def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | N
             (out / f"{name}.csv").unlink(missing_ok=True)
     if run_config is not None:
         write_text_atomic(out / "config.json", run_config.to_json())
-    return out
 
 
 # One Holmes runner for both spellings of the command (``dstg-probe --task holmes`` and ``dstg-holmes run``,
 # dstg_interp/cli/holmes.py): it takes a HolmesRunConfig.
 HOLMES_THREADS = 1  # on a shared 2-core machine two threads oversubscribe the tiny probes and run ~20x slower
+
+
+OFFLINE_FLASH_FRACTION = 1 / 32  # the offline suite's train splits are whole: cut them as FlashHolmes is
+
+
+def flash_fraction_for(benchmark, flash_fraction: float | None = None, full: bool = False) -> float | None:
+    """The train fraction a run uses: an explicit ``flash_fraction``; else a user's folder as it is, the
+    offline suite (``benchmark`` None) cut to 1/32 unless ``full``."""
+    if flash_fraction is not None:
+        if full:
+            raise ValueError("--full and --flash-fraction contradict each other: pass one")
+        return flash_fraction
+    return None if benchmark is not None or full else OFFLINE_FLASH_FRACTION
 
 
 def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | None = HOLMES_THREADS) -> pd.DataFrame:
@@ -271,6 +299,7 @@ def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | 
         if not is_complete_suite(benchmark):  # an interrupted first build is rebuilt, never used
             build_suite(benchmark)
     models = {model_label(m): m for m in cfg.models}
-    return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
-                      random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
-                      progress=progress, device=cfg.device)
+    with output_lock(out, "dstg-holmes run " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
+        return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
+                          random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
+                          progress=progress, device=cfg.device)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +43,7 @@ class SuiteDataset:
     phenomenon: str
     task_type: TaskType
     source: str  # brown | enmix | wordnet | template
-    build: callable
+    build: Callable
     labels: str  # how labels were made (the card)
     counterpart: str  # the Holmes dataset(s) it stands in for
     label_names: tuple[str, ...] = ("acceptable", "unacceptable")

@@ -326,7 +326,6 @@ def discourse_connective(paragraphs, rng, n):
             if match and len(p[i - 1].split()) <= 40:
                 rest = match.group(2)
                 items.append(((p[i - 1], rest[0].upper() + rest[1:]), CONNECTIVES.index(match.group(1).lower())))
-    labels = sorted({label for _, label in items})
     keep = [c for c in range(len(CONNECTIVES)) if sum(1 for _, l in items if l == c) >= 60]
     items = [(s, keep.index(label)) for s, label in items if label in keep]
     return _balanced(items, rng, n, len(keep)), [CONNECTIVES[c] for c in keep]

@@ -89,7 +89,7 @@ def antonym_negation(wordnet, rng, n):
 def age_comparison(rng, n):
     """"A 24 year old person is older than a 31 year old person." -> true (0) / false (1)."""
     out = []
-    for k in range(n):
+    for _ in range(n):
         a, b = rng.choice(np.arange(5, 90), 2, replace=False)
         relation = "older" if rng.random() < 0.5 else "younger"
         truth = (a > b) == (relation == "older")
@@ -100,7 +100,7 @@ def age_comparison(rng, n):
 def size_comparison(rng, n):
     """"The mouse is bigger than the horse." -> true (0) / false (1), from the size-ordered list."""
     out = []
-    for k in range(n):
+    for _ in range(n):
         i, j = rng.choice(len(SIZES), 2, replace=False)
         if abs(i - j) < 3:
             continue

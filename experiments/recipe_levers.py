@@ -1,0 +1,134 @@
+"""The recipe levers and named arms of the recipe study (``experiments/recipe_study.py``): what each lever
+changes in a training run, and the arm specs (``[variant:]arm[,lever=value...]``) that combine them.
+
+    from experiments.recipe_levers import parse_arm, recipe_for
+    arm = parse_arm("ap:reimpl,tie=false")        # the minimal re-implementation's recipe with an untied head
+    recipe = recipe_for(arm, "ap")                 # the zoo recipe with the arm's levers applied
+
+A recipe is a dict of lever values; ``train_config`` turns one into a ``TrainConfig``.  Levers that exist in
+one variant only (``mlp``, ``rp``, ``d_ap``: DSTG; ``pos_init``: the two with a learned table) are left out
+of the variants they do not apply to when a named arm sets them for all (``reimpl`` for AP-NeoBERT is the
+re-implementation's recipe without DSTG's FFN and RP choices), and refused when an arm names them for
+such a variant explicitly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# lever -> (parser of a command-line value, variants it applies to, what it changes)
+LEVER_SPECS = {
+    "lr": (float, None, "peak learning rate"),
+    "warmup": (int, None, "warm-up steps"),
+    "schedule": (str, None, "cosine, linear, or constant with a linear decay over the last 20% of the steps"),
+    "batch": (int, None, "sequences per step (the study keeps the training tokens fixed)"),
+    "tie": ("bool", None, "MLM head tied to the token embedding"),
+    "pos_init": (float, ("dstg", "ap"), "std of the learned position table's init (none = every weight's 0.02)"),
+    "vocab": (int, None, "WordPiece vocabulary size, trained on the training split"),
+    "d_ap": (int, ("dstg",), "DSTG's AP width (d_sem = 128 - d_ap)"),
+    "windows": ("bool", None, "true: sentence-boundary windows over whole documents; false: one sequence per "
+                              "document, from its start, truncated"),
+    "mlp": (str, ("dstg",), "DSTG FFN: split (hidden units per stream) or mixed (one SwiGLU writing both)"),
+    "rp": ("bool", ("dstg",), "DSTG's learned relative-position bias on (true) or absent (false)"),
+}
+LEVER_CHOICES = {"schedule": ("cosine", "linear", "constant"), "mlp": ("split", "mixed")}
+
+# The former zoo recipe (the one-lever screen's base) and the shipped zoo's recipe (the diagnosis's base).
+FORMER_RECIPE = dict(lr=1e-3, warmup=None, schedule="cosine", batch=32, tie=False, pos_init=None, vocab=8192, d_ap=16,
+                     windows=True, mlp="split", rp=True)
+ZOO_RECIPE = dict(FORMER_RECIPE, warmup=200, schedule="constant", batch=16)
+# Named arms of the diagnosis, as lever values over ZOO_RECIPE.  ``reimpl``: the minimal re-implementation
+# of shared/notes/ap-feasibility.md (batch 32, cosine after 200 warm-up steps, tied head, one sequence per
+# document from its start, vocabulary 4096; its disentangled model: one mixed SwiGLU, no relative bias).
+ARMS = {
+    "zoo": {},
+    "reimpl": dict(batch=32, schedule="cosine", tie=True, windows=False, vocab=4096, mlp="mixed", rp=False),
+    "mixed": dict(mlp="mixed"),
+    "no-rp": dict(rp=False),
+    "tied": dict(tie=True),
+    "doc-start": dict(windows=False),
+    "vocab-4096": dict(vocab=4096),
+    "batch-32": dict(batch=32),
+    "cosine": dict(schedule="cosine"),
+}
+# the one-lever screen (no --arms): the values tried per lever, over FORMER_RECIPE
+SCREEN_VALUES = {"lr": [3e-3], "batch": [16], "pos_init": [0.2], "tie": [True], "schedule": ["constant"], "warmup": [10],
+                 "d_ap": [32], "vocab": [4096]}
+VARIANTS = ("dstg", "rope", "ap", "rp")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm: its label (the spec without the variant), the variant it is pinned to (None = every
+    variant of the study) and its lever values over the base recipe."""
+
+    label: str
+    variant: str | None
+    levers: tuple  # ((lever, value), ...) in the order given
+    explicit: frozenset  # levers named in the spec itself (refused where they do not apply)
+
+
+def parse_value(lever: str, text: str):
+    kind = LEVER_SPECS[lever][0]
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"lever {lever}: expected true or false, got {text!r}")
+        return text.lower() == "true"
+    try:
+        value = kind(text)
+    except ValueError:
+        raise ValueError(f"lever {lever}: expected a {kind.__name__}, got {text!r}") from None
+    if lever in LEVER_CHOICES and value not in LEVER_CHOICES[lever]:
+        raise ValueError(f"lever {lever}: expected one of {', '.join(LEVER_CHOICES[lever])}, got {text!r}")
+    if kind in (int, float) and not value > 0:
+        raise ValueError(f"lever {lever}: must be positive, got {text}")
+    return value
+
+
+def parse_arm(spec: str) -> Arm:
+    """``[variant:]name[,lever=value...]`` or ``[variant:]lever=value[,...]`` (over the zoo recipe)."""
+    variant, _, body = spec.rpartition(":")
+    if variant and variant not in VARIANTS:
+        raise ValueError(f"arm {spec!r}: unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    parts = [part.strip() for part in body.split(",")]
+    if not body or any(not part for part in parts):
+        raise ValueError(f"arm {spec!r}: expected [variant:]arm[,lever=value...]")
+    levers: dict = {}
+    if "=" not in parts[0]:
+        if parts[0] not in ARMS:
+            raise ValueError(f"unknown arm {parts[0]!r} in {spec!r}; choose from {', '.join(ARMS)} or give lever=value")
+        levers.update(ARMS[parts[0]])
+        parts = parts[1:]
+    explicit = set()
+    for part in parts:
+        lever, _, text = part.partition("=")
+        if lever not in LEVER_SPECS or not text:
+            raise ValueError(f"unknown lever {lever!r} in arm {spec!r}; choose from {', '.join(LEVER_SPECS)}")
+        levers[lever] = parse_value(lever, text)
+        explicit.add(lever)
+    arm = Arm(body, variant or None, tuple(levers.items()), frozenset(explicit))
+    if arm.variant:
+        refused = [lever for lever in explicit | set(ARMS.get(body.split(",")[0], {})) if not applies(lever, arm.variant)]
+        named = [lever for lever in refused if lever in explicit]
+        if named:
+            raise ValueError(f"arm {spec!r}: lever {named[0]} does not apply to variant {arm.variant!r}")
+        if not [lever for lever in dict(arm.levers) if applies(lever, arm.variant)] and arm.levers:
+            raise ValueError(f"arm {spec!r}: none of its levers applies to variant {arm.variant!r}")
+    return arm
+
+
+def applies(lever: str, variant: str) -> bool:
+    allowed = LEVER_SPECS[lever][1]
+    return allowed is None or variant in allowed
+
+
+def recipe_for(arm: Arm, variant: str, base: dict = ZOO_RECIPE) -> dict | None:
+    """The base recipe with the arm's levers that apply to ``variant``; None when the arm changes nothing
+    for it (a DSTG-only arm and a baseline) or names a lever that does not apply."""
+    levers = dict(arm.levers)
+    if any(not applies(lever, variant) for lever in arm.explicit):
+        return None
+    kept = {lever: value for lever, value in levers.items() if applies(lever, variant)}
+    if levers and not kept:
+        return None
+    return dict(base, **kept)

@@ -1,0 +1,104 @@
+"""What the recipe diagnosis reads from one finished run (``experiments/recipe_study.py --arms``).
+
+    readings = run_readings(cfg)       # cached in <run>/readings.json, keyed by the checkpoint's step
+
+Per run, each against what it is compared with:
+- ``plateau_exit_step`` / ``plateau_exit_tokens``: the first validation at which the loss is
+  ``PLATEAU_MARGIN`` nats below the unigram loss on the same masked tokens (the unigram plateau every run
+  starts on); empty when the run never got there.
+- ``heldout_accuracy`` on ``HELDOUT_DOCS`` held-out documents of the training corpus (``mlm_accuracy``:
+  sentence windows, seeded masks), its ``most_frequent_accuracy`` (always guessing the training split's
+  most frequent token, in the run's own tokenizer, on the same masked tokens) and the gain in points.
+- ``pc1_pc2`` of the learned position table (rows = positions; DSTG: the 16-wide AP table, AP-NeoBERT: the
+  128-wide table added to the token embedding) with ``pc1_pc2_chance``, the mean over Gaussian tables of
+  the same shape (widths differ, so only the excess over chance compares across variants).
+- ``position_r2_first`` / ``position_r2_last``: token-position R^2 of a ridge probe (``probes.positions``,
+  grouped by document) on the position stream before the first block and after the last (DSTG: the AP
+  subspace, AP-NeoBERT: the full state, which is its only one).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dstg_interp.analysis.spectra import analyze_table
+from dstg_interp.evaluation import mlm_accuracy
+from dstg_interp.io import write_text_atomic
+from dstg_interp.model.checkpoint import load_model
+from dstg_interp.train import CHECKPOINT_DIR, STATE_FILE, TrainConfig
+from probes.positions import probe_positions
+
+PLATEAU_MARGIN = 0.5  # nats below the unigram loss: clearly off the plateau (the reference run ends 1.3 below)
+HELDOUT_DOCS = 200
+PROBE_DOCS = 200
+READINGS_FILE = "readings.json"
+READINGS_VERSION = 1
+
+
+def plateau_exit(curve: pd.DataFrame, margin: float = PLATEAU_MARGIN) -> tuple[float, float]:
+    """(step, tokens) of the first validation row with ``val_loss <= unigram_loss - margin``; NaNs if none.
+    ``curve``: rows with step, tokens, val_loss, unigram_loss."""
+    below = curve.sort_values("step")
+    below = below[below.val_loss <= below.unigram_loss - margin]
+    if below.empty:
+        return math.nan, math.nan
+    return float(below.step.iloc[0]), float(below.tokens.iloc[0])
+
+
+def run_readings(cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, probe_docs: int = PROBE_DOCS) -> dict:
+    """The held-out, table and probe readings of the run in ``cfg.out_dir`` (see the module docstring)."""
+    run = Path(cfg.out_dir)
+    step = json.loads((run / CHECKPOINT_DIR / STATE_FILE).read_text())["step"]
+    cached = run / READINGS_FILE
+    if cached.is_file():
+        record = json.loads(cached.read_text())
+        if record.get("step") == step and record.get("version") == READINGS_VERSION:
+            return record["readings"]
+    model = load_model(run / CHECKPOINT_DIR)
+    heldout = mlm_accuracy(model, cfg.corpus, n_docs=heldout_docs, train_config=cfg)
+    readings = dict(heldout_accuracy=heldout["accuracy"], most_frequent_accuracy=heldout["most_frequent_accuracy"],
+                    heldout_gain_points=100 * (heldout["accuracy"] - heldout["most_frequent_accuracy"]),
+                    heldout_tokens=heldout["n_tokens"])
+    if model.config.variant in ("dstg", "ap"):
+        spectrum = analyze_table(model.ap_table.detach(), name="position table", n_control_draws=50)
+        readings.update(pc1_pc2=spectrum.summary["pc1_pc2"], pc1_pc2_chance=spectrum.summary["control"]["pc1_pc2"],
+                        low_freq_share=spectrum.summary["low_freq_share"])
+        readings.update(position_r2(model, cfg, probe_docs))
+    write_text_atomic(cached, json.dumps(dict(version=READINGS_VERSION, step=step, readings=readings), indent=1) + "\n")
+    return readings
+
+
+def position_r2(model, cfg: TrainConfig, probe_docs: int) -> dict:
+    """Token-position R^2 of the position stream before the first block (layer 0) and after the last."""
+    subspace = "ap" if model.config.variant == "dstg" else "full"
+    last = model.config.n_layers
+    with tempfile.TemporaryDirectory(dir=Path(cfg.out_dir), prefix=".stores-") as stores:
+        table = probe_positions(model, task="token", corpus=cfg.corpus, layers=[0, last], subspaces=[subspace],
+                                controls=False, n_boot=0, max_docs=probe_docs, store_root=stores, model_name="run",
+                                progress=False)
+    by_layer = table.set_index("layer").r2
+    return dict(position_r2_first=float(by_layer.loc[0]), position_r2_last=float(by_layer.loc[last]),
+                position_subspace=subspace)
+
+
+def summarize_arms(runs: pd.DataFrame) -> pd.DataFrame:
+    """Mean and sd over seeds of every reading, one row per (variant, arm); ``n_seeds`` and, for the plateau
+    exit, how many seeds left the plateau at all (the mean is over those)."""
+    numeric = [c for c in runs.columns if c not in ("variant", "arm", "seed", "position_subspace", "run_dir")
+               and pd.api.types.is_numeric_dtype(runs[c])]
+    rows = []
+    for (variant, arm), group in runs.groupby(["variant", "arm"], sort=False):
+        row = dict(variant=variant, arm=arm, n_seeds=len(group), seeds=" ".join(map(str, sorted(group.seed))),
+                   seeds_off_plateau=int(group.plateau_exit_step.notna().sum()))
+        for column in numeric:
+            values = group[column].dropna().to_numpy(dtype=float)
+            row[f"{column}_mean"] = float(values.mean()) if len(values) else np.nan
+            row[f"{column}_sd"] = float(values.std(ddof=1)) if len(values) > 1 else np.nan
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,159 @@
+"""Position-only baselines for position probes: what token position alone already explains, and what the
+states explain beyond it.
+
+    from probes.position_baseline import PositionBaseline
+    baseline = PositionBaseline.fit(token_position, y, groups, train_idx, test_idx, n_splits=5, n_boot=1000)
+    baseline.r2, baseline.ci, baseline.smooth_r2         # held-out R² of token position alone
+    partial = baseline.partial_r2(states_rows, "layer 3 ap") # share of the residual the states explain
+
+Every structure target of a position probe (sentence or paragraph index, intra-segment position) is
+correlated with the token position the model is *given*: a later token tends to sit in a later sentence.
+A probe's R² mixes what the states add with what position already says.  Three readings separate them,
+all fitted on the probe's own tokens, held-out documents, grouped CV folds and bootstrap:
+
+- ``position_r2``: a ridge probe on a one-hot code of token position (the per-position mean of the
+  target, the best any function of position alone does on these documents).  For an intra-segment target
+  it is "position relative to the segment start, given only token position".
+- ``position_smooth_r2``: the same probe on a cubic B-spline basis of token position (a smooth function of
+  position; a large gap to the one-hot reading says the target's dependence on position is not smooth).
+- ``partial_r2``: the partial R² of the states given token position (Frisch-Waugh-Lovell): the target and
+  every state dimension are residualised on token position (minus their per-position mean over the
+  training tokens), and a ridge probe from residual states to residual target is scored on held-out
+  documents.  It is the share of the target's variance left after token position that the states explain:
+  0 when the states know nothing beyond position, 1 when they explain the rest.  When token position
+  explains the target exactly (no residual variance in the training tokens), there is nothing left to
+  explain and ``partial_r2`` is 0 by definition (interval [0, 0]).
+- ``position_selectivity``: R² of the states minus ``position_r2``, with a paired bootstrap interval over
+  the same resamples of held-out documents (an interval above 0: the states predict the target better than
+  position alone does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import scipy.sparse
+from sklearn.preprocessing import SplineTransformer
+
+from probes.gram import chunks, read_rows
+from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid, grouped_folds
+from probes.splits import bootstrap_r2_difference_ci, check_fold_variance
+
+SPLINE_KNOTS = 8  # cubic B-splines on 8 uniform knots: 10 smooth bumps over the positions seen
+# below this share of the target's training variance, the residual after position is rounding residue
+RESIDUAL_TOLERANCE = 1e-10
+BASELINE_COLUMNS = ["position_r2", "position_ci_low", "position_ci_high", "position_smooth_r2",
+                    "position_smooth_ci_low", "position_smooth_ci_high", "partial_r2", "partial_ci_low",
+                    "partial_ci_high", "position_selectivity", "position_selectivity_ci_low",
+                    "position_selectivity_ci_high"]
+
+
+def one_hot_positions(token_position: np.ndarray) -> np.ndarray:
+    """[n, max position + 1] float32 indicator of each token's position."""
+    token_position = np.asarray(token_position, dtype=np.int64)
+    code = np.zeros((len(token_position), int(token_position.max()) + 1), dtype=np.float32)
+    code[np.arange(len(token_position)), token_position] = 1.0
+    return code
+
+
+def spline_positions(token_position: np.ndarray, n_knots: int = SPLINE_KNOTS) -> np.ndarray:
+    """[n, n_knots + 2] cubic B-spline basis of token position over the range of positions seen."""
+    positions = np.asarray(token_position, dtype=np.float64).reshape(-1, 1)
+    return SplineTransformer(n_knots=n_knots, degree=3).fit_transform(positions)
+
+
+def position_means(values: np.ndarray, token_position: np.ndarray, train: np.ndarray) -> np.ndarray:
+    """The per-position mean of ``values`` over the ``train`` rows, at every row (a position no training
+    token has gets the training mean): the least-squares fit of ``values`` on one-hot position."""
+    values = np.asarray(values, dtype=np.float64)
+    flat = values.reshape(len(values), -1)
+    n_positions = int(token_position.max()) + 1
+    indicator = scipy.sparse.csr_matrix((np.ones(len(train)), (token_position[train], np.arange(len(train)))),
+                                        shape=(n_positions, len(train)))
+    counts = np.asarray(indicator.sum(axis=1)).ravel()
+    sums = indicator @ flat[train]
+    means = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], flat[train].mean(axis=0))
+    return means[token_position].reshape(values.shape)
+
+
+@dataclass
+class PositionBaseline:
+    """The position-only probes of one target on one set of tokens, and what residualising needs.
+
+    All arrays are over the probed tokens (local rows); ``train_idx`` / ``test_idx`` index them.
+    """
+
+    token_position: np.ndarray
+    y: np.ndarray
+    groups: np.ndarray
+    train_idx: np.ndarray
+    test_idx: np.ndarray
+    n_splits: int
+    n_boot: int
+    seed: int
+    table: pd.DataFrame  # fit_ridge_grid rows of the one-hot and spline probes (with test predictions)
+    residual: np.ndarray  # y minus its per-position training mean
+    exact: bool  # token position explains the target exactly on the training tokens
+
+    @classmethod
+    def fit(cls, token_position, y, groups, train_idx, test_idx, n_splits: int = 5, n_boot: int = 1000,
+            seed: int = 0, name: str = "target") -> PositionBaseline:
+        token_position = np.asarray(token_position, dtype=np.int64)
+        y = np.asarray(y, dtype=np.float64)
+        fold = grouped_folds(groups[train_idx], n_splits)
+        check_fold_variance(y[train_idx], fold, name, "position-only baseline's grouped CV")
+        check_fold_variance(y[test_idx], np.zeros(len(test_idx), dtype=np.int64), name, "held-out documents")
+        features = {"one-hot": one_hot_positions(token_position), "spline": spline_positions(token_position)}
+        table = fit_ridge_grid(features, {"target": y}, groups, train_idx, test_idx, alphas=DEFAULT_ALPHAS,
+                               n_splits=n_splits, n_boot=n_boot, seed=seed).set_index("key")
+        residual = y - position_means(y, token_position, train_idx)
+        exact = float(residual[train_idx].var()) <= RESIDUAL_TOLERANCE * float(y[train_idx].var())
+        return cls(token_position, y, np.asarray(groups), np.asarray(train_idx), np.asarray(test_idx), n_splits,
+                   n_boot, seed, table, residual, exact)
+
+    def _reading(self, key: str) -> tuple[float, float, float]:
+        row = self.table.loc[key]
+        return float(row.test_r2), float(row.get("r2_ci_low", np.nan)), float(row.get("r2_ci_high", np.nan))
+
+    @property
+    def r2(self) -> float:
+        return self._reading("one-hot")[0]
+
+    @property
+    def predictions(self) -> np.ndarray:
+        """The one-hot probe's held-out predictions, aligned with ``test_idx``."""
+        return self.table.loc["one-hot"].y_pred_test
+
+    def partial_r2(self, states, rows=None, name="states") -> tuple[float, float, float]:
+        """(partial R², CI low, CI high) of the states given token position (module doc).
+
+        ``states``: anything indexed by rows (a store's memmap); ``rows``: its sorted rows that hold the
+        probed tokens (default: its first rows, in order)."""
+        if self.exact:
+            return 0.0, 0.0, 0.0
+        rows = np.arange(len(self.y)) if rows is None else np.asarray(rows, dtype=np.int64)
+        residual_states = np.empty((len(rows), states.shape[1]), dtype=np.float32)
+        for part in chunks(len(rows), 32_768):
+            residual_states[part] = read_rows(states, rows[part])
+        residual_states -= position_means(residual_states, self.token_position, self.train_idx).astype(np.float32)
+        fitted = fit_ridge_grid({name: residual_states}, {"residual": self.residual}, self.groups, self.train_idx,
+                                self.test_idx, alphas=DEFAULT_ALPHAS, n_splits=self.n_splits, n_boot=self.n_boot,
+                                seed=self.seed, keep_predictions=False).iloc[0]
+        return float(fitted.test_r2), float(fitted.get("r2_ci_low", np.nan)), float(fitted.get("r2_ci_high", np.nan))
+
+    def columns(self, r2: float, test_predictions: np.ndarray, partial: tuple[float, float, float],
+                ci_defined: bool = True) -> dict:
+        """The BASELINE_COLUMNS of one probe whose held-out R² is ``r2`` and predictions ``test_predictions``."""
+        one_hot, smooth = self._reading("one-hot"), self._reading("spline")
+        low, high = (np.nan, np.nan)
+        if self.n_boot and ci_defined:
+            low, high = bootstrap_r2_difference_ci(self.y[self.test_idx], test_predictions, self.predictions,
+                                                   self.groups[self.test_idx], n_boot=self.n_boot, seed=self.seed)
+
+        def ci(reading):
+            return reading[1:] if ci_defined else (np.nan, np.nan)
+
+        values = [one_hot[0], *ci(one_hot), smooth[0], *ci(smooth), partial[0], *ci(partial), r2 - one_hot[0], low, high]
+        return dict(zip(BASELINE_COLUMNS, values))

@@ -62,7 +62,8 @@ def add_holmes_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
                                       "is -- FlashHolmes files are already cut -- and 1/32 of the offline suite)")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="reference",
                         help=prefix + "reference: holmes-evaluation's (raw features, its loss, hidden_states[-1]), "
-                                      "comparable with the leaderboard; standardised: z-scored features, plain logits")
+                                      "comparable with the leaderboard; standardised: z-scored features, plain logits "
+                                      "(default: %(default)s)")
     parser.add_argument("--seeds", type=_seeds_arg, default=None,
                         help=prefix + "probe seeds, comma-separated (default: 5 seeds from --seed: S..S+4)")
     parser.add_argument("--random-init", action="store_true", help=prefix + "add the random-init encoder control")

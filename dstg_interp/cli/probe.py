@@ -53,8 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     flags.add_model(parser, default=DEFAULT_MODEL)
     parser.add_argument("--task", required=True, choices=TASKS,
                         help="token / segment / intra: position probes; holmes: the Holmes benchmark")
-    parser.add_argument("--segment", default="sentence", choices=["sentence", "paragraph"])
-    parser.add_argument("--corpus", default="en-mix", help="en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:...")
+    parser.add_argument("--segment", default="sentence", choices=["sentence", "paragraph"],
+                        help="what --task segment / intra count in: sentences or paragraphs (default: %(default)s)")
+    parser.add_argument("--corpus", default="en-mix",
+                        help="en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:... (default: %(default)s)")
+    parser.add_argument("--name", nargs="+", action="extend", default=None,
+                        help="how the tables name each --model, in order (default: the zoo name, hub id, model-card "
+                             "title or folder name; dstg_interp.encoders.naming)")
     flags.add_layers(parser, default="all; last for --task holmes")
     flags.add_subspaces(parser)
     flags.add_out(parser, what="a folder for results.csv and results.json (Holmes: its tables)", shown="dstg-results/<task>")
@@ -64,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     flags.add_quiet(parser)
     parser.add_argument("--max-tokens", type=positive_int, default=None,
                         help="a seeded subsample of this many tokens for the probes (default: every token)")
-    parser.add_argument("--max-docs", type=positive_int, default=None)
+    parser.add_argument("--max-docs", type=positive_int, default=None, help="the first N documents (default: all)")
     parser.add_argument("--no-controls", action="store_true", help="skip the random-init and shuffled-target controls")
     parser.add_argument("--no-position-baseline", action="store_true",
                         help="skip the position-only probes, the partial R² given token position and the selectivity "
@@ -142,6 +147,24 @@ def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
             csv_tmp.unlink(missing_ok=True)
 
 
+def table_names(specs: list, given: list[str] | None) -> list[str]:
+    """The name of each model in the tables: ``--name`` (one per --model, none twice), else the naming rule,
+    with the path as given for models whose names would collide (a run folder called ``dstg`` beside the zoo's)."""
+    if given is not None:
+        if len(given) != len(specs):
+            raise ValueError(f"--name gives {len(given)} name(s) for {len(specs)} --model(s); give one per model, in order")
+        twice = sorted({n for n in given if given.count(n) > 1})
+        if twice:
+            raise ValueError(f"--name gives {twice[0]!r} twice; each model of one table needs its own name")
+        return list(given)
+    names = [model_label(spec) for spec in specs]
+    return [str(spec) if names.count(name) > 1 else name for spec, name in zip(specs, names)]
+
+
+LEGEND = ("layer 0 = embeddings, l = after block l; ap / sem = DSTG's position / semantic stream, full = the whole "
+          "state; cell = held-out R² ± half its 95% bootstrap CI over test documents")
+
+
 def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     """Position probes of every --model, as one table, and the record saved beside it."""
     check_device(args.device)
@@ -149,16 +172,17 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
         torch.set_num_threads(args.threads)
     started = time.time()
     tables = []
-    for spec in flags.models(args):
+    names = table_names(flags.models(args), args.name)
+    for spec, name in zip(flags.models(args), names):
         tables.append(probe_positions(spec, task=args.task, segment=args.segment, corpus=args.corpus, layers=args.layers,
                                       subspaces=args.subspaces, max_tokens=args.max_tokens, controls=not args.no_controls,
                                       position_baseline=not args.no_position_baseline,
-                                      seed=args.seed, max_docs=args.max_docs, model_name=model_label(spec),
+                                      seed=args.seed, max_docs=args.max_docs, model_name=name,
                                       progress=not args.quiet, device=args.device))
     results = pd.concat(tables, ignore_index=True)
     arguments = dict(vars(args), model=flags.models(args))
     arguments.pop("_model_default", None)
-    record = dict(command="dstg-probe", arguments=arguments, versions=versions(), seconds=round(time.time() - started, 1),
+    record = dict(command="dstg-probe", arguments=arguments, models=dict(zip(names, map(str, flags.models(args)))), versions=versions(), seconds=round(time.time() - started, 1),
                   results=results.to_dict(orient="records"))
     return results, record
 
@@ -176,12 +200,14 @@ def _main(args: argparse.Namespace) -> int:
         title = f"held-out R² ({args.task}" + (f", {args.segment}" if args.task != "token" else "") + ") ± half the 95% CI"
         print(title)
         print(compact_table(results))
+        print(LEGEND)
         if results.position_r2.notna().any():
             print("\nbeyond token position (position-only: a probe on one-hot token position, same tokens and folds; "
                   "partial R²: share of the variance left after token position that the states explain) [95% CI]")
             print(position_table(results))
         write_results(out, results, record)
-    print(f"wrote {out / 'results.csv'} and {out / 'results.json'}")
+    print(f"wrote {out / 'results.csv'} (the full table: {len(results.columns)} columns, controls and selectivity "
+          f"included) and {out / 'results.json'}")
     return 0
 
 

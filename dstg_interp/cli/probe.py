@@ -41,7 +41,6 @@ from dstg_interp.store.manifest import versions
 from probes.holmes.run import HOLMES_THREADS, run_config
 from probes.positions import DEFAULT_MODEL, PositionProbeConfig, model_label, probe_positions
 
-from . import flags
 from .config_args import add_config_arguments, config_from_args, flag_values
 from .holmes import HOLMES_OUT, add_holmes_flags, report
 from .holmes import config_from_args as holmes_config

@@ -269,7 +269,7 @@ def summarize(curves: pd.DataFrame) -> pd.DataFrame:
     (``below_unigram``: the comparable number when a lever changes the vocabulary or the validation batches),
     and its gain over the variant's base run."""
     rows = []
-    for (variant, run, seed), curve in curves.groupby(["variant", "run", "seed"], sort=False):
+    for (variant, run, _seed), curve in curves.groupby(["variant", "run", "seed"], sort=False):
         curve = curve.sort_values("tokens")
         rows.append(dict(variant=variant, run=run, final_val_loss=curve.val_loss.iloc[-1],
                          below_unigram=curve.unigram_loss.iloc[-1] - curve.val_loss.iloc[-1],

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dstg_interp.data.corpora import (DataError, Document, decode_utf8, default_cache_dir, load_hf_dataset,
-                                      load_jsonl, load_text_folder, make_document, paragraphs_from_text,
+from dstg_interp.data.corpora import (DataError, Document, default_cache_dir, load_hf_dataset,
+                                      load_jsonl, load_text_folder, read_text_document,
                                       split_documents)
 from dstg_interp.data.en_large import en_large_version, load_en_large
 from dstg_interp.data.en_mix import en_mix_version, load_en_mix
@@ -51,12 +51,11 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
     else:
         path = Path(spec)
         if path.is_dir():
-            documents = load_text_folder(path)
+            documents = load_text_folder(path, progress=progress)
         elif path.is_file() and path.suffix == ".jsonl":
             documents = load_jsonl(path, text_field)
         elif path.is_file() and path.suffix == ".txt":
-            text = decode_utf8(path.read_bytes(), str(path))
-            documents = [d for d in [make_document(path.name, path.stem, paragraphs_from_text(text))] if d]
+            documents = [d for d in [read_text_document(path, path.name, path.stem, progress=progress)] if d]
         else:
             raise DataError(f"corpus spec {spec!r}: not 'en-mix', 'pydocs', 'hf:NAME[:CONFIG]:SPLIT', "
                             "a folder of *.txt files or a .jsonl file")

@@ -60,8 +60,8 @@ def measure_piece(name: str, tokenizer: Tokenizer, cache_dir: Path) -> dict:
     # split_documents needs .doc_id: the held-out side by the same hash of the id the corpus uses
     held_out_ids = {d.doc_id for d in split_documents([_Identified(u.unit_id) for u in documents], 0.05, 0)[1]}
     tokens = {u.unit_id: sum(len(e.ids) - 2 for e in tokenizer.encode_batch(u.paragraphs)) for u in documents}
-    package = piece.fetch_command[-1]
-    return dict(piece=name, package=package.split("=")[0], version=package.split("=", 1)[1] if "=" in package else "",
+    package, _, version = piece.fetch_command[-1].replace("==", "=").partition("=")
+    return dict(piece=name, package=package, version=version,
                 registry="PyPI" if "pip" in piece.fetch_command else "Debian", licence=LICENCES[name], fetched=True,
                 documents=len(documents), paragraphs=sum(len(u.paragraphs) for u in documents),
                 words=sum(len(p.split()) for u in documents for p in u.paragraphs), tokens=sum(tokens.values()),

@@ -27,6 +27,17 @@ VARIANTS = ("dstg", "rope", "ap", "rp")
 # No model of this toolkit comes near this; a config past it is a typo (vocab_size 1e12, a factor of
 # 100000), refused here in one line instead of an allocator error for petabytes.
 MAX_MODEL_BYTES = 2**40
+# Seeds: torch.manual_seed takes up to 2**64 - 1 and numpy's legacy RandomState up to 2**32 - 1; derived seeds
+# (seed * 1_000_003 + step, seed + 1_000_003) must stay inside torch's range too, so every seed flag and
+# config field is checked against 0..MAX_SEED before any work.
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(value, name: str = "seed") -> int:
+    """``value`` if it is a usable seed (an integer in 0..MAX_SEED); else ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEED:
+        raise ValueError(f"{name}: expected a seed from 0 to {MAX_SEED}, got {value!r}")
+    return value
 
 
 def _multiple_of_8(x: float) -> int:
@@ -113,6 +124,7 @@ class ModelConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"ModelConfig.{name}: must be a positive integer, got {value!r}")
+        check_seed(self.seed, "ModelConfig.seed")
         if self.variant == "dstg":
             for name in ("d_sem", "d_ap"):
                 value = getattr(self, name)

@@ -81,12 +81,16 @@ def training_config(model) -> TrainConfig | None:
 
 
 def training_unigram(model, cfg: TrainConfig, cache_dir: str | Path | None = None) -> Unigram:
-    """Token frequencies of the split the model trained on, checked to be in the model's own token ids."""
-    prepared = prepare_training_data(cfg, cache_dir=cache_dir)
-    if model.tokenizer is None or tokenizer_hash(prepared.tokenizer) != tokenizer_hash(model.tokenizer):
-        raise ValueError(f"the model's tokenizer is not the one its training data ({cfg.corpus!r}, prepared in "
-                         f"{prepared.directory}) was tokenized with, so the unigram baseline would be in other ids; "
-                         "evaluate with the tokenizer the model was trained with")
+    """Token frequencies of the split the model trained on, in the model's own token ids: the training data
+    is prepared with the model's tokenizer (the cached entry that trained it, else one keyed on it), so a
+    cache prepared by another run can never put the baseline in other ids."""
+    if model.tokenizer is None:
+        raise ValueError(f"{getattr(model, 'checkpoint_path', 'the model')}: has no tokenizer, so its training data "
+                         "cannot be tokenized as it was; put its tokenizer.json beside the checkpoint")
+    prepared = prepare_training_data(cfg, cache_dir=cache_dir, tokenizer=model.tokenizer)
+    if tokenizer_hash(prepared.tokenizer) != tokenizer_hash(model.tokenizer):  # prepare_data's own promise
+        raise ValueError(f"the prepared training data in {prepared.directory} is not in the model's token ids; "
+                         f"remove {prepared.directory} and run again")
     return Unigram.from_sequences(prepared.train, model.config.vocab_size)
 
 

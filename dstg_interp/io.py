@@ -95,19 +95,50 @@ def files_listed(path: Path, allowed: Iterable[str], required: Iterable[str] = (
     return not foreign_entries(path, allowed, required)
 
 
+def free_sibling(path: str | Path, suffix: str = "new") -> Path:
+    """A folder name beside ``path`` that does not exist yet (``NAME-new``, ``NAME-new-2``, ...): what a
+    refusal offers instead of a flag that would replace something."""
+    path = Path(path)
+    if path.name in ("", ".", ".."):  # '.', 'a/..': name the folder itself
+        path = Path(os.path.abspath(path))
+    base = path.with_name(f"{path.name}-{suffix}")
+    candidate, count = base, 1
+    while candidate.exists() or candidate.is_symlink():
+        count += 1
+        candidate = base.with_name(f"{base.name}-{count}")
+    return candidate
+
+
+def _contains(folder: Path, inner: Path) -> bool:
+    folder, inner = Path(os.path.realpath(folder)), Path(os.path.realpath(inner))
+    return folder == inner or folder in inner.parents
+
+
 def check_replaceable(path: str | Path, kind: str, owned: Callable[[Path], bool | list[str]], overwrite: bool,
-                      flag: str = "--out", overwrite_flag: str = "--overwrite") -> bool:
+                      flag: str = "--out", overwrite_flag: str = "--overwrite", inputs: Iterable[str | Path] = (),
+                      suffix: str = "new") -> bool:
     """May ``path`` be replaced by a new ``kind`` (with its article: "a checkpoint")?  True when it exists and will be replaced, False when
     there is nothing there (or an empty folder); raises OutputError otherwise.
 
     ``owned(path)`` says whether the folder is recognisably one this tool wrote (a manifest, a checkpoint's
     files and nothing else): True/False, or the list of entries that are not ours (empty: all ours).
-    Such a folder is replaced only with ``overwrite``; anything else never."""
+    Such a folder is replaced only with ``overwrite``; anything else never, nor a folder that is or holds one
+    of the command's ``inputs``.  A refusal of something that is never replaced offers a new folder (named
+    with ``suffix``), never the flag."""
     path = Path(path)
     if not path.exists() and not path.is_symlink():
         return False
-    if not path.is_dir() or path.is_symlink():
-        raise OutputError(f"{flag} {path} is a file, not {kind}; it is never replaced: choose another {flag}")
+    instead = f"choose another {flag}, such as {free_sibling(path, suffix)}"
+    if path.is_symlink():
+        raise OutputError(f"{flag} {path} is a symbolic link (to {os.readlink(path)}); it is never replaced: {instead}")
+    if not path.is_dir():
+        raise OutputError(f"{flag} {path} is a file, not {kind}; it is never replaced: {instead}")
+    for source in inputs:
+        if Path(source).exists() and _contains(path, Path(source)):
+            what = "is" if _contains(Path(source), path) else "holds"
+            inside = free_sibling(path / Path(os.path.realpath(source)).name, suffix) if what == "holds" else None
+            raise OutputError(f"{flag} {path} {what} the input {source}; it is never replaced: "
+                              + (f"choose a new folder, such as {inside}" if inside else instead))
     entries = folder_entries(path)
     if not entries:
         return False
@@ -116,7 +147,7 @@ def check_replaceable(path: str | Path, kind: str, owned: Callable[[Path], bool 
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise OutputError(f"{flag} {path} exists and is not {kind} written by dstg-interp (it holds {shown}); "
-                          f"it is never replaced: choose another {flag}")
+                          f"it is never replaced: {instead}")
     if not overwrite:
         raise OutputError(f"{flag} {path} already holds {kind}; pass {overwrite_flag} to replace it or choose another {flag}")
     return True
@@ -236,9 +267,27 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         raise
 
 
+@contextlib.contextmanager
+def created_folder(path: str | Path):
+    """Create ``path`` (and missing parents) for the duration; if the block fails, the folders it created
+    are removed again while still empty, so a failed write (a full disk) leaves no empty --out behind."""
+    path = Path(path)
+    missing = [p for p in [path, *path.parents] if not p.exists()]
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        yield path
+    except BaseException:
+        for folder in missing:  # innermost first
+            with contextlib.suppress(OSError):
+                if not folder_entries(folder):
+                    shutil.rmtree(folder)
+        raise
+
+
 # --- one run per output folder --------------------------------------------------------------------
 def lock_path(path: str | Path) -> Path:
-    path = _resolved(path)
+    """``.NAME.lock`` beside the real folder: every spelling of one folder (a symlink, '..') shares one lock."""
+    path = Path(os.path.realpath(path))
     return path.with_name(f".{path.name}.lock")
 
 

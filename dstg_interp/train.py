@@ -15,9 +15,9 @@ uninterrupted run.  The next batch is collated and masked in a background thread
 runs.  Masking as NeoBERT: 20% of tokens, all replaced by [MASK].  ``--compile`` compiles the encoder
 and the masked-token loss with ``torch.compile`` (the input checks and the selection of the masked tokens
 stay eager, between them; ``compile_for_training``); by default it is on for runs of at least
-``COMPILE_MIN_STEPS`` steps, where its one-time cost (three graphs: about 90 s for DSTG on 2 cores with a
-cold inductor cache, a few seconds with a warm one) pays back (benchmarks/bench_train_loop.py: 1.2-1.5x
-the eager loop), and off, with a note, where inductor cannot build kernels (no C++ compiler).
+``COMPILE_MIN_STEPS`` steps, where its one-time cost (three graphs, much cheaper with a warm inductor
+cache) pays back (measured against the eager loop: benchmarks/bench_train_loop.py, benchmarks/README.md),
+and off, with a note, where inductor cannot build kernels (no C++ compiler).
 
 Outputs in ``--out``: ``train_config.json``, ``log.jsonl`` (one JSON line per logged step and per
 validation), and ``checkpoint/`` (weights, config, tokenizer, optimizer state, step) rewritten atomically
@@ -45,12 +45,13 @@ from tqdm.auto import tqdm
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
-from .config import ModelConfig
+from .config import ModelConfig, check_seed
 from .data.mlm import collate, mask_tokens
 from .data.prepare import prepare_data
-from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS
+from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import clean_stale_temporaries, write_text_atomic
 from .model.checkpoint import CheckpointError, build_model, load_model, save_checkpoint
+from .model.files import TOKENIZER_FILE
 
 CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = "checkpoint", "log.jsonl", "train_config.json"
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "train_state.json"
@@ -130,8 +131,7 @@ class TrainConfig:
         if not 0 < self.decay_fraction <= 1:
             raise ValueError(f"TrainConfig.decay_fraction: must be in (0, 1], got {self.decay_fraction}")
         for name in ("seed", "data_seed"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
-                raise ValueError(f"TrainConfig.{name}: must be a non-negative integer, got {getattr(self, name)!r}")
+            check_seed(getattr(self, name), f"TrainConfig.{name}")
         if self.mask_strategy not in ("all", "80-10-10"):
             raise ValueError(f"TrainConfig.mask_strategy: 'all' or '80-10-10', got {self.mask_strategy!r}")
         if not 0 < self.mask_prob < 1:
@@ -193,8 +193,7 @@ def learning_rate(cfg: TrainConfig, step: int) -> float:
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
     """Weight decay on matrices and embedding tables; none on norms, biases and the relative-bias table.
 
-    The fused AdamW kernel on CPU and CUDA: at zoo size on 2 cores its step takes 3 ms against 12 ms for
-    the default multi-tensor one (54 tensors, 2.6M parameters), about 4% of a training step.
+    The fused AdamW kernel on CPU and CUDA, which at zoo size is faster than the default multi-tensor one.
     """
     decay, no_decay = [], []
     for name, param in model.named_parameters():
@@ -242,10 +241,10 @@ def compile_for_training(model) -> None:
 
     Length-bucketed batches come in up to ``max_length`` widths, with and without a padding mask, and an
     epoch's last batch is smaller.  Left to itself dynamo compiles a graph for each new case (six for the
-    one-epoch run of ``test_train_loop``, 20-55 s each on 2 cores with a cold cache).  So the shapes are declared: the batch
+    one-epoch run of ``test_train_loop``, each a cold compile).  So the shapes are declared: the batch
     size is symbolic in every graph, the width only in padded batches, the number of masked tokens in the
     loss.  Training then compiles three graphs: the encoder on full-width unpadded batches (most of them,
-    with static-width kernels, about 4% faster than symbolic ones), the encoder on padded batches of any
+    with static-width kernels, a little faster than symbolic ones), the encoder on padded batches of any
     width, and the loss.  Validation runs eager (``evaluate``): graphs for ``no_grad`` would not pay back
     their compile time.
     """
@@ -387,10 +386,12 @@ def barrier(world_size: int) -> None:
         dist.barrier()
 
 
-def prepare_training_data(cfg: TrainConfig, progress: bool = False, cache_dir: str | Path | None = None):
-    """The cached corpus -> split -> tokenizer -> sequences preparation this run trains on."""
+def prepare_training_data(cfg: TrainConfig, progress: bool = False, cache_dir: str | Path | None = None,
+                          tokenizer=None):
+    """The cached corpus -> split -> tokenizer -> sequences preparation this run trains on; ``tokenizer``:
+    a trained model's own (resuming, evaluating), so its data is found again in that model's token ids."""
     return prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.data_seed,
-                        cfg.max_docs, cfg.tokenizer, cache_dir=cache_dir, progress=progress)
+                        cfg.max_docs, cfg.tokenizer, cache_dir=cache_dir, progress=progress, tokenizer=tokenizer)
 
 
 # --- checkpoints --------------------------------------------------------------------------------
@@ -464,15 +465,18 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
             raise CheckpointError(f"{out_dir} already holds a checkpoint; pass --resume to continue it or choose another --out")
         out_dir.mkdir(parents=True, exist_ok=True)
     state: dict = dict(step=0, tokens_seen=0, train_seconds=0.0)
+    own_tokenizer = None  # resuming: the data in the checkpoint's token ids, whoever prepared the cache
     if resume:
         state, checkpoint = read_resume_state(cfg)
+        if (checkpoint / TOKENIZER_FILE).is_file():
+            own_tokenizer = load_tokenizer(checkpoint / TOKENIZER_FILE)
 
     # Rank 0 builds the cached data first; the other ranks then load the same folder.
     if is_main:
-        prepared = prepare_training_data(cfg, progress=cfg.progress)
+        prepared = prepare_training_data(cfg, progress=cfg.progress, tokenizer=own_tokenizer)
     barrier(world_size)
     if not is_main:
-        prepared = prepare_training_data(cfg)
+        prepared = prepare_training_data(cfg, tokenizer=own_tokenizer)
     train_set, validation = prepared.train, prepared.validation
     vocab_size = prepared.tokenizer.get_vocab_size()
 

@@ -1,6 +1,6 @@
 """Figure: the AP manifold -- PCA and DCT of learned position tables and of per-position mean layer states.
 
-    python -m experiments.fig_ap_manifold                 # the zoo + MiniLM, ~1 min on 2 cores (extracts the stores)
+    python -m experiments.fig_ap_manifold                 # the zoo + MiniLM (extracts the stores)
     python -m experiments.fig_ap_manifold --tiny --out /tmp/fig   # tiny random models, seconds
 
 Two families of position tables (rows = positions), each analysed by ``dstg_interp.analysis.spectra.analyze_table``

@@ -1,6 +1,6 @@
 """Figure: length extrapolation along the AP manifold -- MLM by position and position probes past the trained range.
 
-    python -m experiments.fig_extrapolation                       # the zoo at 2x and 4x (256, 512), ~8 min on 2 cores
+    python -m experiments.fig_extrapolation                       # the zoo at 2x and 4x (256, 512)
     python -m experiments.fig_extrapolation --tiny --out /tmp/x   # tiny random models, seconds
 
 Arms, at each length (factor x the trained ``max_positions``):

@@ -1,6 +1,6 @@
 """Figure: attention-head classification of the four zoo models (structure / semantic / RP / mixed heads).
 
-    python -m experiments.fig_heads                        # the zoo, seconds once the stores exist (~1 min if not)
+    python -m experiments.fig_heads                        # the zoo (extracts the stores it lacks)
     python -m experiments.fig_heads --tiny --out /tmp/fig  # tiny random models, seconds
 
 Per zoo member (variant x training seed, ``--model-seeds``), the attention summaries of its store (held-out documents, ``figure_inputs.attention_store``)

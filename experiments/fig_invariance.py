@@ -1,7 +1,7 @@
 """Figure: position-free semantic states -- how much a passage's states change at another offset or in
 another context, per layer and subspace, and what that does to nearest-neighbour retrieval.
 
-    python -m experiments.fig_invariance                        # the zoo, 400 passages: 46 s on 2 cores
+    python -m experiments.fig_invariance                        # the zoo, 400 passages
                                                                 # (134 s while another job shared them)
     python -m experiments.fig_invariance --tiny --out /tmp/fig  # tiny random models, seconds
 

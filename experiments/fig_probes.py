@@ -1,6 +1,6 @@
 """Figure: linear position probes by layer -- token, segment and intra-segment position, all models and subspaces.
 
-    python -m experiments.fig_probes                        # the zoo, ~3 min on 2 cores (stores reused)
+    python -m experiments.fig_probes                        # the zoo (stores reused)
     python -m experiments.fig_probes --tiny --out /tmp/fig  # tiny random models, seconds
 
 For each zoo member (variant x training seed, ``--model-seeds``) and each probe -- token position; segment index (sentence, paragraph); intra-segment

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from dstg_interp import ModelConfig, build_model, extract, load_model, open_encoder
+from dstg_interp.config import MAX_SEED, check_seed
 from dstg_interp.cli.shell import run_cli
 from dstg_interp.data import default_cache_dir, probing_documents
 from dstg_interp.io import write_text_atomic
@@ -59,6 +60,7 @@ class ScriptConfig:
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
+        check_seeds_and_steps(self)
 
     def to_dict(self) -> dict:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -103,9 +105,22 @@ def check_model_seeds(seeds) -> list[int]:
     seeds = [int(s) for s in seeds]
     if not seeds:
         raise ValueError("--model-seeds needs at least one seed")
-    if any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ValueError(f"--model-seeds must be distinct non-negative integers, got {' '.join(map(str, seeds))}")
+    if any(not 0 <= s <= MAX_SEED for s in seeds) or len(set(seeds)) != len(seeds):
+        raise ValueError(f"--model-seeds must be distinct integers from 0 to {MAX_SEED}, got {' '.join(map(str, seeds))}")
     return seeds
+
+
+def check_seeds_and_steps(config) -> None:
+    """Every script's seeds (fields named ``seed``, ``*_seed``, ``seeds``, ``*_seeds``) in 0..MAX_SEED and its
+    step counts (``steps``, ``*_steps``) positive, checked as the config is made: before any work."""
+    for spec in dataclasses.fields(config):
+        value, flag = getattr(config, spec.name), "--" + spec.name.replace("_", "-")
+        if spec.name.endswith(("seed", "seeds")):
+            for seed in value if isinstance(value, (list, tuple)) else [] if value is None else [value]:
+                check_seed(seed, flag)
+        elif spec.name == "steps" or spec.name.endswith("_steps") and "warmup" not in spec.name:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{flag}: expected a positive number of steps, got {value!r}")
 
 
 class ZooIncomplete(ValueError):

@@ -1,6 +1,6 @@
 """Offline Holmes suite on the four zoo models: build it (cache dir), probe it (Flash protocol), draw it.
 
-    python -m experiments.holmes_suite                     # the 12 zoo members (4 variants x 3 seeds), one thread
+    python -m experiments.holmes_suite                     # the 12 zoo members (4 variants x 3 seeds), Flash cut
     python -m experiments.holmes_suite --models dstg rope  # a subset; --full for the whole train split
 
 Writes figures/holmes/{results,scores,winning_rates,areas,phenomena,a_vs_b,skipped}.csv (the aggregation of

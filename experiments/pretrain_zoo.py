@@ -1,7 +1,7 @@
 """Pretrain the reference zoo -- DSTG-, RoPE-, AP- and RP-NeoBERT -- with identical data, seed and
 hyper-parameters, and ship each as a half-precision checkpoint in ``dstg_interp/zoo/<variant>/``.
 
-    python -m experiments.pretrain_zoo                       # all four, seed 0, ~12-18 min each on 2 cores
+    python -m experiments.pretrain_zoo                       # all four, seed 0
     python -m experiments.pretrain_zoo --variants dstg --steps 200 --runs runs/zoo-small --out /tmp/zoo
     python -m experiments.pretrain_zoo --variants dstg-offset   # DSTG with random_offset, 512-row AP table
     python -m experiments.pretrain_zoo --seeds 0 1 2            # seed-major; seed k > 0 ships as <variant>-seed<k>
@@ -20,6 +20,7 @@ lr 1e-3 / batch 32 (DSTG; measured in this project's first zoo attempts, see the
 that left the plateau in a quick feasibility run on 2 cores within the time budget.
 Data: en-mix (Wikipedia leads + Austen chapters + Treasury of David), one document per sequence from its
 start, further windows of long documents starting at sentence boundaries so late positions are trained.
+Tokenizer: the shipped zoo's (``ZOO_TOKENIZER``), so a member trained now shares the shipped members' ids.
 Each run is resumable (rerunning this script continues unfinished runs); the export writes, per variant,
 the checkpoint (float16), its ``train_config.json``, ``log.jsonl`` and ``training.json`` (validation MLM
 loss/accuracy, unigram baseline on the same masked tokens, training tokens and wall time), plus
@@ -41,7 +42,8 @@ import torch
 from dstg_interp import load_model
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import write_text_atomic
-from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, zoo_member
+from dstg_interp.config import MAX_SEED
+from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_TOKENIZER, zoo_member
 from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch,
                                prepare_training_data, train, validation_batches)
 from experiments.figure_inputs import ScriptConfig, parse_config
@@ -69,12 +71,12 @@ def zoo_config(variant: str, runs: Path, steps: int, threads: int | None, seed: 
     model = dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4)
     shared = dict(SHARED, warmup_steps=min(SHARED["warmup_steps"], steps // 10))  # short smoke runs
     return TrainConfig(out_dir=str(runs / zoo_member(variant, seed)), model=model, max_steps=steps, threads=threads,
-                       **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
+                       tokenizer=str(ZOO_TOKENIZER), **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
 
 
 def check_seeds(seeds: list[int]) -> list[int]:
-    if any(seed < 0 for seed in seeds):
-        raise ValueError(f"--seeds must be non-negative integers, got {' '.join(map(str, seeds))}")
+    if any(not 0 <= seed <= MAX_SEED for seed in seeds):
+        raise ValueError(f"--seeds must be integers from 0 to {MAX_SEED}, got {' '.join(map(str, seeds))}")
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"--seeds repeats a seed: {' '.join(map(str, seeds))}")
     return seeds
@@ -135,12 +137,12 @@ class PretrainZooConfig(ScriptConfig):
     threads: int | None = None
 
     def __post_init__(self) -> None:
+        check_seeds(self.seeds)  # before the generic check, for its message listing every seed
         super().__post_init__()
         self.runs = Path(self.runs)
         unknown = sorted(set(self.variants) - set(ZOO_WIDTHS))
         if unknown:
             raise ValueError(f"unknown variant(s) {' '.join(unknown)}; choose from {', '.join(ZOO_WIDTHS)}")
-        check_seeds(self.seeds)
 
 
 def run(config: PretrainZooConfig) -> dict:

@@ -1,7 +1,7 @@
 """Regenerate the whole gallery in figures/: the zoo's held-out table, AP manifold, heads, probes, Holmes, the claims table, the two
 studies beyond the paper (length extrapolation, position-free semantic states), then REPORT.md's tables.
 
-    python -m experiments.run_all                   # the shipped zoo, target <= 30 min on 2 cores
+    python -m experiments.run_all                   # the shipped zoo (figures/timing.json: each step's time)
     python -m experiments.run_all --tiny --out /tmp/gallery   # tiny random models, no Holmes, seconds
     python -m experiments.run_all --skip holmes     # reuse figures/holmes/ as it is (its figures are redrawn)
     python -m experiments.run_all --model-seeds 0   # one training seed of the zoo (default: 0 1 2)

@@ -3,7 +3,7 @@ numbers (``zoo.json``, written by ``pretrain_zoo``), and its masked-token accura
 en-mix and of a second source no model was trained on (``pydocs``), against the most-frequent-token rate
 on the same masked tokens (``dstg_interp.evaluation.mlm_accuracy``).
 
-    python -m experiments.zoo_heldout                          # the shipped zoo, seeds 0 1 2, ~5 min on 2 cores
+    python -m experiments.zoo_heldout                          # the shipped zoo, seeds 0 1 2
     python -m experiments.zoo_heldout --zoo runs/zoo-next --model-seeds 0 --out /tmp/zoo
     python -m experiments.zoo_heldout --tiny --out /tmp/zoo    # tiny random models with a train config, seconds
 

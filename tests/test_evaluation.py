@@ -137,10 +137,21 @@ def test_bad_input(setup):
         mlm_accuracy(model, setup.corpus, 5, MAX_LENGTH + 1, train_config=setup.cfg, cache_dir=setup.cache)
     with pytest.raises(ValueError, match="no train_config.json"):
         mlm_accuracy(model, setup.corpus, 5)
+    tokenless = model_for(setup, "dstg")
+    tokenless.tokenizer = None
+    with pytest.raises(ValueError, match="has no tokenizer"):
+        training_unigram(tokenless, setup.cfg, setup.cache)
+
+
+def test_the_unigram_is_always_in_the_models_own_ids(setup):
+    """N68: the baseline is counted in the model's token ids even when the cache's entry for the recipe
+    trained another tokenizer (data prepared with the model's tokenizer gets a key of its own)."""
     stranger = model_for(setup, "dstg")
     stranger.tokenizer = build_tokenizer([f"tok{i}" for i in range(setup.vocab - 5)])
-    with pytest.raises(ValueError, match="not the one its training data"):
-        evaluate(setup, stranger)
+    own = training_unigram(model_for(setup, "dstg"), setup.cfg, setup.cache)
+    other = training_unigram(stranger, setup.cfg, setup.cache)
+    assert not np.array_equal(own.counts, other.counts)
+    assert other.most_frequent == stranger.tokenizer.token_to_id("[UNK]")  # every word is unknown to it
 
 
 @pytest.fixture

@@ -287,8 +287,9 @@ def test_convert_refuses_to_overwrite(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    code = convert_main([str(FIXTURES / "neobert-hf"), str(out), "--no-tokenizer"])
-    assert code == 2 and "already exists" in capsys.readouterr().err
+    for extra in ([], ["--overwrite"]):  # a folder with a user's file is never replaced (N18)
+        code = convert_main([str(FIXTURES / "neobert-hf"), str(out), "--no-tokenizer", *extra])
+        assert code == 2 and "never replaced" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
 
 

@@ -173,7 +173,7 @@ def test_recipe_study_refuses_an_unknown_lever(tmp_path, corpus):
 
 # --- the zoo command's seeds ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("seeds, message", [(["0", "0"], "--seeds repeats a seed: 0 0"),
-                                            (["1", "-2"], "--seeds must be non-negative integers, got 1 -2")])
+                                            (["1", "-2"], "--seeds must be integers from 0 to 4294967295, got 1 -2")])
 def test_pretrain_zoo_refuses_bad_seeds(tmp_path, capsys, seeds, message):
     from experiments.pretrain_zoo import main as pretrain_zoo_main
 

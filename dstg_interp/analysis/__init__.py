@@ -6,8 +6,8 @@
     from dstg_interp.analysis.invariance import measure_invariance, select_passages
     from dstg_interp.analysis.length_eval import long_windows, mlm_by_position
 
-Where it sits: data -> model -> encoders / store -> probes / analysis -> plots -> experiments.  This room
-reads what the rooms below it give (documents and structured sequences from ``dstg_interp.data``, models
+Where it sits: data -> model -> encoders / store -> probes / analysis -> plots -> experiments.  This package
+reads from the layers below it (documents and structured sequences from ``dstg_interp.data``, models
 from ``dstg_interp.model``, states and logit terms through ``dstg_interp.encoders``, attention summaries
 from an ``ActivationStore``) and returns tidy tables or arrays, which ``dstg_interp.plots`` draws and the
 scripts in ``experiments/`` write.  It imports nothing from ``probes``, ``experiments`` or ``plots``.

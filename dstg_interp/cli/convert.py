@@ -15,6 +15,8 @@ import sys
 from dstg_interp.model.checkpoint import load_model
 from dstg_interp.model.convert import DTYPES, convert_checkpoint
 
+from .shell import run_cli
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="dstg-convert", description=__doc__.split("\n\n")[0])
@@ -24,23 +26,23 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="tokenizer.json, vocab.txt or a folder with one (default: the one in SRC)")
     parser.add_argument("--no-tokenizer", action="store_true", help="convert without a tokenizer (no probing from text)")
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="weights dtype in OUT (default float32)")
-    parser.add_argument("--overwrite", action="store_true", help="replace OUT if it already holds files")
+    parser.add_argument("--overwrite", action="store_true", help="replace OUT if it is a checkpoint folder dstg-interp "
+                        "wrote (a folder with anything else in it is never replaced)")
     return parser.parse_args(argv)
+
+
+def _convert(args: argparse.Namespace) -> int:
+    out = convert_checkpoint(args.source, args.out, tokenizer=args.tokenizer, require_tokenizer=not args.no_tokenizer,
+                             overwrite=args.overwrite, dtype=DTYPES[args.dtype])
+    config = load_model(out).config  # a NaN weight is reported here, as a "dstg-convert: warning:" line
+    print(f"wrote {out}: {config.source['format']} -> variant {config.variant!r}"
+          + (" (encoder only)" if config.encoder_only else ""))
+    return 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        out = convert_checkpoint(args.source, args.out, tokenizer=args.tokenizer, require_tokenizer=not args.no_tokenizer,
-                                 overwrite=args.overwrite, dtype=DTYPES[args.dtype])
-    except (ValueError, OSError) as err:  # CheckpointError is a ValueError
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        print(f"dstg-convert: error: {message}", file=sys.stderr)
-        return 2
-    config = load_model(out).config
-    print(f"wrote {out}: {config.source['format']} -> variant {config.variant!r}"
-          + (" (encoder only)" if config.encoder_only else ""))
-    return 0
+    return run_cli("dstg-convert", lambda: _convert(args))
 
 
 if __name__ == "__main__":

@@ -14,18 +14,16 @@ from pathlib import Path
 
 from dstg_interp.analysis.extrapolate import (DEFAULT_COMPONENTS, DEFAULT_FREQUENCIES, EXTENSION_FILE, METHODS,
                                               extend_positions, save_extended)
-from dstg_interp.io import OutputError, check_output_location, check_replaceable, foreign_entries
+from dstg_interp.io import OutputError, check_output_location, check_replaceable
 from dstg_interp.model.checkpoint import load_model, resolve_checkpoint
+from dstg_interp.model.saving import checkpoint_foreign_entries
 
 from . import flags
 from .shell import run_cli
 
-CHECKPOINT_FILES = {"config.json", "model.safetensors", "tokenizer.json", EXTENSION_FILE}
-
-
-def checkpoint_foreign_entries(path: Path) -> list[str]:
+def extended_foreign_entries(path: Path) -> list[str]:
     """What makes ``path`` not a checkpoint dstg-extend wrote (a user's notes, no weights); empty if it is one."""
-    return foreign_entries(path, CHECKPOINT_FILES, required={"config.json", "model.safetensors"})
+    return checkpoint_foreign_entries(path, extra=frozenset({EXTENSION_FILE}))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,7 +50,8 @@ def _extend(args: argparse.Namespace) -> int:
     if source.resolve() == args.out.resolve():
         raise OutputError(f"--out {args.out} is the input checkpoint --model {args.model}; write the longer model "
                           "to another folder")
-    check_replaceable(args.out, "a checkpoint", checkpoint_foreign_entries, args.overwrite)
+    check_replaceable(args.out, "a checkpoint", extended_foreign_entries, args.overwrite, inputs=[source],
+                      suffix="extended")
     model = load_model(args.model)
     longer = extend_positions(model, args.factor, new_length=args.new_length, method=args.method,
                               n_components=args.n_components, n_frequencies=args.n_frequencies)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 
+from dstg_interp.config import MAX_SEED, check_seed
 from dstg_interp.encoders.selection import ALL, FINAL, LAST, SUBSPACES
 
 HELP = {
@@ -98,6 +99,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def seed_int(text: str) -> int:
+    """argparse type: a seed every random generator here accepts (0..MAX_SEED)."""
+    try:
+        return check_seed(int(text), "expected")
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {text!r}") from None
+
+
 def non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -155,7 +164,7 @@ def add_device(parser, default: str | None = "cpu", shown: str | None = None, wh
 
 
 def add_seed(parser, default: int | None = 0, shown: str | None = None):
-    parser.add_argument("--seed", type=non_negative_int, default=default,
+    parser.add_argument("--seed", type=seed_int, default=default,
                         help=_help("--seed", shown if shown is not None else default))
 
 

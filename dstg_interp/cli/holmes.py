@@ -17,6 +17,7 @@ import sys
 import pandas as pd
 import torch
 
+from dstg_interp.config import MAX_SEED
 from probes.holmes.aggregate import dataset_scores
 from probes.holmes.protocol import PROTOCOLS, ProbeConfig
 from probes.holmes.run import HOLMES_THREADS, HolmesRunConfig, flash_fraction_for, run_config
@@ -34,8 +35,8 @@ def _seeds_arg(text: str) -> tuple[int, ...]:
         seeds = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}") from None
-    if not seeds or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}")
+    if not seeds or min(seeds) < 0 or max(seeds) > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected comma-separated seeds from 0 to {MAX_SEED}, got {text!r}")
     return seeds
 
 

@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 
 from dstg_interp.encoders.selection import check_device
-from dstg_interp.io import OutputError, check_output_location, write_text_atomic
+from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from dstg_interp.store.manifest import versions
 from probes.holmes.run import HOLMES_THREADS, run_config
 from probes.positions import DEFAULT_MODEL, model_label, probe_positions
@@ -132,14 +132,14 @@ def check_results_folder(out: Path) -> None:
 def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
     """results.csv + results.json, each written under a temporary name and renamed; a failure (a full disk)
     removes the temporary files and leaves the previous results as they were."""
-    out.mkdir(parents=True, exist_ok=True)
     csv_tmp = out / f".results.csv.tmp-{os.getpid()}"
-    try:
-        results.to_csv(csv_tmp, index=False)
-        write_text_atomic(out / "results.json", json.dumps(record, indent=2, default=str) + "\n")
-        os.replace(csv_tmp, out / "results.csv")
-    finally:
-        csv_tmp.unlink(missing_ok=True)
+    with created_folder(out):  # a failure leaves no empty --out behind either (old #93)
+        try:
+            results.to_csv(csv_tmp, index=False)
+            write_text_atomic(out / "results.json", json.dumps(record, indent=2, default=str) + "\n")
+            os.replace(csv_tmp, out / "results.csv")
+        finally:
+            csv_tmp.unlink(missing_ok=True)
 
 
 def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
@@ -171,15 +171,16 @@ def _main(args: argparse.Namespace) -> int:
         return 0
     out = Path(args.out or Path("results") / args.task)
     check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
-    results, record = run(args)
-    title = f"held-out R² ({args.task}" + (f", {args.segment}" if args.task != "token" else "") + ") ± half the 95% CI"
-    print(title)
-    print(compact_table(results))
-    if results.position_r2.notna().any():
-        print("\nbeyond token position (position-only: a probe on one-hot token position, same tokens and folds; "
-              "partial R²: share of the variance left after token position that the states explain) [95% CI]")
-        print(position_table(results))
-    write_results(out, results, record)
+    with output_lock(out, "dstg-probe " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
+        results, record = run(args)
+        title = f"held-out R² ({args.task}" + (f", {args.segment}" if args.task != "token" else "") + ") ± half the 95% CI"
+        print(title)
+        print(compact_table(results))
+        if results.position_r2.notna().any():
+            print("\nbeyond token position (position-only: a probe on one-hot token position, same tokens and folds; "
+                  "partial R²: share of the variance left after token position that the states explain) [95% CI]")
+            print(position_table(results))
+        write_results(out, results, record)
     print(f"wrote {out / 'results.csv'} and {out / 'results.json'}")
     return 0
 

@@ -42,11 +42,16 @@ def describe_os_error(err: OSError) -> str:
     return first_line(err)
 
 
-_TERMINATED = {"received": False}  # set by the handler: code that re-raises its own KeyboardInterrupt keeps it known
+# "received": set by the handler, so code that re-raises its own KeyboardInterrupt keeps it known;
+# "settled": the command's outcome is decided (and being printed): a late SIGTERM -- torchrun stopping the
+# other ranks after one failed -- is then ignored instead of raising a traceback through the exit path.
+_TERMINATED = {"received": False, "settled": False}
 
 
 def raise_terminated(signum, frame):
     """The SIGTERM handler: raise Terminated, as Ctrl-C raises KeyboardInterrupt."""
+    if _TERMINATED["settled"]:
+        return
     _TERMINATED["received"] = True
     raise Terminated("terminated (SIGTERM)")
 
@@ -78,24 +83,37 @@ def run_cli(prog: str, body: Callable[[], int | None], interrupted: Callable[[],
     bad input, unwritable output, a full disk, too little memory: 2; Ctrl-C: 130; SIGTERM: 143.
     ``interrupted()`` says what an interruption left behind (default: nothing half-written).
     Warnings print as one ``prog: warning: ...`` line.  A bug (any other exception) keeps its traceback."""
-    with terminate_as_interrupt(), warnings.catch_warnings():
-        warnings.showwarning = _show_warning(prog)
-        try:
-            return int(body() or 0)
-        except KeyboardInterrupt as err:
-            terminated = isinstance(err, Terminated) or _TERMINATED["received"]
-            detail = first_line(err) if str(err).strip() and not isinstance(err, Terminated) else None
-            if detail is None:
-                detail = interrupted() if interrupted is not None else "nothing half-written was left"
-            print(f"{prog}: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): {detail}", file=sys.stderr)
-            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
-        except OSError as err:
-            left = f" ({interrupted()})" if err.errno in DISK_FULL and interrupted is not None else ""
-            print(f"{prog}: error: {describe_os_error(err)}{left}", file=sys.stderr)
-            return EXIT_ERROR
-        except MemoryError:
-            print(f"{prog}: error: out of memory; use smaller sizes (model, --batch-size, --max-docs)", file=sys.stderr)
-            return EXIT_ERROR
-        except ValueError as err:  # CheckpointError, StoreError, DataError, OutputError, config checks
-            print(f"{prog}: error: {first_line(err)}", file=sys.stderr)
-            return EXIT_ERROR
+    try:
+        with terminate_as_interrupt(), warnings.catch_warnings():
+            warnings.showwarning = _show_warning(prog)
+            return _settled(prog, body, interrupted)
+    finally:
+        _TERMINATED["settled"] = False  # the handler is restored by now; the next in-process command starts afresh
+
+
+def _settled(prog: str, body: Callable[[], int | None], interrupted: Callable[[], str] | None) -> int:
+    try:
+        code = int(body() or 0)
+        _TERMINATED["settled"] = True
+        return code
+    except KeyboardInterrupt as err:
+        _TERMINATED["settled"] = True
+        terminated = isinstance(err, Terminated) or _TERMINATED["received"]
+        detail = first_line(err) if str(err).strip() and not isinstance(err, Terminated) else None
+        if detail is None:
+            detail = interrupted() if interrupted is not None else "nothing half-written was left"
+        print(f"{prog}: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): {detail}", file=sys.stderr)
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+    except OSError as err:
+        _TERMINATED["settled"] = True
+        left = f" ({interrupted()})" if err.errno in DISK_FULL and interrupted is not None else ""
+        print(f"{prog}: error: {describe_os_error(err)}{left}", file=sys.stderr)
+        return EXIT_ERROR
+    except MemoryError:
+        _TERMINATED["settled"] = True
+        print(f"{prog}: error: out of memory; use smaller sizes (model, --batch-size, --max-docs)", file=sys.stderr)
+        return EXIT_ERROR
+    except ValueError as err:  # CheckpointError, StoreError, DataError, OutputError, config checks
+        _TERMINATED["settled"] = True
+        print(f"{prog}: error: {first_line(err)}", file=sys.stderr)
+        return EXIT_ERROR

@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vocab-size", type=int)
     p.add_argument("--tokenizer", help="reuse this tokenizer.json instead of training one")
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--steps", type=int, dest="max_steps")
+    p.add_argument("--steps", type=positive_int, dest="max_steps")
     p.add_argument("--lr", type=float)
     p.add_argument("--warmup-steps", type=int)
     p.add_argument("--schedule", choices=list(SCHEDULES))
@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mask-strategy", choices=["all", "80-10-10"])
     p.add_argument("--bf16", action="store_true", default=None)
     flags.add_seed(p, default=None, shown="--config's, else 0; model init, data order and masks")
-    p.add_argument("--data-seed", type=int, help="train/validation split (keep fixed to compare seeds)")
+    p.add_argument("--data-seed", type=flags.seed_int, help="train/validation split (keep fixed to compare seeds)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help=f"torch.compile the encoder (default: on for runs of at least {COMPILE_MIN_STEPS} steps)")
     p.add_argument("--eval-every", type=int)

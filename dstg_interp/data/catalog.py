@@ -20,7 +20,7 @@ from pathlib import Path
 from dstg_interp.data.corpora import (DataError, Document, decode_utf8, default_cache_dir, load_hf_dataset,
                                       load_jsonl, load_text_folder, make_document, paragraphs_from_text,
                                       split_documents)
-from dstg_interp.data.en_mix import load_en_mix
+from dstg_interp.data.en_mix import en_mix_version, load_en_mix
 from dstg_interp.data.pydocs import load_pydocs
 
 
@@ -61,6 +61,14 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
         raise DataError(f"corpus {spec!r}: no documents with text found; "
                         "check the path (folders need *.txt files) or the spec")
     return documents
+
+
+def corpus_version(spec: str) -> str | None:
+    """The version of a named corpus whose text comes from the code's own recipe (en-mix and its piece
+    subsets), for cache keys; None for a path (keyed on its content) or a hub dataset."""
+    if spec == "en-mix" or spec.startswith("en-mix:"):
+        return en_mix_version(spec.split(":", 1)[1].split(",") if ":" in spec else None)
+    return None
 
 
 def probing_documents(corpus: str = "en-mix", max_docs: int | None = None) -> list[Document]:

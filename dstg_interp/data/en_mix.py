@@ -368,6 +368,14 @@ def load_piece(piece: Piece, cache_dir: Path, progress: bool = True) -> list[Doc
     return documents
 
 
+def en_mix_version(pieces: list[str] | None = None) -> str:
+    """What the en-mix text is made of (each piece's pinned text and the processing rules): a new piece or
+    rule gives another version, so data prepared from the old text is not taken for the new."""
+    names = pieces or list(PIECES)
+    return ";".join(f"{name}-{PIECES[name].text_sha256[:16]}" if name in PIECES else name for name in names) + \
+        f";{EN_MIX_RULES_VERSION};{SPLITTER_VERSION}"
+
+
 def load_en_mix(cache_dir: Path, pieces: list[str] | None = None, progress: bool = True) -> list[Document]:
     """All available pieces, in PIECES order; one printed line for each piece that is skipped."""
     names = pieces or list(PIECES)

@@ -5,11 +5,15 @@
     save_tokenizer(tokenizer, "runs/tok/tokenizer.json")
     tokenizer = load_tokenizer("runs/tok/tokenizer.json")
 
-The HF WordPiece trainer returns the same token set on every run but assigns ids in hash order, so we
-rebuild the model from a canonical vocab (specials first, the rest sorted): two trainings on the same
-text give identical ids. WordPiece lookup is greedy longest-match, so ids do not change tokenization.
-Caveat: the trainer breaks ties between equally frequent merges by (hash-ordered) ids, so on a tiny
-corpus two runs can learn slightly different token sets; on en-mix at 8,192 three runs gave the same set.
+The HF WordPiece trainer assigns ids in hash order, so we rebuild the model from a canonical vocab
+(specials first, the rest sorted). WordPiece lookup is greedy longest-match, so ids do not change
+tokenization. The trainer also breaks ties between equally frequent merges by the ids of the symbols,
+and it numbers the continuation symbols ("##e") in the hash order of the words, which changes from
+process to process: two processes used to learn different token sets from the same text (en-mix at
+8,192: 5 tokens differ, tokenizer sha256 8104f001... or cb52c2bc... by chance).  ``train_tokenizer``
+therefore trains twice: the first pass finds the continuation symbols, the second numbers them first,
+in sorted order, so the same text gives the same tokenizer in every process (``TOKENIZER_TRAINING``
+names this procedure in the prepared-data recipe).
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import string
 from pathlib import Path
 from typing import Iterable
 
+import tokenizers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))
 # Seeding the alphabet keeps characters that are rare in training text (e.g. the backtick) out of [UNK].
 INITIAL_ALPHABET = list(string.ascii_letters + string.digits + string.punctuation)
+# What decides a trained tokenizer besides its text and size: this procedure and the trainer's version.
+TOKENIZER_TRAINING = f"wordpiece-sorted-continuations-v1/tokenizers-{tokenizers.__version__}"
 
 
 def canonical_vocab(tokens: Iterable[str]) -> dict[str, int]:
@@ -58,19 +65,28 @@ def _texts(documents_or_texts) -> Iterable[str]:
                 yield " ".join(paragraph)
 
 
-def train_tokenizer(documents_or_texts, vocab_size: int = 8192, min_frequency: int = 2) -> Tokenizer:
-    """Train WordPiece on Documents or plain strings and return it with canonical ids."""
+def _trained_vocab(texts: list[str], vocab_size: int, min_frequency: int, numbered_first: list[str]) -> list[str]:
     trainer_tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     trainer_tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     trainer_tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=SPECIAL_TOKENS, initial_alphabet=INITIAL_ALPHABET,
+                                        special_tokens=SPECIAL_TOKENS + numbered_first, initial_alphabet=INITIAL_ALPHABET,
                                         continuing_subword_prefix="##", show_progress=False)
-    trainer_tokenizer.train_from_iterator(_texts(documents_or_texts), trainer=trainer)
+    trainer_tokenizer.train_from_iterator(texts, trainer=trainer)
+    return list(trainer_tokenizer.get_vocab())
+
+
+def train_tokenizer(documents_or_texts, vocab_size: int = 8192, min_frequency: int = 2) -> Tokenizer:
+    """Train WordPiece on Documents or plain strings and return it with canonical ids; the same text and
+    sizes give the same tokenizer in every process (two passes, see the module docstring)."""
+    texts = list(_texts(documents_or_texts))
+    first = _trained_vocab(texts, vocab_size, min_frequency, [])
+    continuation_symbols = sorted(token for token in first if token.startswith("##") and len(token) == 3)
+    vocab = _trained_vocab(texts, vocab_size, min_frequency, continuation_symbols)
     # The trainer only adds "##c" for characters it saw inside words; without them any word holding an
     # unseen ASCII letter/digit would be one [UNK]. (On en-mix none is missing, so the size is unchanged.)
     continuations = ["##" + c for c in string.ascii_lowercase + string.digits]
-    return build_tokenizer(list(trainer_tokenizer.get_vocab()) + continuations)
+    return build_tokenizer(vocab + continuations)
 
 
 def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:

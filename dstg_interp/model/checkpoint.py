@@ -39,6 +39,9 @@ from .saving import save_checkpoint  # noqa: F401  (re-exported)
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 ZOO_NAMES = ("dstg", "rope", "ap", "rp")
 ZOO_SEEDS = (0, 1, 2)  # the training seeds the zoo ships (experiments/pretrain_zoo.py --seeds 0 1 2)
+# The one tokenizer of the shipped zoo (every member holds a copy): the zoo recipe trains new members with
+# it, so a member trained later shares the shipped members' token ids.
+ZOO_TOKENIZER = ZOO_DIR / "dstg" / "tokenizer.json"
 
 
 def zoo_member(variant: str, seed: int = 0) -> str:

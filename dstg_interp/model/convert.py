@@ -11,7 +11,9 @@ code's layout, their AP / RP / RoPE NeoBERT baselines, chandar-lab NeoBERT, or o
 config.json (with ``source``: the SRC path, its format and the sha256 of its weight files),
 model.safetensors and tokenizer.json.  Probing needs the tokenizer the model was trained with, so a SRC
 without one is refused unless ``--tokenizer`` supplies it (or ``--no-tokenizer`` says you will pass token
-ids yourself).  Bad input: one line on stderr, exit code 2, nothing written.
+ids yourself).  Bad input: one line on stderr, exit code 2, nothing written.  OUT may be new, empty, or a
+checkpoint folder dstg-interp wrote (config.json, model.safetensors, tokenizer.json and nothing else), which
+``overwrite`` replaces; a folder with anything else in it, a file, SRC or a folder holding SRC never is.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from .checkpoint import (
     missing_tokenizer_message,
     save_checkpoint,
 )
+from ..io import check_replaceable
 from .files import files_sha256
+from .saving import checkpoint_foreign_entries
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -36,14 +40,12 @@ def convert_checkpoint(source: str | Path, out: str | Path, tokenizer: str | Pat
                        require_tokenizer: bool = True, overwrite: bool = False, dtype: torch.dtype | None = None) -> Path:
     """Load ``source`` (any format ``load_model`` reads) and save it in our format at ``out`` atomically."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise CheckpointError(f"{out}: exists and is not a folder; choose another output folder")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise CheckpointError(f"{out}: already exists and is not empty; choose another output folder or pass --overwrite")
+    replace = dict(kind="a checkpoint", owned=checkpoint_foreign_entries, overwrite=overwrite, flag="OUT",
+                   suffix="converted")
+    check_replaceable(out, inputs=[source] if Path(source).exists() else [], **replace)  # before the weights load
     model = load_model(source, tokenizer=tokenizer)
     path = model.checkpoint_path
-    if out.resolve() == path.resolve():
-        raise CheckpointError(f"{out}: is the source folder itself; write the conversion elsewhere")
+    check_replaceable(out, inputs=[path], **replace)  # a zoo name resolves to a folder only now
     if model.tokenizer is None and require_tokenizer:
         raise CheckpointError(missing_tokenizer_message(path))
     record = dict(model.config.source or {"path": str(path.resolve()), "format": "dstg-interp", "files": [WEIGHTS_FILE]})

@@ -143,7 +143,8 @@ def attention_with_learned_bias(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     SDPA's fused CPU kernels give no gradient for an additive mask, so with a bias that needs one SDPA
     takes its math path, whose "safe" softmax adds passes over the scores (and, compiled, inductor re-gathers
     the bias table inside each of them: benchmarks/README.md).  Here one ``baddbmm`` writes the scores on
-    top of the realised bias, then one softmax and one ``bmm``: the same arithmetic, 23-39% less time per layer.
+    top of the realised bias, then one softmax and one ``bmm``: the same arithmetic in less time per layer
+    (benchmarks/README.md).
     """
     batch, heads, seq_len, d_qk = q.shape
     mask = bias if key_mask is None else bias + key_mask

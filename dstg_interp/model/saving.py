@@ -15,8 +15,16 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import save_file
 
-from ..io import atomic_directory, commit_directory
+from ..io import atomic_directory, commit_directory, foreign_entries
 from .files import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
+
+CHECKPOINT_FILES = frozenset({CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE})  # what save_checkpoint writes
+
+
+def checkpoint_foreign_entries(path: Path, extra: frozenset[str] = frozenset()) -> list[str]:
+    """What makes ``path`` not a checkpoint folder we wrote (a user's notes, a sub-folder, no weights);
+    empty when it is one, and so replaceable (with --overwrite) under dstg_interp.io.check_replaceable."""
+    return foreign_entries(Path(path), CHECKPOINT_FILES | extra, required={CONFIG_FILE, WEIGHTS_FILE})
 
 
 def save_checkpoint(

@@ -16,10 +16,13 @@ equal to the one-process ones up to float rounding. Ranks must share a filesyste
 
 Failure: each step that can fail on some ranks only is run through ``Ranks.together``, which tells every
 rank whether all of them succeeded, so a failing rank never leaves the others waiting in a collective.
+Teardown never raises from cleanup: an interruption (Ctrl-C, or torchrun's SIGTERM after a peer died)
+skips the collectives, and a collective that finds a peer gone becomes ``PeerLost``, one line per rank.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +35,22 @@ from .manifest import StoreError
 
 class OtherRankFailed(StoreError):
     """This rank's step succeeded but another rank's failed (that rank reports its own error)."""
+
+
+class PeerLost(StoreError):
+    """A collective found another rank gone (killed, crashed): this rank stops with one line."""
+
+
+def _collective(rank: int, operation, *args):
+    """Run a torch.distributed collective; a dead peer (gloo: 'Connection closed by peer', nccl: a
+    DistBackendError, both RuntimeErrors) becomes PeerLost instead of a traceback."""
+    try:
+        return operation(*args)
+    except RuntimeError as err:
+        # gloo: "[.../pair.cc:553] Read error [127.0.0.1]:43740: Connection reset by peer. This is typically ..."
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[-1].split("] ", 1)[-1].split(". ")[0]
+        raise PeerLost(f"rank {rank}: another rank stopped ({reason}); no store was written; "
+                       "the previous store (if any) is untouched: run the command again") from None
 
 
 @dataclass
@@ -50,13 +69,17 @@ class Ranks:
         return items[self.rank::self.world_size]
 
     def together(self, step):
-        """``step()`` on every rank; raises on every rank if it raised on any."""
+        """``step()`` on every rank; raises on every rank if it raised on any.  An interruption is re-raised
+        at once: every rank gets the signal (torchrun forwards it), and a peer may already be gone."""
         if not self.grouped:
             return step()
         try:
             result = step()
+        except KeyboardInterrupt:
+            raise
         except BaseException:
-            self._all_succeeded(False)
+            with contextlib.suppress(PeerLost):  # telling the others is a courtesy; a dead peer cannot hear it
+                self._all_succeeded(False)
             raise
         if not self._all_succeeded(True):
             raise OtherRankFailed(f"rank {self.rank}: another rank failed (its error is printed above); "
@@ -68,7 +91,7 @@ class Ranks:
         if not self.grouped:
             return value
         box = [value]
-        dist.broadcast_object_list(box, src=0)
+        _collective(self.rank, dist.broadcast_object_list, box, 0)
         return box[0]
 
     def gather(self, value) -> list:
@@ -76,13 +99,13 @@ class Ranks:
         if not self.grouped:
             return [value]
         values = [None] * self.world_size
-        dist.all_gather_object(values, value)
+        _collective(self.rank, dist.all_gather_object, values, value)
         return values
 
     def _all_succeeded(self, succeeded: bool) -> bool:
         # nccl reduces CUDA tensors only; gloo reduces CPU ones
         failures = torch.tensor([0 if succeeded else 1], device=self.device if self.device.type == "cuda" else "cpu")
-        dist.all_reduce(failures)
+        _collective(self.rank, dist.all_reduce, failures)
         return int(failures.item()) == 0
 
 
@@ -105,4 +128,5 @@ def torchrun_ranks(device: str = "cpu"):
     try:
         yield Ranks(rank=rank, world_size=world_size, device=torch_device, grouped=True)
     finally:
-        dist.destroy_process_group()
+        with contextlib.suppress(Exception):  # a group with a dead peer may refuse to shut down cleanly
+            dist.destroy_process_group()

@@ -109,6 +109,11 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
 
     ranks = ranks or Ranks()
     tmp = ranks.broadcast(ranks.together(lambda: atomic_directory(out) if ranks.first else None))
+
+    def discard():  # rank 0 owns the temporary folder: two ranks removing one tree race and can leave half of it
+        if ranks.first:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     try:
         manifest = _extract_into(tmp, encoder, sequences, lengths, config, targets, widths, identity, progress, ranks)
 
@@ -119,11 +124,11 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
 
         ranks.together(commit)
     except KeyboardInterrupt:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard()
         raise StoreInterrupted(f"extraction into {out} was interrupted; the partial work was removed and no "
                                "store was written; run it again to start over") from None
     except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard()
         if err.errno in DISK_FULL:
             stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
             need = int(lengths.sum()) * (stored * (2 if config.dtype == "float16" else 4) + 33)
@@ -131,7 +136,7 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
                              "free space or choose another out folder") from None
         raise StoreError(f"cannot write the store for {out}: {err}") from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard()
         raise
     return ActivationStore(out)
 

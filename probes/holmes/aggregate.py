@@ -83,6 +83,9 @@ def phenomenon_table(rates: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+A_VS_B_COLUMNS = ["a", "b", "area", "wins", "ties", "losses", "n_phenomena"]
+
+
 def a_vs_b(scores: pd.DataFrame, model_a: str, others: list[str], tie_tolerance: float = 0.0) -> pd.DataFrame:
     """The paper's statistic: on how many phenomena does A's mean score beat B's (per area and overall).
 
@@ -110,7 +113,7 @@ def a_vs_b(scores: pd.DataFrame, model_a: str, others: list[str], tie_tolerance:
             rows.append({"a": model_a, "b": model_b, "area": area, "wins": int(counts.get("win", 0)),
                          "ties": int(counts.get("tie", 0)), "losses": int(counts.get("loss", 0)),
                          "n_phenomena": int(len(group))})
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(rows, columns=A_VS_B_COLUMNS)  # the header also when no pair could be compared
     if not out.empty:
         order = {a: i for i, a in enumerate(AREAS + ("overall",))}
         out = out.sort_values(["b", "area"], key=lambda c: c.map(order) if c.name == "area" else c)

@@ -127,35 +127,87 @@ class SkippedDataset:
 
 # ----------------------------------------------------------------------------- config
 
+# Sizes read from a config are bounded before anything is allocated from them: a probe has num_labels
+# outputs per seed, so a typo such as 100000000000 would ask for terabytes.  Holmes's own datasets have at
+# most a few dozen classes; 10,000 leaves room for any real task.
+MAX_NUM_LABELS = 10_000
+NUM_INPUTS = {TaskType.SENTENCE: (1,), TaskType.SENTENCE_PAIR_BI: (2,), TaskType.SENTENCE_PAIR_CROSS: (2,)}
+# YAML 1.1 reads these words as booleans (`control_task_type: NO` is False); Holmes configs never mean
+# a boolean by them, so they are refused instead of read as one.  Only `true` / `false` are booleans.
+AMBIGUOUS_BOOLEANS = {"y", "yes", "n", "no", "on", "off"}
+
+
+class StrictYamlLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice and the YAML 1.1 yes/no/on/off booleans."""
+
+
+def _strict_mapping(loader: StrictYamlLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} appears twice (line {key_node.start_mark.line + 1}); keep one", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+def _strict_bool(loader: StrictYamlLoader, node: yaml.ScalarNode) -> bool:
+    text = loader.construct_scalar(node)
+    if text.lower() in AMBIGUOUS_BOOLEANS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{text!r} (line {node.start_mark.line + 1}) is a boolean in YAML 1.1 but a word in YAML 1.2; "
+            f"write true/false, or quote it ('{text}') to mean the word", node.start_mark)
+    return text.lower() == "true"
+
+
+StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+StrictYamlLoader.add_constructor("tag:yaml.org,2002:bool", _strict_bool)
+
+
+def _integer(raw: dict, key: str, default, low: int, high: int, where: str, what: str) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise HolmesFormatError(f"{where}, key {key!r} must be an integer from {low} to {high:,} {what}, got {value!r}")
+    return value
+
+
 def read_config(folder: Path, name: str, control: str = "none") -> HolmesConfig:
     path = folder / f"config-{control}.yaml"
     if not path.is_file():
         raise HolmesFormatError(f"holmes dataset {name!r}: missing {path.name} in {folder}; "
                                 f"every dataset folder needs config-{control}.yaml")
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictYamlLoader) or {}
     except yaml.YAMLError as error:
-        raise HolmesFormatError(f"holmes dataset {name!r}: {path.name} is not valid YAML "
-                                f"({str(error).splitlines()[0]})") from None
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise HolmesFormatError(f"holmes dataset {name!r}: {path.name} is not valid YAML ({problem})") from None
+    except UnicodeDecodeError:
+        raise HolmesFormatError(f"holmes dataset {name!r}: {path.name} is not UTF-8 text") from None
     if not isinstance(raw, dict):
         raise HolmesFormatError(f"holmes dataset {name!r}: {path.name} must be a mapping of keys to values")
     for key in ("probe_task_type", "num_labels"):
         if key not in raw:
             raise HolmesFormatError(f"holmes dataset {name!r}: {path.name} has no key {key!r}")
+    where = f"holmes dataset {name!r}: {path.name}"
     try:
         task_type = TaskType(str(raw["probe_task_type"]).upper())
     except ValueError:
         raise HolmesFormatError(
-            f"holmes dataset {name!r}: {path.name}, key 'probe_task_type': unsupported task type "
+            f"{where}, key 'probe_task_type': unsupported task type "
             f"{raw['probe_task_type']!r}; supported: {', '.join(t.value for t in TaskType)}") from None
-    num_labels = raw["num_labels"]
-    if not isinstance(num_labels, int) or num_labels < 1:
-        raise HolmesFormatError(f"holmes dataset {name!r}: {path.name}, key 'num_labels' must be an integer "
-                                f">= 1 (1 = regression), got {num_labels!r}")
+    num_labels = _integer(raw, "num_labels", None, 1, MAX_NUM_LABELS, where, "(1 = regression)")
+    expected_inputs = NUM_INPUTS.get(task_type, (1, 2))
+    num_inputs = _integer(raw, "num_inputs", expected_inputs[0], 1, 2, where, "(sentences per row)")
+    if num_inputs not in expected_inputs:
+        raise HolmesFormatError(f"{where}, key 'num_inputs': {task_type.value} rows hold {expected_inputs[0]} "
+                                f"sentence(s), got {num_inputs}; fix num_inputs or probe_task_type")
+    for key in ("control_task_type", "probe_name"):
+        if key in raw and not isinstance(raw[key], str):
+            raise HolmesFormatError(f"{where}, key {key!r} must be a string, got {raw[key]!r}; quote it")
     known = {"probe_task_type", "num_inputs", "num_labels", "control_task_type", "probe_name"}
-    return HolmesConfig(task_type, int(raw.get("num_inputs", 1)), num_labels,
-                        str(raw.get("control_task_type", "NONE")), str(raw.get("probe_name", f"probe-{name}")),
-                        {k: v for k, v in raw.items() if k not in known})
+    return HolmesConfig(task_type, num_inputs, num_labels, raw.get("control_task_type", "NONE"),
+                        raw.get("probe_name", f"probe-{name}"), {k: v for k, v in raw.items() if k not in known})
 
 
 # ----------------------------------------------------------------------------- rows

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.selection import check_device
-from dstg_interp.io import OutputError, check_output_location, write_text_atomic
+from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
 from probes.holmes.encode import UnpoolableRow, encode_dataset
 from probes.holmes.format import HolmesFormatError, load_benchmark
@@ -195,6 +195,8 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
 
 
 def _write_csv(frame: pd.DataFrame, path: Path, index: bool = False) -> None:
+    if len(frame.columns) == 0 and not index:  # pandas writes a 1-byte file that pandas itself cannot read
+        raise ValueError(f"{path.name}: a table without columns; every table is written with its header")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         frame.to_csv(tmp, index=index, float_format="%.6g")
@@ -258,7 +260,12 @@ def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | N
     atomically); tables of an earlier run that this one does not produce are removed."""
     out = Path(out_dir)
     check_results_folder(out)
-    out.mkdir(parents=True, exist_ok=True)
+    with created_folder(out):  # a failure (a full disk) leaves no empty --out behind
+        _write_all_tables(results, out, run_config)
+    return out
+
+
+def _write_all_tables(results: pd.DataFrame, out: Path, run_config: HolmesRunConfig | None) -> None:
     tables = {"results": results,
               "skipped": pd.DataFrame(results.attrs.get("skipped", []), columns=["dataset", "model", "reason"])}
     if len(results):
@@ -270,7 +277,6 @@ def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | N
             (out / f"{name}.csv").unlink(missing_ok=True)
     if run_config is not None:
         write_text_atomic(out / "config.json", run_config.to_json())
-    return out
 
 
 # One Holmes runner for both spellings of the command (``dstg-probe --task holmes`` and ``dstg-holmes run``,
@@ -303,6 +309,7 @@ def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | 
         if not is_complete_suite(benchmark):  # an interrupted first build is rebuilt, never used
             build_suite(benchmark)
     models = {model_label(m): m for m in cfg.models}
-    return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
-                      random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
-                      progress=progress, device=cfg.device)
+    with output_lock(out, "dstg-holmes run " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
+        return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
+                          random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
+                          progress=progress, device=cfg.device)

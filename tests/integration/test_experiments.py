@@ -213,7 +213,7 @@ def test_a_zoo_folder_missing_a_seed_is_one_line(tmp_path, capsys):
     assert code == 2 and len(err.splitlines()) == 1
     assert "dstg-seed1/" in err and "rp-seed1/" in err and "--seeds 1" in err
     assert not out.exists()  # nothing written
-    with pytest.raises(ValueError, match="distinct non-negative"):
+    with pytest.raises(ValueError, match="distinct integers from 0 to"):
         fig_probes.ProbesFigureConfig(model_seeds=[0, 0])
 
 

@@ -1,0 +1,307 @@
+"""Round 3 of the hostile-input report (docs/RELIABILITY.md, notes/reliability-turn3.md): one test per case.
+
+Each test names its case (N18 ... N116, old #27 / #45 / #93) and runs it on tiny models and fixtures.
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dstg_interp.cli.convert import main as convert_main
+from dstg_interp.io import OutputError, check_replaceable, lock_path
+from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+AUTHORS = FIXTURES / "authors-format" / "posneobert-dstg"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return make_tiny_setup(tmp_path_factory.mktemp("round3"))
+
+
+def snapshot(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# --- 1. dstg-convert replaces only a checkpoint it wrote (N18, N19) --------------------------------
+def test_convert_overwrite_never_replaces_a_user_folder(tmp_path, capsys):
+    """N18: `dstg-convert SRC out/cv-user --overwrite` deleted the user's notes.txt."""
+    user = tmp_path / "cv-user"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    for extra in ([], ["--overwrite"]):
+        code, _, err = run_main(capsys, convert_main, AUTHORS, user, "--no-tokenizer", *extra)
+        assert_one_line_error(code, err, "notes.txt", "never replaced", "cv-user-converted", prog="dstg-convert")
+        assert "--overwrite" not in err  # the refusal offers a new folder, not the flag
+    assert snapshot(user) == {"notes.txt": b"mine"}
+
+
+def test_convert_never_replaces_the_folder_holding_its_source(tmp_path, capsys):
+    """N19: `dstg-convert models/posbert-src models --overwrite` wiped models/, the source included."""
+    models = tmp_path / "models"
+    shutil.copytree(AUTHORS, models / "posbert-src")
+    (models / "other-model.txt").write_text("other")
+    before = snapshot(models)
+    code, _, err = run_main(capsys, convert_main, models / "posbert-src", models, "--no-tokenizer", "--overwrite")
+    assert_one_line_error(code, err, "holds the input", "never replaced", str(models / "posbert-src-converted"))
+    assert "pass --overwrite" not in err
+    assert snapshot(models) == before
+
+
+def test_convert_replaces_its_own_checkpoint_only_when_asked(tmp_path, capsys):
+    out = tmp_path / "converted"
+    assert run_main(capsys, convert_main, AUTHORS, out, "--no-tokenizer")[0] == 0
+    code, _, err = run_main(capsys, convert_main, AUTHORS, out, "--no-tokenizer")
+    assert_one_line_error(code, err, "already holds a checkpoint", "--overwrite")
+    assert run_main(capsys, convert_main, AUTHORS, out, "--no-tokenizer", "--overwrite")[0] == 0
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    code, _, err = run_main(capsys, convert_main, out, out, "--no-tokenizer", "--overwrite")
+    assert_one_line_error(code, err, "is the input")
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    code, _, err = run_main(capsys, convert_main, AUTHORS, plain, "--no-tokenizer", "--overwrite")
+    assert_one_line_error(code, err, "is a file", "never replaced")
+    assert plain.read_text() == "x"
+
+
+def test_every_replacing_command_refuses_a_folder_that_holds_its_input(tiny, tmp_path):
+    """The same rule in the shared check: a folder that is or holds an input is never replaced."""
+    checkpoint, _ = tiny
+    parent = tmp_path / "models"
+    shutil.copytree(checkpoint, parent / "ck")
+    ours = lambda path: []  # noqa: E731  (every entry "ours": only the input rule can refuse)
+    with pytest.raises(OutputError, match="holds the input"):
+        check_replaceable(parent, "a checkpoint", ours, overwrite=True, inputs=[parent / "ck"])
+    with pytest.raises(OutputError, match="is the input"):
+        check_replaceable(parent / "ck", "a checkpoint", ours, overwrite=True, inputs=[parent / "ck"])
+    (tmp_path / "link").symlink_to(parent)
+    with pytest.raises(OutputError, match="symbolic link"):
+        check_replaceable(tmp_path / "link", "a checkpoint", ours, overwrite=True)
+
+
+# --- 4. seeds and steps are checked on the command line, before any work (N41, N43, N47, N51) --------
+HUGE_SEED = "99999999999999999999"
+
+
+def test_zoo_seed_and_steps_are_refused_before_any_work(tmp_path, capsys):
+    """N41 / N43: a traceback after 21 s of data preparation (and an empty run folder)."""
+    from experiments import pretrain_zoo
+
+    common = ["--out", tmp_path / "zoo", "--runs", tmp_path / "runs", "--variants", "dstg", "--threads", "1"]
+    for extra, needle in ((["--steps", "5", "--seeds", HUGE_SEED], "--seeds must be integers from 0 to 4294967295"),
+                          (["--steps", "0", "--seeds", "0"], "--steps: expected a positive number of steps, got 0"),
+                          (["--steps", "-3", "--seeds", "0"], "--steps: expected a positive number of steps")):
+        code, _, err = run_main(capsys, pretrain_zoo.main, *common, *extra)
+        assert_one_line_error(code, err, needle, prog="pretrain_zoo")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "zoo").exists()
+
+
+def test_no_message_suggests_a_seed_that_would_fail(tmp_path, capsys):
+    """N47: run_all advised `pretrain_zoo --seeds 99999999999999999999`, which then crashed."""
+    from experiments import run_all
+    from experiments.figure_inputs import run_as_command
+
+    command = lambda argv: run_as_command(lambda: run_all.main(argv), "run_all")  # noqa: E731
+    code, _, err = run_main(capsys, command, "--model-seeds", HUGE_SEED, "--out", tmp_path / "gallery")
+    assert_one_line_error(code, err, "--model-seeds", "0 to 4294967295")
+    assert "pretrain_zoo" not in err and not (tmp_path / "gallery").exists()
+
+
+@pytest.mark.parametrize("prog, flag, args", [
+    ("dstg-train", "--seed", ["--steps", "10", "--seed", HUGE_SEED]),
+    ("dstg-train", "--data-seed", ["--steps", "10", "--data-seed", HUGE_SEED]),
+    ("dstg-train", "--steps", ["--steps", "0"]),
+    ("dstg-probe", "--seed", ["--task", "segment", "--seed", HUGE_SEED]),
+    ("dstg-eval", "--seed", ["--model", "dstg", "--seed", HUGE_SEED]),
+    ("dstg-holmes", "--seeds", ["run", "--seeds", f"0,{HUGE_SEED}"]),
+])
+def test_seed_and_step_flags_name_the_flag_and_its_range(prog, flag, args, tmp_path, capsys):
+    """N51: `dstg-train --seed 99999999999999999999` said only 'Overflow when unpacking long long'."""
+    import importlib
+
+    from dstg_interp.entry import COMMANDS
+
+    main = importlib.import_module(COMMANDS[prog]).main
+    code, _, err = run_main(capsys, main, *args, "--out", tmp_path / "out")
+    assert_one_line_error(code, err, f"argument {flag}", "positive" if flag == "--steps" else "0 to 4294967295")
+    assert "Overflow" not in err and not (tmp_path / "out").exists()
+
+
+# --- 3. torchrun teardown: a dead peer or a signal is one line per rank, never a traceback (N74, N75) ----
+RANK_FAULT = """
+import os, signal, sys
+from dstg_interp.store import npy_writer
+if os.environ["RANK"] == "1":  # rank 1 meets its fault at its first row write, mid-extraction
+    def fault(self, *args, **kwargs):
+        if os.environ["FAULT"] == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.killpg(os.getpgid(os.getppid()), signal.SIGINT)  # Ctrl-C in the terminal: torchrun's group
+        signal.pause()
+    npy_writer.NpyWriter.write = fault
+from dstg_interp.cli.cache import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, codes", [("kill", {2, 143, -15}), ("int", {130})])
+def test_torchrun_teardown_after_a_dead_or_interrupted_rank(fault, codes, tiny, tmp_path):
+    """N75: after `kill -9` of rank 1, rank 0's cleanup called all_reduce on the broken group (a project
+    traceback); N74: Ctrl-C of both ranks. Now: one line per live rank, exit 2 / 143 / 130, store untouched."""
+    import hashlib
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from dstg_interp.cli.cache import main as cache_main
+    from reliability_setup import subprocess_env
+
+    checkpoint, corpus = tiny
+    out = tmp_path / "store"
+    args = ["--model", checkpoint, "--corpus", corpus, "--quiet", "--batch-size", "1", "--out", out]
+    assert cache_main([str(a) for a in args]) == 0
+    manifest = hashlib.md5((out / "manifest.json").read_bytes()).hexdigest()
+    wrapper = tmp_path / "rank_fault.py"
+    wrapper.write_text(RANK_FAULT)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "--tee", "2"]
+    other_store = ["--overwrite", "--layers", "0,1"]  # another store, so rank 1 gets to write rows
+    run = subprocess.run([*torchrun, str(wrapper), *map(str, args), *other_store], env=subprocess_env(FAULT=fault),
+                         capture_output=True, text=True, timeout=120, start_new_session=True)
+    rank_lines = [line.split("]:", 1)[1] for line in (run.stderr + run.stdout).splitlines()
+                  if line.startswith(("[default0]:", "[rank0]:"))]  # what rank 0 printed (--tee 2)
+    own = [line for line in rank_lines if line.strip()]
+    assert len(own) == 1 and re.match(r"dstg-cache: (error: rank 0: another rank stopped|interrupted \((SIGTERM|Ctrl-C)\))",
+                                      own[0]), run.stderr
+    assert "dstg_interp" not in "\n".join(rank_lines)  # no project traceback on rank 0
+    # torchrun's report: rank 1 died of SIGKILL (-9) or of the same Ctrl-C (130); rank 0 ended with one of ``codes``
+    # (2: it found the peer gone; 143 / -15: torchrun's SIGTERM came first, before or after its one line)
+    exit_codes = {int(code) for code in re.findall(r"exitcode\s*:\s*(-?\d+)", run.stderr)}
+    assert exit_codes - {-9} <= codes | {130} and exit_codes & codes, run.stderr
+    assert hashlib.md5((out / "manifest.json").read_bytes()).hexdigest() == manifest  # the previous store, untouched
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary, no lock left
+    del os
+
+
+# --- 6. locks follow the real path; dstg-probe and dstg-holmes run lock their --out (N80, N81, N116) ---
+def test_a_symlinked_out_shares_the_folders_lock(tmp_path):
+    """N80: `--out out/xl3-alias` (-> xl3) took another lock than `--out out/xl3`; both trained at once."""
+    from dstg_interp.io import OutputLocked, output_lock
+
+    (tmp_path / "xl3").mkdir()
+    (tmp_path / "xl3-alias").symlink_to("xl3")
+    assert lock_path(tmp_path / "xl3-alias") == lock_path(tmp_path / "xl3") == lock_path(tmp_path / "a" / ".." / "xl3")
+    with output_lock(tmp_path / "xl3", "first run"):
+        with pytest.raises(OutputLocked, match="in use by another run .*first run"):
+            with output_lock(tmp_path / "xl3-alias"):
+                pass
+
+
+def test_cache_names_a_symlinked_out_as_a_link(tiny, tmp_path, capsys):
+    """N81: a symlinked --out was refused (safely) but called 'a file'."""
+    from dstg_interp.cli.cache import main as cache_main
+
+    checkpoint, corpus = tiny
+    store = tmp_path / "store"
+    args = ["--model", checkpoint, "--corpus", corpus, "--quiet", "--layers", "0"]
+    assert run_main(capsys, cache_main, *args, "--out", store)[0] == 0
+    (tmp_path / "st-link").symlink_to(store)
+    code, _, err = run_main(capsys, cache_main, *args, "--layers", "0,1", "--overwrite", "--out", tmp_path / "st-link")
+    assert_one_line_error(code, err, "is a symbolic link", "never replaced")
+    assert "is a file" not in err
+
+
+@pytest.mark.parametrize("command", ["probe", "holmes"])
+def test_probe_and_holmes_runs_lock_their_out(command, tiny, tmp_path, capsys):
+    """N116: two `dstg-holmes run` on one --out both reported success; the first run's tables were gone."""
+    from dstg_interp.cli.holmes import main as holmes_main
+    from dstg_interp.cli.probe import main as probe_main
+    from dstg_interp.io import output_lock
+
+    checkpoint, corpus = tiny
+    out = tmp_path / "results"
+    if command == "probe":
+        main, args = probe_main, ["--task", "segment", "--model", checkpoint, "--corpus", corpus, "--layers", "1"]
+    else:
+        main, args = holmes_main, ["run", "--benchmark", FIXTURES / "holmes" / "benchmark", "--model", checkpoint]
+    with output_lock(out, "the first run"):
+        code, _, err = run_main(capsys, main, *args, "--quiet", "--out", out)
+    assert_one_line_error(code, err, "is in use by another run", "the first run")
+    assert not out.exists()
+
+
+# --- 8. every table has its header, also with no rows (a_vs_b.csv of a one-model Holmes run) ---------------
+def test_a_one_model_holmes_run_writes_readable_tables(tiny, tmp_path, capsys):
+    import pandas as pd
+
+    from dstg_interp.cli.holmes import main as holmes_main
+
+    checkpoint, _ = tiny
+    out = tmp_path / "holmes"
+    shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", tmp_path / "bench" / "fx-sentence")
+    code, _, err = run_main(capsys, holmes_main, "run", "--benchmark", tmp_path / "bench", "--model", checkpoint,
+                            "--seeds", "0", "--quiet", "--out", out)
+    assert code == 0, err
+    for table in sorted(out.glob("*.csv")):
+        frame = pd.read_csv(table)  # a 1-byte a_vs_b.csv raised EmptyDataError here
+        assert len(frame.columns) > 0, table.name
+    assert list(pd.read_csv(out / "a_vs_b.csv").columns) == ["a", "b", "area", "wins", "ties", "losses", "n_phenomena"]
+
+
+# --- 2. Holmes configs: sizes bounded before allocation, YAML read strictly (N92, N108, N109, N110) --------
+GOOD_CONFIG = ("control_task_type: NONE\nnum_inputs: 1\nnum_labels: 2\nnum_probe_folds: 1\n"
+               "probe_name: probe-x\nprobe_task_type: SENTENCE\nprobes_samples_path: samples.csv\n")
+HOSTILE_CONFIGS = {  # dataset -> (config-none.yaml, what the skip reason must say)
+    "huge-num-labels": (GOOD_CONFIG.replace("num_labels: 2", "num_labels: 100000000000"),
+                        "key 'num_labels' must be an integer from 1 to 10,000"),
+    "dup-keys": (GOOD_CONFIG + "num_labels: 9\n", "key 'num_labels' appears twice"),
+    "norway": (GOOD_CONFIG.replace("control_task_type: NONE", "control_task_type: NO"),
+               "'NO' (line 1) is a boolean in YAML 1.1"),
+    "num-inputs-0": (GOOD_CONFIG.replace("num_inputs: 1", "num_inputs: 0"), "key 'num_inputs' must be an integer from 1 to 2"),
+    "num-inputs-2": (GOOD_CONFIG.replace("num_inputs: 1", "num_inputs: 2"), "SENTENCE rows hold 1 sentence(s), got 2"),
+    "name-bool": (GOOD_CONFIG.replace("probe_name: probe-x", "probe_name: true"), "key 'probe_name' must be a string"),
+}
+
+
+def hostile_benchmark(root: Path) -> Path:
+    for name, (config, _) in HOSTILE_CONFIGS.items():
+        shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", root / name)
+        (root / name / "config-none.yaml").write_text(config)
+    shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", root / "good")
+    return root
+
+
+def test_hostile_holmes_configs_are_skipped_with_their_reason(tmp_path):
+    from probes.holmes.format import load_benchmark
+
+    loaded, skipped = load_benchmark(hostile_benchmark(tmp_path / "bench"))
+    assert [d.name for d in loaded] == ["good"]
+    reasons = {s.dataset: s.reason for s in skipped}
+    assert set(reasons) == set(HOSTILE_CONFIGS)
+    for name, (_, needle) in HOSTILE_CONFIGS.items():
+        assert needle in reasons[name] and "config-none.yaml" in reasons[name], reasons[name]
+    # quoting the word, or a real boolean where none is expected, reads as the user meant
+    (tmp_path / "bench" / "norway" / "config-none.yaml").write_text(GOOD_CONFIG.replace("NONE", "'NO'"))
+    loaded, _ = load_benchmark(tmp_path / "bench")
+    assert "norway" in [d.name for d in loaded]
+
+
+def test_a_huge_num_labels_skips_one_dataset_and_the_run_goes_on(tiny, tmp_path, capsys):
+    """N92: `num_labels: 100000000000` tried to allocate 6.4 TB; the 19 valid datasets were lost with it."""
+    from dstg_interp.cli.holmes import main as holmes_main
+
+    checkpoint, _ = tiny
+    bench = tmp_path / "bench"
+    shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", bench / "good")
+    shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", bench / "huge")
+    (bench / "huge" / "config-none.yaml").write_text(HOSTILE_CONFIGS["huge-num-labels"][0])
+    code, out, err = run_main(capsys, holmes_main, "run", "--benchmark", bench, "--model", checkpoint, "--seeds", "0",
+                              "--quiet", "--out", tmp_path / "out")
+    assert code == 0, err
+    assert "skipped: holmes dataset 'huge': config-none.yaml, key 'num_labels' must be an integer from 1 to 10,000" in err
+    assert "Traceback" not in err and "1 skipped" in out
+    import pandas as pd
+    assert set(pd.read_csv(tmp_path / "out" / "results.csv").dataset) == {"good"}

@@ -305,3 +305,113 @@ def test_a_huge_num_labels_skips_one_dataset_and_the_run_goes_on(tiny, tmp_path,
     assert "Traceback" not in err and "1 skipped" in out
     import pandas as pd
     assert set(pd.read_csv(tmp_path / "out" / "results.csv").dataset) == {"good"}
+
+
+# --- 7. a long single line is streamed: bounded chunks, progress at once (N64) ---------------------------
+def test_a_long_one_line_file_is_read_in_bounded_chunks_with_progress(tmp_path, monkeypatch, capsys):
+    """N64: a 200 MB one-line file printed nothing for 150 s while memory passed 4.9 GB."""
+    from dstg_interp.data import corpora, load_corpus
+
+    words = ["alpha", "beta", "Gamma", "délta", "\u201cquoted\u201d", "eta"]
+    text = " ".join(words[i % 6] + ("." if i % 15 == 14 else "") for i in range(30_000))
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "one-line.txt").write_text(text + "\n\nA second paragraph. It is short.")
+    reference = corpora.make_document("one-line.txt", "corpus", corpora.paragraphs_from_text(text + "\n\nA second "
+                                                                                            "paragraph. It is short."))
+    monkeypatch.setattr(corpora, "LARGE_TEXT_BYTES", 1000)  # stream this small file, in small chunks
+    monkeypatch.setattr(corpora, "STREAM_CHUNK_BYTES", 4093)
+    monkeypatch.setattr(corpora, "STREAM_CHUNK_CHARS", 20_000)
+    longest = []
+    normalize = corpora.normalize_text
+    monkeypatch.setattr(corpora, "normalize_text", lambda raw: longest.append(len(raw)) or normalize(raw))
+    (document,) = load_corpus(str(folder), progress=True)
+    assert document.paragraphs == reference.paragraphs  # the same sentences as reading the file whole
+    assert max(longest) <= 20_000 + corpora.SEGMENT_WINDOW_CHARS + 1  # one chunk plus a carried sentence
+    assert "reading one-line.txt" in capsys.readouterr().err  # a progress bar from the first chunk on
+
+
+# --- 8. the one line is the only line: third-party noise silenced, real warnings in our words ------------
+def authors_copy(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(AUTHORS, folder)
+    return folder
+
+
+def test_a_pickle_payload_is_refused_in_one_line(tmp_path, capsys):
+    """N9 / N10: torch's 2-line 'Detected pickle protocol 4' UserWarning came before the refusal."""
+    import os
+    import pickle
+
+    class Payload:
+        def __reduce__(self):
+            return os.system, (f"touch {tmp_path / 'PWNED'}",)
+
+    folder = authors_copy(tmp_path, "pickle")
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"embed.weight": Payload()}, protocol=4))
+    code, _, err = run_main(capsys, convert_main, folder, tmp_path / "out", "--no-tokenizer")
+    assert_one_line_error(code, err, "never unpickled", prog="dstg-convert")
+    assert len(err.strip().splitlines()) == 1 and "UserWarning" not in err
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "out").exists()
+
+
+def test_nan_weights_are_one_warning_line_of_our_own(tmp_path, capsys):
+    """N26: dstg-convert reported NaN weights as a raw Python warning with a source line."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = authors_copy(tmp_path, "nan")
+    state = load_file(folder / "model.safetensors")
+    name = next(key for key in state if "embed" in key)
+    state[name] = torch.full_like(state[name], float("nan"))
+    save_file(state, folder / "model.safetensors")
+    code, out, err = run_main(capsys, convert_main, folder, tmp_path / "out", "--no-tokenizer")
+    assert code == 0 and out.startswith("wrote ")
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dstg-convert: warning:") and "NaN" in lines[0], err
+
+
+def test_a_tokenizer_far_smaller_than_the_embedding_is_said(tmp_path, capsys):
+    """N31: a 25-token vocab.txt for a 100-row model was accepted silently."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(20)]) + "\n")
+    code, _, err = run_main(capsys, convert_main, AUTHORS, tmp_path / "out", "--tokenizer", vocab)
+    assert code == 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dstg-convert: warning:"), err
+    assert "25 tokens for an embedding of 100 rows" in lines[0] and "another model's tokenizer" in lines[0]
+
+
+def tiny_hf_folder(folder: Path, extra_rows: int) -> Path:
+    """A tiny BertForMaskedLM folder (heads and all, as the Hub ships them) whose embedding has ``extra_rows``
+    rows past its tokenizer."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertForMaskedLM
+
+    vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                                                 [f"w{i}" for i in range(85)])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab) + extra_rows, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertForMaskedLM(config).eval().save_pretrained(folder, safe_serialization=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def test_a_padded_hf_embedding_loads_without_transformers_report(tmp_path, capsys):
+    """N38: 98 rows for 90 tokens (a padded embedding, common in published encoders) was refused;
+    old #27: transformers' 15-line LOAD REPORT (unused MLM head, no pooler) came before every line."""
+    from dstg_interp.encoders.hf import load_hf_encoder
+
+    folder = tiny_hf_folder(tmp_path / "padded", extra_rows=8)
+    capsys.readouterr()  # transformers' own bar while the test writes the folder
+    encoder = load_hf_encoder(folder)
+    assert encoder.vocab_size == 98
+    captured = capsys.readouterr()
+    assert "LOAD REPORT" not in captured.err + captured.out and captured.err.strip() == ""
+    with pytest.raises(Exception, match="only 85 rows"):
+        load_hf_encoder(tiny_hf_folder(tmp_path / "short", extra_rows=-5))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pysbd
+from tqdm.auto import tqdm
 
 # Bump when sentence splitting or normalisation changes: it keys the processed-corpus cache.
 SPLITTER_VERSION = f"pysbd-{pysbd.__version__}-nfkc-quotes-v2"
@@ -182,12 +183,93 @@ def decode_utf8(data: bytes, where: str, base_offset: int = 0) -> str:
                         f"(byte 0x{data[error.start]:02x}); re-encode the file as UTF-8") from None
 
 
-def load_text_folder(folder: Path) -> list[Document]:
+# A .txt file above this size is streamed (read_text_document): read in chunks with a progress bar, each
+# paragraph normalised and sentence-split STREAM_CHUNK_CHARS at a time.  Whole-text copies of a 200 MB
+# one-line file (NFKC, whitespace, quote blanking: up to 4 bytes a character each) took 5 GB and more
+# before pysbd, at ~0.1 MB/s, had printed anything.
+LARGE_TEXT_BYTES = 4 * 2**20
+STREAM_CHUNK_BYTES = 2**18
+STREAM_CHUNK_CHARS = 2**18
+
+
+class _StreamedParagraph:
+    """The sentences of one paragraph fed in pieces: split STREAM_CHUNK_CHARS at a time, the last (possibly
+    unfinished) sentence carried into the next chunk, so memory holds the sentences and one chunk."""
+
+    def __init__(self):
+        self.sentences: list[str] = []
+        self.buffer = ""
+
+    def feed(self, raw: str) -> None:
+        self.buffer += raw
+        while len(self.buffer) >= STREAM_CHUNK_CHARS:
+            cut = max(self.buffer.rfind(" ", 0, STREAM_CHUNK_CHARS), self.buffer.rfind("\n", 0, STREAM_CHUNK_CHARS)) + 1
+            cut = cut or STREAM_CHUNK_CHARS  # cut at whitespace, so no character sequence straddles two chunks
+            head, rest = self.buffer[:cut], self.buffer[cut:]
+            sentences = split_sentences(normalize_text(head))
+            # the last sentence may go on in the next chunk (split_sentences keeps it under SEGMENT_WINDOW_CHARS)
+            self.sentences.extend(sentences[:-1])
+            self.buffer = (sentences[-1] + " " if sentences else "") + rest
+
+    def close(self) -> list[str]:
+        text = normalize_text(self.buffer)
+        sentences = self.sentences + (split_sentences(text) if text else [])
+        self.sentences, self.buffer = [], ""
+        return sentences
+
+
+def _utf8_prefix_end(data: bytes) -> int:
+    """Where the last complete UTF-8 character of ``data`` ends (a chunk may stop inside one)."""
+    end = len(data)
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte & 0b1100_0000 != 0b1000_0000:  # a lead or ASCII byte: is its character complete?
+            width = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
+            return end if width <= back else end - back
+    return end
+
+
+def read_text_document(path: Path, doc_id: str, source: str, progress: bool = False) -> Document | None:
+    """One .txt file as a Document (blank lines separate paragraphs).  A file above LARGE_TEXT_BYTES is
+    streamed in bounded chunks with a progress bar of the bytes read (see _StreamedParagraph)."""
+    size = path.stat().st_size
+    if size <= LARGE_TEXT_BYTES:
+        return make_document(doc_id, source, paragraphs_from_text(decode_utf8(path.read_bytes(), str(path))))
+    paragraphs, current, pending, carry, offset = [], _StreamedParagraph(), "", b"", 0
+    with open(path, "rb") as handle, tqdm(total=size, unit="B", unit_scale=True, desc=f"reading {path.name}",
+                                          disable=not progress, file=sys.stderr) as bar:
+        while True:
+            data = handle.read(STREAM_CHUNK_BYTES)
+            chunk = carry + data
+            end = _utf8_prefix_end(chunk) if data else len(chunk)
+            pending += decode_utf8(chunk[:end], str(path), base_offset=offset).replace("\r\n", "\n")
+            offset, carry = offset + end, chunk[end:]
+            blocks = _BLANK_LINE_RE.split(pending)
+            for block in blocks[:-1]:  # complete paragraphs
+                current.feed(block)
+                sentences = current.close()
+                if sentences:
+                    paragraphs.append(sentences)
+            last = blocks[-1]
+            # keep from the last newline on: it may begin a blank line that the next chunk completes
+            keep = last.rfind("\n") if data else len(last)
+            keep = len(last) if keep < 0 else keep
+            current.feed(last[:keep])
+            pending = last[keep:]
+            bar.update(len(data))
+            if not data:
+                break
+    sentences = current.close()
+    if sentences:
+        paragraphs.append(sentences)
+    return Document(doc_id, source, paragraphs, None, {}) if paragraphs else None
+
+
+def load_text_folder(folder: Path, progress: bool = False) -> list[Document]:
     """Every `*.txt` under `folder` (sorted, recursive) is one document, id = path relative to folder."""
     documents = []
     for path in sorted(folder.rglob("*.txt")):
-        text = decode_utf8(path.read_bytes(), str(path))
-        doc = make_document(path.relative_to(folder).as_posix(), folder.name, paragraphs_from_text(text))
+        doc = read_text_document(path, path.relative_to(folder).as_posix(), folder.name, progress=progress)
         if doc is not None:
             documents.append(doc)
     return documents

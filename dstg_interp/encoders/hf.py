@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,10 @@ import torch
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 from transformers import AutoModel
+from transformers.utils import logging as hf_logging
 
 from dstg_interp.data import default_cache_dir
+from dstg_interp.model.files import check_tokenizer_fits
 
 from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import ENTANGLED_SUBSPACES
@@ -236,13 +239,27 @@ def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype
     if not is_hf_directory(path):
         raise EncoderError(f"{path}: not a Hugging Face model folder (config.json with model_type)")
     tokenizer = load_hf_tokenizer(path)
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # transformers' 15-line LOAD REPORT: its one real finding is said below
+    hf_logging.disable_progress_bar()  # and its "Loading weights" bar, for a load that takes milliseconds
     try:
-        model = AutoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True, dtype=dtype)
+        model, loading = AutoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True, dtype=dtype,
+                                                   output_loading_info=True)
     except (OSError, ValueError, KeyError) as err:
         raise EncoderError(f"{path}: cannot load the weights as safetensors ({str(err).splitlines()[0]})") from None
-    if tokenizer.get_vocab_size() != model.config.vocab_size:
-        raise EncoderError(f"{path}: tokenizer has {tokenizer.get_vocab_size()} tokens but the model's vocab_size is "
-                           f"{model.config.vocab_size}; they do not belong together")
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+    # Unexpected keys are the pretraining heads (cls.*, lm_head.*) an encoder does not use; a missing pooler is
+    # never read.  Any other missing weight was initialised at random: the states are not the trained model's.
+    missing = sorted(key for key in loading.get("missing_keys", ()) if not key.split(".")[0] == "pooler")
+    if missing:
+        warnings.warn(f"{path}: {len(missing)} weight(s) of the encoder are not in its checkpoint and were initialised "
+                      f"at random ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); its states are not "
+                      "the trained model's", stacklevel=2)
+    # a padded embedding (more rows than tokens, as many published encoders have) is fine; see check_tokenizer_fits
+    check_tokenizer_fits(tokenizer.get_vocab_size(), model.config.vocab_size, str(path), error=EncoderError)
     return HFEncoder(model.to(device).eval(), tokenizer, path)
 
 

@@ -28,6 +28,7 @@ from .files import (
     TOKENIZER_FILE,
     WEIGHTS_FILE,
     CheckpointError,
+    check_tokenizer_fits,
     find_tokenizer,
     read_json,
     read_safetensors,
@@ -190,10 +191,11 @@ def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dty
     if tokenizer_path is not None:
         model.tokenizer = read_tokenizer(tokenizer_path)
         size = model.tokenizer.get_vocab_size()
-        # An embedding may have more rows than its tokenizer has tokens (converted models pad it), never fewer.
-        if size > config.vocab_size or (size != config.vocab_size and config.source is None):
+        if config.source is None and size != config.vocab_size:  # our own checkpoints hold their exact tokenizer
             raise CheckpointError(
                 f"{tokenizer_path}: vocabulary of {size} tokens does not match the model's vocab_size={config.vocab_size}"
             )
+        # a converted model's embedding may be padded past its tokenizer (check_tokenizer_fits), never short of it
+        check_tokenizer_fits(size, config.vocab_size, str(tokenizer_path), error=CheckpointError)
     model.checkpoint_path = path
     return model.to(device=device, dtype=dtype).eval()

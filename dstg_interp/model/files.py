@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import warnings
 from pathlib import Path
 
 import torch
@@ -58,7 +59,9 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 def read_torch_weights(path: Path) -> dict[str, torch.Tensor]:
     """A PyTorch state dict, read with weights_only=True: tensors and plain containers only."""
     try:
-        state = torch.load(str(path), map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # "Detected pickle protocol 4 ...": torch's aside, before our own verdict
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            state = torch.load(str(path), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
         raise CheckpointError(f"{path}: holds pickled Python objects besides tensors, which are never unpickled "
                               "here (torch.load(weights_only=True) refused it); re-save its state_dict() with "
@@ -149,3 +152,26 @@ def read_tokenizer(path: str | Path) -> Tokenizer:
     tokenizer.no_padding()
     tokenizer.no_truncation()
     return tokenizer
+
+
+# Published encoders often pad their embedding past the tokenizer (30,522 tokens, 30,528 rows; 50,265 / 50,272;
+# 32,100 / 32,128): ids past the tokenizer are never produced.  A tokenizer covering less than this share of
+# the rows (25 tokens for 100 rows) is most likely another model's: said in a warning.
+MIN_TOKENIZER_SHARE = 0.9
+
+
+class TokenizerMismatchWarning(UserWarning):
+    """A tokenizer much smaller than the embedding it is used with."""
+
+
+def check_tokenizer_fits(n_tokens: int, vocab_size: int, where: str, error=ValueError) -> None:
+    """The rule for a tokenizer beside an embedding of ``vocab_size`` rows: never more tokens than rows
+    (``error`` is raised), and a warning below MIN_TOKENIZER_SHARE of them."""
+    if n_tokens > vocab_size:
+        raise error(f"{where}: the tokenizer has {n_tokens} tokens but the model's embedding only {vocab_size} rows, "
+                    "so some token ids have no embedding; pass the tokenizer the model was trained with")
+    if n_tokens < MIN_TOKENIZER_SHARE * vocab_size:
+        warnings.warn(f"{where}: the tokenizer has {n_tokens} tokens for an embedding of {vocab_size} rows "
+                      f"({n_tokens / vocab_size:.0%}); a padded embedding keeps at least {MIN_TOKENIZER_SHARE:.0%} "
+                      "of its rows in use, so this looks like another model's tokenizer: its ids would mean other "
+                      "words", TokenizerMismatchWarning, stacklevel=3)

@@ -47,7 +47,7 @@ from safetensors.torch import load_file
 from .config import (OFFSET_SEED_SHIFT, VALIDATION_MASK_SEED, ConfigIO, ModelConfig, check_seed,
                      step_seed)
 from .data.mlm import collate, mask_tokens
-from .data.prepare import prepare_data
+from .data.prepare import PreparedData, prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import clean_stale_temporaries, write_text_atomic
 from .model.checkpoint import CheckpointError, build_model, load_model, save_checkpoint
@@ -461,7 +461,7 @@ class _Run:
     world_size: int
     device: torch.device
     out_dir: Path
-    prepared: object  # PreparedData: train, validation, tokenizer
+    prepared: PreparedData  # train, validation, tokenizer
     model: torch.nn.Module
     ddp_model: torch.nn.Module
     optimizer: torch.optim.Optimizer
@@ -525,7 +525,8 @@ def _next_batch(run: _Run, batches, step: int):
     cfg, vocab_size = run.cfg, run.prepared.tokenizer.get_vocab_size()
     seed = step_seed(cfg.seed, step)
     ids, mask, labels = masked_batch(run.prepared.train, batches(step), cfg, vocab_size, generator_seed=seed)
-    offsets = random_offsets(mask, run.model.config.max_positions, seed + OFFSET_SEED_SHIFT) if cfg.random_offset else None
+    max_positions = int(run.model.config.max_positions)  # type: ignore[union-attr, arg-type]
+    offsets = random_offsets(mask, max_positions, seed + OFFSET_SEED_SHIFT) if cfg.random_offset else None
     n_tokens = int(mask.sum())  # all ranks, counted on the host before the step (no device sync)
     ids, mask, labels = (t[run.rank::run.world_size] for t in (ids, mask, labels))
     offsets = offsets[run.rank::run.world_size] if offsets is not None else None

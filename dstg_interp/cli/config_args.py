@@ -23,6 +23,8 @@ value of a ``base`` dict, e.g. a saved ``train_config.json``) for it.  Field met
     invert     a bool field set False by a store_true flag (``progress`` <- ``--quiet``, ``windows`` <- ``--no-windows``)
     negatable  a bool field with ``--x`` / ``--no-x`` (argparse.BooleanOptionalAction)
     csv        a tuple field read from one comma-separated value (``--names a,b``) instead of several words
+    positional an argument without a flag (``dstg-convert SRC OUT``)
+    repeatable a list flag that may be given several times, each adding to the list (as --model)
     exclusive  (group, required): the flags of one group exclude each other; with True one of them is needed
     shown      the default as --help shows it, where the field's default is None or not the whole story
 
@@ -41,7 +43,7 @@ from typing import Any
 
 from . import flags
 
-__all__ = ["add_config_arguments", "config_from_args", "config_flags"]
+__all__ = ["add_config_arguments", "config_from_args", "config_flags", "flag_values"]
 
 _MISSING = dataclasses.MISSING
 
@@ -141,11 +143,15 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class, prefix: 
             if name not in groups:
                 groups[name] = parser.add_mutually_exclusive_group(required=required)
             target = groups[name]
+        text = (prefix + meta.get("help", "")).replace("%", "%%")  # argparse formats help with %
+        if meta.get("positional"):
+            target.add_argument(spec.name, metavar=meta.get("metavar"), help=text or None)
+            continue
         if _add_shared(target, flag, spec):
             continue
         element, _ = _unwrap(hint)
         shown = _shown(spec)
-        text = prefix + meta.get("help", "")
+        shown = shown.replace("%", "%%") if isinstance(shown, str) else shown
         names = [flag, *meta.get("aliases", ())]
         common: dict[str, Any] = dict(dest=dest, default=None)
         if element is bool and (meta.get("invert") or not meta.get("negatable")):
@@ -164,6 +170,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class, prefix: 
                 options["type"] = _csv(_value_type(item, meta))
             else:
                 options.update(type=_value_type(item, meta), nargs="+")
+                if meta.get("repeatable"):
+                    options["action"] = "extend"
         else:
             options["type"] = meta.get("parse", _value_type(element, meta))
         target.add_argument(*names, **{k: v for k, v in options.items() if v is not None or k == "default"})
@@ -201,3 +209,19 @@ def _values(config_class, args: argparse.Namespace, values: dict) -> dict:
             continue
         values[spec.name] = (not value) if spec.metadata.get("invert") else value
     return values
+
+
+def flag_values(config) -> dict:
+    """{flag destination: value} of a config (nested ones too), as its flags would have set them
+    (``quiet`` = not ``progress``): the command line a run actually used, for its saved record."""
+    found = {}
+    for spec in dataclasses.fields(config):
+        if spec.metadata.get("cli", True) is False:
+            continue
+        value = getattr(config, spec.name)
+        if dataclasses.is_dataclass(value):
+            found.update(flag_values(value))
+            continue
+        flag = spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
+        found[flag.lstrip("-").replace("-", "_")] = (not value) if spec.metadata.get("invert") else value
+    return found

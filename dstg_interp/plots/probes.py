@@ -18,21 +18,22 @@ PROBE_TITLES = {("token", "sentence"): "token position", ("token", "paragraph"):
                 ("intra", "sentence"): "position in its sentence", ("intra", "paragraph"): "position in its paragraph"}
 
 
-def plot_r2_by_layer(results: pd.DataFrame, out_dir, stem: str = "r2_by_layer") -> dict:
+def plot_r2_by_layer(results: pd.DataFrame, out_dir, stem: str = "r2_by_layer", value: str = "r2", low: str = "ci_low",
+                     high: str = "ci_high", ylabel: str = "held-out R²") -> dict:
     """One grid: rows = probe (task, and segment), columns = subspace; in each panel R² by layer, one line per
-    model with its bootstrap CI as a band.  Entangled models only have ``full``; DSTG has all three."""
-    require_columns(results, ["model", "task", "segment", "layer", "subspace", "r2", "ci_low", "ci_high"],
+    model with its bootstrap CI as a band.  Entangled models only have ``full``; DSTG has all three.
+    ``value`` / ``low`` / ``high`` pick another reading with its interval (e.g. ``partial_r2``)."""
+    require_columns(results, ["model", "task", "segment", "layer", "subspace", value, low, high],
                     "the probe results")
     results = results.assign(probe=[PROBE_TITLES.get((task, segment), f"{task} ({segment})")
                                     for task, segment in zip(results.task, results.segment.astype(str))])
     reading_order = results.task.map(TASK_ORDER).fillna(len(TASK_ORDER)) * 10 + results.segment.map(SEGMENT_ORDER).fillna(9)
     results = results.assign(_order=reading_order).sort_values("_order", kind="stable").drop(columns="_order")
-    long = measurements(results, ["r2"], keys=["task", "segment", "probe"],
-                        intervals={"r2": ("ci_low", "ci_high")})
+    long = measurements(results, [value], keys=["task", "segment", "probe"], intervals={value: (low, high)})
     if "n_seeds" in results.columns and results.n_seeds.max() > 1:
         bands = (f"lines: mean over {int(results.n_seeds.max())} training seeds; bands: from the lowest seed's 95% "
                  "bootstrap CI low to the highest seed's CI high (held-out documents)")
     else:
-        bands = "bands: 95% bootstrap CI of the held-out R² over test documents"
-    return plot_by_layer(long, out_dir, stem, row="probe", col="subspace", ylabel="held-out R²", reference=0.0,
-                         bands=bands, reference_label="R² = 0, what predicting the mean position gets")
+        bands = "bands: 95% bootstrap CI over the held-out test documents"
+    return plot_by_layer(long, out_dir, stem, row="probe", col="subspace", ylabel=ylabel, reference=0.0,
+                         bands=bands, reference_label="0, what predicting the mean gets")

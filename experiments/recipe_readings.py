@@ -102,3 +102,44 @@ def summarize_arms(runs: pd.DataFrame) -> pd.DataFrame:
             row[f"{column}_sd"] = float(values.std(ddof=1)) if len(values) > 1 else np.nan
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
+    """The shipped zoo's members (the zoo recipe at its full 8.3M-token budget, three seeds) read as the
+    diagnosis reads a run, from committed files only: the plateau exit from each member's ``log.jsonl``
+    against the unigram loss of ``zoo.json`` (the same validation batches), the held-out gain from
+    ``figures/zoo/zoo.csv``, PC1+PC2 from ``figures/ap_manifold/spectra.csv`` and the token-position R^2
+    before the first and after the last block from ``figures/probes/probes.csv``.  Not budget-matched with the
+    diagnosis runs: a reference for the zoo recipe run longer."""
+    zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    heldout = pd.read_csv(figures_dir / "zoo" / "zoo.csv")
+    spectra = pd.read_csv(figures_dir / "ap_manifold" / "spectra.csv")
+    spectra = spectra[spectra.source == "learned table"]
+    probes = pd.read_csv(figures_dir / "probes" / "probes.csv")
+    probes = probes[probes.task == "token"]
+    rows = []
+    for member, summary in zoo.items():
+        variant = summary["variant"]
+        if variant not in variants or "seed" not in summary:  # dstg-offset: another recipe
+            continue
+        seed = int(summary["seed"])
+        records = [json.loads(line) for line in (zoo_dir / member / "log.jsonl").read_text().splitlines() if line.strip()]
+        logged = sorted((r["step"], r["tokens_seen"]) for r in records if "tokens_seen" in r)
+        curve = pd.DataFrame([dict(step=r["step"], val_loss=r["val_loss"]) for r in records if "val_loss" in r])
+        curve["tokens"] = np.interp(curve.step, [0] + [s for s, _ in logged], [0] + [t for _, t in logged])
+        curve["unigram_loss"] = summary["unigram_loss"]
+        exit_step, exit_tokens = plateau_exit(curve)
+        gain = heldout[(heldout.variant == variant) & (heldout.seed == seed)]["en-mix_gain_points"]
+        table = spectra[(spectra.model == variant) & (spectra.seed == seed)]
+        subspace = "ap" if variant == "dstg" else "full"
+        r2 = probes[(probes.model == variant) & (probes.seed == seed) & (probes.subspace == subspace)].set_index("layer").r2
+        last = int(r2.index.max()) if len(r2) else None
+        rows.append(dict(variant=variant, arm="shipped zoo (8.3M tokens)", seed=seed, steps=summary["steps"],
+                         batch=16, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
+                         unigram_loss=summary["unigram_loss"], plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens,
+                         heldout_gain_points=float(gain.iloc[0]) if len(gain) else np.nan,
+                         pc1_pc2=float(table.pc1_pc2.iloc[0]) if len(table) else np.nan,
+                         pc1_pc2_chance=float(table.control_pc1_pc2.iloc[0]) if len(table) else np.nan,
+                         position_r2_first=float(r2.loc[0]) if 0 in r2.index else np.nan,
+                         position_r2_last=float(r2.loc[last]) if last is not None else np.nan))
+    return pd.DataFrame(rows)

@@ -45,11 +45,11 @@ import torch
 from dstg_interp.io import write_text_atomic
 from dstg_interp.plots.recipe import plot_diagnosis, plot_recipe_curves
 from dstg_interp.train import CHECKPOINT_DIR, LOG_FILE, STATE_FILE, TrainConfig, prepare_training_data, train
-from experiments.figure_inputs import ScriptConfig, parse_config, save_config
+from experiments.figure_inputs import FIGURES_DIR, ZOO_DIR, ScriptConfig, parse_config, save_config
 from experiments.pretrain_zoo import unigram_baseline
 from experiments.recipe_levers import (ARMS, FORMER_RECIPE, LEVER_SPECS, SCREEN_VALUES, ZOO_RECIPE, Arm, parse_arm,
                                        recipe_for)
-from experiments.recipe_readings import plateau_exit, run_readings, summarize_arms
+from experiments.recipe_readings import plateau_exit, run_readings, shipped_zoo_reference, summarize_arms
 
 ZOO_WIDTHS = {
     "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
@@ -90,6 +90,7 @@ class RecipeStudyConfig(ScriptConfig):
     n_heads: int = 4
     tiny: bool = field(default=False, metadata={"help": "tiny widths (d 32) for tests and smoke runs"})
     resume: bool = field(default=False, metadata={"help": "read finished runs back, continue interrupted ones"})
+    no_compile: bool = field(default=False, metadata={"help": "train eager (a cold torch.compile costs minutes on a busy machine)"})
     seed_major: bool = field(default=False, metadata={"help": "diagnosis: seed by seed over every arm (default: arm by arm)"})
     threads: int | None = None
 
@@ -133,7 +134,7 @@ def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str
                        batch_size=recipe["batch"], max_steps=steps, lr=recipe["lr"], warmup_steps=min(warmup, steps - 1),
                        schedule=recipe["schedule"], seed=seed, eval_every=eval_every, eval_batches=eval_batches,
                        save_every=max(1, min(steps, 200)), log_every=math.gcd(eval_every, max(1, steps // 20)),
-                       threads=study.threads, progress=False)
+                       threads=study.threads, progress=False, compile=False if study.no_compile else None)
 
 
 def screen_config(study: RecipeStudyConfig, variant: str, lever: str | None, value, seed: int) -> TrainConfig | None:
@@ -238,6 +239,10 @@ def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.Dat
     out = study.out
     out.mkdir(parents=True, exist_ok=True)
     arms = summarize_arms(runs)
+    reference = shipped_zoo_reference(ZOO_DIR, FIGURES_DIR) if not study.tiny and study.corpus == "en-mix" else None
+    if reference is not None and len(reference):  # the zoo recipe at its full budget, from committed files
+        arms = pd.concat([arms, summarize_arms(reference)], ignore_index=True)
+        write_text_atomic(out / "diagnosis_shipped_zoo.csv", reference.to_csv(index=False))
     for name, table in (("diagnosis_runs.csv", runs), ("diagnosis_arms.csv", arms), ("diagnosis_curves.csv", curves)):
         write_text_atomic(out / name, table.to_csv(index=False))
     arm_levers = {arm.label: dict(arm.levers) for arm in study.parsed_arms}

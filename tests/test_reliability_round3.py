@@ -415,3 +415,46 @@ def test_a_padded_hf_embedding_loads_without_transformers_report(tmp_path, capsy
     assert "LOAD REPORT" not in captured.err + captured.out and captured.err.strip() == ""
     with pytest.raises(Exception, match="only 85 rows"):
         load_hf_encoder(tiny_hf_folder(tmp_path / "short", extra_rows=-5))
+
+
+def test_a_full_cache_disk_names_the_cache_not_out(tiny, tmp_path, monkeypatch):
+    """N88: with DSTG_CACHE on a full disk, the remedy said 'choose another out folder'."""
+    import errno
+
+    from dstg_interp import extract
+    from dstg_interp.data import load_corpus
+    from dstg_interp.model import load_model
+    from dstg_interp.store import npy_writer
+    from dstg_interp.store.manifest import StoreError
+
+    checkpoint, corpus = tiny
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(npy_writer.NpyWriter, "write", full_disk)
+    store = tmp_path / "cache" / "stores" / "dstg-0123"
+    with pytest.raises(StoreError, match="disk that holds .*cache/stores, or put the store elsewhere .*DSTG_CACHE"):
+        extract(load_model(checkpoint), load_corpus(str(corpus), progress=False), store, progress=False)
+    assert not store.exists() and not [p for p in (tmp_path / "cache" / "stores").iterdir()]
+
+
+def test_a_hub_dataset_without_network_is_one_line_at_once(tmp_path, monkeypatch, capsys):
+    """Old #45: huggingface_hub retried for ~28 s (5 'Retrying' lines) before the one-line error."""
+    import socket
+    import time
+
+    from dstg_interp.cli.cache import main as cache_main
+    from dstg_interp.data import corpora
+
+    def no_network(*args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(corpora.socket, "create_connection", no_network)
+    started = time.monotonic()
+    code, _, err = run_main(capsys, cache_main, "--model", "dstg", "--corpus", "hf:nonexistent-org/nonexistent-ds:train",
+                            "--layers", "0", "--quiet", "--out", tmp_path / "out")
+    assert_one_line_error(code, err, "cannot be reached from here (Name or service not known)", "HF_HUB_OFFLINE=1")
+    assert len(err.strip().splitlines()) == 1 and time.monotonic() - started < 20

@@ -132,8 +132,10 @@ def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dty
         if err.errno in DISK_FULL:
             stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
             need = int(lengths.sum()) * (stored * (2 if config.dtype == "float16" else 4) + 33)
-            raise StoreError(f"disk full while writing the store for {out} (it needs about {need / 2**20:.0f} MiB); "
-                             "free space or choose another out folder") from None
+            # the store may be a cached one (DSTG_CACHE/stores, N88), not --out: name the place that is full
+            raise StoreError(f"disk full while writing the store {out} (it needs about {need / 2**20:.0f} MiB); free "
+                             f"space on the disk that holds {Path(out).parent}, or put the store elsewhere (another "
+                             "--out; for the stores dstg-probe caches, another DSTG_CACHE)") from None
         raise StoreError(f"cannot write the store for {out}: {err}") from None
     except BaseException:
         discard()

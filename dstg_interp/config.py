@@ -24,6 +24,66 @@ from dataclasses import dataclass
 from pathlib import Path
 
 VARIANTS = ("dstg", "rope", "ap", "rp")
+
+
+def plain(value):
+    """JSON types all the way down: paths as strings, tuples as lists."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
+
+
+def config_or_fields(config_class, config, fields: dict):
+    """``config`` as it is, or a ``config_class`` built from the keyword ``fields``: a function that takes its
+    config whole also takes the config's fields as keywords (``extract(model, seqs, out, dtype="float32")``)."""
+    if config is not None and fields:
+        raise TypeError(f"pass a {config_class.__name__} or its fields as keywords, not both "
+                        f"(got config= and {', '.join(sorted(fields))})")
+    if config is None:
+        return config_class(**fields)
+    if not isinstance(config, config_class):
+        raise TypeError(f"config must be a {config_class.__name__}, got {type(config).__name__}")
+    return config
+
+
+class ConfigIO:
+    """The one way every config dataclass of the toolkit is saved and read back.
+
+        cfg.to_dict()                      # JSON types (tuples as lists, paths as strings), nested configs too
+        type(cfg).from_dict(d)             # unknown fields are one clear error (ERROR, a ValueError)
+        cfg.to_json(path=None) -> str      # the text; written to ``path`` when given
+        type(cfg).from_json(text_or_path)
+    """
+
+    ERROR: type[Exception] = ValueError  # what an unknown field raises (a store's config raises StoreError)
+    JSON_SORT_KEYS = False
+
+    def to_dict(self) -> dict:
+        return plain(dataclasses.asdict(self))  # type: ignore[call-overload]
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+        if unknown:
+            raise cls.ERROR(f"{cls.__name__}: unknown field(s) {', '.join(unknown)}")
+        return cls(**data)
+
+    def to_json(self, path: str | Path | None = None) -> str:
+        text = json.dumps(self.to_dict(), indent=2, sort_keys=self.JSON_SORT_KEYS)
+        if path is not None:
+            Path(path).write_text(text + "\n")
+        return text
+
+    @classmethod
+    def from_json(cls, text_or_path: str | Path):
+        text = str(text_or_path)
+        if not text.lstrip().startswith("{"):
+            text = Path(text_or_path).read_text()
+        return cls.from_dict(json.loads(text))
 # No model of this toolkit comes near this; a config past it is a typo (vocab_size 1e12, a factor of
 # 100000), refused here in one line instead of an allocator error for petabytes.
 MAX_MODEL_BYTES = 2**40
@@ -45,7 +105,7 @@ def _multiple_of_8(x: float) -> int:
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(ConfigIO):
     """Architecture of one encoder.
 
     Args:
@@ -88,6 +148,8 @@ class ModelConfig:
         pad_token_id: id used for padding (ignored by attention through the mask).
         seed: seed of the random initialisation in ``build_model``.
     """
+
+    JSON_SORT_KEYS = True
 
     variant: str = "dstg"
     vocab_size: int = 8192
@@ -241,27 +303,3 @@ class ModelConfig:
     def has_ap_table(self) -> bool:
         return self.variant in ("dstg", "ap")
 
-    # --- serialisation -------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "ModelConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"ModelConfig: unknown field(s) {', '.join(unknown)}")
-        return cls(**data)
-
-    def to_json(self, path: str | Path | None = None) -> str:
-        text = json.dumps(self.to_dict(), indent=2, sort_keys=True)
-        if path is not None:
-            Path(path).write_text(text + "\n")
-        return text
-
-    @classmethod
-    def from_json(cls, text_or_path: str | Path) -> "ModelConfig":
-        text = str(text_or_path)
-        if not text.lstrip().startswith("{"):
-            text = Path(text_or_path).read_text()
-        return cls.from_dict(json.loads(text))

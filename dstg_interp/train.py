@@ -27,7 +27,6 @@ every ``save_every`` steps and at the end; Ctrl-C leaves the last complete check
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import json
 import math
 import os
@@ -45,7 +44,7 @@ from tqdm.auto import tqdm
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
-from .config import ModelConfig, check_seed
+from .config import ConfigIO, ModelConfig, check_seed
 from .data.mlm import collate, mask_tokens
 from .data.prepare import prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
@@ -65,7 +64,7 @@ MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(INITIAL_ALPHABET) + 36
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(ConfigIO):
     """Everything a pretraining run depends on; saved as ``train_config.json`` beside its outputs.
 
     ``model`` holds ModelConfig fields; ``vocab_size`` comes from the data, the model's ``max_positions``
@@ -82,42 +81,54 @@ class TrainConfig:
     ``COMPILE_MIN_STEPS`` steps when a C++ compiler is there, see ``use_compile``).
     """
 
-    out_dir: str = "runs/dstg"
-    model: dict = field(default_factory=lambda: dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4))
-    corpus: str = "en-mix"
-    max_docs: int | None = None
-    max_length: int = 256
-    max_positions: int | None = None
-    random_offset: bool = False
-    windows: bool = True
-    vocab_size: int = 8192
-    tokenizer: str | None = None
-    val_fraction: float = 0.05
-    batch_size: int = 32
-    max_steps: int = 2000
-    lr: float = 1e-3
-    min_lr_ratio: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.98)
-    weight_decay: float = 0.1
-    warmup_steps: int = 200
-    schedule: str = "cosine"
-    decay_fraction: float = 0.2
-    grad_clip: float = 1.0
-    mask_prob: float = 0.2
-    mask_strategy: str = "all"
-    bf16: bool = False
-    seed: int = 0
-    data_seed: int = 0
-    bucket_by_length: bool = True
-    compile: bool | None = None
-    eval_every: int = 250
-    eval_batches: int = 16
-    save_every: int = 500
-    log_every: int = 10
-    save_dtype: str = "float32"
-    device: str = "cpu"
+    # The metadata makes dstg-train's flags (dstg_interp/cli/config_args.py): a field is written once.
+    out_dir: str = field(default="runs/dstg", metadata={
+        "flag": "--out", "help": "a folder for checkpoint/, log.jsonl, train_config.json",
+        "shown": "--config's, else runs/dstg"})
+    model: dict = field(default_factory=lambda: dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4),
+                        metadata={"cli": False})  # dstg-train: --variant, --d-model, --d-ap, --n-layers, --n-heads
+    corpus: str = field(default="en-mix", metadata={"help": "en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT"})
+    max_docs: int | None = field(default=None, metadata={"min": 1, "help": "use the first N documents only"})
+    max_length: int = field(default=256, metadata={"help": "tokens per training sequence"})
+    max_positions: int | None = field(default=None, metadata={"help": "position table size", "shown": "--max-length"})
+    random_offset: bool = field(default=False, metadata={
+        "help": "shift each sequence's absolute positions randomly (dstg/ap; with --max-positions > --max-length)"})
+    windows: bool = field(default=True, metadata={
+        "flag": "--no-windows", "invert": True, "help": "truncate long documents instead of windowing them"})
+    vocab_size: int = field(default=8192, metadata={"help": "WordPiece vocabulary trained on the training split"})
+    tokenizer: str | None = field(default=None, metadata={"help": "reuse this tokenizer.json instead of training one"})
+    val_fraction: float = field(default=0.05, metadata={"help": "share of documents held out for validation"})
+    batch_size: int = field(default=32, metadata={"help": "global batch (split over DDP ranks)"})
+    max_steps: int = field(default=2000, metadata={"flag": "--steps", "min": 1, "help": "optimizer steps"})
+    lr: float = field(default=1e-3, metadata={"help": "peak learning rate"})
+    min_lr_ratio: float = field(default=0.1, metadata={"help": "final learning rate / peak (cosine, linear, constant)"})
+    betas: tuple[float, float] = field(default=(0.9, 0.98), metadata={"help": "AdamW betas"})
+    weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay (matrices and embeddings)"})
+    warmup_steps: int = field(default=200, metadata={"help": "linear warm-up steps"})
+    schedule: str = field(default="cosine", metadata={"choices": list(SCHEDULES), "help": "learning-rate schedule"})
+    decay_fraction: float = field(default=0.2, metadata={
+        "help": "constant schedule: the final share of steps that decays"})
+    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clip"})
+    mask_prob: float = field(default=0.2, metadata={"help": "share of tokens masked"})
+    mask_strategy: str = field(default="all", metadata={
+        "choices": ["all", "80-10-10"], "help": "all masked tokens to [MASK] (NeoBERT) or BERT's 80-10-10"})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast"})
+    seed: int = field(default=0, metadata={"shown": "--config's, else 0; model init, data order and masks"})
+    data_seed: int = field(default=0, metadata={"seed": True, "help": "train/validation split (keep fixed to compare seeds)"})
+    bucket_by_length: bool = field(default=True, metadata={
+        "flag": "--no-bucket-by-length", "invert": True, "help": "batches in corpus order, not by length"})
+    compile: bool | None = field(default=None, metadata={
+        "negatable": True, "help": "torch.compile the encoder",
+        "shown": f"on for runs of at least {COMPILE_MIN_STEPS} steps"})
+    eval_every: int = field(default=250, metadata={"help": "steps between validations"})
+    eval_batches: int = field(default=16, metadata={"help": "validation batches"})
+    save_every: int = field(default=500, metadata={"help": "steps between checkpoints"})
+    log_every: int = field(default=10, metadata={"help": "steps between log lines"})
+    save_dtype: str = field(default="float32", metadata={
+        "choices": ["float32", "float16", "bfloat16"], "help": "weights dtype of the checkpoint"})
+    device: str = field(default="cpu", metadata={"shown": "--config's, else cpu"})
     threads: int | None = None
-    progress: bool = True
+    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)
@@ -165,16 +176,6 @@ class TrainConfig:
         fields = dict(dict(seed=self.seed), **self.model, vocab_size=vocab_size or self.vocab_size,
                       max_positions=self.max_positions or self.max_length)
         return ModelConfig(**fields)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "TrainConfig":
-        unknown = sorted(set(data) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ValueError(f"TrainConfig: unknown field(s) {', '.join(unknown)}")
-        return cls(**data)
 
 
 # --- schedule and optimizer ----------------------------------------------------------------------

@@ -17,78 +17,80 @@ Under torchrun the ranks share the batches and write one store, the same as one 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 
 from dstg_interp.data import StructuredSequences, load_corpus
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.selection import resolve_layers
 from dstg_interp.io import check_output_location, output_lock
 from dstg_interp.store.distributed import OtherRankFailed, Ranks, torchrun_ranks
+from dstg_interp.store.config import ExtractionConfig
 from dstg_interp.store.extract import extract
 
-from . import flags
-from .flags import positive_int
+from .config_args import add_config_arguments, config_from_args
+from .flags import one_model
 from .shell import run_cli
+
+
+@dataclass
+class CacheCommand:
+    """dstg-cache's flags beside the ExtractionConfig's: which model, which text, where, and how."""
+
+    model: list = field(default_factory=list, metadata={"flag": "--model", "required": True})
+    corpus: str | None = field(default=None, metadata={
+        "exclusive": ("source", True), "help": "corpus spec for load_corpus: en-mix, a folder of *.txt, a .jsonl, hf:..."})
+    sequences: str | None = field(default=None, metadata={
+        "exclusive": ("source", True), "help": "a folder of saved StructuredSequences (in the model's token ids)"})
+    out: str | None = field(default=None, metadata={"required": True, "help": "the store folder to create"})
+    layers: tuple | str | None = field(default=None, metadata={"shown": "all"})
+    max_length: int = field(default=256, metadata={"min": 1, "help": "sequence length when tokenizing --corpus"})
+    windows: bool = field(default=True, metadata={
+        "flag": "--no-windows", "invert": True, "help": "truncate long documents instead of windowing"})
+    max_docs: int | None = field(default=None, metadata={"min": 1, "help": "the first N documents only"})
+    overwrite: bool = field(default=False, metadata={"help": "replace a different store already in --out"})
+    device: str = field(default="cpu", metadata={"help": "under torchrun, cuda = one GPU per rank (LOCAL_RANK)"})
+    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
+    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-cache", description=__doc__.split("\n\n")[0])
-    flags.add_model(parser, required=True)
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--corpus", help="corpus spec for load_corpus: en-mix, a folder of *.txt, a .jsonl, hf:...")
-    source.add_argument("--sequences", help="a folder of saved StructuredSequences (in the model's token ids)")
-    flags.add_out(parser, required=True, what="the store folder to create")
-    flags.add_layers(parser, default="all")
-    flags.add_subspaces(parser)
-    parser.add_argument("--names", default="", help="comma-separated extra token-level hook names")
-    parser.add_argument("--dtype", default="float16", choices=["float16", "float32"])
-    parser.add_argument("--batch-size", type=positive_int, default=32)
-    parser.add_argument("--max-length", type=positive_int, default=256, help="sequence length when tokenizing --corpus")
-    parser.add_argument("--no-windows", action="store_true", help="truncate long documents instead of windowing")
-    parser.add_argument("--max-docs", type=positive_int, default=None)
-    parser.add_argument("--attention-summaries", action="store_true")
-    parser.add_argument("--max-offset", type=positive_int, default=32)
-    parser.add_argument("--overwrite", action="store_true", help="replace a different store already in --out")
-    flags.add_device(parser, what="under torchrun, cuda = one GPU per rank (LOCAL_RANK)")
-    flags.add_quiet(parser)
+    add_config_arguments(parser, CacheCommand)
     return parser
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+def parse_args(argv=None) -> CacheCommand:
+    args = build_parser().parse_args(argv)
+    return config_from_args(CacheCommand, args)
 
 
-def _split(text: str | None):
-    return None if text is None else tuple(x.strip() for x in text.split(",") if x.strip())
-
-
-def run(args: argparse.Namespace, ranks=None):
+def run(command: CacheCommand, ranks=None):
     ranks = ranks or Ranks()  # _main passes the ranks of --device (and of torchrun)
-    model = flags.one_model(args, "dstg-cache")
-    check_output_location(args.out)  # a file or an unwritable place is found before the model loads
+    model = one_model(command.model, "dstg-cache")
+    check_output_location(command.out)  # a file or an unwritable place is found before the model loads
     with ExitStack() as held:
         # rank 0 holds the folder's lock; every rank stops if it cannot be had
-        ranks.together(lambda: held.enter_context(output_lock(args.out, "dstg-cache " + " ".join(sys.argv[1:])))
+        ranks.together(lambda: held.enter_context(output_lock(command.out, "dstg-cache " + " ".join(sys.argv[1:])))
                        if ranks.first else None)
         encoder = open_encoder(model, device=ranks.device)
-        if args.sequences:
-            sequences = StructuredSequences.load(args.sequences)
+        if command.sequences:
+            sequences = StructuredSequences.load(command.sequences)
         else:
-            sequences = load_corpus(args.corpus, progress=not args.quiet, max_docs=args.max_docs)
-        max_length = min(args.max_length, encoder.max_positions)
-        layers = None if args.layers is None else resolve_layers(args.layers, encoder.n_layers)
-        return extract(encoder, sequences, args.out, layers=layers, subspaces=args.subspaces,
-                       names=_split(args.names) or (), dtype=args.dtype, batch_size=args.batch_size,
-                       attention_summaries=args.attention_summaries, max_offset=args.max_offset,
-                       progress=not args.quiet, overwrite=args.overwrite, max_length=max_length,
-                       windows=not args.no_windows, ranks=ranks)
+            sequences = load_corpus(command.corpus, progress=command.progress, max_docs=command.max_docs)
+        max_length = min(command.max_length, encoder.max_positions)
+        layers = None if command.layers is None else tuple(resolve_layers(command.layers, encoder.n_layers))
+        extraction = dataclasses.replace(command.extraction, layers=layers)
+        return extract(encoder, sequences, command.out, extraction, progress=command.progress,
+                       overwrite=command.overwrite, max_length=max_length, windows=command.windows, ranks=ranks)
 
 
-def _main(args: argparse.Namespace) -> int:
+def _main(command: CacheCommand) -> int:
     try:
-        with torchrun_ranks(args.device) as ranks:
-            store = run(args, ranks)
+        with torchrun_ranks(command.device) as ranks:
+            store = run(command, ranks)
     except OtherRankFailed:  # the failing rank prints its own error
         return 2
     if ranks.first:
@@ -97,8 +99,9 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    return run_cli("dstg-cache", lambda: _main(args), interrupted=lambda: "no store was written")
+    args = build_parser().parse_args(argv)
+    return run_cli("dstg-cache", lambda: _main(config_from_args(CacheCommand, args)),
+                   interrupted=lambda: "no store was written")
 
 
 if __name__ == "__main__":

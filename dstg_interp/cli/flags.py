@@ -136,9 +136,10 @@ def models(args: argparse.Namespace) -> list[str]:
     return list(dict.fromkeys(given))
 
 
-def one_model(args: argparse.Namespace, prog: str) -> str:
-    """The one --model of a command that takes one; several are one clear error (a ValueError: exit 2)."""
-    given = models(args)
+def one_model(args: argparse.Namespace | list[str], prog: str) -> str:
+    """The one --model of a command that takes one (parsed flags or a config's model list); several are one
+    clear error (a ValueError: exit 2)."""
+    given = models(args) if isinstance(args, argparse.Namespace) else list(dict.fromkeys(args))
     if len(given) != 1:
         raise ValueError(f"{prog} takes one --model, got {len(given)} ({', '.join(given)}); run it once per model")
     return given[0]

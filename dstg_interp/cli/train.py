@@ -16,91 +16,74 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from dstg_interp.config import VARIANTS
 from dstg_interp.io import check_output_location, folder_entries, output_lock
-from dstg_interp.train import CHECKPOINT_DIR, COMPILE_MIN_STEPS, CONFIG_FILE, SCHEDULES, STATE_FILE, TrainConfig, train
+from dstg_interp.train import CHECKPOINT_DIR, CONFIG_FILE, STATE_FILE, TrainConfig, train
 
 from . import flags
-from .flags import positive_int
+from .config_args import add_config_arguments
+from .config_args import config_from_args as build_config
 from .shell import run_cli
+
+
+@dataclass
+class TrainCommand:
+    """dstg-train's flags beside TrainConfig's own: where a run starts from, and the model's size (which
+    becomes TrainConfig.model)."""
+
+    config: str | None = field(default=None, metadata={"help": "a train_config.json to start from (flags override it)"})
+    resume: bool = field(default=False, metadata={"help": "continue the checkpoint in --out exactly"})
+    variant: str | None = field(default=None, metadata={"choices": list(VARIANTS), "help": "the model variant"})
+    d_model: int | None = field(default=None, metadata={"help": "baseline width, or DSTG d_sem + d_ap"})
+    d_ap: int | None = field(default=None, metadata={"help": "DSTG AP stream width", "shown": "1/8 of d_model"})
+    n_layers: int | None = field(default=None, metadata={"min": 1, "help": "number of blocks"})
+    n_heads: int | None = field(default=None, metadata={"min": 1, "help": "attention heads per block"})
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dstg-train", description="MLM pretraining of DSTG-NeoBERT or a baseline.")
-    p.add_argument("--config", help="a train_config.json to start from (flags below override it)")
-    flags.add_out(p, what="a folder for checkpoint/, log.jsonl, train_config.json", shown=f"--config's, else {TrainConfig.out_dir}")
-    p.add_argument("--resume", action="store_true", help="continue the checkpoint in --out exactly")
-    p.add_argument("--variant", choices=["dstg", "rope", "ap", "rp"])
-    p.add_argument("--d-model", type=int, help="baseline width, or DSTG d_sem + d_ap")
-    p.add_argument("--d-ap", type=int, help="DSTG AP stream width (default 1/8 of d_model)")
-    p.add_argument("--n-layers", type=positive_int, help="number of blocks")
-    p.add_argument("--n-heads", type=positive_int, help="attention heads per block")
+    add_config_arguments(p, TrainCommand)
+    add_config_arguments(p, TrainConfig)
     flags.add_renamed(p, "--layers", "--n-layers", "the model depth; --layers selects layers to read in the other commands")
     flags.add_renamed(p, "--heads", "--n-heads")
     flags.add_renamed(p, "--no-progress", "--quiet", takes_value=False)
-    p.add_argument("--corpus", help="en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT")
-    p.add_argument("--max-docs", type=positive_int)
-    p.add_argument("--max-length", type=int)
-    p.add_argument("--max-positions", type=int, help="position table size (default: --max-length)")
-    p.add_argument("--random-offset", action="store_true", default=None,
-                   help="shift each sequence's absolute positions randomly (dstg/ap; with --max-positions > --max-length)")
-    p.add_argument("--vocab-size", type=int)
-    p.add_argument("--tokenizer", help="reuse this tokenizer.json instead of training one")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--steps", type=positive_int, dest="max_steps")
-    p.add_argument("--lr", type=float)
-    p.add_argument("--warmup-steps", type=int)
-    p.add_argument("--schedule", choices=list(SCHEDULES))
-    p.add_argument("--decay-fraction", type=float, help="constant schedule: the final share of steps that decays")
-    p.add_argument("--mask-strategy", choices=["all", "80-10-10"])
-    p.add_argument("--bf16", action="store_true", default=None)
-    flags.add_seed(p, default=None, shown="--config's, else 0; model init, data order and masks")
-    p.add_argument("--data-seed", type=flags.seed_int, help="train/validation split (keep fixed to compare seeds)")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                   help=f"torch.compile the encoder (default: on for runs of at least {COMPILE_MIN_STEPS} steps)")
-    p.add_argument("--eval-every", type=int)
-    p.add_argument("--save-every", type=int)
-    p.add_argument("--save-dtype", choices=["float32", "float16", "bfloat16"])
-    flags.add_device(p, default=None, shown="--config's, else cpu")
-    flags.add_threads(p)
-    flags.add_quiet(p)
     return p
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
+    """TrainConfig's defaults, then --config (or, with --resume, the train_config.json in --out), then the flags."""
+    command = build_config(TrainCommand, args)
     base = TrainConfig().to_dict()
-    if args.config:
-        base.update(_read_json_object(Path(args.config), "--config"))
-    elif args.resume and args.out and (Path(args.out) / CONFIG_FILE).is_file():
+    if command.config:
+        base.update(_read_json_object(Path(command.config), "--config"))
+    elif command.resume and args.out and (Path(args.out) / CONFIG_FILE).is_file():
         base.update(_read_json_object(Path(args.out) / CONFIG_FILE, "--resume"))
-    model = dict(base["model"])
-    if args.variant or args.d_model or args.d_ap:
-        variant = args.variant or model["variant"]
-        d_model = args.d_model or (model.get("d_model") or (model.get("d_sem", 0) + model.get("d_ap", 0)))
+    base["model"] = _model_fields(dict(base["model"]), command)
+    TrainConfig.from_dict(base)  # a --config with unknown fields is one clear error, before the flags
+    return build_config(TrainConfig, args, base)
+
+
+def _model_fields(model: dict, command: TrainCommand) -> dict:
+    """TrainConfig.model with --variant / --d-model / --d-ap / --n-layers / --n-heads applied."""
+    if command.variant or command.d_model or command.d_ap:
+        variant = command.variant or model["variant"]
+        d_model = command.d_model or (model.get("d_model") or (model.get("d_sem", 0) + model.get("d_ap", 0)))
         if variant == "dstg":
-            d_ap = args.d_ap or max(args.n_heads or model.get("n_heads", 4), d_model // 8)
+            d_ap = command.d_ap or max(command.n_heads or model.get("n_heads", 4), d_model // 8)
             model = dict(model, variant=variant, d_sem=d_model - d_ap, d_ap=d_ap, d_model=None)
         else:
             model = dict(model, variant=variant, d_model=d_model, d_sem=None, d_ap=None)
-    if args.n_layers:
-        model["n_layers"] = args.n_layers
-    if args.n_heads:
-        model["n_heads"] = args.n_heads
-    base["model"] = {k: v for k, v in model.items() if v is not None}
-    if args.out:
-        base["out_dir"] = args.out
-    for name in ("corpus", "max_docs", "max_length", "max_positions", "random_offset", "vocab_size", "tokenizer", "batch_size", "max_steps", "lr", "warmup_steps",
-                 "schedule", "decay_fraction", "mask_strategy", "bf16", "seed", "data_seed", "compile", "eval_every", "save_every", "save_dtype", "device", "threads"):
-        value = getattr(args, name)
-        if value is not None:
-            base[name] = value
-    if args.quiet:
-        base["progress"] = False
-    return TrainConfig.from_dict(base)
+    if command.n_layers:
+        model["n_layers"] = command.n_layers
+    if command.n_heads:
+        model["n_heads"] = command.n_heads
+    return {k: v for k, v in model.items() if v is not None}
 
 
 def _read_json_object(path: Path, flag: str) -> dict:
@@ -136,13 +119,13 @@ def _run(args: argparse.Namespace) -> int:
     out_dir = Path(cfg.out_dir)
     is_main = int(os.environ.get("RANK", "0")) == 0
     if not is_main:  # rank 0 checks and holds the output folder for all ranks
-        train(cfg, resume=args.resume)
+        train(cfg, resume=bool(args.resume))
         return 0
     check_output_location(out_dir)
     created = not out_dir.exists()
     try:
         with output_lock(out_dir, "dstg-train " + " ".join(sys.argv[1:])):
-            result = train(cfg, resume=args.resume)
+            result = train(cfg, resume=bool(args.resume))
     finally:
         # A run that failed before writing anything leaves no empty folder behind.
         if created and out_dir.is_dir() and not folder_entries(out_dir):

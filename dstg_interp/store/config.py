@@ -12,11 +12,11 @@ concatenates them) for DSTG; only ``full`` for entangled models and HF encoders.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from dstg_interp.config import ConfigIO
 
 from .manifest import StoreError
 
@@ -25,14 +25,23 @@ ALL_SUBSPACES = ("sem", "ap", "full")
 
 
 @dataclass
-class ExtractionConfig:
-    layers: tuple | None = None  # ints >= 0 and/or "final"; None = every layer 0..n_layers
-    subspaces: tuple | None = None  # subset of ("sem", "ap", "full"); None = all the model has
-    names: tuple = ()  # extra token-level hook names ([batch, pos, d]), stored under their own name
-    dtype: str = "float16"  # on disk; float32 is bit-identical to the model's activations
-    batch_size: int = 32  # sequences per forward (batches are formed from length-sorted sequences)
-    attention_summaries: bool = False  # per (layer, head) logit-term statistics over every block
-    max_offset: int = 32  # attention-by-offset histogram covers key - query in [-max_offset, max_offset]
+class ExtractionConfig(ConfigIO):
+    """What to extract and how (the metadata makes dstg-cache's flags, dstg_interp/cli/config_args.py)."""
+
+    ERROR = StoreError
+
+    # ints >= 0 and/or "final"; None = every layer 0..n_layers (dstg-cache resolves --layers per model first)
+    layers: tuple | None = field(default=None, metadata={"cli": False})
+    # subset of ("sem", "ap", "full"); None = all the model has
+    subspaces: tuple | None = field(default=None, metadata={"shown": "all the model has"})
+    names: tuple = field(default=(), metadata={"csv": True, "help": "comma-separated extra token-level hook names"})
+    dtype: str = field(default="float16", metadata={"choices": list(DTYPES), "help": "on disk; float32 is "
+                                                    "bit-identical to the model's activations"})
+    batch_size: int = field(default=32, metadata={"min": 1, "help": "sequences per forward"})
+    attention_summaries: bool = field(default=False, metadata={
+        "help": "per (layer, head) logit-term statistics over every block"})
+    max_offset: int = field(default=32, metadata={
+        "min": 1, "help": "attention-by-offset histogram covers key - query in [-max_offset, max_offset]"})
 
     def __post_init__(self):
         if isinstance(self.layers, (int, str)):
@@ -78,25 +87,6 @@ class ExtractionConfig:
         return ExtractionConfig(layers=layers, subspaces=tuple(x for x in ALL_SUBSPACES if x in subspaces),
                                 names=self.names, dtype=self.dtype, batch_size=self.batch_size,
                                 attention_summaries=self.attention_summaries, max_offset=self.max_offset)
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in data.items()}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "ExtractionConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise StoreError(f"extraction config has unknown fields {unknown}")
-        return cls(**data)
-
-    def to_json(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> "ExtractionConfig":
-        return cls.from_dict(json.loads(Path(path).read_text()))
 
 
 def _layer(value):

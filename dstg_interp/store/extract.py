@@ -2,7 +2,8 @@
 
     from dstg_interp import load_model, extract
     model = load_model("dstg")
-    store = extract(model, sequences, out="runs/store-dstg", layers=(0, 3, 6), dtype="float16")
+    store = extract(model, sequences, out="runs/store-dstg", layers=(0, 3, 6), dtype="float16")   # or:
+    store = extract(model, sequences, "runs/store-dstg", ExtractionConfig(layers=(0, 3, 6), dtype="float16"))
     store.states(6, "ap")                       # np.memmap [n_tokens, d_ap], real tokens only
 
 What lands in ``out`` (flat, one file per array; see manifest.json for the list):
@@ -34,7 +35,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dstg_interp.config import ModelConfig
+from dstg_interp.config import ModelConfig, config_or_fields
 from dstg_interp.data import Document, tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError, open_encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
@@ -57,24 +58,23 @@ LABEL_COLUMNS = {"sequence": np.int32, "input_ids": np.int32, "token_position": 
 DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
-def extract(model, sequences, out, *, layers=None, subspaces=None, names=(), dtype="float16", batch_size: int = 32,
-            attention_summaries: bool = False, max_offset: int = 32, progress: bool = True,
-            overwrite: bool = False, max_length: int = 256, windows: bool = True, ranks: Ranks | None = None):
+def extract(model, sequences, out, config: ExtractionConfig | None = None, *, progress: bool = True,
+            overwrite: bool = False, max_length: int = 256, windows: bool = True, ranks: Ranks | None = None,
+            **fields) -> ActivationStore:
     """Extract token states of ``model`` over ``sequences`` into the store folder ``out``; returns an ActivationStore.
 
     model: anything ``open_encoder`` takes: one of ours (``load_model``/``build_model``), an Encoder
         (``open_encoder``, ``load_hf_encoder``), a zoo name or a folder. Runs where the model is.
     sequences: StructuredSequences in the model's token ids, or a list of Documents, which are then
         tokenized with the model's tokenizer (``max_length``, ``windows`` as in build_structured_sequences).
-    layers: ints (0 = embeddings) and/or "final"; None = all of 0..n_layers. subspaces: "sem", "ap",
-        "full" (None = all the model has). names: extra token-level hook names to store as they are.
+    config: what to extract (``ExtractionConfig``: layers, subspaces, names, dtype, batch_size,
+        attention_summaries, max_offset), or its fields as keywords (``layers=(0, 3), dtype="float32"``).
     A complete store with the same identity (weights, sequences, config) in ``out`` is returned as is;
     a different one raises StoreError unless ``overwrite``.
     ranks: this process's place in a torchrun job (``distributed.torchrun_ranks``); every rank calls extract
         with the same arguments and gets the same store. None = one process.
     """
-    config = ExtractionConfig(layers=layers, subspaces=subspaces, names=tuple(names), dtype=dtype,
-                              batch_size=batch_size, attention_summaries=attention_summaries, max_offset=max_offset)
+    config = config_or_fields(ExtractionConfig, config, fields)
     encoder = _encoder(model)
     sequences = as_sequences(encoder, sequences, max_length, windows)
     _check_tokenizer(encoder, sequences)

@@ -1,0 +1,203 @@
+"""Configs make the commands: one ``--flag`` per field of a config dataclass, and the config back from the flags.
+
+    @dataclass
+    class CacheCommand:
+        out: str = field(default=None, metadata={"help": "the store folder to create", "required": True})
+        batch_size: int = field(default=32, metadata={"min": 1})
+        extraction: ExtractionConfig = field(default_factory=ExtractionConfig)   # nested: its fields are flags too
+
+    parser = argparse.ArgumentParser(prog="dstg-cache")
+    add_config_arguments(parser, CacheCommand)          # --out, --batch-size, --layers, --dtype, ...
+    command = config_from_args(CacheCommand, parser.parse_args(argv))
+
+A field is written once, in its dataclass: its type, default and help (``metadata["help"]``) make its flag.
+Every flag parses to None when it is not given, so ``config_from_args`` keeps the dataclass's default (or the
+value of a ``base`` dict, e.g. a saved ``train_config.json``) for it.  Field metadata, all optional:
+
+    help       what the flag means ("(default: ...)" is added from the field's default)
+    flag       the flag's name (default: ``--`` + the field name with dashes); ``aliases``: more names
+    cli        False: no flag for this field (set in Python or derived)
+    min        1 or 0 for an int / > 0 for a float: the shared argparse types of ``flags``, one-line errors
+    seed       an int read as a seed (``flags.seed_int``: 0..MAX_SEED)
+    choices    the allowed values; ``metavar``, ``required`` as in argparse
+    invert     a bool field set False by a store_true flag (``progress`` <- ``--quiet``, ``windows`` <- ``--no-windows``)
+    negatable  a bool field with ``--x`` / ``--no-x`` (argparse.BooleanOptionalAction)
+    csv        a tuple field read from one comma-separated value (``--names a,b``) instead of several words
+    exclusive  (group, required): the flags of one group exclude each other; with True one of them is needed
+    shown      the default as --help shows it, where the field's default is None or not the whole story
+
+The shared flags (``--out``, ``--device``, ``--seed``, ``--threads``, ``--layers``, ``--subspaces``,
+``--quiet``, ``--model``) keep the words of ``flags.HELP``: a field with one of those flags is added by the
+``flags.add_*`` function of that flag, with the field's help as its ``what``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from typing import Any
+
+from . import flags
+
+__all__ = ["add_config_arguments", "config_from_args", "config_flags"]
+
+_MISSING = dataclasses.MISSING
+
+
+def _default(spec: dataclasses.Field) -> Any:
+    if spec.default is not _MISSING:
+        return spec.default
+    if spec.default_factory is not _MISSING:
+        return spec.default_factory()
+    return None
+
+
+def _unwrap(hint) -> tuple[Any, bool]:
+    """(X, True) for ``X | None``, else (hint, False)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return (args[0] if len(args) == 1 else hint), True
+    return hint, False
+
+
+def _is_config(hint) -> bool:
+    return isinstance(hint, type) and dataclasses.is_dataclass(hint)
+
+
+def config_flags(config_class) -> list[tuple[str, str, dataclasses.Field, Any]]:
+    """(path, dest, field, type hint) of every flag ``config_class`` makes; ``path`` is the field's dotted
+    name through nested configs (``extraction.dtype``), ``dest`` its argparse destination."""
+    found = []
+    hints = typing.get_type_hints(config_class)
+    for spec in dataclasses.fields(config_class):
+        if spec.metadata.get("cli", True) is False:
+            continue
+        hint = hints[spec.name]
+        if _is_config(_unwrap(hint)[0]):
+            found += [(f"{spec.name}.{path}", dest, sub, sub_hint)
+                      for path, dest, sub, sub_hint in config_flags(_unwrap(hint)[0])]
+            continue
+        flag = spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
+        found.append((spec.name, flag.lstrip("-").replace("-", "_"), spec, hint))
+    return found
+
+
+def _value_type(element, meta: typing.Mapping):
+    if meta.get("seed"):
+        return flags.seed_int
+    minimum = meta.get("min")
+    if element is int:
+        return {1: flags.positive_int, 0: flags.non_negative_int}.get(minimum, int)
+    if element is float:
+        return flags.positive_float if minimum is not None else float
+    return element if element in (str,) else str
+
+
+def _shown(spec: dataclasses.Field) -> Any:
+    if "shown" in spec.metadata:
+        return spec.metadata["shown"]
+    default = _default(spec)
+    if isinstance(default, (list, tuple)):
+        return " ".join(map(str, default)) if default else None
+    return default
+
+
+def _add_shared(parser, flag: str, spec: dataclasses.Field) -> bool:
+    """A shared flag, with the words of flags.HELP; False when ``flag`` is not one."""
+    meta, shown = spec.metadata, _shown(spec)
+    if flag == "--out":
+        flags.add_out(parser, required=meta.get("required", False), what=meta.get("help"), shown=shown)
+    elif flag == "--device":
+        flags.add_device(parser, default=None, shown=shown, what=meta.get("help", ""))
+    elif flag == "--seed":
+        flags.add_seed(parser, default=None, shown=shown)
+    elif flag == "--threads":
+        flags.add_threads(parser, default=None, shown=shown)
+    elif flag == "--layers":
+        flags.add_layers(parser, default=shown)
+    elif flag == "--subspaces":
+        flags.add_subspaces(parser, default=shown)
+    elif flag == "--quiet":
+        flags.add_quiet(parser)
+    elif flag == "--model":
+        flags.add_model(parser, required=meta.get("required", False), default=meta.get("model_default"))
+    else:
+        return False
+    return True
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, config_class, prefix: str = "") -> None:
+    """One flag per field of ``config_class`` (and of the configs nested in it); every flag's value is None
+    when it is not given.  ``prefix`` starts each help text (``--task holmes: ``)."""
+    groups: dict[str, Any] = {}
+    for _, dest, spec, hint in config_flags(config_class):
+        meta = spec.metadata
+        flag = meta.get("flag", "--" + spec.name.replace("_", "-"))
+        target = parser
+        if "exclusive" in meta:  # (group name, one of them required)
+            name, required = meta["exclusive"]
+            if name not in groups:
+                groups[name] = parser.add_mutually_exclusive_group(required=required)
+            target = groups[name]
+        if _add_shared(target, flag, spec):
+            continue
+        element, _ = _unwrap(hint)
+        shown = _shown(spec)
+        text = prefix + meta.get("help", "")
+        names = [flag, *meta.get("aliases", ())]
+        common: dict[str, Any] = dict(dest=dest, default=None)
+        if element is bool and (meta.get("invert") or not meta.get("negatable")):
+            target.add_argument(*names, action="store_true", help=text or None, **common)
+            continue
+        if element is bool:
+            suffix = f" (default: {shown})" if shown is not None else ""
+            target.add_argument(*names, action=argparse.BooleanOptionalAction, help=(text + suffix) or None, **common)
+            continue
+        suffix = f" (default: {shown})" if shown is not None and not meta.get("required") else ""
+        options = dict(help=(text + suffix).strip() or None, metavar=meta.get("metavar"),
+                       choices=meta.get("choices"), required=meta.get("required", False), **common)
+        if typing.get_origin(element) in (list, tuple):
+            item = typing.get_args(element)[0] if typing.get_args(element) else str
+            if meta.get("csv"):
+                options["type"] = _csv(_value_type(item, meta))
+            else:
+                options.update(type=_value_type(item, meta), nargs="+")
+        else:
+            options["type"] = meta.get("parse", _value_type(element, meta))
+        target.add_argument(*names, **{k: v for k, v in options.items() if v is not None or k == "default"})
+
+
+def _csv(item_type):
+    def parse(text: str) -> tuple:
+        return tuple(item_type(part.strip()) for part in str(text).split(",") if part.strip())
+    parse.__name__ = "comma-separated list"
+    return parse
+
+
+def config_from_args(config_class, args: argparse.Namespace, base: dict | None = None):
+    """``config_class`` from parsed flags: each given flag overrides ``base`` (a dict of the class's fields,
+    e.g. a saved config), which overrides the class's defaults; nested configs are built the same way."""
+    return config_class(**_values(config_class, args, dict(base or {})))
+
+
+def _values(config_class, args: argparse.Namespace, values: dict) -> dict:
+    hints = typing.get_type_hints(config_class)
+    for spec in dataclasses.fields(config_class):
+        if spec.metadata.get("cli", True) is False:
+            continue
+        element, _ = _unwrap(hints[spec.name])
+        if _is_config(element):
+            nested = values.get(spec.name)
+            nested = dataclasses.asdict(nested) if dataclasses.is_dataclass(nested) else dict(nested or {})  # type: ignore[arg-type]
+            values[spec.name] = element(**_values(element, args, nested))
+            continue
+        flag = spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
+        value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
+        if flag == "--model":
+            value = flags.models(args) or None
+        if value is None or (element is bool and spec.metadata.get("invert") and value is False):
+            continue
+        values[spec.name] = (not value) if spec.metadata.get("invert") else value
+    return values

@@ -297,6 +297,7 @@ def output_lock(path: str | Path, command: str | None = None, flag: str = "--out
     folder itself can still be swapped atomically) for the duration; a second run raises OutputLocked
     naming the holder (pid, host, command, start time).  The kernel drops the lock when a process dies."""
     lock = lock_path(path)
+    made = [folder for folder in [lock.parent, *lock.parent.parents] if not folder.exists()]  # removed again if empty
     lock.parent.mkdir(parents=True, exist_ok=True)
     command = command or " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
     while True:
@@ -328,6 +329,9 @@ def output_lock(path: str | Path, command: str | None = None, flag: str = "--out
         with contextlib.suppress(OSError):
             lock.unlink()
         handle.close()
+        for folder in made:  # innermost first; a folder the run filled stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _read_holder(text: str) -> str:

@@ -62,7 +62,7 @@ def test_plateau_exit_is_the_first_validation_clearly_below_unigram():
     (["--arms", "zoo", "warmer"], "unknown arm 'warmer'"),
     (["--arms", "zoo", "--seeds", "0", "0"], "--seeds repeats 0; give each once"),
     (["--arms", "zoo", "zoo"], "--arms repeats zoo; give each once"),
-    (["--arms", "zoo", "--seeds", "-1"], "--seeds must be non-negative integers, got -1"),
+    (["--arms", "zoo", "--seeds", "-1"], "--seeds: expected a seed from 0 to 4294967295, got -1"),  # every script's seed rule
     (["--arms", "ap:mixed"], "none of its levers applies"),
 ])
 def test_command_refuses_bad_input_in_one_line(tmp_path, capsys, argv, message):

@@ -514,3 +514,32 @@ def test_a_cache_entry_with_another_tokenizer_names_itself(tmp_path):
     save_tokenizer(build_tokenizer(["a", "b"]), first.directory / "tokenizer.json")  # damaged from outside
     with pytest.raises(DataError, match=f"remove {first.directory} and run again"):
         prepare_data(corpus, max_length=32, vocab_size=120, cache_dir=tmp_path / "cache", progress=False)
+
+
+# --- leftovers on a full disk: no empty --out (old #93, N89) --------------------------------------------
+@pytest.mark.parametrize("command", ["probe", "holmes"])
+def test_a_full_disk_leaves_no_empty_out(command, tiny, tmp_path, capsys, monkeypatch):
+    import errno
+
+    import pandas as pd
+
+    from dstg_interp.cli.holmes import main as holmes_main
+    from dstg_interp.cli.probe import main as probe_main
+
+    checkpoint, corpus = tiny
+
+    def full_disk(self, path, *args, **kwargs):
+        Path(path).write_text("")
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
+    out = tmp_path / "new" / "results"
+    if command == "probe":
+        args = [probe_main, "--task", "token", "--model", checkpoint, "--corpus", corpus, "--layers", "0",
+                "--subspaces", "ap", "--no-controls"]
+    else:
+        shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", tmp_path / "bench" / "fx-sentence")
+        args = [holmes_main, "run", "--benchmark", tmp_path / "bench", "--model", checkpoint, "--seeds", "0"]
+    code, _, err = run_main(capsys, *args, "--quiet", "--out", out)
+    assert_one_line_error(code, err, "disk full")
+    assert not (tmp_path / "new").exists()  # neither --out nor the folder above it, made for it, is left

@@ -325,8 +325,6 @@ def load_hf_dataset(spec: str, max_docs: int | None, text_field: str = "text",
 
     Web text marks paragraphs with single newlines, so here every non-empty line is a paragraph.
     """
-    import datasets  # optional: a slow import that only the hf: source needs
-
     parts = spec[len("hf:"):].split(":")
     if len(parts) not in (2, 3) or not all(parts):
         raise DataError(f"corpus spec {spec!r}: expected hf:NAME:SPLIT or hf:NAME:CONFIG:SPLIT")
@@ -337,6 +335,8 @@ def load_hf_dataset(spec: str, max_docs: int | None, text_field: str = "text",
             raise DataError(f"{spec}: the Hugging Face Hub cannot be reached from here ({unreachable}) and {name} is "
                             "not a local folder; set HF_HUB_OFFLINE=1 to read a copy in the local Hugging Face cache, "
                             "or pass a local folder / .jsonl corpus")
+    import datasets  # optional: a slow import that only the hf: source needs
+
     stream = datasets.load_dataset(name, config, split=split, streaming=True)
     documents = []
     for index, record in enumerate(stream):

@@ -23,6 +23,7 @@ COMMANDS = {  # one module per command, in dstg_interp/cli/
     "dstg-extend": "dstg_interp.cli.extend",
     "dstg-convert": "dstg_interp.cli.convert",
     "dstg-eval": "dstg_interp.cli.eval",
+    "dstg-erase": "dstg_interp.cli.erase",
 }
 
 
@@ -67,6 +68,10 @@ def convert() -> int:
 
 def evaluate() -> int:
     return launch("dstg-eval")
+
+
+def erase() -> int:
+    return launch("dstg-erase")
 
 
 if __name__ == "__main__":  # python -m dstg_interp.entry dstg-cache --model dstg ...

@@ -90,6 +90,7 @@ class RecipeStudyConfig(ScriptConfig):
     n_heads: int = 4
     tiny: bool = field(default=False, metadata={"help": "tiny widths (d 32) for tests and smoke runs"})
     resume: bool = field(default=False, metadata={"help": "read finished runs back, continue interrupted ones"})
+    seed_major: bool = field(default=False, metadata={"help": "diagnosis: seed by seed over every arm (default: arm by arm)"})
     threads: int | None = None
 
     def __post_init__(self) -> None:
@@ -191,21 +192,31 @@ def read_curve(cfg: TrainConfig) -> pd.DataFrame:
 
 
 def diagnosis_plan(study: RecipeStudyConfig) -> list[tuple[Arm, str, int]]:
+    """(arm, variant, seed) in the order they run: arm by arm with every seed (``--seed-major``: seed by seed,
+    every arm), so a partial grid has whole arms (or one seed of every arm)."""
     plan = []
     for arm in study.parsed_arms:
         for variant in [arm.variant] if arm.variant else study.variants:
             plan += [(arm, variant, seed) for seed in study.seeds if recipe_for(arm, variant) is not None]
     if not plan:
         raise ValueError(f"no arm of {' '.join(study.arms)} applies to --variants {' '.join(study.variants)}")
+    if study.seed_major:
+        plan = sorted(plan, key=lambda item: study.seeds.index(item[2]))  # stable: arm order within a seed
     return plan
 
 
+def is_finished(cfg: TrainConfig) -> bool:
+    state = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
+    return state.is_file() and json.loads(state.read_text())["step"] >= cfg.max_steps
+
+
 def run_diagnosis(study: RecipeStudyConfig, start: float) -> pd.DataFrame:
-    plan = diagnosis_plan(study)
+    plan = [(item, arm_config(study, *item)) for item in diagnosis_plan(study)]
+    if study.resume:  # finished runs are read back first, so every output written below includes them
+        plan = sorted(plan, key=lambda entry: not is_finished(entry[1]))
     runs, curves = [], []
-    for number, (arm, variant, seed) in enumerate(plan, 1):
+    for number, ((arm, variant, seed), cfg) in enumerate(plan, 1):
         began = time.time()
-        cfg = arm_config(study, arm, variant, seed)
         run_once(cfg, study)
         unigram = unigram_baseline(cfg)
         curve = read_curve(cfg).assign(variant=variant, arm=arm.label, seed=seed, unigram_loss=unigram["unigram_loss"])
@@ -269,7 +280,7 @@ def summarize(curves: pd.DataFrame) -> pd.DataFrame:
     (``below_unigram``: the comparable number when a lever changes the vocabulary or the validation batches),
     and its gain over the variant's base run."""
     rows = []
-    for (variant, run, seed), curve in curves.groupby(["variant", "run", "seed"], sort=False):
+    for (variant, run, _seed), curve in curves.groupby(["variant", "run", "seed"], sort=False):
         curve = curve.sort_values("tokens")
         rows.append(dict(variant=variant, run=run, final_val_loss=curve.val_loss.iloc[-1],
                          below_unigram=curve.unigram_loss.iloc[-1] - curve.val_loss.iloc[-1],

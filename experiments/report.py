@@ -1,7 +1,8 @@
 """Rebuild the result tables of figures/REPORT.md and README.md from the gallery's CSV/JSON, so every number
 they quote comes from one file and the two never disagree.
 
-    python -m experiments.report                        # figures/ -> figures/REPORT.md and README.md
+    python -m experiments.report                        # figures/ -> figures/REPORT.md, README.md, docs/training.md,
+                                                        # figures/recipe/DIAGNOSIS.md
     python -m experiments.report --figures /tmp/gallery # a gallery elsewhere: only its own REPORT.md
 
 A table lives in a document between two markers, and only there:
@@ -241,6 +242,48 @@ def invariance_table(figures: Path) -> str:
     return _markdown(header, rows)
 
 
+def corpus_table(figures: Path) -> str:
+    """The en-large corpus, one row per piece (figures/corpus/pieces.csv, ``experiments/corpus_table.py``)."""
+    pieces = _csv(figures, "corpus/pieces.csv")
+    header = ["piece", "package (registry)", "licence", "documents", "tokens", "held-out docs", "package sha256",
+              "text sha256"]
+    rows = []
+    for p in pieces.to_dict("records"):
+        if not p.get("fetched", True):
+            rows.append([p["piece"], "", p["licence"], "not fetched", "", "", "", ""])
+            continue
+        rows.append([p["piece"], f"`{p['package']}` {p['version']} ({p['registry']})", p["licence"], f"{p['documents']:,}",
+                     f"{p['tokens'] / 1e6:.2f} M", f"{p['heldout_documents']:,}", f"`{p['artifact_sha256'][:12]}…`",
+                     f"`{p['text_sha256'][:12]}…`"])
+    fetched = pieces[pieces.fetched] if "fetched" in pieces else pieces
+    rows.append(["**all**", "", "", f"**{int(fetched.documents.sum()):,}**", f"**{fetched.tokens.sum() / 1e6:.2f} M**",
+                 f"**{int(fetched.heldout_documents.sum()):,}**", "", ""])
+    return _markdown(header, rows)
+
+
+def recipe_diagnosis(figures: Path) -> str:
+    """The recipe diagnosis, one row per (variant, arm): mean ± sd over seeds (figures/recipe/diagnosis_arms.csv,
+    ``experiments/recipe_study.py --arms``)."""
+    arms = _csv(figures, "recipe/diagnosis_arms.csv")
+
+    def pm(row, column, scale=1.0, digits=2):
+        mean, sd = row.get(f"{column}_mean"), row.get(f"{column}_sd")
+        if mean is None or pd.isna(mean):
+            return "—"
+        return f"{scale * mean:.{digits}f}" + ("" if sd is None or pd.isna(sd) else f" ± {scale * sd:.{digits}f}")
+
+    header = ["variant", "arm", "seeds", "left plateau", "plateau exit (M tokens)", "held-out gain (points)",
+              "PC1+PC2 (chance)", "position R² first → last block", "train tokens (M)"]
+    rows = []
+    for a in arms.to_dict("records"):
+        chance = a.get("pc1_pc2_chance_mean")
+        rows.append([a["variant"], a["arm"], a["seeds"], f"{a['seeds_off_plateau']}/{a['n_seeds']}",
+                     pm(a, "plateau_exit_tokens", 1e-6), pm(a, "heldout_gain_points", 1, 1),
+                     f"{pm(a, 'pc1_pc2')} ({chance:.2f})" if chance is not None and not pd.isna(chance) else "—",
+                     f"{pm(a, 'position_r2_first')} → {pm(a, 'position_r2_last')}", pm(a, "train_tokens", 1e-6)])
+    return _markdown(header, rows)
+
+
 TABLES = {
     "zoo": zoo_table,
     "probes_final": probes_final,
@@ -252,7 +295,11 @@ TABLES = {
     "extrapolation_mlm": extrapolation_mlm,
     "extrapolation_probes": extrapolation_probes,
     "invariance": invariance_table,
+    "corpus": corpus_table,
+    "recipe_diagnosis": recipe_diagnosis,
 }
+# documents beside README whose marked tables come from the repository's own gallery
+REPOSITORY_DOCUMENTS = [FIGURES_DIR.parent / "docs" / "training.md", FIGURES_DIR / "recipe" / "DIAGNOSIS.md"]
 BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /report:(?P=name) -->)", re.DOTALL)
 
 
@@ -277,7 +324,8 @@ def run(config: ReportConfig) -> str:
     report = config.figures / REPORT_NAME
     if not report.is_file():
         shutil.copyfile(FIGURES_DIR / REPORT_NAME, report)
-    documents = [report] + ([README] if config.figures.resolve() == FIGURES_DIR.resolve() else [])
+    own = config.figures.resolve() == FIGURES_DIR.resolve()
+    documents = [report] + ([README] + [d for d in REPOSITORY_DOCUMENTS if d.is_file()] if own else [])
     for document in documents:
         text = document.read_text()
         rebuilt = rebuild(text, config.figures)

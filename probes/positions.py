@@ -40,14 +40,16 @@ from __future__ import annotations
 import hashlib
 import re
 import warnings
-from dataclasses import asdict, dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from dstg_interp.encoders import selection
+from dstg_interp.config import ConfigIO, config_or_fields
 from dstg_interp.data import default_cache_dir, probing_documents
+from dstg_interp.encoders import selection
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders import naming
 from dstg_interp.store import ActivationStore, extract
@@ -79,7 +81,7 @@ class SmallSampleWarning(UserWarning):
 
 
 @dataclass
-class PositionProbeConfig:
+class PositionProbeConfig(ConfigIO):
     """How one position-probe run is done; saved next to its results.
 
     Args:
@@ -93,16 +95,22 @@ class PositionProbeConfig:
         seed: subsample, split, shuffle and bootstrap seed.
     """
 
-    task: str = "segment"
-    segment: str = "sentence"
-    layers: list[int] | None = None
-    subspaces: list[str] | None = None
-    max_tokens: int | None = None
-    test_fraction: float = 0.2
-    n_splits: int = 5
-    n_boot: int = 1000
-    controls: bool = True
-    position_baseline: bool = True
+    # The metadata makes dstg-probe's flags (dstg_interp/cli/config_args.py): a field is written once.
+    task: str = field(default="segment", metadata={"cli": False})  # dstg-probe's --task, which also takes holmes
+    segment: str = field(default="sentence", metadata={"choices": list(SEGMENTS), "help": "the segment of segment/intra"})
+    layers: list[int] | None = field(default=None, metadata={"shown": "all; last for --task holmes"})
+    subspaces: list[str] | None = field(default=None, metadata={"shown": "all the model has"})
+    max_tokens: int | None = field(default=None, metadata={
+        "min": 1, "help": "a seeded subsample of this many tokens for the probes", "shown": "every token"})
+    test_fraction: float = field(default=0.2, metadata={"help": "share of documents held out for the reported R²"})
+    n_splits: int = field(default=5, metadata={"min": 1, "help": "grouped CV folds for the ridge penalty"})
+    n_boot: int = field(default=1000, metadata={"min": 0, "help": "bootstrap resamples for the 95% CI"})
+    controls: bool = field(default=True, metadata={
+        "flag": "--no-controls", "invert": True, "help": "skip the random-init and shuffled-target controls"})
+    position_baseline: bool = field(default=True, metadata={
+        "flag": "--no-position-baseline", "invert": True,
+        "help": "skip the position-only probes, the partial R² given token position and the selectivity over "
+                "position (on by default)"})
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -118,9 +126,6 @@ class PositionProbeConfig:
     @property
     def target_column(self) -> str:
         return TARGET_COLUMN[(self.task, self.segment)]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def shuffle_within_documents(y: np.ndarray, groups: np.ndarray, seed: int) -> np.ndarray:
@@ -286,25 +291,26 @@ def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: s
     return extract(encoder, sequences, store_root / f"{_folder_name(label)}-{key}", layers=layers, dtype="float16", progress=progress)
 
 
-def probe_positions(model_or_store=DEFAULT_MODEL, task: str = "segment", segment: str = "sentence", corpus: str = DEFAULT_CORPUS,
-                    layers=None, subspaces=None, max_tokens: int | None = None, controls: bool = True,
-                    position_baseline: bool = True, n_boot: int = 1000,
-                    seed: int = 0, max_docs: int | None = None, store_root=None, model_name: str | None = None,
-                    progress: bool = True, device: str = "cpu") -> pd.DataFrame:
+def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | None = None, *,
+                    corpus: str = DEFAULT_CORPUS, max_docs: int | None = None, store_root=None,
+                    model_name: str | None = None, progress: bool = True, device: str = "cpu",
+                    **fields) -> pd.DataFrame:
     """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).
 
     ``model_or_store``: an ActivationStore, or anything ``open_encoder`` takes: a model or Encoder, a zoo
-    name, a checkpoint folder or a local HF encoder folder.  Stores are extracted once into ``store_root``
-    (default: the cache folder) and reused.
+    name, a checkpoint folder or a local HF encoder folder.  ``config``: how to probe
+    (``PositionProbeConfig``), or its fields as keywords (``task="token", layers=[0, "last"]``).  Stores
+    are extracted once into ``store_root`` (default: the cache folder) and reused.
     """
-    cfg = PositionProbeConfig(task=task, segment=segment, layers=layers, subspaces=subspaces, max_tokens=max_tokens,
-                              n_boot=n_boot, controls=controls, position_baseline=position_baseline, seed=seed)
+    cfg = config_or_fields(PositionProbeConfig, config, fields)
+    layers, subspaces, task, segment, controls = cfg.layers, cfg.subspaces, cfg.task, cfg.segment, cfg.controls
     if isinstance(model_or_store, ActivationStore):
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
     name = model_name or model_label(model_or_store)
     encoder = open_encoder(model_or_store, device=device)
     if layers is not None:  # "last", "all" (dstg_interp.encoders.selection) -> this model's layer numbers
-        layers = cfg.layers = selection.resolve_layers(layers, encoder.n_layers)
+        layers = selection.resolve_layers(layers, encoder.n_layers)
+        cfg = dataclasses.replace(cfg, layers=layers)
     if subspaces is not None:
         missing = [s for s in subspaces if s not in encoder.subspaces]
         if missing:

@@ -41,7 +41,7 @@ from typing import Any
 
 from . import flags
 
-__all__ = ["add_config_arguments", "config_from_args", "config_flags"]
+__all__ = ["add_config_arguments", "config_from_args", "config_flags", "flag_values"]
 
 _MISSING = dataclasses.MISSING
 
@@ -145,7 +145,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class, prefix: 
             continue
         element, _ = _unwrap(hint)
         shown = _shown(spec)
-        text = prefix + meta.get("help", "")
+        shown = shown.replace("%", "%%") if isinstance(shown, str) else shown
+        text = (prefix + meta.get("help", "")).replace("%", "%%")  # argparse formats help with %
         names = [flag, *meta.get("aliases", ())]
         common: dict[str, Any] = dict(dest=dest, default=None)
         if element is bool and (meta.get("invert") or not meta.get("negatable")):
@@ -201,3 +202,19 @@ def _values(config_class, args: argparse.Namespace, values: dict) -> dict:
             continue
         values[spec.name] = (not value) if spec.metadata.get("invert") else value
     return values
+
+
+def flag_values(config) -> dict:
+    """{flag destination: value} of a config (nested ones too), as its flags would have set them
+    (``quiet`` = not ``progress``): the command line a run actually used, for its saved record."""
+    found = {}
+    for spec in dataclasses.fields(config):
+        if spec.metadata.get("cli", True) is False:
+            continue
+        value = getattr(config, spec.name)
+        if dataclasses.is_dataclass(value):
+            found.update(flag_values(value))
+            continue
+        flag = spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
+        found[flag.lstrip("-").replace("-", "_")] = (not value) if spec.metadata.get("invert") else value
+    return found

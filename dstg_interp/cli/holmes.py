@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
@@ -24,7 +25,8 @@ from probes.holmes.run import HOLMES_THREADS, HolmesRunConfig, flash_fraction_fo
 from probes.holmes.suite import build_suite
 
 from . import flags
-from .flags import positive_int
+from .config_args import add_config_arguments
+from .config_args import config_from_args as build_config
 from .shell import run_cli
 
 HOLMES_OUT = "results/holmes"
@@ -50,33 +52,44 @@ def _fraction_arg(text: str) -> float:
     return value
 
 
+@dataclass
+class HolmesFlags:
+    """The Holmes-only flags of both spellings; with the shared ones they make a HolmesRunConfig."""
+
+    benchmark: str | None = field(default=None, metadata={
+        "aliases": ("--holmes-dir",), "shown": "the offline suite, built on first use",
+        "help": "a Holmes-format folder"})
+    full: bool = field(default=False, metadata={
+        "help": "the offline suite's whole train split instead of its Flash cut (1/32)"})
+    flash_fraction: float | None = field(default=None, metadata={
+        "parse": _fraction_arg, "help": "keep this fraction of every train split",
+        "shown": "a --benchmark folder as it is -- FlashHolmes files are already cut -- and 1/32 of the offline suite"})
+    protocol: str = field(default="reference", metadata={
+        "choices": list(PROTOCOLS), "help": "reference: holmes-evaluation's (raw features, its loss, hidden_states[-1]), "
+                                           "comparable with the leaderboard; standardised: z-scored features, plain logits"})
+    seeds: tuple | None = field(default=None, metadata={
+        "parse": _seeds_arg, "help": "probe seeds, comma-separated", "shown": "5 seeds from --seed: S..S+4"})
+    random_init: bool = field(default=False, metadata={"help": "add the random-init encoder control"})
+    mdl: bool = field(default=False, metadata={"help": "also compute online-code MDL (bits)"})
+
+
 def add_holmes_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """The Holmes-only flags (``prefix`` marks them in dstg-probe, where other tasks ignore them)."""
-    parser.add_argument("--benchmark", "--holmes-dir", dest="benchmark", default=None,
-                        help=prefix + "a Holmes-format folder (default: the offline suite, built on first use)")
-    parser.add_argument("--full", action="store_true",
-                        help=prefix + "the offline suite's whole train split instead of its Flash cut (1/32)")
-    parser.add_argument("--flash-fraction", type=_fraction_arg, default=None,
-                        help=prefix + "keep this fraction of every train split (default: a --benchmark folder as it "
-                                      "is -- FlashHolmes files are already cut -- and 1/32 of the offline suite)")
-    parser.add_argument("--protocol", choices=PROTOCOLS, default="reference",
-                        help=prefix + "reference: holmes-evaluation's (raw features, its loss, hidden_states[-1]), "
-                                      "comparable with the leaderboard; standardised: z-scored features, plain logits")
-    parser.add_argument("--seeds", type=_seeds_arg, default=None,
-                        help=prefix + "probe seeds, comma-separated (default: 5 seeds from --seed: S..S+4)")
-    parser.add_argument("--random-init", action="store_true", help=prefix + "add the random-init encoder control")
-    parser.add_argument("--mdl", action="store_true", help=prefix + "also compute online-code MDL (bits)")
+    add_config_arguments(parser, HolmesFlags, prefix=prefix)
 
 
 def config_from_args(args: argparse.Namespace) -> HolmesRunConfig:
     """The HolmesRunConfig of a parsed `dstg-probe --task holmes` or `dstg-holmes run` command line."""
-    seeds = args.seeds if args.seeds is not None else tuple(range(args.seed, args.seed + 5))
-    probe = ProbeConfig(seeds=seeds, flash_fraction=flash_fraction_for(args.benchmark, args.flash_fraction, args.full),
-                        mdl=args.mdl, protocol=args.protocol)
+    holmes = build_config(HolmesFlags, args)
+    seed = args.seed if args.seed is not None else 0
+    seeds = holmes.seeds if holmes.seeds is not None else tuple(range(seed, seed + 5))
+    probe = ProbeConfig(seeds=seeds, flash_fraction=flash_fraction_for(holmes.benchmark, holmes.flash_fraction,
+                                                                       holmes.full),
+                        mdl=holmes.mdl, protocol=holmes.protocol)
     layers = args.layers if args.layers is not None else "last"
-    return HolmesRunConfig(benchmark_dir=args.benchmark, models=flags.models(args), layers=layers,
+    return HolmesRunConfig(benchmark_dir=holmes.benchmark, models=flags.models(args), layers=layers,
                            subspaces=list(args.subspaces) if args.subspaces else None,
-                           random_init_control=args.random_init, probe=probe, device=args.device)
+                           random_init_control=holmes.random_init, probe=probe, device=args.device or "cpu")
 
 
 def report(results: pd.DataFrame, out) -> None:
@@ -86,46 +99,63 @@ def report(results: pd.DataFrame, out) -> None:
     print(f"{len(results)} result rows, {len(results.attrs.get('skipped', []))} skipped -> {out}")
 
 
+@dataclass
+class HolmesBuild:
+    """dstg-holmes build: the offline suite, in the Holmes format."""
+
+    out: str | None = field(default=None, metadata={"required": True, "help": "the suite folder to create"})
+    seed: int = 0
+    n_per_dataset: int | None = field(default=None, metadata={"min": 1, "help": "rows per dataset", "shown": "suite's"})
+    threads: int = HOLMES_THREADS
+    overwrite: bool = field(default=False, metadata={"help": "replace a complete suite already in --out"})
+
+
+@dataclass
+class HolmesRun:
+    """dstg-holmes run (= dstg-probe --task holmes): the shared flags of a Holmes run, and its own."""
+
+    model: list = field(default_factory=list, metadata={"required": True})
+    layers: str | tuple = field(default="last")
+    subspaces: tuple | None = field(default=None, metadata={"shown": "all the model has"})
+    holmes: HolmesFlags = field(default_factory=HolmesFlags)
+    seed: int = 0
+    device: str = "cpu"
+    threads: int = HOLMES_THREADS
+    out: str = field(default=HOLMES_OUT, metadata={"help": "a folder for the Holmes tables and config.json"})
+    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-holmes", description="Run a Holmes-format benchmark folder on a pool of models and write tidy results.")
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the offline suite in the Holmes format")
-    flags.add_out(build, required=True, what="the suite folder to create")
-    flags.add_seed(build)
-    build.add_argument("--n-per-dataset", type=positive_int, default=None, help="rows per dataset (default: suite's)")
-    flags.add_threads(build, default=HOLMES_THREADS)
-    build.add_argument("--overwrite", action="store_true", help="replace a complete suite already in --out")
+    add_config_arguments(build, HolmesBuild)
     run = sub.add_parser("run", help="probe a Holmes-format folder: an alias of `dstg-probe --task holmes`",
                          description="Probe a Holmes-format folder. An alias: `dstg-holmes run ARGS` is "
                                      "`dstg-probe --task holmes ARGS` (same flags, same runner, same tables).")
-    flags.add_model(run, required=True)
-    flags.add_layers(run, default="last")
-    flags.add_subspaces(run)
-    add_holmes_flags(run)
-    flags.add_seed(run)
-    flags.add_device(run)
-    flags.add_threads(run, default=HOLMES_THREADS)
-    flags.add_out(run, default=HOLMES_OUT, what="a folder for the Holmes tables and config.json")
-    flags.add_quiet(run)
+    add_config_arguments(run, HolmesRun)
     return parser
 
 
 def _main(args: argparse.Namespace) -> int:
     if args.command == "build":
-        torch.set_num_threads(args.threads)
-        kwargs = {} if args.n_per_dataset is None else {"n_per_dataset": args.n_per_dataset}
-        built = build_suite(args.out, seed=args.seed, overwrite=args.overwrite, **kwargs)
-        print(f"wrote {len(built)} datasets to {args.out}")
+        command = build_config(HolmesBuild, args)
+        torch.set_num_threads(command.threads)
+        kwargs = {} if command.n_per_dataset is None else {"n_per_dataset": command.n_per_dataset}
+        built = build_suite(command.out, seed=command.seed, overwrite=command.overwrite, **kwargs)
+        print(f"wrote {len(built)} datasets to {command.out}")
         return 0
-    results = run_config(config_from_args(args), args.out, progress=not args.quiet, threads=args.threads)
-    report(results, args.out)
+    run = build_config(HolmesRun, args)
+    results = run_config(config_from_args(args), run.out, progress=run.progress, threads=run.threads)
+    report(results, run.out)
     return 0
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    out = args.out or HOLMES_OUT
     return run_cli("dstg-holmes", lambda: _main(args),
-                   interrupted=lambda: f"the tables in {args.out} are as they were" if args.command == "run"
+                   interrupted=lambda: f"the tables in {out} are as they were" if args.command == "run"
                    else "no suite was written")
 
 

@@ -24,10 +24,12 @@ scores.csv, ..., config.json), exactly as its alias ``dstg-holmes run`` does.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -37,38 +39,38 @@ from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from dstg_interp.store.manifest import versions
 from probes.holmes.run import HOLMES_THREADS, run_config
-from probes.positions import DEFAULT_MODEL, model_label, probe_positions
+from probes.positions import DEFAULT_MODEL, PositionProbeConfig, model_label, probe_positions
 
-from . import flags
-from .flags import positive_int
-from .holmes import HOLMES_OUT, add_holmes_flags, config_from_args, report
+from .config_args import add_config_arguments, config_from_args, flag_values
+from .holmes import HOLMES_OUT, add_holmes_flags, report
+from .holmes import config_from_args as holmes_config
 from .shell import run_cli
 
 TASKS = ("token", "segment", "intra", "holmes")
 
 
+@dataclass
+class ProbeCommand:
+    """dstg-probe's flags: which models and text, where the table goes; the probe's own settings are the
+    PositionProbeConfig's, and --task holmes adds the Holmes flags."""
+
+    model: list = field(default_factory=lambda: [DEFAULT_MODEL], metadata={"model_default": DEFAULT_MODEL})
+    task: str | None = field(default=None, metadata={
+        "required": True, "choices": list(TASKS), "help": "token / segment / intra: position probes; holmes: the Holmes benchmark"})
+    corpus: str = field(default="en-mix", metadata={"help": "en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:..."})
+    out: str | None = field(default=None, metadata={
+        "help": "a folder for results.csv and results.json (Holmes: its tables)", "shown": "results/<task>"})
+    device: str = "cpu"
+    threads: int | None = field(default=None, metadata={"shown": f"{HOLMES_THREADS} for --task holmes, else PyTorch's"})
+    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
+    max_docs: int | None = field(default=None, metadata={"min": 1, "help": "the first N held-out documents only"})
+    probe: PositionProbeConfig = field(default_factory=PositionProbeConfig)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-probe", description=__doc__.split("\n\n")[0],
                                      epilog="`dstg-holmes run ARGS` is an alias of `dstg-probe --task holmes ARGS`.")
-    flags.add_model(parser, default=DEFAULT_MODEL)
-    parser.add_argument("--task", required=True, choices=TASKS,
-                        help="token / segment / intra: position probes; holmes: the Holmes benchmark")
-    parser.add_argument("--segment", default="sentence", choices=["sentence", "paragraph"])
-    parser.add_argument("--corpus", default="en-mix", help="en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:...")
-    flags.add_layers(parser, default="all; last for --task holmes")
-    flags.add_subspaces(parser)
-    flags.add_out(parser, what="a folder for results.csv and results.json (Holmes: its tables)", shown="results/<task>")
-    flags.add_device(parser)
-    flags.add_seed(parser)
-    flags.add_threads(parser, shown=f"{HOLMES_THREADS} for --task holmes, else PyTorch's")
-    flags.add_quiet(parser)
-    parser.add_argument("--max-tokens", type=positive_int, default=None,
-                        help="a seeded subsample of this many tokens for the probes (default: every token)")
-    parser.add_argument("--max-docs", type=positive_int, default=None)
-    parser.add_argument("--no-controls", action="store_true", help="skip the random-init and shuffled-target controls")
-    parser.add_argument("--no-position-baseline", action="store_true",
-                        help="skip the position-only probes, the partial R² given token position and the selectivity "
-                             "over position (on by default)")
+    add_config_arguments(parser, ProbeCommand)
     add_holmes_flags(parser, prefix="--task holmes: ")
     return parser
 
@@ -144,19 +146,18 @@ def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
 
 def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     """Position probes of every --model, as one table, and the record saved beside it."""
-    check_device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    command = config_from_args(ProbeCommand, args)
+    check_device(command.device)
+    if command.threads:
+        torch.set_num_threads(command.threads)
     started = time.time()
+    config = dataclasses.replace(command.probe, task=command.task)
     tables = []
-    for spec in flags.models(args):
-        tables.append(probe_positions(spec, task=args.task, segment=args.segment, corpus=args.corpus, layers=args.layers,
-                                      subspaces=args.subspaces, max_tokens=args.max_tokens, controls=not args.no_controls,
-                                      position_baseline=not args.no_position_baseline,
-                                      seed=args.seed, max_docs=args.max_docs, model_name=model_label(spec),
-                                      progress=not args.quiet, device=args.device))
+    for spec in command.model:
+        tables.append(probe_positions(spec, config, corpus=command.corpus, max_docs=command.max_docs,
+                                      model_name=model_label(spec), progress=command.progress, device=command.device))
     results = pd.concat(tables, ignore_index=True)
-    arguments = dict(vars(args), model=flags.models(args))
+    arguments = {**vars(args), **flag_values(command)}
     arguments.pop("_model_default", None)
     record = dict(command="dstg-probe", arguments=arguments, versions=versions(), seconds=round(time.time() - started, 1),
                   results=results.to_dict(orient="records"))
@@ -166,14 +167,15 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
 def _main(args: argparse.Namespace) -> int:
     if args.task == "holmes":  # the Holmes runner, shared with its alias `dstg-holmes run`
         out = args.out or HOLMES_OUT
-        results = run_config(config_from_args(args), out, progress=not args.quiet, threads=args.threads or HOLMES_THREADS)
+        results = run_config(holmes_config(args), out, progress=not args.quiet, threads=args.threads or HOLMES_THREADS)
         report(results, out)
         return 0
     out = Path(args.out or Path("results") / args.task)
     check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
     with output_lock(out, "dstg-probe " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
         results, record = run(args)
-        title = f"held-out R² ({args.task}" + (f", {args.segment}" if args.task != "token" else "") + ") ± half the 95% CI"
+        segment = args.segment or PositionProbeConfig.segment
+        title = f"held-out R² ({args.task}" + (f", {segment}" if args.task != "token" else "") + ") ± half the 95% CI"
         print(title)
         print(compact_table(results))
         if results.position_r2.notna().any():

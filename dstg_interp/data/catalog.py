@@ -2,6 +2,7 @@
 
     from dstg_interp.data import load_corpus, probing_documents
     docs = load_corpus("en-mix")                    # fetched once into $DSTG_CACHE or ~/.cache/dstg-interp
+    docs = load_corpus("en-large")                  # en-mix + 12 pieces (~15M tokens), for the 6-layer zoo
     docs = load_corpus("pydocs")                    # held-out technical prose (Python docs), not in en-mix
     docs = load_corpus("path/to/folder")            # *.txt, one document per file, blank line = paragraph
     docs = load_corpus("path/to/file.jsonl")        # {"text": ..., "id": ...} per line
@@ -20,6 +21,7 @@ from pathlib import Path
 from dstg_interp.data.corpora import (DataError, Document, default_cache_dir, load_hf_dataset,
                                       load_jsonl, load_text_folder, read_text_document,
                                       split_documents)
+from dstg_interp.data.en_large import en_large_version, load_en_large
 from dstg_interp.data.en_mix import en_mix_version, load_en_mix
 from dstg_interp.data.pydocs import load_pydocs
 
@@ -28,7 +30,8 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
                 max_docs: int | None = None, text_field: str = "text") -> list[Document]:
     """Load a corpus as a list of Documents.
 
-    spec: "en-mix" (or "en-mix:wikipedia,austen" for a subset of pieces), "pydocs" (held-out
+    spec: "en-mix" (or "en-mix:wikipedia,austen" for a subset of pieces), "en-large" (en-mix and twelve more
+    pieces, about 15M tokens; "en-large:partial" skips pieces that cannot be fetched), "pydocs" (held-out
     Python documentation prose, see pydocs.py), a folder of *.txt files,
     a .jsonl file, or "hf:NAME[:CONFIG]:SPLIT". `max_docs` keeps the first documents only.
     Raises DataError (a ValueError) with one line when nothing usable is found.
@@ -39,6 +42,8 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
         pieces = spec.split(":", 1)[1].split(",") if ":" in spec else None
         cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         documents = load_en_mix(cache, pieces=pieces, progress=progress)
+    elif spec == "en-large" or spec.startswith("en-large:"):
+        documents = load_en_large(spec, Path(cache_dir) if cache_dir is not None else default_cache_dir(), progress=progress)
     elif spec == "pydocs":
         documents = load_pydocs(Path(cache_dir) if cache_dir is not None else default_cache_dir(), progress=progress)
     elif spec.startswith("hf:"):
@@ -67,6 +72,8 @@ def corpus_version(spec: str) -> str | None:
     subsets), for cache keys; None for a path (keyed on its content) or a hub dataset."""
     if spec == "en-mix" or spec.startswith("en-mix:"):
         return en_mix_version(spec.split(":", 1)[1].split(",") if ":" in spec else None)
+    if spec == "en-large" or spec.startswith("en-large:"):
+        return en_large_version(spec, default_cache_dir())
     return None
 
 

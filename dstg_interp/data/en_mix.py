@@ -337,10 +337,14 @@ def units_sha256(units: list[RawUnit]) -> str:
     return digest.hexdigest()
 
 
+def processed_path(piece: Piece, cache_dir: Path) -> Path:
+    """Where the processed (sentence-split) documents of ``piece`` are cached."""
+    return cache_dir / piece.corpus / f"{piece.name}-{piece.text_sha256[:16]}-{EN_MIX_RULES_VERSION}-{SPLITTER_VERSION}.jsonl"
+
+
 def load_piece(piece: Piece, cache_dir: Path, progress: bool = True) -> list[Document]:
     """Processed documents of one piece: from the JSONL cache, else fetch + extract + split + cache."""
-    processed = (cache_dir / piece.corpus /
-                 f"{piece.name}-{piece.text_sha256[:16]}-{EN_MIX_RULES_VERSION}-{SPLITTER_VERSION}.jsonl")
+    processed = processed_path(piece, cache_dir)
     if processed.exists():
         try:
             return load_documents_jsonl(processed)

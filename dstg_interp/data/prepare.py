@@ -52,7 +52,7 @@ def data_recipe(corpus: str, max_length: int, windows: bool, vocab_size: int, va
                 split_seed: int, max_docs: int | None, tokenizer_path: str | None, tokenizer: Tokenizer | None = None) -> dict:
     """Everything that decides the prepared data, as a JSON-able dict (its hash is the cache key).
     ``tokenizer``: a tokenizer object to use (keyed on its vocabulary), instead of a file or training one."""
-    is_local = not corpus.startswith(("en-mix", "hf:")) and Path(corpus).exists()
+    is_local = not corpus.startswith(("en-mix", "en-large", "hf:")) and Path(corpus).exists()
     recipe = dict(version=PREPARE_VERSION, corpus=str(Path(corpus).resolve()) if is_local else corpus,
                   max_length=max_length, windows=windows, vocab_size=vocab_size, val_fraction=val_fraction,
                   split_seed=split_seed, max_docs=max_docs,
@@ -147,7 +147,9 @@ def prepare_data(corpus: str = "en-mix", max_length: int = 256, windows: bool = 
     validation.save(tmp / "validation")
     stats = dict(documents=len(documents), train_documents=len(train_docs), validation_documents=len(val_docs),
                  train_sequences=len(train), train_tokens=train.n_tokens, validation_sequences=len(validation),
-                 validation_tokens=validation.n_tokens, tokenizer_sha256=tokenizer_hash(tokenizer))
+                 validation_tokens=validation.n_tokens, tokenizer_sha256=tokenizer_hash(tokenizer),
+                 sources={source: sum(doc.source == source for doc in documents)  # the pieces this data holds
+                          for source in dict.fromkeys(doc.source for doc in documents)})
     (tmp / "recipe.json").write_text(json.dumps(dict(recipe=recipe, stats=stats), indent=2) + "\n")
     try:
         os.replace(tmp, directory)

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -219,6 +220,28 @@ def commit_directory(tmp: Path, path: str | Path) -> None:
     os.replace(path, old)
     os.replace(tmp, path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def remove_tree(path: str | Path) -> None:
+    """``shutil.rmtree`` that a Ctrl-C or SIGTERM cannot cut short (half a temporary left behind): a signal
+    that comes (or came just before) is held until the folder is gone, then handled as usual."""
+    held: list[int] = []
+    try:
+        previous = {signum: signal.signal(signum, lambda number, frame: held.append(number))
+                    for signum in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: signals are not ours to hold
+        previous = {}
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(held):
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)  # e.g. raises KeyboardInterrupt / Terminated now
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
 
 
 def _pid_alive(pid: int) -> bool:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import errno
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +39,7 @@ from dstg_interp.data import Document, tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError, open_encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.io import (OutputError, atomic_directory, check_replaceable, commit_directory, folder_entries,
-                            foreign_entries)
+                            foreign_entries, remove_tree)
 
 from .attention import AttentionAccumulator
 from .config import ExtractionConfig
@@ -112,7 +111,7 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
 
     def discard():  # rank 0 owns the temporary folder: two ranks removing one tree race and can leave half of it
         if ranks.first:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)  # not cut short by the signal torchrun sends next
 
     try:
         manifest = _extract_into(tmp, encoder, sequences, lengths, config, targets, widths, identity, progress, ranks)

@@ -12,8 +12,9 @@ entangled baselines are labelled by how much of their pattern relative offset al
 (positional / content / mixed, or RP when RP-NeoBERT's bias dominates).
 
 Writes into ``--out`` (default figures/heads/): heads.csv (one row per model x seed x layer x
-head), label_counts.csv, head_map and head_shares (PNG + PDF + JSON, the first seed), summary.json (per
-member) and config.json.
+head), label_counts.csv, head_map and head_shares (PNG + PDF + JSON, the first seed), head_sweep.csv and
+head_sweep (the share distributions and the labels for dominant shares 0.40 to 0.90, every seed),
+summary.json (per member) and config.json.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from dstg_interp.analysis.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store
-from dstg_interp.plots import plot_head_map, plot_share_scatter
+from dstg_interp.analysis.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store, threshold_sweep
+from dstg_interp.plots import plot_head_map, plot_head_sweep, plot_share_scatter
 from dstg_interp.model.checkpoint import zoo_member
 from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, parse_config,
                                        run_as_command, save_config, with_member_columns)
@@ -80,6 +81,9 @@ def run(config: HeadsFigureConfig) -> dict:
     counts.to_csv(config.out / "label_counts.csv", index=False)
     plot_head_map(first_seed(heads), config.out, stem="head_map")  # the maps and scatter: the first seed
     plot_share_scatter(first_seed(heads), config.out, stem="head_shares")
+    sweep = threshold_sweep(heads)  # the labels for a range of dominant shares, every seed
+    sweep.to_csv(config.out / "head_sweep.csv", index=False)
+    plot_head_sweep(sweep, heads, config.out, DOMINANT_SHARE, stem="head_sweep")
     summary = {"rule": {"dominant_share": DOMINANT_SHARE, "variance_over": "pair (store summaries)"},
                "models": label_summary(heads)}
     (config.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

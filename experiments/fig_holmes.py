@@ -4,8 +4,9 @@ every score -- drawn from the tables the Holmes run aggregated (``probes.holmes.
     python -m experiments.fig_holmes                                  # figures/holmes/ and figures/holmes/full/
     python -m experiments.fig_holmes --results /tmp/holmes            # any folder holmes_suite / dstg-holmes wrote
 
-Reads, in each results folder, winning_rates.csv, a_vs_b.csv and scores.csv, and writes beside them
-holmes_areas, holmes_a_vs_b and holmes_scores (PNG + PDF + JSON) and figure_config.json (the folder's
+Reads, in each results folder, winning_rates.csv, a_vs_b.csv and scores.csv (and seed_test_counts.csv when
+the pool has several training seeds per variant), and writes beside them holmes_areas, holmes_a_vs_b,
+holmes_scores (and holmes_seed_test) as PNG + PDF + JSON and figure_config.json (the folder's
 config.json belongs to the Holmes run).  A folder without those tables is reported and left alone:
 ``run_all --tiny`` has no Holmes run.
 """
@@ -39,11 +40,20 @@ def draw(folder: Path) -> dict:
     missing = [name for name in TABLES if not (folder / name).is_file()]
     if missing:
         return {}
-    return {
+    drawn = {
         "areas": plot_holmes_areas(pd.read_csv(folder / "winning_rates.csv"), folder, stem="holmes_areas"),
-        "a_vs_b": plot_holmes_counts(pd.read_csv(folder / "a_vs_b.csv"), folder, stem="holmes_a_vs_b"),
+        "a_vs_b": plot_holmes_counts(pd.read_csv(folder / "a_vs_b.csv"), folder, stem="holmes_a_vs_b",
+                                     title="Holmes, training seed 0: phenomena won / tied / lost (any difference)"),
         "scores": plot_holmes_scores(pd.read_csv(folder / "scores.csv"), folder, stem="holmes_scores"),
     }
+    if (folder / "seed_test_counts.csv").is_file():
+        counts = pd.read_csv(folder / "seed_test_counts.csv")
+        row = counts.iloc[0]
+        drawn["seed_test"] = plot_holmes_counts(
+            counts, folder, stem="holmes_seed_test",
+            title=f"Holmes over {int(row.seeds_a)} training seeds: won / tied / lost "
+                  f"(Welch {row.level:.0%} interval, margin {row.margin:g})")
+    return drawn
 
 
 def run(config: HolmesFigureConfig) -> str:

@@ -7,7 +7,8 @@ For each zoo member (variant x training seed, ``--model-seeds``) and each probe 
 position (sentence, paragraph) -- ``probes.positions.probe_store`` fits a ridge probe per layer x subspace
 on the model's store (held-out documents): penalty by grouped 5-fold CV on the training documents, R² on
 held-out documents with a bootstrap CI over documents, and two controls (a random-init twin's store, and
-the target shuffled within each document).  DSTG has ap / sem / full subspaces, the entangled baselines
+the target shuffled within each document), and the position-only baseline (one-hot token position; the
+partial R² of the states given it, ``probes.position_baseline``).  DSTG has ap / sem / full subspaces, the entangled baselines
 only full.  Stores, documents and probe settings are ``dstg-probe``'s, so its tables and this figure
 agree to the last digit (``dstg-probe --model dstg rope ap rp --task segment`` is the segment/sentence
 block of probes.csv's seed-0 rows).
@@ -17,7 +18,9 @@ Paragraph-level probes read the paragraph-crossing windows of the same documents
 
 Writes into ``--out`` (default figures/probes/): probes.csv (one row per model x seed x task x segment x layer
 x subspace, the columns of ``probes.positions.RESULT_COLUMNS`` plus ``seed``), probes_over_seeds.csv (mean
-over seeds, interval from the lowest seed's CI low to the highest seed's CI high, as the claims table), r2_by_layer (PNG + PDF + JSON, drawn from probes_over_seeds.csv) and config.json.
+over seeds, interval from the lowest seed's CI low to the highest seed's CI high, as the claims table), r2_by_layer (PNG + PDF + JSON, drawn from probes_over_seeds.csv),
+partial_over_seeds.csv and partial_r2_by_layer (the partial R² given token position, the same way; with the
+position-only R² beside it) and config.json.
 """
 
 from __future__ import annotations
@@ -83,9 +86,16 @@ def run(config: ProbesFigureConfig) -> dict:
     results = probe_all(inputs, config)
     config.out.mkdir(parents=True, exist_ok=True)
     results.to_csv(config.out / "probes.csv", index=False)
-    by_model = over_seeds(results, ["model", "task", "segment", "layer", "subspace"])
+    keys = ["model", "task", "segment", "layer", "subspace"]
+    by_model = over_seeds(results, keys)
     by_model.to_csv(config.out / "probes_over_seeds.csv", index=False)
     plot_r2_by_layer(by_model, config.out, stem="r2_by_layer")
+    if results.partial_r2.notna().any():  # beyond token position: the partial R² and its interval over seeds
+        partial = over_seeds(results, keys, value="partial_r2", low="partial_ci_low", high="partial_ci_high",
+                             means=("r2", "position_r2", "position_smooth_r2", "position_selectivity"))
+        partial.to_csv(config.out / "partial_over_seeds.csv", index=False)
+        plot_r2_by_layer(partial, config.out, stem="partial_r2_by_layer", value="partial_r2", low="partial_ci_low",
+                         high="partial_ci_high", ylabel="partial R² given token position")
     save_config(config, "experiments/fig_probes.py", probes=PROBES, inputs=inputs.description,
                 wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:

@@ -252,7 +252,8 @@ def with_member_columns(table: pd.DataFrame, inputs: FigureInputs, name: str) ->
 
 
 def over_seeds(table: pd.DataFrame, keys: list[str], value: str = "r2", low: str = "ci_low",
-               high: str = "ci_high", means=("control_r2", "random_init_r2", "shuffled_r2", "selectivity")) -> pd.DataFrame:
+               high: str = "ci_high", means=("control_r2", "random_init_r2", "shuffled_r2", "selectivity", "position_r2",
+                                             "position_smooth_r2", "partial_r2", "position_selectivity")) -> pd.DataFrame:
     """One row per ``keys`` from one row per (keys, seed): ``value`` is the mean over training seeds and
     [``low``, ``high``] the interval from the lowest seed's ``low`` to the highest seed's ``high`` -- it covers
     the seed-to-seed spread and each seed's bootstrap CI (a seed without a CI contributes its value); the

@@ -1,12 +1,15 @@
 """Offline Holmes suite on the four zoo models: build it (cache dir), probe it (Flash protocol), draw it.
 
-    python -m experiments.holmes_suite                     # the offline suite, Flash protocol
+    python -m experiments.holmes_suite                     # the 12 zoo members (4 variants x 3 seeds), Flash cut
     python -m experiments.holmes_suite --models dstg rope  # a subset; --full for the whole train split
 
 Writes figures/holmes/{results,scores,winning_rates,areas,phenomena,a_vs_b,skipped}.csv (the aggregation of
 ``probes.holmes.aggregate``), config.json, summary.json, tables.md (per-area winning rates, DSTG-vs-baseline
 phenomenon counts) and the figures of ``experiments.fig_holmes``; --full writes figures/holmes/full/.
-Last layer = the last block's resid_post (not the MLM head's final norm); DSTG also per subspace (ap / sem / full).
+Protocol: ``--protocol reference`` (default; holmes-evaluation's: raw features, its loss, the last layer read
+as hidden_states[-1], the final-normed state of our pre-norm models) or ``standardised``; every table says
+which.  DSTG also per subspace (ap / sem / full).  With several training seeds per variant (the default
+pool), seed_test.csv / seed_test_counts.csv hold the test over seeds (``probes.holmes.significance``).
 """
 
 from __future__ import annotations
@@ -22,13 +25,20 @@ import torch
 from experiments import fig_holmes
 from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config, save_config
 from probes.holmes import ProbeConfig, run_holmes
+from probes.holmes.protocol import PROTOCOLS
+from probes.holmes.run import write_tables
+
+ZOO_MEMBERS = tuple(f"{variant}{suffix}" for variant in ("dstg", "rope", "ap", "rp") for suffix in ("", "-seed1", "-seed2"))
 from probes.holmes.suite import build_suite, default_suite_dir
 
 
 @dataclass
 class HolmesSuiteConfig(ScriptConfig):
     out: Path | None = field(default=None, metadata={"help": "default figures/holmes (Flash) or figures/holmes/full"})
-    models: list[str] = field(default_factory=lambda: ["dstg", "rope", "ap", "rp"], metadata={"help": "zoo models"})
+    models: list[str] = field(default_factory=lambda: list(ZOO_MEMBERS), metadata={"help": "zoo members"})
+    protocol: str = field(default="reference", metadata={"help": "reference or standardised (probes.holmes.protocol)"})
+    reaggregate: bool = field(default=False, metadata={
+        "help": "rebuild the tables and figures from the results.csv already in --out (no probing)"})
     suite_dir: Path | None = field(default=None, metadata={"help": "where the suite is built (default: the cache)"})
     full: bool = field(default=False, metadata={"help": "whole train split instead of Flash (1/32)"})
     random_init: bool = field(default=False, metadata={"help": "add the random-init encoder control"})
@@ -41,6 +51,8 @@ class HolmesSuiteConfig(ScriptConfig):
         self.suite_dir = Path(self.suite_dir) if self.suite_dir is not None else default_suite_dir()
         if self.threads < 1:
             raise ValueError(f"threads must be at least 1, got {self.threads}")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {self.protocol!r}; choose {' or '.join(PROTOCOLS)}")
 
 
 def _markdown(frame, digits=1) -> str:
@@ -49,15 +61,22 @@ def _markdown(frame, digits=1) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells])
 
 
-def markdown_tables(areas, counts, summary) -> str:
-    """Per-area mean winning rates and A-vs-B phenomenon counts (the paper reports 49/65 for DSTG)."""
+def markdown_tables(areas, counts, summary, seed_counts=None) -> str:
+    """Per-area mean winning rates, A-vs-B phenomenon counts (the paper reports 49/65 for DSTG) and, with
+    several training seeds, the counts of the test over seeds."""
     text = [f"Offline Holmes suite ({summary['n_datasets']} datasets, {'Flash 1/32' if summary['flash'] else 'full'} "
-            "train split), last layer; winning rate x100 within the pool of full-subspace models.", "",
-            _markdown(areas), ""]
+            f"train split), last layer, protocol {summary['protocol']}; winning rate x100 within the pool of "
+            "full-subspace models (chance: 50).", "", _markdown(areas), ""]
     if len(counts):
         overall = counts[counts["area"] == "overall"][["a", "b", "wins", "ties", "losses", "n_phenomena"]]
-        text += ["Phenomena on which A's mean score beats B's (paper, real Flash-Holmes: DSTG better on 49/65):", "",
-                 _markdown(overall, 0), ""]
+        text += ["Phenomena on which A's mean score beats B's, training seed 0, any difference (the paper's statistic; "
+                 "real Flash-Holmes: DSTG better on 49/65):", "", _markdown(overall, 0), ""]
+    if seed_counts is not None and len(seed_counts):
+        overall = seed_counts[seed_counts["area"] == "overall"]
+        row = overall.iloc[0]
+        text += [f"The same over {int(row.seeds_a)} training seeds per variant: a win is a difference of seed means "
+                 f"above {row.margin:g} whose Welch {row.level:.0%} interval excludes 0 (probes.holmes.significance):",
+                 "", _markdown(overall[["a", "b", "wins", "ties", "losses", "n_phenomena"]], 0), ""]
     return "\n".join(text)
 
 
@@ -66,17 +85,29 @@ def run(config: HolmesSuiteConfig) -> dict:
     if not (config.suite_dir / "suite.json").exists():
         build_suite(config.suite_dir)
     started = time.perf_counter()
-    probe = ProbeConfig(flash_fraction=None if config.full else 1 / 32)
-    results = run_holmes(config.models, config.suite_dir, config=probe, random_init_control=config.random_init,
-                         out_dir=config.out)
+    if config.reaggregate:  # the probes' rows as an earlier run wrote them; the tables from today's aggregation
+        results = pd.read_csv(config.out / "results.csv")
+        skipped = pd.read_csv(config.out / "skipped.csv") if (config.out / "skipped.csv").exists() else pd.DataFrame()
+        results.attrs["skipped"] = skipped.to_dict("records")
+        write_tables(results, config.out)
+    else:
+        probe = ProbeConfig(flash_fraction=None if config.full else 1 / 32, protocol=config.protocol)
+        results = run_holmes(config.models, config.suite_dir, config=probe, random_init_control=config.random_init,
+                             out_dir=config.out)
     areas = pd.read_csv(config.out / "areas.csv")
     counts = pd.read_csv(config.out / "a_vs_b.csv") if (config.out / "a_vs_b.csv").exists() else pd.DataFrame()
-    summary = {"suite": str(config.suite_dir), "flash": not config.full, "wall_s": round(time.perf_counter() - started, 1),
+    seed_counts = pd.read_csv(config.out / "seed_test_counts.csv") if (config.out / "seed_test_counts.csv").exists() \
+        else None
+    protocol = str(results["protocol"].iloc[0]) if "protocol" in results and len(results) else config.protocol
+    summary = {"suite": str(config.suite_dir), "flash": not config.full, "protocol": protocol,
+               "wall_s": round(time.perf_counter() - started, 1),
                "n_datasets": int(results["dataset"].nunique()), "areas": areas.to_dict("records"),
                "a_vs_b_overall": counts[counts["area"] == "overall"].to_dict("records") if len(counts) else [],
+               "seed_test_overall": seed_counts[seed_counts["area"] == "overall"].to_dict("records")
+               if seed_counts is not None else [],
                "skipped": results.attrs["skipped"]}
     (config.out / "summary.json").write_text(json.dumps(summary, indent=2))
-    (config.out / "tables.md").write_text(markdown_tables(areas, counts, summary))
+    (config.out / "tables.md").write_text(markdown_tables(areas, counts, summary, seed_counts))
     save_config(config, "experiments/holmes_suite.py", name="suite_config.json", wall_s=summary["wall_s"])
     fig_holmes.draw(config.out)
     print(areas.to_string(index=False))

@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 from dstg_interp import load_model
-from dstg_interp.config import MAX_SEED
+from dstg_interp.config import MAX_SEED, VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import check_replaceable, write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_TOKENIZER, zoo_member
@@ -101,7 +101,7 @@ def unigram_baseline(cfg: TrainConfig) -> dict:
     nll, correct, count = 0.0, 0, 0
     validation = prepared.validation
     for b, indices in enumerate(validation_batches(len(validation), cfg)):
-        _, _, labels = masked_batch(validation, indices, cfg, len(unigram.counts), generator_seed=10_000_019 + b)
+        _, _, labels = masked_batch(validation, indices, cfg, len(unigram.counts), generator_seed=VALIDATION_MASK_SEED + b)
         targets = labels[labels != -100].numpy()
         batch_nll, batch_correct = unigram.score(targets)
         nll, correct, count = nll + batch_nll, correct + batch_correct, count + targets.size

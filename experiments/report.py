@@ -147,26 +147,51 @@ def segment_by_layer(figures: Path) -> str:
 
 
 def segment_controls(figures: Path) -> str:
-    """Final-layer sentence-index R² beside its two controls and the selectivity (means over seeds)."""
+    """Final-layer sentence-index R² beside its two controls and the selectivity, and beside token position:
+    the position-only R², the partial R² given token position and R² minus the position-only R² (means over
+    seeds; "—" for a gallery from before the position baseline)."""
     last = _final_layer(_probes(figures))
     last = last[(last.task == "segment") & (last.segment == "sentence")].set_index(["model", "subspace"])
-    rows = [[_entry(m, s), f"{last.r2[(m, s)]:.3f}", f"{last.random_init_r2[(m, s)]:.3f}",
-             f"{last.shuffled_r2[(m, s)]:.3f}", f"{last.selectivity[(m, s)]:.3f}"]
-            for m, s in ENTRIES if (m, s) in last.index]
-    return _markdown(["final layer", "R²", "random-init model", "shuffled in document", "selectivity"], rows)
+
+    def cell(column, key):
+        return f"{last[column][key]:.3f}" if column in last and pd.notna(last[column][key]) else "—"
+
+    columns = ["r2", "random_init_r2", "shuffled_r2", "selectivity", "position_r2", "partial_r2", "position_selectivity"]
+    rows = [[_entry(m, s), *(cell(column, (m, s)) for column in columns)] for m, s in ENTRIES if (m, s) in last.index]
+    return _markdown(["final layer", "R²", "random-init model", "shuffled in document", "selectivity",
+                      "position-only R²", "partial R² given position", "R² - position-only"], rows)
+
+
+def _holmes_folder(figures: Path) -> str:
+    """The Holmes run the tables read: the whole train split (holmes/full/) when it holds the test over
+    training seeds, else the Flash run (holmes/)."""
+    return "holmes/full" if (figures / "holmes/full/seed_test_counts.csv").is_file() or \
+        not (figures / "holmes/seed_test_counts.csv").is_file() else "holmes"
+
+
+def holmes_seed_test(figures: Path) -> str:
+    """Phenomena DSTG wins / ties / loses against each baseline by the test over training seeds, overall
+    (seed_test_counts.csv of the run ``_holmes_folder`` picks)."""
+    folder = _holmes_folder(figures)
+    counts = _csv(figures, f"{folder}/seed_test_counts.csv")
+    overall = counts[counts.area == "overall"]
+    rows = [[f"{r.a} vs {r.b}", r.wins, r.ties, r.losses, r.n_phenomena, f"{int(r.seeds_a)} / {int(r.seeds_b)}",
+             f"{r.margin:g}"] for r in overall.itertuples()]
+    return _markdown(["phenomena", "wins", "ties", "losses", "of", "training seeds", "margin"], rows)
 
 
 def holmes_areas(figures: Path) -> str:
-    """Winning rate x100 per area within the pool (holmes/full/areas.csv, the whole train split)."""
-    areas = _csv(figures, "holmes/full/areas.csv")
+    """Winning rate x100 per area within the pool (areas.csv of the run ``_holmes_folder`` picks; chance 50)."""
+    areas = _csv(figures, f"{_holmes_folder(figures)}/areas.csv")
     columns = [c for c in areas.columns if c not in ("entry", "n_datasets")]
     rows = [[ZOO_ROWS.get(r.entry, r.entry), *(f"{getattr(r, c):.1f}" for c in columns)] for r in areas.itertuples()]
     return _markdown(["model", *columns], rows)
 
 
 def holmes_a_vs_b(figures: Path) -> str:
-    """Phenomena on which DSTG's mean score beats the other entry's, overall (holmes/full/a_vs_b.csv)."""
-    counts = _csv(figures, "holmes/full/a_vs_b.csv")
+    """Phenomena on which DSTG's mean score beats the other entry's, overall, training seed 0, any difference
+    (a_vs_b.csv of the run ``_holmes_folder`` picks)."""
+    counts = _csv(figures, f"{_holmes_folder(figures)}/a_vs_b.csv")
     overall = counts[counts.area == "overall"]
     rows = [[f"{r.a} vs {r.b}", r.wins, r.ties, r.losses, r.n_phenomena] for r in overall.itertuples()]
     return _markdown(["phenomena", "wins", "ties", "losses", "of"], rows)
@@ -183,9 +208,9 @@ def claims_table(figures: Path) -> str:
 
     rows = [[c["claim"], number(c["paper"]), number(c["ours"]),
              f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]" if c["ci"] else "—", len(c.get("seeds") or []) or "—",
-             c["verdict"], c["detail"]] for c in claims]
+             c["verdict"], c.get("control") or "—", c.get("rule") or "—", c["detail"]] for c in claims]
     return _markdown(["claim", "paper", "ours (mean over seeds)", "interval (seeds x 95% CI)", "seeds", "verdict",
-                      "detail"], rows)
+                      "control", "rule", "detail"], rows)
 
 
 def extrapolation_mlm(figures: Path) -> str:
@@ -291,6 +316,7 @@ TABLES = {
     "segment_controls": segment_controls,
     "holmes_areas": holmes_areas,
     "holmes_a_vs_b": holmes_a_vs_b,
+    "holmes_seed_test": holmes_seed_test,
     "claims": claims_table,
     "extrapolation_mlm": extrapolation_mlm,
     "extrapolation_probes": extrapolation_probes,

@@ -172,3 +172,20 @@ def test_a_store_without_attention_summaries_is_refused():
 
     with pytest.raises(ValueError, match="no attention summaries"):
         head_stats_from_store(StoreWithoutSummaries())
+
+
+def test_threshold_sweep_relabels_a_head_at_its_share():
+    from dstg_interp.analysis.heads import threshold_sweep
+
+    # one head whose RP term carries 57% of the variance and matters most to its pattern, one clear AP head
+    stats = pd.DataFrame([dict(model="dstg", seed=0, layer=0, head=0, var_sem=0.23, var_ap=0.2, var_rp=0.57,
+                               js_without_sem=0.1, js_without_ap=0.1, js_without_rp=0.3),
+                          dict(model="dstg", seed=0, layer=0, head=1, var_sem=0.05, var_ap=0.9, var_rp=0.05,
+                               js_without_sem=0.01, js_without_ap=0.4, js_without_rp=0.01)])
+    sweep = threshold_sweep(stats, thresholds=(0.5, 0.6, 0.95))
+    labels = {(t, label): n for t, label, n in zip(sweep.threshold, sweep.label, sweep.n_heads)}
+    assert labels[(0.5, "RP")] == 1 and labels[(0.5, "structure")] == 1
+    assert (0.6, "RP") not in labels and labels[(0.6, "mixed")] == 1
+    assert labels[(0.95, "mixed")] == 2 and (sweep.n_total == 2).all()
+    with pytest.raises(ValueError, match="dominant_share must be in"):
+        classify_heads(stats, dominant_share=0.0)

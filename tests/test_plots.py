@@ -165,7 +165,8 @@ def test_holmes_figures_from_the_aggregation(holmes_results, tmp_path):
     assert drawn.loc[("rope", "overall"), ["wins", "ties", "losses"]].tolist() == [5, 1, 0]
     assert drawn.loc[("rope", "overall"), "balance"] == pytest.approx(5 / 6)
     numbers = _check_outputs(plot_holmes_scores(scores, tmp_path, stem="scores"), tmp_path, "scores")
-    assert len(numbers["scores"]) == 6 * 6  # entries (4 models + DSTG's ap and sem) x datasets
+    # entries (4 models + DSTG's ap and sem) x datasets, and the chance column (randomised labels) per dataset
+    assert len(numbers["scores"]) == 7 * 6 and sum(row["entry"] == "chance (randomised labels)" for row in numbers["scores"]) == 6
 
 
 def test_holmes_figures_read_the_written_csvs(holmes_results, tmp_path):

@@ -43,6 +43,10 @@ weight by the head's mean weight at that offset; ``content_score = 1 - positiona
     positional_score <  CONTENT_SCORE_MAX_POSITIONAL                  -> "content"
     otherwise                                                          -> "mixed"
 DSTG heads get a positional_score too (same axis for every model) but are labelled by the term rule.
+
+One cut is not a finding: ``threshold_sweep`` relabels the heads for a range of dominant shares
+(``classify_heads(stats, dominant_share=...)``) and counts each label per model and training seed, so a
+verdict such as "no RP heads" can be read together with the threshold it needs.
 """
 
 from __future__ import annotations
@@ -262,8 +266,9 @@ def _eta_squared_from_store(arrays: dict, n_layers: int, n_heads: int) -> np.nda
 
 
 # --- the rule --------------------------------------------------------------------------------------
-def classify_heads(stats: pd.DataFrame) -> pd.DataFrame:
-    """Add shares, scores and a label to head statistics (the rule is in the module docstring).
+def classify_heads(stats: pd.DataFrame, dominant_share: float = DOMINANT_SHARE) -> pd.DataFrame:
+    """Add shares, scores and a label to head statistics (the rule is in the module docstring; a term must
+    carry ``dominant_share`` of the summed term variances to name a head).
 
     Returns one row per head: model, layer, head, share_{sem,ap,rp,content}, cov_share, js_without_*,
     positional_score, content_score, dominant_term, label (NaN where a term does not exist in the model).
@@ -271,7 +276,9 @@ def classify_heads(stats: pd.DataFrame) -> pd.DataFrame:
     missing = {"model", "layer", "head"} - set(stats.columns)
     if missing:
         raise ValueError(f"head statistics lack the column(s) {sorted(missing)}")
-    rows = [_classify_row(row) for row in stats.to_dict(orient="records")]
+    if not 0.0 < dominant_share <= 1.0:
+        raise ValueError(f"dominant_share must be in (0, 1], got {dominant_share}")
+    rows = [_classify_row(row, dominant_share) for row in stats.to_dict(orient="records")]
     result = pd.DataFrame(rows)
     leading = ["model", "layer", "head", *[f"share_{t}" for t in ALL_TERMS], "cov_share",
                *[f"js_without_{t}" for t in ALL_TERMS], "positional_score", "content_score", "dominant_term", "label"]
@@ -279,7 +286,7 @@ def classify_heads(stats: pd.DataFrame) -> pd.DataFrame:
     return result[[c for c in leading if c in result.columns] + rest]
 
 
-def _classify_row(row: dict) -> dict:
+def _classify_row(row: dict, dominant_share: float = DOMINANT_SHARE) -> dict:
     terms = [t for t in ALL_TERMS if _present(row.get(f"var_{t}"))]
     if not terms:
         raise ValueError(f"head (model={row['model']}, layer={row['layer']}, head={row['head']}) has no var_* column")
@@ -296,7 +303,7 @@ def _classify_row(row: dict) -> dict:
     out["positional_score"] = positional
     out["content_score"] = 1.0 - positional if _present(positional) else np.nan
 
-    dominant = _dominant_term(terms, out)
+    dominant = _dominant_term(terms, out, dominant_share)
     out["dominant_term"] = dominant
     is_dstg = "sem" in terms or "ap" in terms
     if is_dstg:
@@ -314,18 +321,35 @@ def _classify_row(row: dict) -> dict:
     return out
 
 
-def _dominant_term(terms: list[str], row: dict) -> str | None:
-    """The term with share >= DOMINANT_SHARE whose removal also changes the pattern most, else None."""
+def _dominant_term(terms: list[str], row: dict, dominant_share: float = DOMINANT_SHARE) -> str | None:
+    """The term with share >= dominant_share whose removal also changes the pattern most, else None."""
     shares = {t: row[f"share_{t}"] for t in terms if _present(row[f"share_{t}"])}
     if not shares:
         return None
     best = max(shares, key=shares.get)
-    if shares[best] < DOMINANT_SHARE:
+    if shares[best] < dominant_share:
         return None
     effects = {t: row.get(f"js_without_{t}") for t in terms if _present(row.get(f"js_without_{t}"))}
     if effects and effects.get(best, -np.inf) < max(effects.values()):
         return None
     return best
+
+
+SWEEP_THRESHOLDS = tuple(np.round(np.arange(0.40, 0.901, 0.05), 2))
+
+
+def threshold_sweep(stats: pd.DataFrame, thresholds=SWEEP_THRESHOLDS, by=("model", "seed")) -> pd.DataFrame:
+    """Head counts per label for every dominant-share threshold: one row per (``by`` groups, threshold, label),
+    with n_heads and the group's n_total.  ``stats``: head statistics or a ``classify_heads`` table (it keeps
+    the var_* / js_* columns the rule reads)."""
+    by = [column for column in by if column in stats]
+    tables = []
+    for threshold in thresholds:
+        labelled = classify_heads(stats, dominant_share=float(threshold))
+        counts = labelled.groupby(by + ["label"], sort=False).size().rename("n_heads").reset_index()
+        counts["n_total"] = counts.groupby(by)["n_heads"].transform("sum")
+        tables.append(counts.assign(threshold=float(threshold)))
+    return pd.concat(tables, ignore_index=True)
 
 
 def _present(value) -> bool:

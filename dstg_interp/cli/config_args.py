@@ -23,6 +23,8 @@ value of a ``base`` dict, e.g. a saved ``train_config.json``) for it.  Field met
     invert     a bool field set False by a store_true flag (``progress`` <- ``--quiet``, ``windows`` <- ``--no-windows``)
     negatable  a bool field with ``--x`` / ``--no-x`` (argparse.BooleanOptionalAction)
     csv        a tuple field read from one comma-separated value (``--names a,b``) instead of several words
+    positional an argument without a flag (``dstg-convert SRC OUT``)
+    repeatable a list flag that may be given several times, each adding to the list (as --model)
     exclusive  (group, required): the flags of one group exclude each other; with True one of them is needed
     shown      the default as --help shows it, where the field's default is None or not the whole story
 
@@ -141,12 +143,15 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class, prefix: 
             if name not in groups:
                 groups[name] = parser.add_mutually_exclusive_group(required=required)
             target = groups[name]
+        text = (prefix + meta.get("help", "")).replace("%", "%%")  # argparse formats help with %
+        if meta.get("positional"):
+            target.add_argument(spec.name, metavar=meta.get("metavar"), help=text or None)
+            continue
         if _add_shared(target, flag, spec):
             continue
         element, _ = _unwrap(hint)
         shown = _shown(spec)
         shown = shown.replace("%", "%%") if isinstance(shown, str) else shown
-        text = (prefix + meta.get("help", "")).replace("%", "%%")  # argparse formats help with %
         names = [flag, *meta.get("aliases", ())]
         common: dict[str, Any] = dict(dest=dest, default=None)
         if element is bool and (meta.get("invert") or not meta.get("negatable")):
@@ -165,6 +170,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class, prefix: 
                 options["type"] = _csv(_value_type(item, meta))
             else:
                 options.update(type=_value_type(item, meta), nargs="+")
+                if meta.get("repeatable"):
+                    options["action"] = "extend"
         else:
             options["type"] = meta.get("parse", _value_type(element, meta))
         target.add_argument(*names, **{k: v for k, v in options.items() if v is not None or k == "default"})

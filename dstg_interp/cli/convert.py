@@ -10,30 +10,43 @@ and what OUT gets).  Bad input: one line on stderr, exit code 2, nothing written
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 import json
 import sys
 
 from dstg_interp.model.convert import DTYPES, convert_checkpoint
 
+from .config_args import add_config_arguments, config_from_args
 from .shell import run_cli
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+@dataclass
+class ConvertCommand:
+    """dstg-convert's arguments: the source checkpoint, where ours goes, and its tokenizer."""
+
+    source: str = field(metadata={"positional": True, "metavar": "SRC",
+                                  "help": "checkpoint folder (the authors' PosNeoBERT / NeoBERT, or ours) or zoo name"})
+    out: str = field(metadata={"positional": True, "metavar": "OUT", "help": "output folder (dstg-interp format)"})
+    tokenizer: str | None = field(default=None, metadata={
+        "help": "tokenizer.json, vocab.txt or a folder with one", "shown": "the one in SRC"})
+    require_tokenizer: bool = field(default=True, metadata={
+        "flag": "--no-tokenizer", "invert": True, "help": "convert without a tokenizer (no probing from text)"})
+    dtype: str = field(default="float32", metadata={"choices": sorted(DTYPES), "help": "weights dtype in OUT"})
+    overwrite: bool = field(default=False, metadata={
+        "help": "replace OUT if it is a checkpoint folder dstg-interp wrote (a folder with anything else in it is "
+                "never replaced)"})
+
+
+def parse_args(argv=None) -> ConvertCommand:
     parser = argparse.ArgumentParser(prog="dstg-convert", description=__doc__.split("\n\n")[0])
-    parser.add_argument("source", metavar="SRC", help="checkpoint folder (the authors' PosNeoBERT / NeoBERT, or ours) or zoo name")
-    parser.add_argument("out", metavar="OUT", help="output folder (dstg-interp format)")
-    parser.add_argument("--tokenizer", default=None,
-                        help="tokenizer.json, vocab.txt or a folder with one (default: the one in SRC)")
-    parser.add_argument("--no-tokenizer", action="store_true", help="convert without a tokenizer (no probing from text)")
-    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="weights dtype in OUT (default float32)")
-    parser.add_argument("--overwrite", action="store_true", help="replace OUT if it is a checkpoint folder dstg-interp "
-                        "wrote (a folder with anything else in it is never replaced)")
-    return parser.parse_args(argv)
+    add_config_arguments(parser, ConvertCommand)
+    return config_from_args(ConvertCommand, parser.parse_args(argv))
 
 
-def _convert(args: argparse.Namespace) -> int:
-    out = convert_checkpoint(args.source, args.out, tokenizer=args.tokenizer, require_tokenizer=not args.no_tokenizer,
-                             overwrite=args.overwrite, dtype=DTYPES[args.dtype])
+def _convert(command: ConvertCommand) -> int:
+    out = convert_checkpoint(command.source, command.out, tokenizer=command.tokenizer,
+                             require_tokenizer=command.require_tokenizer, overwrite=command.overwrite,
+                             dtype=DTYPES[command.dtype])
     config = json.loads((out / "config.json").read_text())  # what was written (the weights were checked on load)
     print(f"wrote {out}: {config['source']['format']} -> variant {config['variant']!r}"
           + (" (encoder only)" if config.get("encoder_only") else ""))
@@ -41,8 +54,8 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    return run_cli("dstg-convert", lambda: _convert(args))
+    command = parse_args(argv)
+    return run_cli("dstg-convert", lambda: _convert(command))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass, field
 import os
 import sys
 from pathlib import Path
@@ -23,8 +24,7 @@ from dstg_interp.evaluation import RESULT_COLUMNS, mlm_accuracy, results_table, 
 from dstg_interp.io import OutputError, check_output_location, created_folder
 from dstg_interp.model import load_model
 
-from . import flags
-from .flags import positive_int
+from .config_args import add_config_arguments, config_from_args, flag_values
 from .shell import run_cli
 
 
@@ -43,32 +43,40 @@ def write_results(table: pd.DataFrame, path: Path, arguments: dict) -> None:
             temporary.unlink(missing_ok=True)
 
 
+@dataclass
+class EvalCommand:
+    """dstg-eval's flags: which models on which corpora, how many documents, where the table goes."""
+
+    model: list = field(default_factory=list, metadata={"required": True})
+    corpus: list[str] = field(default_factory=lambda: ["en-mix"], metadata={
+        "repeatable": True, "help": "en-mix (held-out split), pydocs, a folder of *.txt, a .jsonl, hf:NAME:SPLIT; "
+                                    "several as --model"})
+    n_docs: int = field(default=200, metadata={"min": 1, "help": "held-out documents per corpus"})
+    max_length: int | None = field(default=None, metadata={"min": 1, "help": "tokens per sequence",
+                                                           "shown": "the model's training length"})
+    seed: int = 0
+    batch_size: int = field(default=32, metadata={"min": 1, "help": "sequences per forward"})
+    threads: int | None = None
+    out: str | None = field(default=None, metadata={"help": "a .csv or .json file for the table", "shown": "printed only"})
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-eval", description="Masked-token evaluation on held-out documents of any corpus, against the no-context baseline.")
-    flags.add_model(parser, required=True)
-    parser.add_argument("--corpus", nargs="+", action="extend", default=None,
-                        help="en-mix (held-out split), pydocs, a folder of *.txt, a .jsonl, hf:NAME:SPLIT; several "
-                             "as --model (default: en-mix)")
-    parser.add_argument("--n-docs", type=positive_int, default=200)
-    parser.add_argument("--max-length", type=positive_int, default=None, help="default: the model's training length")
-    flags.add_seed(parser)
-    parser.add_argument("--batch-size", type=positive_int, default=32)
-    flags.add_threads(parser)
-    flags.add_out(parser, what="a .csv or .json file for the table", shown="printed only")
+    add_config_arguments(parser, EvalCommand)
     return parser
 
 
-def check_arguments(args: argparse.Namespace) -> None:
-    if args.out is None:
+def check_arguments(command: EvalCommand) -> None:
+    if command.out is None:
         return
-    out = Path(args.out)
+    out = Path(command.out)
     if out.suffix not in (".csv", ".json"):
-        raise ValueError(f"--out {args.out}: name a .csv or .json file")
+        raise ValueError(f"--out {command.out}: name a .csv or .json file")
     if out.is_dir() or out.is_symlink():
-        raise OutputError(f"--out {args.out} is a folder or a link, not a table; it is never replaced: choose another --out")
+        raise OutputError(f"--out {command.out} is a folder or a link, not a table; it is never replaced: choose another --out")
     check_output_location(out.parent)  # an unwritable place is found before any work
     if out.exists() and not is_eval_table(out):
-        raise OutputError(f"--out {args.out} exists and is not a table dstg-eval wrote; it is never replaced: "
+        raise OutputError(f"--out {command.out} exists and is not a table dstg-eval wrote; it is never replaced: "
                           f"choose another --out, such as {out.with_name(out.stem + '-eval' + out.suffix)}")
 
 
@@ -84,13 +92,13 @@ def is_eval_table(path: Path) -> bool:
         return False
 
 
-def _evaluate(args: argparse.Namespace) -> int:
-    check_arguments(args)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    args.model, args.corpus = flags.models(args), list(dict.fromkeys(args.corpus or ["en-mix"]))
-    models = {name: load_model(name) for name in args.model}  # unknown names fail before any work
-    corpora = {corpus: load_corpus(corpus) for corpus in args.corpus}  # a first use fetches (stderr says so)
+def _evaluate(command: EvalCommand) -> int:
+    check_arguments(command)
+    if command.threads:
+        torch.set_num_threads(command.threads)
+    corpora_names = list(dict.fromkeys(command.corpus))
+    models = {name: load_model(name) for name in command.model}  # unknown names fail before any work
+    corpora = {corpus: load_corpus(corpus) for corpus in corpora_names}  # a first use fetches (stderr says so)
     rows = []
     for name, model in models.items():
         unigram = None  # computed once per model, reused for every corpus
@@ -98,20 +106,21 @@ def _evaluate(args: argparse.Namespace) -> int:
         if cfg is not None:
             unigram = training_unigram(model, cfg)
         for corpus, documents in corpora.items():
-            metrics = mlm_accuracy(model, corpus, args.n_docs, args.max_length, args.seed, batch_size=args.batch_size,
-                                   unigram=unigram, documents=documents)
+            metrics = mlm_accuracy(model, corpus, command.n_docs, command.max_length, command.seed,
+                                   batch_size=command.batch_size, unigram=unigram, documents=documents)
             rows.append(dict(model=name, corpus=corpus, **metrics))
     table = results_table(rows)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
-    if args.out:
-        write_results(table, Path(args.out), vars(args))
-        print(f"wrote {args.out}")
+    if command.out:
+        write_results(table, Path(command.out), dict(flag_values(command), corpus=corpora_names))
+        print(f"wrote {command.out}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli("dstg-eval", lambda: _evaluate(args), interrupted=lambda: "nothing was written")
+    return run_cli("dstg-eval", lambda: _evaluate(config_from_args(EvalCommand, args)),
+                   interrupted=lambda: "nothing was written")
 
 
 if __name__ == "__main__":

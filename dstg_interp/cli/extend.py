@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from dstg_interp.analysis.extrapolate import (DEFAULT_COMPONENTS, DEFAULT_FREQUENCIES, EXTENSION_FILE, METHODS,
@@ -19,6 +20,7 @@ from dstg_interp.model.checkpoint import load_model, resolve_checkpoint
 from dstg_interp.model.saving import checkpoint_foreign_entries
 
 from . import flags
+from .config_args import add_config_arguments, config_from_args
 from .shell import run_cli
 
 def extended_foreign_entries(path: Path) -> list[str]:
@@ -26,47 +28,54 @@ def extended_foreign_entries(path: Path) -> list[str]:
     return checkpoint_foreign_entries(path, extra=frozenset({EXTENSION_FILE}))
 
 
+@dataclass
+class ExtendCommand:
+    """dstg-extend's flags: the model, how much longer, by which method, and where."""
+
+    model: list = field(default_factory=list, metadata={"required": True})
+    factor: float | None = field(default=None, metadata={"help": "new length = factor x max_positions (> 1)",
+                                                         "shown": "2 unless --new-length"})
+    new_length: int | None = field(default=None, metadata={"help": "new max_positions (instead of --factor)"})
+    method: str = field(default="curve", metadata={"choices": list(METHODS), "help": "how the new rows are made"})
+    n_components: int = field(default=DEFAULT_COMPONENTS, metadata={"help": "PCs kept by --method curve"})
+    n_frequencies: int = field(default=DEFAULT_FREQUENCIES, metadata={"help": "DCT terms per PC (curve)"})
+    out: str | None = field(default=None, metadata={"required": True, "help": "the checkpoint folder to write"})
+    overwrite: bool = field(default=False, metadata={"help": "replace a checkpoint dstg-extend wrote in --out"})
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-extend", description="Extend a model's learned AP table past "
                                      "max_positions and save the longer model as a checkpoint.")
-    flags.add_model(parser, required=True)
-    parser.add_argument("--factor", type=float, default=None, help="new length = factor x max_positions (> 1)")
-    parser.add_argument("--new-length", type=int, default=None, help="new max_positions (instead of --factor)")
-    parser.add_argument("--method", choices=METHODS, default="curve")
-    parser.add_argument("--n-components", type=int, default=DEFAULT_COMPONENTS, help="PCs kept by --method curve")
-    parser.add_argument("--n-frequencies", type=int, default=DEFAULT_FREQUENCIES, help="DCT terms per PC (curve)")
-    flags.add_out(parser, required=True, what="the checkpoint folder to write")
-    parser.add_argument("--overwrite", action="store_true", help="replace a checkpoint dstg-extend wrote in --out")
+    add_config_arguments(parser, ExtendCommand)
     return parser
 
 
-def _extend(args: argparse.Namespace) -> int:
-    args.model = flags.one_model(args, "dstg-extend")
-    args.out = Path(args.out)
-    if args.factor is None and args.new_length is None:
-        args.factor = 2.0
-    check_output_location(args.out)
-    source = resolve_checkpoint(args.model)
-    if source.resolve() == args.out.resolve():
-        raise OutputError(f"--out {args.out} is the input checkpoint --model {args.model}; write the longer model "
+def _extend(command: ExtendCommand) -> int:
+    model_name = flags.one_model(command.model, "dstg-extend")
+    out = Path(command.out)
+    factor = 2.0 if command.factor is None and command.new_length is None else command.factor
+    check_output_location(out)
+    source = resolve_checkpoint(model_name)
+    if source.resolve() == out.resolve():
+        raise OutputError(f"--out {out} is the input checkpoint --model {model_name}; write the longer model "
                           "to another folder")
-    check_replaceable(args.out, "a checkpoint", extended_foreign_entries, args.overwrite, inputs=[source],
+    check_replaceable(out, "a checkpoint", extended_foreign_entries, command.overwrite, inputs=[source],
                       suffix="extended")
-    model = load_model(args.model)
-    longer = extend_positions(model, args.factor, new_length=args.new_length, method=args.method,
-                              n_components=args.n_components, n_frequencies=args.n_frequencies)
-    save_extended(longer, args.out)
+    model = load_model(model_name)
+    longer = extend_positions(model, factor, new_length=command.new_length, method=command.method,
+                              n_components=command.n_components, n_frequencies=command.n_frequencies)
+    save_extended(longer, out)
     fit = longer.extension.get("fit")
     detail = f"; curve fit: {fit['explained']:.1%} variance in {fit['n_components']} PCs, in-range error " \
              f"{fit['relative_error']:.3f}" if fit else ""
-    print(f"{args.out}: {longer.config.variant} model, {model.config.max_positions} -> {longer.config.max_positions} "
-          f"positions by {args.method}{detail}")
+    print(f"{out}: {longer.config.variant} model, {model.config.max_positions} -> {longer.config.max_positions} "
+          f"positions by {command.method}{detail}")
     return 0
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    return run_cli("dstg-extend", lambda: _extend(args))
+    return run_cli("dstg-extend", lambda: _extend(config_from_args(ExtendCommand, args)))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ by layer read the measurement layout of ``plots.tidy`` (one row per model x subs
     plot_scree([analyze_table(position_table(model), name="dstg AP table")], "figures/", stem="ap_scree")
 
     spectra (TableSpectrum list)   plot_scree, plot_pc_curves, plot_dct_power
-    heads (classify_heads table)   plot_head_map, plot_share_scatter
+    heads (classify_heads table)   plot_head_map, plot_share_scatter, plot_head_sweep (with threshold_sweep)
     any measurements by layer      measurements, plot_by_layer (lines with interval bands, facets by any key)
     probe results (tidy R² table)  plot_r2_by_layer
     Holmes (probes.holmes.aggregate tables)  plot_holmes_areas (winning_rates), plot_holmes_counts (a_vs_b),
@@ -18,7 +18,7 @@ by layer read the measurement layout of ``plots.tidy`` (one row per model x subs
 """
 
 from .extrapolation import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
-from .heads import plot_head_map, plot_share_scatter
+from .heads import plot_head_map, plot_head_sweep, plot_share_scatter
 from .holmes import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
 from .invariance import plot_invariance_by_layer, plot_recall_by_layer
 from .output import LABEL_COLORS, MODEL_COLORS, FigureOutputError, model_color, model_palette, save_figure

@@ -96,3 +96,43 @@ def plot_share_scatter(heads: pd.DataFrame, out_dir, stem: str = "head_shares") 
     fig.tight_layout()
     numbers = {"heads": heads[[c for c in _NUMBER_COLUMNS if c in heads.columns]]}
     return save_figure(fig, out_dir, stem, numbers)
+
+
+def plot_head_sweep(sweep: pd.DataFrame, heads: pd.DataFrame, out_dir, threshold: float, stem: str = "head_sweep") -> dict:
+    """Left: the distribution of every DSTG head's sem / AP / RP share of the logit variance, all training seeds
+    (a dot per head and seed; the dashed line is the threshold the labels use).  Right: heads per label as the
+    threshold sweeps (``analysis.heads.threshold_sweep``): mean over training seeds, band = min to max seed."""
+    require_columns(sweep, ["model", "threshold", "label", "n_heads"], "the head threshold sweep")
+    dstg_sweep = sweep[sweep.model == "dstg"]
+    stream_heads = heads[heads[[c for c in ("share_sem", "share_ap") if c in heads]].notna().all(axis=1)] \
+        if {"share_sem", "share_ap"} <= set(heads.columns) else heads.iloc[:0]
+    fig, (ax_shares, ax_sweep) = plt.subplots(1, 2, figsize=(9, 3.8))
+    terms = [("share_sem", "semantic"), ("share_ap", "structure"), ("share_rp", "RP")]
+    rng = np.random.default_rng(0)
+    for i, (column, label) in enumerate(terms):
+        if column in stream_heads:
+            values = stream_heads[column].dropna().to_numpy()
+            ax_shares.scatter(i + rng.uniform(-0.2, 0.2, len(values)), values, s=14, color=LABEL_COLORS.get(label, "grey"),
+                              edgecolor="black", linewidth=0.3)
+    ax_shares.axhline(threshold, color="black", lw=0.9, ls="--", label=f"threshold {threshold:g}")
+    ax_shares.set(xticks=range(len(terms)), xticklabels=[f"{label}\n({column})" for column, label in terms],
+                  ylim=(-0.03, 1.03), ylabel="share of summed logit-term variance",
+                  title="DSTG heads, every training seed")
+    ax_shares.legend(fontsize=7)
+    if "seed" not in dstg_sweep:
+        dstg_sweep = dstg_sweep.assign(seed=0)
+    grid = (dstg_sweep.pivot_table(index=["seed", "threshold"], columns="label", values="n_heads", fill_value=0)
+            .reset_index().melt(id_vars=["seed", "threshold"], var_name="label", value_name="n_heads"))
+    bands = grid.groupby(["label", "threshold"]).n_heads.agg(["mean", "min", "max"]).reset_index()
+    for label, rows in bands.groupby("label"):
+        color = LABEL_COLORS.get(label, "grey")
+        ax_sweep.plot(rows.threshold, rows["mean"], color=color, marker="o", ms=3, label=label)
+        ax_sweep.fill_between(rows.threshold, rows["min"], rows["max"], color=color, alpha=0.2)
+    ax_sweep.axvline(threshold, color="black", lw=0.9, ls="--")
+    ax_sweep.set(xlabel="dominant-share threshold", ylabel="DSTG heads (mean over seeds; band: min-max)",
+                 title="labels as the threshold sweeps")
+    ax_sweep.legend(fontsize=7)
+    for ax in (ax_shares, ax_sweep):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return save_figure(fig, out_dir, stem, {"sweep": sweep, "bands": bands})

@@ -6,8 +6,12 @@
     plot_holmes_scores(pd.read_csv("figures/holmes/full/scores.csv"), "figures/holmes/full")
 
     winning_rates   dataset, entry, winning_rate, area         (aggregate.winning_rates)
-    a_vs_b          a, b, area, wins, ties, losses, n_phenomena (aggregate.a_vs_b)
-    scores          dataset, entry, score, area                (aggregate.dataset_scores)
+    a_vs_b          a, b, area, wins, ties, losses, n_phenomena (aggregate.a_vs_b, or significance.seed_test_counts)
+    scores          dataset, entry, score, area [, score_randomized] (aggregate.dataset_scores)
+
+Chance: the winning-rate bars carry a line at 50 (an entry's expected rate when the pool's order is random);
+the score map a "chance" column, the mean randomised-label score of the dataset (Hewitt & Liang's control,
+what a probe gets from the features with the labels permuted).
 
 An entry is a model, or ``model:subspace`` for a DSTG part probed on its own.
 """
@@ -22,6 +26,7 @@ from .output import model_palette, require_columns, save_figure
 
 AREA_ORDER = ("morphology", "syntax", "semantics", "reasoning", "discourse")
 OVERALL = "overall"
+CHANCE = "chance (randomised labels)"
 
 
 def _areas(present) -> list[str]:
@@ -56,6 +61,7 @@ def plot_holmes_areas(winning_rates: pd.DataFrame, out_dir, stem: str = "holmes_
     sns.barplot(data=rows, x="area", y="rate", hue="entry", order=areas + [OVERALL], hue_order=list(palette),
                 palette=palette, errorbar="se", capsize=0.1, err_kws={"linewidth": 1}, ax=ax)
     ax.axvline(len(areas) - 0.5, color="grey", lw=0.8, ls=":")  # the areas | their mean over datasets
+    ax.axhline(50, color="black", lw=0.9, ls="--", label="chance (pool in random order)")
     ax.set(xlabel=None, ylabel="winning rate x100 (mean over datasets)", ylim=(0, 105),
            title="Holmes: winning rate within the pool, per area")
     ax.grid(axis="y", alpha=0.3)
@@ -64,9 +70,11 @@ def plot_holmes_areas(winning_rates: pd.DataFrame, out_dir, stem: str = "holmes_
     return save_figure(fig, out_dir, stem, {"per_area": per_area, "winning_rates": rates})
 
 
-def plot_holmes_counts(counts: pd.DataFrame, out_dir, stem: str = "holmes_a_vs_b") -> dict:
+def plot_holmes_counts(counts: pd.DataFrame, out_dir, stem: str = "holmes_a_vs_b",
+                       title: str = "Holmes: phenomena won / tied / lost") -> dict:
     """Heat map of A-vs-B: row "A vs B", column an area (and overall); each cell shows A's wins / ties /
-    losses over that area's phenomena, coloured by (wins - losses) / phenomena."""
+    losses over that area's phenomena, coloured by (wins - losses) / phenomena (0 = as many wins as losses,
+    what two equal models give)."""
     columns = ["a", "b", "area", "wins", "ties", "losses", "n_phenomena"]
     require_columns(counts, columns, "the Holmes A-vs-B counts")
     counts = counts.assign(pair=counts.a + " vs " + counts.b,
@@ -80,7 +88,7 @@ def plot_holmes_counts(counts: pd.DataFrame, out_dir, stem: str = "holmes_a_vs_b
     sns.heatmap(balance.astype(float), annot=cells.to_numpy(), fmt="", cmap="RdBu", vmin=-1, vmax=1, center=0,
                 linewidths=0.5, linecolor="white", cbar_kws={"label": "(wins - losses) / phenomena"},
                 annot_kws={"fontsize": 8}, ax=ax)
-    ax.set(xlabel=None, ylabel=None, title="Holmes: phenomena won / tied / lost")
+    ax.set(xlabel=None, ylabel=None, title=title)
     ax.tick_params(axis="x", rotation=20)
     fig.tight_layout()
     return save_figure(fig, out_dir, stem, {"counts": counts[columns + ["balance"]]})
@@ -95,6 +103,8 @@ def plot_holmes_scores(scores: pd.DataFrame, out_dir, stem: str = "holmes_scores
                 .sort_values(["_area", "dataset"]).dataset.tolist())
     table = scores.pivot_table(index="dataset", columns="entry", values="score", aggfunc="mean")
     table = table.reindex(index=datasets, columns=entries)
+    if "score_randomized" in scores:  # the chance column: labels permuted, same features and probe
+        table.insert(0, CHANCE, scores.groupby("dataset").score_randomized.mean().reindex(datasets))
     area_of = scores.drop_duplicates("dataset").set_index("dataset").area
     labels = [f"{area_of[d]} | {str(d).removeprefix('offline-')}" for d in datasets]
     fig, ax = plt.subplots(figsize=(2.6 + 0.8 * len(entries), 0.8 + 0.24 * len(datasets)))

@@ -16,15 +16,16 @@ TASK_ORDER = {"token": 0, "segment": 1, "intra": 2}  # rows: from the coarsest p
 SEGMENT_ORDER = {"sentence": 0, "paragraph": 1}
 
 
-def plot_r2_by_layer(results: pd.DataFrame, out_dir, stem: str = "r2_by_layer") -> dict:
+def plot_r2_by_layer(results: pd.DataFrame, out_dir, stem: str = "r2_by_layer", value: str = "r2", low: str = "ci_low",
+                     high: str = "ci_high", ylabel: str = "held-out R²") -> dict:
     """One grid: rows = probe (task, and segment), columns = subspace; in each panel R² by layer, one line per
-    model with its bootstrap CI as a band.  Entangled models only have ``full``; DSTG has all three."""
-    require_columns(results, ["model", "task", "segment", "layer", "subspace", "r2", "ci_low", "ci_high"],
+    model with its bootstrap CI as a band.  Entangled models only have ``full``; DSTG has all three.
+    ``value`` / ``low`` / ``high`` pick another reading with its interval (e.g. ``partial_r2``)."""
+    require_columns(results, ["model", "task", "segment", "layer", "subspace", value, low, high],
                     "the probe results")
     results = results.assign(probe=np.where(results.task == "token", "token position",
                                             results.task + " (" + results.segment.astype(str) + ")"))
     reading_order = results.task.map(TASK_ORDER).fillna(len(TASK_ORDER)) * 10 + results.segment.map(SEGMENT_ORDER).fillna(9)
     results = results.assign(_order=reading_order).sort_values("_order", kind="stable").drop(columns="_order")
-    long = measurements(results, ["r2"], keys=["task", "segment", "probe"],
-                        intervals={"r2": ("ci_low", "ci_high")})
-    return plot_by_layer(long, out_dir, stem, row="probe", col="subspace", ylabel="held-out R²", reference=0.0)
+    long = measurements(results, [value], keys=["task", "segment", "probe"], intervals={value: (low, high)})
+    return plot_by_layer(long, out_dir, stem, row="probe", col="subspace", ylabel=ylabel, reference=0.0)

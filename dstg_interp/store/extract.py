@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,7 @@ from dstg_interp.io import (OutputError, atomic_directory, check_replaceable, co
 from .attention import AttentionAccumulator
 from .config import ExtractionConfig
 from .distributed import Ranks
+from .export import LABEL_BYTES, check_disk_space
 from .layout import derived_parts
 from .manifest import (FORMAT_VERSION, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
                        sequences_sha256, weights_sha256, write_manifest)
@@ -107,6 +109,10 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
         return ActivationStore(out)
 
     ranks = ranks or Ranks()
+    needed = _store_bytes(lengths, widths, targets, config.dtype)
+    if progress and ranks.first:
+        print(f"extract -> {out}: {int(lengths.sum())} tokens, about {needed / 2**20:.1f} MiB on disk", file=sys.stderr)
+    check_disk_space(out.parent, needed, f"the store {out}")  # before any file is reserved
     tmp = ranks.broadcast(ranks.together(lambda: atomic_directory(out) if ranks.first else None))
 
     def discard():  # rank 0 owns the temporary folder: two ranks removing one tree race and can leave half of it
@@ -129,8 +135,7 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
     except OSError as err:
         discard()
         if err.errno in DISK_FULL:
-            stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
-            need = int(lengths.sum()) * (stored * (2 if config.dtype == "float16" else 4) + 33)
+            need = _store_bytes(lengths, widths, targets, config.dtype)
             # the store may be a cached one (DSTG_CACHE/stores, N88), not --out: name the place that is full
             raise StoreError(f"disk full while writing the store {out} (it needs about {need / 2**20:.0f} MiB); free "
                              f"space on the disk that holds {Path(out).parent}, or put the store elsewhere (another "
@@ -222,6 +227,12 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
         "layers": [layer for layer in config.layers], "subspaces": list(config.subspaces), "names": list(config.names),
     }
     return build_manifest(identity, arrays, labels, attention, n_tokens, len(lengths), extra)
+
+
+def _store_bytes(lengths, widths: dict, targets, dtype: str) -> int:
+    """Bytes a store takes: every stored array (a derived DSTG ``full`` has no file) and the label columns."""
+    stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
+    return int(lengths.sum()) * (stored * (2 if dtype == "float16" else 4) + LABEL_BYTES)
 
 
 def _contiguous_runs(batch: np.ndarray, lengths: np.ndarray, row_start: np.ndarray) -> list[tuple[int, int, int]]:

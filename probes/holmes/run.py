@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp.config import RANDOM_INIT_SEED_SHIFT
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
@@ -44,6 +45,7 @@ from probes.holmes.encode import UnpoolableRow, encode_dataset
 from probes.holmes.format import HolmesFormatError, load_benchmark
 from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsample
 from probes.holmes.registry import DATASETS
+from probes.holmes.significance import seed_test, seed_test_counts, variant_of
 from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
 from probes.positions import model_label
 
@@ -99,7 +101,7 @@ def _as_encoders(models, device=None) -> dict[str, Encoder]:
 
 def random_init_twin(encoder: Encoder) -> Encoder:
     """Same architecture and tokenizer, fresh weights (the random-init encoder control)."""
-    return encoder.random_init(seed=getattr(encoder.config, "seed", 0) + 1_000_003)
+    return encoder.random_init(seed=getattr(encoder.config, "seed", 0) + RANDOM_INIT_SEED_SHIFT)
 
 
 def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: ProbeConfig | None = None,
@@ -206,7 +208,7 @@ def _write_csv(frame: pd.DataFrame, path: Path, index: bool = False) -> None:
 
 # Every file write_tables may write: a new run removes those it does not write, so no table of an
 # earlier run is left beside the new results.
-SUMMARY_TABLES = ("scores", "winning_rates", "areas", "phenomena", "a_vs_b")
+SUMMARY_TABLES = ("scores", "winning_rates", "areas", "phenomena", "a_vs_b", "seed_test", "seed_test_counts")
 RESULT_FILES = ("results.csv", "skipped.csv", "config.json") + tuple(f"{name}.csv" for name in SUMMARY_TABLES)
 
 
@@ -242,6 +244,15 @@ def summary_tables(results: pd.DataFrame, compare: str | None = None) -> dict[st
               "phenomena": phenomenon_table(rates).reset_index()}
     if compare is not None:
         tables["a_vs_b"] = a_vs_b(at_last, compare, [e for e in dict.fromkeys(at_last["entry"]) if e != compare])
+        variant = variant_of(compare)[0]
+        others = [v for v in dict.fromkeys(variant_of(m)[0] for m in models) if v != variant]
+        try:  # several training seeds of every variant: the test over seeds (significance.py)
+            tests = seed_test(scores, variant, others)
+        except ValueError:
+            tests = None  # one seed of some variant: only the one-seed a_vs_b counts
+        if tests is not None and len(tests):
+            tables["seed_test"] = tests
+            tables["seed_test_counts"] = seed_test_counts(tests)
     return tables
 
 

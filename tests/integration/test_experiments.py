@@ -150,8 +150,10 @@ def test_claims_cover_every_finding_with_a_verdict(gallery):
 
 
 def _probe_row(model, task, segment, subspace, layer, r2, half_width, control=0.0):
+    """A probe row whose partial R² given token position equals its R² (position alone explains 0.1)."""
     return dict(model=model, task=task, segment=segment, subspace=subspace, layer=layer, r2=r2,
-                ci_low=r2 - half_width, ci_high=r2 + half_width, control_r2=control)
+                ci_low=r2 - half_width, ci_high=r2 + half_width, control_r2=control, position_r2=0.1,
+                partial_r2=r2, partial_ci_low=r2 - half_width, partial_ci_high=r2 + half_width)
 
 
 def test_claims_rules_on_hand_written_numbers():
@@ -163,7 +165,7 @@ def test_claims_rules_on_hand_written_numbers():
     rows[-1] = _probe_row("rp", "segment", "sentence", "full", 6, 0.50, 0.05)
     verdicts = {c["id"]: c["verdict"] for c in claims.final_layer_claims(pd.DataFrame(rows))}
     assert verdicts["final_segment_sentence"] == "holds" and verdicts["final_segment_paragraph"] == "not measured"
-    rows[0]["ci_high"] = 1e15  # an impossible R² bound (constant-target resamples): no "holds" on it
+    rows[0]["ci_high"] = rows[0]["partial_ci_high"] = 1e15  # an impossible bound (constant-target resamples): no "holds"
     verdicts = {c["id"]: c for c in claims.final_layer_claims(pd.DataFrame(rows))}
     assert verdicts["final_segment_sentence"]["verdict"] == "partly" and verdicts["final_segment_sentence"]["ci"] is None
 
@@ -254,3 +256,37 @@ def test_invariance_outputs(gallery):
     assert (relative.token_rel_l2 < 1e-5).all()  # the built-in check: float32, relative-only models
     config = json.loads((folder / "config.json").read_text())
     assert config["tiny"] and config["wall_s"] > 0
+
+
+def test_claim_rules_are_data_and_name_their_control():
+    for rule in claims.RULES.values():
+        text = rule.text()
+        assert text.startswith("holds: ") and text.endswith("else does not hold") and "{" not in text
+        assert rule.control and rule.compared
+    assert "0.2" in claims.RULES["ap_pc1_pc2_entangled"].text()  # thresholds are printed from the data
+    assert "ap_pc1_pc2_entangled" in claims.__doc__ and claims.RULES["heads_no_rp"]["majority"] == 0.5
+
+
+def test_width_matched_and_sweep_claims_on_hand_written_numbers():
+    def table(model, seed, pc12, control, matched=None, matched_control=None):
+        return dict(source="learned table", name=f"{model} table", model=model, seed=seed, n_positions=128,
+                    width=16 if model == "dstg" else 128, pc1_pc2=pc12, control_pc1_pc2=control, low_freq_share=0.8,
+                    control_low_freq_share=0.02, participation_ratio=4.0, control_participation_ratio=14.0,
+                    matched_width=16, matched_pc1_pc2=matched if matched is not None else pc12, matched_pc1_pc2_std=0.02,
+                    matched_control_pc1_pc2=matched_control or control, matched_excess_pc1_pc2=(matched or pc12)
+                    - (matched_control or control), matched_participation_ratio=4.5, matched_low_freq_share=0.8)
+    # raw 0.49 (128 wide) looks far below DSTG's 0.61, but at DSTG's width it is 0.585: the same excess
+    spectra = pd.DataFrame([table("dstg", s, 0.61, 0.20) for s in range(3)]
+                           + [table("ap", s, 0.49, 0.06, 0.585, 0.20) for s in range(3)])
+    verdicts = {c["id"]: c for c in claims.spectra_claims(spectra)}
+    assert verdicts["ap_pc1_pc2_entangled"]["verdict"] == "does not hold"
+    assert verdicts["ap_pc1_pc2_entangled"]["ours"] == pytest.approx(0.585)
+    spectra.loc[spectra.model == "ap", ["matched_pc1_pc2", "matched_excess_pc1_pc2"]] = [0.30, 0.10]
+    assert {c["id"]: c for c in claims.spectra_claims(spectra)}["ap_pc1_pc2_entangled"]["verdict"] == "holds"
+
+    heads = pd.DataFrame([dict(model="dstg", seed=0, label="structure", share_rp=0.57)])
+    sweep = pd.DataFrame([dict(model="dstg", seed=0, threshold=t, label=label, n_heads=1, n_total=1)
+                          for t, label in ((0.5, "RP"), (0.6, "mixed"), (0.7, "mixed"))])
+    assert {c["id"]: c for c in claims.head_claims(heads, sweep)}["heads_no_rp"]["verdict"] == "partly"
+    sweep.loc[0, "label"] = "mixed"
+    assert {c["id"]: c for c in claims.head_claims(heads, sweep)}["heads_no_rp"]["verdict"] == "holds"

@@ -93,10 +93,11 @@ def check_seeds(seeds: list[int]) -> list[int]:
     return seeds
 
 
-def unigram_baseline(cfg: TrainConfig) -> dict:
+def unigram_baseline(cfg: TrainConfig, tokenizer=None) -> dict:
     """Cross-entropy and accuracy of predicting every masked token from training-set token frequencies
-    (``dstg_interp.evaluation.Unigram``), on exactly the validation batches and masks ``evaluate`` uses."""
-    prepared = prepare_training_data(cfg)
+    (``dstg_interp.evaluation.Unigram``), on exactly the validation batches and masks ``evaluate`` uses;
+    ``tokenizer``: a trained run's own, so the data are the ones it trained on."""
+    prepared = prepare_training_data(cfg, tokenizer=tokenizer)
     unigram = Unigram.from_sequences(prepared.train, prepared.tokenizer.get_vocab_size())
     nll, correct, count = 0.0, 0, 0
     validation = prepared.validation

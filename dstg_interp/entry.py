@@ -24,6 +24,7 @@ COMMANDS = {  # one module per command, in dstg_interp/cli/
     "dstg-convert": "dstg_interp.cli.convert",
     "dstg-eval": "dstg_interp.cli.eval",
     "dstg-erase": "dstg_interp.cli.erase",
+    "dstg-export": "dstg_interp.cli.export",
 }
 
 
@@ -72,6 +73,10 @@ def evaluate() -> int:
 
 def erase() -> int:
     return launch("dstg-erase")
+
+
+def export() -> int:
+    return launch("dstg-export")
 
 
 if __name__ == "__main__":  # python -m dstg_interp.entry dstg-cache --model dstg ...

@@ -35,6 +35,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from dstg_interp.config import step_seed
 from dstg_interp.data import IGNORE_INDEX, PAD_ID, build_structured_sequences, collate, load_corpus, mask_tokens
 from dstg_interp.data.corpora import Document, split_documents
 from dstg_interp.data.structure import StructuredSequences
@@ -134,7 +135,7 @@ def masked_sequences(sequences: StructuredSequences, seed: int,
     masked = []
     for index in range(len(sequences)):
         ids, _, special = collate([sequences[index]["input_ids"]])
-        generator = torch.Generator().manual_seed(seed * 1_000_003 + index)
+        generator = torch.Generator().manual_seed(step_seed(seed, index))
         corrupted, labels = mask_tokens(ids, special, generator, mask_prob=mask_prob)
         masked.append((corrupted[0], labels[0]))
     return masked

@@ -40,6 +40,7 @@ from pathlib import Path
 import torch
 
 from dstg_interp import load_model
+from dstg_interp.config import VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import write_text_atomic
 from dstg_interp.config import MAX_SEED
@@ -82,15 +83,16 @@ def check_seeds(seeds: list[int]) -> list[int]:
     return seeds
 
 
-def unigram_baseline(cfg: TrainConfig) -> dict:
+def unigram_baseline(cfg: TrainConfig, tokenizer=None) -> dict:
     """Cross-entropy and accuracy of predicting every masked token from training-set token frequencies
-    (``dstg_interp.evaluation.Unigram``), on exactly the validation batches and masks ``evaluate`` uses."""
-    prepared = prepare_training_data(cfg)
+    (``dstg_interp.evaluation.Unigram``), on exactly the validation batches and masks ``evaluate`` uses;
+    ``tokenizer``: a trained run's own, so the data are the ones it trained on."""
+    prepared = prepare_training_data(cfg, tokenizer=tokenizer)
     unigram = Unigram.from_sequences(prepared.train, prepared.tokenizer.get_vocab_size())
     nll, correct, count = 0.0, 0, 0
     validation = prepared.validation
     for b, indices in enumerate(validation_batches(len(validation), cfg)):
-        _, _, labels = masked_batch(validation, indices, cfg, len(unigram.counts), generator_seed=10_000_019 + b)
+        _, _, labels = masked_batch(validation, indices, cfg, len(unigram.counts), generator_seed=VALIDATION_MASK_SEED + b)
         targets = labels[labels != -100].numpy()
         batch_nll, batch_correct = unigram.score(targets)
         nll, correct, count = nll + batch_nll, correct + batch_correct, count + targets.size

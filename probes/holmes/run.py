@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp.config import RANDOM_INIT_SEED_SHIFT
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
@@ -100,7 +101,7 @@ def _as_encoders(models, device=None) -> dict[str, Encoder]:
 
 def random_init_twin(encoder: Encoder) -> Encoder:
     """Same architecture and tokenizer, fresh weights (the random-init encoder control)."""
-    return encoder.random_init(seed=getattr(encoder.config, "seed", 0) + 1_000_003)
+    return encoder.random_init(seed=getattr(encoder.config, "seed", 0) + RANDOM_INIT_SEED_SHIFT)
 
 
 def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: ProbeConfig | None = None,

@@ -25,6 +25,7 @@ COMMANDS = {  # one module per command, in dstg_interp/cli/
     "dstg-convert": "dstg_interp.cli.convert",
     "dstg-eval": "dstg_interp.cli.eval",
     "dstg-erase": "dstg_interp.cli.erase",
+    "dstg-export": "dstg_interp.cli.export",
 }
 
 
@@ -53,6 +54,10 @@ def __getattr__(name: str):
     if name in SCRIPTS:
         return functools.partial(launch, SCRIPTS[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def export() -> int:
+    return launch("dstg-export")
 
 
 if __name__ == "__main__":  # python -m dstg_interp.entry dstg-cache --model dstg ...

@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import errno
 import json
-import shutil
-from dataclasses import dataclass
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,7 +41,7 @@ from dstg_interp.data import Document, tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError, open_encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.io import (OutputError, atomic_directory, check_replaceable, commit_directory, folder_entries,
-                            foreign_entries)
+                            foreign_entries, remove_tree)
 
 from .attention import AttentionAccumulator
 from .config import ExtractionConfig
@@ -119,7 +118,7 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
 
     def discard():  # rank 0 owns the temporary folder: two ranks removing one tree race and can leave half of it
         if ranks.first:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)  # not cut short by the signal torchrun sends next
 
     try:
         manifest = _extract_into(tmp, encoder, sequences, lengths, config, targets, widths, identity, progress, ranks)
@@ -138,8 +137,10 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
         discard()
         if err.errno in DISK_FULL:
             need = _store_bytes(lengths, widths, targets, config.dtype)
-            raise StoreError(f"disk full while writing the store for {out} (it needs about {need / 2**20:.0f} MiB); "
-                             "free space or choose another out folder") from None
+            # the store may be a cached one (DSTG_CACHE/stores, N88), not --out: name the place that is full
+            raise StoreError(f"disk full while writing the store {out} (it needs about {need / 2**20:.0f} MiB); free "
+                             f"space on the disk that holds {Path(out).parent}, or put the store elsewhere (another "
+                             "--out; for the stores dstg-probe caches, another DSTG_CACHE)") from None
         raise StoreError(f"cannot write the store for {out}: {err}") from None
     except BaseException:
         discard()

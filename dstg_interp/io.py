@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -226,6 +227,28 @@ def commit_directory(tmp: Path, path: str | Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def remove_tree(path: str | Path) -> None:
+    """``shutil.rmtree`` that a Ctrl-C or SIGTERM cannot cut short (half a temporary left behind): a signal
+    that comes (or came just before) is held until the folder is gone, then handled as usual."""
+    held: list[int] = []
+    try:
+        previous = {signum: signal.signal(signum, lambda number, frame: held.append(number))
+                    for signum in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: signals are not ours to hold
+        previous = {}
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(held):
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)  # e.g. raises KeyboardInterrupt / Terminated now
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -302,6 +325,7 @@ def output_lock(path: str | Path, command: str | None = None, flag: str = "--out
     folder itself can still be swapped atomically) for the duration; a second run raises OutputLocked
     naming the holder (pid, host, command, start time).  The kernel drops the lock when a process dies."""
     lock = lock_path(path)
+    made = [folder for folder in [lock.parent, *lock.parent.parents] if not folder.exists()]  # removed again if empty
     lock.parent.mkdir(parents=True, exist_ok=True)
     command = command or " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
     while True:
@@ -333,6 +357,9 @@ def output_lock(path: str | Path, command: str | None = None, flag: str = "--out
         with contextlib.suppress(OSError):
             lock.unlink()
         handle.close()
+        for folder in made:  # innermost first; a folder the run filled stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _read_holder(text: str) -> str:

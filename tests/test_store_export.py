@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 import torch
 
+from dstg_interp.cli.export import main as export_main
 from dstg_interp.store import StoreError, extract
 from dstg_interp.store import export as export_module
 from dstg_interp.store.export import export_size, export_store
 from dstg_interp.tiny_zoo import tiny_zoo
+from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
 
@@ -61,3 +63,16 @@ def test_a_non_empty_folder_or_a_small_disk_is_refused_and_nothing_written(store
     with pytest.raises(StoreError, match="MiB free"):
         extract(models["dstg"], documents, tmp_path / "store", progress=False, max_length=40)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+
+
+def test_dstg_export_writes_the_folder_and_refuses_bad_input_with_exit_2(store, tmp_path, capsys):
+    code, printed, err = run_main(capsys, export_main, "--store", store.directory, "--out", tmp_path / "hf",
+                                  "--layers", "1", "--subspaces", "ap", "--quiet")
+    assert code == 0, err
+    assert datasets.load_from_disk(str(tmp_path / "hf")).num_rows == store.n_tokens
+    for argv, message in ((["--store", store.directory, "--out", tmp_path / "hf"], "not an empty folder"),
+                          (["--store", store.directory, "--out", tmp_path / "x", "--layers", "2"], "layer 2"),
+                          (["--store", tmp_path / "nothing", "--out", tmp_path / "y"], "no such store folder")):
+        code, _, err = run_main(capsys, export_main, *argv)
+        assert_one_line_error(code, err, message, prog="dstg-export")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]

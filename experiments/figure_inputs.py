@@ -35,14 +35,15 @@ from dstg_interp import ModelConfig, build_model, load_model, open_encoder
 from dstg_interp.config import MAX_SEED, check_seed
 from dstg_interp.cli.shell import run_cli
 from dstg_interp.data import default_cache_dir, probing_documents
-from dstg_interp.io import write_text_atomic
+from dstg_interp.io import RESULTS_DIR, write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_SEEDS, missing_zoo_members, zoo_member
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.store.extract import as_sequences
 from dstg_interp.tiny_zoo import tiny_config, tiny_zoo
 from probes.positions import PROBE_MAX_LENGTH, cached_store
 
-FIGURES_DIR = Path(__file__).resolve().parents[1] / "figures"
+FIGURES_DIR = Path(__file__).resolve().parents[1] / "figures"  # the committed gallery: read, rewritten only when asked
+OUTPUT_DIR = RESULTS_DIR / "figures"  # where a script writes without --out: the working directory, git-ignored
 OFFSET_MODEL = "dstg-offset"  # DSTG trained with random_offset on a 512-row table (pretrain_zoo --variants dstg-offset)
 
 
@@ -55,7 +56,7 @@ class ScriptConfig:
     (``save_config``) and read back with ``from_dict``; ``parse_config`` turns a command line into one.
     """
 
-    out: Path = field(default=FIGURES_DIR, metadata={"help": "output folder"})
+    out: Path = field(default=OUTPUT_DIR, metadata={"help": "output folder"})
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)

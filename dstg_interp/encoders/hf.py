@@ -31,6 +31,7 @@ import torch
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 from transformers import AutoModel
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.utils import logging as hf_logging
 
 from dstg_interp.data import default_cache_dir
@@ -238,6 +239,11 @@ def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype
     path = Path(path)
     if not is_hf_directory(path):
         raise EncoderError(f"{path}: not a Hugging Face model folder (config.json with model_type)")
+    model_type = read_json(path / "config.json").get("model_type")
+    if model_type not in CONFIG_MAPPING:
+        raise EncoderError(f"{path}: model_type {model_type!r} is not a transformers architecture"
+                           f"{' (its config asks for remote code, auto_map)' if 'auto_map' in read_json(path / 'config.json') else ''}; "
+                           "refused: this toolkit runs no code shipped with a model")
     tokenizer = load_hf_tokenizer(path)
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()  # transformers' 15-line LOAD REPORT: its one real finding is said below

@@ -84,13 +84,25 @@ class ConfigIO:
         if not text.lstrip().startswith("{"):
             text = Path(text_or_path).read_text()
         return cls.from_dict(json.loads(text))
+
+
 # No model of this toolkit comes near this; a config past it is a typo (vocab_size 1e12, a factor of
 # 100000), refused here in one line instead of an allocator error for petabytes.
 MAX_MODEL_BYTES = 2**40
 # Seeds: torch.manual_seed takes up to 2**64 - 1 and numpy's legacy RandomState up to 2**32 - 1; derived seeds
-# (seed * 1_000_003 + step, seed + 1_000_003) must stay inside torch's range too, so every seed flag and
+# (``step_seed``, ``seed + RANDOM_INIT_SEED_SHIFT``) must stay inside torch's range too, so every seed flag and
 # config field is checked against 0..MAX_SEED before any work.
 MAX_SEED = 2**32 - 1
+# The streams of random numbers derived from one seed, each named once (no file repeats the literals):
+STEP_SEED_STRIDE = 1_000_003  # the masks of training step (or evaluated sequence) i: seed * STRIDE + i
+OFFSET_SEED_SHIFT = 7  # that step's random position offsets: its mask seed + 7
+VALIDATION_MASK_SEED = 10_000_019  # the fixed validation masks of batch b: VALIDATION_MASK_SEED + b
+RANDOM_INIT_SEED_SHIFT = 1_000_003  # a random-init control model: the trained model's seed + shift
+
+
+def step_seed(seed: int, index: int) -> int:
+    """The seed of step (or sequence) ``index`` of a run seeded by ``seed``: the same step, the same masks."""
+    return seed * STEP_SEED_STRIDE + index
 
 
 def check_seed(value, name: str = "seed") -> int:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from dstg_interp.config import step_seed
 from dstg_interp.data import IGNORE_INDEX, PAD_ID, build_structured_sequences, collate, load_corpus, mask_tokens
 from dstg_interp.data.corpora import Document, split_documents
 from dstg_interp.data.structure import StructuredSequences
@@ -42,6 +44,12 @@ from dstg_interp.data.tokenizer import tokenizer_hash
 from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data
 
 MASK_PROB = 0.2  # NeoBERT's training rate; fixed (not read from each model) so all models share masks
+# Below this many documents an accuracy is said to rest on them alone (the probes' rule for intervals).
+MIN_EVAL_DOCUMENTS = 10
+
+
+class SmallEvaluationWarning(UserWarning):
+    """An accuracy measured on fewer than MIN_EVAL_DOCUMENTS documents."""
 RESULT_COLUMNS = ["model", "corpus", "split", "n_docs", "n_tokens", "loss", "unigram_loss", "accuracy",
                   "most_frequent_accuracy", "accuracy_gain"]
 
@@ -134,7 +142,7 @@ def masked_sequences(sequences: StructuredSequences, seed: int,
     masked = []
     for index in range(len(sequences)):
         ids, _, special = collate([sequences[index]["input_ids"]])
-        generator = torch.Generator().manual_seed(seed * 1_000_003 + index)
+        generator = torch.Generator().manual_seed(step_seed(seed, index))
         corrupted, labels = mask_tokens(ids, special, generator, mask_prob=mask_prob)
         masked.append((corrupted[0], labels[0]))
     return masked
@@ -199,6 +207,10 @@ def mlm_accuracy(model, corpus: str, n_docs: int = 200, max_length: int | None =
         correct += int((logits.argmax(-1) == targets).sum())
         nll, hits = unigram.score(targets.numpy())
         unigram_nll, most_frequent_correct, n_tokens = unigram_nll + nll, most_frequent_correct + hits, n_tokens + len(targets)
+    if len(chosen) < MIN_EVAL_DOCUMENTS:
+        warnings.warn(f"{corpus}: only {len(chosen)} document(s) ({n_tokens} masked tokens); the accuracy rests on them "
+                      f"alone (a comparison needs at least {MIN_EVAL_DOCUMENTS}): add documents before reading "
+                      "differences between models", SmallEvaluationWarning, stacklevel=2)
     return dict(loss=loss_sum / n_tokens, accuracy=correct / n_tokens, most_frequent_accuracy=most_frequent_correct / n_tokens,
                 unigram_loss=unigram_nll / n_tokens, n_tokens=n_tokens, n_docs=len(chosen), split=split)
 

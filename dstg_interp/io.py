@@ -30,12 +30,18 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+# Where every command and experiment script writes when no --out is given: a folder of the working directory,
+# never a tracked file of the repository (its .gitignore lists dstg-results/, so a run at the repository root
+# leaves `git status` clean).  The committed gallery and tables are rebuilt only when asked (--out figures/...).
+RESULTS_DIR = Path("dstg-results")
 
 DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 _HOST = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
@@ -221,6 +227,28 @@ def commit_directory(tmp: Path, path: str | Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def remove_tree(path: str | Path) -> None:
+    """``shutil.rmtree`` that a Ctrl-C or SIGTERM cannot cut short (half a temporary left behind): a signal
+    that comes (or came just before) is held until the folder is gone, then handled as usual."""
+    held: list[int] = []
+    try:
+        previous = {signum: signal.signal(signum, lambda number, frame: held.append(number))
+                    for signum in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: signals are not ours to hold
+        previous = {}
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(held):
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)  # e.g. raises KeyboardInterrupt / Terminated now
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -297,6 +325,7 @@ def output_lock(path: str | Path, command: str | None = None, flag: str = "--out
     folder itself can still be swapped atomically) for the duration; a second run raises OutputLocked
     naming the holder (pid, host, command, start time).  The kernel drops the lock when a process dies."""
     lock = lock_path(path)
+    made = [folder for folder in [lock.parent, *lock.parent.parents] if not folder.exists()]  # removed again if empty
     lock.parent.mkdir(parents=True, exist_ok=True)
     command = command or " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
     while True:
@@ -328,6 +357,9 @@ def output_lock(path: str | Path, command: str | None = None, flag: str = "--out
         with contextlib.suppress(OSError):
             lock.unlink()
         handle.close()
+        for folder in made:  # innermost first; a folder the run filled stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _read_holder(text: str) -> str:

@@ -44,15 +44,17 @@ from tqdm.auto import tqdm
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
-from .config import ConfigIO, ModelConfig, check_seed
+from .config import (OFFSET_SEED_SHIFT, VALIDATION_MASK_SEED, ConfigIO, ModelConfig, check_seed,
+                     step_seed)
 from .data.mlm import collate, mask_tokens
-from .data.prepare import prepare_data
+from .data.prepare import PreparedData, prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import clean_stale_temporaries, write_text_atomic
-from .model.checkpoint import CheckpointError, build_model, load_model, save_checkpoint
+from .model.checkpoint import RUN_CHECKPOINT, CheckpointError, build_model, load_model, save_checkpoint
 from .model.files import TOKENIZER_FILE
 
-CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = "checkpoint", "log.jsonl", "train_config.json"
+CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = RUN_CHECKPOINT, "log.jsonl", "train_config.json"
+DEFAULT_WARMUP_STEPS = 200  # the most warm-up a default run gets: 10% of max_steps, at most this
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "train_state.json"
 # Fields that may differ on --resume without changing the result.
 RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress", "compile"}
@@ -104,7 +106,7 @@ class TrainConfig(ConfigIO):
     min_lr_ratio: float = field(default=0.1, metadata={"help": "final learning rate / peak (cosine, linear, constant)"})
     betas: tuple[float, float] = field(default=(0.9, 0.98), metadata={"help": "AdamW betas"})
     weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay (matrices and embeddings)"})
-    warmup_steps: int = field(default=200, metadata={"help": "linear warm-up steps"})
+    warmup_steps: int | None = field(default=None, metadata={"help": "linear warm-up steps", "shown": "a tenth of --steps, at most 200"})
     schedule: str = field(default="cosine", metadata={"choices": list(SCHEDULES), "help": "learning-rate schedule"})
     decay_fraction: float = field(default=0.2, metadata={
         "help": "constant schedule: the final share of steps that decays"})
@@ -135,6 +137,8 @@ class TrainConfig(ConfigIO):
         for name in ("max_length", "batch_size", "max_steps", "eval_every", "eval_batches", "save_every", "log_every", "vocab_size"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"TrainConfig.{name}: must be positive, got {getattr(self, name)}")
+        if self.warmup_steps is None:  # scaled to the run, so a short run is not refused for a long default
+            self.warmup_steps = min(DEFAULT_WARMUP_STEPS, int(self.max_steps) // 10)
         if not 0 <= self.warmup_steps < self.max_steps:
             raise ValueError(f"TrainConfig.warmup_steps: must be in [0, max_steps={self.max_steps}), got {self.warmup_steps}")
         if self.schedule not in SCHEDULES:
@@ -353,7 +357,7 @@ def evaluate(model, validation, cfg: TrainConfig, device) -> dict:
     model.eval()
     total_loss, correct, count = 0.0, 0, 0
     for b, indices in enumerate(validation_batches(len(validation), cfg)):
-        ids, mask, labels = masked_batch(validation, indices, cfg, model.config.vocab_size, generator_seed=10_000_019 + b)
+        ids, mask, labels = masked_batch(validation, indices, cfg, model.config.vocab_size, generator_seed=VALIDATION_MASK_SEED + b)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             out = model(ids.to(device), mask.to(device), labels.to(device), masked_logits_only=True)
         targets = labels[labels != -100].to(device)
@@ -451,11 +455,28 @@ def truncate_log(log_path: Path, step: int) -> None:
 
 
 # --- the loop -----------------------------------------------------------------------------------
-def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = None) -> dict:
-    """Run (or continue) pretraining; returns the final validation metrics and throughput.
+@dataclass
+class _Run:
+    """What one process of a training run holds between steps (``_setup`` makes it)."""
 
-    ``stop_after_step`` ends the run early after that step's checkpoint (used to test resuming).
-    """
+    cfg: TrainConfig
+    rank: int
+    world_size: int
+    device: torch.device
+    out_dir: Path
+    prepared: PreparedData  # train, validation, tokenizer
+    model: torch.nn.Module
+    ddp_model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    state: dict  # step, tokens_seen, train_seconds: where the run starts
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def _setup(cfg: TrainConfig, resume: bool) -> _Run:
+    """Distributed init, the output folder, the data, the model (new or resumed), optimizer and compile."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     rank, world_size, device = init_distributed(cfg)
@@ -478,7 +499,6 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
     barrier(world_size)
     if not is_main:
         prepared = prepare_training_data(cfg, tokenizer=own_tokenizer)
-    train_set, validation = prepared.train, prepared.validation
     vocab_size = prepared.tokenizer.get_vocab_size()
 
     model = build_model(cfg.model_config(vocab_size)) if not resume else load_model(checkpoint)
@@ -500,69 +520,100 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
     if is_main:
         (out_dir / CONFIG_FILE).write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
         truncate_log(out_dir / LOG_FILE, state["step"])
-    log = open(out_dir / LOG_FILE, "a") if is_main else None
+    return _Run(cfg, rank, world_size, device, out_dir, prepared, model, ddp_model, optimizer, state)
 
-    step, tokens_seen, elapsed = state["step"], state["tokens_seen"], state["train_seconds"]
+
+def _next_batch(run: _Run, batches, step: int):
+    """This rank's rows of the step's masked global batch (+ offsets and its real-token count)."""
+    cfg, vocab_size = run.cfg, run.prepared.tokenizer.get_vocab_size()
+    seed = step_seed(cfg.seed, step)
+    ids, mask, labels = masked_batch(run.prepared.train, batches(step), cfg, vocab_size, generator_seed=seed)
+    max_positions = int(run.model.config.max_positions)  # type: ignore[union-attr, arg-type]
+    offsets = random_offsets(mask, max_positions, seed + OFFSET_SEED_SHIFT) if cfg.random_offset else None
+    n_tokens = int(mask.sum())  # all ranks, counted on the host before the step (no device sync)
+    ids, mask, labels = (t[run.rank::run.world_size] for t in (ids, mask, labels))
+    offsets = offsets[run.rank::run.world_size] if offsets is not None else None
+    # A batch without padding needs no mask: SDPA can then take its fused kernels.
+    return ids, (None if bool(mask.all()) else mask), labels, offsets, n_tokens
+
+
+def _train_step(run: _Run, batch, step: int):
+    """One optimizer step on ``batch``; returns (loss, gradient norm) as tensors."""
+    cfg, device = run.cfg, run.device
+    ids, mask, labels, offsets, _ = batch
+    ids, labels = ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+    mask = mask.to(device, non_blocking=True) if mask is not None else None
+    offsets = offsets.to(device) if offsets is not None else None
+    for group in run.optimizer.param_groups:
+        group["lr"] = learning_rate(cfg, step)
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+        loss = run.ddp_model(ids, mask, labels, masked_logits_only=True, position_offset=offsets).loss
+    run.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+    run.optimizer.step()
+    return loss, grad_norm
+
+
+def _write_log(log, record: dict) -> None:
+    log.write(json.dumps(record) + "\n")
+    log.flush()
+
+
+def _evaluate_and_save(run: _Run, log, step: int, last_step: int, tokens_seen: int, elapsed: float,
+                       metrics: dict) -> dict:
+    """Validation every ``eval_every`` steps and at the end, a checkpoint every ``save_every`` steps and at
+    the last; returns the latest validation metrics."""
+    cfg = run.cfg
+    if step % cfg.eval_every == 0 or step == cfg.max_steps:
+        if run.is_main:
+            metrics = evaluate(run.model, run.prepared.validation, cfg, run.device)
+            _write_log(log, dict(step=step, **{k: round(v, 5) for k, v in metrics.items()}))
+        barrier(run.world_size)
+    if step % cfg.save_every == 0 or step == last_step:
+        if run.is_main:
+            save_training_checkpoint(run.model, run.optimizer, run.prepared.tokenizer, cfg, step, tokens_seen, elapsed)
+        barrier(run.world_size)
+    return metrics
+
+
+def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = None) -> dict:
+    """Run (or continue) pretraining; returns the final validation metrics and throughput.
+
+    ``stop_after_step`` ends the run early after that step's checkpoint (used to test resuming).
+    """
+    run = _setup(cfg, resume)
+    log = open(run.out_dir / LOG_FILE, "a") if run.is_main else None
+    step, tokens_seen, elapsed = run.state["step"], run.state["tokens_seen"], run.state["train_seconds"]
     last_step = cfg.max_steps if stop_after_step is None else min(cfg.max_steps, stop_after_step)
-    bar = tqdm(total=cfg.max_steps, initial=step, desc=f"train {cfg.model['variant']}", disable=not (is_main and cfg.progress), dynamic_ncols=True)
+    bar = tqdm(total=cfg.max_steps, initial=step, desc=f"train {cfg.model['variant']}",
+               disable=not (run.is_main and cfg.progress), dynamic_ncols=True)
     window_start, window_tokens = time.perf_counter(), 0
     metrics: dict = {}
-    batches = batch_order(train_set, cfg)
-
-    def next_batch(step: int):
-        """This rank's rows of the step's masked global batch (+ offsets and its real-token count)."""
-        ids, mask, labels = masked_batch(train_set, batches(step), cfg, vocab_size, generator_seed=cfg.seed * 1_000_003 + step)
-        offsets = random_offsets(mask, model.config.max_positions, cfg.seed * 1_000_003 + step + 7) if cfg.random_offset else None
-        n_tokens = int(mask.sum())  # all ranks, counted on the host before the step (no device sync)
-        ids, mask, labels = (t[rank::world_size] for t in (ids, mask, labels))
-        offsets = offsets[rank::world_size] if offsets is not None else None
-        # A batch without padding needs no mask: SDPA can then take its fused kernels.
-        return ids, (None if bool(mask.all()) else mask), labels, offsets, n_tokens
-
+    batches = batch_order(run.prepared.train, cfg)
     # Collation and masking of step s+1 run in a thread while step s computes (torch releases the GIL).
     prefetch = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    upcoming = prefetch.submit(next_batch, step) if step < last_step else None
+    upcoming = prefetch.submit(_next_batch, run, batches, step) if step < last_step else None
     try:
         while step < last_step:
             step_start = time.perf_counter()
-            ids, mask, labels, offsets, batch_tokens = upcoming.result()
-            upcoming = prefetch.submit(next_batch, step + 1) if step + 1 < last_step else None
-            ids, labels = ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-            mask = mask.to(device, non_blocking=True) if mask is not None else None
-            offsets = offsets.to(device) if offsets is not None else None
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate(cfg, step)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                loss = ddp_model(ids, mask, labels, masked_logits_only=True, position_offset=offsets).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            optimizer.step()
+            batch = upcoming.result()
+            upcoming = prefetch.submit(_next_batch, run, batches, step + 1) if step + 1 < last_step else None
+            loss, grad_norm = _train_step(run, batch, step)
             step += 1
-            tokens_seen += batch_tokens
-            window_tokens += batch_tokens
+            tokens_seen, window_tokens = tokens_seen + batch[-1], window_tokens + batch[-1]
             elapsed += time.perf_counter() - step_start
-            if is_main and (step % cfg.log_every == 0 or step == last_step):
+            if run.is_main and (step % cfg.log_every == 0 or step == last_step):
                 now = time.perf_counter()
                 tokens_per_s = window_tokens / max(now - window_start, 1e-9)
                 window_start, window_tokens = now, 0
-                record = dict(step=step, loss=round(float(loss.detach()), 5), lr=learning_rate(cfg, step - 1), grad_norm=round(float(grad_norm), 4),
-                              tokens_seen=tokens_seen, tokens_per_s=round(tokens_per_s, 1), train_seconds=round(elapsed, 2))
-                log.write(json.dumps(record) + "\n")
-                log.flush()
+                _write_log(log, dict(step=step, loss=round(float(loss.detach()), 5), lr=learning_rate(cfg, step - 1),
+                                     grad_norm=round(float(grad_norm), 4), tokens_seen=tokens_seen,
+                                     tokens_per_s=round(tokens_per_s, 1), train_seconds=round(elapsed, 2)))
                 bar.set_postfix(loss=f"{float(loss.detach()):.3f}", tok_s=f"{tokens_per_s:.0f}")
             bar.update(1)
             pause_start = time.perf_counter()
-            if step % cfg.eval_every == 0 or step == cfg.max_steps:
-                if is_main:
-                    metrics = evaluate(model, validation, cfg, device)
-                    log.write(json.dumps(dict(step=step, **{k: round(v, 5) for k, v in metrics.items()})) + "\n")
-                    log.flush()
-                barrier(world_size)
-            if step % cfg.save_every == 0 or step == last_step:
-                if is_main:
-                    save_training_checkpoint(model, optimizer, prepared.tokenizer, cfg, step, tokens_seen, elapsed)
-                barrier(world_size)
+            metrics = _evaluate_and_save(run, log, step, last_step, tokens_seen, elapsed, metrics)
             window_start += time.perf_counter() - pause_start  # tokens/s counts training steps, not validation or saving
     finally:  # Ctrl-C: main() reports it in one line, naming the last complete checkpoint
         prefetch.shutdown(wait=True, cancel_futures=True)

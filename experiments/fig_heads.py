@@ -11,7 +11,7 @@ give each head's logit-term variances and the pattern change when a term is remo
 entangled baselines are labelled by how much of their pattern relative offset alone explains
 (positional / content / mixed, or RP when RP-NeoBERT's bias dominates).
 
-Writes into ``--out`` (default figures/heads/): heads.csv (one row per model x seed x layer x
+Writes into ``--out`` (default dstg-results/figures/heads/; the committed gallery: --out figures/heads): heads.csv (one row per model x seed x layer x
 head), label_counts.csv, head_map and head_shares (PNG + PDF + JSON, the first seed), head_sweep.csv and
 head_sweep (the share distributions and the labels for dominant shares 0.40 to 0.90, every seed),
 summary.json (per member) and config.json.
@@ -31,13 +31,13 @@ from tqdm.auto import tqdm
 from dstg_interp.analysis.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store, threshold_sweep
 from dstg_interp.plots import plot_head_map, plot_head_sweep, plot_share_scatter
 from dstg_interp.model.checkpoint import zoo_member
-from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, parse_config,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, parse_config,
                                        run_as_command, save_config, with_member_columns)
 
 
 @dataclass
 class HeadsFigureConfig(SeedsFigureConfig):
-    out: Path = FIGURES_DIR / "heads"
+    out: Path = OUTPUT_DIR / "heads"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as the probes)"})
     from_heads: Path | None = field(default=None, metadata={

@@ -18,7 +18,7 @@ block of probes.csv's seed-0 rows).
 Paragraph-level probes read the paragraph-crossing windows of the same documents
 (``probes.positions.probing_sequences``).
 
-Writes into ``--out`` (default figures/probes/): probes.csv (one row per model x seed x task x segment x layer
+Writes into ``--out`` (default dstg-results/figures/probes/; the committed gallery: --out figures/probes): probes.csv (one row per model x seed x task x segment x layer
 x subspace, the columns of ``probes.positions.RESULT_COLUMNS`` plus ``seed``), probes_over_seeds.csv (mean
 over seeds, interval from the lowest seed's CI low to the highest seed's CI high, as the claims table), r2_by_layer (PNG + PDF + JSON, drawn from probes_over_seeds.csv),
 partial_over_seeds.csv and partial_r2_by_layer (the partial R² given token position, the same way; with the
@@ -36,7 +36,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp.plots import plot_r2_by_layer
-from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, model_store, over_seeds,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, over_seeds,
                                        parse_config, random_init_store, run_as_command, save_config,
                                        with_member_columns)
 from probes.positions import PositionProbeConfig, probe_store, reads_paragraph_windows
@@ -49,7 +49,7 @@ PROBE_DEFAULTS = PositionProbeConfig()  # dstg-probe's settings: the same number
 
 @dataclass
 class ProbesFigureConfig(SeedsFigureConfig):
-    out: Path = FIGURES_DIR / "probes"
+    out: Path = OUTPUT_DIR / "probes"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as dstg-probe)"})
     max_tokens: int | None = field(default=PROBE_DEFAULTS.max_tokens, metadata={

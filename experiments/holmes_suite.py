@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from experiments import fig_holmes
-from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config, save_config
+from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, save_config
 from probes.holmes import ProbeConfig, run_holmes
 from probes.holmes.protocol import PROTOCOLS
 from probes.holmes.run import HolmesRunConfig, write_tables
@@ -36,7 +36,7 @@ from probes.holmes.suite import build_suite, default_suite_dir
 
 @dataclass
 class HolmesSuiteConfig(ScriptConfig):
-    out: Path | None = field(default=None, metadata={"help": "default figures/holmes (Flash) or figures/holmes/full"})
+    out: Path | None = field(default=None, metadata={"help": "default dstg-results/figures/holmes (Flash) or .../holmes/full; the committed ones: --out figures/holmes[/full]"})
     models: list[str] = field(default_factory=lambda: list(ZOO_MEMBERS), metadata={"help": "zoo members"})
     protocol: str = field(default="reference", metadata={"help": "reference or standardised (probes.holmes.protocol)"})
     datasets: list[str] | None = field(default=None, metadata={"help": "only these suite datasets (a part of the run)"})
@@ -50,7 +50,7 @@ class HolmesSuiteConfig(ScriptConfig):
 
     def __post_init__(self) -> None:
         if self.out is None:
-            self.out = FIGURES_DIR / "holmes" / ("full" if self.full else "")
+            self.out = OUTPUT_DIR / "holmes" / ("full" if self.full else "")
         super().__post_init__()
         self.suite_dir = Path(self.suite_dir) if self.suite_dir is not None else default_suite_dir()
         if self.threads < 1:

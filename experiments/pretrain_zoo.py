@@ -40,12 +40,23 @@ from pathlib import Path
 import torch
 
 from dstg_interp import load_model
+from dstg_interp.config import MAX_SEED, VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
-from dstg_interp.io import write_text_atomic
-from dstg_interp.config import MAX_SEED
+from dstg_interp.io import RESULTS_DIR, check_replaceable, write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_TOKENIZER, zoo_member
-from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, STATE_FILE, TrainConfig, evaluate, masked_batch,
-                               prepare_training_data, train, validation_batches)
+from dstg_interp.model.saving import checkpoint_foreign_entries
+from dstg_interp.train import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    LOG_FILE,
+    STATE_FILE,
+    TrainConfig,
+    evaluate,
+    masked_batch,
+    prepare_training_data,
+    train,
+    validation_batches,
+)
 from experiments.figure_inputs import ScriptConfig, parse_config
 
 ZOO_WIDTHS = {
@@ -82,19 +93,28 @@ def check_seeds(seeds: list[int]) -> list[int]:
     return seeds
 
 
-def unigram_baseline(cfg: TrainConfig) -> dict:
+def unigram_baseline(cfg: TrainConfig, tokenizer=None) -> dict:
     """Cross-entropy and accuracy of predicting every masked token from training-set token frequencies
-    (``dstg_interp.evaluation.Unigram``), on exactly the validation batches and masks ``evaluate`` uses."""
-    prepared = prepare_training_data(cfg)
+    (``dstg_interp.evaluation.Unigram``), on exactly the validation batches and masks ``evaluate`` uses;
+    ``tokenizer``: a trained run's own, so the data are the ones it trained on."""
+    prepared = prepare_training_data(cfg, tokenizer=tokenizer)
     unigram = Unigram.from_sequences(prepared.train, prepared.tokenizer.get_vocab_size())
     nll, correct, count = 0.0, 0, 0
     validation = prepared.validation
     for b, indices in enumerate(validation_batches(len(validation), cfg)):
-        _, _, labels = masked_batch(validation, indices, cfg, len(unigram.counts), generator_seed=10_000_019 + b)
+        _, _, labels = masked_batch(validation, indices, cfg, len(unigram.counts), generator_seed=VALIDATION_MASK_SEED + b)
         targets = labels[labels != -100].numpy()
         batch_nll, batch_correct = unigram.score(targets)
         nll, correct, count = nll + batch_nll, correct + batch_correct, count + targets.size
     return dict(unigram_loss=nll / count, most_frequent_accuracy=correct / count)
+
+
+MEMBER_FILES = frozenset({CONFIG_FILE, LOG_FILE, "training.json"})  # beside the checkpoint's own files
+
+
+def member_foreign_entries(path: Path) -> list[str]:
+    """What makes ``path`` not a zoo member this script exported (empty when it is one)."""
+    return checkpoint_foreign_entries(path, extra=MEMBER_FILES)
 
 
 def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
@@ -107,6 +127,8 @@ def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
     summary = dict(variant=variant, seed=cfg.seed, params=model.n_params(), steps=state["step"], train_tokens=state["tokens_seen"],
                    train_seconds=round(state["train_seconds"], 1), **{k: round(v, 4) for k, v in metrics.items()},
                    **{k: round(v, 4) for k, v in unigram_baseline(cfg).items()})
+    # the replacement rule: a member folder this script wrote is replaced, a folder with anything else never
+    check_replaceable(zoo_dir / name, "a zoo member", member_foreign_entries, overwrite=True, suffix="new")
     model.save(zoo_dir / name, dtype=torch.float16)
     shutil.copy(run / CONFIG_FILE, zoo_dir / name / CONFIG_FILE)
     shutil.copy(run / LOG_FILE, zoo_dir / name / LOG_FILE)
@@ -127,7 +149,7 @@ def record_summary(collected: Path, name: str, summary: dict) -> None:
 
 @dataclass
 class PretrainZooConfig(ScriptConfig):
-    out: Path = field(default=ZOO_DIR, metadata={"help": "where the shipped float16 checkpoints and zoo.json go"})
+    out: Path = field(default=RESULTS_DIR / "zoo", metadata={"help": "where the float16 checkpoints and zoo.json go (the shipped zoo: --out dstg_interp/zoo)"})
     variants: list[str] = field(default_factory=lambda: list(ZOO_NAMES), metadata={
         "help": "default: the reference four; dstg-offset is the random_offset DSTG"})
     seeds: list[int] = field(default_factory=lambda: [0], metadata={

@@ -11,7 +11,8 @@ Per run, each against what it is compared with:
   most frequent token, in the run's own tokenizer, on the same masked tokens) and the gain in points.
 - ``pc1_pc2`` of the learned position table (rows = positions; DSTG: the 16-wide AP table, AP-NeoBERT: the
   128-wide table added to the token embedding) with ``pc1_pc2_chance``, the mean over Gaussian tables of
-  the same shape (widths differ, so only the excess over chance compares across variants).
+  the same shape, and the width-matched ``pc1_pc2_matched`` (the table on random 16-dim subspaces of its
+  columns, ``analysis.spectra.width_matched``) with its chance: the number that compares across variants.
 - ``position_r2_first`` / ``position_r2_last``: token-position R^2 of a ridge probe (``probes.positions``,
   grouped by document) on the position stream before the first block and after the last (DSTG: the AP
   subspace, AP-NeoBERT: the full state, which is its only one).
@@ -27,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dstg_interp.analysis.spectra import analyze_table
+from dstg_interp.analysis.spectra import analyze_table, width_matched
 from dstg_interp.evaluation import mlm_accuracy
 from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import load_model
@@ -39,6 +40,15 @@ HELDOUT_DOCS = 200
 PROBE_DOCS = 200
 READINGS_FILE = "readings.json"
 READINGS_VERSION = 1
+MATCHED_WIDTH = 16  # DSTG's AP width: every table is also read projected onto random 16-dim subspaces
+
+
+def matched_spectrum(table) -> dict:
+    """PC1+PC2 of ``table`` on random ``MATCHED_WIDTH``-dim subspaces of its columns (mean over 50), and the
+    Gaussian chance of that shape (``analysis.spectra.width_matched``): comparable across table widths."""
+    table = np.asarray(table, dtype=np.float64)
+    matched = width_matched(table, min(MATCHED_WIDTH, table.shape[1]))  # tiny test models are narrower
+    return dict(pc1_pc2_matched=matched["matched_pc1_pc2"], pc1_pc2_matched_chance=matched["matched_control_pc1_pc2"])
 
 
 def plateau_exit(curve: pd.DataFrame, margin: float = PLATEAU_MARGIN) -> tuple[float, float]:
@@ -59,7 +69,11 @@ def run_readings(cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, probe_docs:
     if cached.is_file():
         record = json.loads(cached.read_text())
         if record.get("step") == step and record.get("version") == READINGS_VERSION:
-            return record["readings"]
+            readings = record["readings"]
+            if "pc1_pc2" in readings and "pc1_pc2_matched" not in readings:  # read before width matching existed
+                readings.update(matched_spectrum(load_model(run / CHECKPOINT_DIR).ap_table.detach()))
+                write_text_atomic(cached, json.dumps(dict(record, readings=readings), indent=1) + "\n")
+            return readings
     model = load_model(run / CHECKPOINT_DIR)
     heldout = mlm_accuracy(model, cfg.corpus, n_docs=heldout_docs, train_config=cfg)
     readings = dict(heldout_accuracy=heldout["accuracy"], most_frequent_accuracy=heldout["most_frequent_accuracy"],
@@ -68,7 +82,7 @@ def run_readings(cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, probe_docs:
     if model.config.variant in ("dstg", "ap"):
         spectrum = analyze_table(model.ap_table.detach(), name="position table", n_control_draws=50)
         readings.update(pc1_pc2=spectrum.summary["pc1_pc2"], pc1_pc2_chance=spectrum.summary["control"]["pc1_pc2"],
-                        low_freq_share=spectrum.summary["low_freq_share"])
+                        low_freq_share=spectrum.summary["low_freq_share"], **matched_spectrum(model.ap_table.detach()))
         readings.update(position_r2(model, cfg, probe_docs))
     write_text_atomic(cached, json.dumps(dict(version=READINGS_VERSION, step=step, readings=readings), indent=1) + "\n")
     return readings
@@ -101,4 +115,62 @@ def summarize_arms(runs: pd.DataFrame) -> pd.DataFrame:
             row[f"{column}_mean"] = float(values.mean()) if len(values) else np.nan
             row[f"{column}_sd"] = float(values.std(ddof=1)) if len(values) > 1 else np.nan
         rows.append(row)
+    return pd.DataFrame(rows)
+
+
+SHIPPED_ARM = "shipped zoo (8.3M tokens)"
+
+
+def shipped_zoo_curves(zoo_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
+    """Validation curves of the shipped zoo's members (``log.jsonl``), tidy as ``diagnosis_curves.csv``."""
+    zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    curves = []
+    for member, summary in zoo.items():
+        if summary["variant"] not in variants or "seed" not in summary:
+            continue
+        records = [json.loads(line) for line in (zoo_dir / member / "log.jsonl").read_text().splitlines() if line.strip()]
+        logged = sorted((r["step"], r["tokens_seen"]) for r in records if "tokens_seen" in r)
+        curve = pd.DataFrame([dict(step=r["step"], val_loss=r["val_loss"], val_accuracy=r.get("val_accuracy"))
+                              for r in records if "val_loss" in r])
+        curve["tokens"] = np.interp(curve.step, [0] + [s for s, _ in logged], [0] + [t for _, t in logged]).round().astype(int)
+        curves.append(curve.assign(variant=summary["variant"], arm=SHIPPED_ARM, seed=int(summary["seed"]),
+                                   unigram_loss=summary["unigram_loss"]))
+    return pd.concat(curves, ignore_index=True)
+
+
+def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
+    """The shipped zoo's members (the zoo recipe at its full 8.3M-token budget, three seeds) read as the
+    diagnosis reads a run, from committed files only: the plateau exit from each member's ``log.jsonl``
+    against the unigram loss of ``zoo.json`` (the same validation batches), the held-out gain from
+    ``figures/zoo/zoo.csv``, PC1+PC2 from ``figures/ap_manifold/spectra.csv`` and the token-position R^2
+    before the first and after the last block from ``figures/probes/probes.csv``.  Not budget-matched with the
+    diagnosis runs: a reference for the zoo recipe run longer."""
+    zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    curves = shipped_zoo_curves(zoo_dir, variants)
+    heldout = pd.read_csv(figures_dir / "zoo" / "zoo.csv")
+    spectra = pd.read_csv(figures_dir / "ap_manifold" / "spectra.csv")
+    spectra = spectra[spectra.source == "learned table"]
+    probes = pd.read_csv(figures_dir / "probes" / "probes.csv")
+    probes = probes[probes.task == "token"]
+    rows = []
+    for member, summary in zoo.items():
+        variant = summary["variant"]
+        if variant not in variants or "seed" not in summary:  # dstg-offset: another recipe
+            continue
+        seed = int(summary["seed"])
+        exit_step, exit_tokens = plateau_exit(curves[(curves.variant == variant) & (curves.seed == seed)])
+        gain = heldout[(heldout.variant == variant) & (heldout.seed == seed)]["en-mix_gain_points"]
+        table = spectra[(spectra.model == variant) & (spectra.seed == seed)]
+        subspace = "ap" if variant == "dstg" else "full"
+        r2 = probes[(probes.model == variant) & (probes.seed == seed) & (probes.subspace == subspace)].set_index("layer").r2
+        last = int(r2.index.max()) if len(r2) else None
+        matched = matched_spectrum(load_model(zoo_dir / member).ap_table.detach())
+        rows.append(dict(variant=variant, arm=SHIPPED_ARM, seed=seed, steps=summary["steps"],
+                         batch=16, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
+                         unigram_loss=summary["unigram_loss"], plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens,
+                         heldout_gain_points=float(gain.iloc[0]) if len(gain) else np.nan,
+                         pc1_pc2=float(table.pc1_pc2.iloc[0]) if len(table) else np.nan,
+                         pc1_pc2_chance=float(table.control_pc1_pc2.iloc[0]) if len(table) else np.nan,
+                         **matched, position_r2_first=float(r2.loc[0]) if 0 in r2.index else np.nan,
+                         position_r2_last=float(r2.loc[last]) if last is not None else np.nan))
     return pd.DataFrame(rows)

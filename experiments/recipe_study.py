@@ -42,14 +42,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dstg_interp.io import write_text_atomic
+from dstg_interp.io import RESULTS_DIR, write_text_atomic
 from dstg_interp.plots.recipe import plot_diagnosis, plot_recipe_curves
-from dstg_interp.train import CHECKPOINT_DIR, LOG_FILE, STATE_FILE, TrainConfig, prepare_training_data, train
-from experiments.figure_inputs import ScriptConfig, parse_config, save_config
+from dstg_interp.data.tokenizer import load_tokenizer
+from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, RESUMABLE_DIFFERENCES, STATE_FILE, TrainConfig,
+                             prepare_training_data, train)
+from experiments.figure_inputs import FIGURES_DIR, ZOO_DIR, ScriptConfig, parse_config, save_config
 from experiments.pretrain_zoo import unigram_baseline
 from experiments.recipe_levers import (ARMS, FORMER_RECIPE, LEVER_SPECS, SCREEN_VALUES, ZOO_RECIPE, Arm, parse_arm,
                                        recipe_for)
-from experiments.recipe_readings import plateau_exit, run_readings, summarize_arms
+from experiments.recipe_readings import (plateau_exit, run_readings, shipped_zoo_curves, shipped_zoo_reference,
+                                         summarize_arms)
 
 ZOO_WIDTHS = {
     "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
@@ -71,7 +74,7 @@ BASE_RECIPE = FORMER_RECIPE
 class RecipeStudyConfig(ScriptConfig):
     """One study: the variants, the arms (or screened levers) and the common budget; saved as ``config.json``."""
 
-    out: Path = field(default=Path("figures/recipe"), metadata={"help": "output folder"})
+    out: Path = field(default=RESULTS_DIR / "figures" / "recipe", metadata={"help": "output folder (the committed study: figures/recipe)"})
     runs: Path = field(default=Path("runs/recipe"), metadata={"help": "training folders (see --resume)"})
     variants: list[str] = field(default_factory=lambda: ["dstg", "ap"])
     arms: list[str] = field(default_factory=list, metadata={
@@ -90,6 +93,7 @@ class RecipeStudyConfig(ScriptConfig):
     n_heads: int = 4
     tiny: bool = field(default=False, metadata={"help": "tiny widths (d 32) for tests and smoke runs"})
     resume: bool = field(default=False, metadata={"help": "read finished runs back, continue interrupted ones"})
+    no_compile: bool = field(default=False, metadata={"help": "train eager (a cold torch.compile costs minutes on a busy machine)"})
     seed_major: bool = field(default=False, metadata={"help": "diagnosis: seed by seed over every arm (default: arm by arm)"})
     threads: int | None = None
 
@@ -133,7 +137,7 @@ def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str
                        batch_size=recipe["batch"], max_steps=steps, lr=recipe["lr"], warmup_steps=min(warmup, steps - 1),
                        schedule=recipe["schedule"], seed=seed, eval_every=eval_every, eval_batches=eval_batches,
                        save_every=max(1, min(steps, 200)), log_every=math.gcd(eval_every, max(1, steps // 20)),
-                       threads=study.threads, progress=False)
+                       threads=study.threads, progress=False, compile=False if study.no_compile else None)
 
 
 def screen_config(study: RecipeStudyConfig, variant: str, lever: str | None, value, seed: int) -> TrainConfig | None:
@@ -158,13 +162,26 @@ def arm_config(study: RecipeStudyConfig, arm: Arm, variant: str, seed: int) -> T
     recipe = recipe_for(arm, variant, ZOO_RECIPE)
     if recipe is None:
         return None
-    probe = train_config(study, variant, recipe, arm.label, seed, steps=2, eval_every=1, eval_batches=1)
-    mean_length = float(np.mean(prepare_training_data(probe).train.lengths))
-    per_step = recipe["batch"] * mean_length
-    steps = max(2, round(study.tokens / per_step))
-    eval_every = max(1, round(study.eval_tokens / per_step))
-    eval_batches = max(1, study.eval_sequences // recipe["batch"])
-    return train_config(study, variant, recipe, f"{arm.label}/seed{seed}", seed, steps, eval_every, eval_batches)
+    name = f"{arm.label}/seed{seed}"
+    probe = train_config(study, variant, recipe, name, seed, steps=2, eval_every=1, eval_batches=1)
+    saved = Path(probe.out_dir) / CONFIG_FILE
+    if saved.is_file():  # a started run keeps the step budget it started with (another tokenizer: other lengths)
+        record = json.loads(saved.read_text())
+        steps, eval_every, eval_batches = record["max_steps"], record["eval_every"], record["eval_batches"]
+    else:
+        mean_length = float(np.mean(prepare_training_data(probe).train.lengths))
+        per_step = recipe["batch"] * mean_length
+        steps = max(2, round(study.tokens / per_step))
+        eval_every = max(1, round(study.eval_tokens / per_step))
+        eval_batches = max(1, study.eval_sequences // recipe["batch"])
+    cfg = train_config(study, variant, recipe, name, seed, steps, eval_every, eval_batches)
+    if saved.is_file():
+        differing = sorted(k for k, v in json.loads(saved.read_text()).items()
+                           if k not in RESUMABLE_DIFFERENCES and cfg.to_dict().get(k) != v and k != "betas")
+        if differing:
+            raise ValueError(f"{cfg.out_dir} holds a run of another recipe (different {', '.join(differing)}); "
+                             "choose another --runs")
+    return cfg
 
 
 # --- running -----------------------------------------------------------------------------------------------
@@ -218,7 +235,7 @@ def run_diagnosis(study: RecipeStudyConfig, start: float) -> pd.DataFrame:
     for number, ((arm, variant, seed), cfg) in enumerate(plan, 1):
         began = time.time()
         run_once(cfg, study)
-        unigram = unigram_baseline(cfg)
+        unigram = unigram_baseline(cfg, tokenizer=load_tokenizer(Path(cfg.out_dir) / CHECKPOINT_DIR / "tokenizer.json"))
         curve = read_curve(cfg).assign(variant=variant, arm=arm.label, seed=seed, unigram_loss=unigram["unigram_loss"])
         exit_step, exit_tokens = plateau_exit(curve)
         state = json.loads((Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).read_text())
@@ -238,6 +255,13 @@ def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.Dat
     out = study.out
     out.mkdir(parents=True, exist_ok=True)
     arms = summarize_arms(runs)
+    plotted_runs, plotted_curves = runs, curves
+    if not study.tiny and study.corpus == "en-mix":  # the zoo recipe at its full budget, from committed files
+        reference = shipped_zoo_reference(ZOO_DIR, FIGURES_DIR, variants=tuple(study.variants))
+        arms = pd.concat([arms, summarize_arms(reference)], ignore_index=True)
+        write_text_atomic(out / "diagnosis_shipped_zoo.csv", reference.to_csv(index=False))
+        plotted_runs = pd.concat([runs, reference], ignore_index=True)
+        plotted_curves = pd.concat([curves, shipped_zoo_curves(ZOO_DIR, tuple(study.variants))], ignore_index=True)
     for name, table in (("diagnosis_runs.csv", runs), ("diagnosis_arms.csv", arms), ("diagnosis_curves.csv", curves)):
         write_text_atomic(out / name, table.to_csv(index=False))
     arm_levers = {arm.label: dict(arm.levers) for arm in study.parsed_arms}
@@ -245,7 +269,7 @@ def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.Dat
         config=study.to_dict(), finished=finished, runs_done=len(runs), base_recipe=ZOO_RECIPE, arms=arm_levers,
         levers={k: v[2] for k, v in LEVER_SPECS.items()}, torch=torch.__version__, python=platform.python_version()),
         indent=1, default=str) + "\n")
-    plot_diagnosis(curves, runs, out)
+    plot_diagnosis(plotted_curves, plotted_runs, out)
     save_config(study, "experiments/recipe_study.py", name="diagnosis_config.json", wall_s=round(time.time() - start, 1))
 
 

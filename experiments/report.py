@@ -23,6 +23,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from dstg_interp.io import write_text_atomic
@@ -283,7 +284,12 @@ def corpus_table(figures: Path) -> str:
     fetched = pieces[pieces.fetched] if "fetched" in pieces else pieces
     rows.append(["**all**", "", "", f"**{int(fetched.documents.sum()):,}**", f"**{fetched.tokens.sum() / 1e6:.2f} M**",
                  f"**{int(fetched.heldout_documents.sum()):,}**", "", ""])
-    return _markdown(header, rows)
+    table = _markdown(header, rows)
+    if "register" in fetched:
+        shares = fetched.groupby("register", sort=False).tokens.sum() / fetched.tokens.sum()
+        table += "\n\nShare of tokens by register: " + "; ".join(f"{name} {share:.0%}" for name, share in
+                                                              shares.sort_values(ascending=False).items()) + "."
+    return table
 
 
 def recipe_diagnosis(figures: Path) -> str:
@@ -298,13 +304,15 @@ def recipe_diagnosis(figures: Path) -> str:
         return f"{scale * mean:.{digits}f}" + ("" if sd is None or pd.isna(sd) else f" ± {scale * sd:.{digits}f}")
 
     header = ["variant", "arm", "seeds", "left plateau", "plateau exit (M tokens)", "held-out gain (points)",
-              "PC1+PC2 (chance)", "position R² first → last block", "train tokens (M)"]
+              "PC1+PC2 (chance)", "PC1+PC2 at width 16 (chance)", "position R² first → last block", "train tokens (M)"]
     rows = []
     for a in arms.to_dict("records"):
         chance = a.get("pc1_pc2_chance_mean")
         rows.append([a["variant"], a["arm"], a["seeds"], f"{a['seeds_off_plateau']}/{a['n_seeds']}",
                      pm(a, "plateau_exit_tokens", 1e-6), pm(a, "heldout_gain_points", 1, 1),
                      f"{pm(a, 'pc1_pc2')} ({chance:.2f})" if chance is not None and not pd.isna(chance) else "—",
+                     f"{pm(a, 'pc1_pc2_matched')} ({a['pc1_pc2_matched_chance_mean']:.2f})"
+                     if not pd.isna(a.get("pc1_pc2_matched_chance_mean", np.nan)) else "—",
                      f"{pm(a, 'position_r2_first')} → {pm(a, 'position_r2_last')}", pm(a, "train_tokens", 1e-6)])
     return _markdown(header, rows)
 

@@ -286,7 +286,8 @@ def _standardised(Z) -> np.ndarray:
     Z = np.asarray(Z, dtype=np.float64)
     Z = Z.reshape(len(Z), -1)
     spread = Z.std(axis=0)
-    if (spread == 0).any():
-        raise ErasureError("a concept feature is constant on the fitting tokens; nothing to erase")
-    return (Z - Z.mean(axis=0)) / spread
+    varying = spread > 1e-12 * max(float(np.abs(Z).max()), 1.0)  # a cosine past the target's own levels is flat
+    if not varying.any():
+        raise ErasureError("the concept is constant on the fitting tokens; nothing to erase")
+    return (Z[:, varying] - Z[:, varying].mean(axis=0)) / spread[varying]
 

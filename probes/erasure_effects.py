@@ -13,7 +13,9 @@ Per (layer, subspace) of ``store`` (states of ``encoder`` on documents the evalu
    random subspace of LEACE's rank as the control);
 3. **probe**: a ridge probe of the raw target (``RidgeProbe``, grouped CV) is trained on the fitting side and
    scored on the probing side, on the states as stored and as erased: ``r2_before``, ``r2_after`` (with a
-   bootstrap interval over probing documents);
+   bootstrap interval over probing documents), beside ``position_r2``, what token position alone explains of
+   the target on the same split (``probes.position_baseline``; 1 for token position itself), which a
+   successful erasure of a structure target brings the probe to or below;
 4. **use**: the eraser runs inside the forward pass at that layer (``encoders.edits.edit_states``) while
    ``dstg_interp.evaluation.mlm_accuracy`` scores masked tokens of ``eval_documents`` (its masks, seeded by
    sequence: the clean and the erased runs see the same masked tokens): ``loss_increase``,
@@ -57,12 +59,14 @@ from probes.erasure import (
     store_identity,
     store_period,
 )
-from probes.positions import cached_store, model_label
+from probes.position_baseline import PositionBaseline
+from dstg_interp.encoders.naming import model_label
+from probes.positions import cached_store
 from probes.ridge import RidgeProbe
 from probes.splits import bootstrap_r2_ci, grouped_train_test_split
 
 RESULT_COLUMNS = ["model", "layer", "subspace", "method", "target", "encoding", "rank", "r2_before", "r2_after",
-                  "r2_after_ci_low", "r2_after_ci_high", "loss_clean", "loss", "loss_increase", "accuracy_clean",
+                  "r2_after_ci_low", "r2_after_ci_high", "position_r2", "loss_clean", "loss", "loss_increase", "accuracy_clean",
                   "accuracy", "accuracy_drop", "output_change", "attention_js", "n_fit_tokens", "n_probe_tokens",
                   "n_eval_tokens", "backend"]
 
@@ -146,6 +150,7 @@ def measure_erasure(encoder: Encoder, store, eval_documents, config: ErasureConf
     groups = labels["doc_index"].to_numpy()
     concept = position_features(target[fit_rows], config.encoding, config.n_features, store_period(store, config.target))
 
+    position_r2 = _position_only_r2(labels, target, groups, fit_rows, probe_rows, config)
     evaluation = _Evaluation(encoder, eval_documents, config)
     records, head_frames, erasers = [], [], {}
     steps = [(layer, sub) for layer in layers for sub in subspaces]
@@ -166,7 +171,8 @@ def measure_erasure(encoder: Encoder, store, eval_documents, config: ErasureConf
             effects, heads = evaluation.with_eraser(layer, sub, eraser)
             records.append(dict(model=name, layer=layer, subspace=sub, method=method, target=config.target,
                                 encoding=config.encoding, rank=eraser.rank, r2_before=r2_before, r2_after=r2_after,
-                                r2_after_ci_low=interval[0], r2_after_ci_high=interval[1], **effects,
+                                r2_after_ci_low=interval[0], r2_after_ci_high=interval[1], position_r2=position_r2,
+                                **effects,
                                 n_fit_tokens=len(fit_rows), n_probe_tokens=len(probe_rows),
                                 backend=fitted["leace"].identity.get("backend", "") if "leace" in fitted else ""))
             head_frames.append(heads.assign(model=name, layer=layer, subspace=sub, method=method))
@@ -253,6 +259,16 @@ def _probe_r2(X_fit, X_probe, target, groups, fit_rows, probe_rows, config: Eras
     r2 = float(1 - ((y - predicted) ** 2).sum() / ((y - y.mean()) ** 2).sum())
     interval = bootstrap_r2_ci(y, predicted, groups[probe_rows], n_boot=config.n_boot, seed=config.seed)
     return r2, interval
+
+
+def _position_only_r2(labels, target, groups, fit_rows, probe_rows, config: ErasureConfig) -> float:
+    """Held-out R² of the target from token position alone (``probes.position_baseline``, one-hot), on the
+    probe's tokens and split: what erasure must bring the probe to or below (1 for token position itself)."""
+    rows = np.concatenate([fit_rows, probe_rows])
+    local_train, local_test = np.arange(len(fit_rows)), np.arange(len(fit_rows), len(rows))
+    baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[rows], target[rows], groups[rows], local_train,
+                                    local_test, n_boot=0, seed=config.seed, name=config.target)
+    return baseline.r2
 
 
 class _Evaluation:

@@ -132,6 +132,15 @@ def test_erasing_the_last_ap_state_costs_dstg_nothing(tiny):
     assert np.isnan(table.attention_js).all()  # layer 2 is the last block's output: no block reads it
 
 
+def test_erasing_sentence_index_brings_its_probe_to_the_position_only_baseline_or_below(tiny):
+    models, documents, stores = tiny
+    config = ErasureConfig(layers=[1], subspaces=["full"], methods=("leace",), target="sentence_index", n_docs=4,
+                           max_tokens=1500, n_boot=20, attention_sequences=2)
+    row = measure_erasure(open_encoder(models["rope"]), stores["rope"], documents[24:], config).table.iloc[0]
+    assert row.position_r2 > 0.3  # a later token sits in a later sentence
+    assert row.r2_after <= min(row.position_r2, 0.02)
+
+
 def test_an_eraser_or_store_of_another_model_is_refused(tiny):
     models, documents, stores = tiny
     eraser = fit_eraser(stores["rope"], 1, "full")

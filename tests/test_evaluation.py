@@ -1,6 +1,7 @@
 """Masked-token evaluation: shared masks, the unigram baseline, held-out documents, the command line."""
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -203,3 +204,35 @@ def test_command_line_bad_input_is_one_line_and_exit_2(setup, checkpoint, tmp_pa
     assert captured.out == "" and "Traceback" not in captured.err
     assert last.startswith("dstg-eval: error:") and message in last
     assert not (tmp_path / "r.csv").exists()
+
+
+def test_an_accuracy_on_few_documents_is_said_to_rest_on_them(setup, checkpoint, capsys):
+    """Reliability N71: an accuracy on 1 document (19 tokens) came with no warning."""
+    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "1", "--threads", "1"]) == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dstg-eval: warning:") and "only 1 document(s)" in lines[0]
+
+
+def test_a_full_disk_leaves_no_temporary_and_no_folder(setup, checkpoint, tmp_path, capsys, monkeypatch):
+    """Reliability N72: 'nothing was written', but an empty .ev.csv.tmp-PID was left (a tmpfs filled up)."""
+    import errno
+
+    def full_disk(self, path, *args, **kwargs):
+        Path(path).write_text("")  # the file is created, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
+    out = tmp_path / "new" / "ev.csv"
+    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "10", "--out", str(out)]) == 2
+    assert "disk full" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()  # neither the temporary nor the folder made for it
+
+
+def test_eval_never_replaces_a_file_it_did_not_write(setup, checkpoint, tmp_path, capsys):
+    mine = tmp_path / "notes.csv"
+    mine.write_text("my,own\n1,2\n")
+    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "10", "--out", str(mine)]) == 2
+    assert "never replaced" in capsys.readouterr().err and mine.read_text() == "my,own\n1,2\n"
+    ours = tmp_path / "ev.csv"
+    for _ in range(2):  # its own table is replaced by the next run
+        assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "10", "--out", str(ours)]) == 0

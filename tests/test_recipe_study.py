@@ -109,3 +109,25 @@ def test_diagnosis_on_a_tiny_corpus(tmp_path, monkeypatch, capsys):
     assert main([*argv, "--resume"]) == 0
     assert os.stat(weights).st_mtime_ns == before
     assert pd.read_csv(tmp_path / "out" / "diagnosis_runs.csv").equals(runs)
+
+
+def test_shipped_zoo_reference_reads_the_committed_files():
+    from experiments.figure_inputs import FIGURES_DIR, ZOO_DIR
+    from experiments.recipe_readings import shipped_zoo_reference
+
+    reference = shipped_zoo_reference(ZOO_DIR, FIGURES_DIR)
+    assert sorted(zip(reference.variant, reference.seed)) == [("ap", 0), ("ap", 1), ("ap", 2), ("dstg", 0), ("dstg", 1), ("dstg", 2)]
+    assert reference.train_tokens.between(8.0e6, 8.5e6).all()
+    dstg = reference[reference.variant == "dstg"]
+    assert dstg.plateau_exit_tokens.notna().all() and (dstg.pc1_pc2 > dstg.pc1_pc2_chance).all()
+    assert reference[["heldout_gain_points", "position_r2_first", "position_r2_last"]].notna().all().all()
+
+
+def test_diagnosis_and_corpus_tables_quote_the_committed_files():
+    from experiments import report
+    from experiments.figure_inputs import FIGURES_DIR
+
+    for document in report.REPOSITORY_DOCUMENTS:
+        text = document.read_text()
+        assert "<!-- report:" in text
+        assert report.rebuild(text, FIGURES_DIR) == text, f"{document} is out of date; run python -m experiments.report"

@@ -7,6 +7,8 @@
     extend.py   dstg-extend    a longer AP table (dstg_interp.analysis.extrapolate)
     convert.py  dstg-convert   another author's checkpoint in our format (dstg_interp.model.convert)
     eval.py     dstg-eval      masked-token accuracy against the no-context baseline (dstg_interp.evaluation)
+    erase.py    dstg-erase     position erased inside the forward pass: what the model loses (probes.erasure_effects)
+    export.py   dstg-export    a store as a Hugging Face datasets folder (dstg_interp.store.export)
 
 Shared pieces: ``shell.py`` (exit codes, signals, one-line errors: ``run_cli``) and ``flags.py`` (the flags
 every command shares, the argparse types).  ``dstg_interp/entry.py`` is what pyproject.toml's scripts call:

@@ -20,7 +20,8 @@ import pandas as pd
 import torch
 
 from dstg_interp.data import load_corpus
-from dstg_interp.evaluation import mlm_accuracy, results_table, training_config, training_unigram
+from dstg_interp.evaluation import RESULT_COLUMNS, mlm_accuracy, results_table, training_config, training_unigram
+from dstg_interp.io import OutputError, check_output_location, created_folder
 from dstg_interp.model import load_model
 
 from .config_args import add_config_arguments, config_from_args, flag_values
@@ -29,13 +30,17 @@ from .shell import run_cli
 
 def write_results(table: pd.DataFrame, path: Path, arguments: dict) -> None:
     """CSV (the table) or JSON (arguments + rows), written to a temporary name and renamed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    if path.suffix == ".csv":
-        table.to_csv(temporary, index=False)
-    else:
-        temporary.write_text(json.dumps(dict(arguments=arguments, results=table.to_dict(orient="records")), indent=2) + "\n")
-    temporary.replace(path)
+    with created_folder(path.parent):  # a failure (a full disk) leaves neither a temporary nor an empty folder (N72)
+        try:
+            if path.suffix == ".csv":
+                table.to_csv(temporary, index=False)
+            else:
+                temporary.write_text(json.dumps(dict(arguments=arguments, results=table.to_dict(orient="records")),
+                                                indent=2) + "\n")
+            temporary.replace(path)
+        finally:
+            temporary.unlink(missing_ok=True)
 
 
 @dataclass
@@ -62,8 +67,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_arguments(command: EvalCommand) -> None:
-    if command.out is not None and Path(command.out).suffix not in (".csv", ".json"):
+    if command.out is None:
+        return
+    out = Path(command.out)
+    if out.suffix not in (".csv", ".json"):
         raise ValueError(f"--out {command.out}: name a .csv or .json file")
+    if out.is_dir() or out.is_symlink():
+        raise OutputError(f"--out {command.out} is a folder or a link, not a table; it is never replaced: choose another --out")
+    check_output_location(out.parent)  # an unwritable place is found before any work
+    if out.exists() and not is_eval_table(out):
+        raise OutputError(f"--out {command.out} exists and is not a table dstg-eval wrote; it is never replaced: "
+                          f"choose another --out, such as {out.with_name(out.stem + '-eval' + out.suffix)}")
+
+
+def is_eval_table(path: Path) -> bool:
+    """A file an earlier dstg-eval wrote: the CSV with its header, or the JSON with arguments and results."""
+    try:
+        if path.suffix == ".csv":
+            with open(path, encoding="utf-8") as handle:
+                return handle.readline().strip().split(",") == RESULT_COLUMNS
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return isinstance(record, dict) and set(record) == {"arguments", "results"}
+    except (OSError, ValueError):
+        return False
 
 
 def _evaluate(command: EvalCommand) -> int:

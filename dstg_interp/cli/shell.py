@@ -49,8 +49,9 @@ _TERMINATED = {"received": False, "settled": False}
 
 
 def raise_terminated(signum, frame):
-    """The SIGTERM handler: raise Terminated, as Ctrl-C raises KeyboardInterrupt."""
-    if _TERMINATED["settled"]:
+    """The SIGTERM handler: raise Terminated, as Ctrl-C raises KeyboardInterrupt.  Only once: a second SIGTERM
+    (torchrun repeats it) must not cut short the cleanup the first one started."""
+    if _TERMINATED["settled"] or _TERMINATED["received"]:
         return
     _TERMINATED["received"] = True
     raise Terminated("terminated (SIGTERM)")
@@ -87,8 +88,8 @@ def run_cli(prog: str, body: Callable[[], int | None], interrupted: Callable[[],
         with terminate_as_interrupt(), warnings.catch_warnings():
             warnings.showwarning = _show_warning(prog)
             return _settled(prog, body, interrupted)
-    finally:
-        _TERMINATED["settled"] = False  # the handler is restored by now; the next in-process command starts afresh
+    finally:  # the handler is restored by now; the next in-process command starts afresh
+        _TERMINATED["settled"] = _TERMINATED["received"] = False
 
 
 def _settled(prog: str, body: Callable[[], int | None], interrupted: Callable[[], str] | None) -> int:

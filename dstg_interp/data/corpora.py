@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import sys
 import unicodedata
 from dataclasses import dataclass, field
@@ -305,18 +306,37 @@ def load_jsonl(path: Path, text_field: str = "text") -> list[Document]:
     return documents
 
 
+def hub_unreachable(timeout_s: float = 3.0) -> str | None:
+    """Why the Hugging Face Hub ($HF_ENDPOINT) cannot be reached in ``timeout_s``, or None when it can."""
+    from urllib.parse import urlparse
+
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        socket.create_connection((endpoint.hostname or "huggingface.co", port), timeout=timeout_s).close()
+    except OSError as err:
+        return (err.strerror or str(err) or type(err).__name__).strip()
+    return None
+
+
 def load_hf_dataset(spec: str, max_docs: int | None, text_field: str = "text",
                     progress: bool = True) -> list[Document]:
     """`hf:NAME[:CONFIG]:SPLIT`, streamed; NAME may be a hub id or a local folder of jsonl/parquet.
 
     Web text marks paragraphs with single newlines, so here every non-empty line is a paragraph.
     """
-    import datasets  # optional: a slow import that only the hf: source needs
-
     parts = spec[len("hf:"):].split(":")
     if len(parts) not in (2, 3) or not all(parts):
         raise DataError(f"corpus spec {spec!r}: expected hf:NAME:SPLIT or hf:NAME:CONFIG:SPLIT")
     name, config, split = (parts[0], None, parts[1]) if len(parts) == 2 else parts
+    if not Path(name).exists() and not os.environ.get("HF_HUB_OFFLINE") and not os.environ.get("HF_DATASETS_OFFLINE"):
+        unreachable = hub_unreachable()
+        if unreachable:  # else huggingface_hub retries for ~30 s, printing a line per try, before its own error
+            raise DataError(f"{spec}: the Hugging Face Hub cannot be reached from here ({unreachable}) and {name} is "
+                            "not a local folder; set HF_HUB_OFFLINE=1 to read a copy in the local Hugging Face cache, "
+                            "or pass a local folder / .jsonl corpus")
+    import datasets  # optional: a slow import that only the hf: source needs
+
     stream = datasets.load_dataset(name, config, split=split, streaming=True)
     documents = []
     for index, record in enumerate(stream):

@@ -26,9 +26,9 @@ Under torchrun (``ranks=``, distributed.py) each rank runs a share of the batche
 
 from __future__ import annotations
 
-import errno
 import json
-import shutil
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -39,12 +39,13 @@ from dstg_interp.config import ModelConfig, config_or_fields
 from dstg_interp.data import Document, tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError, open_encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
-from dstg_interp.io import (OutputError, atomic_directory, check_replaceable, commit_directory, folder_entries,
-                            foreign_entries)
+from dstg_interp.io import (DISK_FULL, OutputError, atomic_directory, check_replaceable, commit_directory,
+                            folder_entries, foreign_entries, remove_tree)
 
 from .attention import AttentionAccumulator
 from .config import ExtractionConfig
 from .distributed import Ranks
+from .export import LABEL_BYTES, check_disk_space
 from .layout import derived_parts
 from .manifest import (FORMAT_VERSION, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
                        sequences_sha256, weights_sha256, write_manifest)
@@ -55,7 +56,6 @@ from .targets import Target, plan_targets
 LABEL_COLUMNS = {"sequence": np.int32, "input_ids": np.int32, "token_position": np.int32,
                  "sentence_index": np.int32, "paragraph_index": np.int32, "intra_sentence_position": np.int32,
                  "intra_paragraph_position": np.int32, "doc_index": np.int32, "is_special": np.bool_}
-DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
 def extract(model, sequences, out, config: ExtractionConfig | None = None, *, progress: bool = True,
@@ -108,11 +108,15 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
         return ActivationStore(out)
 
     ranks = ranks or Ranks()
+    needed = _store_bytes(lengths, widths, targets, config.dtype)
+    if progress and ranks.first:
+        print(f"extract -> {out}: {int(lengths.sum())} tokens, about {needed / 2**20:.1f} MiB on disk", file=sys.stderr)
+    check_disk_space(out.parent, needed, f"the store {out}")  # before any file is reserved
     tmp = ranks.broadcast(ranks.together(lambda: atomic_directory(out) if ranks.first else None))
 
     def discard():  # rank 0 owns the temporary folder: two ranks removing one tree race and can leave half of it
         if ranks.first:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)  # not cut short by the signal torchrun sends next
 
     try:
         manifest = _extract_into(tmp, encoder, sequences, lengths, config, targets, widths, identity, progress, ranks)
@@ -130,10 +134,11 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
     except OSError as err:
         discard()
         if err.errno in DISK_FULL:
-            stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
-            need = int(lengths.sum()) * (stored * (2 if config.dtype == "float16" else 4) + 33)
-            raise StoreError(f"disk full while writing the store for {out} (it needs about {need / 2**20:.0f} MiB); "
-                             "free space or choose another out folder") from None
+            need = _store_bytes(lengths, widths, targets, config.dtype)
+            # the store may be a cached one (DSTG_CACHE/stores, N88), not --out: name the place that is full
+            raise StoreError(f"disk full while writing the store {out} (it needs about {need / 2**20:.0f} MiB); free "
+                             f"space on the disk that holds {Path(out).parent}, or put the store elsewhere (another "
+                             "--out; for the stores dstg-probe caches, another DSTG_CACHE)") from None
         raise StoreError(f"cannot write the store for {out}: {err}") from None
     except BaseException:
         discard()
@@ -141,9 +146,23 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
     return ActivationStore(out)
 
 
-def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, targets, widths, identity, progress,
-                  ranks: Ranks) -> dict | None:
-    """Fill ``folder`` with this rank's rows; rank 0 also writes the rest and returns the manifest."""
+@dataclass
+class _Plan:
+    """What one extraction writes where: the files (key -> (file name, shape, dtype)), the targets stored
+    as files, the hooks to capture, and where each sequence's rows start."""
+
+    folder: Path
+    encoder: Encoder
+    sequences: object
+    lengths: np.ndarray
+    row_start: np.ndarray
+    files: dict
+    stored: list
+    hooks: list
+    torch_dtype: torch.dtype
+
+
+def _plan(folder: Path, encoder: Encoder, sequences, lengths, config, targets, widths) -> _Plan:
     n_tokens = int(lengths.sum())
     row_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)  # first row of each sequence
     np_dtype = np.float16 if config.dtype == "float16" else np.float32
@@ -153,61 +172,60 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
     files: dict[str, tuple] = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
     files.update({f"labels/{column}": (f"labels_{column}.npy", (n_tokens,), column_dtype)
                   for column, column_dtype in LABEL_COLUMNS.items()})
-
-    def reserve_files():  # rank 0 sizes every file once; then each rank opens them to write its own rows
-        if ranks.first:
-            for file, shape, file_dtype in files.values():
-                NpyWriter(folder / file, shape, file_dtype).close()
-
-    ranks.together(reserve_files)
-    writers: dict[str, NpyWriter] = {}
-    accumulator = None
-    if config.attention_summaries:
-        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(encoder.logit_terms),
-                                           config.max_offset, encoder.max_positions)
-
     hooks = sorted({hook for target in targets for hook in target.hooks})
+    return _Plan(folder, encoder, sequences, lengths, row_start, files, stored, hooks, torch_dtype)
 
-    def run_my_batches():
-        for key, (file, shape, file_dtype) in files.items():
-            writers[key] = NpyWriter(folder / file, shape, file_dtype, create=False)
-        plan = ranks.share(length_sorted_batches(lengths, config.batch_size))
-        bar = tqdm(total=int(sum(lengths[batch].sum() for batch in plan)), unit="tok", disable=not progress,
-                   desc=f"extract -> {folder.name.split('.tmp-')[0].lstrip('.')}"
+
+def _reserve_files(plan: _Plan) -> None:
+    """Every file at its final size, written once (rank 0); each rank then opens them for its own rows."""
+    for file, shape, file_dtype in plan.files.values():
+        NpyWriter(plan.folder / file, shape, file_dtype).close()
+
+
+def _write_batch(plan: _Plan, writers: dict, batch, accumulator) -> None:
+    """Run one batch through the encoder and write its real tokens' rows and labels."""
+    encoder, lengths = plan.encoder, plan.lengths
+    items = [plan.sequences[int(i)] for i in batch]
+    tokens, mask = encoder.pad([item["input_ids"] for item in items])  # on the encoder's device
+    if int(tokens.max()) >= encoder.vocab_size:
+        raise StoreError(f"token id {int(tokens.max())} is outside the model's vocabulary of "
+                         f"{encoder.vocab_size}; the sequences were built with another tokenizer")
+    captured = encoder.capture(tokens, mask, plan.hooks, _summarise(accumulator, mask))
+    runs = _contiguous_runs(batch, lengths, plan.row_start)
+    for key, rows in _real_rows(captured, plan.stored, mask, plan.torch_dtype).items():
+        for first_row, start, stop in runs:
+            writers[key].write(first_row, rows[start:stop])
+    for column, column_dtype in LABEL_COLUMNS.items():
+        values = np.concatenate([np.full(lengths[i], i) if column == "sequence" else item[column]
+                                 for i, item in zip(batch, items)]).astype(column_dtype, copy=False)
+        for first_row, start, stop in runs:
+            writers[f"labels/{column}"].write(first_row, values[start:stop])
+
+
+def _write_my_batches(plan: _Plan, config, accumulator, progress: bool, ranks: Ranks) -> None:
+    """This rank's share of the length-sorted batches, written into the reserved files."""
+    writers: dict[str, NpyWriter] = {}
+    try:
+        for key, (file, shape, file_dtype) in plan.files.items():
+            writers[key] = NpyWriter(plan.folder / file, shape, file_dtype, create=False)
+        batches = ranks.share(length_sorted_batches(plan.lengths, config.batch_size))
+        bar = tqdm(total=int(sum(plan.lengths[batch].sum() for batch in batches)), unit="tok", disable=not progress,
+                   desc=f"extract -> {plan.folder.name.split('.tmp-')[0].lstrip('.')}"
                         + (f" (rank {ranks.rank}/{ranks.world_size})" if ranks.grouped else ""))
         with torch.inference_mode():
-            for batch in plan:
-                items = [sequences[int(i)] for i in batch]
-                tokens, mask = encoder.pad([item["input_ids"] for item in items])  # on the encoder's device
-                if int(tokens.max()) >= encoder.vocab_size:
-                    raise StoreError(f"token id {int(tokens.max())} is outside the model's vocabulary of "
-                                     f"{encoder.vocab_size}; the sequences were built with another tokenizer")
-                captured = encoder.capture(tokens, mask, hooks, _summarise(accumulator, mask))
-                runs = _contiguous_runs(batch, lengths, row_start)
-                for key, rows in _real_rows(captured, stored, mask, torch_dtype).items():
-                    for first_row, start, stop in runs:
-                        writers[key].write(first_row, rows[start:stop])
-                for column, column_dtype in LABEL_COLUMNS.items():
-                    values = np.concatenate([np.full(lengths[i], i) if column == "sequence" else item[column]
-                                             for i, item in zip(batch, items)]).astype(column_dtype, copy=False)
-                    for first_row, start, stop in runs:
-                        writers[f"labels/{column}"].write(first_row, values[start:stop])
-                bar.update(int(lengths[batch].sum()))
+            for batch in batches:
+                _write_batch(plan, writers, batch, accumulator)
+                bar.update(int(plan.lengths[batch].sum()))
         bar.close()
-
-    try:
-        ranks.together(run_my_batches)
     finally:
         for writer in writers.values():
             writer.close()
 
-    partial = ranks.gather(accumulator)  # every rank's attention sums
-    if not ranks.first:
-        return None
-    if accumulator is not None:
-        for other in partial[1:]:
-            accumulator.merge(other)
-    attention = accumulator.save(folder) if accumulator is not None else None
+
+def _finish(plan: _Plan, config, targets, widths, identity, attention) -> dict:
+    """documents.json, extraction.json and the manifest (returned, written by the caller) of a full store."""
+    folder, sequences, lengths = plan.folder, plan.sequences, plan.lengths
+    n_tokens, derived = int(lengths.sum()), derived_parts(targets)
     documents = getattr(sequences, "meta", {}).get("documents", [])
     (folder / "documents.json").write_text(json.dumps(documents, ensure_ascii=False) + "\n")
     ExtractionConfig.from_dict(identity["extraction"]).to_json(folder / "extraction.json")
@@ -216,11 +234,37 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
     labels = {"files": {column: f"labels_{column}.npy" for column in LABEL_COLUMNS}, "documents": "documents.json"}
     meta = getattr(sequences, "meta", {})
     extra = {
-        "model_path": str(encoder.checkpoint_path or ""),
+        "model_path": str(plan.encoder.checkpoint_path or ""),
         "corpus": {key: meta.get(key) for key in ("corpus_spec", "tokenizer_hash", "max_length", "windows")},
         "layers": [layer for layer in config.layers], "subspaces": list(config.subspaces), "names": list(config.names),
     }
     return build_manifest(identity, arrays, labels, attention, n_tokens, len(lengths), extra)
+
+
+def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, targets, widths, identity, progress,
+                  ranks: Ranks) -> dict | None:
+    """Fill ``folder`` with this rank's rows; rank 0 also writes the rest and returns the manifest."""
+    plan = _plan(folder, encoder, sequences, lengths, config, targets, widths)
+    ranks.together(lambda: _reserve_files(plan) if ranks.first else None)
+    accumulator = None
+    if config.attention_summaries:
+        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(encoder.logit_terms),
+                                           config.max_offset, encoder.max_positions)
+    ranks.together(lambda: _write_my_batches(plan, config, accumulator, progress, ranks))
+    partial = ranks.gather(accumulator)  # every rank's attention sums
+    if not ranks.first:
+        return None
+    if accumulator is not None:
+        for other in partial[1:]:
+            accumulator.merge(other)
+    attention = accumulator.save(folder) if accumulator is not None else None
+    return _finish(plan, config, targets, widths, identity, attention)
+
+
+def _store_bytes(lengths, widths: dict, targets, dtype: str) -> int:
+    """Bytes a store takes: every stored array (a derived DSTG ``full`` has no file) and the label columns."""
+    stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
+    return int(lengths.sum()) * (stored * (2 if dtype == "float16" else 4) + LABEL_BYTES)
 
 
 def _contiguous_runs(batch: np.ndarray, lengths: np.ndarray, row_start: np.ndarray) -> list[tuple[int, int, int]]:

@@ -121,30 +121,10 @@ def resolve_layers(encoder: Encoder, layers) -> list[int]:
 LAST_STATES = ("block", "final")
 
 
-def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None, rows=None,
-                   batch_size: int = 64, progress: bool = False, last_state: str = "block") -> dict[tuple[int, str], np.ndarray]:
-    """Pooled float32 features per (layer, subspace), one row per dataset row (or per index in `rows`).
-
-    model: anything `open_encoder` takes.  last_state: "block" or "final" (module docstring: what layer
-    n_layers reads).  Raises `UnpoolableRow` naming the row when a target span covers no sub-word after
-    truncation.
-    """
-    if last_state not in LAST_STATES:
-        raise ValueError(f"last_state must be one of {LAST_STATES}, got {last_state!r}")
-    encoder = open_encoder(model)
-    tokenizer = encoder.tokenizer
-    if tokenizer is None:
-        raise ValueError(f"{encoder.name} has no tokenizer; load a checkpoint that ships tokenizer.json")
-    layers = resolve_layers(encoder, layers)
-    n_layers = encoder.n_layers
-    from_final = last_state == "final" and n_layers in layers and FINAL in encoder.layers
-    if from_final:  # hidden_states[-1] of a pre-norm model: its final norm's output, labelled n_layers
-        layers = [FINAL if layer == n_layers else layer for layer in layers]
-    layers, subspaces = encoder.check_request(layers, subspaces)
-    max_length = encoder.max_positions
-    row_indices = list(range(len(dataset.rows))) if rows is None else list(rows)
-
-    # Deduplicate sequences: token tasks often probe many targets of one context sentence.
+def _plan_pieces(encoder, dataset: HolmesDataset, row_indices: list[int]):
+    """The distinct sequences to encode (token tasks often probe many targets of one context sentence: each
+    is encoded once), the pieces to pool ((sequence id, token indices)) and, per row, its groups of piece ids."""
+    tokenizer, max_length = encoder.tokenizer, encoder.max_positions
     sequence_ids: dict[tuple[str, ...], int] = {}
     sequences: list[Sequence] = []
     pieces: list[tuple[int, list[int]]] = []  # (sequence id, token indices)
@@ -176,14 +156,17 @@ def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None,
                 piece_ids.append(len(pieces) - 1)
             groups_out.append(piece_ids)
         row_groups.append(groups_out)
+    return sequences, pieces, row_groups
 
+
+def _pool_pieces(encoder, sequences, pieces, layers, subspaces, batch_size: int, progress: bool, name: str) -> dict:
+    """{(layer, subspace): {piece id: mean state over its tokens}}, one pooling matmul per batch."""
     pieces_of_sequence: list[list[int]] = [[] for _ in sequences]
     for piece_id, (sequence_id, _) in enumerate(pieces):
         pieces_of_sequence[sequence_id].append(piece_id)
     piece_vectors: dict = {}
-    device = encoder.device
     for batch, tokens, mask in tqdm(encoder.batches([sequence.ids for sequence in sequences], batch_size),
-                                    desc=f"encode {dataset.name}", disable=not progress, leave=False,
+                                    desc=f"encode {name}", disable=not progress, leave=False,
                                     total=-(-len(sequences) // batch_size)):
         batch, width = batch.tolist(), tokens.shape[1]
         states = encoder.states(tokens, layers, subspaces, attention_mask=mask)
@@ -195,12 +178,37 @@ def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None,
             sequence_id, indices = pieces[piece_id]
             columns = torch.tensor(indices) + slot_of[sequence_id] * width
             pool[r, columns] = 1.0 / len(indices)
-        pool = pool.to(device)
+        pool = pool.to(encoder.device)
         for key, value in states.items():
             pooled = (pool @ value.float().reshape(len(batch) * width, -1)).cpu().numpy()
             store = piece_vectors.setdefault(key, {})
             for r, piece_id in enumerate(batch_pieces):
                 store[piece_id] = pooled[r]
+    return piece_vectors
+
+
+def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None, rows=None,
+                   batch_size: int = 64, progress: bool = False, last_state: str = "block") -> dict[tuple[int, str], np.ndarray]:
+    """Pooled float32 features per (layer, subspace), one row per dataset row (or per index in `rows`).
+
+    model: anything `open_encoder` takes.  last_state: "block" or "final" (module docstring: what layer
+    n_layers reads).  Raises `UnpoolableRow` naming the row when a target span covers no sub-word after
+    truncation.
+    """
+    if last_state not in LAST_STATES:
+        raise ValueError(f"last_state must be one of {LAST_STATES}, got {last_state!r}")
+    encoder = open_encoder(model)
+    if encoder.tokenizer is None:
+        raise ValueError(f"{encoder.name} has no tokenizer; load a checkpoint that ships tokenizer.json")
+    layers = resolve_layers(encoder, layers)
+    n_layers = encoder.n_layers
+    from_final = last_state == "final" and n_layers in layers and FINAL in encoder.layers
+    if from_final:  # hidden_states[-1] of a pre-norm model: its final norm's output, labelled n_layers
+        layers = [FINAL if layer == n_layers else layer for layer in layers]
+    layers, subspaces = encoder.check_request(layers, subspaces)
+    row_indices = list(range(len(dataset.rows))) if rows is None else list(rows)
+    sequences, pieces, row_groups = _plan_pieces(encoder, dataset, row_indices)
+    piece_vectors = _pool_pieces(encoder, sequences, pieces, layers, subspaces, batch_size, progress, dataset.name)
     features = {}
     for key, store in piece_vectors.items():  # (layer, subspace) -> piece vectors
         blocks = []

@@ -107,6 +107,47 @@ def _lr_factor(step: int, total: int, warmup: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
+def _loss_per_run(logits, targets, regression: bool, n_out: int, config: ProbeConfig):
+    """logits [R, B, K], targets [R, B] -> the mean loss of each run [R]."""
+    if regression:
+        return F.smooth_l1_loss(logits[..., 0], targets, reduction="none", beta=config.huber_beta).mean(1)
+    outputs = logits.softmax(-1) if config.double_softmax else logits  # the reference's softmax-then-CE
+    flat = F.cross_entropy(outputs.reshape(-1, n_out), targets.reshape(-1), reduction="none")
+    return flat.view(targets.shape).mean(1)
+
+
+def _initial_probes(generators, d: int, n_out: int):
+    """nn.Linear's default init for every run, each from its own generator: weight [R, d, K], bias [R, K]."""
+    bound = 1.0 / math.sqrt(d)
+    weight = torch.stack([(torch.rand(d, n_out, generator=g) * 2 - 1) * bound for g in generators])
+    bias = torch.stack([(torch.rand(n_out, generator=g) * 2 - 1) * bound for g in generators])
+    return weight.requires_grad_(True), bias.requires_grad_(True)
+
+
+def _train_epoch(X, Y_train, train_idx, weight, bias, optimizer, generators, step: int, total_steps: int,
+                 warmup: int, regression: bool, n_out: int, config: ProbeConfig) -> int:
+    """One epoch of every run (its own order and dropout masks); returns the step count after it."""
+    runs, d, n_train = len(generators), X.shape[1], len(train_idx)
+    run_index = torch.arange(runs)[:, None]
+    keep = 1.0 - config.dropout
+    order = torch.stack([torch.randperm(n_train, generator=g) for g in generators])  # [R, n_train]
+    for start in range(0, n_train, config.batch_size):
+        local = order[:, start:start + config.batch_size]  # [R, B]
+        xb = X[train_idx[local]]  # [R, B, d]
+        if config.dropout > 0:
+            masks = torch.stack([torch.rand(local.shape[1], d, generator=g) < keep for g in generators])
+            xb = xb * masks / keep
+        yb = Y_train[run_index, local]
+        for group in optimizer.param_groups:
+            group["lr"] = config.learning_rate * _lr_factor(step, total_steps, warmup)
+        loss = _loss_per_run(torch.baddbmm(bias[:, None, :], xb, weight), yb, regression, n_out, config).sum()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        step += 1
+    return step
+
+
 def train_linear_probes(X: torch.Tensor, Y: torch.Tensor, train_idx, dev_idx, seeds, n_out: int,
                         regression: bool, config: ProbeConfig):
     """Train R = len(seeds) probes on shared features X [n, d] with per-run labels Y [R, n].
@@ -114,58 +155,27 @@ def train_linear_probes(X: torch.Tensor, Y: torch.Tensor, train_idx, dev_idx, se
     Returns (weight [R, d, K], bias [R, K], best dev loss [R], epochs run [R]) with the best-dev-loss
     weights of every run.
     """
-    runs, d = len(seeds), X.shape[1]
+    runs = len(seeds)
     train_idx = torch.as_tensor(np.asarray(train_idx), dtype=torch.long)
     dev_idx = torch.as_tensor(np.asarray(dev_idx), dtype=torch.long)
     generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
-    bound = 1.0 / math.sqrt(d)  # nn.Linear's default init range
-    weight = torch.stack([(torch.rand(d, n_out, generator=g) * 2 - 1) * bound for g in generators])
-    bias = torch.stack([(torch.rand(n_out, generator=g) * 2 - 1) * bound for g in generators])
-    weight.requires_grad_(True)
-    bias.requires_grad_(True)
+    weight, bias = _initial_probes(generators, X.shape[1], n_out)
     optimizer = torch.optim.Adam([weight, bias], lr=config.learning_rate)
-    n_train = len(train_idx)
-    steps_per_epoch = math.ceil(n_train / config.batch_size)
-    total_steps = steps_per_epoch * config.max_epochs
+    total_steps = math.ceil(len(train_idx) / config.batch_size) * config.max_epochs
     warmup = int(config.warmup_fraction * total_steps)
-    X_dev = X[dev_idx]
-    Y_dev = Y[:, dev_idx]
-    Y_train_all = Y[:, train_idx]
-    run_index = torch.arange(runs)[:, None]
-
-    def loss_per_run(logits, targets):  # logits [R, B, K], targets [R, B] -> [R]
-        if regression:
-            return F.smooth_l1_loss(logits[..., 0], targets, reduction="none", beta=config.huber_beta).mean(1)
-        outputs = logits.softmax(-1) if config.double_softmax else logits  # the reference's softmax-then-CE
-        flat = F.cross_entropy(outputs.reshape(-1, n_out), targets.reshape(-1), reduction="none")
-        return flat.view(targets.shape).mean(1)
-
+    X_dev, Y_dev, Y_train = X[dev_idx], Y[:, dev_idx], Y[:, train_idx]
     best_loss = torch.full((runs,), float("inf"))
     best_weight, best_bias = weight.detach().clone(), bias.detach().clone()
     waiting = torch.zeros(runs, dtype=torch.long)
     active = torch.ones(runs, dtype=torch.bool)
     epochs = torch.zeros(runs, dtype=torch.long)
-    keep = 1.0 - config.dropout
     step = 0
     for _ in range(config.max_epochs):
-        order = torch.stack([torch.randperm(n_train, generator=g) for g in generators])  # [R, n_train]
-        for start in range(0, n_train, config.batch_size):
-            local = order[:, start:start + config.batch_size]  # [R, B]
-            xb = X[train_idx[local]]  # [R, B, d]
-            if config.dropout > 0:
-                masks = torch.stack([torch.rand(local.shape[1], d, generator=g) < keep for g in generators])
-                xb = xb * masks / keep
-            yb = Y_train_all[run_index, local]
-            for group in optimizer.param_groups:
-                group["lr"] = config.learning_rate * _lr_factor(step, total_steps, warmup)
-            loss = loss_per_run(torch.baddbmm(bias[:, None, :], xb, weight), yb).sum()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            step += 1
-        with torch.no_grad():
+        step = _train_epoch(X, Y_train, train_idx, weight, bias, optimizer, generators, step, total_steps, warmup,
+                            regression, n_out, config)
+        with torch.no_grad():  # early stopping per run on its dev loss
             dev_logits = torch.baddbmm(bias[:, None, :], X_dev.expand(runs, -1, -1), weight)
-            dev_loss = loss_per_run(dev_logits, Y_dev)
+            dev_loss = _loss_per_run(dev_logits, Y_dev, regression, n_out, config)
             epochs += active.long()
             improved = active & (dev_loss < best_loss)
             best_loss = torch.where(improved, dev_loss, best_loss)

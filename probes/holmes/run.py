@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from dstg_interp.config import RANDOM_INIT_SEED_SHIFT
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
@@ -46,7 +47,7 @@ from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsamp
 from probes.holmes.registry import DATASETS
 from probes.holmes.significance import seed_test, seed_test_counts, variant_of
 from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
-from probes.positions import model_label
+from dstg_interp.encoders.naming import model_label
 
 __all__ = ["run_holmes", "HolmesRunConfig", "run_config", "write_tables"]
 
@@ -100,7 +101,69 @@ def _as_encoders(models, device=None) -> dict[str, Encoder]:
 
 def random_init_twin(encoder: Encoder) -> Encoder:
     """Same architecture and tokenizer, fresh weights (the random-init encoder control)."""
-    return encoder.random_init(seed=getattr(encoder.config, "seed", 0) + 1_000_003)
+    return encoder.random_init(seed=getattr(encoder.config, "seed", 0) + RANDOM_INIT_SEED_SHIFT)
+
+
+def _load(benchmark_dir, datasets) -> tuple[list, list[dict]]:
+    """The loadable datasets of ``benchmark_dir`` and a {dataset, model, reason} row per skipped one."""
+    loaded, skipped = load_benchmark(benchmark_dir, datasets)
+    skipped_rows = [{"dataset": s.dataset, "model": "*", "reason": s.reason} for s in skipped]
+    for s in skipped:
+        print(f"skipped: {s.reason}", file=sys.stderr)
+    if not loaded:
+        raise HolmesFormatError(f"holmes benchmark {benchmark_dir}: no dataset could be loaded ({len(skipped)} skipped"
+                                + (", reasons above" if skipped else "; it has no dataset folders") + "); "
+                                "fix the datasets or pass another benchmark folder")
+    return loaded, skipped_rows
+
+
+def _protocol_rows(dataset, flash_fraction):
+    """The rows the protocol uses (Flash: a share of train, all of dev and test), their local split indices
+    and labels."""
+    splits_full = {s: dataset.split_indices(s) for s in ("train", "dev", "test")}
+    train = flash_subsample(splits_full["train"], flash_fraction)
+    used = np.concatenate([train, splits_full["dev"], splits_full["test"]])
+    subset = dataset.subset(used)
+    local = {"train": np.arange(len(train)), "dev": np.arange(len(train), len(train) + len(splits_full["dev"])),
+             "test": np.arange(len(train) + len(splits_full["dev"]), len(used))}
+    return subset, local, subset.labels()
+
+
+def _probe_encoder(dataset, subset, local, labels, name: str, control: str, model, config: ProbeConfig, layers,
+                   subspaces, batch_size: int) -> list[pd.DataFrame]:
+    """Every probe of one (dataset, encoder): one table per layer x subspace (raises UnpoolableRow)."""
+    started = time.perf_counter()
+    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size,
+                              last_state="final" if config.protocol == "reference" else "block")
+    encode_s = time.perf_counter() - started
+    probe_config = config if control == "none" else dataclasses.replace(config, randomized_control=False, mdl=False)
+    tables = []
+    for (layer, subspace), X in features.items():
+        started = time.perf_counter()
+        table = evaluate_features(X, labels, local, dataset.config.num_labels, probe_config)
+        if control != "none":
+            table["control"] = control
+        table["probe_s"] = time.perf_counter() - started
+        table["encode_s"] = encode_s
+        table.insert(0, "subspace", subspace)
+        table.insert(0, "layer", layer)
+        table.insert(0, "dataset", dataset.name)
+        table.insert(0, "model", name)
+        table["n_dev"], table["n_test"] = len(local["dev"]), len(local["test"])
+        table["task_type"] = dataset.task_type.value
+        table["protocol"] = config.protocol
+        tables.append(table)
+    return tables
+
+
+def _results(frames: list, skipped_rows: list[dict]) -> pd.DataFrame:
+    results = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["model", "dataset", "layer", "subspace", "control", "seed", "metric", "score"])
+    results["area"] = results["dataset"].map(lambda d: DATASETS.get(d, (None, None))[0])
+    results["phenomenon"] = results["dataset"].map(lambda d: DATASETS.get(d, (None, None))[1])
+    # A list, not a DataFrame: pandas compares attrs on concat/merge, and DataFrames have no truth value.
+    results.attrs["skipped"] = skipped_rows
+    return results
 
 
 def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: ProbeConfig | None = None,
@@ -123,14 +186,7 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
         encoder.model.eval()
     if out_dir is not None:
         check_results_folder(Path(out_dir))  # before any work, not after it
-    loaded, skipped = load_benchmark(benchmark_dir, datasets)
-    skipped_rows = [{"dataset": s.dataset, "model": "*", "reason": s.reason} for s in skipped]
-    for s in skipped:
-        print(f"skipped: {s.reason}", file=sys.stderr)
-    if not loaded:
-        raise HolmesFormatError(f"holmes benchmark {benchmark_dir}: no dataset could be loaded ({len(skipped)} skipped"
-                                + (", reasons above" if skipped else "; it has no dataset folders") + "); "
-                                "fix the datasets or pass another benchmark folder")
+    loaded, skipped_rows = _load(benchmark_dir, datasets)
     encoders = {}
     for name, model in pool.items():
         encoders[(name, "none")] = model
@@ -140,52 +196,19 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
     bar = tqdm(total=len(loaded) * len(encoders), desc="holmes", disable=not progress)
     try:  # closed on Ctrl-C too, so the bar does not redraw after the one-line message
         for dataset in loaded:
-            splits_full = {s: dataset.split_indices(s) for s in ("train", "dev", "test")}
-            train = flash_subsample(splits_full["train"], config.flash_fraction)
-            used = np.concatenate([train, splits_full["dev"], splits_full["test"]])
-            subset = dataset.subset(used)
-            local = {"train": np.arange(len(train)), "dev": np.arange(len(train), len(train) + len(splits_full["dev"])),
-                     "test": np.arange(len(train) + len(splits_full["dev"]), len(used))}
-            labels = subset.labels()
-            n_labels = dataset.config.num_labels
+            subset, local, labels = _protocol_rows(dataset, config.flash_fraction)
             for (name, control), model in encoders.items():
                 bar.set_postfix_str(f"{dataset.name} / {name}")
-                started = time.perf_counter()
                 try:
-                    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size,
-                                              last_state="final" if config.protocol == "reference" else "block")
+                    frames += _probe_encoder(dataset, subset, local, labels, name, control, model, config, layers,
+                                             subspaces, batch_size)
                 except UnpoolableRow as error:
                     skipped_rows.append({"dataset": dataset.name, "model": name, "reason": str(error)})
                     print(f"skipped: {error}", file=sys.stderr)
-                    bar.update()
-                    continue
-                encode_s = time.perf_counter() - started
-                probe_config = config if control == "none" else dataclasses.replace(
-                    config, randomized_control=False, mdl=False)
-                for (layer, subspace), X in features.items():
-                    started = time.perf_counter()
-                    table = evaluate_features(X, labels, local, n_labels, probe_config)
-                    if control != "none":
-                        table["control"] = control
-                    table["probe_s"] = time.perf_counter() - started
-                    table["encode_s"] = encode_s
-                    table.insert(0, "subspace", subspace)
-                    table.insert(0, "layer", layer)
-                    table.insert(0, "dataset", dataset.name)
-                    table.insert(0, "model", name)
-                    table["n_dev"], table["n_test"] = len(local["dev"]), len(local["test"])
-                    table["task_type"] = dataset.task_type.value
-                    table["protocol"] = config.protocol
-                    frames.append(table)
                 bar.update()
     finally:
         bar.close()
-    results = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["model", "dataset", "layer", "subspace", "control", "seed", "metric", "score"])
-    results["area"] = results["dataset"].map(lambda d: DATASETS.get(d, (None, None))[0])
-    results["phenomenon"] = results["dataset"].map(lambda d: DATASETS.get(d, (None, None))[1])
-    # A list, not a DataFrame: pandas compares attrs on concat/merge, and DataFrames have no truth value.
-    results.attrs["skipped"] = skipped_rows
+    results = _results(frames, skipped_rows)
     if out_dir is not None:
         run_config = HolmesRunConfig(str(benchmark_dir), list(pool), layers if isinstance(layers, str) else list(layers),
                                      list(subspaces) if subspaces else None, random_init_control, datasets, config,

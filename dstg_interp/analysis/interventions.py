@@ -1,0 +1,142 @@
+"""AP-stream interventions: replace the absolute-position state at a layer and measure what changes downstream.
+
+    from dstg_interp.analysis.interventions import intervene
+    result = intervene(encoder, tokens, mask, layer=2, kind="interchange", position_map=torch.arange(T).flip(0))
+    result = intervene(encoder, tokens, mask, layer=2, kind="shift", shift=16)
+    result = intervene(encoder, tokens, mask, layer=2, kind="mean", position_means=table)    # [positions, d_ap]
+    result.summary          # mlm_kl (nats), top1_agreement, n_tokens
+    result.heads            # one row per (block, head, term): mean |change| of the logit term, relative to |term|
+
+Where position lives as a state of its own (``position_hooks``): DSTG's AP stream at any layer (``hooks.py``:
+``hook_embed_ap``, ``blocks.{l-1}.hook_resid_post_ap``, ``hook_final_ap``); AP-NeoBERT's position embedding at its
+input (``hook_pos_embed``, layer 0 only: above it position is entangled with meaning, which erasure covers).
+RoPE and RP-NeoBERT have no such state (position enters inside attention): asking for one is an EncoderError.
+
+Kinds (pyvene's "interchange" on one stream), for every real token i of the base input:
+    interchange   state[i] <- the state of ``source_tokens`` (default: the base input) at position position_map[i]
+    shift         state[i] <- the state at i of the same tokens read at positions i + shift (``position_offset``)
+    mean          state[i] <- position_means[i], the per-position mean of the state over a store
+                  (``position_basis.position_basis(store, l, "ap").means``): keeps position, drops what the tokens wrote there.
+Measured: the KL divergence of the MLM distributions (clean || intervened) and their top-1 agreement over real
+tokens, and for every block after the layer, every head and every logit term (``logit_terms``), the mean absolute
+change of the term over valid (query, key) pairs divided by the clean term's mean absolute value.  Interchanging
+a state with an identical one (the identity map, or the layer-0 AP state of other tokens) changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..encoders import Encoder, EncoderError, logit_terms
+from ..encoders.hooks import FINAL
+
+KINDS = ("interchange", "shift", "mean")
+
+
+@dataclass
+class InterventionResult:
+    summary: dict
+    heads: pd.DataFrame
+
+
+def position_hooks(encoder: Encoder, layer) -> list[str]:
+    """The hook names whose tensor is the absolute-position state at ``layer``, or one clear EncoderError."""
+    variant = encoder.variant
+    if encoder.kind == "dstg-interp" and variant == "dstg":
+        encoder.check_request([layer], ["ap"])
+        return encoder.hooks_for(layer, "ap")
+    if encoder.kind == "dstg-interp" and variant == "ap":
+        if layer != 0:
+            raise EncoderError(f"{encoder.name}: AP-NeoBERT carries position as a state of its own only at its input "
+                               f"(hook_pos_embed, layer 0), not at layer {layer!r}; erase it there instead (dstg-erase)")
+        return ["hook_pos_embed"]
+    raise EncoderError(f"{encoder.name}: this {variant!r} model has no hook that holds an absolute-position state "
+                       "(position enters inside attention); AP interventions need DSTG's AP stream or AP-NeoBERT's "
+                       "hook_pos_embed")
+
+
+def intervene(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.Tensor, layer, kind: str, *,
+              position_map=None, source_tokens: torch.Tensor | None = None, shift: int | None = None,
+              position_means=None) -> InterventionResult:
+    """Run ``tokens`` [B, T] clean and with the position state at ``layer`` replaced (see the module docstring)."""
+    if kind not in KINDS:
+        raise EncoderError(f"unknown intervention {kind!r}; use {', '.join(KINDS)}")
+    hooks = position_hooks(encoder, layer)
+    tokens, mask = tokens.to(encoder.device), attention_mask.to(encoder.device).bool()
+    replacement = _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens, shift, position_means)
+    fwd_hooks = [(name, lambda tensor, hook, part=part: part(tensor) if callable(part)
+                  else part.to(tensor.dtype).expand_as(tensor).clone()) for name, part in zip(hooks, replacement)]
+    with torch.inference_mode():
+        clean_logits = encoder.mlm_logits(tokens, mask)
+        clean_terms = encoder.attention(tokens, mask)
+        with encoder.model.hooks(fwd_hooks=fwd_hooks):
+            logits = encoder.mlm_logits(tokens, mask)
+            terms = encoder.attention(tokens, mask)
+    return InterventionResult(_output_change(clean_logits, logits, mask),
+                              _term_change(encoder, clean_terms, terms, mask, None if layer == FINAL else int(layer)))
+
+
+def _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens, shift, position_means) -> list:
+    """The tensors the position hooks return instead of their own, one per hook."""
+    seq_len = tokens.shape[1]
+    if kind == "mean":
+        if position_means is None:
+            raise EncoderError("intervention 'mean' needs position_means, the per-position mean state [positions, d]")
+        means = torch.as_tensor(np.asarray(position_means), dtype=torch.float32, device=encoder.device)
+        if means.shape[0] < seq_len:
+            raise EncoderError(f"position_means has {means.shape[0]} positions, the input {seq_len}")
+        return [means[:seq_len][None]]  # every position hook is one tensor (DSTG ap, AP-NeoBERT's embedding)
+    if kind == "shift":
+        if shift is None or int(shift) < 0:
+            raise EncoderError(f"intervention 'shift' needs shift >= 0 positions, got {shift!r}")
+        offset = torch.full((tokens.shape[0],), int(shift), dtype=torch.long, device=encoder.device)
+        return _captured(encoder, hooks, tokens, mask, offset)
+    source = tokens if source_tokens is None else source_tokens.to(encoder.device)
+    if source.shape != tokens.shape:
+        raise EncoderError(f"source_tokens must have the base input's shape {list(tokens.shape)}, got {list(source.shape)}")
+    position_map = torch.arange(seq_len) if position_map is None else torch.as_tensor(position_map, dtype=torch.long)
+    if position_map.shape != (seq_len,) or int(position_map.min()) < 0 or int(position_map.max()) >= seq_len:
+        raise EncoderError(f"position_map must give a source position in [0, {seq_len}) for each of the {seq_len} positions")
+    if source_tokens is None:  # the base input's own states, permuted inside the same forward
+        return [lambda tensor: tensor[:, position_map.to(tensor.device)].clone() for _ in hooks]
+    states = _captured(encoder, hooks, source, mask, None)
+    return [state[:, position_map.to(state.device)] for state in states]
+
+
+def _captured(encoder, hooks, tokens, mask, offset) -> list:
+    """The position hooks' tensors in a clean forward (``offset``: read at shifted positions)."""
+    held = {}
+
+    def save(tensor, hook):
+        held[hook.name] = tensor.detach().clone()
+
+    with torch.inference_mode(), encoder.model.hooks(fwd_hooks=[(name, save) for name in hooks]):
+        encoder.model(tokens, attention_mask=mask, position_offset=offset)
+    return [held[name] for name in hooks]
+
+
+def _output_change(clean: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor) -> dict:
+    log_p, log_q = clean.double().log_softmax(-1)[mask], logits.double().log_softmax(-1)[mask]
+    kl = (log_p.exp() * (log_p - log_q)).sum(-1)
+    agreement = (log_p.argmax(-1) == log_q.argmax(-1)).double()
+    return {"mlm_kl": float(kl.mean()), "top1_agreement": float(agreement.mean()), "n_tokens": int(mask.sum())}
+
+
+def _term_change(encoder, clean: dict, intervened: dict, mask: torch.Tensor, first_block: int | None) -> pd.DataFrame:
+    pairs = (mask[:, None, :, None] & mask[:, None, None, :]).double()  # [B, 1, T, T]
+    rows = []
+    for block in sorted(clean):
+        if first_block is None or block < first_block:
+            continue
+        for term in logit_terms(encoder.variant):
+            before, after = clean[block][term].double(), intervened[block][term].double()
+            change = ((after - before).abs() * pairs).sum(dim=(0, 2, 3))
+            size = (before.abs() * pairs).sum(dim=(0, 2, 3))
+            for head in range(before.shape[1]):
+                rows.append({"block": block, "head": head, "term": term, "mean_abs_change": float(change[head] / pairs.sum()),
+                             "relative_change": float(change[head] / size[head]) if size[head] > 0 else np.nan})
+    return pd.DataFrame(rows, columns=["block", "head", "term", "mean_abs_change", "relative_change"])

@@ -8,6 +8,7 @@ exit code 130 like any other, and SIGTERM during the imports ends the same way (
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import signal
@@ -43,40 +44,17 @@ def launch(prog: str, argv: list[str] | None = None) -> int:
     return module.main(argv)
 
 
-def train() -> int:
-    return launch("dstg-train")
+# pyproject.toml's [project.scripts] name these: ``dstg-train = "dstg_interp.entry:train"`` and so on.
+SCRIPTS = {"train": "dstg-train", "cache": "dstg-cache", "probe": "dstg-probe", "holmes": "dstg-holmes",
+           "extend": "dstg-extend", "convert": "dstg-convert", "evaluate": "dstg-eval", "erase": "dstg-erase",
+           "export": "dstg-export"}
 
 
-def cache() -> int:
-    return launch("dstg-cache")
-
-
-def probe() -> int:
-    return launch("dstg-probe")
-
-
-def holmes() -> int:
-    return launch("dstg-holmes")
-
-
-def extend() -> int:
-    return launch("dstg-extend")
-
-
-def convert() -> int:
-    return launch("dstg-convert")
-
-
-def evaluate() -> int:
-    return launch("dstg-eval")
-
-
-def erase() -> int:
-    return launch("dstg-erase")
-
-
-def export() -> int:
-    return launch("dstg-export")
+def __getattr__(name: str):
+    """``entry.train`` and the other script entries: ``launch`` of their command (PEP 562)."""
+    if name in SCRIPTS:
+        return functools.partial(launch, SCRIPTS[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":  # python -m dstg_interp.entry dstg-cache --model dstg ...

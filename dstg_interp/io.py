@@ -38,6 +38,11 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+# Where every command and experiment script writes when no --out is given: a folder of the working directory,
+# never a tracked file of the repository (its .gitignore lists dstg-results/, so a run at the repository root
+# leaves `git status` clean).  The committed gallery and tables are rebuilt only when asked (--out figures/...).
+RESULTS_DIR = Path("dstg-results")
+
 DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 _HOST = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname()) or "host"
 

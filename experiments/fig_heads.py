@@ -11,7 +11,7 @@ give each head's logit-term variances and the pattern change when a term is remo
 entangled baselines are labelled by how much of their pattern relative offset alone explains
 (positional / content / mixed, or RP when RP-NeoBERT's bias dominates).
 
-Writes into ``--out`` (default figures/heads/): heads.csv (one row per model x seed x layer x
+Writes into ``--out`` (default dstg-results/figures/heads/; the committed gallery: --out figures/heads): heads.csv (one row per model x seed x layer x
 head), label_counts.csv, head_map and head_shares (PNG + PDF + JSON, the first seed), head_sweep.csv and
 head_sweep (the share distributions and the labels for dominant shares 0.40 to 0.90, every seed),
 summary.json (per member) and config.json.
@@ -31,15 +31,18 @@ from tqdm.auto import tqdm
 from dstg_interp.analysis.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store, threshold_sweep
 from dstg_interp.plots import plot_head_map, plot_head_sweep, plot_share_scatter
 from dstg_interp.model.checkpoint import zoo_member
-from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, parse_config,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, parse_config,
                                        run_as_command, save_config, with_member_columns)
 
 
 @dataclass
 class HeadsFigureConfig(SeedsFigureConfig):
-    out: Path = FIGURES_DIR / "heads"
+    out: Path = OUTPUT_DIR / "heads"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as the probes)"})
+    from_heads: Path | None = field(default=None, metadata={
+        "help": "no store reading: relabel the head statistics of an earlier run's heads.csv (the stores are the "
+                "same, so are the statistics) and write the tables and figures from them"})
 
 
 def head_labels(inputs, progress: bool) -> pd.DataFrame:
@@ -73,8 +76,13 @@ def label_summary(heads: pd.DataFrame) -> dict:
 
 def run(config: HeadsFigureConfig) -> dict:
     started = time.perf_counter()
-    inputs = inputs_for(config, n_docs=config.n_docs)
-    heads = head_labels(inputs, progress=not config.quiet)
+    if config.from_heads is not None:  # the statistics as the earlier run computed them, labelled again
+        heads = classify_heads(pd.read_csv(config.from_heads))
+        description = {"from_heads": str(config.from_heads)}
+    else:
+        inputs = inputs_for(config, n_docs=config.n_docs)
+        heads = head_labels(inputs, progress=not config.quiet)
+        description = inputs.description
     config.out.mkdir(parents=True, exist_ok=True)
     heads.to_csv(config.out / "heads.csv", index=False)
     counts = heads.groupby(["model", "seed", "label"], sort=False).size().rename("n_heads").reset_index()
@@ -87,7 +95,7 @@ def run(config: HeadsFigureConfig) -> dict:
     summary = {"rule": {"dominant_share": DOMINANT_SHARE, "variance_over": "pair (store summaries)"},
                "models": label_summary(heads)}
     (config.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    save_config(config, "experiments/fig_heads.py", inputs=inputs.description,
+    save_config(config, "experiments/fig_heads.py", inputs=description,
                 wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         print(counts.pivot_table(index=["model", "seed"], columns="label", values="n_heads", fill_value=0).to_string())

@@ -1,7 +1,8 @@
 """Figure: the Holmes study -- winning rate per area, phenomena won / tied / lost against each baseline, and
 every score -- drawn from the tables the Holmes run aggregated (``probes.holmes.aggregate``).
 
-    python -m experiments.fig_holmes                                  # figures/holmes/ and figures/holmes/full/
+    python -m experiments.fig_holmes                                  # dstg-results/figures/holmes/ and .../full/
+    python -m experiments.fig_holmes --results figures/holmes figures/holmes/full   # the committed gallery
     python -m experiments.fig_holmes --results /tmp/holmes            # any folder holmes_suite / dstg-holmes wrote
 
 Reads, in each results folder, winning_rates.csv, a_vs_b.csv and scores.csv (and seed_test_counts.csv when
@@ -19,15 +20,16 @@ from pathlib import Path
 import pandas as pd
 
 from dstg_interp.plots import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
-from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config, save_config
+from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, save_config
 
 TABLES = ("winning_rates.csv", "a_vs_b.csv", "scores.csv")
 
 
 @dataclass
 class HolmesFigureConfig(ScriptConfig):
-    out: Path = FIGURES_DIR / "holmes"  # where figure_config.json goes: set to each results folder in turn
-    results: list[Path] = field(default_factory=lambda: [FIGURES_DIR / "holmes", FIGURES_DIR / "holmes" / "full"],
+    out: Path = OUTPUT_DIR / "holmes"  # where figure_config.json goes: set to each results folder in turn
+    # holmes_suite's default outputs; the committed ones are figures/holmes and figures/holmes/full
+    results: list[Path] = field(default_factory=lambda: [OUTPUT_DIR / "holmes", OUTPUT_DIR / "holmes" / "full"],
                                 metadata={"help": "Holmes results folders; each gets its figures"})
 
     def __post_init__(self) -> None:

@@ -14,7 +14,7 @@ fit 128 positions): ``shift`` (o masked pads first: only absolute positions move
 another document first), ``inside`` (embedded in another document: that text before and after it) and
 ``context`` (its own o preceding tokens first and its following tokens after).
 
-Writes into ``--out`` (default figures/invariance/): invariance.csv (one row per model x subspace x
+Writes into ``--out`` (default dstg-results/figures/invariance/; the committed gallery: --out figures/invariance): invariance.csv (one row per model x subspace x
 condition x layer: token/pooled cosine and rel. L2 to the alone encoding), retrieval.csv (one row per
 model x subspace x condition x layer x k: recall@k of the alone database), invariance_by_layer and
 recall_by_layer (PNG + PDF + JSON) and config.json; prints the final-layer summary.
@@ -31,7 +31,7 @@ import pandas as pd
 
 from dstg_interp.analysis.invariance import CONDITIONS, measure_invariance, select_passages
 from dstg_interp.plots import plot_invariance_by_layer, plot_recall_by_layer
-from experiments.figure_inputs import (FIGURES_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
+from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
                                        with_offset_model)
 
 ZOO_PASSAGES = 400
@@ -39,7 +39,7 @@ ZOO_PASSAGES = 400
 
 @dataclass
 class InvarianceFigureConfig(FigureConfig):
-    out: Path = FIGURES_DIR / "invariance"
+    out: Path = OUTPUT_DIR / "invariance"
     n_passages: int | None = field(default=None, metadata={
         "help": f"passages drawn (None: {ZOO_PASSAGES} on the zoo, all found with --tiny)"})
     min_tokens: int = field(default=16, metadata={"help": "shortest passage, tokens"})

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import types
 import typing
@@ -32,18 +31,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dstg_interp import ModelConfig, build_model, extract, load_model, open_encoder
+from dstg_interp import ModelConfig, build_model, load_model, open_encoder
 from dstg_interp.config import MAX_SEED, check_seed
 from dstg_interp.cli.shell import run_cli
 from dstg_interp.data import default_cache_dir, probing_documents
-from dstg_interp.io import write_text_atomic
+from dstg_interp.io import RESULTS_DIR, write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_SEEDS, missing_zoo_members, zoo_member
+from dstg_interp.store.cache import cached_extract
 from dstg_interp.store.extract import as_sequences
-from dstg_interp.store.manifest import sequences_sha256, weights_sha256
 from dstg_interp.tiny_zoo import tiny_config, tiny_zoo
 from probes.positions import PROBE_MAX_LENGTH, cached_store
 
-FIGURES_DIR = Path(__file__).resolve().parents[1] / "figures"
+FIGURES_DIR = Path(__file__).resolve().parents[1] / "figures"  # the committed gallery: read, rewritten only when asked
+OUTPUT_DIR = RESULTS_DIR / "figures"  # where a script writes without --out: the working directory, git-ignored
 OFFSET_MODEL = "dstg-offset"  # DSTG trained with random_offset on a 512-row table (pretrain_zoo --variants dstg-offset)
 
 
@@ -56,7 +56,7 @@ class ScriptConfig:
     (``save_config``) and read back with ``from_dict``; ``parse_config`` turns a command line into one.
     """
 
-    out: Path = field(default=FIGURES_DIR, metadata={"help": "output folder"})
+    out: Path = field(default=OUTPUT_DIR, metadata={"help": "output folder"})
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -159,7 +159,7 @@ def parse_config(config_class, argv=None, doc: str = ""):
         optional = typing.get_origin(hint) in (typing.Union, types.UnionType)
         element = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint  # X | None -> X
         is_list = typing.get_origin(element) in (list, tuple)
-        shown = " ".join(map(str, default)) if is_list else default
+        shown = " ".join(map(str, default)) if is_list and default is not None else default
         help_text = f"{help_text or ''}{f' (default: {shown})' if default is not None else ''}".strip()
         if is_list:
             parser.add_argument(flag, nargs="+", type=typing.get_args(element)[0], default=default, help=help_text)
@@ -333,7 +333,5 @@ def attention_store(inputs: FigureInputs, name: str, progress: bool = True):
     """Model ``name``'s store with attention summaries (logit-term statistics per layer x head), for the heads."""
     encoder = open_encoder(inputs.models[name])
     sequences = as_sequences(encoder, inputs.documents, min(PROBE_MAX_LENGTH, encoder.max_positions), windows=False)
-    key = hashlib.sha256(f"{weights_sha256(encoder.weights_module)}|{sequences_sha256(sequences)}|attention"
-                         .encode()).hexdigest()[:16]
-    return extract(encoder, sequences, inputs.store_root / f"{name}-attention-{key}", layers=None, dtype="float16",
-                   attention_summaries=True, batch_size=16, progress=progress)
+    return cached_extract(encoder, sequences, inputs.store_root, f"{name}-attention", layers=None, dtype="float16",
+                          attention_summaries=True, batch_size=16, progress=progress)

@@ -42,7 +42,7 @@ import torch
 from dstg_interp import load_model
 from dstg_interp.config import MAX_SEED, VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
-from dstg_interp.io import check_replaceable, write_text_atomic
+from dstg_interp.io import RESULTS_DIR, check_replaceable, write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_TOKENIZER, zoo_member
 from dstg_interp.model.saving import checkpoint_foreign_entries
 from dstg_interp.train import (
@@ -149,7 +149,7 @@ def record_summary(collected: Path, name: str, summary: dict) -> None:
 
 @dataclass
 class PretrainZooConfig(ScriptConfig):
-    out: Path = field(default=ZOO_DIR, metadata={"help": "where the shipped float16 checkpoints and zoo.json go"})
+    out: Path = field(default=RESULTS_DIR / "zoo", metadata={"help": "where the float16 checkpoints and zoo.json go (the shipped zoo: --out dstg_interp/zoo)"})
     variants: list[str] = field(default_factory=lambda: list(ZOO_NAMES), metadata={
         "help": "default: the reference four; dstg-offset is the random_offset DSTG"})
     seeds: list[int] = field(default_factory=lambda: [0], metadata={

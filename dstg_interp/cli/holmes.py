@@ -1,7 +1,7 @@
 """dstg-holmes: build the offline Holmes suite, or probe a Holmes-format folder on a pool of models.
 
     dstg-holmes build --out ~/.cache/dstg-interp/holmes-suite/v1                # offline suite
-    dstg-holmes run --benchmark DIR --model dstg rope ap rp --out results/holmes  # = dstg-probe --task holmes
+    dstg-holmes run --benchmark DIR --model dstg rope ap rp --out my-holmes  # = dstg-probe --task holmes
     python -m dstg_interp.cli.holmes run --benchmark DIR --model dstg            # the same, without the script
 
 One Holmes command, two spellings: `dstg-probe --task holmes ...` and its alias `dstg-holmes run ...` build
@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from dstg_interp.config import MAX_SEED
+from dstg_interp.io import RESULTS_DIR
 from probes.holmes.aggregate import dataset_scores
 from probes.holmes.protocol import PROTOCOLS, ProbeConfig
 from probes.holmes.run import HOLMES_THREADS, HolmesRunConfig, flash_fraction_for, run_config
@@ -29,17 +30,14 @@ from .config_args import add_config_arguments
 from .config_args import config_from_args as build_config
 from .shell import run_cli
 
-HOLMES_OUT = "results/holmes"
+HOLMES_OUT = str(RESULTS_DIR / "holmes")
 
 
 def _seeds_arg(text: str) -> tuple[int, ...]:
-    try:
-        seeds = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated non-negative integers, got {text!r}") from None
-    if not seeds or min(seeds) < 0 or max(seeds) > MAX_SEED:
+    parts = [part.strip() for part in str(text).split(",") if part.strip()]
+    if not parts or not all(part.isdigit() and int(part) <= MAX_SEED for part in parts):
         raise argparse.ArgumentTypeError(f"expected comma-separated seeds from 0 to {MAX_SEED}, got {text!r}")
-    return seeds
+    return tuple(int(part) for part in parts)
 
 
 def _fraction_arg(text: str) -> float:

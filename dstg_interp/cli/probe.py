@@ -1,7 +1,7 @@
 """dstg-probe: the main command -- position (or Holmes) probes of one or more models, as one table.
 
     dstg-probe --task segment                                 # shipped DSTG model, default corpus (en-mix)
-    dstg-probe --model dstg rope ap rp --task segment --segment paragraph --out results/segment
+    dstg-probe --model dstg rope ap rp --task segment --segment paragraph --out my-results
     dstg-probe --model runs/dstg/checkpoint --task intra --layers 0,3,last --subspaces sem,ap
     dstg-probe --model path/to/all-MiniLM-L6-v2 --task token  # any local HF encoder folder
     dstg-probe --model dstg --model rope --task holmes --layers 1  # Holmes (alias: dstg-holmes run), layer 1 only
@@ -13,7 +13,7 @@ Prints a compact table (layer rows; model/subspace columns; held-out R² ± half
 model x layer x subspace the R², the position-only R², the partial R² given token position and the
 selectivity over position, each with its interval (``probes.position_baseline``), and writes
 ``results.csv`` (tidy, one row per model x layer x subspace) and ``results.json`` (config, versions,
-results) into ``--out`` (default ``results/<task>``), written atomically.  Activation stores are cached
+results) into ``--out`` (default ``dstg-results/<task>`` in the working directory, git-ignored), written atomically.  Activation stores are cached
 and reused.  Bad input: one line on stderr, exit code 2, nothing written; an unusable --out is refused
 before any work, and --out may hold earlier dstg-probe results (replaced) but no other results.csv/json.
 Intervals resting on fewer than 10 held-out documents print as "n/a", with a warning.
@@ -36,10 +36,11 @@ import pandas as pd
 import torch
 
 from dstg_interp.encoders.selection import check_device
-from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
+from dstg_interp.io import RESULTS_DIR, OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from dstg_interp.store.manifest import versions
 from probes.holmes.run import HOLMES_THREADS, run_config
-from probes.positions import DEFAULT_MODEL, PositionProbeConfig, model_label, probe_positions
+from dstg_interp.encoders.naming import model_label
+from probes.positions import DEFAULT_MODEL, PositionProbeConfig, probe_positions
 
 from .config_args import add_config_arguments, config_from_args, flag_values
 from .holmes import HOLMES_OUT, add_holmes_flags, report
@@ -58,13 +59,34 @@ class ProbeCommand:
     task: str | None = field(default=None, metadata={
         "required": True, "choices": list(TASKS), "help": "token / segment / intra: position probes; holmes: the Holmes benchmark"})
     corpus: str = field(default="en-mix", metadata={"help": "en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:..."})
+    name: list[str] | None = field(default=None, metadata={
+        "help": "how the tables name each --model, in order", "shown": "the zoo name, hub id, model-card title or "
+        "folder name (dstg_interp.encoders.naming)"})
     out: str | None = field(default=None, metadata={
-        "help": "a folder for results.csv and results.json (Holmes: its tables)", "shown": "results/<task>"})
+        "help": "a folder for results.csv and results.json (Holmes: its tables)", "shown": "dstg-results/<task>"})
     device: str = "cpu"
     threads: int | None = field(default=None, metadata={"shown": f"{HOLMES_THREADS} for --task holmes, else PyTorch's"})
     progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "the first N held-out documents only"})
     probe: PositionProbeConfig = field(default_factory=PositionProbeConfig)
+
+
+def table_names(specs: list, given: list[str] | None) -> list[str]:
+    """The name of each model in the tables: ``--name`` (one per --model, none twice), else the naming rule,
+    with the path as given for models whose names would collide (a run folder called ``dstg`` beside the zoo's)."""
+    if given is not None:
+        if len(given) != len(specs):
+            raise ValueError(f"--name gives {len(given)} name(s) for {len(specs)} --model(s); give one per model, in order")
+        twice = sorted({n for n in given if given.count(n) > 1})
+        if twice:
+            raise ValueError(f"--name gives {twice[0]!r} twice; each model of one table needs its own name")
+        return list(given)
+    names = [model_label(spec) for spec in specs]
+    return [str(spec) if names.count(name) > 1 else name for spec, name in zip(specs, names)]
+
+
+LEGEND = ("layer 0 = embeddings, l = after block l; ap / sem = DSTG's position / semantic stream, full = the whole "
+          "state; cell = held-out R² ± half its 95% bootstrap CI over test documents")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,13 +175,14 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     started = time.time()
     config = dataclasses.replace(command.probe, task=command.task)
     tables = []
-    for spec in command.model:
+    names = table_names(command.model, command.name)
+    for spec, name in zip(command.model, names):
         tables.append(probe_positions(spec, config, corpus=command.corpus, max_docs=command.max_docs,
-                                      model_name=model_label(spec), progress=command.progress, device=command.device))
+                                      model_name=name, progress=command.progress, device=command.device))
     results = pd.concat(tables, ignore_index=True)
     arguments = {**vars(args), **flag_values(command)}
     arguments.pop("_model_default", None)
-    record = dict(command="dstg-probe", arguments=arguments, versions=versions(), seconds=round(time.time() - started, 1),
+    record = dict(command="dstg-probe", arguments=arguments, models=dict(zip(names, map(str, command.model))), versions=versions(), seconds=round(time.time() - started, 1),
                   results=results.to_dict(orient="records"))
     return results, record
 
@@ -170,7 +193,7 @@ def _main(args: argparse.Namespace) -> int:
         results = run_config(holmes_config(args), out, progress=not args.quiet, threads=args.threads or HOLMES_THREADS)
         report(results, out)
         return 0
-    out = Path(args.out or Path("results") / args.task)
+    out = Path(args.out or RESULTS_DIR / args.task)
     check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
     with output_lock(out, "dstg-probe " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
         results, record = run(args)
@@ -178,12 +201,14 @@ def _main(args: argparse.Namespace) -> int:
         title = f"held-out R² ({args.task}" + (f", {segment}" if args.task != "token" else "") + ") ± half the 95% CI"
         print(title)
         print(compact_table(results))
+        print(LEGEND)
         if results.position_r2.notna().any():
             print("\nbeyond token position (position-only: a probe on one-hot token position, same tokens and folds; "
                   "partial R²: share of the variance left after token position that the states explain) [95% CI]")
             print(position_table(results))
         write_results(out, results, record)
-    print(f"wrote {out / 'results.csv'} and {out / 'results.json'}")
+    print(f"wrote {out / 'results.csv'} (the full table: {len(results.columns)} columns, controls and selectivity "
+          f"included) and {out / 'results.json'}")
     return 0
 
 

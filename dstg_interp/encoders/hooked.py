@@ -2,8 +2,8 @@
 (also when loaded from another author's format: they are the same classes with other options).
 
     encoder = HookedEncoder(load_model("dstg"))
-    encoder.states(tokens, layers=[0, 6, "final"], subspaces=["sem", "ap", "full"], attention_mask=mask)
-    encoder.attention(tokens, attention_mask=mask)[5]["ap"]         # [B, H, T, T] scaled AP logit term
+    encoder.states(tokens, layers=[0, 4, "final"], subspaces=["sem", "ap", "full"], attention_mask=mask)
+    encoder.attention(tokens, attention_mask=mask)[3]["ap"]         # [B, H, T, T] scaled AP logit term
 
 ``capture`` registers one saving hook per requested name (``model.hooks``) and runs the forward only as far
 as the deepest name needs: ``stop_at_layer`` for block hooks, and an exception raised at the final norm for

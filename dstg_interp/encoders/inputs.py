@@ -11,7 +11,6 @@ A Hugging Face folder names its own in tokenizer_config.json (transformers >= 5)
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import numpy as np
 import torch
 
 from dstg_interp.data.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID
+from dstg_interp.model.files import read_json
 
 # Names tried, in order, after the ones a folder declares.
 CANDIDATES = {"cls": ("[CLS]", "<s>"), "sep": ("[SEP]", "</s>"), "pad": ("[PAD]", "<pad>"), "mask": ("[MASK]", "<mask>")}
@@ -66,7 +66,7 @@ def declared_special_tokens(folder: Path) -> dict[str, str]:
     """{"cls": "[CLS]", ...} as a Hugging Face folder declares them (empty when it does not)."""
     declared = {}
     for file in ("special_tokens_map.json", "tokenizer_config.json"):
-        data = read_json(folder / file)
+        data = read_json(folder / file, optional=True)
         for role in CANDIDATES:
             token = data.get(f"{role}_token")
             token = token.get("content") if isinstance(token, dict) else token
@@ -107,9 +107,3 @@ def sequence_ids(sequences, index: int):
     return item["input_ids"] if isinstance(item, dict) else item
 
 
-def read_json(path: Path) -> dict:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

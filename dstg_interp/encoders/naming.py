@@ -70,3 +70,9 @@ def model_name(spec) -> str:
     if not path.is_dir():
         return str(spec)  # a zoo name or a hub id, as given
     return hub_id_of_snapshot(path) or model_card_title(path) or folder_name(path)
+
+
+def model_label(spec) -> str:
+    """How a model is named in tables: ``model_name`` (zoo name, hub id, model-card title, else the folder's
+    own name), the one rule of the API and every command."""
+    return model_name(spec)

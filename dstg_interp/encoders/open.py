@@ -3,6 +3,7 @@
     encoder = open_encoder("dstg")                           # a zoo name
     encoder = open_encoder("runs/dstg/checkpoint")            # a dstg-interp checkpoint folder
     encoder = open_encoder("path/to/all-MiniLM-L6-v2")        # a local Hugging Face encoder folder
+    encoder = open_encoder("sentence-transformers/all-MiniLM-L6-v2")   # a hub id, through the HF cache (hub.py)
     encoder = open_encoder(model, device="cuda")              # a model in memory (a copy is moved)
 
 What a folder is decides the route: what ``load_model`` reads -- zoo names, our checkpoints, the authors'
@@ -18,10 +19,12 @@ from pathlib import Path
 import torch
 
 from dstg_interp.model import load_model, recognised_checkpoint
+from dstg_interp.model.checkpoint import ZOO_NAMES
 
 from .base import Encoder, EncoderError
 from .hf import is_hf_directory, load_hf_encoder
 from .hooked import HookedEncoder
+from .hub import looks_like_hub_id, resolve_hub_id
 from .inputs import special_tokens
 
 
@@ -55,6 +58,9 @@ def open_encoder(model_or_path, tokenizer=None, *, device: str | torch.device | 
 
 def _open_path(spec, device, dtype, name) -> Encoder:
     path = Path(spec)
+    if looks_like_hub_id(spec) and str(spec) not in ZOO_NAMES:
+        path = resolve_hub_id(str(spec))  # through the Hugging Face cache; the folder then goes the same way
+        spec = path
     if path.is_dir() and is_hf_directory(path) and not recognised_checkpoint(path):
         return load_hf_encoder(path, device=device, dtype=dtype)
     model = load_model(spec, device=device, dtype=dtype)

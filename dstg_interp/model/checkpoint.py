@@ -88,9 +88,13 @@ def physical_memory() -> int | None:
         return None
 
 
+# The folder of a dstg-train run (``--out``) that holds its latest checkpoint (dstg_interp.train.CHECKPOINT_DIR).
+RUN_CHECKPOINT = "checkpoint"
+
+
 def resolve_checkpoint(name_or_path: str | Path) -> Path:
     """A zoo name (``dstg``, ``rope``, ``ap``, ``rp``, or another folder of the zoo such as ``dstg-offset``)
-    or a path -> the checkpoint directory."""
+    or a path -> the checkpoint directory (a dstg-train run folder -> its ``checkpoint/``)."""
     path = Path(name_or_path)
     shipped = ZOO_DIR / str(name_or_path)  # the reference four, or an extra model shipped beside them
     if not path.exists() and (str(name_or_path) in ZOO_NAMES or (shipped / CONFIG_FILE).is_file()):
@@ -100,7 +104,10 @@ def resolve_checkpoint(name_or_path: str | Path) -> Path:
     if not path.is_dir():
         shipped_names = sorted(p.name for p in ZOO_DIR.iterdir() if (p / CONFIG_FILE).is_file()) if ZOO_DIR.is_dir() else []
         names = list(ZOO_NAMES) + [n for n in shipped_names if n not in ZOO_NAMES]
-        raise CheckpointError(f"checkpoint {str(name_or_path)!r} is not a directory (nor a zoo name: {', '.join(names)})")
+        raise CheckpointError(f"checkpoint {str(name_or_path)!r} is not a directory (nor a zoo name: {', '.join(names)}; "
+                              "nor a Hugging Face folder or org/name hub id)")
+    if not (path / CONFIG_FILE).is_file() and (path / RUN_CHECKPOINT / CONFIG_FILE).is_file():
+        return path / RUN_CHECKPOINT  # a dstg-train run folder: its latest checkpoint
     return path
 
 

@@ -35,15 +35,23 @@ class CheckpointError(ValueError):
     """A checkpoint directory is missing, corrupt or does not match its config."""
 
 
-def read_json(path: Path) -> dict:
-    if not path.is_file():
-        raise CheckpointError(f"{path.parent}: no {path.name}; not a checkpoint folder")
+def read_json(path: Path, optional: bool = False) -> dict:
+    """A JSON object file: a missing, invalid or non-object file is one CheckpointError; ``optional`` (the
+    side files of a Hugging Face folder, which may be absent or odd): {} instead, and no error."""
+    path = Path(path)
     try:
-        data = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
+        if not path.is_file():
+            raise CheckpointError(f"{path.parent}: no {path.name}; not a checkpoint folder")
+        try:
+            data = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise CheckpointError(f"{path}: not valid JSON ({err})") from None
+        if not isinstance(data, dict):
+            raise CheckpointError(f"{path}: expected a JSON object")
+    except (OSError, ValueError):
+        if optional:
+            return {}
+        raise
     return data
 
 

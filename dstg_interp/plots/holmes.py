@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from .output import model_palette, require_columns, save_figure
+from .output import caption, entry_name, model_palette, require_columns, save_figure
 
 AREA_ORDER = ("morphology", "syntax", "semantics", "reasoning", "discourse")
 OVERALL = "overall"
@@ -65,8 +65,12 @@ def plot_holmes_areas(winning_rates: pd.DataFrame, out_dir, stem: str = "holmes_
     ax.set(xlabel=None, ylabel="winning rate x100 (mean over datasets)", ylim=(0, 105),
            title="Holmes: winning rate within the pool, per area")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(title=None, fontsize=7, ncol=min(len(palette), 4), loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    handles, names = ax.get_legend_handles_labels()
+    ax.legend(handles, [entry_name(n) for n in names], title=None, fontsize=7, ncol=min(len(palette), 3),
+              loc="upper center", bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
+    caption(fig, "Bars: mean winning rate over the area's datasets (an entry's share of won pairwise comparisons "
+                 "within the pool); error bars: ± one standard error over those datasets.", y=-0.16)
     return save_figure(fig, out_dir, stem, {"per_area": per_area, "winning_rates": rates})
 
 
@@ -110,10 +114,15 @@ def plot_holmes_scores(scores: pd.DataFrame, out_dir, stem: str = "holmes_scores
     fig, ax = plt.subplots(figsize=(2.6 + 0.8 * len(entries), 0.8 + 0.24 * len(datasets)))
     sns.heatmap(table.astype(float), annot=True, fmt=".2f", cmap="viridis", vmin=0, vmax=1,
                 cbar_kws={"label": "score (macro-F1 or Pearson r)"}, annot_kws={"fontsize": 6}, ax=ax,
-                yticklabels=labels)
+                yticklabels=labels, xticklabels=[entry_name(e) for e in entries])
+    ax.tick_params(axis="x", labelrotation=35, labelsize=7)
+    for label in ax.get_xticklabels():
+        label.set_horizontalalignment("right")
     ax.set(xlabel=None, ylabel=None, title="Holmes: score per dataset")
     ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
+    caption(fig, "Cells: each entry's test score on the dataset, the mean over its probe seeds (macro-F1 for "
+                 "classification, Pearson r for regression).", y=-0.01)
     numbers = table.reset_index().melt(id_vars="dataset", var_name="entry", value_name="score")
     return save_figure(fig, out_dir, stem, {"scores": numbers.assign(area=numbers.dataset.map(area_of)).dropna()})
 

@@ -31,6 +31,44 @@ LABEL_COLORS = {
 }
 
 
+# What a reader sees instead of the internal keys: the model a figure draws, never a bare "ap" beside DSTG's "ap".
+DISPLAY_NAMES = {"dstg": "DSTG-NeoBERT", "rope": "RoPE-NeoBERT", "ap": "AP-NeoBERT", "rp": "RP-NeoBERT"}
+SUBSPACE_NAMES = {"ap": "AP stream", "sem": "semantic stream", "full": "full state"}
+MAX_COLUMNS = 3  # multi-panel figures wrap after this many columns (a paper column holds three)
+
+
+def display_name(model) -> str:
+    """DSTG-NeoBERT, AP-NeoBERT, ...; a zoo variant keeps its suffix readable (``dstg-seed1`` -> "DSTG-NeoBERT
+    seed 1", ``dstg-offset`` -> "DSTG-NeoBERT offset", ``ap (random init)`` -> "AP-NeoBERT (random init)");
+    any other model (an HF name, a folder) as it is."""
+    name = str(model)
+    for key, shown in DISPLAY_NAMES.items():
+        if name.lower() == key:
+            return shown
+        for joiner in ("-", "_", " "):
+            if name.lower().startswith(key + joiner):
+                rest = name[len(key) + 1:]
+                rest = f"seed {rest[4:]}" if rest.startswith("seed") and rest[4:].isdigit() else rest
+                return f"{shown} {rest}"
+    return name
+
+
+def subspace_name(subspace) -> str:
+    """"AP stream", "semantic stream", "full state" (what DSTG's subspaces are, in words)."""
+    return SUBSPACE_NAMES.get(str(subspace), str(subspace))
+
+
+def entry_name(entry) -> str:
+    """A Holmes entry ("model" or "model:subspace") in words: "DSTG-NeoBERT, AP stream"."""
+    model, _, part = str(entry).partition(":")
+    return display_name(model) + (f", {subspace_name(part)}" if part else "")
+
+
+def caption(fig, text: str, y: float = -0.02) -> None:
+    """A caption under the figure saying what its bands, bars and lines are (kept inside the saved bounds)."""
+    fig.text(0.5, y, text, ha="center", va="top", fontsize=7, wrap=True)
+
+
 def model_color(model: str, others: list[str] | None = None) -> str:
     """The zoo colour of ``model`` ("dstg", or a name starting with it like "dstg-seed1"); other models
     (e.g. MiniLM) get greys/extra colours in the order of ``others``."""

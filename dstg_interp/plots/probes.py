@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from .output import require_columns
@@ -14,6 +13,9 @@ from .tidy import measurements, plot_by_layer
 
 TASK_ORDER = {"token": 0, "segment": 1, "intra": 2}  # rows: from the coarsest position code to the finest
 SEGMENT_ORDER = {"sentence": 0, "paragraph": 1}
+PROBE_TITLES = {("token", "sentence"): "token position", ("token", "paragraph"): "token position",
+                ("segment", "sentence"): "sentence index", ("segment", "paragraph"): "paragraph index",
+                ("intra", "sentence"): "position in its sentence", ("intra", "paragraph"): "position in its paragraph"}
 
 
 def plot_r2_by_layer(results: pd.DataFrame, out_dir, stem: str = "r2_by_layer", value: str = "r2", low: str = "ci_low",
@@ -23,9 +25,15 @@ def plot_r2_by_layer(results: pd.DataFrame, out_dir, stem: str = "r2_by_layer", 
     ``value`` / ``low`` / ``high`` pick another reading with its interval (e.g. ``partial_r2``)."""
     require_columns(results, ["model", "task", "segment", "layer", "subspace", value, low, high],
                     "the probe results")
-    results = results.assign(probe=np.where(results.task == "token", "token position",
-                                            results.task + " (" + results.segment.astype(str) + ")"))
+    results = results.assign(probe=[PROBE_TITLES.get((task, segment), f"{task} ({segment})")
+                                    for task, segment in zip(results.task, results.segment.astype(str))])
     reading_order = results.task.map(TASK_ORDER).fillna(len(TASK_ORDER)) * 10 + results.segment.map(SEGMENT_ORDER).fillna(9)
     results = results.assign(_order=reading_order).sort_values("_order", kind="stable").drop(columns="_order")
     long = measurements(results, [value], keys=["task", "segment", "probe"], intervals={value: (low, high)})
-    return plot_by_layer(long, out_dir, stem, row="probe", col="subspace", ylabel=ylabel, reference=0.0)
+    if "n_seeds" in results.columns and results.n_seeds.max() > 1:
+        bands = (f"lines: mean over {int(results.n_seeds.max())} training seeds; bands: from the lowest seed's 95% "
+                 "bootstrap CI low to the highest seed's CI high (held-out documents)")
+    else:
+        bands = "bands: 95% bootstrap CI over the held-out test documents"
+    return plot_by_layer(long, out_dir, stem, row="probe", col="subspace", ylabel=ylabel, reference=0.0,
+                         bands=bands, reference_label="0, what predicting the mean gets")

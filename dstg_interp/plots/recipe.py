@@ -40,16 +40,16 @@ def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves
 
 
 DIAGNOSIS_READINGS = (("heldout_gain_points", "held-out gain over\nmost-frequent token (points)", None),
-                      ("pc1_pc2", "position table PC1+PC2", "pc1_pc2_chance"),
+                      ("pc1_pc2_matched", "position table PC1+PC2\n(on random 16-dim subspaces)", "pc1_pc2_matched_chance"),
                       ("position_r2_last", "token-position R$^2$,\nposition stream, last block", None))
 
 
 def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str = "diagnosis") -> dict:
     """The recipe diagnosis: top, validation loss minus the unigram loss on the same masked tokens against
     training tokens, one panel per variant, one colour per arm (a line per seed); bottom, per (variant, arm),
-    the held-out gain over the most-frequent token, the position table's PC1+PC2 (a grey tick: the mean
-    over Gaussian tables of the same shape, i.e. chance) and the last block's token-position R^2 (bars: mean
-    over seeds; dots: seeds).
+    the held-out gain over the most-frequent token, the position table's PC1+PC2 on random 16-dim subspaces
+    of its columns (comparable across widths; a grey tick: the same for Gaussian tables, i.e. chance) and
+    the last block's token-position R^2 (bars: mean over seeds; dots: seeds).
 
     ``curves``: variant, arm, seed, tokens, val_loss, unigram_loss (``diagnosis_curves.csv``); ``runs``: one row
     per run with the columns of ``DIAGNOSIS_READINGS`` (``diagnosis_runs.csv``).
@@ -73,7 +73,7 @@ def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str 
         ax.grid(alpha=0.3)
     for ax in axes[0][len(variants):]:
         ax.axis("off")
-    labels = [f"{variant}\n{arm}" for variant, arm in dict.fromkeys(zip(runs.variant, runs.arm))]
+    labels = [f"{variant}\n{arm}".replace(" (", "\n(") for variant, arm in dict.fromkeys(zip(runs.variant, runs.arm))]
     keys = list(dict.fromkeys(zip(runs.variant, runs.arm)))
     for ax, (column, title, chance) in zip(axes[1], DIAGNOSIS_READINGS):
         for x, key in enumerate(keys):
@@ -92,7 +92,7 @@ def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str 
     shared_legend(fig, axes[0][: len(variants)], max_columns=5, anchor=1.03)
     numbers = dict(curves=curves.to_dict(orient="records"), runs=runs.to_dict(orient="records"),
                    bands={"dotted line": "0.5 nats below the unigram loss: the plateau exit",
-                          "grey tick": "PC1+PC2 of Gaussian tables of the same shape (chance)",
+                          "grey tick": "width-matched PC1+PC2 of Gaussian tables (chance)",
                           "line style": "seed (solid 0, dashed 1, dotted 2)"})
     return save_figure(fig, out_dir, stem, numbers)
 

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..analysis.spectra import TableSpectrum
-from .output import model_color, save_figure
+from .output import MAX_COLUMNS, caption, display_name, model_color, save_figure
 
 
 def _as_list(spectra) -> list[TableSpectrum]:
@@ -73,14 +73,30 @@ def plot_pc_curves(spectra, out_dir, stem: str = "pc_curves") -> dict:
     return save_figure(fig, out_dir, stem, numbers)
 
 
+def shown_bins(dct, n_bins: int, power: float = 0.95) -> int:
+    """How many DCT bins a panel draws: at least ``n_bins``, and enough that every PC's first bins hold
+    ``power`` of its power (a table whose PCs oscillate fast, like MiniLM's, has it far beyond bin 16)."""
+    needed = 0
+    for _, rows in dct.groupby("pc"):
+        cumulative = rows.sort_values("bin").share.cumsum().to_numpy()
+        needed = max(needed, int(np.searchsorted(cumulative, power)) + 1)
+    return max(n_bins, needed)
+
+
 def plot_dct_power(spectra, out_dir, stem: str = "dct_power", n_bins: int = 16) -> dict:
-    """Share of each leading PC's DCT-II power per bin (first ``n_bins``), the low-frequency bins shaded;
-    one panel per table."""
+    """Share of each leading PC's DCT-II power per bin, the low-frequency bins shaded; one panel per table,
+    at most three to a row.  Each panel draws its first ``n_bins`` bins, or as many as hold 95% of every PC's
+    power (``shown_bins``), so no panel is empty because its power lies beyond the default range."""
     spectra = _as_list(spectra)
-    fig, axes = plt.subplots(1, len(spectra), figsize=(4.2 * len(spectra), 3.3), squeeze=False)
+    columns = min(len(spectra), MAX_COLUMNS)
+    rows_of_panels = -(-len(spectra) // columns)
+    fig, axes = plt.subplots(rows_of_panels, columns, figsize=(4.2 * columns, 3.4 * rows_of_panels), squeeze=False)
+    for ax in axes.flat[len(spectra):]:
+        ax.set_visible(False)
     numbers = {}
-    for ax, spectrum in zip(axes[0], spectra):
-        table = spectrum.dct[spectrum.dct.bin < n_bins]
+    for ax, spectrum in zip(axes.flat, spectra):
+        drawn = shown_bins(spectrum.dct, n_bins)
+        table = spectrum.dct[spectrum.dct.bin < drawn]
         pcs = sorted(table.pc.unique())
         width = 0.8 / max(len(pcs), 1)
         for i, pc in enumerate(pcs):
@@ -91,12 +107,23 @@ def plot_dct_power(spectra, out_dir, stem: str = "dct_power", n_bins: int = 16) 
         ax.axvspan(-0.5, k - 0.5, color="grey", alpha=0.12)
         control = spectrum.summary.get("control", {}).get("low_freq_share")
         note = f"; random {control:.1%}" if control is not None else ""
-        ax.set(xlabel="DCT-II bin", ylabel="share of power", ylim=(0, 1.02),
-               title=f"{spectrum.name}\nfirst {k} bins: {spectrum.summary['low_freq_share']:.1%}{note}")
-        ax.set_xticks(np.arange(0, n_bins, 2))
+        top = float(table.share.max()) if len(table) else 1.0
+        ax.set(xlabel="DCT-II bin (frequency along position)", ylabel="share of the PC's power",
+               ylim=(0, min(1.02, max(0.1, top * 1.15))), xlim=(-0.7, drawn - 0.3),
+               title=f"{_title(spectrum.name)}\nfirst {k} bins: {spectrum.summary['low_freq_share']:.1%}{note}")
+        ax.set_xticks(np.unique(np.linspace(0, drawn - 1, min(drawn, 9)).round().astype(int)))
         ax.legend(fontsize=7)
-        numbers[spectrum.name] = {"dct": table, "low_freq_share": spectrum.summary["low_freq_share"],
+        numbers[spectrum.name] = {"dct": table, "bins_drawn": drawn, "low_freq_share": spectrum.summary["low_freq_share"],
                                   "low_freq_share_per_pc": spectrum.summary["low_freq_share_per_pc"],
                                   "n_low_bins": k, "control_low_freq_share": control}
     fig.tight_layout()
+    caption(fig, "Bars: each leading PC's share of its DCT-II power per frequency bin (dark: PC1, light: PC2); "
+                 "grey band: the low-frequency bins the title's share counts; 'random': the same share for a Gaussian "
+                 "table of equal shape (the control).")
     return save_figure(fig, out_dir, stem, numbers)
+
+
+def _title(name: str) -> str:
+    """A table's name with the zoo model in words ("dstg seed 0 AP table" -> "DSTG-NeoBERT seed 0 AP table")."""
+    first, _, rest = str(name).partition(" ")
+    return f"{display_name(first)} {rest}".strip()

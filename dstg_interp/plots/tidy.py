@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .output import model_palette, require_columns, save_figure
+from .output import MAX_COLUMNS, caption, display_name, model_palette, require_columns, save_figure, subspace_name
 
 MEASUREMENT_COLUMNS = ["model", "subspace", "layer", "metric", "value", "ci_low", "ci_high"]
 SUBSPACE_ORDER = ("full", "sem", "ap")
@@ -50,23 +50,32 @@ def measurements(table: pd.DataFrame, metrics, keys=(), intervals: dict | None =
 
 def plot_by_layer(long: pd.DataFrame, out_dir, stem: str, row: str | None = None, col: str | None = None,
                   ylabel: str = "value", reference: dict | float | None = None, share_y: bool | str = True,
-                  numbers: dict | None = None) -> dict:
+                  numbers: dict | None = None, bands: str = "shaded bands: the interval of each line",
+                  reference_label: str | None = None) -> dict:
     """Measurements by layer, one line per (model, subspace) coloured by model and dashed by subspace, with the
-    interval as a band; facets ``row`` x ``col`` (columns of ``long``).  ``reference``: a horizontal line
-    (one value, or metric -> value when the rows are metrics).  Writes PNG + PDF + JSON (the rows drawn)."""
+    interval as a band; facets ``row`` x ``col`` (columns of ``long``), wrapped after three columns when there
+    are no rows.  Lines and titles use display names (DSTG-NeoBERT, "AP stream"); ``bands`` says in the caption
+    what the bands are, ``reference_label`` what the horizontal ``reference`` line is (one value, or metric ->
+    value when the rows are metrics).  Writes PNG + PDF + JSON (the rows drawn, with the internal names)."""
     require_columns(long, MEASUREMENT_COLUMNS + [c for c in (row, col) if c], "the measurements")
     long = long.assign(line=_line_names(long))
+    if col == "subspace":
+        long = long.assign(subspace_title=long.subspace.map(subspace_name))
+    col_title = "subspace_title" if col == "subspace" else col
+    columns = _facet_order(long, col)
+    wrap = MAX_COLUMNS if row is None and columns is not None and len(columns) > MAX_COLUMNS else None
     palette = model_palette(long.model)
     lines = list(dict.fromkeys(long.sort_values(["model", "subspace"], key=_model_then_subspace).line))
     line_color = {name: palette[model] for name, model in zip(long.line, long.model)}
     line_dashes = {name: SUBSPACE_DASHES.get(sub, (3, 1, 1, 1)) for name, sub in zip(long.line, long.subspace)}
     grid = sns.relplot(data=long, x="layer", y="value", hue="line", hue_order=lines, palette=line_color,
                        style="line", style_order=lines, dashes=line_dashes, markers=["o"] * len(lines),
-                       row=row, col=col, row_order=_facet_order(long, row), col_order=_facet_order(long, col),
+                       row=row, col=col_title, col_wrap=wrap, row_order=_facet_order(long, row),
+                       col_order=[subspace_name(c) for c in columns] if col == "subspace" else columns,
                        kind="line", errorbar=None, height=2.6, aspect=1.25, markersize=4,
                        facet_kws={"sharey": share_y, "margin_titles": False})
-    for (row_value, col_value, _), panel in grid.facet_data():
-        ax = grid.facet_axis(row_value, col_value)
+    for (row_index, col_index, _), panel in grid.facet_data():
+        ax = grid.facet_axis(row_index, col_index)
         for name, line in panel.groupby("line", sort=False):
             line = line.sort_values("layer")
             if line.ci_low.notna().any():
@@ -76,17 +85,25 @@ def plot_by_layer(long: pd.DataFrame, out_dir, stem: str, row: str | None = None
             ax.axhline(level, color="black", lw=0.6)
         ax.xaxis.get_major_locator().set_params(integer=True)
         ax.grid(alpha=0.3)
-    grid.set_axis_labels("layer", ylabel)
+    grid.set_axis_labels("layer (0 = embeddings, l = after block l)", ylabel)
     grid.set_titles(row_template="{row_name}", col_template="{col_name}")
     if grid.legend is not None:
         grid.legend.set_title(None)
-    return save_figure(grid.figure, out_dir, stem, {**(numbers or {}), "measurements": long.drop(columns="line")})
+    has_band = long.ci_low.notna().any()
+    words = [bands if has_band else None, f"thin black line: {reference_label}" if reference is not None and reference_label
+             else None, "dashed: DSTG-NeoBERT's semantic stream, dotted: its AP stream, solid: a whole state"]
+    caption(grid.figure, "; ".join(w for w in words if w) + ".")
+    drawn = long.drop(columns=[c for c in ("line", "subspace_title") if c in long.columns])
+    return save_figure(grid.figure, out_dir, stem, {**(numbers or {}), "bands": bands if has_band else None,
+                                                    "measurements": drawn})
 
 
 def _line_names(long: pd.DataFrame) -> pd.Series:
-    """'dstg ap', 'dstg sem', ...; a model whose only subspace is 'full' is just its name."""
+    """'DSTG-NeoBERT, AP stream', 'DSTG-NeoBERT, semantic stream', ...; a model whose only subspace is 'full'
+    is just its display name ('AP-NeoBERT'), so the AP-NeoBERT model is never confused with DSTG's AP stream."""
     only_full = long.groupby("model").subspace.transform(lambda s: set(s) == {"full"})
-    return np.where(only_full, long.model.astype(str), long.model.astype(str) + " " + long.subspace.astype(str))
+    models = long.model.map(display_name)
+    return np.where(only_full, models, models + ", " + long.subspace.map(subspace_name))
 
 
 def _model_then_subspace(column: pd.Series) -> pd.Series:

@@ -26,7 +26,6 @@ Under torchrun (``ranks=``, distributed.py) each rank runs a share of the batche
 
 from __future__ import annotations
 
-import errno
 import json
 import sys
 from dataclasses import dataclass
@@ -40,8 +39,8 @@ from dstg_interp.config import ModelConfig, config_or_fields
 from dstg_interp.data import Document, tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError, open_encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
-from dstg_interp.io import (OutputError, atomic_directory, check_replaceable, commit_directory, folder_entries,
-                            foreign_entries, remove_tree)
+from dstg_interp.io import (DISK_FULL, OutputError, atomic_directory, check_replaceable, commit_directory,
+                            folder_entries, foreign_entries, remove_tree)
 
 from .attention import AttentionAccumulator
 from .config import ExtractionConfig
@@ -57,7 +56,6 @@ from .targets import Target, plan_targets
 LABEL_COLUMNS = {"sequence": np.int32, "input_ids": np.int32, "token_position": np.int32,
                  "sentence_index": np.int32, "paragraph_index": np.int32, "intra_sentence_position": np.int32,
                  "intra_paragraph_position": np.int32, "doc_index": np.int32, "is_special": np.bool_}
-DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 
 
 def extract(model, sequences, out, config: ExtractionConfig | None = None, *, progress: bool = True,

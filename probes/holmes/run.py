@@ -47,7 +47,7 @@ from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsamp
 from probes.holmes.registry import DATASETS
 from probes.holmes.significance import seed_test, seed_test_counts, variant_of
 from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
-from probes.positions import model_label
+from dstg_interp.encoders.naming import model_label
 
 __all__ = ["run_holmes", "HolmesRunConfig", "run_config", "write_tables"]
 

@@ -1,0 +1,84 @@
+"""Hub ids (``--model org/name``) through a Hugging Face cache laid out as huggingface_hub lays it out
+(models--ORG--NAME/{blobs, refs/main, snapshots/HASH -> blobs}), offline; the bad cases in one line."""
+
+import hashlib
+import os
+
+import pytest
+import torch
+from huggingface_hub import constants
+
+from dstg_interp import EncoderError, open_encoder
+from dstg_interp.encoders import HFEncoder
+from dstg_interp.entry import launch
+from dstg_interp.tiny_zoo import tiny_documents
+from test_hf_encoder_offline import write_tiny_bert
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def cache_repo(cache, repo_id: str, source) -> None:
+    """Put the files of ``source`` into ``cache`` the way huggingface_hub stores a download."""
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(COMMIT)
+    snapshot = repo / "snapshots" / COMMIT
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for file in source.iterdir():
+        blob = repo / "blobs" / hashlib.sha256(file.read_bytes()).hexdigest()
+        blob.write_bytes(file.read_bytes())
+        os.symlink(os.path.relpath(blob, snapshot), snapshot / file.name)
+
+
+@pytest.fixture
+def hub_cache(tmp_path, monkeypatch):
+    write_tiny_bert(tmp_path / "src", tiny_documents(n_docs=8, seed=0))
+    cache = tmp_path / "hub"
+    cache_repo(cache, "org/tiny-bert", tmp_path / "src")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    return cache, tmp_path / "src"
+
+
+def test_a_hub_id_opens_from_the_cache_offline(hub_cache):
+    cache, source = hub_cache
+    encoder = open_encoder("org/tiny-bert")
+    assert isinstance(encoder, HFEncoder) and encoder.name == "org/tiny-bert"
+    assert f"models--org--tiny-bert/snapshots/{COMMIT}" in str(encoder.checkpoint_path)
+    tokens = torch.tensor([[2, 7, 8, 3]])
+    same = open_encoder(source).states(tokens, layers=[2])[(2, "full")]
+    assert torch.equal(encoder.states(tokens, layers=[2])[(2, "full")], same)
+
+
+def test_hub_ids_through_a_command(hub_cache, tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for i, document in enumerate(tiny_documents(n_docs=4, seed=2)):
+        (corpus / f"{i}.txt").write_text(document.text)
+    assert launch("dstg-cache", ["--model", "org/tiny-bert", "--corpus", str(corpus), "--out", str(tmp_path / "s"),
+                                 "--max-length", "32", "--quiet"]) == 0
+    capsys.readouterr()
+    assert launch("dstg-cache", ["--model", "org/not-cached", "--corpus", str(corpus), "--out", str(tmp_path / "t"),
+                                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not in the Hugging Face cache" in err and "HF_HUB_OFFLINE" in err
+    assert not (tmp_path / "t").exists()
+
+
+def test_remote_code_and_pickles_are_refused(hub_cache, tmp_path):
+    cache, source = hub_cache
+    custom = tmp_path / "custom"
+    custom.mkdir()
+    (custom / "config.json").write_text('{"model_type": "my-encoder", "auto_map": {"AutoModel": "modeling.MyModel"}}')
+    (custom / "model.safetensors").write_bytes((source / "model.safetensors").read_bytes())
+    cache_repo(cache, "org/custom", custom)
+    with pytest.raises(EncoderError, match="remote code"):
+        open_encoder("org/custom")
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text((source / "config.json").read_text())
+    (pickled / "pytorch_model.bin").write_bytes(b"not unpickled")
+    cache_repo(cache, "org/pickled", pickled)
+    with pytest.raises(EncoderError, match="no safetensors"):
+        open_encoder("org/pickled")

@@ -46,7 +46,8 @@ def launch(prog: str, argv: list[str] | None = None) -> int:
 
 # pyproject.toml's [project.scripts] name these: ``dstg-train = "dstg_interp.entry:train"`` and so on.
 SCRIPTS = {"train": "dstg-train", "cache": "dstg-cache", "probe": "dstg-probe", "holmes": "dstg-holmes",
-           "extend": "dstg-extend", "convert": "dstg-convert", "evaluate": "dstg-eval", "erase": "dstg-erase"}
+           "extend": "dstg-extend", "convert": "dstg-convert", "evaluate": "dstg-eval", "erase": "dstg-erase",
+           "export": "dstg-export"}
 
 
 def __getattr__(name: str):
@@ -54,10 +55,6 @@ def __getattr__(name: str):
     if name in SCRIPTS:
         return functools.partial(launch, SCRIPTS[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def export() -> int:
-    return launch("dstg-export")
 
 
 if __name__ == "__main__":  # python -m dstg_interp.entry dstg-cache --model dstg ...

@@ -333,8 +333,10 @@ def final_layer_claims(probes) -> list[dict]:
         rule = RULES[claim_id]
         beyond = task == "segment"  # token position is its own position baseline: read it raw
         if beyond and not (_has_partial(dstg) and all(_has_partial(r) for r in baselines.values())):
+            raw = "; ".join(f"{m} {_r2_text(r)}" for m, r in {"dstg ap": dstg, **baselines}.items())
             rows.append(claim(claim_id, text, "DSTG high; baselines degrade",
-                              detail="probes.csv has no partial R² given token position: rerun experiments.fig_probes"))
+                              detail="probes.csv has no partial R² given token position (rerun experiments.fig_probes); "
+                                     f"raw R², which token position alone may explain: {raw}"))
             continue
         value, low, high = PARTIAL if beyond else ("r2", "ci_low", "ci_high")
         valid = _valid_ci(dstg, low, high) and all(_valid_ci(r, low, high) for r in baselines.values())

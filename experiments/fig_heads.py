@@ -40,6 +40,9 @@ class HeadsFigureConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "heads"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as the probes)"})
+    from_heads: Path | None = field(default=None, metadata={
+        "help": "no store reading: relabel the head statistics of an earlier run's heads.csv (the stores are the "
+                "same, so are the statistics) and write the tables and figures from them"})
 
 
 def head_labels(inputs, progress: bool) -> pd.DataFrame:
@@ -73,8 +76,13 @@ def label_summary(heads: pd.DataFrame) -> dict:
 
 def run(config: HeadsFigureConfig) -> dict:
     started = time.perf_counter()
-    inputs = inputs_for(config, n_docs=config.n_docs)
-    heads = head_labels(inputs, progress=not config.quiet)
+    if config.from_heads is not None:  # the statistics as the earlier run computed them, labelled again
+        heads = classify_heads(pd.read_csv(config.from_heads))
+        description = {"from_heads": str(config.from_heads)}
+    else:
+        inputs = inputs_for(config, n_docs=config.n_docs)
+        heads = head_labels(inputs, progress=not config.quiet)
+        description = inputs.description
     config.out.mkdir(parents=True, exist_ok=True)
     heads.to_csv(config.out / "heads.csv", index=False)
     counts = heads.groupby(["model", "seed", "label"], sort=False).size().rename("n_heads").reset_index()
@@ -87,7 +95,7 @@ def run(config: HeadsFigureConfig) -> dict:
     summary = {"rule": {"dominant_share": DOMINANT_SHARE, "variance_over": "pair (store summaries)"},
                "models": label_summary(heads)}
     (config.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    save_config(config, "experiments/fig_heads.py", inputs=inputs.description,
+    save_config(config, "experiments/fig_heads.py", inputs=description,
                 wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         print(counts.pivot_table(index=["model", "seed"], columns="label", values="n_heads", fill_value=0).to_string())

@@ -2,6 +2,8 @@
 
     python -m experiments.fig_probes                        # the zoo (stores reused)
     python -m experiments.fig_probes --tiny --out /tmp/fig  # tiny random models, seconds
+    python -m experiments.fig_probes --variants dstg --model-seeds 1 --out /tmp/p/dstg1   # one part of the run ...
+    python -m experiments.fig_probes --combine /tmp/p/dstg1 /tmp/p/ap0 ...                # ... and the parts merged
 
 For each zoo member (variant x training seed, ``--model-seeds``) and each probe -- token position; segment index (sentence, paragraph); intra-segment
 position (sentence, paragraph) -- ``probes.positions.probe_store`` fits a ridge probe per layer x subspace
@@ -53,6 +55,11 @@ class ProbesFigureConfig(SeedsFigureConfig):
     max_tokens: int | None = field(default=PROBE_DEFAULTS.max_tokens, metadata={
         "help": "a seeded subsample of tokens per probe (default: every token of the store, as dstg-probe)"})
     n_boot: int = field(default=PROBE_DEFAULTS.n_boot, metadata={"help": "bootstrap resamples of test documents"})
+    variants: list[str] | None = field(default=None, metadata={
+        "help": "probe only these zoo variants (default: all four); with --model-seeds, a part of the run"})
+    combine: list[Path] | None = field(default=None, metadata={
+        "help": "no probing: merge the probes.csv of these earlier runs (parts of one run, the same settings) and "
+                "write the tables and figures from them"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -66,6 +73,8 @@ def probe_all(inputs, config: ProbesFigureConfig) -> pd.DataFrame:
     progress = not config.quiet
     tables = []
     for name in inputs.models:
+        if config.variants is not None and inputs.member(name)[0] not in config.variants:
+            continue
         stores = {}  # paragraph_windows -> (store, control): two stores per member, opened once
         for task, segment in tqdm(PROBES, desc=f"probes {name}", disable=not progress):
             windows = reads_paragraph_windows(task, segment)
@@ -82,8 +91,16 @@ def probe_all(inputs, config: ProbesFigureConfig) -> pd.DataFrame:
 
 def run(config: ProbesFigureConfig) -> dict:
     started = time.perf_counter()
-    inputs = inputs_for(config, n_docs=config.n_docs)
-    results = probe_all(inputs, config)
+    if config.combine:  # parts of one run (e.g. one member per process): their rows, in the usual order
+        results = pd.concat([pd.read_csv(Path(folder) / "probes.csv") for folder in config.combine], ignore_index=True)
+        order = {variant: i for i, variant in enumerate(("dstg", "rope", "ap", "rp"))}
+        results = results.sort_values(["model", "seed"], key=lambda c: c.map(order) if c.name == "model" else c,
+                                      kind="stable").reset_index(drop=True)
+        description = {"combined": [str(folder) for folder in config.combine]}
+    else:
+        inputs = inputs_for(config, n_docs=config.n_docs)
+        results = probe_all(inputs, config)
+        description = inputs.description
     config.out.mkdir(parents=True, exist_ok=True)
     results.to_csv(config.out / "probes.csv", index=False)
     keys = ["model", "task", "segment", "layer", "subspace"]
@@ -96,7 +113,7 @@ def run(config: ProbesFigureConfig) -> dict:
         partial.to_csv(config.out / "partial_over_seeds.csv", index=False)
         plot_r2_by_layer(partial, config.out, stem="partial_r2_by_layer", value="partial_r2", low="partial_ci_low",
                          high="partial_ci_high", ylabel="partial R² given token position")
-    save_config(config, "experiments/fig_probes.py", probes=PROBES, inputs=inputs.description,
+    save_config(config, "experiments/fig_probes.py", probes=PROBES, inputs=description,
                 wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         last = results[results.layer == results.groupby("model").layer.transform("max")]  # mean over seeds

@@ -159,7 +159,7 @@ def parse_config(config_class, argv=None, doc: str = ""):
         optional = typing.get_origin(hint) in (typing.Union, types.UnionType)
         element = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint  # X | None -> X
         is_list = typing.get_origin(element) in (list, tuple)
-        shown = " ".join(map(str, default)) if is_list else default
+        shown = " ".join(map(str, default)) if is_list and default is not None else default
         help_text = f"{help_text or ''}{f' (default: {shown})' if default is not None else ''}".strip()
         if is_list:
             parser.add_argument(flag, nargs="+", type=typing.get_args(element)[0], default=default, help=help_text)

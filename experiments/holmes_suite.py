@@ -2,6 +2,8 @@
 
     python -m experiments.holmes_suite                     # the 12 zoo members (4 variants x 3 seeds), Flash cut
     python -m experiments.holmes_suite --models dstg rope  # a subset; --full for the whole train split
+    python -m experiments.holmes_suite --datasets offline-pos offline-tense --out /tmp/h1   # a part of the run ...
+    python -m experiments.holmes_suite --combine /tmp/h1 /tmp/h2 ...                        # ... the parts merged
 
 Writes figures/holmes/{results,scores,winning_rates,areas,phenomena,a_vs_b,skipped}.csv (the aggregation of
 ``probes.holmes.aggregate``), config.json, summary.json, tables.md (per-area winning rates, DSTG-vs-baseline
@@ -26,7 +28,7 @@ from experiments import fig_holmes
 from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, save_config
 from probes.holmes import ProbeConfig, run_holmes
 from probes.holmes.protocol import PROTOCOLS
-from probes.holmes.run import write_tables
+from probes.holmes.run import HolmesRunConfig, write_tables
 
 ZOO_MEMBERS = tuple(f"{variant}{suffix}" for variant in ("dstg", "rope", "ap", "rp") for suffix in ("", "-seed1", "-seed2"))
 from probes.holmes.suite import build_suite, default_suite_dir
@@ -37,8 +39,10 @@ class HolmesSuiteConfig(ScriptConfig):
     out: Path | None = field(default=None, metadata={"help": "default dstg-results/figures/holmes (Flash) or .../holmes/full; the committed ones: --out figures/holmes[/full]"})
     models: list[str] = field(default_factory=lambda: list(ZOO_MEMBERS), metadata={"help": "zoo members"})
     protocol: str = field(default="reference", metadata={"help": "reference or standardised (probes.holmes.protocol)"})
-    reaggregate: bool = field(default=False, metadata={
-        "help": "rebuild the tables and figures from the results.csv already in --out (no probing)"})
+    datasets: list[str] | None = field(default=None, metadata={"help": "only these suite datasets (a part of the run)"})
+    combine: list[Path] | None = field(default=None, metadata={
+        "help": "no probing: merge the results of these earlier runs (parts of one run, e.g. --datasets chunks) into "
+                "--out and write its tables and figures"})
     suite_dir: Path | None = field(default=None, metadata={"help": "where the suite is built (default: the cache)"})
     full: bool = field(default=False, metadata={"help": "whole train split instead of Flash (1/32)"})
     random_init: bool = field(default=False, metadata={"help": "add the random-init encoder control"})
@@ -85,15 +89,19 @@ def run(config: HolmesSuiteConfig) -> dict:
     if not (config.suite_dir / "suite.json").exists():
         build_suite(config.suite_dir)
     started = time.perf_counter()
-    if config.reaggregate:  # the probes' rows as an earlier run wrote them; the tables from today's aggregation
-        results = pd.read_csv(config.out / "results.csv")
-        skipped = pd.read_csv(config.out / "skipped.csv") if (config.out / "skipped.csv").exists() else pd.DataFrame()
-        results.attrs["skipped"] = skipped.to_dict("records")
-        write_tables(results, config.out)
+    if config.combine:  # the rows the parts wrote, aggregated as one run
+        folders = [Path(folder) for folder in config.combine]
+        results = pd.concat([pd.read_csv(folder / "results.csv") for folder in folders], ignore_index=True)
+        skipped = [pd.read_csv(folder / "skipped.csv") for folder in folders if (folder / "skipped.csv").is_file()]
+        results.attrs["skipped"] = pd.concat(skipped).to_dict("records") if skipped else []
+        run_config = HolmesRunConfig(**json.loads((folders[0] / "config.json").read_text()))
+        run_config.datasets = sorted(set(results["dataset"])) if config.datasets is None else config.datasets
+        config.out.mkdir(parents=True, exist_ok=True)
+        write_tables(results, config.out, run_config)
     else:
         probe = ProbeConfig(flash_fraction=None if config.full else 1 / 32, protocol=config.protocol)
         results = run_holmes(config.models, config.suite_dir, config=probe, random_init_control=config.random_init,
-                             out_dir=config.out)
+                             datasets=config.datasets, out_dir=config.out)
     areas = pd.read_csv(config.out / "areas.csv")
     counts = pd.read_csv(config.out / "a_vs_b.csv") if (config.out / "a_vs_b.csv").exists() else pd.DataFrame()
     seed_counts = pd.read_csv(config.out / "seed_test_counts.csv") if (config.out / "seed_test_counts.csv").exists() \

@@ -268,6 +268,90 @@ def invariance_table(figures: Path) -> str:
     return _markdown(header, rows)
 
 
+ERASURE_ENTRIES = (("dstg", "ap"), ("dstg", "sem"), ("dstg", "full"), ("rope", "full"), ("ap", "full"),
+                   ("rp", "full"), ("all-MiniLM-L6-v2", "full"))
+
+
+def _erasure(figures: Path) -> pd.DataFrame:
+    """erasure.csv averaged over training seeds (``experiments/fig_erasure.py``), integer layers only."""
+    table = _csv(figures, "erasure/erasure.csv")
+    table = table[table.layer.astype(str) != "final"].astype({"layer": int})
+    metrics = ["loss_increase", "output_change", "r2_before", "r2_after", "attention_js"]
+    return table.groupby(["model", "subspace", "layer", "method"])[metrics].mean()
+
+
+def _erasure_cells(erasure: pd.DataFrame, metric: str, digits: int) -> tuple[list, list]:
+    layers = sorted(erasure.index.unique("layer"))
+    rows = []
+    for model, subspace in ERASURE_ENTRIES:
+        if (model, subspace) not in erasure.index.droplevel(["layer", "method"]):
+            continue
+        cells = []
+        for layer in layers:
+            key = (model, subspace, layer)
+            if (*key, "leace") not in erasure.index or pd.isna(erasure.loc[(*key, "leace"), metric]):
+                cells.append("—")
+                continue
+            cells.append(f"{erasure.loc[(*key, 'leace'), metric]:.{digits}f} ({erasure.loc[(*key, 'random'), metric]:.{digits}f})")
+        if any(cell != "—" for cell in cells):
+            rows.append([_entry(model, subspace) if model != "all-MiniLM-L6-v2" else model, *cells])
+    return [f"layer {layer}" for layer in layers], rows
+
+
+def erasure_table(figures: Path) -> str:
+    """MLM loss increase (nats) when token position is erased by LEACE at layer l, with a random erasure of the
+    same rank in parentheses; then the probe R² before -> after LEACE (erasure/erasure.csv)."""
+    erasure = _erasure(figures)
+    header, rows = _erasure_cells(erasure, "loss_increase", 3)
+    text = _markdown(["loss increase: LEACE (random)", *header], rows)
+    header, rows = _erasure_cells(erasure, "output_change", 3)
+    text += "\n\n" + _markdown(["1 - cos(output): LEACE (random)", *header], rows)
+    probe = []
+    for model, subspace in ERASURE_ENTRIES:
+        keys = [k for k in erasure.index if k[:2] == (model, subspace) and k[3] == "leace"]
+        if keys:
+            probe.append([_entry(model, subspace) if model != "all-MiniLM-L6-v2" else model,
+                          *(f"{erasure.loc[k, 'r2_before']:.2f} → {erasure.loc[k, 'r2_after']:.3f}" for k in sorted(keys))])
+    layers = sorted(erasure.index.unique("layer"))
+    return text + "\n\n" + _markdown(["token-position R²: before → after LEACE", *(f"layer {l}" for l in layers)], probe)
+
+
+def erasure_reading(figures: Path) -> str:
+    """What the erasure says about "MLM overwrites position": for each entangled baseline, the excess loss of
+    LEACE over the same-rank random erasure, largest layer vs last layer."""
+    erasure = _erasure(figures)
+    lines = []
+    for model, subspace in ERASURE_ENTRIES:
+        if model == "all-MiniLM-L6-v2" or (model, subspace) not in erasure.index.droplevel(["layer", "method"]):
+            continue
+        rows = erasure.xs((model, subspace), level=["model", "subspace"])
+        excess = rows.xs("leace", level="method").loss_increase - rows.xs("random", level="method").loss_increase
+        last = int(excess.index.max())
+        peak = int(excess.idxmax())
+        lines.append(f"- {_entry(model, subspace)}: erasing position costs {excess[peak]:+.3f} nats more than a random "
+                     f"erasure of the same rank at layer {peak} (the largest), {excess[last]:+.3f} at the last layer "
+                     f"({last}); the probe falls from R² {rows.loc[(last, 'leace'), 'r2_before']:.2f} to "
+                     f"{rows.loc[(last, 'leace'), 'r2_after']:.3f} there.")
+    return "\n".join(lines)
+
+
+def interventions_table(figures: Path) -> str:
+    """KL(clean || intervened) of the MLM output (nats, mean ± sd over seeds) per AP intervention and layer, and
+    the mean relative change of the next block's AP logit term (interventions/*.csv)."""
+    table = _csv(figures, "interventions/interventions.csv")
+    heads = _csv(figures, "interventions/heads.csv")
+    term = {"dstg": "ap", "ap": "content"}
+    rows = []
+    for (model, layer, kind), group in table.groupby(["model", "layer", "kind"], sort=False):
+        first = heads[(heads.model == model) & (heads.layer == layer) & (heads.kind == kind)
+                      & (heads.block == layer) & (heads.term == term.get(model, "ap"))]
+        rows.append([DISPLAY.get(model, model), layer, kind, f"{group.mlm_kl.mean():.4f} ± {group.mlm_kl.std():.4f}",
+                     f"{group.top1_agreement.mean():.3f}", f"{first.relative_change.mean():.3f}" if len(first) else "—",
+                     group.seed.nunique()])
+    return _markdown(["model", "layer", "intervention", "MLM KL (nats)", "top-1 agreement",
+                      "next block's AP / content term: relative change", "seeds"], rows)
+
+
 def corpus_table(figures: Path) -> str:
     """The en-large corpus, one row per piece (figures/corpus/pieces.csv, ``experiments/corpus_table.py``)."""
     pieces = _csv(figures, "corpus/pieces.csv")
@@ -331,6 +415,9 @@ TABLES = {
     "invariance": invariance_table,
     "corpus": corpus_table,
     "recipe_diagnosis": recipe_diagnosis,
+    "erasure": erasure_table,
+    "erasure_reading": erasure_reading,
+    "interventions": interventions_table,
 }
 # documents beside README whose marked tables come from the repository's own gallery
 REPOSITORY_DOCUMENTS = [FIGURES_DIR.parent / "docs" / "training.md", FIGURES_DIR / "recipe" / "DIAGNOSIS.md"]

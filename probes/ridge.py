@@ -209,9 +209,7 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         Number of ``GroupKFold`` folds.
     standardize : bool, default True
         Standardise features inside each training fold (mean/std of the fold's train part).
-    random_state : int, default 0
-        Kept for API stability; ``GroupKFold`` fold assignment is deterministic, so the
-        current folds do not depend on it.
+        (No ``random_state``: ``GroupKFold`` assigns folds deterministically.)
 
     Attributes
     ----------
@@ -228,11 +226,10 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         Standardisation fitted on all training rows (scale_ is 1 when ``standardize=False``).
     """
 
-    def __init__(self, alphas=DEFAULT_ALPHAS, n_splits=5, standardize=True, random_state=0):
+    def __init__(self, alphas=DEFAULT_ALPHAS, *, n_splits: int = 5, standardize: bool = True):
         self.alphas = alphas
         self.n_splits = n_splits
         self.standardize = standardize
-        self.random_state = random_state
 
     def fit(self, X, y, groups=None):
         """Choose alpha by grouped CV and refit on all rows.

@@ -64,32 +64,16 @@ def test_missing_config(tmp_path):
         load_model(tmp_path / "ck")
 
 
-def test_unknown_variant(tmp_path):
-    tiny_model("rp").save(tmp_path / "ck")
+@pytest.mark.parametrize("saved, edits, message", [
+    ("rp", {"variant": "alibi"}, "unknown variant 'alibi'"),
+    ("rp", {"d_model": 64, "d_head": 16, "d_mlp": None}, "has shape .* but config.json implies"),  # wrong shapes
+    ("rope", {"variant": "ap"}, "weights do not match config.json"),  # weights of another variant
+])
+def test_a_config_that_does_not_fit_its_weights(tmp_path, saved, edits, message):
+    tiny_model(saved).save(tmp_path / "ck")
     cfg = json.loads((tmp_path / "ck" / "config.json").read_text())
-    cfg["variant"] = "alibi"
-    (tmp_path / "ck" / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(CheckpointError, match="unknown variant 'alibi'"):
-        load_model(tmp_path / "ck")
-
-
-def test_weights_of_the_wrong_shape(tmp_path):
-    tiny_model("rp").save(tmp_path / "ck")
-    cfg = json.loads((tmp_path / "ck" / "config.json").read_text())
-    cfg["d_model"] = 64
-    cfg["d_head"] = 16
-    cfg["d_mlp"] = None
-    (tmp_path / "ck" / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(CheckpointError, match="has shape .* but config.json implies"):
-        load_model(tmp_path / "ck")
-
-
-def test_weights_of_another_variant(tmp_path):
-    tiny_model("rope").save(tmp_path / "ck")
-    cfg = json.loads((tmp_path / "ck" / "config.json").read_text())
-    cfg["variant"] = "ap"
-    (tmp_path / "ck" / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(CheckpointError, match="weights do not match config.json"):
+    (tmp_path / "ck" / "config.json").write_text(json.dumps({**cfg, **edits}))
+    with pytest.raises(CheckpointError, match=message):
         load_model(tmp_path / "ck")
 
 

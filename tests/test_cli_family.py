@@ -140,3 +140,17 @@ def test_holmes_seed_sets_the_probe_seeds():
     args = holmes_parser().parse_args(["run", "--model", "dstg", "--seed", "3", "--seeds", "1,2", "--layers", "0,last"])
     cfg = config_from_args(args)
     assert cfg.probe.seeds == (1, 2) and cfg.layers == [0, "last"] and cfg.models == ["dstg"]
+
+
+def test_every_console_script_reaches_its_command_module():
+    """pyproject.toml's [project.scripts] -> dstg_interp.entry -> one module per command in dstg_interp/cli/."""
+    import re
+
+    from dstg_interp import entry
+
+    scripts = dict(re.findall(r'^(dstg-[a-z]+) = "dstg_interp\.entry:([a-z]+)"$',
+                              (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(), re.M))
+    assert scripts and set(scripts) == set(entry.COMMANDS)
+    for prog, name in scripts.items():
+        assert getattr(entry, name).args == (prog,)
+        assert entry.COMMANDS[prog] == "dstg_interp.cli." + entry.COMMANDS[prog].split(".")[-1]

@@ -11,12 +11,17 @@ from dstg_interp.model.layers import t5_relative_buckets
 from conftest import VARIANTS, tiny_config, tiny_model
 
 
+def labels_at(tokens, start: int, stop: int):
+    """MLM labels for positions start..stop-1 of every row (-100 elsewhere)."""
+    labels = torch.full_like(tokens, -100)
+    labels[:, start:stop] = tokens[:, start:stop]
+    return labels
+
+
 def test_forward_backward_with_padding(variant, padded_batch):
     model = tiny_model(variant)
     tokens, mask = padded_batch
-    labels = torch.full_like(tokens, -100)
-    labels[:, 3:6] = tokens[:, 3:6]
-    out = model(tokens, mask, labels=labels)
+    out = model(tokens, mask, labels=labels_at(tokens, 3, 6))
     assert out.logits.shape == (2, 16, 97)
     assert torch.isfinite(out.loss)
     out.loss.backward()
@@ -35,8 +40,7 @@ def test_padding_does_not_change_real_tokens(variant, padded_batch):
 def test_masked_logits_only_gives_same_loss(variant, padded_batch):
     model = tiny_model(variant)
     tokens, mask = padded_batch
-    labels = torch.full_like(tokens, -100)
-    labels[:, 2:5] = tokens[:, 2:5]
+    labels = labels_at(tokens, 2, 5)
     full = model(tokens, mask, labels=labels)
     masked = model(tokens, mask, labels=labels, masked_logits_only=True)
     assert masked.logits.shape == (6, 97)

@@ -33,7 +33,7 @@ def test_the_same_probe_number_everywhere():
     value = row[row.layer == row.layer.max()].r2.iloc[0]
     assert value == pytest.approx(rows[rows.layer == rows.layer.max()].r2.mean())
     claim = {c["id"]: c for c in json.loads((FIGURES_DIR / "claims.json").read_text())}["final_segment_sentence"]
-    assert claim["ours"] == pytest.approx(value)
+    assert f"dstg ap {value:.2f}" in claim["detail"]  # the claim itself reads the partial R² given token position
     for document in (report.README, FIGURES_DIR / report.REPORT_NAME):
         assert f"| sentence index | {value:.3f} |" in document.read_text()
 

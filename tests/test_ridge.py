@@ -113,7 +113,7 @@ def test_grouped_split_has_no_leakage_where_token_level_cv_does():
 
 
 def test_clone_and_params_roundtrip():
-    probe = RidgeProbe(alphas=(0.1, 1.0), n_splits=3, standardize=False, random_state=7)
+    probe = RidgeProbe(alphas=(0.1, 1.0), n_splits=3, standardize=False)
     copy = clone(probe)
     assert copy.get_params() == probe.get_params()
     assert copy.get_params()["alphas"] == (0.1, 1.0)

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from machine import LoadWatch, add_load_arguments, write_result
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -30,6 +29,7 @@ from dstg_interp import load_model
 from probes.holmes import ProbeConfig, encode_dataset, evaluate_features, load_benchmark
 from probes.holmes.protocol import probe_metric
 from probes.holmes.suite import build_suite, default_suite_dir
+from machine import LoadWatch, add_load_arguments, write_result
 
 RESULTS = Path(__file__).parent / "results" / "holmes.json"
 
@@ -43,18 +43,9 @@ def main(model_name="dstg", suite=None, n_datasets=10, args=None, out=RESULTS):
     model = load_model(model_name).eval()
     datasets, _ = load_benchmark(suite)
     # A spread of task types and label counts, not only binary sentence tasks.
-    wanted = [
-        "offline-det_noun_agreement",
-        "offline-bigram_shift",
-        "offline-sentence_length",
-        "offline-pos",
-        "offline-flesch",
-        "offline-tense",
-        "offline-word_sense",
-        "offline-next_sentence",
-        "offline-synonym_antonym",
-        "offline-passive",
-    ][:n_datasets]  # sentence_order exceeds the zoo's 128 positions
+    wanted = ["offline-det_noun_agreement", "offline-bigram_shift", "offline-sentence_length", "offline-pos",
+              "offline-flesch", "offline-tense", "offline-word_sense", "offline-next_sentence",
+              "offline-synonym_antonym", "offline-passive"][:n_datasets]  # sentence_order exceeds the zoo's 128 positions
     rows = []
     for dataset in [d for d in datasets if d.name in wanted]:
         features = encode_dataset(model, dataset, layers="last", subspaces=["full"])
@@ -73,42 +64,19 @@ def main(model_name="dstg", suite=None, n_datasets=10, args=None, out=RESULTS):
         rival.fit(X[splits["train"]], y[splits["train"]])
         sk_s = (time.process_time() - started) * 10
         sk_score = probe_metric(rival.predict(X[splits["test"]]), y[splits["test"]], dataset.is_regression)
-        rows.append(
-            {
-                "dataset": dataset.name,
-                "task_type": dataset.task_type.value,
-                "n_train": len(splits["train"]),
-                "d": X.shape[1],
-                "n_labels": dataset.config.num_labels,
-                "ours_s": round(ours_s, 3),
-                "sklearn_s_x10_extrapolated": round(sk_s, 3),
-                "ours_score": round(float(ours_score), 4),
-                "sklearn_score": round(float(sk_score), 4),
-                "sklearn_model": type(rival[-1]).__name__,
-            }
-        )
+        rows.append({"dataset": dataset.name, "task_type": dataset.task_type.value, "n_train": len(splits["train"]),
+                     "d": X.shape[1], "n_labels": dataset.config.num_labels, "ours_s": round(ours_s, 3),
+                     "sklearn_s_x10_extrapolated": round(sk_s, 3), "ours_score": round(float(ours_score), 4),
+                     "sklearn_score": round(float(sk_score), 4), "sklearn_model": type(rival[-1]).__name__})
         print(rows[-1], file=sys.stderr)
     total_ours, total_sk = sum(r["ours_s"] for r in rows), sum(r["sklearn_s_x10_extrapolated"] for r in rows)
     diffs = [abs(r["ours_score"] - r["sklearn_score"]) for r in rows]
-    summary = {
-        "model": model_name,
-        "n_probes_per_dataset": 10,
-        "rows": rows,
-        "total_ours_s": round(total_ours, 2),
-        "total_sklearn_s_x10_extrapolated": round(total_sk, 2),
-        "mean_abs_score_diff": round(float(np.mean(diffs)), 4),
-        "max_abs_score_diff": round(float(np.max(diffs)), 4),
-        "spearman_scores": round(
-            float(
-                __import__("scipy.stats").stats.spearmanr(
-                    [r["ours_score"] for r in rows], [r["sklearn_score"] for r in rows]
-                )[0]
-            ),
-            3,
-        ),
-        "torch": torch.__version__,
-        "threads": 1,
-    }
+    summary = {"model": model_name, "n_probes_per_dataset": 10, "rows": rows, "total_ours_s": round(total_ours, 2),
+               "total_sklearn_s_x10_extrapolated": round(total_sk, 2), "mean_abs_score_diff": round(float(np.mean(diffs)), 4),
+               "max_abs_score_diff": round(float(np.max(diffs)), 4),
+               "spearman_scores": round(float(__import__("scipy.stats").stats.spearmanr(
+                   [r["ours_score"] for r in rows], [r["sklearn_score"] for r in rows])[0]), 3),
+               "torch": torch.__version__, "threads": 1}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=2))
     write_result(out, summary, watch, args)
 

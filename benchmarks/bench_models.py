@@ -22,9 +22,9 @@ from pathlib import Path
 
 import torch
 import transformers
-from machine import LoadWatch, add_load_arguments, write_result
 
 from dstg_interp import ModelConfig, build_model
+from machine import LoadWatch, add_load_arguments, write_result
 
 
 def interleaved_median_seconds(steps: dict, warmup: int, rounds: int) -> dict:
@@ -64,30 +64,15 @@ def main() -> None:
     n_tokens = tokens.numel()
 
     def our_model(variant):
-        widths = (
-            dict(d_sem=args.d_model - args.d_ap, d_ap=args.d_ap) if variant == "dstg" else dict(d_model=args.d_model)
-        )
-        cfg = ModelConfig(
-            variant=variant,
-            vocab_size=args.vocab,
-            max_positions=args.seq_len,
-            n_layers=args.layers,
-            n_heads=args.heads,
-            **widths,
-        )
+        widths = dict(d_sem=args.d_model - args.d_ap, d_ap=args.d_ap) if variant == "dstg" else dict(d_model=args.d_model)
+        cfg = ModelConfig(variant=variant, vocab_size=args.vocab, max_positions=args.seq_len, n_layers=args.layers, n_heads=args.heads, **widths)
         return build_model(cfg).train()
 
     d_mlp = ModelConfig(variant="rope", d_model=args.d_model).d_mlp
     hf_config = transformers.BertConfig(
-        vocab_size=args.vocab,
-        hidden_size=args.d_model,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.heads,
-        intermediate_size=int(1.5 * d_mlp),
-        max_position_embeddings=args.seq_len,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-        type_vocab_size=1,
+        vocab_size=args.vocab, hidden_size=args.d_model, num_hidden_layers=args.layers, num_attention_heads=args.heads,
+        intermediate_size=int(1.5 * d_mlp), max_position_embeddings=args.seq_len, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, type_vocab_size=1,
     )
     hf = transformers.BertForMaskedLM(hf_config).train()
 
@@ -96,7 +81,6 @@ def main() -> None:
             model.zero_grad(set_to_none=True)
             out = model(tokens, labels=labels, **kwargs)
             out.loss.backward()
-
         return step
 
     steps = {("hf-BertForMaskedLM", "full logits"): step_fn(hf)}
@@ -108,38 +92,20 @@ def main() -> None:
         steps[(f"{variant}-NeoBERT", "masked logits (training)")] = step_fn(model, masked_logits_only=True)
     seconds = interleaved_median_seconds(steps, warmup=2, rounds=args.rounds)
     hf_seconds = seconds[("hf-BertForMaskedLM", "full logits")]
-    rows = [
-        dict(model=name, call=call, seconds_per_step=value, params=params[name])
-        for (name, call), value in seconds.items()
-    ]
+    rows = [dict(model=name, call=call, seconds_per_step=value, params=params[name]) for (name, call), value in seconds.items()]
     for row in rows:
         row["tokens_per_s"] = n_tokens / row["seconds_per_step"]
         row["ratio_vs_hf"] = hf_seconds / row["seconds_per_step"]
 
     print(f"{'model':<22}{'call':<28}{'tokens/s':>10}{'x HF':>8}{'params':>10}")
     for row in rows:
-        print(
-            f"{row['model']:<22}{row['call']:<28}{row['tokens_per_s']:>10.0f}{row['ratio_vs_hf']:>8.2f}{row['params']:>10}"
-        )
+        print(f"{row['model']:<22}{row['call']:<28}{row['tokens_per_s']:>10.0f}{row['ratio_vs_hf']:>8.2f}{row['params']:>10}")
     result = dict(
         benchmark="forward+backward MLM step, same batch, one process",
-        shape=dict(
-            batch=args.batch,
-            seq_len=args.seq_len,
-            d_model=args.d_model,
-            d_ap=args.d_ap,
-            layers=args.layers,
-            heads=args.heads,
-            vocab=args.vocab,
-            swiglu_hidden=d_mlp,
-            bert_intermediate=int(1.5 * d_mlp),
-        ),
-        threads=args.threads,
-        torch=torch.__version__,
-        transformers=transformers.__version__,
-        cpu=platform.processor() or platform.machine(),
-        date=time.strftime("%Y-%m-%d"),
-        rows=rows,
+        shape=dict(batch=args.batch, seq_len=args.seq_len, d_model=args.d_model, d_ap=args.d_ap, layers=args.layers,
+                   heads=args.heads, vocab=args.vocab, swiglu_hidden=d_mlp, bert_intermediate=int(1.5 * d_mlp)),
+        threads=args.threads, torch=torch.__version__, transformers=transformers.__version__,
+        cpu=platform.processor() or platform.machine(), date=time.strftime("%Y-%m-%d"), rows=rows,
     )
     write_result(args.out, result, watch, args)
 

@@ -28,11 +28,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_store import RandomSequences, _status_mb
-from machine import LoadWatch, add_load_arguments, write_result
 from threadpoolctl import threadpool_limits
 
+from bench_store import RandomSequences, _status_mb
 from dstg_interp import ActivationStore, ModelConfig, build_model, extract
+from machine import LoadWatch, add_load_arguments, write_result
 from probes import fit_ridge_grid, grouped_train_test_split
 from probes.ridge import DEFAULT_ALPHAS
 
@@ -42,13 +42,11 @@ SUBSAMPLE = 100_000
 
 
 def build_store(folder: Path, n_tokens: int, threads: int) -> ActivationStore:
-    config = ModelConfig(
-        variant="dstg", vocab_size=8192, max_positions=256, n_layers=6, n_heads=4, d_head=32, d_sem=112, d_ap=16, seed=0
-    )
+    config = ModelConfig(variant="dstg", vocab_size=8192, max_positions=256, n_layers=6, n_heads=4, d_head=32,
+                         d_sem=112, d_ap=16, seed=0)
     torch.set_num_threads(threads)
-    return extract(
-        build_model(config).eval(), RandomSequences(n_tokens, 256, 8192), folder, dtype="float16", progress=True
-    )
+    return extract(build_model(config).eval(), RandomSequences(n_tokens, 256, 8192), folder, dtype="float16",
+                   progress=True)
 
 
 def run_grid(store: ActivationStore, mode: str, subsample: int) -> dict:
@@ -64,39 +62,22 @@ def run_grid(store: ActivationStore, mode: str, subsample: int) -> dict:
             targets = {name: labels[name].to_numpy().astype(np.float64) for name in TARGETS}
             train, test = grouped_train_test_split(groups[rows], test_fraction=0.2, seed=0)
             train, test = rows[train], rows[test]
-            features = {
-                (layer, sub): (lambda layer=layer, sub=sub: store.states(layer, sub))
-                for layer in store.layers
-                for sub in store.subspaces
-            }
+            features = {(layer, sub): (lambda layer=layer, sub=sub: store.states(layer, sub))
+                        for layer in store.layers for sub in store.subspaces}
         else:  # what the subsample protocol did: the selected rows' features, one set at a time in memory
             groups = labels["doc_index"].to_numpy()[rows]
             targets = {name: labels[name].to_numpy()[rows].astype(np.float64) for name in TARGETS}
             train, test = grouped_train_test_split(groups, test_fraction=0.2, seed=0)
-            features = {
-                (layer, sub): (lambda layer=layer, sub=sub: np.asarray(store.states(layer, sub)[rows]))
-                for layer in store.layers
-                for sub in store.subspaces
-            }
-        table = fit_ridge_grid(
-            features, targets, groups, train, test, DEFAULT_ALPHAS, n_splits=5, keep_predictions=False
-        )
+            features = {(layer, sub): (lambda layer=layer, sub=sub: np.asarray(store.states(layer, sub)[rows]))
+                        for layer in store.layers for sub in store.subspaces}
+        table = fit_ridge_grid(features, targets, groups, train, test, DEFAULT_ALPHAS, n_splits=5,
+                               keep_predictions=False)
     seconds = time.perf_counter() - start
-    return {
-        "mode": mode,
-        "n_tokens_probed": int(len(rows)),
-        "n_train": int(len(train)),
-        "n_test": int(len(test)),
-        "feature_sets": len(features),
-        "targets": list(TARGETS),
-        "seconds": round(seconds, 2),
-        "rss_before_grid_mb": round(rss_before, 1),
-        "peak_rss_mb": round(_status_mb("VmHWM"), 1),
-        "test_r2": {
-            f"{key[0]}/{key[1]}/{target}": round(float(r2), 4)
-            for key, target, r2 in zip(table.key, table.target, table.test_r2)
-        },
-    }
+    return {"mode": mode, "n_tokens_probed": int(len(rows)), "n_train": int(len(train)), "n_test": int(len(test)),
+            "feature_sets": len(features), "targets": list(TARGETS), "seconds": round(seconds, 2),
+            "rss_before_grid_mb": round(rss_before, 1), "peak_rss_mb": round(_status_mb("VmHWM"), 1),
+            "test_r2": {f"{key[0]}/{key[1]}/{target}": round(float(r2), 4)
+                        for key, target, r2 in zip(table.key, table.target, table.test_r2)}}
 
 
 def child(args) -> None:
@@ -108,11 +89,8 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=1_000_000, help="size of the synthetic store")
     parser.add_argument("--subsample", type=int, default=SUBSAMPLE)
     parser.add_argument("--store", default=None, help="an existing store folder to probe (skips building one)")
-    parser.add_argument(
-        "--work",
-        default=str(Path(tempfile.gettempdir()) / "bench-probe-store"),
-        help="where the synthetic store is built and kept for reruns",
-    )
+    parser.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "bench-probe-store"),
+                        help="where the synthetic store is built and kept for reruns")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch threads for building")
     parser.add_argument("--quick", action="store_true", help="20k tokens, 5k subsample: check the script only")
     parser.add_argument("--child", choices=["all", "subsample"], help=argparse.SUPPRESS)
@@ -129,23 +107,13 @@ def main() -> None:
     watch = LoadWatch.start(args)  # after the build: the load the grid itself sees
     runs = {}
     for mode in ("subsample", "all"):
-        command = [
-            sys.executable,
-            __file__,
-            "--child",
-            mode,
-            "--store",
-            str(store_path),
-            "--subsample",
-            str(args.subsample),
-        ]
+        command = [sys.executable, __file__, "--child", mode, "--store", str(store_path), "--subsample",
+                   str(args.subsample)]
         output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         runs[mode] = json.loads(output.strip().splitlines()[-1])
-        print(
-            f"{mode:10s} {runs[mode]['n_tokens_probed']:>9} tokens  {runs[mode]['seconds']:8.1f} s  "
-            f"peak RSS {runs[mode]['peak_rss_mb']:.0f} MB (before grid {runs[mode]['rss_before_grid_mb']:.0f})",
-            flush=True,
-        )
+        print(f"{mode:10s} {runs[mode]['n_tokens_probed']:>9} tokens  {runs[mode]['seconds']:8.1f} s  "
+              f"peak RSS {runs[mode]['peak_rss_mb']:.0f} MB (before grid {runs[mode]['rss_before_grid_mb']:.0f})",
+              flush=True)
     shared = sorted(set(runs["all"]["test_r2"]) & set(runs["subsample"]["test_r2"]))
     growth = {mode: run["peak_rss_mb"] - run["rss_before_grid_mb"] for mode, run in runs.items()}
     result = {
@@ -157,9 +125,8 @@ def main() -> None:
         "time_ratio_all_vs_subsample": round(runs["all"]["seconds"] / runs["subsample"]["seconds"], 2),
         "token_ratio_all_vs_subsample": round(runs["all"]["n_tokens_probed"] / runs["subsample"]["n_tokens_probed"], 2),
         "grid_rss_growth_mb": {mode: round(value, 1) for mode, value in growth.items()},
-        "max_abs_delta_test_r2": max(
-            (abs(runs["all"]["test_r2"][k] - runs["subsample"]["test_r2"][k]) for k in shared), default=None
-        ),
+        "max_abs_delta_test_r2": max((abs(runs["all"]["test_r2"][k] - runs["subsample"]["test_r2"][k]) for k in shared),
+                                     default=None),
     }
     path = Path(tempfile.gettempdir()) / "probe_store-quick.json" if args.quick else RESULT_PATH
     write_result(path, result, watch, args)

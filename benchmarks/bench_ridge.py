@@ -31,13 +31,13 @@ from pathlib import Path
 import numpy as np
 import scipy
 import sklearn
-from machine import LoadWatch, add_load_arguments, write_result
 from sklearn.linear_model import Ridge
 from sklearn.model_selection import GridSearchCV, GroupKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
+from machine import LoadWatch, add_load_arguments, write_result
 from probes import fit_ridge_grid, grouped_train_test_split
 
 N_DOCS = 1000
@@ -60,21 +60,12 @@ def make_corpus(seed=0, n_docs=N_DOCS):
     # Sentences of 8-30 tokens: the sentence index is a step function of position.
     sentence_len = rng.integers(8, 31, n_docs)[groups]
     sentence = position // sentence_len
-    targets = {
-        "position": position.astype(float),
-        "relative_position": relative,
-        "sentence_index": sentence.astype(float),
-    }
+    targets = {"position": position.astype(float), "relative_position": relative, "sentence_index": sentence.astype(float)}
     freqs = np.geomspace(1 / 200, 1 / 4, 6)
     codes = np.column_stack(
-        [
-            np.sin(position[:, None] * freqs),
-            np.cos(position[:, None] * freqs),
-            np.sin(np.pi * relative[:, None] * [1, 2, 3]),
-            np.cos(np.pi * relative[:, None] * [1, 2, 3]),
-            np.sin(sentence[:, None] * [0.3, 1.0, 2.0]),
-            np.cos(sentence[:, None] * [0.3, 1.0, 2.0]),
-        ]
+        [np.sin(position[:, None] * freqs), np.cos(position[:, None] * freqs),
+         np.sin(np.pi * relative[:, None] * [1, 2, 3]), np.cos(np.pi * relative[:, None] * [1, 2, 3]),
+         np.sin(sentence[:, None] * [0.3, 1.0, 2.0]), np.cos(sentence[:, None] * [0.3, 1.0, 2.0])]
     ).astype(np.float32)
     doc_latent = rng.normal(size=(n_docs, 32)).astype(np.float32)
     return groups, targets, codes, doc_latent
@@ -118,12 +109,8 @@ def run_sklearn(paths, keys, targets, groups, train, test):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=N_DOCS, help="documents (~120 tokens each)")
-    parser.add_argument(
-        "--sklearn-budget",
-        type=float,
-        default=SKLEARN_BUDGET_S,
-        help="stop timing scikit-learn after the first whole layer past this many seconds",
-    )
+    parser.add_argument("--sklearn-budget", type=float, default=SKLEARN_BUDGET_S,
+                        help="stop timing scikit-learn after the first whole layer past this many seconds")
     parser.add_argument("--out", default=str(RESULT_PATH))
     add_load_arguments(parser)
     args = parser.parse_args()
@@ -143,10 +130,8 @@ def main():
         ours_peak_mb = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
         start = time.perf_counter()
-        boot = [
-            fit_ridge_grid({key: lazy[key]}, targets, groups, train, test, ALPHAS, N_SPLITS, n_boot=1000)
-            for key in list(lazy)[:1]
-        ][0]
+        boot = [fit_ridge_grid({key: lazy[key]}, targets, groups, train, test, ALPHAS, N_SPLITS, n_boot=1000)
+                for key in list(lazy)[:1]][0]
         boot_s = time.perf_counter() - start
 
         sk_rows, sk_seconds = {}, {}
@@ -173,17 +158,9 @@ def main():
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "versions": {"numpy": np.__version__, "scipy": scipy.__version__, "sklearn": sklearn.__version__},
         "blas_threads": 1,
-        "n_tokens": int(groups.size),
-        "n_documents": args.docs,
-        "n_train": int(train.size),
-        "n_test": int(test.size),
-        "feature_sets": len(paths),
-        "widths_p": SUBSPACES,
-        "layers": LAYERS,
-        "targets": list(targets),
-        "n_alphas": len(ALPHAS),
-        "n_splits": N_SPLITS,
-        "storage_dtype": "float16 .npy, memory-mapped",
+        "n_tokens": int(groups.size), "n_documents": args.docs, "n_train": int(train.size), "n_test": int(test.size),
+        "feature_sets": len(paths), "widths_p": SUBSPACES, "layers": LAYERS, "targets": list(targets),
+        "n_alphas": len(ALPHAS), "n_splits": N_SPLITS, "storage_dtype": "float16 .npy, memory-mapped",
         "ours_seconds": round(ours_s, 2),
         "ours_peak_traced_mb": round(ours_peak_mb, 1),
         "ours_bootstrap_1000_seconds_one_feature_set_3_targets_including_fit": round(boot_s, 2),
@@ -193,24 +170,16 @@ def main():
         "sklearn_n_jobs": 1,
         "sklearn_seconds_full_grid": round(sklearn_full_s, 2),
         "sklearn_full_grid_extrapolated": extrapolated,
-        "extrapolation": (
-            f"mean seconds per feature set of each width over the timed layers x {LAYERS} sets per width"
-            if extrapolated
-            else "none: full grid timed"
-        ),
+        "extrapolation": (f"mean seconds per feature set of each width over the timed layers x {LAYERS} sets per width"
+                          if extrapolated else "none: full grid timed"),
         "speedup": round(sklearn_full_s / ours_s, 1),
         "compared_rows": len(compared),
         "same_alpha_rows": int(same_alpha),
         "max_abs_delta_cv_r2": float(max(d_cv)),
         "max_abs_delta_test_r2": float(max(d_test)),
         "bootstrap_ci_example": [
-            {
-                "key": "/".join(r.key),
-                "target": r.target,
-                "test_r2": round(r.test_r2, 4),
-                "ci95": [round(r.r2_ci_low, 4), round(r.r2_ci_high, 4)],
-            }
-            for r in boot.itertuples()
+            {"key": "/".join(r.key), "target": r.target, "test_r2": round(r.test_r2, 4),
+             "ci95": [round(r.r2_ci_low, 4), round(r.r2_ci_high, 4)]} for r in boot.itertuples()
         ],
         "total_wall_seconds": round(time.perf_counter() - wall_start, 1),
     }
@@ -219,10 +188,8 @@ def main():
     print(f"{f'fit_ridge_grid ({len(paths)} sets)':28s}{ours_s:10.1f}")
     label = "GridSearchCV (extrapolated)" if extrapolated else f"GridSearchCV ({len(paths)} sets)"
     print(f"{label:28s}{sklearn_full_s:10.1f}   timed {len(timed_keys)} sets in {sum(sk_seconds.values()):.1f}s")
-    print(
-        f"speedup {result['speedup']}x; same alpha {same_alpha}/{len(compared)}; "
-        f"max|dR2| cv {result['max_abs_delta_cv_r2']:.2e} test {result['max_abs_delta_test_r2']:.2e}"
-    )
+    print(f"speedup {result['speedup']}x; same alpha {same_alpha}/{len(compared)}; "
+          f"max|dR2| cv {result['max_abs_delta_cv_r2']:.2e} test {result['max_abs_delta_test_r2']:.2e}")
     print(table.pivot_table(index="key", columns="target", values="test_r2").round(3))
     write_result(args.out, result, watch, args)
 

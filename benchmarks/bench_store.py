@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from machine import LoadWatch, add_load_arguments, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -64,16 +65,10 @@ class RandomSequences:
         positions = np.arange(self.length, dtype=np.int32)
         special = np.zeros(self.length, dtype=bool)
         special[[0, -1]] = True
-        return {
-            "input_ids": ids,
-            "token_position": positions,
-            "sentence_index": positions // 20,
-            "paragraph_index": positions // 80,
-            "intra_sentence_position": positions % 20,
-            "intra_paragraph_position": positions % 80,
-            "doc_index": np.full(self.length, index, dtype=np.int32),
-            "is_special": special,
-        }
+        return {"input_ids": ids, "token_position": positions, "sentence_index": positions // 20,
+                "paragraph_index": positions // 80, "intra_sentence_position": positions % 20,
+                "intra_paragraph_position": positions % 80, "doc_index": np.full(self.length, index, dtype=np.int32),
+                "is_special": special}
 
     def batches(self, batch_size: int):
         for start in range(0, self.n, batch_size):
@@ -85,17 +80,8 @@ class RandomSequences:
 def dstg_config(args):
     from dstg_interp import ModelConfig
 
-    return ModelConfig(
-        variant="dstg",
-        vocab_size=args.vocab,
-        max_positions=args.length,
-        n_layers=args.layers,
-        n_heads=args.heads,
-        d_head=args.d_head,
-        d_sem=args.d_sem,
-        d_ap=args.d_ap,
-        seed=0,
-    )
+    return ModelConfig(variant="dstg", vocab_size=args.vocab, max_positions=args.length, n_layers=args.layers,
+                       n_heads=args.heads, d_head=args.d_head, d_sem=args.d_sem, d_ap=args.d_ap, seed=0)
 
 
 def interleaved_best_seconds(passes: dict, repeats: int) -> dict:
@@ -119,14 +105,9 @@ def throughput(args) -> dict:
     sequences = RandomSequences(args.tokens, args.length, args.vocab)
     n_tokens = int(sequences.lengths.sum())
     hidden = args.d_sem + args.d_ap
-    bert_config = BertConfig(
-        vocab_size=args.vocab,
-        hidden_size=hidden,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.heads,
-        intermediate_size=4 * hidden,
-        max_position_embeddings=args.length,
-    )
+    bert_config = BertConfig(vocab_size=args.vocab, hidden_size=hidden, num_hidden_layers=args.layers,
+                             num_attention_heads=args.heads, intermediate_size=4 * hidden,
+                             max_position_embeddings=args.length)
     torch.manual_seed(0)
     bert = BertForMaskedLM(bert_config).eval()
     work = Path(tempfile.mkdtemp(prefix="bench-store-"))
@@ -147,15 +128,8 @@ def throughput(args) -> dict:
 
     def extraction(**kwargs):
         counter["n"] += 1  # a fresh folder per pass: a rerun into the same folder would reuse the store
-        extract(
-            model,
-            sequences,
-            work / f"store-{counter['n']}",
-            batch_size=args.batch_size,
-            dtype="float16",
-            progress=False,
-            **kwargs,
-        )
+        extract(model, sequences, work / f"store-{counter['n']}", batch_size=args.batch_size, dtype="float16",
+                progress=False, **kwargs)
         shutil.rmtree(work / f"store-{counter['n']}")
 
     rivals = {
@@ -163,12 +137,8 @@ def throughput(args) -> dict:
         "plain_with_head": lambda: forward_all(lambda t, m: model(t, attention_mask=m)),
         "extract": lambda: extraction(),
         "extract_full_only": lambda: extraction(subspaces=("full",)),
-        "hf_hidden_states": lambda: forward_all(
-            lambda t, m: bert.bert(t, attention_mask=m.long(), output_hidden_states=True)
-        ),
-        "bridge_filtered": lambda: forward_all(
-            lambda t, m: bridge.run_with_cache(t, attention_mask=m.long(), names_filter=resid_names)
-        ),
+        "hf_hidden_states": lambda: forward_all(lambda t, m: bert.bert(t, attention_mask=m.long(), output_hidden_states=True)),
+        "bridge_filtered": lambda: forward_all(lambda t, m: bridge.run_with_cache(t, attention_mask=m.long(), names_filter=resid_names)),
         "bridge_unfiltered": lambda: forward_all(lambda t, m: bridge.run_with_cache(t, attention_mask=m.long())),
     }
     warm_tokens, warm_mask = next(sequences.batches(args.batch_size))
@@ -187,17 +157,11 @@ def throughput(args) -> dict:
         "extract_vs_plain_with_head": extract_speed / results["plain_with_head"]["tokens_per_s"],
         "extract_vs_bridge_filtered": extract_speed / results["bridge_filtered"]["tokens_per_s"],
         "extract_vs_bridge_unfiltered": extract_speed / results["bridge_unfiltered"]["tokens_per_s"],
-        "extract_full_only_vs_plain_encoder": results["extract_full_only"]["tokens_per_s"]
-        / results["plain_encoder"]["tokens_per_s"],
+        "extract_full_only_vs_plain_encoder": results["extract_full_only"]["tokens_per_s"] / results["plain_encoder"]["tokens_per_s"],
     }
-    return {
-        "n_tokens": n_tokens,
-        "rivals": results,
-        "ratios": {k: round(v, 3) for k, v in ratios.items()},
-        "target_extract_at_least_0.85x_plain_encoder": bool(ratios["extract_vs_plain_encoder"] >= 0.85),
-        "dstg_params": sum(p.numel() for p in model.parameters()),
-        "bert_params": sum(p.numel() for p in bert.parameters()),
-    }
+    return {"n_tokens": n_tokens, "rivals": results, "ratios": {k: round(v, 3) for k, v in ratios.items()},
+            "target_extract_at_least_0.85x_plain_encoder": bool(ratios["extract_vs_plain_encoder"] >= 0.85),
+            "dstg_params": sum(p.numel() for p in model.parameters()), "bert_params": sum(p.numel() for p in bert.parameters())}
 
 
 def rss_child(args) -> None:
@@ -213,17 +177,8 @@ def rss_child(args) -> None:
     seconds = time.perf_counter() - start
     peak = _status_mb("VmHWM")  # not ru_maxrss: Linux carries that over from the parent across fork + exec
     disk = sum(f.stat().st_size for f in out.iterdir())
-    print(
-        json.dumps(
-            {
-                "n_tokens": store.n_tokens,
-                "rss_before_extract_mb": round(rss_before, 1),
-                "peak_rss_mb": round(peak, 1),
-                "seconds": round(seconds, 2),
-                "store_bytes": disk,
-            }
-        )
-    )
+    print(json.dumps({"n_tokens": store.n_tokens, "rss_before_extract_mb": round(rss_before, 1),
+                      "peak_rss_mb": round(peak, 1), "seconds": round(seconds, 2), "store_bytes": disk}))
 
 
 def _status_mb(field: str) -> float:
@@ -239,16 +194,8 @@ def peak_rss(args) -> dict:
     rows = {}
     for n_tokens in args.rss_tokens:
         work = Path(tempfile.mkdtemp(prefix="bench-store-rss-"))
-        command = [
-            sys.executable,
-            __file__,
-            "--rss-child",
-            str(n_tokens),
-            "--rss-out",
-            str(work / "store"),
-            "--threads",
-            str(args.threads),
-        ] + _model_flags(args)
+        command = [sys.executable, __file__, "--rss-child", str(n_tokens), "--rss-out", str(work / "store"),
+                   "--threads", str(args.threads)] + _model_flags(args)
         try:
             output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
         finally:
@@ -271,9 +218,8 @@ def ranks_child(args) -> None:
         model(tokens, attention_mask=mask)
     with torchrun_ranks("cpu") as ranks:
         start = time.perf_counter()
-        store = extract(
-            model, sequences, args.rss_out, batch_size=args.batch_size, dtype="float16", progress=False, ranks=ranks
-        )
+        store = extract(model, sequences, args.rss_out, batch_size=args.batch_size, dtype="float16", progress=False,
+                        ranks=ranks)
         seconds = time.perf_counter() - start
         if ranks.first:
             print(json.dumps({"n_tokens": store.n_tokens, "ranks": ranks.world_size, "seconds": round(seconds, 2)}))
@@ -286,21 +232,9 @@ def scale_out(args) -> dict:
     try:
         for n_ranks in (1, 2):
             out = work / f"store-{n_ranks}"
-            command = [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                "--nproc_per_node",
-                str(n_ranks),
-                __file__,
-                "--ranks-child",
-                str(args.tokens),
-                "--rss-out",
-                str(out),
-                "--threads",
-                str(max(1, args.threads // n_ranks)),
-            ] + _model_flags(args)
+            command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(n_ranks),
+                       __file__, "--ranks-child", str(args.tokens), "--rss-out", str(out),
+                       "--threads", str(max(1, args.threads // n_ranks))] + _model_flags(args)
             start = time.perf_counter()
             output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
             row = json.loads(output.strip().splitlines()[-1])
@@ -309,16 +243,11 @@ def scale_out(args) -> dict:
             rows[str(n_ranks)] = row
             digests[n_ranks] = _folder_digest(out)
             shutil.rmtree(out)
-            print(
-                f"torchrun {n_ranks} rank(s): {row['tokens_per_s']:10.0f} tok/s  ({row['seconds']:.2f} s)", flush=True
-            )
+            print(f"torchrun {n_ranks} rank(s): {row['tokens_per_s']:10.0f} tok/s  ({row['seconds']:.2f} s)", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return {
-        "runs": rows,
-        "speedup_2_vs_1": round(rows["1"]["seconds"] / rows["2"]["seconds"], 3),
-        "stores_identical": digests[1] == digests[2],
-    }
+    return {"runs": rows, "speedup_2_vs_1": round(rows["1"]["seconds"] / rows["2"]["seconds"], 3),
+            "stores_identical": digests[1] == digests[2]}
 
 
 def _folder_digest(folder: Path) -> str:
@@ -332,24 +261,9 @@ def _folder_digest(folder: Path) -> str:
 
 
 def _model_flags(args) -> list[str]:
-    return [
-        "--layers",
-        str(args.layers),
-        "--heads",
-        str(args.heads),
-        "--d-head",
-        str(args.d_head),
-        "--d-sem",
-        str(args.d_sem),
-        "--d-ap",
-        str(args.d_ap),
-        "--vocab",
-        str(args.vocab),
-        "--length",
-        str(args.length),
-        "--batch-size",
-        str(args.batch_size),
-    ]
+    return ["--layers", str(args.layers), "--heads", str(args.heads), "--d-head", str(args.d_head), "--d-sem",
+            str(args.d_sem), "--d-ap", str(args.d_ap), "--vocab", str(args.vocab), "--length", str(args.length),
+            "--batch-size", str(args.batch_size)]
 
 
 def main() -> None:
@@ -386,17 +300,9 @@ def main() -> None:
         "benchmark": "activation store extraction vs plain forward and TransformerLens TransformerBridge",
         "quick": args.quick,
         "threads": args.threads,
-        "model": {
-            "variant": "dstg",
-            "n_layers": args.layers,
-            "n_heads": args.heads,
-            "d_head": args.d_head,
-            "d_sem": args.d_sem,
-            "d_ap": args.d_ap,
-            "vocab": args.vocab,
-            "seq_len": args.length,
-            "batch_size": args.batch_size,
-        },
+        "model": {"variant": "dstg", "n_layers": args.layers, "n_heads": args.heads, "d_head": args.d_head,
+                  "d_sem": args.d_sem, "d_ap": args.d_ap, "vocab": args.vocab, "seq_len": args.length,
+                  "batch_size": args.batch_size},
         "throughput": throughput(args),
         "peak_rss": peak_rss(args),
         "scale_out": scale_out(args),

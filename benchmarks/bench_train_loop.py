@@ -33,10 +33,10 @@ from pathlib import Path
 
 import torch
 import transformers
-from machine import LoadWatch, add_load_arguments, write_result
 
 from dstg_interp import ModelConfig, build_model
 from dstg_interp.train import TrainConfig, compile_for_training, prepare_training_data, train
+from machine import LoadWatch, add_load_arguments, write_result
 
 ZOO_WIDTHS = {
     "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
@@ -66,26 +66,15 @@ def training_step(model, tokens, labels, **kwargs):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-
     return step
 
 
 def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path) -> dict:
     """Run train() for --steps steps and read real tokens / step seconds after --skip steps from its log."""
-    cfg = TrainConfig(
-        out_dir=str(folder / f"{variant}-{'compiled' if compiled else 'eager'}"),
-        model=dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4),
-        max_length=128,
-        batch_size=32,
-        max_steps=args.steps,
-        warmup_steps=1,
-        eval_every=10 * args.steps,
-        save_every=10 * args.steps,
-        log_every=1,
-        progress=False,
-        compile=compiled,
-        threads=args.threads,
-    )
+    cfg = TrainConfig(out_dir=str(folder / f"{variant}-{'compiled' if compiled else 'eager'}"),
+                      model=dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4), max_length=128, batch_size=32,
+                      max_steps=args.steps, warmup_steps=1, eval_every=10 * args.steps, save_every=10 * args.steps,
+                      log_every=1, progress=False, compile=compiled, threads=args.threads)
     train(cfg)
     records = [json.loads(line) for line in (Path(cfg.out_dir) / "log.jsonl").read_text().splitlines()]
     steps = {r["step"]: r for r in records if "tokens_seen" in r}
@@ -94,13 +83,10 @@ def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path) -> dict:
     seconds = {s: steps[s]["train_seconds"] - steps[s - 1]["train_seconds"] for s in measured}
     slow = {s for s in measured if seconds[s] > 5 * statistics.median(seconds.values())}
     steady = [s for s in measured if s not in slow]
-    return dict(
-        tokens_per_s=sum(tokens.values()) / sum(seconds.values()),
-        steady_tokens_per_s=sum(tokens[s] for s in steady) / sum(seconds[s] for s in steady),
-        compile_steps={s: round(seconds[s], 1) for s in sorted(slow)},
-        real_tokens_per_step=sum(tokens.values()) / len(measured),
-        measured_steps=len(measured),
-    )
+    return dict(tokens_per_s=sum(tokens.values()) / sum(seconds.values()),
+                steady_tokens_per_s=sum(tokens[s] for s in steady) / sum(seconds[s] for s in steady),
+                compile_steps={s: round(seconds[s], 1) for s in sorted(slow)},
+                real_tokens_per_step=sum(tokens.values()) / len(measured), measured_steps=len(measured))
 
 
 def main() -> None:
@@ -123,87 +109,46 @@ def main() -> None:
     tokens = torch.randint(5, 8192, (32, 128), generator=gen)
     labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
     d_mlp = ModelConfig(variant="rope", d_model=128).d_mlp
-    hf = transformers.BertForMaskedLM(
-        transformers.BertConfig(
-            vocab_size=8192,
-            hidden_size=128,
-            num_hidden_layers=4,
-            num_attention_heads=4,
-            intermediate_size=int(1.5 * d_mlp),
-            max_position_embeddings=128,
-            hidden_dropout_prob=0.0,
-            attention_probs_dropout_prob=0.0,
-            type_vocab_size=1,
-        )
-    ).train()
+    hf = transformers.BertForMaskedLM(transformers.BertConfig(
+        vocab_size=8192, hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=int(1.5 * d_mlp),
+        max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=1)).train()
     hf_step = training_step(hf, tokens, labels)
 
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for variant in args.variants:
             model_tokens_per_s = {}
-            for compiled in [False] if args.no_compile else [False, True]:
-                model = build_model(
-                    ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **ZOO_WIDTHS[variant])
-                ).train()
+            for compiled in ([False] if args.no_compile else [False, True]):
+                model = build_model(ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **ZOO_WIDTHS[variant])).train()
                 if compiled:
                     compile_for_training(model)
-                model_tokens_per_s[compiled] = tokens.numel() / median_step_seconds(
-                    training_step(model, tokens, labels, masked_logits_only=True)
-                )
-            for compiled in [False] if args.no_compile else [False, True]:
+                model_tokens_per_s[compiled] = tokens.numel() / median_step_seconds(training_step(model, tokens, labels, masked_logits_only=True))
+            for compiled in ([False] if args.no_compile else [False, True]):
                 hf_before = median_step_seconds(hf_step)
                 loop = loop_tokens_per_s(variant, args, compiled, Path(scratch))
                 hf_after = median_step_seconds(hf_step)
                 hf_tokens_per_s = tokens.numel() / statistics.mean([hf_before, hf_after])
-                rows.append(
-                    dict(
-                        variant=variant,
-                        compiled=compiled,
-                        loop_tokens_per_s=loop["steady_tokens_per_s"],
-                        loop_tokens_per_s_with_compile_steps=loop["tokens_per_s"],
-                        compile_steps=loop["compile_steps"],
-                        model_step_tokens_per_s=model_tokens_per_s[False],
-                        model_step_compiled_tokens_per_s=model_tokens_per_s.get(True),
-                        hf_step_tokens_per_s=hf_tokens_per_s,
-                        loop_vs_hf=loop["steady_tokens_per_s"] / hf_tokens_per_s,
-                        loop_vs_hf_with_compile_steps=loop["tokens_per_s"] / hf_tokens_per_s,
-                        loop_vs_model_step=loop["steady_tokens_per_s"] / model_tokens_per_s[compiled],
-                        real_tokens_per_step=loop["real_tokens_per_step"],
-                        measured_steps=loop["measured_steps"],
-                    )
-                )
+                rows.append(dict(variant=variant, compiled=compiled, loop_tokens_per_s=loop["steady_tokens_per_s"],
+                                 loop_tokens_per_s_with_compile_steps=loop["tokens_per_s"], compile_steps=loop["compile_steps"],
+                                 model_step_tokens_per_s=model_tokens_per_s[False], model_step_compiled_tokens_per_s=model_tokens_per_s.get(True),
+                                 hf_step_tokens_per_s=hf_tokens_per_s,
+                                 loop_vs_hf=loop["steady_tokens_per_s"] / hf_tokens_per_s,
+                                 loop_vs_hf_with_compile_steps=loop["tokens_per_s"] / hf_tokens_per_s,
+                                 loop_vs_model_step=loop["steady_tokens_per_s"] / model_tokens_per_s[compiled],
+                                 real_tokens_per_step=loop["real_tokens_per_step"], measured_steps=loop["measured_steps"]))
                 row = rows[-1]
-                print(
-                    f"{variant:<5} {'compiled' if compiled else 'eager':<9} loop {row['loop_tokens_per_s']:>8.0f} tok/s "
-                    f"({row['loop_tokens_per_s_with_compile_steps']:.0f} with compile steps {row['compile_steps']})  "
-                    f"model step {model_tokens_per_s[compiled]:>8.0f}  HF {row['hf_step_tokens_per_s']:>8.0f}  "
-                    f"loop/HF {row['loop_vs_hf']:.2f}  loop/model {row['loop_vs_model_step']:.2f}",
-                    flush=True,
-                )
+                print(f"{variant:<5} {'compiled' if compiled else 'eager':<9} loop {row['loop_tokens_per_s']:>8.0f} tok/s "
+                      f"({row['loop_tokens_per_s_with_compile_steps']:.0f} with compile steps {row['compile_steps']})  "
+                      f"model step {model_tokens_per_s[compiled]:>8.0f}  HF {row['hf_step_tokens_per_s']:>8.0f}  "
+                      f"loop/HF {row['loop_vs_hf']:.2f}  loop/model {row['loop_vs_model_step']:.2f}", flush=True)
     met = {f"{r['variant']}{' compiled' if r['compiled'] else ''}": r["loop_vs_hf"] >= 2.0 for r in rows}
-    result = dict(
-        benchmark="dstg-train loop vs bare model step vs HF BertForMaskedLM training step (AdamW), zoo size",
-        rate="loop_tokens_per_s: real tokens per second of step time, compile steps (over 5x the median step) left out",
-        shape=dict(
-            batch=32,
-            max_length=128,
-            d_model=128,
-            layers=4,
-            heads=4,
-            vocab=8192,
-            swiglu_hidden=d_mlp,
-            bert_intermediate=int(1.5 * d_mlp),
-        ),
-        steps=args.steps,
-        skip=args.skip,
-        threads=args.threads,
-        torch=torch.__version__,
-        transformers=transformers.__version__,
-        date=time.strftime("%Y-%m-%d"),
-        rows=rows,
-        target_loop_at_least_2x_hf=met,
-    )
+    result = dict(benchmark="dstg-train loop vs bare model step vs HF BertForMaskedLM training step (AdamW), zoo size",
+                  rate="loop_tokens_per_s: real tokens per second of step time, compile steps (over 5x the median step) left out",
+                  shape=dict(batch=32, max_length=128, d_model=128, layers=4, heads=4, vocab=8192, swiglu_hidden=d_mlp,
+                             bert_intermediate=int(1.5 * d_mlp)),
+                  steps=args.steps, skip=args.skip, threads=args.threads, torch=torch.__version__,
+                  transformers=transformers.__version__, date=time.strftime("%Y-%m-%d"), rows=rows,
+                  target_loop_at_least_2x_hf=met)
     write_result(args.out, result, watch, args)
 
 

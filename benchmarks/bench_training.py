@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import torch
-from bench_models import interleaved_median_seconds  # noqa: E402 (sibling script)
-from machine import LoadWatch, add_load_arguments, write_result
 
 from dstg_interp import ModelConfig, build_model
+from bench_models import interleaved_median_seconds  # noqa: E402 (sibling script)
+from machine import LoadWatch, add_load_arguments, write_result
 from dstg_interp.flops import training_flops_per_token
 from dstg_interp.train import TrainConfig, make_optimizer
 
@@ -68,29 +68,14 @@ def main() -> None:
     for name, cfg in configs.items():
         tokens_per_s = args.batch * args.seq_len / seconds[name]
         flops = training_flops_per_token(cfg, args.seq_len)
-        rows.append(
-            dict(
-                model=name,
-                tokens_per_s=tokens_per_s,
-                flops_per_token=flops,
-                achieved_flops=tokens_per_s * flops,
-                mfu=tokens_per_s * flops / peak,
-            )
-        )
+        rows.append(dict(model=name, tokens_per_s=tokens_per_s, flops_per_token=flops, achieved_flops=tokens_per_s * flops,
+                         mfu=tokens_per_s * flops / peak))
     print(f"matmul peak: {peak / 1e9:.1f} GFLOP/s ({args.threads} threads)")
     print(f"{'model':<8}{'tokens/s':>10}{'GFLOP/s':>10}{'MFU':>8}")
     for row in rows:
         print(f"{row['model']:<8}{row['tokens_per_s']:>10.0f}{row['achieved_flops'] / 1e9:>10.1f}{row['mfu']:>8.1%}")
-    result = dict(
-        peak_flops=peak,
-        threads=args.threads,
-        seq_len=args.seq_len,
-        batch=args.batch,
-        torch=torch.__version__,
-        cpu=platform.processor() or platform.machine(),
-        date=time.strftime("%Y-%m-%d"),
-        rows=rows,
-    )
+    result = dict(peak_flops=peak, threads=args.threads, seq_len=args.seq_len, batch=args.batch, torch=torch.__version__,
+                  cpu=platform.processor() or platform.machine(), date=time.strftime("%Y-%m-%d"), rows=rows)
     write_result(args.out, result, watch, args)
 
 

@@ -46,18 +46,10 @@ def versions() -> dict:
 
 
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--allow-load",
-        action="store_true",
-        help=f"write results over the committed ones even if the 1-min load was above {QUIET_LOAD}",
-    )
-    parser.add_argument(
-        "--wait-quiet",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help=f"wait up to this long for the 1-min load to fall to {QUIET_LOAD} before starting",
-    )
+    parser.add_argument("--allow-load", action="store_true",
+                        help=f"write results over the committed ones even if the 1-min load was above {QUIET_LOAD}")
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                        help=f"wait up to this long for the 1-min load to fall to {QUIET_LOAD} before starting")
 
 
 @dataclass
@@ -67,17 +59,15 @@ class LoadWatch:
     waited_s: float = 0.0
 
     @classmethod
-    def start(cls, args: argparse.Namespace | None = None) -> LoadWatch:
+    def start(cls, args: argparse.Namespace | None = None) -> "LoadWatch":
         waited, limit = 0.0, getattr(args, "wait_quiet", 0.0) or 0.0
         while os.getloadavg()[0] > QUIET_LOAD and waited < limit:
             time.sleep(10)
             waited += 10
         watch = cls(load_before=load_averages(), waited_s=waited)
         if not watch.quiet:
-            print(
-                f"note: 1-min load {watch.load_before['1min']} > {QUIET_LOAD} at the start: this run is under load",
-                flush=True,
-            )
+            print(f"note: 1-min load {watch.load_before['1min']} > {QUIET_LOAD} at the start: this run is under load",
+                  flush=True)
         return watch
 
     @property
@@ -113,11 +103,9 @@ def write_result(path: str | Path, result: dict, watch: LoadWatch, args: argpars
     if not watch.quiet and path.exists() and not getattr(args, "allow_load", False):
         aside = Path(tempfile.gettempdir()) / f"{path.stem}.under-load.json"
         aside.write_text(text)
-        print(
-            f"machine under load (1-min load {watch.load_before['1min']} > {QUIET_LOAD} at the start): kept {path}, "
-            f"wrote this run to {aside}; rerun when the machine is quiet (--wait-quiet SECONDS) or pass --allow-load",
-            file=sys.stderr,
-        )
+        print(f"machine under load (1-min load {watch.load_before['1min']} > {QUIET_LOAD} at the start): kept {path}, "
+              f"wrote this run to {aside}; rerun when the machine is quiet (--wait-quiet SECONDS) or pass --allow-load",
+              file=sys.stderr)
         raise SystemExit(2)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")

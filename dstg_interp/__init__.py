@@ -6,19 +6,11 @@ import importlib
 # command can take over Ctrl-C before torch and transformers load (see dstg_interp/entry.py).
 _EXPORTS = {
     "ModelConfig": "dstg_interp.config",
-    "build_model": "dstg_interp.model",
-    "load_model": "dstg_interp.model",
-    "CheckpointError": "dstg_interp.model",
-    "DSTGNeoBERT": "dstg_interp.model",
-    "NeoBERT": "dstg_interp.model",
-    "MaskedLMOutput": "dstg_interp.model",
+    "build_model": "dstg_interp.model", "load_model": "dstg_interp.model", "CheckpointError": "dstg_interp.model",
+    "DSTGNeoBERT": "dstg_interp.model", "NeoBERT": "dstg_interp.model", "MaskedLMOutput": "dstg_interp.model",
     "NoMLMHeadError": "dstg_interp.model",
-    "extract": "dstg_interp.store",
-    "ActivationStore": "dstg_interp.store",
-    "StoreError": "dstg_interp.store",
-    "load_hf_encoder": "dstg_interp.encoders",
-    "open_encoder": "dstg_interp.encoders",
-    "Encoder": "dstg_interp.encoders",
+    "extract": "dstg_interp.store", "ActivationStore": "dstg_interp.store", "StoreError": "dstg_interp.store",
+    "load_hf_encoder": "dstg_interp.encoders", "open_encoder": "dstg_interp.encoders", "Encoder": "dstg_interp.encoders",
     "EncoderError": "dstg_interp.encoders",
 }
 

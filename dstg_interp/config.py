@@ -41,10 +41,8 @@ def config_or_fields(config_class, config, fields: dict):
     """``config`` as it is, or a ``config_class`` built from the keyword ``fields``: a function that takes its
     config whole also takes the config's fields as keywords (``extract(model, seqs, out, dtype="float32")``)."""
     if config is not None and fields:
-        raise TypeError(
-            f"pass a {config_class.__name__} or its fields as keywords, not both "
-            f"(got config= and {', '.join(sorted(fields))})"
-        )
+        raise TypeError(f"pass a {config_class.__name__} or its fields as keywords, not both "
+                        f"(got config= and {', '.join(sorted(fields))})")
     if config is None:
         return config_class(**fields)
     if not isinstance(config, config_class):
@@ -55,10 +53,10 @@ def config_or_fields(config_class, config, fields: dict):
 class ConfigIO:
     """The one way every config dataclass of the toolkit is saved and read back.
 
-    cfg.to_dict()                      # JSON types (tuples as lists, paths as strings), nested configs too
-    type(cfg).from_dict(d)             # unknown fields are one clear error (ERROR, a ValueError)
-    cfg.to_json(path=None) -> str      # the text; written to ``path`` when given
-    type(cfg).from_json(text_or_path)
+        cfg.to_dict()                      # JSON types (tuples as lists, paths as strings), nested configs too
+        type(cfg).from_dict(d)             # unknown fields are one clear error (ERROR, a ValueError)
+        cfg.to_json(path=None) -> str      # the text; written to ``path`` when given
+        type(cfg).from_json(text_or_path)
     """
 
     ERROR: type[Exception] = ValueError  # what an unknown field raises (a store's config raises StoreError)
@@ -195,9 +193,7 @@ class ModelConfig(ConfigIO):
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
-            raise ValueError(
-                f"ModelConfig.variant: unknown variant {self.variant!r}; expected one of {', '.join(VARIANTS)}"
-            )
+            raise ValueError(f"ModelConfig.variant: unknown variant {self.variant!r}; expected one of {', '.join(VARIANTS)}")
         for name in ("vocab_size", "max_positions", "n_layers", "n_heads", "rp_num_buckets", "rp_max_distance"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -207,9 +203,7 @@ class ModelConfig(ConfigIO):
             for name in ("d_sem", "d_ap"):
                 value = getattr(self, name)
                 if not isinstance(value, int) or value <= 0:
-                    raise ValueError(
-                        f"ModelConfig.{name}: variant 'dstg' needs a positive integer {name}, got {value!r}"
-                    )
+                    raise ValueError(f"ModelConfig.{name}: variant 'dstg' needs a positive integer {name}, got {value!r}")
                 if value % self.n_heads:
                     raise ValueError(f"ModelConfig.{name}: {value} is not divisible by n_heads={self.n_heads}")
             if self.d_model is not None and self.d_model != self.d_sem + self.d_ap:
@@ -219,22 +213,14 @@ class ModelConfig(ConfigIO):
             self.d_model = self.d_sem + self.d_ap
         else:
             if self.d_sem is not None or self.d_ap is not None:
-                raise ValueError(
-                    f"ModelConfig.d_sem: d_sem/d_ap only apply to variant 'dstg', not {self.variant!r}; set d_model"
-                )
+                raise ValueError(f"ModelConfig.d_sem: d_sem/d_ap only apply to variant 'dstg', not {self.variant!r}; set d_model")
             if not isinstance(self.d_model, int) or self.d_model <= 0:
-                raise ValueError(
-                    f"ModelConfig.d_model: variant {self.variant!r} needs a positive integer d_model, got {self.d_model!r}"
-                )
+                raise ValueError(f"ModelConfig.d_model: variant {self.variant!r} needs a positive integer d_model, got {self.d_model!r}")
             if self.residual_from_normed:
-                raise ValueError(
-                    "ModelConfig.residual_from_normed: the normed-residual quirk only exists in variant 'dstg'"
-                )
+                raise ValueError("ModelConfig.residual_from_normed: the normed-residual quirk only exists in variant 'dstg'")
         if self.d_head is None:
             if self.d_model % self.n_heads:
-                raise ValueError(
-                    f"ModelConfig.d_head: d_model={self.d_model} is not divisible by n_heads={self.n_heads}; set d_head"
-                )
+                raise ValueError(f"ModelConfig.d_head: d_model={self.d_model} is not divisible by n_heads={self.n_heads}; set d_head")
             self.d_head = self.d_model // self.n_heads
         if not isinstance(self.d_head, int) or self.d_head <= 0:
             raise ValueError(f"ModelConfig.d_head: must be a positive integer, got {self.d_head!r}")
@@ -252,19 +238,13 @@ class ModelConfig(ConfigIO):
         if not self.norm_eps > 0 or not self.init_std > 0:
             raise ValueError("ModelConfig.norm_eps: norm_eps and init_std must be positive")
         if self.pos_init_std is not None and not self.pos_init_std > 0:
-            raise ValueError(
-                f"ModelConfig.pos_init_std: must be positive (or None for init_std), got {self.pos_init_std}"
-            )
+            raise ValueError(f"ModelConfig.pos_init_std: must be positive (or None for init_std), got {self.pos_init_std}")
         if not 0 <= self.pad_token_id < self.vocab_size:
-            raise ValueError(
-                f"ModelConfig.pad_token_id: {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})"
-            )
+            raise ValueError(f"ModelConfig.pad_token_id: {self.pad_token_id} is outside the vocabulary (size {self.vocab_size})")
         if self.memory_bytes() > MAX_MODEL_BYTES:
-            raise ValueError(
-                f"ModelConfig: these sizes need about {self.memory_bytes() / 1e12:,.0f} TB of memory "
-                f"(vocab_size={self.vocab_size}, max_positions={self.max_positions}, d_model={self.d_model}, "
-                f"n_layers={self.n_layers}); check them"
-            )
+            raise ValueError(f"ModelConfig: these sizes need about {self.memory_bytes() / 1e12:,.0f} TB of memory "
+                             f"(vocab_size={self.vocab_size}, max_positions={self.max_positions}, d_model={self.d_model}, "
+                             f"n_layers={self.n_layers}); check them")
 
     def memory_bytes(self) -> int:
         """A generous estimate of the float32 weights and position buffers of the built model, in bytes."""
@@ -272,7 +252,7 @@ class ModelConfig(ConfigIO):
         weights = 2 * self.vocab_size * d + self.n_layers * (4 * d * d + 3 * d * self.d_mlp) + self.max_positions * d
         buffers = 0
         if self.variant in ("dstg", "rp"):  # the [max_positions, max_positions] bucket index of each layer
-            buffers = self.n_layers * 8 * self.max_positions**2
+            buffers = self.n_layers * 8 * self.max_positions ** 2
         elif self.variant == "rope":
             buffers = 16 * self.max_positions * self.d_head
         return 4 * weights + buffers
@@ -283,10 +263,8 @@ class ModelConfig(ConfigIO):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"ModelConfig.{name}: must be true or false, got {getattr(self, name)!r}")
         if not self.rp_bias and self.variant != "dstg":
-            raise ValueError(
-                f"ModelConfig.rp_bias: only variant 'dstg' can drop its relative bias (for {self.variant!r} "
-                "leave it true: 'rp' is the bias, 'rope'/'ap' have none)"
-            )
+            raise ValueError(f"ModelConfig.rp_bias: only variant 'dstg' can drop its relative bias (for {self.variant!r} "
+                             "leave it true: 'rp' is the bias, 'rope'/'ap' have none)")
         if self.rp_zero_boundary and (self.variant not in ("dstg", "rp") or not self.rp_bias):
             raise ValueError(f"ModelConfig.rp_zero_boundary: this {self.variant!r} model has no relative bias")
         if self.mlp_mode not in ("split", "mixed"):
@@ -295,41 +273,23 @@ class ModelConfig(ConfigIO):
             raise ValueError(f"ModelConfig.mlp_mode: 'mixed' only exists for variant 'dstg', not {self.variant!r}")
         if self.mlp_ap_units is not None:
             if self.variant != "dstg" or self.mlp_mode != "split":
-                raise ValueError(
-                    "ModelConfig.mlp_ap_units: only the 'split' FFN of variant 'dstg' divides its hidden units"
-                )
-            if (
-                not isinstance(self.mlp_ap_units, int)
-                or isinstance(self.mlp_ap_units, bool)
-                or not 0 < self.mlp_ap_units < self.d_mlp
-            ):
-                raise ValueError(
-                    f"ModelConfig.mlp_ap_units: must be an integer in [1, d_mlp - 1] = [1, {self.d_mlp - 1}], "
-                    f"got {self.mlp_ap_units!r}"
-                )
+                raise ValueError("ModelConfig.mlp_ap_units: only the 'split' FFN of variant 'dstg' divides its hidden units")
+            if not isinstance(self.mlp_ap_units, int) or isinstance(self.mlp_ap_units, bool) or not 0 < self.mlp_ap_units < self.d_mlp:
+                raise ValueError(f"ModelConfig.mlp_ap_units: must be an integer in [1, d_mlp - 1] = [1, {self.d_mlp - 1}], "
+                                 f"got {self.mlp_ap_units!r}")
         if self.variant == "dstg" and self.mlp_mode == "split" and not 0 < self.d_mlp_ap < self.d_mlp:
-            raise ValueError(
-                f"ModelConfig.d_mlp: {self.d_mlp} is too small to give the AP stream at least 8 hidden units"
-            )
+            raise ValueError(f"ModelConfig.d_mlp: {self.d_mlp} is too small to give the AP stream at least 8 hidden units")
         if self.mlm_head_input is None:
             self.mlm_head_input = "sem" if self.variant == "dstg" else "full"
         allowed = ("sem", "full") if self.variant == "dstg" else ("full",)
         if self.mlm_head_input not in allowed:
-            raise ValueError(
-                f"ModelConfig.mlm_head_input: variant {self.variant!r} allows {' or '.join(map(repr, allowed))}, "
-                f"got {self.mlm_head_input!r}"
-            )
+            raise ValueError(f"ModelConfig.mlm_head_input: variant {self.variant!r} allows {' or '.join(map(repr, allowed))}, "
+                             f"got {self.mlm_head_input!r}")
         if self.tie_embeddings and (self.encoder_only or (self.variant == "dstg" and self.mlm_head_input != "sem")):
-            raise ValueError(
-                "ModelConfig.tie_embeddings: the head must read the token-embedding width (no encoder_only, "
-                "and mlm_head_input='sem' for dstg)"
-            )
-        if self.source is not None and not (
-            isinstance(self.source, dict) and all(isinstance(k, str) for k in self.source)
-        ):
-            raise ValueError(
-                f"ModelConfig.source: expected a JSON object (path, format, sha256) or null, got {self.source!r}"
-            )
+            raise ValueError("ModelConfig.tie_embeddings: the head must read the token-embedding width (no encoder_only, "
+                             "and mlm_head_input='sem' for dstg)")
+        if self.source is not None and not (isinstance(self.source, dict) and all(isinstance(k, str) for k in self.source)):
+            raise ValueError(f"ModelConfig.source: expected a JSON object (path, format, sha256) or null, got {self.source!r}")
 
     # --- derived sizes -------------------------------------------------------------------------
     @property
@@ -354,3 +314,4 @@ class ModelConfig(ConfigIO):
     @property
     def has_ap_table(self) -> bool:
         return self.variant in ("dstg", "ap")
+

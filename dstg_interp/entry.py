@@ -45,17 +45,9 @@ def launch(prog: str, argv: list[str] | None = None) -> int:
 
 
 # pyproject.toml's [project.scripts] name these: ``dstg-train = "dstg_interp.entry:train"`` and so on.
-SCRIPTS = {
-    "train": "dstg-train",
-    "cache": "dstg-cache",
-    "probe": "dstg-probe",
-    "holmes": "dstg-holmes",
-    "extend": "dstg-extend",
-    "convert": "dstg-convert",
-    "evaluate": "dstg-eval",
-    "erase": "dstg-erase",
-    "export": "dstg-export",
-}
+SCRIPTS = {"train": "dstg-train", "cache": "dstg-cache", "probe": "dstg-probe", "holmes": "dstg-holmes",
+           "extend": "dstg-extend", "convert": "dstg-convert", "evaluate": "dstg-eval", "erase": "dstg-erase",
+           "export": "dstg-export"}
 
 
 def __getattr__(name: str):

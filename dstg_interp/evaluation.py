@@ -50,24 +50,11 @@ MIN_EVAL_DOCUMENTS = 10
 
 class SmallEvaluationWarning(UserWarning):
     """An accuracy measured on fewer than MIN_EVAL_DOCUMENTS documents."""
-
-
-RESULT_COLUMNS = [
-    "model",
-    "corpus",
-    "split",
-    "n_docs",
-    "n_tokens",
-    "loss",
-    "unigram_loss",
-    "accuracy",
-    "most_frequent_accuracy",
-    "accuracy_gain",
-]
+RESULT_COLUMNS = ["model", "corpus", "split", "n_docs", "n_tokens", "loss", "unigram_loss", "accuracy",
+                  "most_frequent_accuracy", "accuracy_gain"]
 
 
 # --------------------------------------------------------------------------- the unigram baseline
-
 
 @dataclass
 class Unigram:
@@ -76,7 +63,7 @@ class Unigram:
     counts: np.ndarray  # [vocab] float64, every count + 1
 
     @classmethod
-    def from_sequences(cls, sequences: StructuredSequences, vocab_size: int) -> Unigram:
+    def from_sequences(cls, sequences: StructuredSequences, vocab_size: int) -> "Unigram":
         ids = sequences.arrays["input_ids"][~sequences.arrays["is_special"]]
         return cls(np.bincount(ids, minlength=vocab_size).astype(np.float64) + 1.0)
 
@@ -106,25 +93,19 @@ def training_unigram(model, cfg: TrainConfig, cache_dir: str | Path | None = Non
     is prepared with the model's tokenizer (the cached entry that trained it, else one keyed on it), so a
     cache prepared by another run can never put the baseline in other ids."""
     if model.tokenizer is None:
-        raise ValueError(
-            f"{getattr(model, 'checkpoint_path', 'the model')}: has no tokenizer, so its training data "
-            "cannot be tokenized as it was; put its tokenizer.json beside the checkpoint"
-        )
+        raise ValueError(f"{getattr(model, 'checkpoint_path', 'the model')}: has no tokenizer, so its training data "
+                         "cannot be tokenized as it was; put its tokenizer.json beside the checkpoint")
     prepared = prepare_training_data(cfg, cache_dir=cache_dir, tokenizer=model.tokenizer)
     if tokenizer_hash(prepared.tokenizer) != tokenizer_hash(model.tokenizer):  # prepare_data's own promise
-        raise ValueError(
-            f"the prepared training data in {prepared.directory} is not in the model's token ids; "
-            f"remove {prepared.directory} and run again"
-        )
+        raise ValueError(f"the prepared training data in {prepared.directory} is not in the model's token ids; "
+                         f"remove {prepared.directory} and run again")
     return Unigram.from_sequences(prepared.train, model.config.vocab_size)
 
 
 # --------------------------------------------------------------------------- documents and masks
 
-
 def select_documents(documents: list[Document], n_docs: int, seed: int) -> list[Document]:
     """``n_docs`` documents chosen by a seeded hash of their ids (stable under reordering), in input order."""
-
     def rank(doc: Document) -> bytes:
         return hashlib.sha256(f"mlm-eval:{seed}:{doc.doc_id}".encode()).digest()
 
@@ -142,9 +123,8 @@ def shares_training_documents(corpus: str, cfg: TrainConfig | None) -> bool:
     return Path(corpus).exists() and Path(cfg.corpus).exists() and Path(corpus).resolve() == Path(cfg.corpus).resolve()
 
 
-def evaluation_documents(
-    corpus: str, cfg: TrainConfig | None, documents: list[Document] | None = None, cache_dir: str | Path | None = None
-) -> tuple[list[Document], str]:
+def evaluation_documents(corpus: str, cfg: TrainConfig | None, documents: list[Document] | None = None,
+                         cache_dir: str | Path | None = None) -> tuple[list[Document], str]:
     """(documents, split): the validation split of the model's training corpus, else the whole corpus.
     The split is taken over all documents, even if training kept only the first ``max_docs``: a
     validation-hashed document was never trained on either way."""
@@ -156,9 +136,8 @@ def evaluation_documents(
     return held_out, "validation"
 
 
-def masked_sequences(
-    sequences: StructuredSequences, seed: int, mask_prob: float = MASK_PROB
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def masked_sequences(sequences: StructuredSequences, seed: int,
+                     mask_prob: float = MASK_PROB) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(masked ids, labels) per sequence, each from a generator seeded by (seed, sequence index) only."""
     masked = []
     for index in range(len(sequences)):
@@ -176,27 +155,16 @@ def padded_batch(rows: list[tuple[torch.Tensor, torch.Tensor]]):
     labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
     attention_mask = torch.zeros((len(rows), width), dtype=torch.bool)
     for i, (row_ids, row_labels) in enumerate(rows):
-        ids[i, : len(row_ids)], labels[i, : len(row_ids)], attention_mask[i, : len(row_ids)] = row_ids, row_labels, True
+        ids[i, :len(row_ids)], labels[i, :len(row_ids)], attention_mask[i, :len(row_ids)] = row_ids, row_labels, True
     return ids, attention_mask, labels
 
 
 # --------------------------------------------------------------------------- the measurement
 
-
 @torch.no_grad()
-def mlm_accuracy(
-    model,
-    corpus: str,
-    n_docs: int = 200,
-    max_length: int | None = None,
-    seed: int = 0,
-    *,
-    batch_size: int = 32,
-    train_config: TrainConfig | None = None,
-    unigram: Unigram | None = None,
-    documents: list[Document] | None = None,
-    cache_dir: str | Path | None = None,
-) -> dict:
+def mlm_accuracy(model, corpus: str, n_docs: int = 200, max_length: int | None = None, seed: int = 0, *,
+                 batch_size: int = 32, train_config: TrainConfig | None = None, unigram: Unigram | None = None,
+                 documents: list[Document] | None = None, cache_dir: str | Path | None = None) -> dict:
     """Masked-token loss and accuracy of ``model`` on ``n_docs`` held-out documents of ``corpus``, with the
     unigram baseline on the same masked tokens (see the module docstring).
 
@@ -215,58 +183,39 @@ def mlm_accuracy(
         raise ValueError(f"max_length must be in [3, max_positions={model.config.max_positions}], got {max_length}")
     if unigram is None:
         if cfg is None:
-            raise ValueError(
-                "the model has no train_config.json beside it, so its training split (held-out "
-                "documents, token frequencies) is unknown; pass train_config= or unigram="
-            )
+            raise ValueError("the model has no train_config.json beside it, so its training split (held-out "
+                             "documents, token frequencies) is unknown; pass train_config= or unigram=")
         unigram = training_unigram(model, cfg, cache_dir)
 
     held_out, split = evaluation_documents(corpus, cfg, documents, cache_dir)
     chosen = select_documents(held_out, n_docs, seed)
     if not chosen:
         raise ValueError(f"corpus {corpus!r}: no held-out documents to evaluate on")
-    sequences = build_structured_sequences(
-        chosen, model.tokenizer, max_length=max_length, windows=True, corpus_spec=corpus
-    )
+    sequences = build_structured_sequences(chosen, model.tokenizer, max_length=max_length, windows=True,
+                                           corpus_spec=corpus)
     rows = masked_sequences(sequences, seed)
 
     model.eval()
     device = next(model.parameters()).device
     loss_sum, correct, unigram_nll, most_frequent_correct, n_tokens = 0.0, 0, 0.0, 0, 0
     for start in range(0, len(rows), batch_size):
-        ids, attention_mask, labels = padded_batch(rows[start : start + batch_size])
+        ids, attention_mask, labels = padded_batch(rows[start:start + batch_size])
         output = model(ids.to(device), attention_mask.to(device), labels.to(device), masked_logits_only=True)
         targets = labels[labels != IGNORE_INDEX]
         logits = output.logits.float().cpu()
         loss_sum += float(F.cross_entropy(logits, targets, reduction="sum"))
         correct += int((logits.argmax(-1) == targets).sum())
         nll, hits = unigram.score(targets.numpy())
-        unigram_nll, most_frequent_correct, n_tokens = (
-            unigram_nll + nll,
-            most_frequent_correct + hits,
-            n_tokens + len(targets),
-        )
+        unigram_nll, most_frequent_correct, n_tokens = unigram_nll + nll, most_frequent_correct + hits, n_tokens + len(targets)
     if len(chosen) < MIN_EVAL_DOCUMENTS:
-        warnings.warn(
-            f"{corpus}: only {len(chosen)} document(s) ({n_tokens} masked tokens); the accuracy rests on them "
-            f"alone (a comparison needs at least {MIN_EVAL_DOCUMENTS}): add documents before reading "
-            "differences between models",
-            SmallEvaluationWarning,
-            stacklevel=2,
-        )
-    return dict(
-        loss=loss_sum / n_tokens,
-        accuracy=correct / n_tokens,
-        most_frequent_accuracy=most_frequent_correct / n_tokens,
-        unigram_loss=unigram_nll / n_tokens,
-        n_tokens=n_tokens,
-        n_docs=len(chosen),
-        split=split,
-    )
+        warnings.warn(f"{corpus}: only {len(chosen)} document(s) ({n_tokens} masked tokens); the accuracy rests on them "
+                      f"alone (a comparison needs at least {MIN_EVAL_DOCUMENTS}): add documents before reading "
+                      "differences between models", SmallEvaluationWarning, stacklevel=2)
+    return dict(loss=loss_sum / n_tokens, accuracy=correct / n_tokens, most_frequent_accuracy=most_frequent_correct / n_tokens,
+                unigram_loss=unigram_nll / n_tokens, n_tokens=n_tokens, n_docs=len(chosen), split=split)
 
 
 # --------------------------------------------------------------------------- the table
-
 
 def results_table(rows: list[dict]) -> pd.DataFrame:
     table = pd.DataFrame(rows)

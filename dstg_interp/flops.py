@@ -18,9 +18,7 @@ def forward_flops_per_token(cfg: ModelConfig, seq_len: int, masked_fraction: flo
     if cfg.variant == "dstg":
         projections = 2 * cfg.d_sem * (2 * hd + cfg.d_sem) + 2 * cfg.d_ap * (2 * hd + cfg.d_ap)
         outputs = 2 * cfg.d_sem**2 + 2 * cfg.d_ap**2
-        attention = 2 * seq_len * 2 * hd + 2 * seq_len * (
-            cfg.d_sem + cfg.d_ap
-        )  # [q_sem|q_ap].[k_sem|k_ap], p @ [v_sem|v_ap]
+        attention = 2 * seq_len * 2 * hd + 2 * seq_len * (cfg.d_sem + cfg.d_ap)  # [q_sem|q_ap].[k_sem|k_ap], p @ [v_sem|v_ap]
         if cfg.mlp_mode == "mixed":  # every hidden unit writes both streams
             down = 2 * cfg.d_mlp * cfg.d_model
         else:

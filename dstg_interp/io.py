@@ -79,9 +79,7 @@ def check_output_location(path: str | Path, flag: str = "--out") -> Path:
         os.close(handle)
         os.unlink(name)
     except OSError as err:
-        raise OutputError(
-            f"{flag} {path}: cannot write in {probe} ({err.strerror or err}); choose another {flag}"
-        ) from None
+        raise OutputError(f"{flag} {path}: cannot write in {probe} ({err.strerror or err}); choose another {flag}") from None
     return path
 
 
@@ -122,16 +120,9 @@ def _contains(folder: Path, inner: Path) -> bool:
     return folder == inner or folder in inner.parents
 
 
-def check_replaceable(
-    path: str | Path,
-    kind: str,
-    owned: Callable[[Path], bool | list[str]],
-    overwrite: bool,
-    flag: str = "--out",
-    overwrite_flag: str = "--overwrite",
-    inputs: Iterable[str | Path] = (),
-    suffix: str = "new",
-) -> bool:
+def check_replaceable(path: str | Path, kind: str, owned: Callable[[Path], bool | list[str]], overwrite: bool,
+                      flag: str = "--out", overwrite_flag: str = "--overwrite", inputs: Iterable[str | Path] = (),
+                      suffix: str = "new") -> bool:
     """May ``path`` be replaced by a new ``kind`` (with its article: "a checkpoint")?  True when it exists and will be replaced, False when
     there is nothing there (or an empty folder); raises OutputError otherwise.
 
@@ -152,10 +143,8 @@ def check_replaceable(
         if Path(source).exists() and _contains(path, Path(source)):
             what = "is" if _contains(Path(source), path) else "holds"
             inside = free_sibling(path / Path(os.path.realpath(source)).name, suffix) if what == "holds" else None
-            raise OutputError(
-                f"{flag} {path} {what} the input {source}; it is never replaced: "
-                + (f"choose a new folder, such as {inside}" if inside else instead)
-            )
+            raise OutputError(f"{flag} {path} {what} the input {source}; it is never replaced: "
+                              + (f"choose a new folder, such as {inside}" if inside else instead))
     entries = folder_entries(path)
     if not entries:
         return False
@@ -163,14 +152,10 @@ def check_replaceable(
     foreign = entries if verdict is False else [] if verdict is True else list(verdict)
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
-        raise OutputError(
-            f"{flag} {path} exists and is not {kind} written by dstg-interp (it holds {shown}); "
-            f"it is never replaced: {instead}"
-        )
+        raise OutputError(f"{flag} {path} exists and is not {kind} written by dstg-interp (it holds {shown}); "
+                          f"it is never replaced: {instead}")
     if not overwrite:
-        raise OutputError(
-            f"{flag} {path} already holds {kind}; pass {overwrite_flag} to replace it or choose another {flag}"
-        )
+        raise OutputError(f"{flag} {path} already holds {kind}; pass {overwrite_flag} to replace it or choose another {flag}")
     return True
 
 
@@ -247,10 +232,8 @@ def remove_tree(path: str | Path) -> None:
     that comes (or came just before) is held until the folder is gone, then handled as usual."""
     held: list[int] = []
     try:
-        previous = {
-            signum: signal.signal(signum, lambda number, frame: held.append(number))
-            for signum in (signal.SIGINT, signal.SIGTERM)
-        }
+        previous = {signum: signal.signal(signum, lambda number, frame: held.append(number))
+                    for signum in (signal.SIGINT, signal.SIGTERM)}
     except ValueError:  # not the main thread: signals are not ours to hold
         previous = {}
     try:
@@ -353,9 +336,8 @@ def output_lock(path: str | Path, command: str | None = None, flag: str = "--out
             handle.seek(0)
             holder = _read_holder(handle.read())
             handle.close()
-            raise OutputLocked(
-                f"{flag} {path} is in use by another run ({holder}); wait for it to finish or choose another {flag}"
-            ) from None
+            raise OutputLocked(f"{flag} {path} is in use by another run ({holder}); wait for it to finish or "
+                               f"choose another {flag}") from None
         # The previous holder may have removed the file between our open and our lock: lock the live one.
         try:
             same = os.fstat(handle.fileno()).st_ino == os.stat(lock).st_ino
@@ -367,17 +349,8 @@ def output_lock(path: str | Path, command: str | None = None, flag: str = "--out
     try:
         handle.seek(0)
         handle.truncate()
-        handle.write(
-            json.dumps(
-                {
-                    "pid": os.getpid(),
-                    "host": socket.gethostname(),
-                    "command": command,
-                    "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-                }
-            )
-            + "\n"
-        )
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
+                                 "started": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
         handle.flush()
         yield lock
     finally:

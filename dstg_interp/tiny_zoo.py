@@ -36,9 +36,7 @@ def tiny_documents(n_docs: int = 40, seed: int = 0) -> list:
         for _ in range(int(rng.integers(2, 5))):
             sentences = []
             for _ in range(int(rng.integers(1, 4))):
-                who, did, what, when = (
-                    words[int(rng.integers(len(words)))] for words in (_NAMES, _ACTIONS, _THINGS, _WHEN)
-                )
+                who, did, what, when = (words[int(rng.integers(len(words)))] for words in (_NAMES, _ACTIONS, _THINGS, _WHEN))
                 sentences.append(f"{who.capitalize()} {did} {what} {when}.")
             paragraphs.append(" ".join(sentences))
         documents.append(make_document(f"tiny/{i:03d}", "tiny", paragraphs))
@@ -49,29 +47,16 @@ def tiny_long_documents(n_docs: int = 24, per_doc: int = 8, seed: int = 0) -> li
     """Longer synthetic documents (each joins the paragraphs of ``per_doc`` tiny documents), for windows
     past the tiny models' 64 positions."""
     pieces = tiny_documents(n_docs * per_doc, seed)
-    return [
-        make_document(
-            f"tiny-long/{i:03d}",
-            "tiny",
-            [" ".join(p) for doc in pieces[i * per_doc : (i + 1) * per_doc] for p in doc.paragraphs],
-        )
-        for i in range(n_docs)
-    ]
+    return [make_document(f"tiny-long/{i:03d}", "tiny",
+                          [" ".join(p) for doc in pieces[i * per_doc:(i + 1) * per_doc] for p in doc.paragraphs])
+            for i in range(n_docs)]
 
 
 def tiny_config(variant: str, vocab_size: int, seed: int = 0, **overrides) -> ModelConfig:
     """A 2-layer, 4-head model of ``variant``: DSTG d_sem 24 + d_ap 8, baselines d_model 32."""
     widths = {"d_sem": 24, "d_ap": 8} if variant.startswith("dstg") else {"d_model": 32}
-    settings = dict(
-        variant=variant.split("-")[0],
-        vocab_size=vocab_size,
-        max_positions=TINY_MAX_POSITIONS,
-        n_layers=2,
-        n_heads=4,
-        d_head=8,
-        seed=seed,
-        **widths,
-    )
+    settings = dict(variant=variant.split("-")[0], vocab_size=vocab_size, max_positions=TINY_MAX_POSITIONS,
+                    n_layers=2, n_heads=4, d_head=8, seed=seed, **widths)
     return ModelConfig(**{**settings, **overrides})
 
 

@@ -39,11 +39,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file
 from tqdm.auto import tqdm
 
-from .config import OFFSET_SEED_SHIFT, VALIDATION_MASK_SEED, ConfigIO, ModelConfig, check_seed, step_seed
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file
+
+from .config import (OFFSET_SEED_SHIFT, VALIDATION_MASK_SEED, ConfigIO, ModelConfig, check_seed,
+                     step_seed)
 from .data.mlm import collate, mask_tokens
 from .data.prepare import PreparedData, prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
@@ -82,33 +84,19 @@ class TrainConfig(ConfigIO):
     """
 
     # The metadata makes dstg-train's flags (dstg_interp/cli/config_args.py): a field is written once.
-    out_dir: str = field(
-        default="runs/dstg",
-        metadata={
-            "flag": "--out",
-            "help": "a folder for checkpoint/, log.jsonl, train_config.json",
-            "shown": "--config's, else runs/dstg",
-        },
-    )
-    model: dict = field(
-        default_factory=lambda: dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4), metadata={"cli": False}
-    )  # dstg-train: --variant, --d-model, --d-ap, --n-layers, --n-heads
-    corpus: str = field(
-        default="en-mix", metadata={"help": "en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT"}
-    )
+    out_dir: str = field(default="runs/dstg", metadata={
+        "flag": "--out", "help": "a folder for checkpoint/, log.jsonl, train_config.json",
+        "shown": "--config's, else runs/dstg"})
+    model: dict = field(default_factory=lambda: dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4),
+                        metadata={"cli": False})  # dstg-train: --variant, --d-model, --d-ap, --n-layers, --n-heads
+    corpus: str = field(default="en-mix", metadata={"help": "en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT"})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "use the first N documents only"})
     max_length: int = field(default=256, metadata={"help": "tokens per training sequence"})
     max_positions: int | None = field(default=None, metadata={"help": "position table size", "shown": "--max-length"})
-    random_offset: bool = field(
-        default=False,
-        metadata={
-            "help": "shift each sequence's absolute positions randomly (dstg/ap; with --max-positions > --max-length)"
-        },
-    )
-    windows: bool = field(
-        default=True,
-        metadata={"flag": "--no-windows", "invert": True, "help": "truncate long documents instead of windowing them"},
-    )
+    random_offset: bool = field(default=False, metadata={
+        "help": "shift each sequence's absolute positions randomly (dstg/ap; with --max-positions > --max-length)"})
+    windows: bool = field(default=True, metadata={
+        "flag": "--no-windows", "invert": True, "help": "truncate long documents instead of windowing them"})
     vocab_size: int = field(default=8192, metadata={"help": "WordPiece vocabulary trained on the training split"})
     tokenizer: str | None = field(default=None, metadata={"help": "reuse this tokenizer.json instead of training one"})
     val_fraction: float = field(default=0.05, metadata={"help": "share of documents held out for validation"})
@@ -118,68 +106,41 @@ class TrainConfig(ConfigIO):
     min_lr_ratio: float = field(default=0.1, metadata={"help": "final learning rate / peak (cosine, linear, constant)"})
     betas: tuple[float, float] = field(default=(0.9, 0.98), metadata={"help": "AdamW betas"})
     weight_decay: float = field(default=0.1, metadata={"help": "AdamW weight decay (matrices and embeddings)"})
-    warmup_steps: int | None = field(
-        default=None, metadata={"help": "linear warm-up steps", "shown": "a tenth of --steps, at most 200"}
-    )
+    warmup_steps: int | None = field(default=None, metadata={"help": "linear warm-up steps", "shown": "a tenth of --steps, at most 200"})
     schedule: str = field(default="cosine", metadata={"choices": list(SCHEDULES), "help": "learning-rate schedule"})
-    decay_fraction: float = field(
-        default=0.2, metadata={"help": "constant schedule: the final share of steps that decays"}
-    )
+    decay_fraction: float = field(default=0.2, metadata={
+        "help": "constant schedule: the final share of steps that decays"})
     grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clip"})
     mask_prob: float = field(default=0.2, metadata={"help": "share of tokens masked"})
-    mask_strategy: str = field(
-        default="all",
-        metadata={"choices": ["all", "80-10-10"], "help": "all masked tokens to [MASK] (NeoBERT) or BERT's 80-10-10"},
-    )
+    mask_strategy: str = field(default="all", metadata={
+        "choices": ["all", "80-10-10"], "help": "all masked tokens to [MASK] (NeoBERT) or BERT's 80-10-10"})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast"})
     seed: int = field(default=0, metadata={"shown": "--config's, else 0; model init, data order and masks"})
-    data_seed: int = field(
-        default=0, metadata={"seed": True, "help": "train/validation split (keep fixed to compare seeds)"}
-    )
-    bucket_by_length: bool = field(
-        default=True,
-        metadata={"flag": "--no-bucket-by-length", "invert": True, "help": "batches in corpus order, not by length"},
-    )
-    compile: bool | None = field(
-        default=None,
-        metadata={
-            "negatable": True,
-            "help": "torch.compile the encoder",
-            "shown": f"on for runs of at least {COMPILE_MIN_STEPS} steps",
-        },
-    )
+    data_seed: int = field(default=0, metadata={"seed": True, "help": "train/validation split (keep fixed to compare seeds)"})
+    bucket_by_length: bool = field(default=True, metadata={
+        "flag": "--no-bucket-by-length", "invert": True, "help": "batches in corpus order, not by length"})
+    compile: bool | None = field(default=None, metadata={
+        "negatable": True, "help": "torch.compile the encoder",
+        "shown": f"on for runs of at least {COMPILE_MIN_STEPS} steps"})
     eval_every: int = field(default=250, metadata={"help": "steps between validations"})
     eval_batches: int = field(default=16, metadata={"help": "validation batches"})
     save_every: int = field(default=500, metadata={"help": "steps between checkpoints"})
     log_every: int = field(default=10, metadata={"help": "steps between log lines"})
-    save_dtype: str = field(
-        default="float32",
-        metadata={"choices": ["float32", "float16", "bfloat16"], "help": "weights dtype of the checkpoint"},
-    )
+    save_dtype: str = field(default="float32", metadata={
+        "choices": ["float32", "float16", "bfloat16"], "help": "weights dtype of the checkpoint"})
     device: str = field(default="cpu", metadata={"shown": "--config's, else cpu"})
     threads: int | None = None
     progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)
-        for name in (
-            "max_length",
-            "batch_size",
-            "max_steps",
-            "eval_every",
-            "eval_batches",
-            "save_every",
-            "log_every",
-            "vocab_size",
-        ):
+        for name in ("max_length", "batch_size", "max_steps", "eval_every", "eval_batches", "save_every", "log_every", "vocab_size"):
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"TrainConfig.{name}: must be positive, got {getattr(self, name)}")
         if self.warmup_steps is None:  # scaled to the run, so a short run is not refused for a long default
             self.warmup_steps = min(DEFAULT_WARMUP_STEPS, int(self.max_steps) // 10)
         if not 0 <= self.warmup_steps < self.max_steps:
-            raise ValueError(
-                f"TrainConfig.warmup_steps: must be in [0, max_steps={self.max_steps}), got {self.warmup_steps}"
-            )
+            raise ValueError(f"TrainConfig.warmup_steps: must be in [0, max_steps={self.max_steps}), got {self.warmup_steps}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"TrainConfig.schedule: one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if not 0 < self.decay_fraction <= 1:
@@ -193,49 +154,31 @@ class TrainConfig(ConfigIO):
         if self.save_dtype not in ("float32", "float16", "bfloat16"):
             raise ValueError(f"TrainConfig.save_dtype: float32, float16 or bfloat16, got {self.save_dtype!r}")
         if self.vocab_size < MIN_VOCAB_SIZE and self.tokenizer is None:
-            raise ValueError(
-                f"TrainConfig.vocab_size: at least {MIN_VOCAB_SIZE} (the special tokens, the ASCII alphabet and "
-                f"its subword continuations), got {self.vocab_size}"
-            )
+            raise ValueError(f"TrainConfig.vocab_size: at least {MIN_VOCAB_SIZE} (the special tokens, the ASCII alphabet and "
+                             f"its subword continuations), got {self.vocab_size}")
         if self.max_docs is not None and int(self.max_docs) <= 0:
-            raise ValueError(
-                f"TrainConfig.max_docs: must be a positive number of documents (or null for all), got {self.max_docs}"
-            )
+            raise ValueError(f"TrainConfig.max_docs: must be a positive number of documents (or null for all), got {self.max_docs}")
         if self.threads is not None and int(self.threads) <= 0:
-            raise ValueError(
-                f"TrainConfig.threads: must be a positive integer (or null for PyTorch's default), got {self.threads}"
-            )
+            raise ValueError(f"TrainConfig.threads: must be a positive integer (or null for PyTorch's default), got {self.threads}")
         if self.tokenizer is not None and not Path(self.tokenizer).is_file():
-            raise ValueError(
-                f"TrainConfig.tokenizer: {self.tokenizer} does not exist; omit it to train one on the corpus"
-            )
+            raise ValueError(f"TrainConfig.tokenizer: {self.tokenizer} does not exist; omit it to train one on the corpus")
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"TrainConfig.device: 'cpu' or 'cuda', got {self.device!r}")
         if self.max_positions is not None and self.max_positions < self.max_length:
-            raise ValueError(
-                f"TrainConfig.max_positions: must be >= max_length={self.max_length}, got {self.max_positions}"
-            )
+            raise ValueError(f"TrainConfig.max_positions: must be >= max_length={self.max_length}, got {self.max_positions}")
         if self.random_offset and self.model.get("variant") not in ("dstg", "ap"):
-            raise ValueError(
-                f"TrainConfig.random_offset: shifts a learned position table (variant dstg or ap); "
-                f"a {self.model.get('variant')!r} model has none"
-            )
+            raise ValueError(f"TrainConfig.random_offset: shifts a learned position table (variant dstg or ap); "
+                             f"a {self.model.get('variant')!r} model has none")
         if self.random_offset and (self.max_positions or self.max_length) <= self.max_length:
-            raise ValueError(
-                f"TrainConfig.random_offset: needs a position table longer than the sequences "
-                f"(max_positions > max_length={self.max_length}), or there is no room to shift; "
-                "set --max-positions"
-            )
+            raise ValueError(f"TrainConfig.random_offset: needs a position table longer than the sequences "
+                             f"(max_positions > max_length={self.max_length}), or there is no room to shift; "
+                             "set --max-positions")
         self.model_config()  # validates the model fields early, naming the bad one
 
     def model_config(self, vocab_size: int | None = None) -> ModelConfig:
         """The model's config; ``vocab_size`` is the trained tokenizer's (a small corpus can give fewer)."""
-        fields = dict(
-            dict(seed=self.seed),
-            **self.model,
-            vocab_size=vocab_size or self.vocab_size,
-            max_positions=self.max_positions or self.max_length,
-        )
+        fields = dict(dict(seed=self.seed), **self.model, vocab_size=vocab_size or self.vocab_size,
+                      max_positions=self.max_positions or self.max_length)
         return ModelConfig(**fields)
 
 
@@ -284,17 +227,14 @@ def load_optimizer_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, 
     optimizer.load_state_dict(state_dict)
 
 
-def use_compile(cfg: TrainConfig) -> tuple[bool, str | None]:
+def use_compile(cfg: "TrainConfig") -> tuple[bool, str | None]:
     """Whether this run compiles, and a note to print when the default had to leave compilation off."""
     if cfg.compile is not None:
         return cfg.compile, None
     if cfg.max_steps < COMPILE_MIN_STEPS:
         return False, None
     if cfg.device == "cpu" and not any(shutil.which(cc) for cc in ("c++", "g++", "clang++")):
-        return (
-            False,
-            "note: torch.compile is off: no C++ compiler on PATH for inductor's CPU kernels (install g++ to enable)",
-        )
+        return False, "note: torch.compile is off: no C++ compiler on PATH for inductor's CPU kernels (install g++ to enable)"
     return True, None
 
 
@@ -338,9 +278,7 @@ def global_batch_indices(n_sequences: int, batch_size: int, step: int, seed: int
     permutation (the remainder of each epoch is skipped)."""
     batches_per_epoch = n_sequences // batch_size
     if batches_per_epoch == 0:
-        raise ValueError(
-            f"only {n_sequences} training sequences for a batch of {batch_size}; lower --batch-size or add text"
-        )
+        raise ValueError(f"only {n_sequences} training sequences for a batch of {batch_size}; lower --batch-size or add text")
     epoch, position = divmod(step, batches_per_epoch)
     order = np.random.default_rng([seed, epoch]).permutation(n_sequences)
     return order[position * batch_size : (position + 1) * batch_size]
@@ -360,9 +298,7 @@ class LengthBucketedBatches:
         self.lengths = np.asarray(lengths)
         self.batch_size, self.seed, self.chunk_batches = batch_size, seed, chunk_batches
         if len(self.lengths) < batch_size:
-            raise ValueError(
-                f"only {len(self.lengths)} training sequences for a batch of {batch_size}; lower --batch-size or add text"
-            )
+            raise ValueError(f"only {len(self.lengths)} training sequences for a batch of {batch_size}; lower --batch-size or add text")
         # every chunk but the last holds whole batches, so an epoch has ceil(n / batch_size) of them
         self.batches_per_epoch = -(-len(self.lengths) // batch_size)
         self._epoch, self._plan = None, []
@@ -385,7 +321,7 @@ class LengthBucketedBatches:
         return self._plan[position]
 
 
-def batch_order(train_set, cfg: TrainConfig):
+def batch_order(train_set, cfg: "TrainConfig"):
     """step -> indices of that step's global batch, bucketed by length unless ``bucket_by_length`` is off."""
     if cfg.bucket_by_length:
         return LengthBucketedBatches(train_set.lengths, cfg.batch_size, cfg.seed)
@@ -395,9 +331,7 @@ def batch_order(train_set, cfg: TrainConfig):
 def masked_batch(sequences, indices, cfg: TrainConfig, vocab_size: int, generator_seed: int):
     ids, attention_mask, special = collate([sequences[int(i)]["input_ids"] for i in indices])
     generator = torch.Generator().manual_seed(generator_seed)
-    masked, labels = mask_tokens(
-        ids, special, generator, mask_prob=cfg.mask_prob, vocab_size=vocab_size, strategy=cfg.mask_strategy
-    )
+    masked, labels = mask_tokens(ids, special, generator, mask_prob=cfg.mask_prob, vocab_size=vocab_size, strategy=cfg.mask_strategy)
     return masked, attention_mask, labels
 
 
@@ -423,9 +357,7 @@ def evaluate(model, validation, cfg: TrainConfig, device) -> dict:
     model.eval()
     total_loss, correct, count = 0.0, 0, 0
     for b, indices in enumerate(validation_batches(len(validation), cfg)):
-        ids, mask, labels = masked_batch(
-            validation, indices, cfg, model.config.vocab_size, generator_seed=VALIDATION_MASK_SEED + b
-        )
+        ids, mask, labels = masked_batch(validation, indices, cfg, model.config.vocab_size, generator_seed=VALIDATION_MASK_SEED + b)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             out = model(ids.to(device), mask.to(device), labels.to(device), masked_logits_only=True)
         targets = labels[labels != -100].to(device)
@@ -459,36 +391,19 @@ def barrier(world_size: int) -> None:
         dist.barrier()
 
 
-def prepare_training_data(
-    cfg: TrainConfig, progress: bool = False, cache_dir: str | Path | None = None, tokenizer=None
-):
+def prepare_training_data(cfg: TrainConfig, progress: bool = False, cache_dir: str | Path | None = None,
+                          tokenizer=None):
     """The cached corpus -> split -> tokenizer -> sequences preparation this run trains on; ``tokenizer``:
     a trained model's own (resuming, evaluating), so its data is found again in that model's token ids."""
-    return prepare_data(
-        cfg.corpus,
-        cfg.max_length,
-        cfg.windows,
-        cfg.vocab_size,
-        cfg.val_fraction,
-        cfg.data_seed,
-        cfg.max_docs,
-        cfg.tokenizer,
-        cache_dir=cache_dir,
-        progress=progress,
-        tokenizer=tokenizer,
-    )
+    return prepare_data(cfg.corpus, cfg.max_length, cfg.windows, cfg.vocab_size, cfg.val_fraction, cfg.data_seed,
+                        cfg.max_docs, cfg.tokenizer, cache_dir=cache_dir, progress=progress, tokenizer=tokenizer)
 
 
 # --- checkpoints --------------------------------------------------------------------------------
-def save_training_checkpoint(
-    model, optimizer, tokenizer, cfg: TrainConfig, step: int, tokens_seen: int, elapsed: float
-) -> None:
+def save_training_checkpoint(model, optimizer, tokenizer, cfg: TrainConfig, step: int, tokens_seen: int, elapsed: float) -> None:
     state = dict(step=step, tokens_seen=tokens_seen, train_seconds=elapsed)
     save_checkpoint(
-        model,
-        Path(cfg.out_dir) / CHECKPOINT_DIR,
-        dtype=getattr(torch, cfg.save_dtype),
-        tokenizer=tokenizer,
+        model, Path(cfg.out_dir) / CHECKPOINT_DIR, dtype=getattr(torch, cfg.save_dtype), tokenizer=tokenizer,
         extra_files={CONFIG_FILE: cfg.to_dict(), STATE_FILE: state},
         extra_tensors={OPTIMIZER_FILE: optimizer_tensors(optimizer)},
     )
@@ -509,13 +424,9 @@ def read_resume_state(cfg: TrainConfig) -> tuple[dict, Path]:
             for name in optimizer_file.keys():
                 optimizer_file.get_slice(name)
     except (SafetensorError, OSError, ValueError) as err:
-        raise CheckpointError(
-            f"--resume: {checkpoint / OPTIMIZER_FILE} is corrupt ({str(err).splitlines()[0]}); "
-            "the run cannot continue exactly from it: start without --resume"
-        ) from None
-    differing = sorted(
-        k for k, v in saved.to_dict().items() if k not in RESUMABLE_DIFFERENCES and cfg.to_dict()[k] != v
-    )
+        raise CheckpointError(f"--resume: {checkpoint / OPTIMIZER_FILE} is corrupt ({str(err).splitlines()[0]}); "
+                              "the run cannot continue exactly from it: start without --resume") from None
+    differing = sorted(k for k, v in saved.to_dict().items() if k not in RESUMABLE_DIFFERENCES and cfg.to_dict()[k] != v)
     if differing:
         raise CheckpointError(
             f"--resume: the checkpoint was trained with different {', '.join(differing)}; use the same settings (see {checkpoint / CONFIG_FILE})"
@@ -536,9 +447,8 @@ def truncate_log(log_path: Path, step: int) -> None:
         except (ValueError, KeyError, TypeError) as err:
             if number == len(lines):  # the last line, cut short by a crash or a full disk: it is redone
                 break
-            raise CheckpointError(
-                f"--resume: {log_path} line {number} is not a log record ({err}); remove that line and resume again"
-            ) from None
+            raise CheckpointError(f"--resume: {log_path} line {number} is not a log record ({err}); "
+                                  "remove that line and resume again") from None
         if logged_step <= step:
             kept.append(line)
     write_text_atomic(log_path, "".join(line + "\n" for line in kept))
@@ -574,9 +484,7 @@ def _setup(cfg: TrainConfig, resume: bool) -> _Run:
     out_dir = Path(cfg.out_dir)
     if is_main:
         if not resume and (out_dir / CHECKPOINT_DIR).exists():
-            raise CheckpointError(
-                f"{out_dir} already holds a checkpoint; pass --resume to continue it or choose another --out"
-            )
+            raise CheckpointError(f"{out_dir} already holds a checkpoint; pass --resume to continue it or choose another --out")
         out_dir.mkdir(parents=True, exist_ok=True)
     state: dict = dict(step=0, tokens_seen=0, train_seconds=0.0)
     own_tokenizer = None  # resuming: the data in the checkpoint's token ids, whoever prepared the cache
@@ -623,8 +531,8 @@ def _next_batch(run: _Run, batches, step: int):
     max_positions = int(run.model.config.max_positions)  # type: ignore[union-attr, arg-type]
     offsets = random_offsets(mask, max_positions, seed + OFFSET_SEED_SHIFT) if cfg.random_offset else None
     n_tokens = int(mask.sum())  # all ranks, counted on the host before the step (no device sync)
-    ids, mask, labels = (t[run.rank :: run.world_size] for t in (ids, mask, labels))
-    offsets = offsets[run.rank :: run.world_size] if offsets is not None else None
+    ids, mask, labels = (t[run.rank::run.world_size] for t in (ids, mask, labels))
+    offsets = offsets[run.rank::run.world_size] if offsets is not None else None
     # A batch without padding needs no mask: SDPA can then take its fused kernels.
     return ids, (None if bool(mask.all()) else mask), labels, offsets, n_tokens
 
@@ -652,9 +560,8 @@ def _write_log(log, record: dict) -> None:
     log.flush()
 
 
-def _evaluate_and_save(
-    run: _Run, log, step: int, last_step: int, tokens_seen: int, elapsed: float, metrics: dict
-) -> dict:
+def _evaluate_and_save(run: _Run, log, step: int, last_step: int, tokens_seen: int, elapsed: float,
+                       metrics: dict) -> dict:
     """Validation every ``eval_every`` steps and at the end, a checkpoint every ``save_every`` steps and at
     the last; returns the latest validation metrics."""
     cfg = run.cfg
@@ -679,13 +586,8 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
     log = open(run.out_dir / LOG_FILE, "a") if run.is_main else None
     step, tokens_seen, elapsed = run.state["step"], run.state["tokens_seen"], run.state["train_seconds"]
     last_step = cfg.max_steps if stop_after_step is None else min(cfg.max_steps, stop_after_step)
-    bar = tqdm(
-        total=cfg.max_steps,
-        initial=step,
-        desc=f"train {cfg.model['variant']}",
-        disable=not (run.is_main and cfg.progress),
-        dynamic_ncols=True,
-    )
+    bar = tqdm(total=cfg.max_steps, initial=step, desc=f"train {cfg.model['variant']}",
+               disable=not (run.is_main and cfg.progress), dynamic_ncols=True)
     window_start, window_tokens = time.perf_counter(), 0
     metrics: dict = {}
     batches = batch_order(run.prepared.train, cfg)
@@ -705,25 +607,14 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
                 now = time.perf_counter()
                 tokens_per_s = window_tokens / max(now - window_start, 1e-9)
                 window_start, window_tokens = now, 0
-                _write_log(
-                    log,
-                    dict(
-                        step=step,
-                        loss=round(float(loss.detach()), 5),
-                        lr=learning_rate(cfg, step - 1),
-                        grad_norm=round(float(grad_norm), 4),
-                        tokens_seen=tokens_seen,
-                        tokens_per_s=round(tokens_per_s, 1),
-                        train_seconds=round(elapsed, 2),
-                    ),
-                )
+                _write_log(log, dict(step=step, loss=round(float(loss.detach()), 5), lr=learning_rate(cfg, step - 1),
+                                     grad_norm=round(float(grad_norm), 4), tokens_seen=tokens_seen,
+                                     tokens_per_s=round(tokens_per_s, 1), train_seconds=round(elapsed, 2)))
                 bar.set_postfix(loss=f"{float(loss.detach()):.3f}", tok_s=f"{tokens_per_s:.0f}")
             bar.update(1)
             pause_start = time.perf_counter()
             metrics = _evaluate_and_save(run, log, step, last_step, tokens_seen, elapsed, metrics)
-            window_start += (
-                time.perf_counter() - pause_start
-            )  # tokens/s counts training steps, not validation or saving
+            window_start += time.perf_counter() - pause_start  # tokens/s counts training steps, not validation or saving
     finally:  # Ctrl-C: main() reports it in one line, naming the last complete checkpoint
         prefetch.shutdown(wait=True, cancel_futures=True)
         bar.close()

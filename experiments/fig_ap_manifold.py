@@ -34,24 +34,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dstg_interp import load_hf_encoder
-from dstg_interp.analysis.spectra import (
-    DEFAULT_PROJECTIONS,
-    analyze_table,
-    per_position_mean,
-    position_table,
-    spectra_table,
-)
+from dstg_interp.analysis.spectra import (DEFAULT_PROJECTIONS, analyze_table, per_position_mean, position_table,
+                                          spectra_table)
 from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import plot_dct_power, plot_pc_curves, plot_scree
-from experiments.figure_inputs import (
-    OUTPUT_DIR,
-    SeedsFigureConfig,
-    inputs_for,
-    model_store,
-    parse_config,
-    run_as_command,
-    save_config,
-)
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
+                                       save_config)
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
 
@@ -59,17 +47,13 @@ TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
 @dataclass
 class ApManifoldConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "ap_manifold"
-    n_docs: int | None = field(
-        default=None,
-        metadata={"help": "a seeded sample of the held-out documents (default: all of them, as the probes)"},
-    )
+    n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
+                                                                "(default: all of them, as the probes)"})
     min_count: int = field(default=20, metadata={"help": "drop positions seen fewer times (layer states)"})
     control_draws: int = field(default=20, metadata={"help": "Gaussian tables averaged for each control"})
     no_minilm: bool = field(default=False, metadata={"help": "skip the MiniLM reference table"})
-    projections: int = field(
-        default=DEFAULT_PROJECTIONS,
-        metadata={"help": "random subspaces of the narrowest table's width, for the width-matched numbers"},
-    )
+    projections: int = field(default=DEFAULT_PROJECTIONS, metadata={
+        "help": "random subspaces of the narrowest table's width, for the width-matched numbers"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -77,9 +61,8 @@ class ApManifoldConfig(SeedsFigureConfig):
             raise ValueError("min_count and projections must be >= 1 and control_draws >= 0")
 
 
-def learned_table_spectra(
-    inputs, seed: int, n_control_draws: int, with_minilm: bool, n_projections: int = DEFAULT_PROJECTIONS
-) -> tuple[list, list, dict]:
+def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: bool,
+                          n_projections: int = DEFAULT_PROJECTIONS) -> tuple[list, list, dict]:
     """Spectra of every learned position table (+ one random table of each shape), width-matched to the
     narrowest zoo table; notes on what was skipped."""
     spectra, random_spectra, notes = [], [], {}
@@ -94,18 +77,15 @@ def learned_table_spectra(
             notes[variant] = str(err).split(" -- ")[0] + " (layers_* below)"
     if with_minilm:
         try:
-            tables["MiniLM table (all-MiniLM-L6-v2)"] = (
-                load_hf_encoder(fetch_minilm()).ap_table.detach().double().numpy()
-            )
+            tables["MiniLM table (all-MiniLM-L6-v2)"] = load_hf_encoder(fetch_minilm()).ap_table.detach().double().numpy()
         except Exception as err:  # a reference point only: the figures still make sense without it
             notes["minilm"] = f"MiniLM reference skipped: {err}"
     rng = np.random.default_rng(seed)
     first = min((s for _, s in members.values()), default=0)
     width = match_width(tables[name] for name in members)
     for name, table in tables.items():
-        spectrum = analyze_table(
-            table, name=name, n_control_draws=n_control_draws, seed=seed, match_width=width, n_projections=n_projections
-        )
+        spectrum = analyze_table(table, name=name, n_control_draws=n_control_draws, seed=seed, match_width=width,
+                                 n_projections=n_projections)
         if name in members:
             spectrum.summary.update(model=members[name][0], seed=members[name][1])
         spectra.append(spectrum)
@@ -113,9 +93,8 @@ def learned_table_spectra(
             continue  # one random table per shape is enough
         shape = table.shape
         random_table = rng.standard_normal(shape)
-        random_spectra.append(
-            analyze_table(random_table, name=f"random {shape[0]}x{shape[1]}", n_control_draws=0, seed=seed)
-        )
+        random_spectra.append(analyze_table(random_table, name=f"random {shape[0]}x{shape[1]}",
+                                            n_control_draws=0, seed=seed))
     return spectra, random_spectra, notes
 
 
@@ -124,15 +103,8 @@ def match_width(tables) -> int | None:
     return min((table.shape[1] for table in tables), default=None)
 
 
-def layer_state_spectra(
-    inputs,
-    min_count: int,
-    seed: int,
-    n_control_draws: int,
-    progress: bool,
-    width: int | None = None,
-    n_projections: int = DEFAULT_PROJECTIONS,
-) -> list:
+def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int, progress: bool,
+                        width: int | None = None, n_projections: int = DEFAULT_PROJECTIONS) -> list:
     """Per-position-mean spectra of every model x layer x subspace (the last layer is what the figures show),
     width-matched to ``width`` (None: each table at its own width)."""
     spectra = []
@@ -145,18 +117,12 @@ def layer_state_spectra(
             for subspace in store.subspaces:
                 states = np.asarray(store.states(layer, subspace), dtype=np.float64)  # [n_tokens, d]
                 table, kept = per_position_mean(states, positions, min_count=min_count)
-                spectrum = analyze_table(
-                    table,
-                    name=f"{name} L{layer} {subspace}",
-                    positions=kept,
-                    n_control_draws=n_control_draws,
-                    seed=seed,
-                    match_width=min(width or table.shape[1], table.shape[1]),
-                    n_projections=n_projections,
-                )
-                spectrum.summary.update(
-                    model=variant, seed=model_seed, layer=int(layer), subspace=subspace, last_layer=layer == layers[-1]
-                )
+                spectrum = analyze_table(table, name=f"{name} L{layer} {subspace}", positions=kept,
+                                         n_control_draws=n_control_draws, seed=seed,
+                                         match_width=min(width or table.shape[1], table.shape[1]),
+                                         n_projections=n_projections)
+                spectrum.summary.update(model=variant, seed=model_seed, layer=int(layer), subspace=subspace,
+                                        last_layer=layer == layers[-1])
                 spectra.append(spectrum)
     return spectra
 
@@ -167,13 +133,9 @@ def run(config: ApManifoldConfig) -> dict:
     min_count = min(config.min_count, 3) if config.tiny else config.min_count  # the tiny corpus has 40 documents
     inputs = inputs_for(config, n_docs=config.n_docs)
 
-    tables, random_tables, notes = learned_table_spectra(
-        inputs,
-        config.seed,
-        config.control_draws,
-        with_minilm=not (config.no_minilm or config.tiny),
-        n_projections=config.projections,
-    )
+    tables, random_tables, notes = learned_table_spectra(inputs, config.seed, config.control_draws,
+                                                        with_minilm=not (config.no_minilm or config.tiny),
+                                                        n_projections=config.projections)
     width = min((s.summary["matched_width"] for s in tables if "matched_width" in s.summary), default=None)
     for model, note in notes.items():
         print(f"[fig_ap_manifold] {model}: {note}")
@@ -184,42 +146,22 @@ def run(config: ApManifoldConfig) -> dict:
         plot_pc_curves(shown, config.out, stem="tables_pc_curves")
         plot_dct_power(shown + random_tables, config.out, stem="tables_dct")
 
-    layers = layer_state_spectra(
-        inputs, min_count, config.seed, config.control_draws, progress, width, config.projections
-    )
+    layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress, width,
+                                 config.projections)
     last = [s for s in layers if s.summary["last_layer"] and s.summary["seed"] == first]
     plot_scree(last, config.out, stem="layers_scree")
     plot_pc_curves(last, config.out, stem="layers_pc_curves")
     plot_dct_power(last, config.out, stem="layers_dct")
 
     summary = spectra_table(tables + random_tables + layers)
-    summary.insert(
-        0,
-        "source",
-        ["learned table"] * len(tables) + ["random table"] * len(random_tables) + ["layer states"] * len(layers),
-    )
+    summary.insert(0, "source", ["learned table"] * len(tables) + ["random table"] * len(random_tables)
+                   + ["layer states"] * len(layers))
     summary.to_csv(config.out / "spectra.csv", index=False)
-    save_config(
-        config,
-        "experiments/fig_ap_manifold.py",
-        min_count_used=min_count,
-        inputs=inputs.description,
-        notes=notes,
-        wall_s=round(time.perf_counter() - started, 1),
-    )
+    save_config(config, "experiments/fig_ap_manifold.py", min_count_used=min_count, inputs=inputs.description,
+                notes=notes, wall_s=round(time.perf_counter() - started, 1))
     if progress:
-        columns = [
-            "source",
-            "name",
-            "pc1_pc2",
-            "control_pc1_pc2",
-            "matched_pc1_pc2",
-            "matched_control_pc1_pc2",
-            "participation_ratio",
-            "matched_participation_ratio",
-            "low_freq_share",
-            "pc2_low_freq_share",
-        ]
+        columns = ["source", "name", "pc1_pc2", "control_pc1_pc2", "matched_pc1_pc2", "matched_control_pc1_pc2",
+                   "participation_ratio", "matched_participation_ratio", "low_freq_share", "pc2_low_freq_share"]
         print(summary[summary.source != "layer states"][columns].to_string(index=False, float_format="%.3f"))
     return {"spectra": summary, "notes": notes}
 

@@ -42,11 +42,8 @@ from probes.erasure_effects import ErasureConfig, erase_positions
 
 DEFAULTS = ErasureConfig()
 MINILM = "all-MiniLM-L6-v2"
-METRICS = {
-    "loss_increase": "MLM loss increase (nats)",
-    "output_change": "1 - cos(output)",
-    "r2_after": "probe R² after erasure",
-}
+METRICS = {"loss_increase": "MLM loss increase (nats)", "output_change": "1 - cos(output)",
+           "r2_after": "probe R² after erasure"}
 
 
 @dataclass
@@ -68,14 +65,8 @@ def erase_all(config: ErasureFigureConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     if config.minilm:
         members.append((MINILM, fetch_minilm()))
     for name, model in members:
-        result = erase_positions(
-            model,
-            study,
-            store_root=inputs.store_root,
-            model_name=name,
-            progress=not config.quiet,
-            documents=inputs.documents,
-        )
+        result = erase_positions(model, study, store_root=inputs.store_root, model_name=name, progress=not config.quiet,
+                                 documents=inputs.documents)
         if name == MINILM:
             tables.append(result.table.assign(model=name).pipe(_with_seed))
             heads.append(result.heads.assign(model=name).pipe(_with_seed))
@@ -106,24 +97,14 @@ def over_seeds(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot(summary: pd.DataFrame, out: Path) -> dict:
-    long = measurements(
-        summary, list(METRICS), keys=["method"], intervals={m: (f"{m}_low", f"{m}_high") for m in METRICS}
-    )
+    long = measurements(summary, list(METRICS), keys=["method"],
+                        intervals={m: (f"{m}_low", f"{m}_high") for m in METRICS})
     long["metric"] = long.metric.map(METRICS)
-    return plot_by_layer(
-        long,
-        out,
-        stem="erasure_by_layer",
-        row="metric",
-        col="method",
-        share_y="row",
-        ylabel="change when position is erased",
-        reference=0.0,
-        numbers={
-            "bands": "min-max over training seeds (one seed: none)",
-            "methods": "leace: LEACE; inlp: iterated nulling; random: a random subspace of LEACE's rank (the control)",
-        },
-    )
+    return plot_by_layer(long, out, stem="erasure_by_layer", row="metric", col="method", share_y="row",
+                         ylabel="change when position is erased", reference=0.0,
+                         numbers={"bands": "min-max over training seeds (one seed: none)",
+                                  "methods": "leace: LEACE; inlp: iterated nulling; random: a random subspace of "
+                                             "LEACE's rank (the control)"})
 
 
 def run(config: ErasureFigureConfig) -> dict:
@@ -134,15 +115,10 @@ def run(config: ErasureFigureConfig) -> dict:
     heads.to_csv(config.out / "heads.csv", index=False)
     summary = over_seeds(table)
     plot(summary, config.out)
-    save_config(
-        config, "experiments/fig_erasure.py", study=DEFAULTS.to_dict(), wall_s=round(time.perf_counter() - started, 1)
-    )
+    save_config(config, "experiments/fig_erasure.py", study=DEFAULTS.to_dict(), wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
-        print(
-            summary.pivot_table(
-                index=["model", "subspace", "layer"], columns="method", values="loss_increase"
-            ).to_string(float_format="%.4f")
-        )
+        print(summary.pivot_table(index=["model", "subspace", "layer"], columns="method", values="loss_increase")
+              .to_string(float_format="%.4f"))
     return {"results": table, "heads": heads}
 
 

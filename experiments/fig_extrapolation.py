@@ -43,15 +43,8 @@ from dstg_interp.analysis.spectra import analyze_table
 from dstg_interp.plots import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.tiny_zoo import tiny_long_documents
-from experiments.figure_inputs import (
-    OUTPUT_DIR,
-    FigureConfig,
-    inputs_for,
-    parse_config,
-    run_as_command,
-    save_config,
-    with_offset_model,
-)
+from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
+                                       with_offset_model)
 from probes.by_range import probe_by_range
 
 TABLE_VARIANTS = ("dstg", "ap")
@@ -60,9 +53,8 @@ TABLE_VARIANTS = ("dstg", "ap")
 @dataclass
 class ExtrapolationFigureConfig(FigureConfig):
     out: Path = OUTPUT_DIR / "extrapolation"
-    factors: list[float] = field(
-        default_factory=lambda: [2.0, 4.0], metadata={"help": "lengths as multiples of max_positions"}
-    )
+    factors: list[float] = field(default_factory=lambda: [2.0, 4.0],
+                                 metadata={"help": "lengths as multiples of max_positions"})
     max_windows: int = field(default=400, metadata={"help": "windows per length (seeded subset)"})
     max_tokens: int = field(default=40_000, metadata={"help": "tokens subsampled per probe (non-special)"})
     bucket_width: int = field(default=32, metadata={"help": "positions per MLM bucket"})
@@ -96,26 +88,13 @@ def evaluate_length(models: dict, documents, length: int, config: ExtrapolationF
     mlm_tables, probe_tables = [], []
     for name, method, model in tqdm(list(arms(models, length)), desc=f"{length}-token arms", disable=config.quiet):
         chunk = trained if method == "chunked" else None
-        mlm = mlm_by_position(
-            model,
-            windows,
-            bucket_width=config.bucket_width,
-            n_draws=config.n_draws,
-            seed=config.seed,
-            chunk_length=chunk,
-        )
+        mlm = mlm_by_position(model, windows, bucket_width=config.bucket_width, n_draws=config.n_draws, seed=config.seed,
+                              chunk_length=chunk)
         mlm_tables.append(mlm.assign(model=name, method=method, length=length, n_windows=len(windows)))
         if method == "chunked":
             continue
-        store = cached_extract(
-            model,
-            windows,
-            store_root,
-            f"extrapolation-{name}-{method}-{length}",
-            dtype="float16",
-            batch_size=16,
-            progress=False,
-        )
+        store = cached_extract(model, windows, store_root, f"extrapolation-{name}-{method}-{length}", dtype="float16",
+                               batch_size=16, progress=False)
         ranges = probe_by_range(store, trained_length=trained, max_tokens=config.max_tokens, seed=config.seed)
         probe_tables.append(ranges.assign(model=name, method=method, length=length))
     return pd.concat(mlm_tables, ignore_index=True), pd.concat(probe_tables, ignore_index=True), windows
@@ -138,54 +117,26 @@ def table_paths(models: dict, factor: float) -> tuple[pd.DataFrame, pd.DataFrame
         mean = table[:trained].mean(axis=0)
         _, vt = np.linalg.svd(table[:trained] - mean, full_matrices=False)[1:]
         spectrum = analyze_table(table, name=name).summary
-        fits.append(
-            {
-                "model": name,
-                **fit_ap_curve(table).to_dict(),
-                "pc1_pc2": spectrum["pc1_pc2"],
-                "low_freq_share": spectrum["low_freq_share"],
-                "participation_ratio": spectrum["participation_ratio"],
-            }
-        )
+        fits.append({"model": name, **fit_ap_curve(table).to_dict(), "pc1_pc2": spectrum["pc1_pc2"],
+                     "low_freq_share": spectrum["low_freq_share"], "participation_ratio": spectrum["participation_ratio"]})
         if len(table) > trained:  # the random_offset model: its whole learned table, in its first rows' PC plane
             projected = (table - mean) @ vt[:2].T
-            paths.append(
-                pd.DataFrame(
-                    {
-                        "model": name,
-                        "method": "learned",
-                        "position": np.arange(len(table)),
-                        "pc1": projected[:, 0],
-                        "pc2": projected[:, 1],
-                    }
-                )
-            )
+            paths.append(pd.DataFrame({"model": name, "method": "learned", "position": np.arange(len(table)),
+                                       "pc1": projected[:, 0], "pc2": projected[:, 1]}))
             continue
         for method in METHODS:
             longer = extend_positions(model, factor, method=method).ap_table.detach().double().numpy()
             projected = (longer - mean) @ vt[:2].T
-            paths.append(
-                pd.DataFrame(
-                    {
-                        "model": name,
-                        "method": method,
-                        "position": np.arange(len(longer)),
-                        "pc1": projected[:, 0],
-                        "pc2": projected[:, 1],
-                    }
-                )
-            )
+            paths.append(pd.DataFrame({"model": name, "method": method, "position": np.arange(len(longer)),
+                                       "pc1": projected[:, 0], "pc2": projected[:, 1]}))
     return pd.concat(paths, ignore_index=True), pd.DataFrame(fits)
 
 
 def summarize(mlm: pd.DataFrame, ranges: pd.DataFrame, trained: int) -> pd.DataFrame:
     """One row per (model, method, length): MLM accuracy/loss inside and beyond the trained range (masked-token
     weighted) and the final-layer full-state probes beyond it (R² within that range and MAE)."""
-    mlm = mlm.assign(
-        range=np.where(mlm.bucket_start < trained, "inside", "beyond"),
-        hits=mlm.accuracy * mlm.n_masked,
-        loss_sum=mlm.loss * mlm.n_masked,
-    )
+    mlm = mlm.assign(range=np.where(mlm.bucket_start < trained, "inside", "beyond"),
+                     hits=mlm.accuracy * mlm.n_masked, loss_sum=mlm.loss * mlm.n_masked)
     grouped = mlm.groupby(["model", "method", "length", "range"])[["hits", "loss_sum", "n_masked"]].sum()
     grouped["accuracy"], grouped["loss"] = grouped.hits / grouped.n_masked, grouped.loss_sum / grouped.n_masked
     table = grouped[["accuracy", "loss"]].unstack("range")
@@ -222,14 +173,8 @@ def run(config: ExtrapolationFigureConfig) -> dict:
     plot_mlm_by_position(mlm, config.out, trained_length=trained)
     plot_probe_ranges(ranges, config.out, trained_length=trained)
     plot_extended_tables(paths, config.out, trained_length=trained)
-    save_config(
-        config,
-        "experiments/fig_extrapolation.py",
-        trained_length=trained,
-        windows=windows,
-        inputs=inputs.description,
-        wall_s=round(time.perf_counter() - started, 1),
-    )
+    save_config(config, "experiments/fig_extrapolation.py", trained_length=trained, windows=windows,
+                inputs=inputs.description, wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         print(summary.to_string(index=False, float_format="%.3f"))
     return {"mlm": mlm, "ranges": ranges, "summary": summary, "fits": fits}

@@ -29,35 +29,20 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp.analysis.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store, threshold_sweep
-from dstg_interp.model.checkpoint import zoo_member
 from dstg_interp.plots import plot_head_map, plot_head_sweep, plot_share_scatter
-from experiments.figure_inputs import (
-    OUTPUT_DIR,
-    SeedsFigureConfig,
-    attention_store,
-    first_seed,
-    inputs_for,
-    parse_config,
-    run_as_command,
-    save_config,
-    with_member_columns,
-)
+from dstg_interp.model.checkpoint import zoo_member
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, parse_config,
+                                       run_as_command, save_config, with_member_columns)
 
 
 @dataclass
 class HeadsFigureConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "heads"
-    n_docs: int | None = field(
-        default=None,
-        metadata={"help": "a seeded sample of the held-out documents (default: all of them, as the probes)"},
-    )
-    from_heads: Path | None = field(
-        default=None,
-        metadata={
-            "help": "no store reading: relabel the head statistics of an earlier run's heads.csv (the stores are the "
-            "same, so are the statistics) and write the tables and figures from them"
-        },
-    )
+    n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
+                                                                "(default: all of them, as the probes)"})
+    from_heads: Path | None = field(default=None, metadata={
+        "help": "no store reading: relabel the head statistics of an earlier run's heads.csv (the stores are the "
+                "same, so are the statistics) and write the tables and figures from them"})
 
 
 def head_labels(inputs, progress: bool) -> pd.DataFrame:
@@ -84,9 +69,7 @@ def label_summary(heads: pd.DataFrame) -> dict:
             "structure_or_semantic_share": float(rows.label.isin(["structure", "semantic"]).mean()),
             "n_rp_heads": int((rows.label == "RP").sum()),
             "max_share_rp": float(rows.share_rp.max()) if rows.share_rp.notna().any() else None,
-            "mean_positional_score": float(rows.positional_score.mean())
-            if rows.positional_score.notna().any()
-            else None,
+            "mean_positional_score": float(rows.positional_score.mean()) if rows.positional_score.notna().any() else None,
         }
     return summary
 
@@ -109,12 +92,11 @@ def run(config: HeadsFigureConfig) -> dict:
     sweep = threshold_sweep(heads)  # the labels for a range of dominant shares, every seed
     sweep.to_csv(config.out / "head_sweep.csv", index=False)
     plot_head_sweep(sweep, heads, config.out, DOMINANT_SHARE, stem="head_sweep")
-    summary = {
-        "rule": {"dominant_share": DOMINANT_SHARE, "variance_over": "pair (store summaries)"},
-        "models": label_summary(heads),
-    }
+    summary = {"rule": {"dominant_share": DOMINANT_SHARE, "variance_over": "pair (store summaries)"},
+               "models": label_summary(heads)}
     (config.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    save_config(config, "experiments/fig_heads.py", inputs=description, wall_s=round(time.perf_counter() - started, 1))
+    save_config(config, "experiments/fig_heads.py", inputs=description,
+                wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         print(counts.pivot_table(index=["model", "seed"], columns="label", values="n_heads", fill_value=0).to_string())
     return {"heads": heads, "summary": summary}

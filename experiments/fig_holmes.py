@@ -29,10 +29,8 @@ TABLES = ("winning_rates.csv", "a_vs_b.csv", "scores.csv")
 class HolmesFigureConfig(ScriptConfig):
     out: Path = OUTPUT_DIR / "holmes"  # where figure_config.json goes: set to each results folder in turn
     # holmes_suite's default outputs; the committed ones are figures/holmes and figures/holmes/full
-    results: list[Path] = field(
-        default_factory=lambda: [OUTPUT_DIR / "holmes", OUTPUT_DIR / "holmes" / "full"],
-        metadata={"help": "Holmes results folders; each gets its figures"},
-    )
+    results: list[Path] = field(default_factory=lambda: [OUTPUT_DIR / "holmes", OUTPUT_DIR / "holmes" / "full"],
+                                metadata={"help": "Holmes results folders; each gets its figures"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -46,24 +44,17 @@ def draw(folder: Path) -> dict:
         return {}
     drawn = {
         "areas": plot_holmes_areas(pd.read_csv(folder / "winning_rates.csv"), folder, stem="holmes_areas"),
-        "a_vs_b": plot_holmes_counts(
-            pd.read_csv(folder / "a_vs_b.csv"),
-            folder,
-            stem="holmes_a_vs_b",
-            title="Holmes, training seed 0: phenomena won / tied / lost (any difference)",
-        ),
+        "a_vs_b": plot_holmes_counts(pd.read_csv(folder / "a_vs_b.csv"), folder, stem="holmes_a_vs_b",
+                                     title="Holmes, training seed 0: phenomena won / tied / lost (any difference)"),
         "scores": plot_holmes_scores(pd.read_csv(folder / "scores.csv"), folder, stem="holmes_scores"),
     }
     if (folder / "seed_test_counts.csv").is_file():
         counts = pd.read_csv(folder / "seed_test_counts.csv")
         row = counts.iloc[0]
         drawn["seed_test"] = plot_holmes_counts(
-            counts,
-            folder,
-            stem="holmes_seed_test",
+            counts, folder, stem="holmes_seed_test",
             title=f"Holmes over {int(row.seeds_a)} training seeds: won / tied / lost "
-            f"(Welch {row.level:.0%} interval, margin {row.margin:g})",
-        )
+                  f"(Welch {row.level:.0%} interval, margin {row.margin:g})")
     return drawn
 
 

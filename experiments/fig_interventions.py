@@ -33,16 +33,8 @@ from dstg_interp.analysis.interventions import intervene
 from dstg_interp.analysis.position_basis import position_basis
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.plots import measurements, plot_by_layer
-from experiments.figure_inputs import (
-    FIGURES_DIR,
-    SeedsFigureConfig,
-    inputs_for,
-    model_store,
-    parse_config,
-    run_as_command,
-    save_config,
-    with_member_columns,
-)
+from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config,
+                                       run_as_command, save_config, with_member_columns)
 
 
 @dataclass
@@ -83,15 +75,8 @@ def intervene_all(config: InterventionsFigureConfig) -> tuple[pd.DataFrame, pd.D
             for kind, options in plans.items():
                 result = intervene(encoder, tokens, mask, layer, kind, **options)
                 subspace = "ap" if variant == "dstg" else "full"
-                rows.append(
-                    with_member_columns(
-                        pd.DataFrame(
-                            [{"model": name, "layer": layer, "subspace": subspace, "kind": kind, **result.summary}]
-                        ),
-                        inputs,
-                        name,
-                    )
-                )
+                rows.append(with_member_columns(pd.DataFrame([{"model": name, "layer": layer, "subspace": subspace,
+                                                               "kind": kind, **result.summary}]), inputs, name))
                 heads.append(with_member_columns(result.heads.assign(model=name, layer=layer, kind=kind), inputs, name))
     return pd.concat(rows, ignore_index=True), pd.concat(heads, ignore_index=True)
 
@@ -103,25 +88,14 @@ def run(config: InterventionsFigureConfig) -> dict:
     table.to_csv(config.out / "interventions.csv", index=False)
     heads.to_csv(config.out / "heads.csv", index=False)
     grouped = table.groupby(["model", "layer", "subspace", "kind"], sort=False)
-    summary = grouped.agg(
-        mlm_kl=("mlm_kl", "mean"), low=("mlm_kl", "min"), high=("mlm_kl", "max"), n_seeds=("seed", "nunique")
-    ).reset_index()
+    summary = grouped.agg(mlm_kl=("mlm_kl", "mean"), low=("mlm_kl", "min"), high=("mlm_kl", "max"),
+                          n_seeds=("seed", "nunique")).reset_index()
     long = measurements(summary, ["mlm_kl"], keys=["kind"], intervals={"mlm_kl": ("low", "high")})
-    plot_by_layer(
-        long,
-        config.out,
-        stem="mlm_kl_by_layer",
-        col="kind",
-        ylabel="KL(clean || intervened), nats",
-        numbers={"bands": "min-max over training seeds"},
-    )
+    plot_by_layer(long, config.out, stem="mlm_kl_by_layer", col="kind", ylabel="KL(clean || intervened), nats",
+                  numbers={"bands": "min-max over training seeds"})
     save_config(config, "experiments/fig_interventions.py", wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
-        print(
-            summary.pivot_table(index=["model", "layer"], columns="kind", values="mlm_kl").to_string(
-                float_format="%.4f"
-            )
-        )
+        print(summary.pivot_table(index=["model", "layer"], columns="kind", values="mlm_kl").to_string(float_format="%.4f"))
     return {"results": table, "heads": heads}
 
 

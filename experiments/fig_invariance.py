@@ -31,15 +31,8 @@ import pandas as pd
 
 from dstg_interp.analysis.invariance import CONDITIONS, measure_invariance, select_passages
 from dstg_interp.plots import plot_invariance_by_layer, plot_recall_by_layer
-from experiments.figure_inputs import (
-    OUTPUT_DIR,
-    FigureConfig,
-    inputs_for,
-    parse_config,
-    run_as_command,
-    save_config,
-    with_offset_model,
-)
+from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
+                                       with_offset_model)
 
 ZOO_PASSAGES = 400
 
@@ -47,9 +40,8 @@ ZOO_PASSAGES = 400
 @dataclass
 class InvarianceFigureConfig(FigureConfig):
     out: Path = OUTPUT_DIR / "invariance"
-    n_passages: int | None = field(
-        default=None, metadata={"help": f"passages drawn (None: {ZOO_PASSAGES} on the zoo, all found with --tiny)"}
-    )
+    n_passages: int | None = field(default=None, metadata={
+        "help": f"passages drawn (None: {ZOO_PASSAGES} on the zoo, all found with --tiny)"})
     min_tokens: int = field(default=16, metadata={"help": "shortest passage, tokens"})
     max_tokens: int = field(default=48, metadata={"help": "longest passage, tokens"})
     min_context: int = field(default=24, metadata={"help": "tokens of its document a passage needs before it"})
@@ -71,24 +63,10 @@ def run(config: InvarianceFigureConfig) -> dict:
     length = min(model.config.max_positions for model in models.values())  # the training length, for every model
     for name, model in models.items():
         try:
-            passages = select_passages(
-                inputs.documents,
-                model.tokenizer,
-                config.n_passages,
-                min_tokens=config.min_tokens,
-                max_tokens=config.max_tokens,
-                min_context=config.min_context,
-                seed=config.seed,
-            )
-            invariance, retrieval = measure_invariance(
-                model,
-                passages,
-                name=name,
-                seed=config.seed,
-                max_positions=length,
-                batch_size=config.batch_size,
-                progress=not config.quiet,
-            )
+            passages = select_passages(inputs.documents, model.tokenizer, config.n_passages, min_tokens=config.min_tokens,
+                                       max_tokens=config.max_tokens, min_context=config.min_context, seed=config.seed)
+            invariance, retrieval = measure_invariance(model, passages, name=name, seed=config.seed, max_positions=length,
+                                                       batch_size=config.batch_size, progress=not config.quiet)
         except ValueError as err:
             raise SystemExit(f"fig_invariance: {name}: {err}") from None
         passage_counts[name] = len(passages)
@@ -105,15 +83,9 @@ def run(config: InvarianceFigureConfig) -> dict:
     plot_invariance_by_layer(invariance, config.out, stem="invariance_by_layer")
     plot_recall_by_layer(retrieval, config.out, stem="recall_by_layer", k=1)
     summary = final_layer_summary(invariance, retrieval)
-    save_config(
-        config,
-        "experiments/fig_invariance.py",
-        passages_per_model=passage_counts,
-        conditions=CONDITIONS,
-        mean_offset=float(invariance.mean_offset.mean()),
-        inputs=inputs.description,
-        wall_s=round(time.perf_counter() - started, 1),
-    )
+    save_config(config, "experiments/fig_invariance.py", passages_per_model=passage_counts, conditions=CONDITIONS,
+                mean_offset=float(invariance.mean_offset.mean()), inputs=inputs.description,
+                wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         print(summary.to_string(float_format="%.3f"))
     return {"invariance": invariance, "retrieval": retrieval, "summary": summary}
@@ -126,9 +98,8 @@ def main(argv=None) -> dict:
 def final_layer_summary(invariance: pd.DataFrame, retrieval: pd.DataFrame) -> pd.DataFrame:
     """Per (model, subspace) at each model's last layer: token cosine / rel. L2 and recall@1 per condition."""
     last = invariance.layer == invariance.groupby("model").layer.transform("max")
-    states = invariance[last].pivot_table(
-        index=["model", "subspace"], columns="condition", values=["token_cosine", "token_rel_l2"]
-    )
+    states = invariance[last].pivot_table(index=["model", "subspace"], columns="condition",
+                                          values=["token_cosine", "token_rel_l2"])
     ranked = retrieval[(retrieval.k == 1) & (retrieval.layer == retrieval.groupby("model").layer.transform("max"))]
     recall = ranked.pivot_table(index=["model", "subspace"], columns="condition", values="recall")
     recall.columns = pd.MultiIndex.from_product([["recall@1"], recall.columns])

@@ -36,54 +36,30 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp.plots import plot_r2_by_layer
-from experiments.figure_inputs import (
-    OUTPUT_DIR,
-    SeedsFigureConfig,
-    inputs_for,
-    model_store,
-    over_seeds,
-    parse_config,
-    random_init_store,
-    run_as_command,
-    save_config,
-    with_member_columns,
-)
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, over_seeds,
+                                       parse_config, random_init_store, run_as_command, save_config,
+                                       with_member_columns)
 from probes.positions import PositionProbeConfig, probe_store, reads_paragraph_windows
 
 # token position is the same target whatever the segment: probed once
-PROBES = (
-    ("token", "sentence"),
-    ("segment", "sentence"),
-    ("segment", "paragraph"),
-    ("intra", "sentence"),
-    ("intra", "paragraph"),
-)
+PROBES = (("token", "sentence"), ("segment", "sentence"), ("segment", "paragraph"),
+          ("intra", "sentence"), ("intra", "paragraph"))
 PROBE_DEFAULTS = PositionProbeConfig()  # dstg-probe's settings: the same numbers in every table
 
 
 @dataclass
 class ProbesFigureConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "probes"
-    n_docs: int | None = field(
-        default=None,
-        metadata={"help": "a seeded sample of the held-out documents (default: all of them, as dstg-probe)"},
-    )
-    max_tokens: int | None = field(
-        default=PROBE_DEFAULTS.max_tokens,
-        metadata={"help": "a seeded subsample of tokens per probe (default: every token of the store, as dstg-probe)"},
-    )
+    n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
+                                                                "(default: all of them, as dstg-probe)"})
+    max_tokens: int | None = field(default=PROBE_DEFAULTS.max_tokens, metadata={
+        "help": "a seeded subsample of tokens per probe (default: every token of the store, as dstg-probe)"})
     n_boot: int = field(default=PROBE_DEFAULTS.n_boot, metadata={"help": "bootstrap resamples of test documents"})
-    variants: list[str] | None = field(
-        default=None,
-        metadata={"help": "probe only these zoo variants (default: all four); with --model-seeds, a part of the run"},
-    )
-    combine: list[Path] | None = field(
-        default=None,
-        metadata={
-            "help": "no probing: merge the probes.csv of these earlier runs (parts of one run, the same settings) and "
-            "write the tables and figures from them"
-        },
-    )
+    variants: list[str] | None = field(default=None, metadata={
+        "help": "probe only these zoo variants (default: all four); with --model-seeds, a part of the run"})
+    combine: list[Path] | None = field(default=None, metadata={
+        "help": "no probing: merge the probes.csv of these earlier runs (parts of one run, the same settings) and "
+                "write the tables and figures from them"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -103,17 +79,13 @@ def probe_all(inputs, config: ProbesFigureConfig) -> pd.DataFrame:
         for task, segment in tqdm(PROBES, desc=f"probes {name}", disable=not progress):
             windows = reads_paragraph_windows(task, segment)
             if windows not in stores:
-                stores[windows] = (
-                    model_store(inputs, name, progress=progress, paragraph_windows=windows),
-                    random_init_store(inputs, name, progress=progress, paragraph_windows=windows),
-                )
+                stores[windows] = (model_store(inputs, name, progress=progress, paragraph_windows=windows),
+                                   random_init_store(inputs, name, progress=progress, paragraph_windows=windows))
             store, control = stores[windows]
-            probe = PositionProbeConfig(
-                task=task, segment=segment, max_tokens=config.max_tokens, n_boot=config.n_boot, seed=config.seed
-            )
-            tables.append(
-                with_member_columns(probe_store(store, probe, model_name=name, control_store=control), inputs, name)
-            )
+            probe = PositionProbeConfig(task=task, segment=segment, max_tokens=config.max_tokens, n_boot=config.n_boot,
+                                        seed=config.seed)
+            tables.append(with_member_columns(probe_store(store, probe, model_name=name, control_store=control),
+                                              inputs, name))
     return pd.concat(tables, ignore_index=True)
 
 
@@ -122,9 +94,8 @@ def run(config: ProbesFigureConfig) -> dict:
     if config.combine:  # parts of one run (e.g. one member per process): their rows, in the usual order
         results = pd.concat([pd.read_csv(Path(folder) / "probes.csv") for folder in config.combine], ignore_index=True)
         order = {variant: i for i, variant in enumerate(("dstg", "rope", "ap", "rp"))}
-        results = results.sort_values(
-            ["model", "seed"], key=lambda c: c.map(order) if c.name == "model" else c, kind="stable"
-        ).reset_index(drop=True)
+        results = results.sort_values(["model", "seed"], key=lambda c: c.map(order) if c.name == "model" else c,
+                                      kind="stable").reset_index(drop=True)
         description = {"combined": [str(folder) for folder in config.combine]}
     else:
         inputs = inputs_for(config, n_docs=config.n_docs)
@@ -137,38 +108,17 @@ def run(config: ProbesFigureConfig) -> dict:
     by_model.to_csv(config.out / "probes_over_seeds.csv", index=False)
     plot_r2_by_layer(by_model, config.out, stem="r2_by_layer")
     if results.partial_r2.notna().any():  # beyond token position: the partial R² and its interval over seeds
-        partial = over_seeds(
-            results,
-            keys,
-            value="partial_r2",
-            low="partial_ci_low",
-            high="partial_ci_high",
-            means=("r2", "position_r2", "position_smooth_r2", "position_selectivity"),
-        )
+        partial = over_seeds(results, keys, value="partial_r2", low="partial_ci_low", high="partial_ci_high",
+                             means=("r2", "position_r2", "position_smooth_r2", "position_selectivity"))
         partial.to_csv(config.out / "partial_over_seeds.csv", index=False)
-        plot_r2_by_layer(
-            partial,
-            config.out,
-            stem="partial_r2_by_layer",
-            value="partial_r2",
-            low="partial_ci_low",
-            high="partial_ci_high",
-            ylabel="partial R² given token position",
-        )
-    save_config(
-        config,
-        "experiments/fig_probes.py",
-        probes=PROBES,
-        inputs=description,
-        wall_s=round(time.perf_counter() - started, 1),
-    )
+        plot_r2_by_layer(partial, config.out, stem="partial_r2_by_layer", value="partial_r2", low="partial_ci_low",
+                         high="partial_ci_high", ylabel="partial R² given token position")
+    save_config(config, "experiments/fig_probes.py", probes=PROBES, inputs=description,
+                wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         last = results[results.layer == results.groupby("model").layer.transform("max")]  # mean over seeds
-        print(
-            last.pivot_table(index=["model", "subspace"], columns=["task", "segment"], values="r2").to_string(
-                float_format="%.3f"
-            )
-        )
+        print(last.pivot_table(index=["model", "subspace"], columns=["task", "segment"], values="r2")
+              .to_string(float_format="%.3f"))
     return {"results": results}
 
 

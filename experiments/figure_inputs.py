@@ -25,15 +25,15 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from dstg_interp import ModelConfig, build_model, load_model, open_encoder
-from dstg_interp.cli.shell import run_cli
 from dstg_interp.config import MAX_SEED, check_seed
+from dstg_interp.cli.shell import run_cli
 from dstg_interp.data import default_cache_dir, probing_documents
 from dstg_interp.io import RESULTS_DIR, write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_SEEDS, missing_zoo_members, zoo_member
@@ -93,10 +93,8 @@ class SeedsFigureConfig(FigureConfig):
     """A figure config that reads every training seed of the zoo (the paper-claim figures: AP manifold,
     heads, probes); the others read seed 0."""
 
-    model_seeds: list[int] = field(
-        default_factory=lambda: list(ZOO_SEEDS),
-        metadata={"help": "training seeds of the zoo to read; tables get a seed column, claims a seed interval"},
-    )
+    model_seeds: list[int] = field(default_factory=lambda: list(ZOO_SEEDS), metadata={
+        "help": "training seeds of the zoo to read; tables get a seed column, claims a seed interval"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -108,9 +106,7 @@ def check_model_seeds(seeds) -> list[int]:
     if not seeds:
         raise ValueError("--model-seeds needs at least one seed")
     if any(not 0 <= s <= MAX_SEED for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ValueError(
-            f"--model-seeds must be distinct integers from 0 to {MAX_SEED}, got {' '.join(map(str, seeds))}"
-        )
+        raise ValueError(f"--model-seeds must be distinct integers from 0 to {MAX_SEED}, got {' '.join(map(str, seeds))}")
     return seeds
 
 
@@ -201,16 +197,8 @@ class FigureInputs:
         return self.members.get(name, (name, 0))
 
 
-def load_figure_inputs(
-    tiny: bool = False,
-    models=ZOO_NAMES,
-    n_docs: int | None = None,
-    seed: int = 0,
-    store_root=None,
-    corpus: str = "en-mix",
-    zoo=ZOO_DIR,
-    model_seeds=(0,),
-) -> FigureInputs:
+def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None = None, seed: int = 0,
+                       store_root=None, corpus: str = "en-mix", zoo=ZOO_DIR, model_seeds=(0,)) -> FigureInputs:
     """The zoo's members -- every variant of ``models`` at every training seed of ``model_seeds`` -- (or tiny
     stand-ins) and the held-out documents ``dstg-probe`` reads (``n_docs``: a seeded sample of them instead,
     for quick runs; a seeded draw keeps every en-mix source in it).  A member missing from ``zoo`` raises
@@ -224,19 +212,9 @@ def load_figure_inputs(
     if tiny:
         zoo_models, documents = _shared_tiny_zoo(tuple(models), seed, tuple(model_seeds))
         root = Path(store_root) if store_root is not None else default_cache_dir() / "stores" / "figures-tiny"
-        return FigureInputs(
-            zoo_models,
-            documents,
-            root,
-            True,
-            {
-                "models": "tiny random (dstg_interp.tiny_zoo)",
-                "corpus": "synthetic",
-                "n_docs": len(documents),
-                "model_seeds": model_seeds,
-            },
-            members,
-        )
+        return FigureInputs(zoo_models, documents, root, True,
+                            {"models": "tiny random (dstg_interp.tiny_zoo)", "corpus": "synthetic", "n_docs": len(documents),
+                             "model_seeds": model_seeds}, members)
     zoo = Path(zoo)
     missing = missing_zoo_members(zoo, models, model_seeds)
     if missing:
@@ -244,8 +222,7 @@ def load_figure_inputs(
         raise ZooIncomplete(
             f"zoo folder {zoo} has no {', '.join(m + '/' for m in missing)}; train them with python -m "
             f"experiments.pretrain_zoo --seeds {' '.join(map(str, seeds))} --out {zoo}, or read fewer seeds "
-            f"(--model-seeds) or pass --tiny for a smoke run"
-        )
+            f"(--model-seeds) or pass --tiny for a smoke run")
     documents = _shared_probing_documents(corpus)
     if n_docs is not None and n_docs < len(documents):
         chosen = np.sort(np.random.default_rng(seed).choice(len(documents), size=n_docs, replace=False))
@@ -253,27 +230,16 @@ def load_figure_inputs(
     zoo_models = {name: _shared_zoo_model(str(zoo / name)) for name in members}
     root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
     zoo_json = zoo / "zoo.json"
-    description = {
-        "models": {name: str(zoo / name) for name in members},
-        "corpus": corpus,
-        "model_seeds": model_seeds,
-        "n_docs": len(documents),
-        "zoo": json.loads(zoo_json.read_text()) if zoo_json.is_file() else None,
-    }
+    description = {"models": {name: str(zoo / name) for name in members}, "corpus": corpus, "model_seeds": model_seeds,
+                   "n_docs": len(documents), "zoo": json.loads(zoo_json.read_text()) if zoo_json.is_file() else None}
     return FigureInputs(zoo_models, documents, root, False, description, members, zoo)
 
 
 def inputs_for(config: FigureConfig, n_docs: int | None = None) -> FigureInputs:
     """``load_figure_inputs`` with a figure config's fields (tiny, seed, store_root, zoo; model_seeds if it has
     them, else seed 0)."""
-    return load_figure_inputs(
-        tiny=config.tiny,
-        n_docs=n_docs,
-        seed=config.seed,
-        store_root=config.store_root,
-        zoo=config.zoo,
-        model_seeds=getattr(config, "model_seeds", [0]),
-    )
+    return load_figure_inputs(tiny=config.tiny, n_docs=n_docs, seed=config.seed, store_root=config.store_root,
+                              zoo=config.zoo, model_seeds=getattr(config, "model_seeds", [0]))
 
 
 def with_member_columns(table: pd.DataFrame, inputs: FigureInputs, name: str) -> pd.DataFrame:
@@ -285,23 +251,9 @@ def with_member_columns(table: pd.DataFrame, inputs: FigureInputs, name: str) ->
     return table
 
 
-def over_seeds(
-    table: pd.DataFrame,
-    keys: list[str],
-    value: str = "r2",
-    low: str = "ci_low",
-    high: str = "ci_high",
-    means=(
-        "control_r2",
-        "random_init_r2",
-        "shuffled_r2",
-        "selectivity",
-        "position_r2",
-        "position_smooth_r2",
-        "partial_r2",
-        "position_selectivity",
-    ),
-) -> pd.DataFrame:
+def over_seeds(table: pd.DataFrame, keys: list[str], value: str = "r2", low: str = "ci_low",
+               high: str = "ci_high", means=("control_r2", "random_init_r2", "shuffled_r2", "selectivity", "position_r2",
+                                             "position_smooth_r2", "partial_r2", "position_selectivity")) -> pd.DataFrame:
     """One row per ``keys`` from one row per (keys, seed): ``value`` is the mean over training seeds and
     [``low``, ``high``] the interval from the lowest seed's ``low`` to the highest seed's ``high`` -- it covers
     the seed-to-seed spread and each seed's bootstrap CI (a seed without a CI contributes its value); the
@@ -310,16 +262,9 @@ def over_seeds(
     lows = table[low].where(table[low].notna(), table[value])
     highs = table[high].where(table[high].notna(), table[value])
     grouped = table.assign(_low=lows, _high=highs).groupby(keys, sort=False, dropna=False)
-    summary = grouped.agg(
-        **{
-            value: (value, "mean"),
-            low: ("_low", "min"),
-            high: ("_high", "max"),
-            f"{value}_sd": (value, "std"),
-            "n_seeds": ("seed", "nunique"),
-            **{column: (column, "mean") for column in means if column in table},
-        }
-    ).reset_index()
+    summary = grouped.agg(**{value: (value, "mean"), low: ("_low", "min"), high: ("_high", "max"),
+                             f"{value}_sd": (value, "std"), "n_seeds": ("seed", "nunique"),
+                             **{column: (column, "mean") for column in means if column in table}}).reset_index()
     return summary
 
 
@@ -328,29 +273,26 @@ def first_seed(table: pd.DataFrame) -> pd.DataFrame:
     return table[table.seed == table.seed.min()] if "seed" in table and len(table) else table
 
 
-@cache
+@lru_cache(maxsize=None)
 def _shared_tiny_zoo(models: tuple, seed: int, model_seeds: tuple = (0,)):
     zoo_models, documents = tiny_zoo(models, seed=seed)
     tokenizer = next(iter(zoo_models.values())).tokenizer
     members = {}
     for model_seed in model_seeds:  # other training seeds: other random weights, the same tokenizer
         for name in models:
-            model = (
-                zoo_models[name]
-                if model_seed == 0
-                else build_model(tiny_config(name, tokenizer.get_vocab_size(), seed=seed + 1000 * model_seed)).eval()
-            )
+            model = zoo_models[name] if model_seed == 0 else \
+                build_model(tiny_config(name, tokenizer.get_vocab_size(), seed=seed + 1000 * model_seed)).eval()
             model.tokenizer = tokenizer
             members[zoo_member(name, model_seed)] = model
     return members, documents
 
 
-@cache
+@lru_cache(maxsize=None)
 def _shared_probing_documents(corpus: str):
     return probing_documents(corpus)
 
 
-@cache
+@lru_cache(maxsize=None)
 def _shared_zoo_model(path: str):
     return load_model(Path(path)).eval()
 
@@ -361,50 +303,35 @@ def with_offset_model(inputs: FigureInputs) -> dict:
     models = dict(inputs.models)
     if inputs.tiny:
         reference = models["dstg"]
-        config = ModelConfig.from_dict(
-            {**reference.config.to_dict(), "max_positions": 4 * reference.config.max_positions}
-        )
+        config = ModelConfig.from_dict({**reference.config.to_dict(), "max_positions": 4 * reference.config.max_positions})
         models[OFFSET_MODEL] = build_model(config).eval()
         models[OFFSET_MODEL].tokenizer = reference.tokenizer
     elif (inputs.zoo / OFFSET_MODEL / "model.safetensors").is_file():
         models[OFFSET_MODEL] = _shared_zoo_model(str(inputs.zoo / OFFSET_MODEL))
     else:
-        raise ZooIncomplete(
-            f"zoo model {OFFSET_MODEL} not in {inputs.zoo}; train it with "
-            f"python -m experiments.pretrain_zoo --variants {OFFSET_MODEL}"
-        )
+        raise ZooIncomplete(f"zoo model {OFFSET_MODEL} not in {inputs.zoo}; train it with "
+                            f"python -m experiments.pretrain_zoo --variants {OFFSET_MODEL}")
     return models
 
 
 def model_store(inputs: FigureInputs, name: str, progress: bool = True, paragraph_windows: bool = False):
     """Every layer and subspace of model ``name`` on the inputs' documents: the store ``dstg-probe`` builds
     (``paragraph_windows``: its paragraph-crossing windows, what the paragraph-level probes read)."""
-    return cached_store(
-        open_encoder(inputs.models[name]), inputs.documents, None, inputs.store_root, name, progress, paragraph_windows
-    )
+    return cached_store(open_encoder(inputs.models[name]), inputs.documents, None, inputs.store_root, name, progress,
+                        paragraph_windows)
 
 
 def random_init_store(inputs: FigureInputs, name: str, progress: bool = True, paragraph_windows: bool = False):
     """The store of a randomly initialised twin of ``name`` (same config and tokenizer): the probes' control,
     the one ``dstg-probe`` builds (``encoder.random_init()``)."""
     twin = open_encoder(inputs.models[name]).random_init()
-    return cached_store(
-        twin, inputs.documents, None, inputs.store_root, f"{name}-random-init", progress, paragraph_windows
-    )
+    return cached_store(twin, inputs.documents, None, inputs.store_root, f"{name}-random-init", progress,
+                        paragraph_windows)
 
 
 def attention_store(inputs: FigureInputs, name: str, progress: bool = True):
     """Model ``name``'s store with attention summaries (logit-term statistics per layer x head), for the heads."""
     encoder = open_encoder(inputs.models[name])
     sequences = as_sequences(encoder, inputs.documents, min(PROBE_MAX_LENGTH, encoder.max_positions), windows=False)
-    return cached_extract(
-        encoder,
-        sequences,
-        inputs.store_root,
-        f"{name}-attention",
-        layers=None,
-        dtype="float16",
-        attention_summaries=True,
-        batch_size=16,
-        progress=progress,
-    )
+    return cached_extract(encoder, sequences, inputs.store_root, f"{name}-attention", layers=None, dtype="float16",
+                          attention_summaries=True, batch_size=16, progress=progress)

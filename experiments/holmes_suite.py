@@ -30,30 +30,19 @@ from probes.holmes import ProbeConfig, run_holmes
 from probes.holmes.protocol import PROTOCOLS
 from probes.holmes.run import HolmesRunConfig, write_tables
 
-ZOO_MEMBERS = tuple(
-    f"{variant}{suffix}" for variant in ("dstg", "rope", "ap", "rp") for suffix in ("", "-seed1", "-seed2")
-)
+ZOO_MEMBERS = tuple(f"{variant}{suffix}" for variant in ("dstg", "rope", "ap", "rp") for suffix in ("", "-seed1", "-seed2"))
 from probes.holmes.suite import build_suite, default_suite_dir
 
 
 @dataclass
 class HolmesSuiteConfig(ScriptConfig):
-    out: Path | None = field(
-        default=None,
-        metadata={
-            "help": "default dstg-results/figures/holmes (Flash) or .../holmes/full; the committed ones: --out figures/holmes[/full]"
-        },
-    )
+    out: Path | None = field(default=None, metadata={"help": "default dstg-results/figures/holmes (Flash) or .../holmes/full; the committed ones: --out figures/holmes[/full]"})
     models: list[str] = field(default_factory=lambda: list(ZOO_MEMBERS), metadata={"help": "zoo members"})
     protocol: str = field(default="reference", metadata={"help": "reference or standardised (probes.holmes.protocol)"})
     datasets: list[str] | None = field(default=None, metadata={"help": "only these suite datasets (a part of the run)"})
-    combine: list[Path] | None = field(
-        default=None,
-        metadata={
-            "help": "no probing: merge the results of these earlier runs (parts of one run, e.g. --datasets chunks) into "
-            "--out and write its tables and figures"
-        },
-    )
+    combine: list[Path] | None = field(default=None, metadata={
+        "help": "no probing: merge the results of these earlier runs (parts of one run, e.g. --datasets chunks) into "
+                "--out and write its tables and figures"})
     suite_dir: Path | None = field(default=None, metadata={"help": "where the suite is built (default: the cache)"})
     full: bool = field(default=False, metadata={"help": "whole train split instead of Flash (1/32)"})
     random_init: bool = field(default=False, metadata={"help": "add the random-init encoder control"})
@@ -71,9 +60,7 @@ class HolmesSuiteConfig(ScriptConfig):
 
 
 def _markdown(frame, digits=1) -> str:
-    cells = [
-        [f"{v:.{digits}f}" if isinstance(v, float) else str(v) for v in row] for row in frame.itertuples(index=False)
-    ]
+    cells = [[f"{v:.{digits}f}" if isinstance(v, float) else str(v) for v in row] for row in frame.itertuples(index=False)]
     lines = ["| " + " | ".join(map(str, frame.columns)) + " |", "|" + "---|" * len(frame.columns)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells])
 
@@ -81,33 +68,19 @@ def _markdown(frame, digits=1) -> str:
 def markdown_tables(areas, counts, summary, seed_counts=None) -> str:
     """Per-area mean winning rates, A-vs-B phenomenon counts (the paper reports 49/65 for DSTG) and, with
     several training seeds, the counts of the test over seeds."""
-    text = [
-        f"Offline Holmes suite ({summary['n_datasets']} datasets, {'Flash 1/32' if summary['flash'] else 'full'} "
-        f"train split), last layer, protocol {summary['protocol']}; winning rate x100 within the pool of "
-        "full-subspace models (chance: 50).",
-        "",
-        _markdown(areas),
-        "",
-    ]
+    text = [f"Offline Holmes suite ({summary['n_datasets']} datasets, {'Flash 1/32' if summary['flash'] else 'full'} "
+            f"train split), last layer, protocol {summary['protocol']}; winning rate x100 within the pool of "
+            "full-subspace models (chance: 50).", "", _markdown(areas), ""]
     if len(counts):
         overall = counts[counts["area"] == "overall"][["a", "b", "wins", "ties", "losses", "n_phenomena"]]
-        text += [
-            "Phenomena on which A's mean score beats B's, training seed 0, any difference (the paper's statistic; "
-            "real Flash-Holmes: DSTG better on 49/65):",
-            "",
-            _markdown(overall, 0),
-            "",
-        ]
+        text += ["Phenomena on which A's mean score beats B's, training seed 0, any difference (the paper's statistic; "
+                 "real Flash-Holmes: DSTG better on 49/65):", "", _markdown(overall, 0), ""]
     if seed_counts is not None and len(seed_counts):
         overall = seed_counts[seed_counts["area"] == "overall"]
         row = overall.iloc[0]
-        text += [
-            f"The same over {int(row.seeds_a)} training seeds per variant: a win is a difference of seed means "
-            f"above {row.margin:g} whose Welch {row.level:.0%} interval excludes 0 (probes.holmes.significance):",
-            "",
-            _markdown(overall[["a", "b", "wins", "ties", "losses", "n_phenomena"]], 0),
-            "",
-        ]
+        text += [f"The same over {int(row.seeds_a)} training seeds per variant: a win is a difference of seed means "
+                 f"above {row.margin:g} whose Welch {row.level:.0%} interval excludes 0 (probes.holmes.significance):",
+                 "", _markdown(overall[["a", "b", "wins", "ties", "losses", "n_phenomena"]], 0), ""]
     return "\n".join(text)
 
 
@@ -127,33 +100,20 @@ def run(config: HolmesSuiteConfig) -> dict:
         write_tables(results, config.out, run_config)
     else:
         probe = ProbeConfig(flash_fraction=None if config.full else 1 / 32, protocol=config.protocol)
-        results = run_holmes(
-            config.models,
-            config.suite_dir,
-            config=probe,
-            random_init_control=config.random_init,
-            datasets=config.datasets,
-            out_dir=config.out,
-        )
+        results = run_holmes(config.models, config.suite_dir, config=probe, random_init_control=config.random_init,
+                             datasets=config.datasets, out_dir=config.out)
     areas = pd.read_csv(config.out / "areas.csv")
     counts = pd.read_csv(config.out / "a_vs_b.csv") if (config.out / "a_vs_b.csv").exists() else pd.DataFrame()
-    seed_counts = (
-        pd.read_csv(config.out / "seed_test_counts.csv") if (config.out / "seed_test_counts.csv").exists() else None
-    )
+    seed_counts = pd.read_csv(config.out / "seed_test_counts.csv") if (config.out / "seed_test_counts.csv").exists() \
+        else None
     protocol = str(results["protocol"].iloc[0]) if "protocol" in results and len(results) else config.protocol
-    summary = {
-        "suite": str(config.suite_dir),
-        "flash": not config.full,
-        "protocol": protocol,
-        "wall_s": round(time.perf_counter() - started, 1),
-        "n_datasets": int(results["dataset"].nunique()),
-        "areas": areas.to_dict("records"),
-        "a_vs_b_overall": counts[counts["area"] == "overall"].to_dict("records") if len(counts) else [],
-        "seed_test_overall": seed_counts[seed_counts["area"] == "overall"].to_dict("records")
-        if seed_counts is not None
-        else [],
-        "skipped": results.attrs["skipped"],
-    }
+    summary = {"suite": str(config.suite_dir), "flash": not config.full, "protocol": protocol,
+               "wall_s": round(time.perf_counter() - started, 1),
+               "n_datasets": int(results["dataset"].nunique()), "areas": areas.to_dict("records"),
+               "a_vs_b_overall": counts[counts["area"] == "overall"].to_dict("records") if len(counts) else [],
+               "seed_test_overall": seed_counts[seed_counts["area"] == "overall"].to_dict("records")
+               if seed_counts is not None else [],
+               "skipped": results.attrs["skipped"]}
     (config.out / "summary.json").write_text(json.dumps(summary, indent=2))
     (config.out / "tables.md").write_text(markdown_tables(areas, counts, summary, seed_counts))
     save_config(config, "experiments/holmes_suite.py", name="suite_config.json", wall_s=summary["wall_s"])

@@ -71,26 +71,9 @@ VARIANT_OPTIONS = {"dstg-offset": dict(max_positions=512, random_offset=True)}
 ZOO_WIDTHS["dstg-offset"] = ZOO_WIDTHS["dstg"]
 # The recipe chosen by the recipe study (figures/recipe/README.md): the same for all four variants.
 ZOO_STEPS = 4800
-SHARED = dict(
-    corpus="en-mix",
-    max_length=128,
-    windows=True,
-    vocab_size=8192,
-    batch_size=16,
-    lr=1e-3,
-    warmup_steps=200,
-    schedule="constant",
-    decay_fraction=0.2,
-    min_lr_ratio=0.1,
-    weight_decay=0.1,
-    grad_clip=1.0,
-    mask_prob=0.2,
-    seed=0,
-    eval_every=400,
-    eval_batches=32,
-    save_every=200,
-    log_every=20,
-)
+SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, batch_size=16, lr=1e-3, warmup_steps=200,
+              schedule="constant", decay_fraction=0.2, min_lr_ratio=0.1, weight_decay=0.1, grad_clip=1.0, mask_prob=0.2,
+              seed=0, eval_every=400, eval_batches=32, save_every=200, log_every=20)
 
 
 def zoo_config(variant: str, runs: Path, steps: int, threads: int | None, seed: int = 0) -> TrainConfig:
@@ -98,15 +81,8 @@ def zoo_config(variant: str, runs: Path, steps: int, threads: int | None, seed: 
     train/validation split and tokenizer (``data_seed``) are the same for every seed."""
     model = dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4)
     shared = dict(SHARED, warmup_steps=min(SHARED["warmup_steps"], steps // 10))  # short smoke runs
-    return TrainConfig(
-        out_dir=str(runs / zoo_member(variant, seed)),
-        model=model,
-        max_steps=steps,
-        threads=threads,
-        tokenizer=str(ZOO_TOKENIZER),
-        **dict(shared, seed=seed),
-        **VARIANT_OPTIONS.get(variant, {}),
-    )
+    return TrainConfig(out_dir=str(runs / zoo_member(variant, seed)), model=model, max_steps=steps, threads=threads,
+                       tokenizer=str(ZOO_TOKENIZER), **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
 
 
 def check_seeds(seeds: list[int]) -> list[int]:
@@ -126,9 +102,7 @@ def unigram_baseline(cfg: TrainConfig, tokenizer=None) -> dict:
     nll, correct, count = 0.0, 0, 0
     validation = prepared.validation
     for b, indices in enumerate(validation_batches(len(validation), cfg)):
-        _, _, labels = masked_batch(
-            validation, indices, cfg, len(unigram.counts), generator_seed=VALIDATION_MASK_SEED + b
-        )
+        _, _, labels = masked_batch(validation, indices, cfg, len(unigram.counts), generator_seed=VALIDATION_MASK_SEED + b)
         targets = labels[labels != -100].numpy()
         batch_nll, batch_correct = unigram.score(targets)
         nll, correct, count = nll + batch_nll, correct + batch_correct, count + targets.size
@@ -150,16 +124,9 @@ def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
     model = load_model(run / CHECKPOINT_DIR)
     metrics = evaluate(model, prepare_training_data(cfg).validation, cfg, torch.device("cpu"))
     state = json.loads((run / CHECKPOINT_DIR / STATE_FILE).read_text())
-    summary = dict(
-        variant=variant,
-        seed=cfg.seed,
-        params=model.n_params(),
-        steps=state["step"],
-        train_tokens=state["tokens_seen"],
-        train_seconds=round(state["train_seconds"], 1),
-        **{k: round(v, 4) for k, v in metrics.items()},
-        **{k: round(v, 4) for k, v in unigram_baseline(cfg).items()},
-    )
+    summary = dict(variant=variant, seed=cfg.seed, params=model.n_params(), steps=state["step"], train_tokens=state["tokens_seen"],
+                   train_seconds=round(state["train_seconds"], 1), **{k: round(v, 4) for k, v in metrics.items()},
+                   **{k: round(v, 4) for k, v in unigram_baseline(cfg).items()})
     # the replacement rule: a member folder this script wrote is replaced, a folder with anything else never
     check_replaceable(zoo_dir / name, "a zoo member", member_foreign_entries, overwrite=True, suffix="new")
     model.save(zoo_dir / name, dtype=torch.float16)
@@ -182,18 +149,11 @@ def record_summary(collected: Path, name: str, summary: dict) -> None:
 
 @dataclass
 class PretrainZooConfig(ScriptConfig):
-    out: Path = field(
-        default=RESULTS_DIR / "zoo",
-        metadata={"help": "where the float16 checkpoints and zoo.json go (the shipped zoo: --out dstg_interp/zoo)"},
-    )
-    variants: list[str] = field(
-        default_factory=lambda: list(ZOO_NAMES),
-        metadata={"help": "default: the reference four; dstg-offset is the random_offset DSTG"},
-    )
-    seeds: list[int] = field(
-        default_factory=lambda: [0],
-        metadata={"help": "training seeds (init, data order, masks); seed k > 0 is exported as <variant>-seed<k>"},
-    )
+    out: Path = field(default=RESULTS_DIR / "zoo", metadata={"help": "where the float16 checkpoints and zoo.json go (the shipped zoo: --out dstg_interp/zoo)"})
+    variants: list[str] = field(default_factory=lambda: list(ZOO_NAMES), metadata={
+        "help": "default: the reference four; dstg-offset is the random_offset DSTG"})
+    seeds: list[int] = field(default_factory=lambda: [0], metadata={
+        "help": "training seeds (init, data order, masks); seed k > 0 is exported as <variant>-seed<k>"})
     steps: int = ZOO_STEPS
     runs: Path = field(default=Path("runs/zoo"), metadata={"help": "training folders (checkpoints, logs)"})
     threads: int | None = None
@@ -221,10 +181,8 @@ def run(config: PretrainZooConfig) -> dict:
             if state["step"] < cfg.max_steps:
                 start = time.time()
                 train(cfg, resume=state_file.is_file())
-                print(
-                    f"{zoo_member(variant, seed)}: trained to step {cfg.max_steps} in {time.time() - start:.0f} s",
-                    file=sys.stderr,
-                )
+                print(f"{zoo_member(variant, seed)}: trained to step {cfg.max_steps} in {time.time() - start:.0f} s",
+                      file=sys.stderr)
             summary = summaries[zoo_member(variant, seed)] = export(variant, cfg, config.out)
             print(json.dumps(summary), file=sys.stderr)
             record_summary(collected, zoo_member(variant, seed), summary)

@@ -26,31 +26,16 @@ LEVER_SPECS = {
     "pos_init": (float, ("dstg", "ap"), "std of the learned position table's init (none = every weight's 0.02)"),
     "vocab": (int, None, "WordPiece vocabulary size, trained on the training split"),
     "d_ap": (int, ("dstg",), "DSTG's AP width (d_sem = 128 - d_ap)"),
-    "windows": (
-        "bool",
-        None,
-        "true: sentence-boundary windows over whole documents; false: one sequence per "
-        "document, from its start, truncated",
-    ),
+    "windows": ("bool", None, "true: sentence-boundary windows over whole documents; false: one sequence per "
+                              "document, from its start, truncated"),
     "mlp": (str, ("dstg",), "DSTG FFN: split (hidden units per stream) or mixed (one SwiGLU writing both)"),
     "rp": ("bool", ("dstg",), "DSTG's learned relative-position bias on (true) or absent (false)"),
 }
 LEVER_CHOICES = {"schedule": ("cosine", "linear", "constant"), "mlp": ("split", "mixed")}
 
 # The former zoo recipe (the one-lever screen's base) and the shipped zoo's recipe (the diagnosis's base).
-FORMER_RECIPE = dict(
-    lr=1e-3,
-    warmup=None,
-    schedule="cosine",
-    batch=32,
-    tie=False,
-    pos_init=None,
-    vocab=8192,
-    d_ap=16,
-    windows=True,
-    mlp="split",
-    rp=True,
-)
+FORMER_RECIPE = dict(lr=1e-3, warmup=None, schedule="cosine", batch=32, tie=False, pos_init=None, vocab=8192, d_ap=16,
+                     windows=True, mlp="split", rp=True)
 ZOO_RECIPE = dict(FORMER_RECIPE, warmup=200, schedule="constant", batch=16)
 # Named arms of the diagnosis, as lever values over ZOO_RECIPE.  ``reimpl``: the minimal re-implementation
 # of shared/notes/ap-feasibility.md (batch 32, cosine after 200 warm-up steps, tied head, one sequence per
@@ -67,16 +52,8 @@ ARMS = {
     "cosine": dict(schedule="cosine"),
 }
 # the one-lever screen (no --arms): the values tried per lever, over FORMER_RECIPE
-SCREEN_VALUES = {
-    "lr": [3e-3],
-    "batch": [16],
-    "pos_init": [0.2],
-    "tie": [True],
-    "schedule": ["constant"],
-    "warmup": [10],
-    "d_ap": [32],
-    "vocab": [4096],
-}
+SCREEN_VALUES = {"lr": [3e-3], "batch": [16], "pos_init": [0.2], "tie": [True], "schedule": ["constant"], "warmup": [10],
+                 "d_ap": [32], "vocab": [4096]}
 VARIANTS = ("dstg", "rope", "ap", "rp")
 
 
@@ -131,9 +108,7 @@ def parse_arm(spec: str) -> Arm:
         explicit.add(lever)
     arm = Arm(body, variant or None, tuple(levers.items()), frozenset(explicit))
     if arm.variant:
-        refused = [
-            lever for lever in explicit | set(ARMS.get(body.split(",")[0], {})) if not applies(lever, arm.variant)
-        ]
+        refused = [lever for lever in explicit | set(ARMS.get(body.split(",")[0], {})) if not applies(lever, arm.variant)]
         named = [lever for lever in refused if lever in explicit]
         if named:
             raise ValueError(f"arm {spec!r}: lever {named[0]} does not apply to variant {arm.variant!r}")

@@ -76,20 +76,13 @@ def run_readings(cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, probe_docs:
             return readings
     model = load_model(run / CHECKPOINT_DIR)
     heldout = mlm_accuracy(model, cfg.corpus, n_docs=heldout_docs, train_config=cfg)
-    readings = dict(
-        heldout_accuracy=heldout["accuracy"],
-        most_frequent_accuracy=heldout["most_frequent_accuracy"],
-        heldout_gain_points=100 * (heldout["accuracy"] - heldout["most_frequent_accuracy"]),
-        heldout_tokens=heldout["n_tokens"],
-    )
+    readings = dict(heldout_accuracy=heldout["accuracy"], most_frequent_accuracy=heldout["most_frequent_accuracy"],
+                    heldout_gain_points=100 * (heldout["accuracy"] - heldout["most_frequent_accuracy"]),
+                    heldout_tokens=heldout["n_tokens"])
     if model.config.variant in ("dstg", "ap"):
         spectrum = analyze_table(model.ap_table.detach(), name="position table", n_control_draws=50)
-        readings.update(
-            pc1_pc2=spectrum.summary["pc1_pc2"],
-            pc1_pc2_chance=spectrum.summary["control"]["pc1_pc2"],
-            low_freq_share=spectrum.summary["low_freq_share"],
-            **matched_spectrum(model.ap_table.detach()),
-        )
+        readings.update(pc1_pc2=spectrum.summary["pc1_pc2"], pc1_pc2_chance=spectrum.summary["control"]["pc1_pc2"],
+                        low_freq_share=spectrum.summary["low_freq_share"], **matched_spectrum(model.ap_table.detach()))
         readings.update(position_r2(model, cfg, probe_docs))
     write_text_atomic(cached, json.dumps(dict(version=READINGS_VERSION, step=step, readings=readings), indent=1) + "\n")
     return readings
@@ -100,43 +93,23 @@ def position_r2(model, cfg: TrainConfig, probe_docs: int) -> dict:
     subspace = "ap" if model.config.variant == "dstg" else "full"
     last = model.config.n_layers
     with tempfile.TemporaryDirectory(dir=Path(cfg.out_dir), prefix=".stores-") as stores:
-        table = probe_positions(
-            model,
-            task="token",
-            corpus=cfg.corpus,
-            layers=[0, last],
-            subspaces=[subspace],
-            controls=False,
-            n_boot=0,
-            max_docs=probe_docs,
-            store_root=stores,
-            model_name="run",
-            progress=False,
-        )
+        table = probe_positions(model, task="token", corpus=cfg.corpus, layers=[0, last], subspaces=[subspace],
+                                controls=False, n_boot=0, max_docs=probe_docs, store_root=stores, model_name="run",
+                                progress=False)
     by_layer = table.set_index("layer").r2
-    return dict(
-        position_r2_first=float(by_layer.loc[0]), position_r2_last=float(by_layer.loc[last]), position_subspace=subspace
-    )
+    return dict(position_r2_first=float(by_layer.loc[0]), position_r2_last=float(by_layer.loc[last]),
+                position_subspace=subspace)
 
 
 def summarize_arms(runs: pd.DataFrame) -> pd.DataFrame:
     """Mean and sd over seeds of every reading, one row per (variant, arm); ``n_seeds`` and, for the plateau
     exit, how many seeds left the plateau at all (the mean is over those)."""
-    numeric = [
-        c
-        for c in runs.columns
-        if c not in ("variant", "arm", "seed", "position_subspace", "run_dir")
-        and pd.api.types.is_numeric_dtype(runs[c])
-    ]
+    numeric = [c for c in runs.columns if c not in ("variant", "arm", "seed", "position_subspace", "run_dir")
+               and pd.api.types.is_numeric_dtype(runs[c])]
     rows = []
     for (variant, arm), group in runs.groupby(["variant", "arm"], sort=False):
-        row = dict(
-            variant=variant,
-            arm=arm,
-            n_seeds=len(group),
-            seeds=" ".join(map(str, sorted(group.seed))),
-            seeds_off_plateau=int(group.plateau_exit_step.notna().sum()),
-        )
+        row = dict(variant=variant, arm=arm, n_seeds=len(group), seeds=" ".join(map(str, sorted(group.seed))),
+                   seeds_off_plateau=int(group.plateau_exit_step.notna().sum()))
         for column in numeric:
             values = group[column].dropna().to_numpy(dtype=float)
             row[f"{column}_mean"] = float(values.mean()) if len(values) else np.nan
@@ -155,28 +128,13 @@ def shipped_zoo_curves(zoo_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
     for member, summary in zoo.items():
         if summary["variant"] not in variants or "seed" not in summary:
             continue
-        records = [
-            json.loads(line) for line in (zoo_dir / member / "log.jsonl").read_text().splitlines() if line.strip()
-        ]
+        records = [json.loads(line) for line in (zoo_dir / member / "log.jsonl").read_text().splitlines() if line.strip()]
         logged = sorted((r["step"], r["tokens_seen"]) for r in records if "tokens_seen" in r)
-        curve = pd.DataFrame(
-            [
-                dict(step=r["step"], val_loss=r["val_loss"], val_accuracy=r.get("val_accuracy"))
-                for r in records
-                if "val_loss" in r
-            ]
-        )
-        curve["tokens"] = (
-            np.interp(curve.step, [0] + [s for s, _ in logged], [0] + [t for _, t in logged]).round().astype(int)
-        )
-        curves.append(
-            curve.assign(
-                variant=summary["variant"],
-                arm=SHIPPED_ARM,
-                seed=int(summary["seed"]),
-                unigram_loss=summary["unigram_loss"],
-            )
-        )
+        curve = pd.DataFrame([dict(step=r["step"], val_loss=r["val_loss"], val_accuracy=r.get("val_accuracy"))
+                              for r in records if "val_loss" in r])
+        curve["tokens"] = np.interp(curve.step, [0] + [s for s, _ in logged], [0] + [t for _, t in logged]).round().astype(int)
+        curves.append(curve.assign(variant=summary["variant"], arm=SHIPPED_ARM, seed=int(summary["seed"]),
+                                   unigram_loss=summary["unigram_loss"]))
     return pd.concat(curves, ignore_index=True)
 
 
@@ -204,31 +162,15 @@ def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dst
         gain = heldout[(heldout.variant == variant) & (heldout.seed == seed)]["en-mix_gain_points"]
         table = spectra[(spectra.model == variant) & (spectra.seed == seed)]
         subspace = "ap" if variant == "dstg" else "full"
-        r2 = (
-            probes[(probes.model == variant) & (probes.seed == seed) & (probes.subspace == subspace)]
-            .set_index("layer")
-            .r2
-        )
+        r2 = probes[(probes.model == variant) & (probes.seed == seed) & (probes.subspace == subspace)].set_index("layer").r2
         last = int(r2.index.max()) if len(r2) else None
         matched = matched_spectrum(load_model(zoo_dir / member).ap_table.detach())
-        rows.append(
-            dict(
-                variant=variant,
-                arm=SHIPPED_ARM,
-                seed=seed,
-                steps=summary["steps"],
-                batch=16,
-                train_tokens=summary["train_tokens"],
-                final_val_loss=summary["val_loss"],
-                unigram_loss=summary["unigram_loss"],
-                plateau_exit_step=exit_step,
-                plateau_exit_tokens=exit_tokens,
-                heldout_gain_points=float(gain.iloc[0]) if len(gain) else np.nan,
-                pc1_pc2=float(table.pc1_pc2.iloc[0]) if len(table) else np.nan,
-                pc1_pc2_chance=float(table.control_pc1_pc2.iloc[0]) if len(table) else np.nan,
-                **matched,
-                position_r2_first=float(r2.loc[0]) if 0 in r2.index else np.nan,
-                position_r2_last=float(r2.loc[last]) if last is not None else np.nan,
-            )
-        )
+        rows.append(dict(variant=variant, arm=SHIPPED_ARM, seed=seed, steps=summary["steps"],
+                         batch=16, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
+                         unigram_loss=summary["unigram_loss"], plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens,
+                         heldout_gain_points=float(gain.iloc[0]) if len(gain) else np.nan,
+                         pc1_pc2=float(table.pc1_pc2.iloc[0]) if len(table) else np.nan,
+                         pc1_pc2_chance=float(table.control_pc1_pc2.iloc[0]) if len(table) else np.nan,
+                         **matched, position_r2_first=float(r2.loc[0]) if 0 in r2.index else np.nan,
+                         position_r2_last=float(r2.loc[last]) if last is not None else np.nan))
     return pd.DataFrame(rows)

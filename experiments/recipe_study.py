@@ -42,38 +42,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dstg_interp.data.tokenizer import load_tokenizer
 from dstg_interp.io import RESULTS_DIR, write_text_atomic
 from dstg_interp.plots.recipe import plot_diagnosis, plot_recipe_curves
-from dstg_interp.train import (
-    CHECKPOINT_DIR,
-    CONFIG_FILE,
-    LOG_FILE,
-    RESUMABLE_DIFFERENCES,
-    STATE_FILE,
-    TrainConfig,
-    prepare_training_data,
-    train,
-)
+from dstg_interp.data.tokenizer import load_tokenizer
+from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, RESUMABLE_DIFFERENCES, STATE_FILE, TrainConfig,
+                             prepare_training_data, train)
 from experiments.figure_inputs import FIGURES_DIR, ZOO_DIR, ScriptConfig, parse_config, save_config
 from experiments.pretrain_zoo import unigram_baseline
-from experiments.recipe_levers import (
-    ARMS,
-    FORMER_RECIPE,
-    LEVER_SPECS,
-    SCREEN_VALUES,
-    ZOO_RECIPE,
-    Arm,
-    parse_arm,
-    recipe_for,
-)
-from experiments.recipe_readings import (
-    plateau_exit,
-    run_readings,
-    shipped_zoo_curves,
-    shipped_zoo_reference,
-    summarize_arms,
-)
+from experiments.recipe_levers import (ARMS, FORMER_RECIPE, LEVER_SPECS, SCREEN_VALUES, ZOO_RECIPE, Arm, parse_arm,
+                                       recipe_for)
+from experiments.recipe_readings import (plateau_exit, run_readings, shipped_zoo_curves, shipped_zoo_reference,
+                                         summarize_arms)
 
 ZOO_WIDTHS = {
     "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
@@ -95,21 +74,12 @@ BASE_RECIPE = FORMER_RECIPE
 class RecipeStudyConfig(ScriptConfig):
     """One study: the variants, the arms (or screened levers) and the common budget; saved as ``config.json``."""
 
-    out: Path = field(
-        default=RESULTS_DIR / "figures" / "recipe",
-        metadata={"help": "output folder (the committed study: figures/recipe)"},
-    )
+    out: Path = field(default=RESULTS_DIR / "figures" / "recipe", metadata={"help": "output folder (the committed study: figures/recipe)"})
     runs: Path = field(default=Path("runs/recipe"), metadata={"help": "training folders (see --resume)"})
     variants: list[str] = field(default_factory=lambda: ["dstg", "ap"])
-    arms: list[str] = field(
-        default_factory=list,
-        metadata={
-            "help": "diagnosis arms, [variant:]arm[,lever=value...] (arms: " + ", ".join(ARMS) + "); none = the screen"
-        },
-    )
-    levers: list[str] = field(
-        default_factory=lambda: list(SCREEN_VALUES), metadata={"help": "screen: one lever changed per run"}
-    )
+    arms: list[str] = field(default_factory=list, metadata={
+        "help": "diagnosis arms, [variant:]arm[,lever=value...] (arms: " + ", ".join(ARMS) + "); none = the screen"})
+    levers: list[str] = field(default_factory=lambda: list(SCREEN_VALUES), metadata={"help": "screen: one lever changed per run"})
     seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "training seeds, each arm once per seed"})
     tokens: int = field(default=4_000_000, metadata={"help": "diagnosis: training tokens per run"})
     eval_tokens: int = field(default=250_000, metadata={"help": "diagnosis: training tokens between validations"})
@@ -123,12 +93,8 @@ class RecipeStudyConfig(ScriptConfig):
     n_heads: int = 4
     tiny: bool = field(default=False, metadata={"help": "tiny widths (d 32) for tests and smoke runs"})
     resume: bool = field(default=False, metadata={"help": "read finished runs back, continue interrupted ones"})
-    no_compile: bool = field(
-        default=False, metadata={"help": "train eager (a cold torch.compile costs minutes on a busy machine)"}
-    )
-    seed_major: bool = field(
-        default=False, metadata={"help": "diagnosis: seed by seed over every arm (default: arm by arm)"}
-    )
+    no_compile: bool = field(default=False, metadata={"help": "train eager (a cold torch.compile costs minutes on a busy machine)"})
+    seed_major: bool = field(default=False, metadata={"help": "diagnosis: seed by seed over every arm (default: arm by arm)"})
     threads: int | None = None
 
     def __post_init__(self) -> None:
@@ -154,16 +120,8 @@ class RecipeStudyConfig(ScriptConfig):
 
 
 # --- one run's TrainConfig ---------------------------------------------------------------------------------
-def train_config(
-    study: RecipeStudyConfig,
-    variant: str,
-    recipe: dict,
-    name: str,
-    seed: int,
-    steps: int,
-    eval_every: int,
-    eval_batches: int,
-) -> TrainConfig:
+def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str, seed: int, steps: int,
+                 eval_every: int, eval_batches: int) -> TrainConfig:
     """The TrainConfig of one run of ``recipe`` (lever values, ``recipe_levers.LEVER_SPECS``)."""
     widths = dict((TINY_WIDTHS if study.tiny else ZOO_WIDTHS)[variant])
     if variant == "dstg" and not study.tiny:
@@ -174,27 +132,12 @@ def train_config(
     if recipe["pos_init"] is not None:
         model["pos_init_std"] = recipe["pos_init"]
     warmup = recipe["warmup"] if recipe["warmup"] is not None else steps // 10
-    return TrainConfig(
-        out_dir=str(Path(study.runs) / variant / name),
-        model=model,
-        corpus=study.corpus,
-        max_length=study.max_length,
-        windows=recipe["windows"],
-        vocab_size=recipe["vocab"],
-        batch_size=recipe["batch"],
-        max_steps=steps,
-        lr=recipe["lr"],
-        warmup_steps=min(warmup, steps - 1),
-        schedule=recipe["schedule"],
-        seed=seed,
-        eval_every=eval_every,
-        eval_batches=eval_batches,
-        save_every=max(1, min(steps, 200)),
-        log_every=math.gcd(eval_every, max(1, steps // 20)),
-        threads=study.threads,
-        progress=False,
-        compile=False if study.no_compile else None,
-    )
+    return TrainConfig(out_dir=str(Path(study.runs) / variant / name), model=model, corpus=study.corpus,
+                       max_length=study.max_length, windows=recipe["windows"], vocab_size=recipe["vocab"],
+                       batch_size=recipe["batch"], max_steps=steps, lr=recipe["lr"], warmup_steps=min(warmup, steps - 1),
+                       schedule=recipe["schedule"], seed=seed, eval_every=eval_every, eval_batches=eval_batches,
+                       save_every=max(1, min(steps, 200)), log_every=math.gcd(eval_every, max(1, steps // 20)),
+                       threads=study.threads, progress=False, compile=False if study.no_compile else None)
 
 
 def screen_config(study: RecipeStudyConfig, variant: str, lever: str | None, value, seed: int) -> TrainConfig | None:
@@ -233,15 +176,11 @@ def arm_config(study: RecipeStudyConfig, arm: Arm, variant: str, seed: int) -> T
         eval_batches = max(1, study.eval_sequences // recipe["batch"])
     cfg = train_config(study, variant, recipe, name, seed, steps, eval_every, eval_batches)
     if saved.is_file():
-        differing = sorted(
-            k
-            for k, v in json.loads(saved.read_text()).items()
-            if k not in RESUMABLE_DIFFERENCES and cfg.to_dict().get(k) != v and k != "betas"
-        )
+        differing = sorted(k for k, v in json.loads(saved.read_text()).items()
+                           if k not in RESUMABLE_DIFFERENCES and cfg.to_dict().get(k) != v and k != "betas")
         if differing:
-            raise ValueError(
-                f"{cfg.out_dir} holds a run of another recipe (different {', '.join(differing)}); choose another --runs"
-            )
+            raise ValueError(f"{cfg.out_dir} holds a run of another recipe (different {', '.join(differing)}); "
+                             "choose another --runs")
     return cfg
 
 
@@ -251,10 +190,8 @@ def run_once(cfg: TrainConfig, study: RecipeStudyConfig) -> None:
     state = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
     if state.is_file():
         if not study.resume:
-            raise ValueError(
-                f"{cfg.out_dir} already holds a run; pass --resume to read it back and continue the "
-                "study, or choose another --runs"
-            )
+            raise ValueError(f"{cfg.out_dir} already holds a run; pass --resume to read it back and continue the "
+                             "study, or choose another --runs")
         if json.loads(state.read_text())["step"] >= cfg.max_steps:
             return
     train(cfg, resume=state.is_file())
@@ -266,16 +203,8 @@ def read_curve(cfg: TrainConfig) -> pd.DataFrame:
     records = [json.loads(line) for line in (Path(cfg.out_dir) / LOG_FILE).read_text().splitlines() if line.strip()]
     logged = sorted((r["step"], r["tokens_seen"]) for r in records if "tokens_seen" in r)
     steps, tokens = np.array([0] + [s for s, _ in logged]), np.array([0] + [t for _, t in logged])
-    rows = [
-        dict(
-            step=r["step"],
-            tokens=int(round(float(np.interp(r["step"], steps, tokens)))),
-            val_loss=r["val_loss"],
-            val_accuracy=r["val_accuracy"],
-        )
-        for r in records
-        if "val_loss" in r
-    ]
+    rows = [dict(step=r["step"], tokens=int(round(float(np.interp(r["step"], steps, tokens)))), val_loss=r["val_loss"],
+                 val_accuracy=r["val_accuracy"]) for r in records if "val_loss" in r]
     return pd.DataFrame(rows)
 
 
@@ -310,38 +239,18 @@ def run_diagnosis(study: RecipeStudyConfig, start: float) -> pd.DataFrame:
         curve = read_curve(cfg).assign(variant=variant, arm=arm.label, seed=seed, unigram_loss=unigram["unigram_loss"])
         exit_step, exit_tokens = plateau_exit(curve)
         state = json.loads((Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).read_text())
-        runs.append(
-            dict(
-                variant=variant,
-                arm=arm.label,
-                seed=seed,
-                steps=state["step"],
-                batch=cfg.batch_size,
-                train_tokens=state["tokens_seen"],
-                train_seconds=round(state["train_seconds"], 1),
-                final_val_loss=curve.val_loss.iloc[-1],
-                unigram_loss=unigram["unigram_loss"],
-                plateau_exit_step=exit_step,
-                plateau_exit_tokens=exit_tokens,
-                **run_readings(cfg),
-                run_dir=cfg.out_dir,
-            )
-        )
+        runs.append(dict(variant=variant, arm=arm.label, seed=seed, steps=state["step"], batch=cfg.batch_size,
+                         train_tokens=state["tokens_seen"], train_seconds=round(state["train_seconds"], 1),
+                         final_val_loss=curve.val_loss.iloc[-1], unigram_loss=unigram["unigram_loss"],
+                         plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens, **run_readings(cfg),
+                         run_dir=cfg.out_dir))
         curves.append(curve)
-        print(
-            f"[{number}/{len(plan)}] {variant} {arm.label} seed {seed}: {time.time() - began:.0f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-        write_diagnosis(
-            study, pd.DataFrame(runs), pd.concat(curves, ignore_index=True), start, finished=number == len(plan)
-        )
+        print(f"[{number}/{len(plan)}] {variant} {arm.label} seed {seed}: {time.time() - began:.0f} s", file=sys.stderr, flush=True)
+        write_diagnosis(study, pd.DataFrame(runs), pd.concat(curves, ignore_index=True), start, finished=number == len(plan))
     return pd.DataFrame(runs)
 
 
-def write_diagnosis(
-    study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.DataFrame, start: float, finished: bool
-) -> None:
+def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.DataFrame, start: float, finished: bool) -> None:
     """Rewrite every output from the runs so far (each file atomically): a partial grid is a valid result."""
     out = study.out
     out.mkdir(parents=True, exist_ok=True)
@@ -356,40 +265,19 @@ def write_diagnosis(
     for name, table in (("diagnosis_runs.csv", runs), ("diagnosis_arms.csv", arms), ("diagnosis_curves.csv", curves)):
         write_text_atomic(out / name, table.to_csv(index=False))
     arm_levers = {arm.label: dict(arm.levers) for arm in study.parsed_arms}
-    write_text_atomic(
-        out / "diagnosis_study.json",
-        json.dumps(
-            dict(
-                config=study.to_dict(),
-                finished=finished,
-                runs_done=len(runs),
-                base_recipe=ZOO_RECIPE,
-                arms=arm_levers,
-                levers={k: v[2] for k, v in LEVER_SPECS.items()},
-                torch=torch.__version__,
-                python=platform.python_version(),
-            ),
-            indent=1,
-            default=str,
-        )
-        + "\n",
-    )
+    write_text_atomic(out / "diagnosis_study.json", json.dumps(dict(
+        config=study.to_dict(), finished=finished, runs_done=len(runs), base_recipe=ZOO_RECIPE, arms=arm_levers,
+        levers={k: v[2] for k, v in LEVER_SPECS.items()}, torch=torch.__version__, python=platform.python_version()),
+        indent=1, default=str) + "\n")
     plot_diagnosis(plotted_curves, plotted_runs, out)
-    save_config(
-        study, "experiments/recipe_study.py", name="diagnosis_config.json", wall_s=round(time.time() - start, 1)
-    )
+    save_config(study, "experiments/recipe_study.py", name="diagnosis_config.json", wall_s=round(time.time() - start, 1))
 
 
 def run_screen(study: RecipeStudyConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     curves = []
     plan = [(variant, None, None) for variant in study.variants]
     # lever-major: every variant's run of one lever lands before the next lever starts
-    plan += [
-        (variant, lever, value)
-        for lever in study.levers
-        for value in SCREEN_VALUES[lever]
-        for variant in study.variants
-    ]
+    plan += [(variant, lever, value) for lever in study.levers for value in SCREEN_VALUES[lever] for variant in study.variants]
     for number, (variant, lever, value) in enumerate(plan, 1):
         for seed in study.seeds:
             cfg = screen_config(study, variant, lever, value, seed)
@@ -398,26 +286,15 @@ def run_screen(study: RecipeStudyConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
             label = "base" if lever is None else f"{lever}={value}"
             start = time.time()
             run_once(cfg, study)
-            print(
-                f"[{number}/{len(plan)}] {variant} {label} seed {seed}: {time.time() - start:.0f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+            print(f"[{number}/{len(plan)}] {variant} {label} seed {seed}: {time.time() - start:.0f} s", file=sys.stderr, flush=True)
             # the unigram loss on the run's own validation batches and masks: a vocabulary or batch-size lever changes
             # what "validation loss" is measured on, the distance below unigram is comparable across runs
             unigram = unigram_baseline(cfg)
-            curve = read_curve(cfg).assign(
-                variant=variant,
-                lever=lever or "base",
-                value=str(value) if lever else "",
-                run=label,
-                seed=seed,
-                unigram_loss=unigram["unigram_loss"],
-            )
+            curve = read_curve(cfg).assign(variant=variant, lever=lever or "base", value=str(value) if lever else "", run=label,
+                                           seed=seed, unigram_loss=unigram["unigram_loss"])
             curves.append(curve)
-    curves = pd.concat(curves, ignore_index=True)[
-        ["variant", "run", "lever", "value", "seed", "step", "tokens", "val_loss", "val_accuracy", "unigram_loss"]
-    ]
+    curves = pd.concat(curves, ignore_index=True)[["variant", "run", "lever", "value", "seed", "step", "tokens", "val_loss",
+                                                   "val_accuracy", "unigram_loss"]]
     return curves, summarize(curves)
 
 
@@ -429,17 +306,10 @@ def summarize(curves: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (variant, run, _seed), curve in curves.groupby(["variant", "run", "seed"], sort=False):
         curve = curve.sort_values("tokens")
-        rows.append(
-            dict(
-                variant=variant,
-                run=run,
-                final_val_loss=curve.val_loss.iloc[-1],
-                below_unigram=curve.unigram_loss.iloc[-1] - curve.val_loss.iloc[-1],
-                final_val_accuracy=curve.val_accuracy.iloc[-1],
-                mean_val_loss=float(np.mean(curve.val_loss)),
-                tokens=int(curve.tokens.iloc[-1]),
-            )
-        )
+        rows.append(dict(variant=variant, run=run, final_val_loss=curve.val_loss.iloc[-1],
+                         below_unigram=curve.unigram_loss.iloc[-1] - curve.val_loss.iloc[-1],
+                         final_val_accuracy=curve.val_accuracy.iloc[-1], mean_val_loss=float(np.mean(curve.val_loss)),
+                         tokens=int(curve.tokens.iloc[-1])))
     table = pd.DataFrame(rows).groupby(["variant", "run"], sort=False).mean().reset_index()
     table["tokens"] = table.tokens.round().astype(int)
     base = table[table.run == "base"].set_index("variant").below_unigram
@@ -454,18 +324,8 @@ def main(argv=None) -> int:
         if study.arms:
             runs = run_diagnosis(study, start)
             summary = summarize_arms(runs)
-            columns = [
-                "variant",
-                "arm",
-                "n_seeds",
-                "seeds_off_plateau",
-                "plateau_exit_tokens_mean",
-                "heldout_gain_points_mean",
-                "heldout_gain_points_sd",
-                "pc1_pc2_mean",
-                "pc1_pc2_chance_mean",
-                "position_r2_last_mean",
-            ]
+            columns = ["variant", "arm", "n_seeds", "seeds_off_plateau", "plateau_exit_tokens_mean", "heldout_gain_points_mean",
+                       "heldout_gain_points_sd", "pc1_pc2_mean", "pc1_pc2_chance_mean", "position_r2_last_mean"]
             print(summary[[c for c in columns if c in summary]].to_string(index=False))
             return 0
         curves, summary = run_screen(study)
@@ -479,19 +339,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     curves.to_csv(out / "curves.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
-    (out / "study.json").write_text(
-        json.dumps(
-            dict(
-                config=study.to_dict(),
-                levers=SCREEN_VALUES,
-                base_recipe=FORMER_RECIPE,
-                torch=torch.__version__,
-                python=platform.python_version(),
-            ),
-            indent=2,
-        )
-        + "\n"
-    )
+    (out / "study.json").write_text(json.dumps(dict(config=study.to_dict(), levers=SCREEN_VALUES, base_recipe=FORMER_RECIPE,
+                                                    torch=torch.__version__, python=platform.python_version()), indent=2) + "\n")
     plot_recipe_curves(curves, out)
     save_config(study, "experiments/recipe_study.py", wall_s=round(time.time() - start, 1))
     print(summary.sort_values(["variant", "below_unigram"], ascending=[True, False]).to_string(index=False))

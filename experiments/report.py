@@ -32,37 +32,18 @@ from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 README = FIGURES_DIR.parent / "README.md"
 REPORT_NAME = "REPORT.md"
 DISPLAY = {"dstg": "DSTG", "rope": "RoPE", "ap": "AP-NeoBERT", "rp": "RP", "dstg-offset": "dstg-offset"}
-ZOO_ROWS = {
-    "dstg": "DSTG-NeoBERT",
-    "rope": "RoPE-NeoBERT",
-    "ap": "AP-NeoBERT",
-    "rp": "RP-NeoBERT",
-    "dstg-offset": "DSTG-NeoBERT, `random_offset` (`dstg-offset`)",
-}
-PROBES = (
-    ("token", "sentence", "token position"),
-    ("segment", "sentence", "sentence index"),
-    ("segment", "paragraph", "paragraph index"),
-    ("intra", "sentence", "intra-sentence position"),
-    ("intra", "paragraph", "intra-paragraph position"),
-)
+ZOO_ROWS = {"dstg": "DSTG-NeoBERT", "rope": "RoPE-NeoBERT", "ap": "AP-NeoBERT", "rp": "RP-NeoBERT",
+            "dstg-offset": "DSTG-NeoBERT, `random_offset` (`dstg-offset`)"}
+PROBES = (("token", "sentence", "token position"), ("segment", "sentence", "sentence index"),
+          ("segment", "paragraph", "paragraph index"), ("intra", "sentence", "intra-sentence position"),
+          ("intra", "paragraph", "intra-paragraph position"))
 ENTRIES = (("dstg", "ap"), ("dstg", "sem"), ("dstg", "full"), ("rope", "full"), ("ap", "full"), ("rp", "full"))
-ARMS = (
-    ("dstg", "chunked", "chunked (reference)"),
-    ("dstg", "curve", "curve"),
-    ("dstg", "repeat", "repeat"),
-    ("dstg", "stretch", "stretch"),
-    ("dstg-offset", "chunked", "chunked (reference)"),
-    ("dstg-offset", "native", "native (random_offset)"),
-    ("rope", "chunked", "chunked (reference)"),
-    ("rope", "native", "native"),
-    ("rp", "chunked", "chunked (reference)"),
-    ("rp", "native", "native"),
-    ("ap", "chunked", "chunked (reference)"),
-    ("ap", "curve", "curve"),
-    ("ap", "repeat", "repeat"),
-    ("ap", "stretch", "stretch"),
-)
+ARMS = (("dstg", "chunked", "chunked (reference)"), ("dstg", "curve", "curve"), ("dstg", "repeat", "repeat"),
+        ("dstg", "stretch", "stretch"), ("dstg-offset", "chunked", "chunked (reference)"),
+        ("dstg-offset", "native", "native (random_offset)"), ("rope", "chunked", "chunked (reference)"),
+        ("rope", "native", "native"), ("rp", "chunked", "chunked (reference)"), ("rp", "native", "native"),
+        ("ap", "chunked", "chunked (reference)"), ("ap", "curve", "curve"), ("ap", "repeat", "repeat"),
+        ("ap", "stretch", "stretch"))
 CONDITIONS = ("shift", "prefix", "inside", "context")
 
 
@@ -108,47 +89,22 @@ def zoo_table(figures: Path) -> str:
     accuracy on every corpus of figures/zoo/zoo.csv (``experiments/zoo_heldout.py``), then the mean gain per
     variant."""
     zoo = _csv(figures, "zoo/zoo.csv")
-    corpora = [c[: -len("_gain_points")] for c in zoo.columns if c.endswith("_gain_points")]
-    header = [
-        "model",
-        "seed",
-        "params",
-        "train tokens",
-        "train wall",
-        "val MLM loss",
-        "val accuracy",
-        *(f"{corpus}: accuracy (gain)" for corpus in corpora),
-    ]
+    corpora = [c[:-len("_gain_points")] for c in zoo.columns if c.endswith("_gain_points")]
+    header = ["model", "seed", "params", "train tokens", "train wall", "val MLM loss", "val accuracy",
+              *(f"{corpus}: accuracy (gain)" for corpus in corpora)]
     rows = []
     for variant in [m for m in ZOO_ROWS if m in set(zoo.variant)]:
         members = zoo[zoo.variant == variant].sort_values("seed")
         for z in members.to_dict("records"):
-            rows.append(
-                [
-                    ZOO_ROWS[variant],
-                    z["seed"],
-                    f"{z['params'] / 1e6:.2f} M",
-                    f"{z['train_tokens'] / 1e6:.1f} M",
-                    f"{z['train_seconds']:.0f} s",
-                    f"{z['val_loss']:.3f}",
-                    f"{z['val_accuracy']:.1%}",
-                    *(f"{z[corpus + '_accuracy']:.1%} ({z[corpus + '_gain_points']:+.1f})" for corpus in corpora),
-                ]
-            )
+            rows.append([ZOO_ROWS[variant], z["seed"], f"{z['params'] / 1e6:.2f} M", f"{z['train_tokens'] / 1e6:.1f} M",
+                         f"{z['train_seconds']:.0f} s", f"{z['val_loss']:.3f}", f"{z['val_accuracy']:.1%}",
+                         *(f"{z[corpus + '_accuracy']:.1%} ({z[corpus + '_gain_points']:+.1f})" for corpus in corpora)])
         if len(members) > 1:
             gains = [members[f"{corpus}_gain_points"] for corpus in corpora]
-            rows.append(
-                [
-                    f"**{ZOO_ROWS[variant]}, mean ± sd**",
-                    "",
-                    "",
-                    "",
-                    "",
-                    f"**{members.val_loss.mean():.3f} ± {members.val_loss.std():.3f}**",
-                    f"**{members.val_accuracy.mean():.1%}**",
-                    *(f"**({g.mean():+.1f} ± {g.std():.1f})**" for g in gains),
-                ]
-            )
+            rows.append([f"**{ZOO_ROWS[variant]}, mean ± sd**", "", "", "", "",
+                         f"**{members.val_loss.mean():.3f} ± {members.val_loss.std():.3f}**",
+                         f"**{members.val_accuracy.mean():.1%}**",
+                         *(f"**({g.mean():+.1f} ± {g.std():.1f})**" for g in gains)])
     return _markdown(header, rows)
 
 
@@ -170,9 +126,8 @@ def probes_final(figures: Path) -> str:
     last = _final_layer(_probes(figures)).set_index(["task", "segment", "model", "subspace"])
     rows = []
     for task, segment, name in PROBES:
-        cells = [
-            f"{last.r2[(task, segment, m, s)]:.3f}" if (task, segment, m, s) in last.index else "—" for m, s in ENTRIES
-        ]
+        cells = [f"{last.r2[(task, segment, m, s)]:.3f}" if (task, segment, m, s) in last.index else "—"
+                 for m, s in ENTRIES]
         rows.append([name, *cells])
     return _markdown(["final-layer R²", *(_entry(m, s) for m, s in ENTRIES)], rows)
 
@@ -187,9 +142,7 @@ def segment_by_layer(figures: Path) -> str:
         cells = []
         for model, subspace in ENTRIES:
             key = (layer, model, subspace)
-            cells.append(
-                f"{rows.r2[key]:.3f} ± {(rows.ci_high[key] - rows.ci_low[key]) / 2:.3f}" if key in rows.index else "—"
-            )
+            cells.append(f"{rows.r2[key]:.3f} ± {(rows.ci_high[key] - rows.ci_low[key]) / 2:.3f}" if key in rows.index else "—")
         table.append([layer, *cells])
     return _markdown(["layer", *(_entry(m, s) for m, s in ENTRIES)], table)
 
@@ -204,40 +157,17 @@ def segment_controls(figures: Path) -> str:
     def cell(column, key):
         return f"{last[column][key]:.3f}" if column in last and pd.notna(last[column][key]) else "—"
 
-    columns = [
-        "r2",
-        "random_init_r2",
-        "shuffled_r2",
-        "selectivity",
-        "position_r2",
-        "partial_r2",
-        "position_selectivity",
-    ]
+    columns = ["r2", "random_init_r2", "shuffled_r2", "selectivity", "position_r2", "partial_r2", "position_selectivity"]
     rows = [[_entry(m, s), *(cell(column, (m, s)) for column in columns)] for m, s in ENTRIES if (m, s) in last.index]
-    return _markdown(
-        [
-            "final layer",
-            "R²",
-            "random-init model",
-            "shuffled in document",
-            "selectivity",
-            "position-only R²",
-            "partial R² given position",
-            "R² - position-only",
-        ],
-        rows,
-    )
+    return _markdown(["final layer", "R²", "random-init model", "shuffled in document", "selectivity",
+                      "position-only R²", "partial R² given position", "R² - position-only"], rows)
 
 
 def _holmes_folder(figures: Path) -> str:
     """The Holmes run the tables read: the whole train split (holmes/full/) when it holds the test over
     training seeds, else the Flash run (holmes/)."""
-    return (
-        "holmes/full"
-        if (figures / "holmes/full/seed_test_counts.csv").is_file()
-        or not (figures / "holmes/seed_test_counts.csv").is_file()
-        else "holmes"
-    )
+    return "holmes/full" if (figures / "holmes/full/seed_test_counts.csv").is_file() or \
+        not (figures / "holmes/seed_test_counts.csv").is_file() else "holmes"
 
 
 def holmes_seed_test(figures: Path) -> str:
@@ -246,18 +176,8 @@ def holmes_seed_test(figures: Path) -> str:
     folder = _holmes_folder(figures)
     counts = _csv(figures, f"{folder}/seed_test_counts.csv")
     overall = counts[counts.area == "overall"]
-    rows = [
-        [
-            f"{r.a} vs {r.b}",
-            r.wins,
-            r.ties,
-            r.losses,
-            r.n_phenomena,
-            f"{int(r.seeds_a)} / {int(r.seeds_b)}",
-            f"{r.margin:g}",
-        ]
-        for r in overall.itertuples()
-    ]
+    rows = [[f"{r.a} vs {r.b}", r.wins, r.ties, r.losses, r.n_phenomena, f"{int(r.seeds_a)} / {int(r.seeds_b)}",
+             f"{r.margin:g}"] for r in overall.itertuples()]
     return _markdown(["phenomena", "wins", "ties", "losses", "of", "training seeds", "margin"], rows)
 
 
@@ -287,34 +207,11 @@ def claims_table(figures: Path) -> str:
             return "—"
         return f"{value:.3f}" if isinstance(value, float) else str(value)
 
-    rows = [
-        [
-            c["claim"],
-            number(c["paper"]),
-            number(c["ours"]),
-            f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]" if c["ci"] else "—",
-            len(c.get("seeds") or []) or "—",
-            c["verdict"],
-            c.get("control") or "—",
-            c.get("rule") or "—",
-            c["detail"],
-        ]
-        for c in claims
-    ]
-    return _markdown(
-        [
-            "claim",
-            "paper",
-            "ours (mean over seeds)",
-            "interval (seeds x 95% CI)",
-            "seeds",
-            "verdict",
-            "control",
-            "rule",
-            "detail",
-        ],
-        rows,
-    )
+    rows = [[c["claim"], number(c["paper"]), number(c["ours"]),
+             f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]" if c["ci"] else "—", len(c.get("seeds") or []) or "—",
+             c["verdict"], c.get("control") or "—", c.get("rule") or "—", c["detail"]] for c in claims]
+    return _markdown(["claim", "paper", "ours (mean over seeds)", "interval (seeds x 95% CI)", "seeds", "verdict",
+                      "control", "rule", "detail"], rows)
 
 
 def extrapolation_mlm(figures: Path) -> str:
@@ -326,11 +223,8 @@ def extrapolation_mlm(figures: Path) -> str:
     for model, method, name in ARMS:
         if not any((model, method, n) in summary.index for n in lengths):
             continue
-        cells = [
-            f"{summary.loc[(model, method, n), f'accuracy_{part}']:.1%}" if (model, method, n) in summary.index else "—"
-            for n in lengths
-            for part in ("inside", "beyond")
-        ]
+        cells = [f"{summary.loc[(model, method, n), f'accuracy_{part}']:.1%}" if (model, method, n) in summary.index
+                 else "—" for n in lengths for part in ("inside", "beyond")]
         rows.append([DISPLAY.get(model, model), name, *cells])
     return _markdown(header, rows)
 
@@ -339,21 +233,16 @@ def extrapolation_probes(figures: Path) -> str:
     """Final-layer probes past the trained range, fitted on all positions (summary.csv): MAE and R² within it."""
     summary = _csv(figures, "extrapolation/summary.csv").set_index(["model", "method", "length"])
     lengths = sorted(summary.index.unique("length"))
-    columns = [
-        ("mae_beyond_token_position_fit_all", "token position MAE", ".1f"),
-        ("r2_beyond_token_position_fit_all", "token position R²", ".2f"),
-        ("r2_beyond_sentence_index_fit_all", "sentence index R²", ".2f"),
-    ]
+    columns = [("mae_beyond_token_position_fit_all", "token position MAE", ".1f"),
+               ("r2_beyond_token_position_fit_all", "token position R²", ".2f"),
+               ("r2_beyond_sentence_index_fit_all", "sentence index R²", ".2f")]
     header = ["model", "arm"] + [f"{label} {n}" for _, label, _ in columns for n in lengths]
     rows = []
     for model, method, name in ARMS:
         if method == "chunked" or not any((model, method, n) in summary.index for n in lengths):
             continue
-        cells = [
-            format(summary.loc[(model, method, n), column], spec) if (model, method, n) in summary.index else "—"
-            for column, _, spec in columns
-            for n in lengths
-        ]
+        cells = [format(summary.loc[(model, method, n), column], spec) if (model, method, n) in summary.index else "—"
+                 for column, _, spec in columns for n in lengths]
         rows.append([DISPLAY.get(model, model), name, *[c.replace("-", "−") for c in cells]])
     return _markdown(header, rows)
 
@@ -368,31 +257,19 @@ def invariance_table(figures: Path) -> str:
     recall = ranked.set_index(["model", "subspace", "condition"]).recall
     entries = list(dict.fromkeys(zip(last.model, last.subspace)))
     order = {m: i for i, m in enumerate(("dstg", "dstg-offset", "rope", "ap", "rp"))}
-    entries.sort(
-        key=lambda e: (order.get(e[0], 9), ("sem", "ap", "full").index(e[1]) if e[1] in ("sem", "ap", "full") else 9)
-    )
+    entries.sort(key=lambda e: (order.get(e[0], 9), ("sem", "ap", "full").index(e[1]) if e[1] in ("sem", "ap", "full") else 9))
     conditions = [c for c in CONDITIONS if c in set(last.condition)]
     header = ["model / subspace"] + [f"rel. L2: {c}" for c in conditions] + [f"recall@1: {c}" for c in conditions]
     rows = []
     for model, subspace in entries:
         name = DISPLAY.get(model, model) + (f" {subspace}" if subspace != "full" or model.startswith("dstg") else "")
-        rows.append(
-            [name]
-            + [f"{change[(model, subspace, c)]:.3f}" for c in conditions]
-            + [f"{recall[(model, subspace, c)]:.3f}" for c in conditions]
-        )
+        rows.append([name] + [f"{change[(model, subspace, c)]:.3f}" for c in conditions]
+                    + [f"{recall[(model, subspace, c)]:.3f}" for c in conditions])
     return _markdown(header, rows)
 
 
-ERASURE_ENTRIES = (
-    ("dstg", "ap"),
-    ("dstg", "sem"),
-    ("dstg", "full"),
-    ("rope", "full"),
-    ("ap", "full"),
-    ("rp", "full"),
-    ("all-MiniLM-L6-v2", "full"),
-)
+ERASURE_ENTRIES = (("dstg", "ap"), ("dstg", "sem"), ("dstg", "full"), ("rope", "full"), ("ap", "full"),
+                   ("rp", "full"), ("all-MiniLM-L6-v2", "full"))
 
 
 def _erasure(figures: Path) -> pd.DataFrame:
@@ -415,9 +292,7 @@ def _erasure_cells(erasure: pd.DataFrame, metric: str, digits: int) -> tuple[lis
             if (*key, "leace") not in erasure.index or pd.isna(erasure.loc[(*key, "leace"), metric]):
                 cells.append("—")
                 continue
-            cells.append(
-                f"{erasure.loc[(*key, 'leace'), metric]:.{digits}f} ({erasure.loc[(*key, 'random'), metric]:.{digits}f})"
-            )
+            cells.append(f"{erasure.loc[(*key, 'leace'), metric]:.{digits}f} ({erasure.loc[(*key, 'random'), metric]:.{digits}f})")
         if any(cell != "—" for cell in cells):
             rows.append([_entry(model, subspace) if model != "all-MiniLM-L6-v2" else model, *cells])
     return [f"layer {layer}" for layer in layers], rows
@@ -435,16 +310,10 @@ def erasure_table(figures: Path) -> str:
     for model, subspace in ERASURE_ENTRIES:
         keys = [k for k in erasure.index if k[:2] == (model, subspace) and k[3] == "leace"]
         if keys:
-            probe.append(
-                [
-                    _entry(model, subspace) if model != "all-MiniLM-L6-v2" else model,
-                    *(f"{erasure.loc[k, 'r2_before']:.2f} → {erasure.loc[k, 'r2_after']:.3f}" for k in sorted(keys)),
-                ]
-            )
+            probe.append([_entry(model, subspace) if model != "all-MiniLM-L6-v2" else model,
+                          *(f"{erasure.loc[k, 'r2_before']:.2f} → {erasure.loc[k, 'r2_after']:.3f}" for k in sorted(keys))])
     layers = sorted(erasure.index.unique("layer"))
-    return (
-        text + "\n\n" + _markdown(["token-position R²: before → after LEACE", *(f"layer {l}" for l in layers)], probe)
-    )
+    return text + "\n\n" + _markdown(["token-position R²: before → after LEACE", *(f"layer {l}" for l in layers)], probe)
 
 
 def erasure_reading(figures: Path) -> str:
@@ -459,12 +328,10 @@ def erasure_reading(figures: Path) -> str:
         excess = rows.xs("leace", level="method").loss_increase - rows.xs("random", level="method").loss_increase
         last = int(excess.index.max())
         peak = int(excess.idxmax())
-        lines.append(
-            f"- {_entry(model, subspace)}: erasing position costs {excess[peak]:+.3f} nats more than a random "
-            f"erasure of the same rank at layer {peak} (the largest), {excess[last]:+.3f} at the last layer "
-            f"({last}); the probe falls from R² {rows.loc[(last, 'leace'), 'r2_before']:.2f} to "
-            f"{rows.loc[(last, 'leace'), 'r2_after']:.3f} there."
-        )
+        lines.append(f"- {_entry(model, subspace)}: erasing position costs {excess[peak]:+.3f} nats more than a random "
+                     f"erasure of the same rank at layer {peak} (the largest), {excess[last]:+.3f} at the last layer "
+                     f"({last}); the probe falls from R² {rows.loc[(last, 'leace'), 'r2_before']:.2f} to "
+                     f"{rows.loc[(last, 'leace'), 'r2_after']:.3f} there.")
     return "\n".join(lines)
 
 
@@ -476,89 +343,36 @@ def interventions_table(figures: Path) -> str:
     term = {"dstg": "ap", "ap": "content"}
     rows = []
     for (model, layer, kind), group in table.groupby(["model", "layer", "kind"], sort=False):
-        first = heads[
-            (heads.model == model)
-            & (heads.layer == layer)
-            & (heads.kind == kind)
-            & (heads.block == layer)
-            & (heads.term == term.get(model, "ap"))
-        ]
-        rows.append(
-            [
-                DISPLAY.get(model, model),
-                layer,
-                kind,
-                f"{group.mlm_kl.mean():.4f} ± {group.mlm_kl.std():.4f}",
-                f"{group.top1_agreement.mean():.3f}",
-                f"{first.relative_change.mean():.3f}" if len(first) else "—",
-                group.seed.nunique(),
-            ]
-        )
-    return _markdown(
-        [
-            "model",
-            "layer",
-            "intervention",
-            "MLM KL (nats)",
-            "top-1 agreement",
-            "next block's AP / content term: relative change",
-            "seeds",
-        ],
-        rows,
-    )
+        first = heads[(heads.model == model) & (heads.layer == layer) & (heads.kind == kind)
+                      & (heads.block == layer) & (heads.term == term.get(model, "ap"))]
+        rows.append([DISPLAY.get(model, model), layer, kind, f"{group.mlm_kl.mean():.4f} ± {group.mlm_kl.std():.4f}",
+                     f"{group.top1_agreement.mean():.3f}", f"{first.relative_change.mean():.3f}" if len(first) else "—",
+                     group.seed.nunique()])
+    return _markdown(["model", "layer", "intervention", "MLM KL (nats)", "top-1 agreement",
+                      "next block's AP / content term: relative change", "seeds"], rows)
 
 
 def corpus_table(figures: Path) -> str:
     """The en-large corpus, one row per piece (figures/corpus/pieces.csv, ``experiments/corpus_table.py``)."""
     pieces = _csv(figures, "corpus/pieces.csv")
-    header = [
-        "piece",
-        "package (registry)",
-        "licence",
-        "documents",
-        "tokens",
-        "held-out docs",
-        "package sha256",
-        "text sha256",
-    ]
+    header = ["piece", "package (registry)", "licence", "documents", "tokens", "held-out docs", "package sha256",
+              "text sha256"]
     rows = []
     for p in pieces.to_dict("records"):
         if not p.get("fetched", True):
             rows.append([p["piece"], "", p["licence"], "not fetched", "", "", "", ""])
             continue
-        rows.append(
-            [
-                p["piece"],
-                f"`{p['package']}` {p['version']} ({p['registry']})",
-                p["licence"],
-                f"{p['documents']:,}",
-                f"{p['tokens'] / 1e6:.2f} M",
-                f"{p['heldout_documents']:,}",
-                f"`{p['artifact_sha256'][:12]}…`",
-                f"`{p['text_sha256'][:12]}…`",
-            ]
-        )
+        rows.append([p["piece"], f"`{p['package']}` {p['version']} ({p['registry']})", p["licence"], f"{p['documents']:,}",
+                     f"{p['tokens'] / 1e6:.2f} M", f"{p['heldout_documents']:,}", f"`{p['artifact_sha256'][:12]}…`",
+                     f"`{p['text_sha256'][:12]}…`"])
     fetched = pieces[pieces.fetched] if "fetched" in pieces else pieces
-    rows.append(
-        [
-            "**all**",
-            "",
-            "",
-            f"**{int(fetched.documents.sum()):,}**",
-            f"**{fetched.tokens.sum() / 1e6:.2f} M**",
-            f"**{int(fetched.heldout_documents.sum()):,}**",
-            "",
-            "",
-        ]
-    )
+    rows.append(["**all**", "", "", f"**{int(fetched.documents.sum()):,}**", f"**{fetched.tokens.sum() / 1e6:.2f} M**",
+                 f"**{int(fetched.heldout_documents.sum()):,}**", "", ""])
     table = _markdown(header, rows)
     if "register" in fetched:
         shares = fetched.groupby("register", sort=False).tokens.sum() / fetched.tokens.sum()
-        table += (
-            "\n\nShare of tokens by register: "
-            + "; ".join(f"{name} {share:.0%}" for name, share in shares.sort_values(ascending=False).items())
-            + "."
-        )
+        table += "\n\nShare of tokens by register: " + "; ".join(f"{name} {share:.0%}" for name, share in
+                                                              shares.sort_values(ascending=False).items()) + "."
     return table
 
 
@@ -573,37 +387,17 @@ def recipe_diagnosis(figures: Path) -> str:
             return "—"
         return f"{scale * mean:.{digits}f}" + ("" if sd is None or pd.isna(sd) else f" ± {scale * sd:.{digits}f}")
 
-    header = [
-        "variant",
-        "arm",
-        "seeds",
-        "left plateau",
-        "plateau exit (M tokens)",
-        "held-out gain (points)",
-        "PC1+PC2 (chance)",
-        "PC1+PC2 at width 16 (chance)",
-        "position R² first → last block",
-        "train tokens (M)",
-    ]
+    header = ["variant", "arm", "seeds", "left plateau", "plateau exit (M tokens)", "held-out gain (points)",
+              "PC1+PC2 (chance)", "PC1+PC2 at width 16 (chance)", "position R² first → last block", "train tokens (M)"]
     rows = []
     for a in arms.to_dict("records"):
         chance = a.get("pc1_pc2_chance_mean")
-        rows.append(
-            [
-                a["variant"],
-                a["arm"],
-                a["seeds"],
-                f"{a['seeds_off_plateau']}/{a['n_seeds']}",
-                pm(a, "plateau_exit_tokens", 1e-6),
-                pm(a, "heldout_gain_points", 1, 1),
-                f"{pm(a, 'pc1_pc2')} ({chance:.2f})" if chance is not None and not pd.isna(chance) else "—",
-                f"{pm(a, 'pc1_pc2_matched')} ({a['pc1_pc2_matched_chance_mean']:.2f})"
-                if not pd.isna(a.get("pc1_pc2_matched_chance_mean", np.nan))
-                else "—",
-                f"{pm(a, 'position_r2_first')} → {pm(a, 'position_r2_last')}",
-                pm(a, "train_tokens", 1e-6),
-            ]
-        )
+        rows.append([a["variant"], a["arm"], a["seeds"], f"{a['seeds_off_plateau']}/{a['n_seeds']}",
+                     pm(a, "plateau_exit_tokens", 1e-6), pm(a, "heldout_gain_points", 1, 1),
+                     f"{pm(a, 'pc1_pc2')} ({chance:.2f})" if chance is not None and not pd.isna(chance) else "—",
+                     f"{pm(a, 'pc1_pc2_matched')} ({a['pc1_pc2_matched_chance_mean']:.2f})"
+                     if not pd.isna(a.get("pc1_pc2_matched_chance_mean", np.nan)) else "—",
+                     f"{pm(a, 'position_r2_first')} → {pm(a, 'position_r2_last')}", pm(a, "train_tokens", 1e-6)])
     return _markdown(header, rows)
 
 
@@ -632,7 +426,6 @@ BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /re
 
 def rebuild(text: str, figures: Path) -> str:
     """``text`` with every marked table rebuilt from ``figures``."""
-
     def table(match):
         name = match["name"]
         if name not in TABLES:

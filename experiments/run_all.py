@@ -34,31 +34,10 @@ from pathlib import Path
 
 import torch
 
-from experiments import (
-    claims,
-    fig_ap_manifold,
-    fig_extrapolation,
-    fig_heads,
-    fig_holmes,
-    fig_invariance,
-    fig_probes,
-    report,
-    zoo_heldout,
-)
+from experiments import claims, fig_ap_manifold, fig_extrapolation, fig_heads, fig_holmes, fig_invariance, fig_probes, report, zoo_heldout
 from experiments.figure_inputs import OUTPUT_DIR, SeedsFigureConfig, parse_config, run_as_command, save_config
 
-STEPS = (
-    "zoo",
-    "ap_manifold",
-    "heads",
-    "probes",
-    "holmes",
-    "holmes_figure",
-    "claims",
-    "extrapolation",
-    "invariance",
-    "report",
-)
+STEPS = ("zoo", "ap_manifold", "heads", "probes", "holmes", "holmes_figure", "claims", "extrapolation", "invariance", "report")
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
@@ -66,12 +45,8 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 class RunAllConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR  # the committed gallery: --out figures
     skip: list[str] = field(default_factory=list, metadata={"help": f"steps to leave out, of {', '.join(STEPS)}"})
-    n_docs: int | None = field(
-        default=None,
-        metadata={
-            "help": "a seeded sample of the held-out documents for stores and probes (default: all, as dstg-probe)"
-        },
-    )
+    n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents for "
+                                                                "stores and probes (default: all, as dstg-probe)"})
     threads: int = field(default=2, metadata={"help": "torch threads"})
 
     def __post_init__(self) -> None:
@@ -101,20 +76,13 @@ def steps(config: RunAllConfig) -> dict:
         "heads": lambda: fig_heads.run(fig_heads.HeadsFigureConfig(out=out / "heads", **seeded)),
         "probes": lambda: fig_probes.run(fig_probes.ProbesFigureConfig(out=out / "probes", **seeded)),
         "holmes": lambda: run_holmes_suite(out),
-        "holmes_figure": lambda: fig_holmes.run(
-            fig_holmes.HolmesFigureConfig(out=out / "holmes", results=[out / "holmes", out / "holmes" / "full"])
-        ),
+        "holmes_figure": lambda: fig_holmes.run(fig_holmes.HolmesFigureConfig(
+            out=out / "holmes", results=[out / "holmes", out / "holmes" / "full"])),
         "claims": lambda: claims.main(["--figures", str(out)] + (["--quiet"] if config.quiet else [])),
-        "extrapolation": lambda: fig_extrapolation.run(
-            fig_extrapolation.ExtrapolationFigureConfig(
-                out=out / "extrapolation", **({"factors": [2.0]} if config.tiny else {}), **shared
-            )
-        ),
-        "invariance": lambda: fig_invariance.run(
-            fig_invariance.InvarianceFigureConfig(
-                out=out / "invariance", tiny=config.tiny, seed=config.seed, quiet=config.quiet, zoo=config.zoo
-            )
-        ),
+        "extrapolation": lambda: fig_extrapolation.run(fig_extrapolation.ExtrapolationFigureConfig(
+            out=out / "extrapolation", **({"factors": [2.0]} if config.tiny else {}), **shared)),
+        "invariance": lambda: fig_invariance.run(fig_invariance.InvarianceFigureConfig(
+            out=out / "invariance", tiny=config.tiny, seed=config.seed, quiet=config.quiet, zoo=config.zoo)),
         "report": lambda: report.run(report.ReportConfig(figures=out)),
     }
 
@@ -133,13 +101,8 @@ def run(config: RunAllConfig) -> list[dict]:
         timing.append({"step": name, "seconds": round(time.perf_counter() - started, 1), "status": status})
         print(f"[run_all] {name}: {timing[-1]['seconds']:.0f} s ({status})", flush=True)
     total = round(sum(t["seconds"] for t in timing), 1)
-    record = {
-        "steps": timing,
-        "total_seconds": total,
-        "cpu_count": os.cpu_count(),
-        "threads": config.threads,
-        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-    }
+    record = {"steps": timing, "total_seconds": total, "cpu_count": os.cpu_count(), "threads": config.threads,
+              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     (config.out / "timing.json").write_text(json.dumps(record, indent=1) + "\n")
     save_config(config, "experiments/run_all.py", name="run_all.json")
     print(f"\n{'step':<14} {'seconds':>8}  status")

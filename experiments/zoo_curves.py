@@ -33,24 +33,11 @@ def zoo_curves(zoo: Path) -> tuple[pd.DataFrame, list[dict]]:
         if recipe.get("schedule") != "constant" or "offset" in summary_file.parent.name:
             continue  # a member of the former recipe (dstg-offset) or another arm: not this comparison
         summaries.append(summary)
-        records = [
-            json.loads(line) for line in (summary_file.parent / "log.jsonl").read_text().splitlines() if line.strip()
-        ]
+        records = [json.loads(line) for line in (summary_file.parent / "log.jsonl").read_text().splitlines() if line.strip()]
         tokens = {r["step"]: r["tokens_seen"] for r in records if "tokens_seen" in r}
-        rows += [
-            dict(
-                variant=summary["variant"],
-                recipe=NEW_RECIPE,
-                seed=summary["seed"],
-                step=r["step"],
-                tokens=tokens[r["step"]],
-                val_loss=r["val_loss"],
-                val_accuracy=r["val_accuracy"],
-                unigram_loss=summary["unigram_loss"],
-            )
-            for r in records
-            if "val_loss" in r
-        ]
+        rows += [dict(variant=summary["variant"], recipe=NEW_RECIPE, seed=summary["seed"], step=r["step"], tokens=tokens[r["step"]],
+                      val_loss=r["val_loss"], val_accuracy=r["val_accuracy"], unigram_loss=summary["unigram_loss"])
+                 for r in records if "val_loss" in r]
     if not summaries:
         raise ValueError(f"{zoo}: no exported runs (*/training.json); run experiments.pretrain_zoo --out {zoo} first")
     return pd.DataFrame(rows), summaries
@@ -59,12 +46,8 @@ def zoo_curves(zoo: Path) -> tuple[pd.DataFrame, list[dict]]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--zoo", type=Path, required=True, help="a folder pretrain_zoo exported into")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=RESULTS_DIR / "figures" / "recipe",
-        help="output folder (the committed study: figures/recipe) (default: %(default)s)",
-    )
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "figures" / "recipe",
+                        help="output folder (the committed study: figures/recipe) (default: %(default)s)")
     args = parser.parse_args(argv)
     try:
         new, summaries = zoo_curves(args.zoo)
@@ -75,21 +58,8 @@ def main(argv=None) -> int:
     new.to_csv(args.out / "new_recipe_curves.csv", index=False)
     (args.out / "new_recipe_runs.json").write_text(json.dumps(summaries, indent=2) + "\n")
     plot_zoo_curves(pd.concat([former, new], ignore_index=True), args.out, stem="zoo_curves_by_recipe")
-    print(
-        pd.DataFrame(summaries)[
-            [
-                "variant",
-                "seed",
-                "steps",
-                "train_tokens",
-                "train_seconds",
-                "val_loss",
-                "val_accuracy",
-                "unigram_loss",
-                "most_frequent_accuracy",
-            ]
-        ].to_string(index=False)
-    )
+    print(pd.DataFrame(summaries)[["variant", "seed", "steps", "train_tokens", "train_seconds", "val_loss", "val_accuracy",
+                                   "unigram_loss", "most_frequent_accuracy"]].to_string(index=False))
     return 0
 
 

@@ -29,35 +29,18 @@ from dstg_interp.data import build_structured_sequences, load_corpus
 from dstg_interp.evaluation import Unigram, mlm_accuracy
 from dstg_interp.plots.recipe import plot_heldout_gain
 from dstg_interp.tiny_zoo import tiny_documents
-from experiments.figure_inputs import (
-    OUTPUT_DIR,
-    SeedsFigureConfig,
-    inputs_for,
-    parse_config,
-    run_as_command,
-    save_config,
-)
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, parse_config, run_as_command,
+                                       save_config)
 
-ZOO_COLUMNS = [
-    "steps",
-    "train_tokens",
-    "train_seconds",
-    "val_loss",
-    "val_accuracy",
-    "unigram_loss",
-    "most_frequent_accuracy",
-]
+ZOO_COLUMNS = ["steps", "train_tokens", "train_seconds", "val_loss", "val_accuracy", "unigram_loss",
+               "most_frequent_accuracy"]
 
 
 @dataclass
 class ZooHeldoutConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "zoo"
-    corpora: list[str] = field(
-        default_factory=lambda: ["en-mix", "pydocs"],
-        metadata={
-            "help": "held-out corpora: the training corpus's validation split, then sources no model was trained on"
-        },
-    )
+    corpora: list[str] = field(default_factory=lambda: ["en-mix", "pydocs"], metadata={
+        "help": "held-out corpora: the training corpus's validation split, then sources no model was trained on"})
     heldout_docs: int = field(default=200, metadata={"help": "documents per corpus (a seeded choice by id)"})
 
     def __post_init__(self) -> None:
@@ -72,11 +55,8 @@ def tiny_arguments(model, corpus: str, seed: int) -> dict:
     """A tiny random model has no training run: its frequencies come from the synthetic documents of the
     tiny zoo, and each "corpus" is another seeded draw of them."""
     train = build_structured_sequences(tiny_documents(40, seed), model.tokenizer, max_length=model.config.max_positions)
-    return dict(
-        unigram=Unigram.from_sequences(train, model.config.vocab_size),
-        max_length=model.config.max_positions,
-        documents=tiny_documents(40, seed + 1 + sum(map(ord, corpus))),
-    )
+    return dict(unigram=Unigram.from_sequences(train, model.config.vocab_size), max_length=model.config.max_positions,
+                documents=tiny_documents(40, seed + 1 + sum(map(ord, corpus))))
 
 
 def heldout_table(inputs, config: ZooHeldoutConfig) -> pd.DataFrame:
@@ -103,12 +83,8 @@ def zoo_rows(inputs, heldout: pd.DataFrame) -> pd.DataFrame:
     for name in inputs.models:
         variant, model_seed = inputs.member(name)
         summary = summaries.get(name, {})
-        row = dict(
-            variant=variant,
-            seed=model_seed,
-            params=inputs.models[name].n_params(),
-            **{k: summary.get(k) for k in ZOO_COLUMNS},
-        )
+        row = dict(variant=variant, seed=model_seed, params=inputs.models[name].n_params(),
+                   **{k: summary.get(k) for k in ZOO_COLUMNS})
         for result in heldout[(heldout.variant == variant) & (heldout.seed == model_seed)].itertuples():
             row[f"{result.corpus}_accuracy"] = result.accuracy
             row[f"{result.corpus}_most_frequent"] = result.most_frequent_accuracy
@@ -126,18 +102,11 @@ def run(config: ZooHeldoutConfig) -> dict:
     heldout.to_csv(config.out / "heldout.csv", index=False)
     table.to_csv(config.out / "zoo.csv", index=False)
     plot_heldout_gain(heldout, config.out)
-    save_config(
-        config,
-        "experiments/zoo_heldout.py",
-        inputs={k: v for k, v in inputs.description.items() if k != "zoo"},
-        wall_s=round(time.perf_counter() - started, 1),
-    )
+    save_config(config, "experiments/zoo_heldout.py", inputs={k: v for k, v in inputs.description.items() if k != "zoo"},
+                wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
-        print(
-            heldout.pivot_table(index=["variant", "seed"], columns="corpus", values="gain_points").to_string(
-                float_format="%.1f"
-            )
-        )
+        print(heldout.pivot_table(index=["variant", "seed"], columns="corpus", values="gain_points")
+              .to_string(float_format="%.1f"))
     return {"zoo": table, "heldout": heldout}
 
 

@@ -25,18 +25,9 @@ from probes.splits import grouped_train_test_split
 PROBE_TARGETS = ("token_position", "sentence_index")
 
 
-def probe_by_range(
-    store,
-    trained_length: int,
-    targets=PROBE_TARGETS,
-    layers=None,
-    subspaces=None,
-    fit_on=("all", "inside"),
-    max_tokens: int | None = None,
-    test_fraction: float = 0.25,
-    n_splits: int = 5,
-    seed: int = 0,
-) -> pd.DataFrame:
+def probe_by_range(store, trained_length: int, targets=PROBE_TARGETS, layers=None, subspaces=None,
+                   fit_on=("all", "inside"), max_tokens: int | None = None, test_fraction: float = 0.25,
+                   n_splits: int = 5, seed: int = 0) -> pd.DataFrame:
     """Held-out R² and MAE of ridge probes, inside vs beyond ``trained_length``: one row per (layer, subspace,
     target, fit_on, range) with r2, mae, n_test, alpha.  ``max_tokens``: a seeded subsample of the
     (non-special) tokens."""
@@ -47,53 +38,30 @@ def probe_by_range(
         tokens = np.flatnonzero(~labels["is_special"].to_numpy())
     position = labels["token_position"].to_numpy()[tokens]
     if position.max() < trained_length:
-        raise ValueError(
-            f"no token of the store lies beyond the trained length {trained_length} "
-            f"(the longest position is {int(position.max())}); extract longer windows"
-        )
+        raise ValueError(f"no token of the store lies beyond the trained length {trained_length} "
+                         f"(the longest position is {int(position.max())}); extract longer windows")
     groups = labels["doc_index"].to_numpy()[tokens]
     train_idx, test_idx = grouped_train_test_split(groups, test_fraction=test_fraction, seed=seed)
     inside_test = position[test_idx] < trained_length
     layers = list(layers) if layers is not None else list(store.layers)
     subspaces = list(subspaces) if subspaces is not None else list(store.subspaces)
     values = {name: labels[name].to_numpy()[tokens].astype(np.float64) for name in targets}
-    features = {
-        (layer, sub): (lambda layer=layer, sub=sub: np.asarray(store.states(layer, sub)[tokens]))
-        for layer in layers
-        for sub in subspaces
-    }
+    features = {(layer, sub): (lambda layer=layer, sub=sub: np.asarray(store.states(layer, sub)[tokens]))
+                for layer in layers for sub in subspaces}
     rows = []
     for fit in fit_on:
         if fit not in ("all", "inside"):
             raise ValueError(f"fit_on must be 'all' or 'inside', got {fit!r}")
         train = train_idx if fit == "all" else train_idx[position[train_idx] < trained_length]
-        fitted = fit_ridge_grid(
-            features,
-            values,
-            groups,
-            train,
-            test_idx,
-            alphas=DEFAULT_ALPHAS,
-            n_splits=n_splits,
-            seed=seed,
-            keep_predictions=True,
-        )
+        fitted = fit_ridge_grid(features, values, groups, train, test_idx, alphas=DEFAULT_ALPHAS, n_splits=n_splits,
+                                seed=seed, keep_predictions=True)
         for record in fitted.itertuples():
             y_true = values[record.target][test_idx]
             for name, part in (("inside", inside_test), ("beyond", ~inside_test)):
-                rows.append(
-                    {
-                        "layer": record.key[0],
-                        "subspace": record.key[1],
-                        "target": record.target,
-                        "fit_on": fit,
-                        "range": name,
-                        "r2": _r2(y_true[part], record.y_pred_test[part]),
-                        "mae": float(np.abs(y_true[part] - record.y_pred_test[part]).mean()) if part.any() else np.nan,
-                        "n_test": int(part.sum()),
-                        "alpha": record.alpha,
-                    }
-                )
+                rows.append({"layer": record.key[0], "subspace": record.key[1], "target": record.target,
+                             "fit_on": fit, "range": name, "r2": _r2(y_true[part], record.y_pred_test[part]),
+                             "mae": float(np.abs(y_true[part] - record.y_pred_test[part]).mean()) if part.any() else np.nan,
+                             "n_test": int(part.sum()), "alpha": record.alpha})
     return pd.DataFrame(rows)
 
 

@@ -74,9 +74,7 @@ class LinearEraser:
     def __call__(self, x):
         """Erase rows of ``x`` ([..., d], numpy or torch; the result has its type, dtype and device)."""
         if isinstance(x, torch.Tensor):
-            mean, left, right = (
-                torch.as_tensor(a, device=x.device, dtype=torch.float32) for a in (self.mean, self.left, self.right)
-            )
+            mean, left, right = (torch.as_tensor(a, device=x.device, dtype=torch.float32) for a in (self.mean, self.left, self.right))
             shifted = x.float() - mean
             return (x.float() - (shifted @ right.T) @ left.T).to(x.dtype)
         x = np.asarray(x)
@@ -88,19 +86,15 @@ class LinearEraser:
     def check_model(self, weights_sha256: str, name: str = "the model") -> None:
         fitted_on = self.identity.get("model_sha256")
         if fitted_on is not None and fitted_on != weights_sha256:
-            raise ErasureError(
-                f"this eraser was fitted on a store of another model (weights {fitted_on[:12]}, "
-                f"{name} has {weights_sha256[:12]}); fit it on a store of {name}"
-            )
+            raise ErasureError(f"this eraser was fitted on a store of another model (weights {fitted_on[:12]}, "
+                               f"{name} has {weights_sha256[:12]}); fit it on a store of {name}")
 
     def save(self, folder: str | Path) -> Path:
         """``eraser.safetensors`` (mean, left, right) + ``eraser.json`` (method, identity) in ``folder``."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        save_file(
-            {"mean": self.mean, "left": np.ascontiguousarray(self.left), "right": np.ascontiguousarray(self.right)},
-            str(folder / ERASER_FILES[0]),
-        )
+        save_file({"mean": self.mean, "left": np.ascontiguousarray(self.left), "right": np.ascontiguousarray(self.right)},
+                  str(folder / ERASER_FILES[0]))
         meta = {"method": self.method, "width": self.width, "rank": self.rank, "identity": self.identity}
         (folder / ERASER_FILES[1]).write_text(json.dumps(meta, indent=1) + "\n")
         return folder
@@ -123,9 +117,7 @@ class LinearEraser:
         shapes = {"mean": (width,), "left": (width, rank), "right": (rank, width)}
         if set(arrays) != set(shapes) or any(arrays[k].shape != s for k, s in shapes.items()):
             raise ErasureError(f"{path}: arrays do not match eraser.json (width {width}, rank {rank})")
-        return cls(
-            arrays["mean"], arrays["left"], arrays["right"], str(meta["method"]), dict(meta.get("identity") or {})
-        )
+        return cls(arrays["mean"], arrays["left"], arrays["right"], str(meta["method"]), dict(meta.get("identity") or {}))
 
     def to_dict(self) -> dict:
         return {"method": self.method, "width": self.width, "rank": self.rank, **self.identity}
@@ -159,27 +151,15 @@ def fit_leace(X, Z, backend: str = "auto", svd_tol: float = SVD_TOL) -> tuple[Li
             )
         except ImportError:
             if backend == "concept-erasure":
-                raise ErasureError(
-                    "backend 'concept-erasure' asked for but the package is not installed; "
-                    "pip install concept-erasure, or use backend='closed-form'"
-                ) from None
+                raise ErasureError("backend 'concept-erasure' asked for but the package is not installed; "
+                                   "pip install concept-erasure, or use backend='closed-form'") from None
         else:
-            fitter = LeaceFitter(
-                X.shape[1],
-                Z.shape[1],
-                method="leace",
-                affine=True,
-                constrain_cov_trace=False,
-                shrinkage=False,
-                svd_tol=svd_tol,
-                dtype=torch.float64,
-            )
+            fitter = LeaceFitter(X.shape[1], Z.shape[1], method="leace", affine=True, constrain_cov_trace=False,
+                                 shrinkage=False, svd_tol=svd_tol, dtype=torch.float64)
             eraser = fitter.update(torch.from_numpy(X), torch.from_numpy(Z)).eraser
             left, right = eraser.proj_left.numpy(), eraser.proj_right.numpy()
             kept = np.abs(left).sum(axis=0) > 0  # the package zeroes the columns it drops
-            return LinearEraser(
-                eraser.bias.numpy().copy(), left[:, kept].copy(), right[kept].copy(), "leace"
-            ), "concept-erasure"
+            return LinearEraser(eraser.bias.numpy().copy(), left[:, kept].copy(), right[kept].copy(), "leace"), "concept-erasure"
     return _leace_closed_form(X, Z, svd_tol), "closed-form"
 
 
@@ -231,16 +211,8 @@ def random_eraser(mean, rank: int, seed: int = 0) -> LinearEraser:
     return LinearEraser(mean, q, q.T.copy(), "random")
 
 
-def fit_erasers(
-    X,
-    Z,
-    groups,
-    methods=METHODS,
-    backend: str = "auto",
-    seed: int = 0,
-    inlp_iterations: int = 16,
-    inlp_min_r2: float = 0.01,
-) -> dict[str, LinearEraser]:
+def fit_erasers(X, Z, groups, methods=METHODS, backend: str = "auto", seed: int = 0, inlp_iterations: int = 16,
+                inlp_min_r2: float = 0.01) -> dict[str, LinearEraser]:
     """{method: eraser} for one feature set; ``random`` takes the rank of ``leace`` (fitted for it if not asked)."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
@@ -257,27 +229,16 @@ def fit_erasers(
     return erasers
 
 
-def fit_eraser(
-    store,
-    layer,
-    subspace: str,
-    method: str = "leace",
-    target: str = "token_position",
-    encoding: str = "dct",
-    n_features: int = 8,
-    rows=None,
-    backend: str = "auto",
-    seed: int = 0,
-) -> LinearEraser:
+def fit_eraser(store, layer, subspace: str, method: str = "leace", target: str = "token_position",
+               encoding: str = "dct", n_features: int = 8, rows=None, backend: str = "auto", seed: int = 0) -> LinearEraser:
     """One eraser of ``target`` fitted on ``store``'s (layer, subspace) states at ``rows`` (default: every
     non-special token), carrying the store's model identity."""
     check_request(store, [layer], [subspace], target)
     rows = store.subsample(store.n_tokens, seed=seed) if rows is None else np.asarray(rows)
     labels = store.labels
     Z = position_features(labels[target].to_numpy()[rows], encoding, n_features, period=store_period(store, target))
-    eraser = fit_erasers(
-        store.states(layer, subspace)[rows], Z, labels["doc_index"].to_numpy()[rows], (method,), backend, seed
-    )[method]
+    eraser = fit_erasers(store.states(layer, subspace)[rows], Z, labels["doc_index"].to_numpy()[rows], (method,),
+                         backend, seed)[method]
     eraser.identity.update(store_identity(store, layer, subspace, target, encoding, n_features))
     return eraser
 
@@ -287,15 +248,12 @@ def check_request(store, layers, subspaces, target: str) -> None:
     """Layers, subspaces and target must be in ``store``: one clear ErasureError otherwise."""
     missing = [layer for layer in layers if layer not in store.layers]
     if missing:
-        raise ErasureError(
-            f"layer(s) {missing} are not in the store {store.directory} (it has {list(store.layers)}); "
-            "extract them first"
-        )
+        raise ErasureError(f"layer(s) {missing} are not in the store {store.directory} (it has {list(store.layers)}); "
+                           "extract them first")
     missing = [s for s in subspaces if s not in store.subspaces]
     if missing:
-        raise ErasureError(
-            f"subspace {missing[0]!r} is not in the store {store.directory} (it has {', '.join(store.subspaces)})"
-        )
+        raise ErasureError(f"subspace {missing[0]!r} is not in the store {store.directory} (it has "
+                           f"{', '.join(store.subspaces)})")
     if target not in TARGETS:
         raise ErasureError(f"unknown target {target!r}; use {', '.join(TARGETS)}")
 
@@ -310,16 +268,9 @@ def store_period(store, target: str) -> float:
 
 def store_identity(store, layer, subspace: str, target: str, encoding: str, n_features: int) -> dict:
     model = store.manifest["identity"]["model"]
-    return {
-        "model_sha256": model["weights_sha256"],
-        "variant": model["config"].get("variant"),
-        "layer": layer,
-        "subspace": subspace,
-        "target": target,
-        "encoding": encoding,
-        "n_features": 1 if encoding == "linear" else n_features,
-        "store": str(store.directory),
-    }
+    return {"model_sha256": model["weights_sha256"], "variant": model["config"].get("variant"), "layer": layer,
+            "subspace": subspace, "target": target, "encoding": encoding,
+            "n_features": 1 if encoding == "linear" else n_features, "store": str(store.directory)}
 
 
 def _as_float64(X) -> np.ndarray:
@@ -339,3 +290,4 @@ def _standardised(Z) -> np.ndarray:
     if not varying.any():
         raise ErasureError("the concept is constant on the fitting tokens; nothing to erase")
     return (Z[:, varying] - Z[:, varying].mean(axis=0)) / spread[varying]
+

@@ -45,7 +45,6 @@ from dstg_interp.data import default_cache_dir, probing_documents, split_documen
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.edits import edit_states
 from dstg_interp.encoders.inputs import pad_batch
-from dstg_interp.encoders.naming import model_label
 from dstg_interp.encoders.selection import resolve_layers
 from dstg_interp.evaluation import Unigram, mlm_accuracy
 from dstg_interp.store.manifest import weights_sha256
@@ -61,36 +60,15 @@ from probes.erasure import (
     store_period,
 )
 from probes.position_baseline import PositionBaseline
+from dstg_interp.encoders.naming import model_label
 from probes.positions import cached_store
 from probes.ridge import RidgeProbe
 from probes.splits import bootstrap_r2_ci, grouped_train_test_split
 
-RESULT_COLUMNS = [
-    "model",
-    "layer",
-    "subspace",
-    "method",
-    "target",
-    "encoding",
-    "rank",
-    "r2_before",
-    "r2_after",
-    "r2_after_ci_low",
-    "r2_after_ci_high",
-    "position_r2",
-    "loss_clean",
-    "loss",
-    "loss_increase",
-    "accuracy_clean",
-    "accuracy",
-    "accuracy_drop",
-    "output_change",
-    "attention_js",
-    "n_fit_tokens",
-    "n_probe_tokens",
-    "n_eval_tokens",
-    "backend",
-]
+RESULT_COLUMNS = ["model", "layer", "subspace", "method", "target", "encoding", "rank", "r2_before", "r2_after",
+                  "r2_after_ci_low", "r2_after_ci_high", "position_r2", "loss_clean", "loss", "loss_increase", "accuracy_clean",
+                  "accuracy", "accuracy_drop", "output_change", "attention_js", "n_fit_tokens", "n_probe_tokens",
+                  "n_eval_tokens", "backend"]
 
 # The probing documents are themselves the zoo's held-out split, hashed with seed 0: the store / evaluation split
 # must hash with another seed, or every document would fall on one side.
@@ -152,24 +130,16 @@ class ErasureResult:
     erasers: dict = field(default_factory=dict)  # (layer, subspace, method) -> LinearEraser
 
 
-def measure_erasure(
-    encoder: Encoder,
-    store,
-    eval_documents,
-    config: ErasureConfig | None = None,
-    model_name: str | None = None,
-    progress: bool = False,
-) -> ErasureResult:
+def measure_erasure(encoder: Encoder, store, eval_documents, config: ErasureConfig | None = None,
+                    model_name: str | None = None, progress: bool = False) -> ErasureResult:
     """The erasure study of ``encoder`` (see the module docstring); ``store`` holds its states."""
     config = config or ErasureConfig()
     name = model_name or encoder.name
     weights = weights_sha256(encoder.weights_module)
     if store.manifest["identity"]["model"]["weights_sha256"] != weights:
-        raise ErasureError(
-            f"the store {store.directory} was extracted from another model than {name} (weights "
-            f"{store.manifest['identity']['model']['weights_sha256'][:12]} vs {weights[:12]}); "
-            "extract a store of this model"
-        )
+        raise ErasureError(f"the store {store.directory} was extracted from another model than {name} (weights "
+                           f"{store.manifest['identity']['model']['weights_sha256'][:12]} vs {weights[:12]}); "
+                           "extract a store of this model")
     layers = list(config.layers) if config.layers is not None else list(store.layers)
     subspaces = list(config.subspaces) if config.subspaces is not None else list(store.subspaces)
     check_request(store, layers, subspaces, config.target)
@@ -178,9 +148,7 @@ def measure_erasure(
     labels = store.labels
     target = labels[config.target].to_numpy().astype(np.float64)
     groups = labels["doc_index"].to_numpy()
-    concept = position_features(
-        target[fit_rows], config.encoding, config.n_features, store_period(store, config.target)
-    )
+    concept = position_features(target[fit_rows], config.encoding, config.n_features, store_period(store, config.target))
 
     position_r2 = _position_only_r2(labels, target, groups, fit_rows, probe_rows, config)
     evaluation = _Evaluation(encoder, eval_documents, config)
@@ -190,10 +158,7 @@ def measure_erasure(
         if progress:
             print(f"erasure {name}: layer {layer} {sub} ({step + 1}/{len(steps)})", flush=True)
         states = store.states(layer, sub)
-        X_fit, X_probe = (
-            np.asarray(states[fit_rows], dtype=np.float64),
-            np.asarray(states[probe_rows], dtype=np.float64),
-        )
+        X_fit, X_probe = np.asarray(states[fit_rows], dtype=np.float64), np.asarray(states[probe_rows], dtype=np.float64)
         fitted = fit_erasers(X_fit, concept, groups[fit_rows], config.methods, config.backend, config.seed)
         r2_before, _ = _probe_r2(X_fit, X_probe, target, groups, fit_rows, probe_rows, config)
         for method, eraser in fitted.items():
@@ -201,59 +166,27 @@ def measure_erasure(
             eraser.check_model(weights, name)
             erasers[(layer, sub, method)] = eraser
             # in float32, as the model carries them (see fit_inlp: float64 residue is readable by a standardising probe)
-            r2_after, interval = _probe_r2(
-                eraser(X_fit).astype(np.float32),
-                eraser(X_probe).astype(np.float32),
-                target,
-                groups,
-                fit_rows,
-                probe_rows,
-                config,
-            )
+            r2_after, interval = _probe_r2(eraser(X_fit).astype(np.float32), eraser(X_probe).astype(np.float32), target,
+                                           groups, fit_rows, probe_rows, config)
             effects, heads = evaluation.with_eraser(layer, sub, eraser)
-            records.append(
-                dict(
-                    model=name,
-                    layer=layer,
-                    subspace=sub,
-                    method=method,
-                    target=config.target,
-                    encoding=config.encoding,
-                    rank=eraser.rank,
-                    r2_before=r2_before,
-                    r2_after=r2_after,
-                    r2_after_ci_low=interval[0],
-                    r2_after_ci_high=interval[1],
-                    position_r2=position_r2,
-                    **effects,
-                    n_fit_tokens=len(fit_rows),
-                    n_probe_tokens=len(probe_rows),
-                    backend=fitted["leace"].identity.get("backend", "") if "leace" in fitted else "",
-                )
-            )
+            records.append(dict(model=name, layer=layer, subspace=sub, method=method, target=config.target,
+                                encoding=config.encoding, rank=eraser.rank, r2_before=r2_before, r2_after=r2_after,
+                                r2_after_ci_low=interval[0], r2_after_ci_high=interval[1], position_r2=position_r2,
+                                **effects,
+                                n_fit_tokens=len(fit_rows), n_probe_tokens=len(probe_rows),
+                                backend=fitted["leace"].identity.get("backend", "") if "leace" in fitted else ""))
             head_frames.append(heads.assign(model=name, layer=layer, subspace=sub, method=method))
     table = pd.DataFrame(records)
-    table = table.assign(
-        loss_clean=evaluation.clean["loss"],
-        accuracy_clean=evaluation.clean["accuracy"],
-        n_eval_tokens=evaluation.clean["n_tokens"],
-    )
+    table = table.assign(loss_clean=evaluation.clean["loss"], accuracy_clean=evaluation.clean["accuracy"],
+                         n_eval_tokens=evaluation.clean["n_tokens"])
     table["loss_increase"] = table["loss"] - table["loss_clean"]
     table["accuracy_drop"] = table["accuracy_clean"] - table["accuracy"]
     heads = pd.concat(head_frames, ignore_index=True) if head_frames else pd.DataFrame()
     return ErasureResult(table[RESULT_COLUMNS], heads, erasers)
 
 
-def erase_positions(
-    model,
-    config: ErasureConfig | None = None,
-    store=None,
-    store_root=None,
-    model_name: str | None = None,
-    device: str = "cpu",
-    progress: bool = False,
-    documents=None,
-) -> ErasureResult:
+def erase_positions(model, config: ErasureConfig | None = None, store=None, store_root=None, model_name: str | None = None,
+                    device: str = "cpu", progress: bool = False, documents=None) -> ErasureResult:
     """The erasure study from a model (anything ``open_encoder`` takes) and a corpus.
 
     The corpus's probing documents (``probing_documents``: for en-mix the zoo's held-out documents) are split
@@ -268,9 +201,8 @@ def erase_positions(
         config = dataclasses.replace(config, layers=resolve_layers(config.layers, encoder.n_layers))
     documents = probing_documents(config.corpus) if documents is None else list(documents)
     if store is None:
-        store_documents, eval_documents = split_documents(
-            documents, config.eval_fraction, seed=EVAL_SPLIT_SEED_OFFSET + config.seed
-        )
+        store_documents, eval_documents = split_documents(documents, config.eval_fraction,
+                                                          seed=EVAL_SPLIT_SEED_OFFSET + config.seed)
         root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
         layers = tuple(config.layers) if config.layers is not None else None
         store = cached_store(encoder, store_documents, layers, root, f"{name}-erasure", progress)
@@ -289,10 +221,8 @@ def erasing(encoder: Encoder, eraser: LinearEraser):
     if layer is None or subspace is None:
         raise ErasureError("the eraser does not say which layer and subspace it was fitted on (fit it with fit_eraser)")
     if layer not in encoder.layers or subspace not in encoder.subspaces:
-        raise ErasureError(
-            f"the eraser was fitted on layer {layer!r} {subspace!r}, which {encoder.name} does not have "
-            f"(layers {list(encoder.layers)}, subspaces {list(encoder.subspaces)})"
-        )
+        raise ErasureError(f"the eraser was fitted on layer {layer!r} {subspace!r}, which {encoder.name} does not have "
+                           f"(layers {list(encoder.layers)}, subspaces {list(encoder.subspaces)})")
     with edit_states(encoder, layer, subspace, eraser_edit(eraser)):
         yield
 
@@ -306,10 +236,8 @@ def _disjoint_documents(store, documents) -> list:
     fitted_on = {doc.get("doc_id") for doc in store.documents}
     shared = [doc.doc_id for doc in documents if doc.doc_id in fitted_on]
     if shared:
-        raise ErasureError(
-            f"{len(shared)} evaluation document(s) (e.g. {shared[0]!r}) are in the store the erasers "
-            "are fitted on; evaluate on documents the store does not hold"
-        )
+        raise ErasureError(f"{len(shared)} evaluation document(s) (e.g. {shared[0]!r}) are in the store the erasers "
+                           "are fitted on; evaluate on documents the store does not hold")
     return documents
 
 
@@ -317,10 +245,8 @@ def _split_rows(store, config: ErasureConfig):
     rows = store.subsample(config.max_tokens, seed=config.seed)
     groups = store.labels["doc_index"].to_numpy()[rows]
     if len(np.unique(groups)) < 7:
-        raise ErasureError(
-            f"the store has {len(np.unique(groups))} documents with real tokens; fitting and a "
-            "grouped probe need at least 7"
-        )
+        raise ErasureError(f"the store has {len(np.unique(groups))} documents with real tokens; fitting and a "
+                           "grouped probe need at least 7")
     fit, probe = grouped_train_test_split(groups, config.test_fraction, config.seed)
     return rows[fit], rows[probe]
 
@@ -340,16 +266,8 @@ def _position_only_r2(labels, target, groups, fit_rows, probe_rows, config: Eras
     probe's tokens and split: what erasure must bring the probe to or below (1 for token position itself)."""
     rows = np.concatenate([fit_rows, probe_rows])
     local_train, local_test = np.arange(len(fit_rows)), np.arange(len(fit_rows), len(rows))
-    baseline = PositionBaseline.fit(
-        labels["token_position"].to_numpy()[rows],
-        target[rows],
-        groups[rows],
-        local_train,
-        local_test,
-        n_boot=0,
-        seed=config.seed,
-        name=config.target,
-    )
+    baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[rows], target[rows], groups[rows], local_train,
+                                    local_test, n_boot=0, seed=config.seed, name=config.target)
     return baseline.r2
 
 
@@ -360,9 +278,8 @@ class _Evaluation:
         self.encoder, self.documents, self.config = encoder, documents, config
         self.has_mlm = encoder.kind != "hf"
         length = min(encoder.max_positions, 128)
-        sequences = encoder.structured_sequences(
-            documents[: max(config.attention_sequences, 64)], max_length=length, windows=False
-        )
+        sequences = encoder.structured_sequences(documents[:max(config.attention_sequences, 64)], max_length=length,
+                                                 windows=False)
         ids = [sequences[i]["input_ids"] for i in range(len(sequences))]
         self.tokens, self.mask = (t.to(encoder.device) for t in pad_batch(ids, encoder.special.pad))
         self.clean = self._mlm() if self.has_mlm else {"loss": np.nan, "accuracy": np.nan, "n_tokens": 0}
@@ -386,27 +303,16 @@ class _Evaluation:
             per_head = (js.nan_to_num(0) * weights).sum(dim=(0, 2)) / weights.sum(dim=(0, 2))
             rows += [dict(block=block, head=h, js_bits=float(v)) for h, v in enumerate(per_head)]
         heads = pd.DataFrame(rows, columns=["block", "head", "js_bits"])
-        effects = dict(
-            loss=scores["loss"],
-            accuracy=scores["accuracy"],
-            output_change=float(change.mean()),
-            attention_js=float(heads.js_bits.mean()) if len(heads) else np.nan,
-        )
+        effects = dict(loss=scores["loss"], accuracy=scores["accuracy"], output_change=float(change.mean()),
+                       attention_js=float(heads.js_bits.mean()) if len(heads) else np.nan)
         return effects, heads
 
     def _mlm(self) -> dict:
         # The unigram baseline columns of mlm_accuracy are not read here: a flat one stands in for the training
         # frequencies (which need the model's training corpus), and only loss / accuracy are kept.
         flat = Unigram(np.ones(self.encoder.vocab_size))
-        return mlm_accuracy(
-            self.encoder.model,
-            self.config.corpus,
-            self.config.n_docs,
-            seed=self.config.seed,
-            batch_size=self.config.batch_size,
-            unigram=flat,
-            documents=self.documents,
-        )
+        return mlm_accuracy(self.encoder.model, self.config.corpus, self.config.n_docs, seed=self.config.seed,
+                            batch_size=self.config.batch_size, unigram=flat, documents=self.documents)
 
     def _pooled_output(self) -> torch.Tensor:
         """[B, d] mean over real tokens of the last layer's states (what a sentence encoder returns)."""

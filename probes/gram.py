@@ -37,7 +37,7 @@ def read_rows(X, rows: np.ndarray) -> np.ndarray:
         return np.empty((0, X.shape[1]))
     first, last = int(rows[0]), int(rows[-1])
     if last - first + 1 <= 2 * len(rows):  # mostly contiguous (a store minus its special tokens): one read
-        block = np.asarray(X[first : last + 1])
+        block = np.asarray(X[first:last + 1])
         return block[rows - first].astype(np.float64)
     return np.asarray(X[rows]).astype(np.float64)
 
@@ -60,23 +60,15 @@ class FoldSums:
     non_finite: int  # NaN/inf feature values seen (the sums are then meaningless)
 
     @classmethod
-    def accumulate(cls, X, rows, fold, Y, n_folds: int, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> FoldSums:
+    def accumulate(cls, X, rows, fold, Y, n_folds: int, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> "FoldSums":
         """Sums over ``X[rows]`` per fold; ``rows`` sorted, ``fold[i]`` in 0..n_folds-1 and ``Y[i]`` belong to rows[i]."""
         rows, fold = np.asarray(rows, dtype=np.int64), np.asarray(fold)
         Y = np.asarray(Y, dtype=np.float64).reshape(len(rows), -1)
         p, k = X.shape[1], Y.shape[1]
         y_shift = Y.mean(axis=0)
-        sums = cls(
-            n=np.bincount(fold, minlength=n_folds).astype(np.float64),
-            gram=np.zeros((n_folds, p, p)),
-            x_sum=np.zeros((n_folds, p)),
-            xy=np.zeros((n_folds, p, k)),
-            y_sum=np.zeros((n_folds, k)),
-            yy=np.zeros((n_folds, k)),
-            x_shift=None,
-            y_shift=y_shift,
-            non_finite=0,
-        )
+        sums = cls(n=np.bincount(fold, minlength=n_folds).astype(np.float64), gram=np.zeros((n_folds, p, p)),
+                   x_sum=np.zeros((n_folds, p)), xy=np.zeros((n_folds, p, k)), y_sum=np.zeros((n_folds, k)),
+                   yy=np.zeros((n_folds, k)), x_shift=None, y_shift=y_shift, non_finite=0)
         for part in chunks(len(rows), chunk_rows):
             block = read_rows(X, rows[part])
             finite = np.isfinite(block)

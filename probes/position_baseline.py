@@ -44,20 +44,10 @@ from probes.splits import bootstrap_r2_difference_ci, check_fold_variance
 SPLINE_KNOTS = 8  # cubic B-splines on 8 uniform knots: 10 smooth bumps over the positions seen
 # below this share of the target's training variance, the residual after position is rounding residue
 RESIDUAL_TOLERANCE = 1e-10
-BASELINE_COLUMNS = [
-    "position_r2",
-    "position_ci_low",
-    "position_ci_high",
-    "position_smooth_r2",
-    "position_smooth_ci_low",
-    "position_smooth_ci_high",
-    "partial_r2",
-    "partial_ci_low",
-    "partial_ci_high",
-    "position_selectivity",
-    "position_selectivity_ci_low",
-    "position_selectivity_ci_high",
-]
+BASELINE_COLUMNS = ["position_r2", "position_ci_low", "position_ci_high", "position_smooth_r2",
+                    "position_smooth_ci_low", "position_smooth_ci_high", "partial_r2", "partial_ci_low",
+                    "partial_ci_high", "position_selectivity", "position_selectivity_ci_low",
+                    "position_selectivity_ci_high"]
 
 
 def one_hot_positions(token_position: np.ndarray) -> np.ndarray:
@@ -80,9 +70,8 @@ def position_means(values: np.ndarray, token_position: np.ndarray, train: np.nda
     values = np.asarray(values, dtype=np.float64)
     flat = values.reshape(len(values), -1)
     n_positions = int(token_position.max()) + 1
-    indicator = scipy.sparse.csr_matrix(
-        (np.ones(len(train)), (token_position[train], np.arange(len(train)))), shape=(n_positions, len(train))
-    )
+    indicator = scipy.sparse.csr_matrix((np.ones(len(train)), (token_position[train], np.arange(len(train)))),
+                                        shape=(n_positions, len(train)))
     counts = np.asarray(indicator.sum(axis=1)).ravel()
     sums = indicator @ flat[train]
     means = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], flat[train].mean(axis=0))
@@ -109,50 +98,20 @@ class PositionBaseline:
     exact: bool  # token position explains the target exactly on the training tokens
 
     @classmethod
-    def fit(
-        cls,
-        token_position,
-        y,
-        groups,
-        train_idx,
-        test_idx,
-        n_splits: int = 5,
-        n_boot: int = 1000,
-        seed: int = 0,
-        name: str = "target",
-    ) -> PositionBaseline:
+    def fit(cls, token_position, y, groups, train_idx, test_idx, n_splits: int = 5, n_boot: int = 1000,
+            seed: int = 0, name: str = "target") -> PositionBaseline:
         token_position = np.asarray(token_position, dtype=np.int64)
         y = np.asarray(y, dtype=np.float64)
         fold = grouped_folds(groups[train_idx], n_splits)
         check_fold_variance(y[train_idx], fold, name, "position-only baseline's grouped CV")
         check_fold_variance(y[test_idx], np.zeros(len(test_idx), dtype=np.int64), name, "held-out documents")
         features = {"one-hot": one_hot_positions(token_position), "spline": spline_positions(token_position)}
-        table = fit_ridge_grid(
-            features,
-            {"target": y},
-            groups,
-            train_idx,
-            test_idx,
-            alphas=DEFAULT_ALPHAS,
-            n_splits=n_splits,
-            n_boot=n_boot,
-            seed=seed,
-        ).set_index("key")
+        table = fit_ridge_grid(features, {"target": y}, groups, train_idx, test_idx, alphas=DEFAULT_ALPHAS,
+                               n_splits=n_splits, n_boot=n_boot, seed=seed).set_index("key")
         residual = y - position_means(y, token_position, train_idx)
         exact = float(residual[train_idx].var()) <= RESIDUAL_TOLERANCE * float(y[train_idx].var())
-        return cls(
-            token_position,
-            y,
-            np.asarray(groups),
-            np.asarray(train_idx),
-            np.asarray(test_idx),
-            n_splits,
-            n_boot,
-            seed,
-            table,
-            residual,
-            exact,
-        )
+        return cls(token_position, y, np.asarray(groups), np.asarray(train_idx), np.asarray(test_idx), n_splits,
+                   n_boot, seed, table, residual, exact)
 
     def _reading(self, key: str) -> tuple[float, float, float]:
         row = self.table.loc[key]
@@ -179,48 +138,22 @@ class PositionBaseline:
         for part in chunks(len(rows), 32_768):
             residual_states[part] = read_rows(states, rows[part])
         residual_states -= position_means(residual_states, self.token_position, self.train_idx).astype(np.float32)
-        fitted = fit_ridge_grid(
-            {name: residual_states},
-            {"residual": self.residual},
-            self.groups,
-            self.train_idx,
-            self.test_idx,
-            alphas=DEFAULT_ALPHAS,
-            n_splits=self.n_splits,
-            n_boot=self.n_boot,
-            seed=self.seed,
-            keep_predictions=False,
-        ).iloc[0]
+        fitted = fit_ridge_grid({name: residual_states}, {"residual": self.residual}, self.groups, self.train_idx,
+                                self.test_idx, alphas=DEFAULT_ALPHAS, n_splits=self.n_splits, n_boot=self.n_boot,
+                                seed=self.seed, keep_predictions=False).iloc[0]
         return float(fitted.test_r2), float(fitted.get("r2_ci_low", np.nan)), float(fitted.get("r2_ci_high", np.nan))
 
-    def columns(
-        self, r2: float, test_predictions: np.ndarray, partial: tuple[float, float, float], ci_defined: bool = True
-    ) -> dict:
+    def columns(self, r2: float, test_predictions: np.ndarray, partial: tuple[float, float, float],
+                ci_defined: bool = True) -> dict:
         """The BASELINE_COLUMNS of one probe whose held-out R² is ``r2`` and predictions ``test_predictions``."""
         one_hot, smooth = self._reading("one-hot"), self._reading("spline")
         low, high = (np.nan, np.nan)
         if self.n_boot and ci_defined:
-            low, high = bootstrap_r2_difference_ci(
-                self.y[self.test_idx],
-                test_predictions,
-                self.predictions,
-                self.groups[self.test_idx],
-                n_boot=self.n_boot,
-                seed=self.seed,
-            )
+            low, high = bootstrap_r2_difference_ci(self.y[self.test_idx], test_predictions, self.predictions,
+                                                   self.groups[self.test_idx], n_boot=self.n_boot, seed=self.seed)
 
         def ci(reading):
             return reading[1:] if ci_defined else (np.nan, np.nan)
 
-        values = [
-            one_hot[0],
-            *ci(one_hot),
-            smooth[0],
-            *ci(smooth),
-            partial[0],
-            *ci(partial),
-            r2 - one_hot[0],
-            low,
-            high,
-        ]
+        values = [one_hot[0], *ci(one_hot), smooth[0], *ci(smooth), partial[0], *ci(partial), r2 - one_hot[0], low, high]
         return dict(zip(BASELINE_COLUMNS, values))

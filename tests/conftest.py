@@ -23,7 +23,6 @@ def pytest_collection_modifyitems(config, items):
         if INTEGRATION in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.slow)
 
-
 VARIANTS = ("dstg", "rope", "ap", "rp")
 
 

@@ -53,7 +53,7 @@ def marker_reason(text: str) -> str | None:
     for marker in MARKERS:
         index = text.find(marker)
         if index >= 0:
-            reason = text[index + len(marker) :].strip()
+            reason = text[index + len(marker):].strip()
             if not reason:
                 raise ValueError(f"a {marker!r} marker needs its reason: {text.strip()!r}")
             return f"{marker} {reason}"
@@ -66,12 +66,8 @@ def linked_pages(path: Path) -> list[Path]:
     pages = []
     for match in _DOC_LINK.finditer(path.read_text()):
         target = (path.parent / match.group(1)).resolve()
-        if (
-            target.is_file()
-            and ROOT in target.parents
-            and target not in pages
-            and target.relative_to(ROOT).as_posix() not in WRITE_UPS
-        ):
+        if (target.is_file() and ROOT in target.parents and target not in pages
+                and target.relative_to(ROOT).as_posix() not in WRITE_UPS):
             pages.append(target)
     return pages
 

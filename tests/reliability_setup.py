@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 from conftest import tiny_model, write_synthetic_corpus
-
 from dstg_interp.data import load_corpus, train_tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,11 +52,5 @@ def subprocess_env(**extra) -> dict:
 
 
 def run_entry(prog: str, *args, cwd=None, env=None, timeout: int = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        entry_command(prog, *args),
-        cwd=cwd or REPO,
-        env=env or subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return subprocess.run(entry_command(prog, *args), cwd=cwd or REPO, env=env or subprocess_env(),
+                          capture_output=True, text=True, timeout=timeout)

@@ -1,6 +1,6 @@
 """A store folder written from arrays we choose: planted directions with known answers (erasure, export, basis).
 
-store = write_synthetic_store(tmp_path / "s", {"3/full": X}, {"token_position": pos, ...}, doc_index)
+    store = write_synthetic_store(tmp_path / "s", {"3/full": X}, {"token_position": pos, ...}, doc_index)
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from dstg_interp.store.extract import LABEL_COLUMNS
 from dstg_interp.store.manifest import FORMAT_VERSION
 
 
-def write_synthetic_store(
-    folder: Path, arrays: dict, labels: dict, doc_index, weights_sha256: str = "0" * 64, config: dict | None = None
-) -> ActivationStore:
+def write_synthetic_store(folder: Path, arrays: dict, labels: dict, doc_index, weights_sha256: str = "0" * 64,
+                          config: dict | None = None) -> ActivationStore:
     """``arrays``: {"layer/subspace": [n, d]}; ``labels``: some LABEL_COLUMNS (the rest are zeros)."""
     folder.mkdir(parents=True)
     doc_index = np.asarray(doc_index, dtype=np.int32)
@@ -36,27 +35,15 @@ def write_synthetic_store(
     (folder / "documents.json").write_text(json.dumps(documents))
     layers = list(dict.fromkeys(int(k.split("/")[0]) for k in arrays))
     subspaces = list(dict.fromkeys(k.split("/")[1] for k in arrays))
-    model_config = {"variant": "rope", "max_positions": int(np.max(columns.get("token_position", [0]))) + 1} | (
-        config or {}
-    )
-    manifest = {
-        "format_version": FORMAT_VERSION,
-        "complete": True,
-        "identity": {
-            "format_version": FORMAT_VERSION,
-            "model": {"kind": "dstg-interp", "weights_sha256": weights_sha256, "config": model_config},
-            "sequences": {"sha256": "synthetic", "n_sequences": len(documents), "n_tokens": n},
-            "extraction": {"layers": layers, "subspaces": subspaces, "dtype": "float32"},
-        },
-        "n_tokens": n,
-        "n_sequences": len(documents),
-        "arrays": entries,
-        "labels": {"files": files, "documents": "documents.json"},
-        "attention": None,
-        "layers": layers,
-        "subspaces": subspaces,
-        "names": [],
-    }
+    model_config = {"variant": "rope", "max_positions": int(np.max(columns.get("token_position", [0]))) + 1} | (config or {})
+    manifest = {"format_version": FORMAT_VERSION, "complete": True,
+                "identity": {"format_version": FORMAT_VERSION,
+                             "model": {"kind": "dstg-interp", "weights_sha256": weights_sha256, "config": model_config},
+                             "sequences": {"sha256": "synthetic", "n_sequences": len(documents), "n_tokens": n},
+                             "extraction": {"layers": layers, "subspaces": subspaces, "dtype": "float32"}},
+                "n_tokens": n, "n_sequences": len(documents), "arrays": entries,
+                "labels": {"files": files, "documents": "documents.json"}, "attention": None,
+                "layers": layers, "subspaces": subspaces, "names": []}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return ActivationStore(folder)
 
@@ -71,10 +58,6 @@ def planted_store(folder: Path, n_docs: int = 60, per_doc: int = 40, d: int = 12
     noise = rng.standard_normal((n_docs * per_doc, d))
     noise -= np.outer(noise @ u, u) + np.outer(noise @ v, v)
     states = noise + np.outer((position - position.mean()) / position.std() * 3, u) + np.outer(sentence - 2.5, v)
-    store = write_synthetic_store(
-        folder,
-        {"1/full": states},
-        {"token_position": position, "sentence_index": sentence},
-        np.repeat(np.arange(n_docs), per_doc),
-    )
+    store = write_synthetic_store(folder, {"1/full": states}, {"token_position": position, "sentence_index": sentence},
+                                  np.repeat(np.arange(n_docs), per_doc))
     return store, u, v

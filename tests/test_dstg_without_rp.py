@@ -3,20 +3,19 @@ paths, an equivalence with a zero bias, the checkpoint round trip and the head s
 
 import pytest
 import torch
-from conftest import tiny_config, tiny_model
 
 from dstg_interp import ModelConfig, load_model
 from dstg_interp.analysis.heads import head_summaries_from_cache
 from dstg_interp.encoders import open_encoder
+
+from conftest import tiny_config, tiny_model
 
 
 def test_no_bias_table_and_no_rp_hook():
     model = tiny_model("dstg", rp_bias=False)
     assert not any("rel_bias" in name for name, _ in model.named_parameters())
     assert not any(name.endswith("hook_logits_rp") for name in model.hook_dict)
-    assert {"blocks.0.attn.hook_logits_sem", "blocks.0.attn.hook_logits_ap", "blocks.0.attn.hook_pattern"} <= set(
-        model.hook_dict
-    )
+    assert {"blocks.0.attn.hook_logits_sem", "blocks.0.attn.hook_logits_ap", "blocks.0.attn.hook_pattern"} <= set(model.hook_dict)
     assert open_encoder(model).logit_terms == {"sem": "hook_logits_sem", "ap": "hook_logits_ap"}
     assert open_encoder(tiny_model("dstg")).logit_terms["rp"] == "hook_logits_rp"
 
@@ -46,9 +45,8 @@ def test_equals_a_model_whose_bias_is_zero_on_every_path(padded_batch):
     without.eval(), reference.eval()
     with torch.no_grad():
         torch.testing.assert_close(without(tokens, mask).logits, reference(tokens, mask).logits, atol=1e-5, rtol=1e-5)
-        hooked = without.run_with_hooks(
-            tokens, attention_mask=mask, fwd_hooks=[(lambda n: n.endswith("hook_pattern"), lambda t, hook: t)]
-        ).logits
+        hooked = without.run_with_hooks(tokens, attention_mask=mask,
+                                        fwd_hooks=[(lambda n: n.endswith("hook_pattern"), lambda t, hook: t)]).logits
         torch.testing.assert_close(hooked, without(tokens, mask).logits, atol=1e-5, rtol=1e-5)
         reference.blocks[0].attn.rel_bias.bias.normal_()
         assert (reference(tokens, mask).logits - without(tokens, mask).logits).abs().max() > 1e-3
@@ -67,7 +65,6 @@ def test_checkpoint_round_trip(tmp_path, padded_batch):
 
 def test_a_checkpoint_with_a_bias_does_not_load_into_a_model_without(tmp_path):
     import json
-
     tiny_model("dstg").save(tmp_path / "m")
     config = json.loads((tmp_path / "m" / "config.json").read_text())
     (tmp_path / "m" / "config.json").write_text(json.dumps(dict(config, rp_bias=False)))
@@ -75,15 +72,10 @@ def test_a_checkpoint_with_a_bias_does_not_load_into_a_model_without(tmp_path):
         load_model(tmp_path / "m")
 
 
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        dict(variant="rp", d_model=32, rp_bias=False),
-        dict(variant="ap", d_model=32, rp_bias=False),
-        dict(variant="dstg", d_sem=24, d_ap=8, rp_bias="no"),
-        dict(variant="dstg", d_sem=24, d_ap=8, rp_bias=False, rp_zero_boundary=True),
-    ],
-)
+@pytest.mark.parametrize("kwargs", [dict(variant="rp", d_model=32, rp_bias=False),
+                                    dict(variant="ap", d_model=32, rp_bias=False),
+                                    dict(variant="dstg", d_sem=24, d_ap=8, rp_bias="no"),
+                                    dict(variant="dstg", d_sem=24, d_ap=8, rp_bias=False, rp_zero_boundary=True)])
 def test_invalid_combinations_name_the_field(kwargs):
     with pytest.raises(ValueError, match=r"ModelConfig\.rp_") as err:
         ModelConfig(**kwargs)

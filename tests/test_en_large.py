@@ -24,46 +24,36 @@ def fake_deb(files: dict[str, bytes]) -> bytes:
             info.size = len(body)
             tar.addfile(info, io.BytesIO(body))
     data = lzma.compress(tar_bytes.getvalue())
-    member = lambda name, body: (
-        f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(body):<10}`\n".encode() + body + b"\n" * (len(body) % 2)
-    )
+    member = lambda name, body: f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(body):<10}`\n".encode() + body + b"\n" * (len(body) % 2)
     return b"!<arch>\n" + member("debian-binary", b"2.0\n") + member("data.tar.xz", data)
 
 
 def test_pod_paragraphs_keep_prose_and_resolve_codes():
-    pod = (
-        "Text before any command is not documentation.\n\n=head1 NAME\n\nperlfake - a fake page\n\n"
-        "=head1 DESCRIPTION\n\nUse C<print> and B<bold I<nested>> text, see L<the manual|perlfunc/print> "
-        "or L<perlop>; 1 E<lt> 2 X<index>.\n\n    my $code = 1;  # verbatim: code\n\n"
-        "=begin html\n\n<p>raw html</p>\n\n=end html\n\nLast paragraph.\n"
-    )
+    pod = ("Text before any command is not documentation.\n\n=head1 NAME\n\nperlfake - a fake page\n\n"
+           "=head1 DESCRIPTION\n\nUse C<print> and B<bold I<nested>> text, see L<the manual|perlfunc/print> "
+           "or L<perlop>; 1 E<lt> 2 X<index>.\n\n    my $code = 1;  # verbatim: code\n\n"
+           "=begin html\n\n<p>raw html</p>\n\n=end html\n\nLast paragraph.\n")
     assert en_large.pod_paragraphs(pod) == [
         "perlfake - a fake page",
         "Use print and bold nested text, see the manual or perlop; 1 < 2 .",
-        "Last paragraph.",
-    ]
+        "Last paragraph."]
 
 
 def test_html_paragraphs_skip_code_tables_and_navigation():
-    page = (
-        "<html><nav><p>Home | Next</p></nav><h1>Title</h1><p>First <code>inline</code> &amp; text.</p>"
-        "<pre><p>not prose</p></pre><table><tr><td><p>cell</p></td></tr></table>"
-        "<div><p>Second\n   paragraph</p><p></p></div></html>"
-    )
+    page = ("<html><nav><p>Home | Next</p></nav><h1>Title</h1><p>First <code>inline</code> &amp; text.</p>"
+            "<pre><p>not prose</p></pre><table><tr><td><p>cell</p></td></tr></table>"
+            "<div><p>Second\n   paragraph</p><p></p></div></html>")
     assert en_large.html_paragraphs(page) == ["First inline & text.", "Second paragraph"]
 
 
 def test_rst_paragraphs_drop_headings_markup_and_code():
-    source = (
-        "Title\n=====\n\n.. note:: a directive\n\nThe driver reads :c:func:`foo_read` and ``bar`` values "
-        "from the device every time.\n\n    indented code block that is long enough to count here.\n\n"
-        "* a list item that is long enough to be a paragraph of prose.\n\nToo short.\n\n"
-        "The following two points matter for the whole kernel here:\n"
-    )
+    source = ("Title\n=====\n\n.. note:: a directive\n\nThe driver reads :c:func:`foo_read` and ``bar`` values "
+              "from the device every time.\n\n    indented code block that is long enough to count here.\n\n"
+              "* a list item that is long enough to be a paragraph of prose.\n\nToo short.\n\n"
+              "The following two points matter for the whole kernel here:\n")
     assert en_large.rst_paragraphs(source) == [
         "The driver reads foo_read and bar values from the device every time.",
-        "The following two points matter for the whole kernel here.",
-    ]
+        "The following two points matter for the whole kernel here."]
 
 
 def test_chunk_documents_cut_at_paragraph_boundaries():
@@ -76,10 +66,8 @@ def test_chunk_documents_cut_at_paragraph_boundaries():
 
 
 def test_extractors_read_a_deb_and_never_its_licence_texts(tmp_path):
-    blocks = [
-        f'<div osisID="Gen" type="book"/><div sID="a" type="x-p"/>{LONG} <note>a footnote</note>'
-        f'<div eID="a" type="x-p"/><div sID="b" type="x-p"/>{LONG}<div eID="b" type="x-p"/>'
-    ]
+    blocks = [f'<div osisID="Gen" type="book"/><div sID="a" type="x-p"/>{LONG} <note>a footnote</note>'
+              f'<div eID="a" type="x-p"/><div sID="b" type="x-p"/>{LONG}<div eID="b" type="x-p"/>']
     index, blob = b"", b""
     for block in blocks:
         compressed = zlib.compress(block.encode())
@@ -88,26 +76,15 @@ def test_extractors_read_a_deb_and_never_its_licence_texts(tmp_path):
     root = "./usr/share/sword/modules/texts/ztext/fakebible/"
     pod_root = "./usr/share/perl/5.36.0/pod/"
     deb = tmp_path / "fake.deb"
-    deb.write_bytes(
-        fake_deb(
-            {
-                root + "ot.bzs": index,
-                root + "ot.bzz": blob,
-                root + "nt.bzs": b"",
-                root + "nt.bzz": b"",
-                pod_root + "perlfake.pod": f"=head1 DESCRIPTION\n\n{LONG}\n".encode(),
-                pod_root + "perlgpl.pod": f"=head1 GPL\n\n{LONG} licence\n".encode(),
-                "./usr/share/doc/perl-doc/copyright": b"Copyright text",
-            }
-        )
-    )
+    deb.write_bytes(fake_deb({root + "ot.bzs": index, root + "ot.bzz": blob, root + "nt.bzs": b"", root + "nt.bzz": b"",
+                              pod_root + "perlfake.pod": f"=head1 DESCRIPTION\n\n{LONG}\n".encode(),
+                              pod_root + "perlgpl.pod": f"=head1 GPL\n\n{LONG} licence\n".encode(),
+                              "./usr/share/doc/perl-doc/copyright": b"Copyright text"}))
     units = en_large.extract_sword_module("texts/ztext/fakebible")(deb)
     assert [(u.unit_id, u.paragraphs) for u in units] == [("fakebible/ot/Gen", [LONG, LONG])]
     pods = en_large.extract_perl_pods(deb)
     assert [(u.unit_id, u.paragraphs) for u in pods] == [("perl/perlfake.pod", [LONG])]
-    assert set(en_large.deb_files(deb, r".")) == {root + n for n in ("ot.bzs", "ot.bzz", "nt.bzs", "nt.bzz")} | {
-        pod_root + "perlfake.pod"
-    }
+    assert set(en_large.deb_files(deb, r".")) == {root + n for n in ("ot.bzs", "ot.bzz", "nt.bzs", "nt.bzz")} | {pod_root + "perlfake.pod"}
 
 
 def test_tdavid_rest_is_exactly_what_the_cap_leaves_out():
@@ -159,11 +136,8 @@ def test_version_names_pins_and_for_partial_the_pieces_present(tmp_path):
 
 
 def test_en_mix_held_out_documents_stay_held_out_in_en_large(tmp_path, monkeypatch):
-    monkeypatch.setattr(
-        en_large,
-        "load_piece",
-        lambda piece, cache, progress=True: [] if piece.name == "linux" else _fake_documents(piece, cache),
-    )
+    monkeypatch.setattr(en_large, "load_piece", lambda piece, cache, progress=True: [] if piece.name == "linux"
+                        else _fake_documents(piece, cache))
     small = load_corpus("en-large:wikipedia,austen", cache_dir=tmp_path)
     large = load_corpus("en-large:wikipedia,austen,perl,git", cache_dir=tmp_path)
     held_small = {d.doc_id for d in split_documents(small, 0.05, 0)[1]}

@@ -7,26 +7,19 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import VARIANTS, tiny_model, write_synthetic_corpus
 from tokenizers.implementations import BertWordPieceTokenizer
 from transformers import AutoModel, BertConfig, BertModel, DistilBertConfig, DistilBertModel, PreTrainedTokenizerFast
 
+from conftest import VARIANTS, tiny_model, write_synthetic_corpus
 from dstg_interp import extract
-from dstg_interp.cli.cache import main as cache_main
-from dstg_interp.cli.holmes import main as holmes_main
-from dstg_interp.cli.probe import main as probe_main
 from dstg_interp.data import load_corpus, train_tokenizer
-from dstg_interp.encoders import (
-    FINAL,
-    EncoderError,
-    HFEncoder,
-    HookedEncoder,
-    length_sorted_batches,
-    open_encoder,
-    special_tokens,
-)
+from dstg_interp.encoders import (FINAL, EncoderError, HFEncoder, HookedEncoder, length_sorted_batches, open_encoder,
+                                  special_tokens)
 from dstg_interp.encoders.hooks import layer_hooks
+from dstg_interp.cli.cache import main as cache_main
+from dstg_interp.cli.probe import main as probe_main
 from probes.holmes import load_benchmark
+from dstg_interp.cli.holmes import main as holmes_main
 
 torch.set_num_threads(1)
 HOLMES = Path(__file__).parent / "fixtures" / "holmes" / "benchmark"
@@ -56,40 +49,16 @@ def save_hf_folder(folder: Path, kind: str, texts: list[str]) -> Path:
     """A tiny random transformers encoder and its WordPiece tokenizer, as save_pretrained writes them."""
     wordpiece = BertWordPieceTokenizer(lowercase=True)
     wordpiece.train_from_iterator(texts, vocab_size=150, special_tokens=HF_SPECIALS, show_progress=False)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=wordpiece._tokenizer,
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        pad_token="[PAD]",
-        mask_token="[MASK]",
-        unk_token="[UNK]",
-    )
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=wordpiece._tokenizer, cls_token="[CLS]", sep_token="[SEP]",
+                                        pad_token="[PAD]", mask_token="[MASK]", unk_token="[UNK]")
     vocab = wordpiece.get_vocab_size()
     torch.manual_seed(1234)  # not the seed random_init() uses, so the control differs from the model
     if kind == "bert":
-        model = BertModel(
-            BertConfig(
-                vocab_size=vocab,
-                hidden_size=32,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                intermediate_size=64,
-                max_position_embeddings=128,
-                pad_token_id=2,
-            )
-        )
+        model = BertModel(BertConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=128, pad_token_id=2))
     else:
-        model = DistilBertModel(
-            DistilBertConfig(
-                vocab_size=vocab,
-                dim=32,
-                n_layers=2,
-                n_heads=4,
-                hidden_dim=64,
-                max_position_embeddings=128,
-                pad_token_id=2,
-            )
-        )
+        model = DistilBertModel(DistilBertConfig(vocab_size=vocab, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
+                                                 max_position_embeddings=128, pad_token_id=2))
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
@@ -131,8 +100,7 @@ def test_states_are_run_with_cache_bit_for_bit(variant):
     assert set(states) == {(layer, s) for layer in encoder.layers for s in encoder.subspaces}
     # names_filter = the state hooks only: a hooked logit term would switch attention off its fused path
     names = sorted({h for layer, s in states for h in layer_hooks(variant, layer, s)}) + (
-        ["hook_embed", "hook_pos_embed"] if variant == "ap" else []
-    )
+        ["hook_embed", "hook_pos_embed"] if variant == "ap" else [])
     with torch.no_grad():
         _, cache = model.run_with_cache(tokens, attention_mask=mask, names_filter=names)
     for (layer, subspace), got in states.items():
@@ -157,9 +125,7 @@ def test_iter_states_batches_by_length_and_pads_with_the_tokenizers_pad():
         tokens, mask = encoder.pad([sequences[i] for i in batch.indices])
         assert torch.equal(mask, batch.attention_mask) and (tokens[~mask] == encoder.special.pad).all()
         with torch.no_grad():
-            _, cache = model.run_with_cache(
-                tokens, attention_mask=mask, names_filter=["blocks.0.hook_resid_post", "hook_final"]
-            )
+            _, cache = model.run_with_cache(tokens, attention_mask=mask, names_filter=["blocks.0.hook_resid_post", "hook_final"])
         assert torch.equal(batch.states[(1, "full")], cache["blocks.0.hook_resid_post"])
         assert torch.equal(batch.states[(FINAL, "full")], cache["hook_final"])
         seen += batch.indices.tolist()
@@ -176,32 +142,20 @@ def test_attention_terms_and_pattern_streamed_or_kept():
     with torch.no_grad():
         _, cache = model.run_with_cache(tokens, attention_mask=mask, names_filter=lambda n: ".attn.hook_" in n)
     for layer in (0, 1):
-        for term, hook in (
-            ("sem", "hook_logits_sem"),
-            ("ap", "hook_logits_ap"),
-            ("rp", "hook_logits_rp"),
-            ("pattern", "hook_pattern"),
-        ):
+        for term, hook in (("sem", "hook_logits_sem"), ("ap", "hook_logits_ap"), ("rp", "hook_logits_rp"),
+                           ("pattern", "hook_pattern")):
             assert torch.equal(kept[layer][term], cache[f"blocks.{layer}.attn.{hook}"])
     streamed = {}
-    encoder.attention(
-        tokens,
-        mask,
-        layers=[1],
-        on_layer=lambda layer, terms, pattern: streamed.update({layer: (sorted(terms), pattern.clone())}),
-    )
+    encoder.attention(tokens, mask, layers=[1], on_layer=lambda layer, terms, pattern: streamed.update(
+        {layer: (sorted(terms), pattern.clone())}))
     assert list(streamed) == [1] and streamed[1][0] == ["ap", "rp", "sem"]
     with torch.no_grad():  # block 0 unhooked stays on the fused kernel: compare with the same hooks
-        _, cache = model.run_with_cache(
-            tokens, attention_mask=mask, names_filter=lambda n: n.startswith("blocks.1.attn.")
-        )
+        _, cache = model.run_with_cache(tokens, attention_mask=mask, names_filter=lambda n: n.startswith("blocks.1.attn."))
     assert torch.equal(streamed[1][1], cache["blocks.1.attn.hook_pattern"])
     torch.testing.assert_close(streamed[1][1], kept[1]["pattern"])
 
 
-@pytest.mark.parametrize(
-    "folder", ["posneobert-dstg", "posneobert-dstg-encoder", "posneobert-baseline-rp", "neobert-hf"]
-)
+@pytest.mark.parametrize("folder", ["posneobert-dstg", "posneobert-dstg-encoder", "posneobert-baseline-rp", "neobert-hf"])
 def test_authors_folders_open_as_hooked_models_and_give_their_states(folder):
     """The authors' PosNeoBERT / NeoBERT folders (HF-style config.json) go to our classes, not the Auto classes,
     and the adapter's layer l is the authors' hidden_states[l - 1] ([AP | sem] in their order) at real tokens."""
@@ -279,9 +233,8 @@ def test_hf_states_are_output_hidden_states_bit_for_bit(kind, hf_folders, corpus
             hidden = reference(input_ids=tokens, attention_mask=mask.long(), output_hidden_states=True).hidden_states
         for layer in (0, 1, 2):
             assert torch.equal(batch.states[(layer, "full")], hidden[layer]), layer
-    store = extract(
-        encoder, corpus[1], corpus[0].parent / f"store-{kind}", max_length=40, dtype="float32", progress=False
-    )
+    store = extract(encoder, corpus[1], corpus[0].parent / f"store-{kind}", max_length=40, dtype="float32",
+                    progress=False)
     assert store.layers == (0, 1, 2) and store.manifest["identity"]["model"]["kind"] == "hf"
     patterns = encoder.attention(tokens, mask)
     assert set(patterns[1]) == {"pattern"} and patterns[1]["pattern"].shape == (len(tokens), 4) + tokens.shape[1:] * 2
@@ -306,19 +259,8 @@ def test_requests_the_model_cannot_serve_are_one_line_errors(hf_folders):
 
 # --- every CLI takes a zoo name, our checkpoint folder and an HF folder ----------------------------
 def test_dstg_probe_holmes_on_an_hf_folder(hf_folders, tmp_path, capsys):
-    code = probe_main(
-        [
-            "--model",
-            str(hf_folders["bert"]),
-            "--task",
-            "holmes",
-            "--benchmark",
-            str(HOLMES),
-            "--out",
-            str(tmp_path / "o"),
-            "--quiet",
-        ]
-    )
+    code = probe_main(["--model", str(hf_folders["bert"]), "--task", "holmes", "--benchmark", str(HOLMES),
+                       "--out", str(tmp_path / "o"), "--quiet"])
     err = capsys.readouterr().err
     assert code == 0, err
     results = pd.read_csv(tmp_path / "o" / "results.csv")
@@ -328,21 +270,8 @@ def test_dstg_probe_holmes_on_an_hf_folder(hf_folders, tmp_path, capsys):
 
 
 def test_dstg_holmes_takes_a_checkpoint_and_an_hf_folder(hf_folders, checkpoint, tmp_path, capsys):
-    code = holmes_main(
-        [
-            "run",
-            "--holmes-dir",
-            str(HOLMES),
-            "--model",
-            str(checkpoint),
-            "--model",
-            str(hf_folders["distilbert"]),
-            "--seeds",
-            "0",
-            "--out",
-            str(tmp_path / "o"),
-        ]
-    )
+    code = holmes_main(["run", "--holmes-dir", str(HOLMES), "--model", str(checkpoint), "--model",
+                        str(hf_folders["distilbert"]), "--seeds", "0", "--out", str(tmp_path / "o")])
     assert code == 0, capsys.readouterr().err
     results = pd.read_csv(tmp_path / "o" / "results.csv")
     assert set(results.model) == {checkpoint.name, hf_folders["distilbert"].name}  # their own names (naming.py)
@@ -351,23 +280,8 @@ def test_dstg_holmes_takes_a_checkpoint_and_an_hf_folder(hf_folders, checkpoint,
 @pytest.mark.parametrize("kind", ["zoo", "checkpoint", "hf"])
 def test_dstg_cache_takes_every_kind_of_model(kind, hf_folders, checkpoint, corpus, tmp_path, capsys):
     model = {"zoo": "rp", "checkpoint": str(checkpoint), "hf": str(hf_folders["bert"])}[kind]
-    code = cache_main(
-        [
-            "--model",
-            model,
-            "--corpus",
-            str(corpus[0]),
-            "--max-docs",
-            "3",
-            "--max-length",
-            "32",
-            "--layers",
-            "0,1",
-            "--out",
-            str(tmp_path / "store"),
-            "--quiet",
-        ]
-    )
+    code = cache_main(["--model", model, "--corpus", str(corpus[0]), "--max-docs", "3", "--max-length", "32",
+                       "--layers", "0,1", "--out", str(tmp_path / "store"), "--quiet"])
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "store" / "manifest.json").is_file()
 

@@ -97,12 +97,8 @@ def test_a_missing_layer_subspace_or_method_is_one_clear_error(tmp_path):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     models, documents = tiny_zoo(["dstg", "rope"], n_docs=36)
-    stores = {
-        name: extract(
-            open_encoder(model), documents[:24], tmp_path_factory.mktemp(name) / "store", progress=False, max_length=48
-        )
-        for name, model in models.items()
-    }
+    stores = {name: extract(open_encoder(model), documents[:24], tmp_path_factory.mktemp(name) / "store",
+                            progress=False, max_length=48) for name, model in models.items()}
     return models, documents, stores
 
 
@@ -126,15 +122,8 @@ def test_an_identity_edit_changes_nothing_and_a_joint_edit_reaches_both_streams(
 def test_erasing_the_last_ap_state_costs_dstg_nothing(tiny):
     """The MLM head reads the semantic stream only: erasing position from the last AP state cannot change the loss."""
     models, documents, stores = tiny
-    config = ErasureConfig(
-        layers=[2],
-        subspaces=["ap", "sem"],
-        methods=("leace", "random"),
-        n_docs=8,
-        max_tokens=1500,
-        n_boot=20,
-        attention_sequences=4,
-    )
+    config = ErasureConfig(layers=[2], subspaces=["ap", "sem"], methods=("leace", "random"), n_docs=8, max_tokens=1500,
+                           n_boot=20, attention_sequences=4)
     result = measure_erasure(open_encoder(models["dstg"]), stores["dstg"], documents[24:], config)
     table = result.table.set_index(["subspace", "method"])
     assert (table.loc["ap", "loss_increase"] == 0).all() and (table.loc["ap", "output_change"] < 1e-12).all()
@@ -145,16 +134,8 @@ def test_erasing_the_last_ap_state_costs_dstg_nothing(tiny):
 
 def test_erasing_sentence_index_brings_its_probe_to_the_position_only_baseline_or_below(tiny):
     models, documents, stores = tiny
-    config = ErasureConfig(
-        layers=[1],
-        subspaces=["full"],
-        methods=("leace",),
-        target="sentence_index",
-        n_docs=4,
-        max_tokens=1500,
-        n_boot=20,
-        attention_sequences=2,
-    )
+    config = ErasureConfig(layers=[1], subspaces=["full"], methods=("leace",), target="sentence_index", n_docs=4,
+                           max_tokens=1500, n_boot=20, attention_sequences=2)
     row = measure_erasure(open_encoder(models["rope"]), stores["rope"], documents[24:], config).table.iloc[0]
     assert row.position_r2 > 0.3  # a later token sits in a later sentence
     assert row.r2_after <= min(row.position_r2, 0.02)
@@ -163,10 +144,8 @@ def test_erasing_sentence_index_brings_its_probe_to_the_position_only_baseline_o
 def test_an_eraser_or_store_of_another_model_is_refused(tiny):
     models, documents, stores = tiny
     eraser = fit_eraser(stores["rope"], 1, "full")
-    with (
-        pytest.raises(ErasureError, match="fitted on a store of another model"),
-        erasing(open_encoder(models["dstg"]), eraser),
-    ):
+    with pytest.raises(ErasureError, match="fitted on a store of another model"), \
+            erasing(open_encoder(models["dstg"]), eraser):
         pass
     with pytest.raises(ErasureError, match="extracted from another model"):
         measure_erasure(open_encoder(models["dstg"]), stores["rope"], documents[24:], ErasureConfig(n_docs=2))
@@ -188,10 +167,7 @@ def test_dstg_erase_bad_input_is_one_line_exit_2_and_nothing_written(tiny, tmp_p
     out = tmp_path / "out"
     cases = [
         (["--model", folder, "--store", stores["dstg"].directory], "extracted from another model"),
-        (
-            ["--model", folder, "--store", stores["rope"].directory, "--layers", "1", "--subspaces", "ap"],
-            "subspace 'ap'",
-        ),
+        (["--model", folder, "--store", stores["rope"].directory, "--layers", "1", "--subspaces", "ap"], "subspace 'ap'"),
     ]
     for argv, message in cases:
         code, _, err = run_main(capsys, erase_main, *argv, "--out", out, "--quiet")
@@ -213,26 +189,8 @@ def test_dstg_erase_writes_its_tables_and_replaces_only_its_own(tiny, tmp_path, 
     paragraphs = ["\n\n".join(" ".join(sentences) for sentences in doc.paragraphs) for doc in documents]
     corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": text}) + "\n" for i, text in enumerate(paragraphs)))
     out = tmp_path / "out"
-    argv = [
-        "--model",
-        folder,
-        "--corpus",
-        corpus,
-        "--layers",
-        "last",
-        "--subspaces",
-        "ap",
-        "--methods",
-        "leace,random",
-        "--n-docs",
-        "4",
-        "--max-tokens",
-        "1000",
-        "--save-erasers",
-        "--out",
-        out,
-        "--quiet",
-    ]
+    argv = ["--model", folder, "--corpus", corpus, "--layers", "last", "--subspaces", "ap", "--methods", "leace,random",
+            "--n-docs", "4", "--max-tokens", "1000", "--save-erasers", "--out", out, "--quiet"]
     for _ in range(2):  # the second run replaces the first one's folder
         code, printed, err = run_main(capsys, erase_main, *argv)
         assert code == 0, err

@@ -8,20 +8,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import tiny_model, write_synthetic_corpus
 
+from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import load_model
-from dstg_interp.cli.eval import main
 from dstg_interp.data import load_corpus, split_documents
 from dstg_interp.data.tokenizer import build_tokenizer
-from dstg_interp.evaluation import (
-    RESULT_COLUMNS,
-    Unigram,
-    evaluation_documents,
-    mlm_accuracy,
-    select_documents,
-    training_unigram,
-)
+from dstg_interp.cli.eval import main
+from dstg_interp.evaluation import (RESULT_COLUMNS, Unigram, evaluation_documents, mlm_accuracy, select_documents,
+                                    training_unigram)
 from dstg_interp.model.checkpoint import save_checkpoint
 from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data
 
@@ -34,25 +28,12 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("evaluation")
     corpus = write_synthetic_corpus(root / "corpus", n_docs=60, seed=0)
     other = write_synthetic_corpus(root / "other", n_docs=30, seed=1)
-    cfg = TrainConfig(
-        out_dir=str(root / "run"),
-        corpus=str(corpus),
-        max_length=MAX_LENGTH,
-        val_fraction=0.2,
-        max_steps=10,
-        warmup_steps=0,
-        model=dict(variant="dstg", d_sem=24, d_ap=8, n_layers=2, n_heads=4, d_head=8),
-    )
+    cfg = TrainConfig(out_dir=str(root / "run"), corpus=str(corpus), max_length=MAX_LENGTH, val_fraction=0.2,
+                      max_steps=10, warmup_steps=0,
+                      model=dict(variant="dstg", d_sem=24, d_ap=8, n_layers=2, n_heads=4, d_head=8))
     prepared = prepare_training_data(cfg, cache_dir=root / "cache")
-    return SimpleNamespace(
-        root=root,
-        corpus=str(corpus),
-        other=str(other),
-        cfg=cfg,
-        prepared=prepared,
-        cache=root / "cache",
-        vocab=prepared.tokenizer.get_vocab_size(),
-    )
+    return SimpleNamespace(root=root, corpus=str(corpus), other=str(other), cfg=cfg, prepared=prepared,
+                           cache=root / "cache", vocab=prepared.tokenizer.get_vocab_size())
 
 
 def model_for(setup, variant, seed=0):
@@ -74,16 +55,8 @@ def recording(model):
 
 
 def evaluate(setup, model, corpus=None, **kwargs):
-    return mlm_accuracy(
-        model,
-        corpus or setup.corpus,
-        kwargs.pop("n_docs", 50),
-        None,
-        kwargs.pop("seed", 0),
-        train_config=setup.cfg,
-        cache_dir=setup.cache,
-        **kwargs,
-    )
+    return mlm_accuracy(model, corpus or setup.corpus, kwargs.pop("n_docs", 50), None, kwargs.pop("seed", 0),
+                        train_config=setup.cfg, cache_dir=setup.cache, **kwargs)
 
 
 def test_two_models_are_scored_on_the_same_masked_tokens(setup):
@@ -187,9 +160,8 @@ def checkpoint(setup, tmp_path, monkeypatch):
     """A tiny checkpoint with its train_config.json beside it, as the zoo ships them."""
     monkeypatch.setenv("DSTG_CACHE", str(setup.cache))
     model = model_for(setup, "dstg")
-    return save_checkpoint(
-        model, tmp_path / "dstg-tiny", tokenizer=model.tokenizer, extra_files={CONFIG_FILE: setup.cfg.to_dict()}
-    )
+    return save_checkpoint(model, tmp_path / "dstg-tiny", tokenizer=model.tokenizer,
+                           extra_files={CONFIG_FILE: setup.cfg.to_dict()})
 
 
 def test_train_config_is_read_beside_the_checkpoint(setup, checkpoint):
@@ -199,49 +171,26 @@ def test_train_config_is_read_beside_the_checkpoint(setup, checkpoint):
 
 def test_command_line_table_and_files(setup, checkpoint, tmp_path, capsys):
     out = tmp_path / "results" / "mlm.csv"
-    assert (
-        main(
-            [
-                "--model",
-                str(checkpoint),
-                "--corpus",
-                setup.corpus,
-                setup.other,
-                "--n-docs",
-                "10",
-                "--threads",
-                "1",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
+    assert main(["--model", str(checkpoint), "--corpus", setup.corpus, setup.other, "--n-docs", "10",
+                 "--threads", "1", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert printed.splitlines()[0].split() == RESULT_COLUMNS and "wrote" in printed
     table = pd.read_csv(out)
     assert list(table.columns) == RESULT_COLUMNS and list(table["split"]) == ["validation", "all"]
     assert np.allclose(table["accuracy_gain"], table["accuracy"] - table["most_frequent_accuracy"])
     assert not list(out.parent.glob(".*tmp*"))  # the temporary file was renamed
-    assert (
-        main(
-            ["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "5", "--out", str(tmp_path / "mlm.json")]
-        )
-        == 0
-    )
+    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "5",
+                 "--out", str(tmp_path / "mlm.json")]) == 0
     record = json.loads((tmp_path / "mlm.json").read_text())
     assert record["arguments"]["n_docs"] == 5 and record["results"][0]["n_docs"] == 5
 
 
-@pytest.mark.parametrize(
-    "arguments, message",
-    [
-        (["--model", "no-such-model"], "is not a directory"),
-        (["--corpus", "no-such-corpus.xyz"], "corpus spec"),
-        (["--n-docs", "0"], "--n-docs: expected a positive integer"),  # argparse: its usage line, then this one
-        (["--out", "results.txt"], "name a .csv or .json"),
-    ],
-)
+@pytest.mark.parametrize("arguments, message", [
+    (["--model", "no-such-model"], "is not a directory"),
+    (["--corpus", "no-such-corpus.xyz"], "corpus spec"),
+    (["--n-docs", "0"], "--n-docs: expected a positive integer"),  # argparse: its usage line, then this one
+    (["--out", "results.txt"], "name a .csv or .json"),
+])
 def test_command_line_bad_input_is_one_line_and_exit_2(setup, checkpoint, tmp_path, capsys, arguments, message):
     base = {"--model": str(checkpoint), "--corpus": setup.corpus, "--n-docs": "5", "--out": str(tmp_path / "r.csv")}
     base.update(dict(zip(arguments[::2], arguments[1::2])))

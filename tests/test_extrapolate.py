@@ -9,6 +9,7 @@ import torch
 from conftest import tiny_model
 
 from dstg_interp import extract, load_model
+from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.analysis.extrapolate import (
     EXTENSION_FILE,
     extend_positions,
@@ -18,7 +19,6 @@ from dstg_interp.analysis.extrapolate import (
     with_max_positions,
 )
 from dstg_interp.analysis.length_eval import long_windows, mlm_by_position
-from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.data import train_tokenizer
 from dstg_interp.data.corpora import make_document
 from probes.by_range import probe_by_range
@@ -128,23 +128,15 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
 
 
 # --- evaluation on long windows -------------------------------------------------------------------
-SENTENCES = [
-    "The tall gardener watered the roses by the gate.",
-    "A small dog barked at the passing cart.",
-    "Rain fell softly on the slate roofs of the town.",
-    "Her brother counted the coins twice before dinner.",
-]
+SENTENCES = ["The tall gardener watered the roses by the gate.", "A small dog barked at the passing cart.",
+             "Rain fell softly on the slate roofs of the town.", "Her brother counted the coins twice before dinner."]
 
 
 @pytest.fixture(scope="module")
 def long_corpus():
     rng = np.random.default_rng(0)
-    documents = [
-        make_document(
-            f"long/{i}", "test", [" ".join(SENTENCES[j] for j in rng.integers(0, 4, size=3)) for _ in range(12)]
-        )
-        for i in range(10)
-    ]
+    documents = [make_document(f"long/{i}", "test", [" ".join(SENTENCES[j] for j in rng.integers(0, 4, size=3))
+                                                     for _ in range(12)]) for i in range(10)]
     documents.append(make_document("short/0", "test", [SENTENCES[0]]))
     return documents, train_tokenizer(documents, vocab_size=120)
 
@@ -188,11 +180,7 @@ def test_probe_by_range_splits_inside_and_beyond(long_corpus, tmp_path):
         ranges = probe_by_range(store, trained_length=40, n_splits=3, test_fraction=0.3)
         assert set(ranges.range) == {"inside", "beyond"} and set(ranges.fit_on) == {"all", "inside"}
         assert set(ranges.subspace) == {"sem", "ap", "full"} and set(ranges.layer) == {0, 2}
-        layer0 = (
-            ranges[(ranges.layer == 0) & (ranges.target == "token_position")]
-            .set_index(["subspace", "fit_on", "range"])
-            .r2
-        )
+        layer0 = ranges[(ranges.layer == 0) & (ranges.target == "token_position")].set_index(["subspace", "fit_on", "range"]).r2
         assert layer0["sem"].max() < 0.3  # the token embedding knows no position
         beyond[method] = layer0["ap"].xs("beyond", level="range")
         assert layer0[("ap", "inside", "inside")] > 0.95  # an in-range probe on the learned rows

@@ -14,16 +14,16 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import OBJECTS, PLACES, SUBJECTS, VERBS, tiny_config, tiny_model, write_synthetic_corpus
 from safetensors.torch import load_file, save_file
 
+from conftest import OBJECTS, PLACES, SUBJECTS, VERBS, tiny_config, tiny_model, write_synthetic_corpus
 from dstg_interp import CheckpointError, NoMLMHeadError, load_model
 from dstg_interp.cli.convert import main as convert_main
-from dstg_interp.cli.probe import main as probe_main
+from dstg_interp.model.convert import convert_checkpoint
 from dstg_interp.data.tokenizer import build_tokenizer
 from dstg_interp.model import build_model
-from dstg_interp.model.convert import convert_checkpoint
 from dstg_interp.model.layers import RelativePositionBias
+from dstg_interp.cli.probe import main as probe_main
 
 torch.set_num_threads(1)
 
@@ -53,12 +53,8 @@ def our_outputs(model, ids, mask) -> dict[str, np.ndarray]:
         out = {} if cfg.encoder_only else {"logits": model(ids, mask).logits}  # the fused, hook-free path
     layers = range(cfg.n_layers)
     if dstg:
-        out["hidden_states"] = torch.stack(
-            [
-                torch.cat([cache[f"blocks.{l}.hook_resid_post_ap"], cache[f"blocks.{l}.hook_resid_post_sem"]], -1)
-                for l in layers
-            ]
-        )
+        out["hidden_states"] = torch.stack([torch.cat([cache[f"blocks.{l}.hook_resid_post_ap"],
+                                                       cache[f"blocks.{l}.hook_resid_post_sem"]], -1) for l in layers])
         out["final_ap"], out["final_sem"] = cache["hook_final_ap"], cache["hook_final_sem"]
         out["last_hidden_state"] = torch.cat([out["final_ap"], out["final_sem"]], -1)
         for term in ("ap", "sem"):
@@ -121,34 +117,16 @@ def test_fixture_reproduces_the_authors_outputs(folder, input_set):
     assert not bad, f"{folder}/{input_set}: relative error above {TOLERANCE}: {bad}"
 
 
-@pytest.mark.parametrize(
-    "folder, fmt, variant, options",
-    [
-        (
-            "posneobert-dstg",
-            "posneobert",
-            "dstg",
-            dict(
-                rp_zero_boundary=True,
-                mlp_mode="split",
-                mlm_head_input="sem",
-                encoder_only=False,
-                residual_from_normed=True,
-                mlp_ap_units=40,
-            ),
-        ),
-        ("posneobert-dstg-encoder", "posneobert", "dstg", dict(encoder_only=True, rp_zero_boundary=True)),
-        (
-            "posneobert-mixedffn-fulldecoding",
-            "posneobert",
-            "dstg",
-            dict(mlp_mode="mixed", mlm_head_input="full", rp_zero_boundary=False, d_mlp=216),
-        ),
-        ("posneobert-baseline-ap", "neobert-baseline", "ap", dict(max_positions=32, d_mlp=176)),
-        ("posneobert-baseline-rp", "neobert-baseline", "rp", dict(rp_zero_boundary=True)),
-        ("neobert-hf", "neobert", "rope", dict(norm_eps=1e-5, d_head=16)),
-    ],
-)
+@pytest.mark.parametrize("folder, fmt, variant, options", [
+    ("posneobert-dstg", "posneobert", "dstg", dict(rp_zero_boundary=True, mlp_mode="split", mlm_head_input="sem",
+                                                   encoder_only=False, residual_from_normed=True, mlp_ap_units=40)),
+    ("posneobert-dstg-encoder", "posneobert", "dstg", dict(encoder_only=True, rp_zero_boundary=True)),
+    ("posneobert-mixedffn-fulldecoding", "posneobert", "dstg", dict(mlp_mode="mixed", mlm_head_input="full",
+                                                                    rp_zero_boundary=False, d_mlp=216)),
+    ("posneobert-baseline-ap", "neobert-baseline", "ap", dict(max_positions=32, d_mlp=176)),
+    ("posneobert-baseline-rp", "neobert-baseline", "rp", dict(rp_zero_boundary=True)),
+    ("neobert-hf", "neobert", "rope", dict(norm_eps=1e-5, d_head=16)),
+])
 def test_format_detection_and_options(folder, fmt, variant, options):
     config = load_model(FIXTURES / folder).config
     assert (config.source["format"], config.variant) == (fmt, variant)
@@ -202,9 +180,8 @@ def training_code_copy(folder: str, to, file_name="model.safetensors"):
     for key in [k for k in state if ".qkv_" in k]:
         stream = key.split(".qkv_")[1].split(".")[0]
         width = 16 if stream == "pos" else 64
-        state[key.replace(f"qkv_{stream}", f"qk_{stream}")], state[key.replace(f"qkv_{stream}", f"v_{stream}")] = (
+        state[key.replace(f"qkv_{stream}", f"qk_{stream}")], state[key.replace(f"qkv_{stream}", f"v_{stream}")] = \
             interleave_qk(state.pop(key), 4, width)
-        )
     (to / "model.safetensors").unlink()
     if file_name.endswith(".safetensors"):
         save_file(state, str(to / file_name))
@@ -270,8 +247,8 @@ def test_separate_ffns_become_a_block_diagonal_split_ffn(tmp_path):
         t = f"model.transformer_encoder.{layer}."
         del state[t + "ffn.w12.weight"], state[t + "ffn.w3.weight"]
         for name, (width, hidden) in widths.items():
-            state[t + f"{name}_ffn.w12.weight"] = torch.randn(2 * hidden, width, generator=generator) / width**0.5
-            state[t + f"{name}_ffn.w3.weight"] = torch.randn(width, hidden, generator=generator) / hidden**0.5
+            state[t + f"{name}_ffn.w12.weight"] = torch.randn(2 * hidden, width, generator=generator) / width ** 0.5
+            state[t + f"{name}_ffn.w3.weight"] = torch.randn(width, hidden, generator=generator) / hidden ** 0.5
     save_file(state, str(folder / "model.safetensors"))
     model = load_model(folder)
     assert (model.config.mlp_mode, model.config.d_mlp, model.config.mlp_ap_units) == ("split", 224, 48)
@@ -280,15 +257,12 @@ def test_separate_ffns_become_a_block_diagonal_split_ffn(tmp_path):
     block = model.blocks[1]
     for name, ours in (("pos", "ap"), ("sem", "sem")):
         normed = getattr(block, f"norm_mlp_{ours}")(cache[f"blocks.1.hook_resid_mid_{ours}"])
-        gate, value = torch.nn.functional.linear(
-            normed, state[f"model.transformer_encoder.1.{name}_ffn.w12.weight"]
-        ).chunk(2, -1)
+        gate, value = torch.nn.functional.linear(normed, state[f"model.transformer_encoder.1.{name}_ffn.w12.weight"]).chunk(2, -1)
         expected = torch.nn.functional.silu(gate) * value @ state[f"model.transformer_encoder.1.{name}_ffn.w3.weight"].T
         torch.testing.assert_close(cache[f"blocks.1.hook_mlp_out_{ours}"], expected, rtol=1e-5, atol=1e-5)
 
 
 # --- dstg-convert -------------------------------------------------------------------------------------
-
 
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_convert_then_load_gives_the_same_outputs(folder, tmp_path, tiny_tokenizer):
@@ -320,7 +294,6 @@ def test_convert_refuses_to_overwrite(tmp_path, capsys):
 
 
 # --- bad input: one CheckpointError from the API, exit 2 + one line from dstg-convert, nothing written --
-
 
 def unknown_architecture(tmp_path):
     folder = copy_fixture("neobert-hf", tmp_path / "src")
@@ -411,7 +384,6 @@ def test_missing_tokenizer_is_explained(tmp_path, capsys):
 
 # --- the encoder-only layout probes with dstg-probe ---------------------------------------------------
 
-
 @pytest.fixture
 def probe_setup(tmp_path, monkeypatch, tiny_tokenizer):
     monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
@@ -424,25 +396,10 @@ def probe_setup(tmp_path, monkeypatch, tiny_tokenizer):
 def test_converted_encoder_only_model_probes_by_segment(probe_setup, tmp_path, capsys):
     corpus, tokenizer_file = probe_setup
     converted = tmp_path / "posbert"
-    assert (
-        convert_main([str(FIXTURES / "posneobert-dstg-encoder"), str(converted), "--tokenizer", str(tokenizer_file)])
-        == 0
-    )
+    assert convert_main([str(FIXTURES / "posneobert-dstg-encoder"), str(converted), "--tokenizer", str(tokenizer_file)]) == 0
     out = tmp_path / "results"
-    code = probe_main(
-        [
-            "--model",
-            str(converted),
-            "--task",
-            "segment",
-            "--corpus",
-            str(corpus),
-            "--out",
-            str(out),
-            "--no-controls",
-            "--quiet",
-        ]
-    )
+    code = probe_main(["--model", str(converted), "--task", "segment", "--corpus", str(corpus), "--out", str(out),
+                       "--no-controls", "--quiet"])
     assert code == 0, capsys.readouterr().err
     results = pd.read_csv(out / "results.csv")
     assert set(results.subspace) == {"ap", "sem", "full"} and sorted(set(results.layer)) == [0, 1, 2]
@@ -464,41 +421,28 @@ def test_authors_folder_probes_directly_and_needs_a_tokenizer(probe_setup, tmp_p
 
 # --- the ModelConfig options the formats need: validated, defaults unchanged ---------------------------
 
-
 def test_new_options_default_to_todays_behaviour():
     config = tiny_config("dstg")
-    assert (
-        config.rp_zero_boundary,
-        config.mlp_mode,
-        config.mlp_ap_units,
-        config.mlm_head_input,
-        config.encoder_only,
-        config.source,
-    ) == (False, "split", None, "sem", False, None)
+    assert (config.rp_zero_boundary, config.mlp_mode, config.mlp_ap_units, config.mlm_head_input, config.encoder_only,
+            config.source) == (False, "split", None, "sem", False, None)
     assert config.d_mlp_ap == max(8, 8 * int(config.d_mlp * config.d_ap / config.d_model // 8))
-    old = {
-        k: v
-        for k, v in config.to_dict().items()
-        if k not in ("rp_zero_boundary", "mlp_mode", "mlp_ap_units", "mlm_head_input", "encoder_only", "source")
-    }
+    old = {k: v for k, v in config.to_dict().items()
+           if k not in ("rp_zero_boundary", "mlp_mode", "mlp_ap_units", "mlm_head_input", "encoder_only", "source")}
     assert type(config).from_dict(old) == config == type(config).from_json(config.to_json())
     assert tiny_config("rope").mlm_head_input == "full"
 
 
-@pytest.mark.parametrize(
-    "variant, overrides, needle",
-    [
-        ("rope", dict(rp_zero_boundary=True), "has no relative bias"),
-        ("ap", dict(mlp_mode="mixed"), "only exists for variant 'dstg'"),
-        ("dstg", dict(mlp_mode="gated"), "expected 'split' or 'mixed'"),
-        ("dstg", dict(d_mlp=64, mlp_ap_units=64), "must be an integer in"),
-        ("dstg", dict(mlp_mode="mixed", mlp_ap_units=8), "only the 'split' FFN"),
-        ("rp", dict(mlm_head_input="sem"), "allows 'full'"),
-        ("dstg", dict(mlm_head_input="ap"), "allows 'sem' or 'full'"),
-        ("dstg", dict(encoder_only="yes"), "must be true or false"),
-        ("dstg", dict(source="somewhere"), "expected a JSON object"),
-    ],
-)
+@pytest.mark.parametrize("variant, overrides, needle", [
+    ("rope", dict(rp_zero_boundary=True), "has no relative bias"),
+    ("ap", dict(mlp_mode="mixed"), "only exists for variant 'dstg'"),
+    ("dstg", dict(mlp_mode="gated"), "expected 'split' or 'mixed'"),
+    ("dstg", dict(d_mlp=64, mlp_ap_units=64), "must be an integer in"),
+    ("dstg", dict(mlp_mode="mixed", mlp_ap_units=8), "only the 'split' FFN"),
+    ("rp", dict(mlm_head_input="sem"), "allows 'full'"),
+    ("dstg", dict(mlm_head_input="ap"), "allows 'sem' or 'full'"),
+    ("dstg", dict(encoder_only="yes"), "must be true or false"),
+    ("dstg", dict(source="somewhere"), "expected a JSON object"),
+])
 def test_invalid_options(variant, overrides, needle):
     with pytest.raises(ValueError, match=needle):
         tiny_config(variant, **overrides)
@@ -518,10 +462,7 @@ def test_rp_zero_boundary_zeroes_the_edges_of_the_padded_length():
 def test_options_round_trip_and_shape_the_model(tmp_path, padded_batch):
     tokens, mask = padded_batch
     full_head = tiny_model("dstg", mlp_mode="mixed", mlm_head_input="full", rp_zero_boundary=True)
-    assert full_head.mlm_head.weight.shape == (97, 32) and full_head.blocks[0].mlp.w_out.weight.shape == (
-        32,
-        full_head.config.d_mlp,
-    )
+    assert full_head.mlm_head.weight.shape == (97, 32) and full_head.blocks[0].mlp.w_out.weight.shape == (32, full_head.config.d_mlp)
     before = full_head(tokens, mask).logits
     with torch.no_grad():
         full_head.final_norm_ap.weight.mul_(2)  # the head reads the AP stream too

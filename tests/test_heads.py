@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import tiny_model
 
+from conftest import tiny_model
 from dstg_interp.analysis.heads import (
     DOMINANT_SHARE,
     classify_heads,
@@ -103,36 +103,14 @@ def test_rule_on_a_hand_written_table():
     base = {"model": "m", "layer": 0, "cov_sem_ap": 0.0, "cov_sem_rp": 0.0, "cov_ap_rp": 0.0, "positional_score": 0.3}
     rows = [
         # shares 0.7 / 0.2 / 0.1 and AP removal hurts most -> structure
-        dict(
-            base, head=0, var_sem=0.2, var_ap=0.7, var_rp=0.1, js_without_sem=0.01, js_without_ap=0.2, js_without_rp=0.0
-        ),
+        dict(base, head=0, var_sem=0.2, var_ap=0.7, var_rp=0.1, js_without_sem=0.01, js_without_ap=0.2, js_without_rp=0.0),
         # no term reaches DOMINANT_SHARE -> mixed
-        dict(
-            base,
-            head=1,
-            var_sem=0.45,
-            var_ap=0.45,
-            var_rp=0.1,
-            js_without_sem=0.1,
-            js_without_ap=0.1,
-            js_without_rp=0.0,
-        ),
+        dict(base, head=1, var_sem=0.45, var_ap=0.45, var_rp=0.1, js_without_sem=0.1, js_without_ap=0.1, js_without_rp=0.0),
         # AP is large but the pattern follows the semantic term (JS disagrees) -> mixed
-        dict(
-            base, head=2, var_sem=0.3, var_ap=0.7, var_rp=0.0, js_without_sem=0.3, js_without_ap=0.1, js_without_rp=0.0
-        ),
+        dict(base, head=2, var_sem=0.3, var_ap=0.7, var_rp=0.0, js_without_sem=0.3, js_without_ap=0.1, js_without_rp=0.0),
         # covariances: reported as a share, not split between terms
-        dict(
-            base,
-            head=3,
-            var_sem=0.9,
-            var_ap=0.1,
-            var_rp=0.0,
-            cov_sem_ap=-0.05,
-            js_without_sem=0.4,
-            js_without_ap=0.01,
-            js_without_rp=0.0,
-        ),
+        dict(base, head=3, var_sem=0.9, var_ap=0.1, var_rp=0.0, cov_sem_ap=-0.05,
+             js_without_sem=0.4, js_without_ap=0.01, js_without_rp=0.0),
     ]
     heads = classify_heads(pd.DataFrame(rows)).set_index("head")
     assert list(heads.label) == ["structure", "mixed", "mixed", "semantic"]
@@ -169,7 +147,6 @@ def test_single_term_baselines_are_labelled_by_positional_score(variant, batch):
 def test_store_adapter_agrees_with_the_cache_path(batch):
     """The store's attention summaries (pair-level variance, JS in nats) give the same head statistics."""
     from dstg_interp.store import attention
-
     tokens, attention_mask = batch
     model = _hand_built_dstg()
     terms = attention.logit_terms("dstg")
@@ -177,27 +154,13 @@ def test_store_adapter_agrees_with_the_cache_path(batch):
     _, cache = model.run_with_cache(tokens, attention_mask=attention_mask)
     lengths = attention_mask.sum(1).tolist()
     for layer in range(2):
-        accumulator.update(
-            layer,
-            [cache[f"blocks.{layer}.attn.{hook}"] for hook in terms.values()],
-            cache[f"blocks.{layer}.attn.hook_pattern"],
-            lengths,
-        )
+        accumulator.update(layer, [cache[f"blocks.{layer}.attn.{hook}"] for hook in terms.values()],
+                           cache[f"blocks.{layer}.attn.hook_pattern"], lengths)
     summaries = attention.AttentionSummaries(terms=list(terms), arrays=accumulator.arrays())
     from_store = head_stats_from_store(summaries, model_name="hand-built")
     from_cache = head_summaries_from_cache(model, tokens, attention_mask, variance_over="pair")
-    columns = [
-        "var_sem",
-        "var_ap",
-        "var_rp",
-        "cov_sem_ap",
-        "cov_sem_rp",
-        "cov_ap_rp",
-        "js_without_sem",
-        "js_without_ap",
-        "js_without_rp",
-        "n_pairs",
-    ]
+    columns = ["var_sem", "var_ap", "var_rp", "cov_sem_ap", "cov_sem_rp", "cov_ap_rp",
+               "js_without_sem", "js_without_ap", "js_without_rp", "n_pairs"]
     assert np.allclose(from_store[columns].to_numpy(float), from_cache[columns].to_numpy(float), rtol=1e-4, atol=1e-9)
     labels = classify_heads(from_store).query("layer == 0").label.tolist()
     assert labels[:3] == ["structure", "semantic", "RP"]
@@ -215,34 +178,10 @@ def test_threshold_sweep_relabels_a_head_at_its_share():
     from dstg_interp.analysis.heads import threshold_sweep
 
     # one head whose RP term carries 57% of the variance and matters most to its pattern, one clear AP head
-    stats = pd.DataFrame(
-        [
-            dict(
-                model="dstg",
-                seed=0,
-                layer=0,
-                head=0,
-                var_sem=0.23,
-                var_ap=0.2,
-                var_rp=0.57,
-                js_without_sem=0.1,
-                js_without_ap=0.1,
-                js_without_rp=0.3,
-            ),
-            dict(
-                model="dstg",
-                seed=0,
-                layer=0,
-                head=1,
-                var_sem=0.05,
-                var_ap=0.9,
-                var_rp=0.05,
-                js_without_sem=0.01,
-                js_without_ap=0.4,
-                js_without_rp=0.01,
-            ),
-        ]
-    )
+    stats = pd.DataFrame([dict(model="dstg", seed=0, layer=0, head=0, var_sem=0.23, var_ap=0.2, var_rp=0.57,
+                               js_without_sem=0.1, js_without_ap=0.1, js_without_rp=0.3),
+                          dict(model="dstg", seed=0, layer=0, head=1, var_sem=0.05, var_ap=0.9, var_rp=0.05,
+                               js_without_sem=0.01, js_without_ap=0.4, js_without_rp=0.01)])
     sweep = threshold_sweep(stats, thresholds=(0.5, 0.6, 0.95))
     labels = {(t, label): n for t, label, n in zip(sweep.threshold, sweep.label, sweep.n_heads)}
     assert labels[(0.5, "RP")] == 1 and labels[(0.5, "structure")] == 1

@@ -21,22 +21,14 @@ def write_tiny_bert(folder, documents) -> None:
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(
-        (d.text for d in documents), trainers.WordPieceTrainer(vocab_size=120, special_tokens=SPECIALS)
-    )
+    tokenizer.train_from_iterator((d.text for d in documents), trainers.WordPieceTrainer(vocab_size=120,
+                                                                                          special_tokens=SPECIALS))
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
+    tokenizer.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls),
+                                                                                                    ("[SEP]", sep)])
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
+    config = BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64)
     BertModel(config).eval().save_pretrained(folder, safe_serialization=True)
     tokenizer.save(str(folder / "tokenizer.json"))
 
@@ -61,9 +53,7 @@ def test_tiny_bert_folder_extracts_every_hidden_state(tiny_bert, tmp_path):
     sequences = encoder.structured_sequences(documents, max_length=48)
     ids = torch.as_tensor(sequences[0]["input_ids"])[None]
     with torch.inference_mode():
-        hidden = encoder.model(
-            input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True
-        ).hidden_states
+        hidden = encoder.model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=True).hidden_states
     rows = np.flatnonzero(labels["sequence"].to_numpy() == 0)
     for layer in (0, 2):
         np.testing.assert_allclose(store.states(layer)[rows], hidden[layer][0].numpy(), rtol=1e-5, atol=1e-5)

@@ -35,21 +35,11 @@ def write_folder(folder, config_class: str, documents, **extra) -> None:
     tokenizer = Tokenizer(models.WordPiece(unk_token="<unk>"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(
-        (d.text for d in documents), trainers.WordPieceTrainer(vocab_size=90, special_tokens=SPECIALS)
-    )
-    options = dict(
-        vocab_size=tokenizer.get_vocab_size(),
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=TABLE_ROWS,
-        pad_token_id=1,
-        bos_token_id=0,
-        eos_token_id=2,
-        **extra,
-    )
+    tokenizer.train_from_iterator((d.text for d in documents), trainers.WordPieceTrainer(vocab_size=90,
+                                                                                          special_tokens=SPECIALS))
+    options = dict(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=64, max_position_embeddings=TABLE_ROWS, pad_token_id=1, bos_token_id=0,
+                   eos_token_id=2, **extra)
     torch.manual_seed(0)
     transformers.AutoModel.from_config(getattr(transformers, config_class)(**options)).eval().save_pretrained(folder)
     tokenizer.save(str(folder / "tokenizer.json"))
@@ -83,38 +73,16 @@ def test_dstg_cache_at_the_length_cap_is_not_a_traceback(documents, tmp_path, ca
     corpus.mkdir()
     for i, document in enumerate(documents):
         (corpus / f"{i}.txt").write_text(document.text)
-    rc = launch(
-        "dstg-cache",
-        [
-            "--model",
-            str(tmp_path / "mpnet"),
-            "--corpus",
-            str(corpus),
-            "--out",
-            str(tmp_path / "store"),
-            "--max-length",
-            "1024",
-            "--quiet",
-        ],
-    )
+    rc = launch("dstg-cache", ["--model", str(tmp_path / "mpnet"), "--corpus", str(corpus), "--out",
+                               str(tmp_path / "store"), "--max-length", "1024", "--quiet"])
     assert rc == 0, capsys.readouterr().err
     assert "Traceback" not in capsys.readouterr().err
 
 
 def test_non_softmax_attention_is_labelled_not_called_a_pattern(documents, tmp_path):
     # SqueezeBERT returns its pre-softmax scores as "attentions": rows do not sum to 1
-    write_folder(
-        tmp_path / "squeezebert",
-        "SqueezeBertConfig",
-        documents,
-        embedding_size=32,
-        q_groups=1,
-        k_groups=1,
-        v_groups=1,
-        post_attention_groups=1,
-        intermediate_groups=1,
-        output_groups=1,
-    )
+    write_folder(tmp_path / "squeezebert", "SqueezeBertConfig", documents, embedding_size=32, q_groups=1, k_groups=1,
+                 v_groups=1, post_attention_groups=1, intermediate_groups=1, output_groups=1)
     encoder = load_hf_encoder(tmp_path / "squeezebert")
     tokens = torch.tensor([[0, 7, 8, 9, 2]])
     assert set(encoder.attention(tokens)[0]) == {NOT_A_PATTERN}

@@ -7,24 +7,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import tiny_model
 
+from conftest import tiny_model
 from dstg_interp.data import build_tokenizer, train_tokenizer
-from probes.holmes import (
-    HolmesProbe,
-    HolmesRow,
-    ProbeConfig,
-    Target,
-    TaskType,
-    a_vs_b,
-    area_table,
-    encode_dataset,
-    load_benchmark,
-    load_dataset,
-    register_dataset,
-    run_holmes,
-    winning_rates,
-)
+from probes.holmes import (HolmesProbe, HolmesRow, ProbeConfig, Target, TaskType, a_vs_b, area_table,
+                           encode_dataset, load_benchmark, load_dataset, register_dataset, run_holmes,
+                           winning_rates)
 from probes.holmes.encode import span_token_indices, tokenize_segments
 from probes.holmes.format import HolmesConfig, HolmesDataset
 from probes.holmes.protocol import evaluate_features
@@ -73,11 +61,8 @@ def test_literal_is_not_evaluated(tmp_path):
 
 @pytest.fixture(scope="module")
 def span_tokenizer():
-    return build_tokenizer(
-        ["the", "un", "##believ", "##able", "farmer", "##s", "sold", "a", "boat"]
-        + list(string.ascii_lowercase)
-        + ["##" + c for c in string.ascii_lowercase]
-    )
+    return build_tokenizer(["the", "un", "##believ", "##able", "farmer", "##s", "sold", "a", "boat"]
+                           + list(string.ascii_lowercase) + ["##" + c for c in string.ascii_lowercase])
 
 
 def test_span_picks_exactly_its_subwords(span_tokenizer):
@@ -99,9 +84,8 @@ def test_pooled_features_are_means_of_the_right_states(span_tokenizer):
     a, b = "The unbelievable farmers sold a boat", "the farmer sold a boat"
     s = a.index("unbelievable")
     config = HolmesConfig(TaskType.SENTENCE_PAIR_TOKENS_CROSS, 2, 2)
-    row = HolmesRow(
-        "0", "train", 0, targets=(Target("unbelievable", 0, s, s + 12), Target("boat", 1, 18, 22)), contexts=(a, b)
-    )
+    row = HolmesRow("0", "train", 0, targets=(Target("unbelievable", 0, s, s + 12), Target("boat", 1, 18, 22)),
+                    contexts=(a, b))
     features = encode_dataset(model, HolmesDataset("t", config, [row]), layers="all")
     ids = tokenize_segments(span_tokenizer, (a, b), 64).ids
     _, cache = model.run_with_cache(torch.tensor([ids]), names_filter=lambda n: "resid_post" in n)
@@ -154,17 +138,14 @@ def test_aggregation_matches_hand_computation():
     register_dataset("hand-a", "syntax", "bigram shift")
     register_dataset("hand-b", "syntax", "sentence length")
     register_dataset("hand-c", "semantics", "tense")
-    scores = pd.DataFrame(
-        {
-            "dataset": ["hand-a"] * 3 + ["hand-b"] * 3 + ["hand-c"] * 3,
-            "entry": ["A", "B", "C"] * 3,
-            "score": [0.9, 0.5, 0.5, 0.2, 0.4, 0.6, 0.7, 0.7, 0.7],
-        }
-    )
+    scores = pd.DataFrame({
+        "dataset": ["hand-a"] * 3 + ["hand-b"] * 3 + ["hand-c"] * 3,
+        "entry": ["A", "B", "C"] * 3,
+        "score": [0.9, 0.5, 0.5,   0.2, 0.4, 0.6,   0.7, 0.7, 0.7],
+    })
     scores["area"] = scores["dataset"].map({"hand-a": "syntax", "hand-b": "syntax", "hand-c": "semantics"})
-    scores["phenomenon"] = scores["dataset"].map(
-        {"hand-a": "bigram shift", "hand-b": "sentence length", "hand-c": "tense"}
-    )
+    scores["phenomenon"] = scores["dataset"].map({"hand-a": "bigram shift", "hand-b": "sentence length",
+                                                  "hand-c": "tense"})
     rates = winning_rates(scores).set_index(["dataset", "entry"])["winning_rate"]
     # hand-a: ranks (max ties) A=3, B=3? no: B=C=0.5 -> both rank 2, A rank 3 -> minmax: A 1, B 0, C 0
     assert rates["hand-a", "A"] == 1.0 and rates["hand-a", "B"] == 0.0 and rates["hand-a", "C"] == 0.0
@@ -188,13 +169,8 @@ def test_run_holmes_continues_past_bad_datasets(tmp_path):
     for variant in ("dstg", "rope"):
         models[variant] = tiny_model(variant, vocab_size=tokenizer.get_vocab_size(), max_positions=64)
         models[variant].tokenizer = tokenizer
-    results = run_holmes(
-        models,
-        FIXTURE,
-        config=ProbeConfig(seeds=(0,), max_epochs=2, flash_fraction=None),
-        out_dir=tmp_path,
-        progress=False,
-    )
+    results = run_holmes(models, FIXTURE, config=ProbeConfig(seeds=(0,), max_epochs=2, flash_fraction=None),
+                         out_dir=tmp_path, progress=False)
     assert set(results["dataset"]) == {d.name for d in datasets}
     assert set(results.loc[results.model == "dstg", "subspace"]) == {"ap", "sem", "full"}
     assert set(results.loc[results.model == "rope", "subspace"]) == {"full"}

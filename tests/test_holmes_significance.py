@@ -29,17 +29,8 @@ def seed_scores(gaps: dict, spread: float = 0.02, n_seeds: int = 3, seed: int = 
             model = variant if s == 0 else f"{variant}-seed{s}"
             for phenomenon, gap in gaps.items():
                 for k in range(2):
-                    rows.append(
-                        dict(
-                            model=model,
-                            dataset=f"{phenomenon}-{k}",
-                            layer=4,
-                            subspace="full",
-                            area="syntax",
-                            phenomenon=phenomenon,
-                            score=0.6 - sign * gap + spread * rng.standard_normal(),
-                        )
-                    )
+                    rows.append(dict(model=model, dataset=f"{phenomenon}-{k}", layer=4, subspace="full", area="syntax",
+                                     phenomenon=phenomenon, score=0.6 - sign * gap + spread * rng.standard_normal()))
     return pd.DataFrame(rows)
 
 
@@ -90,10 +81,8 @@ def reference_probe_scores(X, y, splits, n_labels, seeds):
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
         total = math.ceil(len(train) / 16) * 20
         warmup = int(0.1 * total)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimizer,
-            lambda step: step / max(1, warmup) if step < warmup else max(0.0, (total - step) / max(1, total - warmup)),
-        )
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: step / max(1, warmup) if step < warmup
+                                                     else max(0.0, (total - step) / max(1, total - warmup)))
 
         def loss_of(out, target):
             if regression:
@@ -157,9 +146,8 @@ def test_reference_protocol_reproduces_the_reference_algorithm(regression):
     noise = math.sqrt(ours.var(ddof=1) / 5 + reference.var(ddof=1) / 5)
     assert abs(ours.mean() - reference.mean()) < 2 * noise + 0.01, (ours, reference)
     if not regression:  # the standardised variant scores another number on the same fixture: the protocol matters
-        standardised = evaluate_features(
-            X, y, splits, n_labels, ProbeConfig(seeds=seeds, randomized_control=False, protocol="standardised")
-        ).score.to_numpy()
+        standardised = evaluate_features(X, y, splits, n_labels, ProbeConfig(seeds=seeds, randomized_control=False,
+                                                                             protocol="standardised")).score.to_numpy()
         assert standardised.mean() - reference.mean() > 2 * noise + 0.01, (standardised, reference)
 
 

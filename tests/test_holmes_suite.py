@@ -4,11 +4,12 @@ import numpy as np
 import torch
 
 from probes.holmes import ProbeConfig, evaluate_features, load_dataset
-from probes.holmes.format import TaskType, write_dataset
-from probes.holmes.registry import area_of
+from probes.holmes.format import TaskType
 from probes.holmes.suite import SUITE, _to_rows
 from probes.holmes.suite import builders as B
 from probes.holmes.suite import lexical as L
+from probes.holmes.format import write_dataset
+from probes.holmes.registry import area_of
 from probes.holmes.suite.sources import TaggedSentence
 
 torch.set_num_threads(1)
@@ -19,38 +20,22 @@ def tagged(text_tags: str) -> TaggedSentence:
     return TaggedSentence(tuple(w for w, _ in pairs), tuple(t for _, t in pairs), "x")
 
 
-BROWN = [
-    tagged(s)
-    for s in (
-        "This/dt farmer/nn sold/vbd a/at boat/nn ./.",
-        "The/at farmers/nns were/bed tired/jj ./.",
-        "He/pps has/hvz taken/vbn the/at road/nn home/nr ./.",
-        "The/at sailor/nn was/bedz not/* seen/vbn again/rb ./.",
-        "They/ppss found/vbd themselves/ppls alone/jj at/in night/nn ./.",
-    )
-] * 4
-PARAGRAPHS = [
-    (
-        "d1",
-        [
-            "The mill stood by the river.",
-            "It was built in 1820 by a farmer.",
-            "Later it burned down in a storm.",
-            "Nobody rebuilt it after that.",
-        ],
-    )
-] * 20
+BROWN = [tagged(s) for s in (
+    "This/dt farmer/nn sold/vbd a/at boat/nn ./.",
+    "The/at farmers/nns were/bed tired/jj ./.",
+    "He/pps has/hvz taken/vbn the/at road/nn home/nr ./.",
+    "The/at sailor/nn was/bedz not/* seen/vbn again/rb ./.",
+    "They/ppss found/vbd themselves/ppls alone/jj at/in night/nn ./.",
+)] * 4
+PARAGRAPHS = [("d1", ["The mill stood by the river.", "It was built in 1820 by a farmer.",
+                      "Later it burned down in a storm.", "Nobody rebuilt it after that."])] * 20
 
 
 def test_minimal_pairs_swap_exactly_one_word():
     rng = np.random.default_rng(0)
-    for builder, swapped in (
-        (B.det_noun, ("This", "These")),
-        (B.subject_verb, ("were", "was")),
-        (B.irregular, ("taken", "took")),
-        (B.anaphor, ("themselves", "himself")),
-        (B.case, ("He", "Him")),
-    ):
+    for builder, swapped in ((B.det_noun, ("This", "These")), (B.subject_verb, ("were", "was")),
+                             (B.irregular, ("taken", "took")), (B.anaphor, ("themselves", "himself")),
+                             (B.case, ("He", "Him"))):
         groups = builder(BROWN, rng, 4)
         assert groups, builder.__name__
         (good, label_good), (bad, label_bad) = groups[0]
@@ -68,7 +53,7 @@ def test_gold_tag_labels():
     negation = {item[0][0]: item[1] for g in B.negation(BROWN, rng, 40) for item in g}
     assert negation["The sailor was not seen again ."] == 1
     items, labels = B.part_of_speech(BROWN, rng, 10)
-    for ((targets, contexts, label),) in items:
+    for (targets, contexts, label), in items:
         text, _, start, end = targets[0]
         assert contexts[0][start:end] == text and labels[label] in B.COARSE_POS
 
@@ -81,7 +66,7 @@ def test_sentence_order_spans_and_round_trip(tmp_path):
     dataset = load_dataset(tmp_path / "offline-sentence_order")
     for row in dataset.rows:
         target = row.targets[0]
-        assert row.contexts[0][target.char_start : target.char_end] == target.text
+        assert row.contexts[0][target.char_start:target.char_end] == target.text
         assert PARAGRAPHS[0][1][row.label] == target.text
     assert {r.label for r in dataset.rows} == {0, 1, 2, 3}
 
@@ -108,9 +93,8 @@ def test_mdl_online_code_in_bits():
     y = rng.integers(0, 2, 600)
     X = (rng.normal(size=(600, 16)) + np.where(y == 1, 1.0, -1.0)[:, None]).astype(np.float32)
     splits = {"train": np.arange(400), "dev": np.arange(400, 500), "test": np.arange(500, 600)}
-    table = evaluate_features(
-        X, y, splits, 2, ProbeConfig(seeds=(0,), mdl=True, randomized_control=False, max_epochs=5)
-    )
+    table = evaluate_features(X, y, splits, 2, ProbeConfig(seeds=(0,), mdl=True, randomized_control=False,
+                                                           max_epochs=5))
     code = table.set_index("metric")["score"]
     assert code["mdl_uniform_bits"] == 400.0
     assert code["mdl_online_bits"] < 0.5 * code["mdl_uniform_bits"] and code["mdl_compression"] > 2

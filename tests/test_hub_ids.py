@@ -7,12 +7,12 @@ import os
 import pytest
 import torch
 from huggingface_hub import constants
-from test_hf_encoder_offline import write_tiny_bert
 
 from dstg_interp import EncoderError, open_encoder
 from dstg_interp.encoders import HFEncoder
 from dstg_interp.entry import launch
 from dstg_interp.tiny_zoo import tiny_documents
+from test_hf_encoder_offline import write_tiny_bert
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -56,31 +56,11 @@ def test_hub_ids_through_a_command(hub_cache, tmp_path, capsys):
     corpus.mkdir()
     for i, document in enumerate(tiny_documents(n_docs=4, seed=2)):
         (corpus / f"{i}.txt").write_text(document.text)
-    assert (
-        launch(
-            "dstg-cache",
-            [
-                "--model",
-                "org/tiny-bert",
-                "--corpus",
-                str(corpus),
-                "--out",
-                str(tmp_path / "s"),
-                "--max-length",
-                "32",
-                "--quiet",
-            ],
-        )
-        == 0
-    )
+    assert launch("dstg-cache", ["--model", "org/tiny-bert", "--corpus", str(corpus), "--out", str(tmp_path / "s"),
+                                 "--max-length", "32", "--quiet"]) == 0
     capsys.readouterr()
-    assert (
-        launch(
-            "dstg-cache",
-            ["--model", "org/not-cached", "--corpus", str(corpus), "--out", str(tmp_path / "t"), "--quiet"],
-        )
-        == 2
-    )
+    assert launch("dstg-cache", ["--model", "org/not-cached", "--corpus", str(corpus), "--out", str(tmp_path / "t"),
+                                 "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not in the Hugging Face cache" in err and "HF_HUB_OFFLINE" in err
     assert not (tmp_path / "t").exists()

@@ -5,7 +5,6 @@ import copy
 import numpy as np
 import pytest
 import torch
-from synthetic_store import write_synthetic_store
 
 from dstg_interp.analysis.interventions import intervene
 from dstg_interp.analysis.position_basis import position_basis
@@ -13,6 +12,7 @@ from dstg_interp.analysis.spectra import analyze_table
 from dstg_interp.encoders import EncoderError, open_encoder
 from dstg_interp.store import extract
 from dstg_interp.tiny_zoo import tiny_zoo
+from synthetic_store import write_synthetic_store
 
 torch.set_num_threads(1)
 
@@ -75,16 +75,8 @@ def test_a_model_without_the_hook_is_one_clear_error(zoo):
 
 def test_the_mean_intervention_keeps_position_and_drops_the_tokens(zoo, tmp_path):
     encoders, documents = zoo
-    store = extract(
-        encoders["dstg"],
-        documents,
-        tmp_path / "store",
-        layers=[1],
-        subspaces=["ap"],
-        progress=False,
-        max_length=32,
-        dtype="float32",
-    )
+    store = extract(encoders["dstg"], documents, tmp_path / "store", layers=[1], subspaces=["ap"], progress=False,
+                    max_length=32, dtype="float32")
     basis = position_basis(store, 1, "ap", min_documents=2)
     means = np.zeros((32, basis.means.shape[1]))
     means[basis.positions] = basis.means
@@ -116,12 +108,8 @@ def test_position_share_is_one_for_position_only_states_and_chance_for_noise(tmp
     position = np.tile(np.arange(20), 50)
     docs = np.repeat(np.arange(50), 20)
     table = rng.standard_normal((20, 6))
-    store = write_synthetic_store(
-        tmp_path / "s",
-        {"1/full": table[position], "2/full": rng.standard_normal((1000, 6))},
-        {"token_position": position},
-        docs,
-    )
+    store = write_synthetic_store(tmp_path / "s", {"1/full": table[position], "2/full": rng.standard_normal((1000, 6))},
+                                  {"token_position": position}, docs)
     assert position_basis(store, 1, "full").summary["position_share"] == pytest.approx(1.0)
     noise = position_basis(store, 2, "full").summary
     assert noise["position_share"] == pytest.approx(noise["chance_share"], abs=0.015)

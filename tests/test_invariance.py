@@ -6,17 +6,9 @@ import pytest
 import torch
 from conftest import tiny_model
 
-from dstg_interp.analysis.invariance import (
-    CONDITIONS,
-    INVARIANCE_COLUMNS,
-    RETRIEVAL_COLUMNS,
-    Passage,
-    build_encodings,
-    measure_invariance,
-    recall_at_k,
-    retrieval_ranks,
-    select_passages,
-)
+from dstg_interp.analysis.invariance import (CONDITIONS, INVARIANCE_COLUMNS, RETRIEVAL_COLUMNS, Passage,
+                                             build_encodings, measure_invariance, recall_at_k, retrieval_ranks,
+                                             select_passages)
 from dstg_interp.data import train_tokenizer
 from dstg_interp.data.tokenizer import CLS_ID, SEP_ID
 from dstg_interp.tiny_zoo import tiny_documents
@@ -47,8 +39,8 @@ def position_blind_sem(model):
     hidden = model.config.n_heads * model.config.d_head
     with torch.no_grad():
         for block in model.blocks:
-            block.attn.qkv_ap.weight[: 2 * hidden] = 0
-            block.mlp.w_in.weight[:, model.config.d_sem :] = 0
+            block.attn.qkv_ap.weight[:2 * hidden] = 0
+            block.mlp.w_in.weight[:, model.config.d_sem:] = 0
             block.attn.rel_bias.bias.normal_(std=0.5)  # relative: must not break the invariance
     return model
 
@@ -61,7 +53,7 @@ def test_passages_are_whole_sentences_with_context(corpus, passages):
     for p in passages:
         assert 16 <= len(p.tokens) <= 48 and len(p.preceding) >= 24
         sentences = by_id[p.doc_id].sentences
-        text = " ".join(sentences[p.first_sentence : p.first_sentence + p.n_sentences])
+        text = " ".join(sentences[p.first_sentence:p.first_sentence + p.n_sentences])
         assert p.tokens == tokenizer.encode(text, add_special_tokens=False).ids
         assert p.document_tokens == tokenizer.encode(" ".join(sentences), add_special_tokens=False).ids
     again = select_passages(documents, tokenizer, n_passages=12, seed=0)
@@ -78,12 +70,12 @@ def test_encodings_share_one_offset_and_fit(passages):
         for condition in ("alone", *CONDITIONS):
             enc = e[condition]
             assert enc.pad + len(enc.tokens) <= MAX_POSITIONS
-            assert enc.tokens[enc.start : enc.start + len(p.tokens)] == p.tokens
+            assert enc.tokens[enc.start:enc.start + len(p.tokens)] == p.tokens
             assert enc.tokens[0] == CLS_ID and enc.tokens[-1] == SEP_ID
-        assert e["context"].tokens[1 : 1 + o] == p.preceding[-o:]
-        assert e["prefix"].tokens[1 : 1 + o] != p.preceding[-o:]
+        assert e["context"].tokens[1:1 + o] == p.preceding[-o:]
+        assert e["prefix"].tokens[1:1 + o] != p.preceding[-o:]
         # inside: the prefix's foreign text before the passage, more of it after, as long as context's
-        assert e["inside"].tokens[: 1 + o] == e["prefix"].tokens[: 1 + o]
+        assert e["inside"].tokens[:1 + o] == e["prefix"].tokens[:1 + o]
         assert len(e["inside"].tokens) == len(e["context"].tokens)
 
 

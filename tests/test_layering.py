@@ -44,10 +44,8 @@ COMMANDS = ("dstg_interp.cli", "dstg_interp.entry")
 FORBIDDEN = [
     ("dstg_interp", ("probes", "experiments", "dstg_interp.cli")),
     ("probes", ("dstg_interp.cli",)),
-    (
-        "dstg_interp.data",
-        ("dstg_interp.model", "dstg_interp.encoders", "dstg_interp.store", "dstg_interp.analysis", "dstg_interp.plots"),
-    ),
+    ("dstg_interp.data", ("dstg_interp.model", "dstg_interp.encoders", "dstg_interp.store", "dstg_interp.analysis",
+                          "dstg_interp.plots")),
     ("dstg_interp.model", ("dstg_interp.encoders", "dstg_interp.store", "dstg_interp.analysis", "dstg_interp.plots")),
     ("dstg_interp.encoders", ("dstg_interp.store", "dstg_interp.analysis", "dstg_interp.plots")),
     ("dstg_interp.store", ("dstg_interp.analysis", "dstg_interp.plots")),
@@ -82,7 +80,7 @@ def imports(module: str, modules: dict) -> list[tuple[str, int, bool]]:
             return [alias.name for alias in node.names]
         base = node.module or ""
         if node.level:
-            base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
         return [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
 
     def walk(node, nested: bool) -> None:
@@ -101,10 +99,8 @@ def ours(name: str) -> bool:
 
 def import_graph(modules: dict) -> dict[str, set[str]]:
     """Module -> the modules of ours it imports at module level."""
-    return {
-        module: {target for target, _, nested in imports(module, modules) if not nested and target in modules}
-        for module in modules
-    }
+    return {module: {target for target, _, nested in imports(module, modules) if not nested and target in modules}
+            for module in modules}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -154,12 +150,8 @@ def upward_imports(modules: dict) -> list[str]:
 def test_the_graph_sees_the_modules():
     modules = module_files()
     graph = import_graph(modules)
-    assert {
-        "dstg_interp.data.catalog",
-        "dstg_interp.analysis.spectra",
-        "dstg_interp.cli.probe",
-        "experiments.run_all",
-    } <= set(modules)
+    assert {"dstg_interp.data.catalog", "dstg_interp.analysis.spectra", "dstg_interp.cli.probe", "experiments.run_all"} \
+        <= set(modules)
     assert "dstg_interp.data.en_mix" in graph["dstg_interp.data.catalog"]  # absolute, resolved to the submodule
     assert "dstg_interp.encoders" in graph["dstg_interp.analysis.heads"]  # relative (..encoders), to the package
     assert "dstg_interp.store.extract" in graph["dstg_interp.store"]  # a package __init__ -> its submodule
@@ -167,28 +159,20 @@ def test_the_graph_sees_the_modules():
 
 def test_no_import_circles():
     found = cycles(import_graph(module_files()))
-    assert not found, (
-        "import circles (each line: modules that import each other in a circle, at module level):\n"
-        + "\n".join(" <-> ".join(component) for component in found)
-    )
+    assert not found, "import circles (each line: modules that import each other in a circle, at module level):\n" + \
+        "\n".join(" <-> ".join(component) for component in found)
 
 
 def test_imports_run_downhill():
     bad = upward_imports(module_files())
-    assert not bad, (
-        "imports against the data path (data -> model -> encoders/store -> probes/analysis -> plots "
-        "-> experiments):\n" + "\n".join(bad)
-    )
+    assert not bad, "imports against the data path (data -> model -> encoders/store -> probes/analysis -> plots " \
+                    "-> experiments):\n" + "\n".join(bad)
 
 
 def test_none_of_ours_is_imported_inside_a_function():
     modules = module_files()
-    bad = [
-        f"{module}:{line} imports {target}"
-        for module in modules
-        for target, line, nested in imports(module, modules)
-        if nested and ours(target)
-    ]
+    bad = [f"{module}:{line} imports {target}"
+           for module in modules for target, line, nested in imports(module, modules) if nested and ours(target)]
     assert not bad, "imports of our modules inside functions (move them to the top of the module):\n" + "\n".join(bad)
 
 
@@ -222,15 +206,11 @@ def test_the_checks_can_fail(tmp_path):
     corpora = tmp_path / "dstg_interp" / "data" / "corpora.py"
     corpora.write_text(corpora.read_text() + "\nfrom dstg_interp.data.en_mix import load_en_mix\n")
     heads = tmp_path / "dstg_interp" / "analysis" / "heads.py"
-    heads.write_text(
-        heads.read_text() + "\nfrom ..plots import plot_head_map\n\n\n"
-        "def later():\n    from probes.ridge import RidgeProbe\n"
-    )
+    heads.write_text(heads.read_text() + "\nfrom ..plots import plot_head_map\n\n\n"
+                                         "def later():\n    from probes.ridge import RidgeProbe\n")
     positions = tmp_path / "probes" / "positions.py"
-    positions.write_text(
-        positions.read_text() + "\nimport argparse\nfrom dstg_interp.cli import flags\n\n"
-        "if __name__ == '__main__':\n    pass\n"
-    )
+    positions.write_text(positions.read_text() + "\nimport argparse\nfrom dstg_interp.cli import flags\n\n"
+                                                 "if __name__ == '__main__':\n    pass\n")
     modules = module_files(tmp_path)
     assert cycles(import_graph(modules)) == [["dstg_interp.data.corpora", "dstg_interp.data.en_mix"]]
     bad = upward_imports(modules)

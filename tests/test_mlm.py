@@ -16,10 +16,8 @@ def test_collate_pads_right_and_marks_specials():
 
 
 def random_batch(seed=0, batch=64, length=256):
-    rows = [
-        np.concatenate([[CLS_ID], np.random.default_rng(seed + i).integers(5, 1000, n), [SEP_ID]])
-        for i, n in enumerate(np.random.default_rng(seed).integers(1, length - 2, batch))
-    ]
+    rows = [np.concatenate([[CLS_ID], np.random.default_rng(seed + i).integers(5, 1000, n), [SEP_ID]])
+            for i, n in enumerate(np.random.default_rng(seed).integers(1, length - 2, batch))]
     return collate(rows)
 
 
@@ -52,9 +50,8 @@ def test_at_least_one_target_per_row():
 
 def test_80_10_10_proportions():
     input_ids, _, special = random_batch(batch=128)
-    masked, labels = mask_tokens(
-        input_ids, special, torch.Generator().manual_seed(1), strategy="80-10-10", vocab_size=1000
-    )
+    masked, labels = mask_tokens(input_ids, special, torch.Generator().manual_seed(1), strategy="80-10-10",
+                                 vocab_size=1000)
     selected = labels != IGNORE_INDEX
     as_mask = (masked[selected] == MASK_ID).float().mean().item()
     unchanged = (masked[selected] == input_ids[selected]).float().mean().item()

@@ -4,10 +4,11 @@ import math
 
 import pytest
 import torch
-from conftest import VARIANTS, tiny_config, tiny_model
 
 from dstg_interp import ModelConfig, build_model
 from dstg_interp.model.layers import t5_relative_buckets
+
+from conftest import VARIANTS, tiny_config, tiny_model
 
 
 def labels_at(tokens, start: int, stop: int):
@@ -68,30 +69,12 @@ EXPECTED_HOOKS = {
         "hook_final_sem": (2, 16, 24),
         "hook_final_ap": (2, 16, 8),
     },
-    "rope": {
-        "hook_embed": (2, 16, 32),
-        "blocks.1.hook_resid_pre": (2, 16, 32),
-        "blocks.1.hook_resid_post": (2, 16, 32),
-        "blocks.0.attn.hook_logits": (2, 4, 16, 16),
-        "blocks.0.attn.hook_pattern": (2, 4, 16, 16),
-        "hook_final": (2, 16, 32),
-    },
-    "ap": {
-        "hook_embed": (2, 16, 32),
-        "hook_pos_embed": (2, 16, 32),
-        "blocks.1.hook_resid_post": (2, 16, 32),
-        "blocks.0.attn.hook_logits": (2, 4, 16, 16),
-        "blocks.0.attn.hook_pattern": (2, 4, 16, 16),
-        "hook_final": (2, 16, 32),
-    },
-    "rp": {
-        "hook_embed": (2, 16, 32),
-        "blocks.1.hook_resid_post": (2, 16, 32),
-        "blocks.0.attn.hook_logits": (2, 4, 16, 16),
-        "blocks.0.attn.hook_logits_rp": (2, 4, 16, 16),
-        "blocks.0.attn.hook_pattern": (2, 4, 16, 16),
-        "hook_final": (2, 16, 32),
-    },
+    "rope": {"hook_embed": (2, 16, 32), "blocks.1.hook_resid_pre": (2, 16, 32), "blocks.1.hook_resid_post": (2, 16, 32),
+             "blocks.0.attn.hook_logits": (2, 4, 16, 16), "blocks.0.attn.hook_pattern": (2, 4, 16, 16), "hook_final": (2, 16, 32)},
+    "ap": {"hook_embed": (2, 16, 32), "hook_pos_embed": (2, 16, 32), "blocks.1.hook_resid_post": (2, 16, 32),
+           "blocks.0.attn.hook_logits": (2, 4, 16, 16), "blocks.0.attn.hook_pattern": (2, 4, 16, 16), "hook_final": (2, 16, 32)},
+    "rp": {"hook_embed": (2, 16, 32), "blocks.1.hook_resid_post": (2, 16, 32), "blocks.0.attn.hook_logits": (2, 4, 16, 16),
+           "blocks.0.attn.hook_logits_rp": (2, 4, 16, 16), "blocks.0.attn.hook_pattern": (2, 4, 16, 16), "hook_final": (2, 16, 32)},
 }
 
 
@@ -160,11 +143,7 @@ def test_the_three_attention_paths_agree_in_values_and_gradients(variant, padded
 
     def loss_and_grads(**kwargs):
         model.zero_grad()
-        out = (
-            model.run_with_hooks(tokens, attention_mask=mask, labels=labels, **kwargs)
-            if kwargs
-            else model(tokens, mask, labels=labels)
-        )
+        out = model.run_with_hooks(tokens, attention_mask=mask, labels=labels, **kwargs) if kwargs else model(tokens, mask, labels=labels)
         out.loss.backward()
         return out.logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -183,16 +162,8 @@ def test_the_three_attention_paths_agree_in_values_and_gradients(variant, padded
 def reference_dstg_attention(attn, x_sem, x_ap, mask):
     """Plain per-head loop, written independently of the model code, for one DSTG attention layer."""
     H, dh = attn.n_heads, attn.d_head
-    qs, ks, vs = (
-        x_sem @ attn.qkv_sem.weight.T[:, : H * dh],
-        x_sem @ attn.qkv_sem.weight.T[:, H * dh : 2 * H * dh],
-        x_sem @ attn.qkv_sem.weight.T[:, 2 * H * dh :],
-    )
-    qa, ka, va = (
-        x_ap @ attn.qkv_ap.weight.T[:, : H * dh],
-        x_ap @ attn.qkv_ap.weight.T[:, H * dh : 2 * H * dh],
-        x_ap @ attn.qkv_ap.weight.T[:, 2 * H * dh :],
-    )
+    qs, ks, vs = x_sem @ attn.qkv_sem.weight.T[:, : H * dh], x_sem @ attn.qkv_sem.weight.T[:, H * dh : 2 * H * dh], x_sem @ attn.qkv_sem.weight.T[:, 2 * H * dh :]
+    qa, ka, va = x_ap @ attn.qkv_ap.weight.T[:, : H * dh], x_ap @ attn.qkv_ap.weight.T[:, H * dh : 2 * H * dh], x_ap @ attn.qkv_ap.weight.T[:, 2 * H * dh :]
     T = x_sem.shape[1]
     buckets = t5_relative_buckets(T, T, attn.rel_bias.bias.shape[0], 128)
     dvs, dva = vs.shape[-1] // H, va.shape[-1] // H
@@ -235,11 +206,7 @@ def test_final_ap_stream_gets_exactly_zero_mlm_gradient(padded_batch):
         captured[hook.name] = tensor
 
     last = model.config.n_layers - 1
-    names = [
-        f"blocks.{last}.hook_resid_post_ap",
-        f"blocks.{last}.hook_resid_post_sem",
-        f"blocks.{last}.hook_resid_pre_ap",
-    ]
+    names = [f"blocks.{last}.hook_resid_post_ap", f"blocks.{last}.hook_resid_post_sem", f"blocks.{last}.hook_resid_pre_ap"]
     with model.hooks(fwd_hooks=[(n, keep) for n in names]):
         out = model(tokens, mask, labels=tokens)
     out.loss.backward()
@@ -283,9 +250,7 @@ def test_stop_at_layer_skips_later_blocks(variant, padded_batch):
     tokens, mask = padded_batch
     seen = []
     out = model.run_with_hooks(
-        tokens,
-        attention_mask=mask,
-        stop_at_layer=1,
+        tokens, attention_mask=mask, stop_at_layer=1,
         fwd_hooks=[(lambda n: "resid_post" in n, lambda t, hook: seen.append(hook.name))],
     )
     assert out.logits is None
@@ -377,9 +342,7 @@ def test_position_offset_reads_the_table_from_a_start(variant):
     torch.testing.assert_close(cache[hook][0], model.ap_table[:10])
     torch.testing.assert_close(cache[hook][1], model.ap_table[7:17])
     with torch.inference_mode():  # offset 0 everywhere is the plain forward
-        torch.testing.assert_close(
-            model(tokens, position_offset=torch.zeros(2, dtype=torch.long)).logits, model(tokens).logits
-        )
+        torch.testing.assert_close(model(tokens, position_offset=torch.zeros(2, dtype=torch.long)).logits, model(tokens).logits)
     with pytest.raises(ValueError, match=r"position_offset must lie in \[0, max_positions - seq_len\] = \[0, 30\]"):
         model(tokens, position_offset=torch.tensor([0, 31]))
     with pytest.raises(ValueError, match="one shift per sequence"):

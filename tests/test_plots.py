@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import tiny_model
 
+from conftest import tiny_model
 from dstg_interp.analysis.heads import head_table
 from dstg_interp.analysis.spectra import analyze_table, position_table
 from dstg_interp.plots import (
@@ -58,18 +58,8 @@ def probe_results():
             for subspace in ("ap", "sem", "full") if model == "dstg" else ("full",):
                 for layer in range(3):
                     r2 = 0.2 * layer + (0.3 if subspace == "ap" else 0.1)
-                    rows.append(
-                        dict(
-                            model=model,
-                            task=task,
-                            segment=segment,
-                            layer=layer,
-                            subspace=subspace,
-                            r2=r2,
-                            ci_low=r2 - 0.05,
-                            ci_high=r2 + 0.05,
-                        )
-                    )
+                    rows.append(dict(model=model, task=task, segment=segment, layer=layer, subspace=subspace,
+                                     r2=r2, ci_low=r2 - 0.05, ci_high=r2 + 0.05))
     return pd.DataFrame(rows)
 
 
@@ -77,42 +67,21 @@ def probe_results():
 def holmes_results():
     """Per-seed Holmes results as ``run_holmes`` writes them (results.csv): 4 models, DSTG's parts, 6 datasets
     in 3 areas, 2 seeds, the randomised-label control; DSTG wins every dataset but one, which all tie."""
-    datasets = {
-        "plot-a": ("syntax", "bigram shift"),
-        "plot-b": ("syntax", "sentence length"),
-        "plot-c": ("semantics", "tense"),
-        "plot-d": ("semantics", "passive"),
-        "plot-e": ("morphology", "anaphor agreement"),
-        "plot-tie": ("morphology", "irregular forms"),
-    }
+    datasets = {"plot-a": ("syntax", "bigram shift"), "plot-b": ("syntax", "sentence length"),
+                "plot-c": ("semantics", "tense"), "plot-d": ("semantics", "passive"),
+                "plot-e": ("morphology", "anaphor agreement"), "plot-tie": ("morphology", "irregular forms")}
     for name, (area, phenomenon) in datasets.items():
         register_dataset(name, area, phenomenon)
-    strength = {
-        ("dstg", "full"): 0.9,
-        ("dstg", "sem"): 0.8,
-        ("dstg", "ap"): 0.4,
-        ("rope", "full"): 0.7,
-        ("ap", "full"): 0.5,
-        ("rp", "full"): 0.6,
-    }
+    strength = {("dstg", "full"): 0.9, ("dstg", "sem"): 0.8, ("dstg", "ap"): 0.4, ("rope", "full"): 0.7,
+                ("ap", "full"): 0.5, ("rp", "full"): 0.6}
     rows = []
     for (model, subspace), base in strength.items():
         for i, dataset in enumerate(datasets):
             for seed in (0, 1):
                 score = 0.5 if dataset == "plot-tie" else base - 0.02 * i + 0.01 * seed
                 for control, value in (("none", score), ("randomization", 0.5)):
-                    rows.append(
-                        dict(
-                            model=model,
-                            dataset=dataset,
-                            layer=4,
-                            subspace=subspace,
-                            control=control,
-                            seed=seed,
-                            metric="f1_macro",
-                            score=value,
-                        )
-                    )
+                    rows.append(dict(model=model, dataset=dataset, layer=4, subspace=subspace, control=control, seed=seed,
+                                     metric="f1_macro", score=value))
     return pd.DataFrame(rows)
 
 
@@ -156,16 +125,8 @@ def test_probe_figure_reads_the_measurement_layout(probe_results, tmp_path):
 
 
 def test_measurements_melt_metrics_and_drop_the_final_state():
-    table = pd.DataFrame(
-        {
-            "model": ["dstg"] * 3,
-            "subspace": ["sem"] * 3,
-            "layer": [0, 1, "final"],
-            "condition": ["shift"] * 3,
-            "token_cosine": [0.9, 0.8, 0.7],
-            "token_rel_l2": [0.1, 0.2, 0.3],
-        }
-    )
+    table = pd.DataFrame({"model": ["dstg"] * 3, "subspace": ["sem"] * 3, "layer": [0, 1, "final"],
+                          "condition": ["shift"] * 3, "token_cosine": [0.9, 0.8, 0.7], "token_rel_l2": [0.1, 0.2, 0.3]})
     long = measurements(table, ["token_cosine", "token_rel_l2"], keys=["condition"])
     assert len(long) == 4 and long.layer.tolist() == [0, 1, 0, 1]  # "final" is not a point on the layer axis
     assert long[long.metric == "token_rel_l2"].value.tolist() == [0.1, 0.2] and long.ci_low.isna().all()
@@ -174,23 +135,10 @@ def test_measurements_melt_metrics_and_drop_the_final_state():
 
 
 def test_invariance_figures(tmp_path):
-    rows = [
-        dict(
-            model=m,
-            subspace=s,
-            condition=c,
-            layer=layer,
-            token_cosine=0.9 - 0.1 * layer,
-            token_rel_l2=0.1 * layer,
-            k=1,
-            recall=0.5 + 0.1 * layer,
-            n_passages=40,
-        )
-        for m, subspaces in (("dstg", ("sem", "ap", "full")), ("dstg-offset", ("sem",)), ("rope", ("full",)))
-        for s in subspaces
-        for c in ("shift", "prefix")
-        for layer in range(3)
-    ]
+    rows = [dict(model=m, subspace=s, condition=c, layer=layer, token_cosine=0.9 - 0.1 * layer, token_rel_l2=0.1 * layer,
+                 k=1, recall=0.5 + 0.1 * layer, n_passages=40)
+            for m, subspaces in (("dstg", ("sem", "ap", "full")), ("dstg-offset", ("sem",)), ("rope", ("full",)))
+            for s in subspaces for c in ("shift", "prefix") for layer in range(3)]
     table = pd.DataFrame(rows)
     numbers = _check_outputs(plot_invariance_by_layer(table, tmp_path, stem="inv"), tmp_path, "inv")
     assert len(numbers["measurements"]) == 2 * len(table)
@@ -218,10 +166,7 @@ def test_holmes_figures_from_the_aggregation(holmes_results, tmp_path):
     assert drawn.loc[("rope", "overall"), "balance"] == pytest.approx(5 / 6)
     numbers = _check_outputs(plot_holmes_scores(scores, tmp_path, stem="scores"), tmp_path, "scores")
     # entries (4 models + DSTG's ap and sem) x datasets, and the chance column (randomised labels) per dataset
-    assert (
-        len(numbers["scores"]) == 7 * 6
-        and sum(row["entry"] == "chance (randomised labels)" for row in numbers["scores"]) == 6
-    )
+    assert len(numbers["scores"]) == 7 * 6 and sum(row["entry"] == "chance (randomised labels)" for row in numbers["scores"]) == 6
 
 
 def test_holmes_figures_read_the_written_csvs(holmes_results, tmp_path):

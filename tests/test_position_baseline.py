@@ -32,23 +32,15 @@ def synthetic_store(seed=0, lengths=None):
     'target' (the intra target itself, plus noise dimensions)."""
     rng = np.random.default_rng(seed)
     position = np.tile(np.arange(LENGTH), N_DOCS)
-    labels = pd.DataFrame(
-        dict(
-            token_position=position,
-            doc_index=np.repeat(np.arange(N_DOCS), LENGTH),
-            sentence_index=position // 8,
-            intra_sentence_position=rng.integers(0, 5, len(position)),
-        )
-    )
+    labels = pd.DataFrame(dict(token_position=position, doc_index=np.repeat(np.arange(N_DOCS), LENGTH),
+                               sentence_index=position // 8, intra_sentence_position=rng.integers(0, 5, len(position))))
     code = rng.standard_normal((LENGTH, 12))[position]
     target = np.column_stack([labels.intra_sentence_position, rng.standard_normal((len(position), 3))])
     return MemoryStore(labels, {"position": code.astype(np.float32), "target": target.astype(np.float32)})
 
 
 def probe(store, task, **kwargs):
-    return probe_store(
-        store, PositionProbeConfig(task=task, n_boot=200, controls=False, **kwargs), "synthetic"
-    ).set_index("subspace")
+    return probe_store(store, PositionProbeConfig(task=task, n_boot=200, controls=False, **kwargs), "synthetic").set_index("subspace")
 
 
 def test_target_an_exact_function_of_position():

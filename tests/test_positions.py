@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import tiny_model, write_synthetic_corpus
 
-from dstg_interp.cli.probe import main
+from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp.data import load_corpus, train_tokenizer
+from dstg_interp.cli.probe import main
 from probes.positions import RESULT_COLUMNS, minimum_documents, probe_positions, shuffle_within_documents
 
 torch.set_num_threads(1)
@@ -60,15 +60,8 @@ def test_minimum_documents():
 
 def test_probe_positions_table_and_controls(setup, tmp_path):
     root, corpus, paths = setup
-    table = probe_positions(
-        str(paths["dstg"]),
-        task="token",
-        corpus=str(corpus),
-        n_boot=200,
-        store_root=tmp_path / "stores",
-        progress=False,
-        model_name="dstg-tiny",
-    )
+    table = probe_positions(str(paths["dstg"]), task="token", corpus=str(corpus), n_boot=200, store_root=tmp_path / "stores",
+                            progress=False, model_name="dstg-tiny")
     assert list(table.columns) == RESULT_COLUMNS
     assert set(table.subspace) == {"ap", "sem", "full"} and sorted(set(table.layer)) == [0, 1, 2]
     layer0_ap = table[(table.layer == 0) & (table.subspace == "ap")].iloc[0]
@@ -85,20 +78,8 @@ def test_probe_positions_table_and_controls(setup, tmp_path):
 def test_cli_table_csv_and_json(setup, tmp_path, capsys):
     root, corpus, paths = setup
     out = tmp_path / "out"
-    code, stdout, err = run_cli(
-        capsys,
-        "--model",
-        paths["dstg"],
-        paths["rope"],
-        "--task",
-        "segment",
-        "--corpus",
-        corpus,
-        "--out",
-        out,
-        "--layers",
-        "0,2",
-    )
+    code, stdout, err = run_cli(capsys, "--model", paths["dstg"], paths["rope"], "--task", "segment", "--corpus", corpus,
+                                "--out", out, "--layers", "0,2")
     assert code == 0, err
     assert "held-out R² (segment, sentence)" in stdout
     assert "dstg/ap" in stdout and "rope/full" in stdout
@@ -118,20 +99,8 @@ def test_cli_table_csv_and_json(setup, tmp_path, capsys):
 
 def test_cli_paragraph_intra(setup, tmp_path, capsys):
     root, corpus, paths = setup
-    code, stdout, err = run_cli(
-        capsys,
-        "--model",
-        paths["rope"],
-        "--task",
-        "intra",
-        "--segment",
-        "paragraph",
-        "--corpus",
-        corpus,
-        "--out",
-        tmp_path / "out",
-        "--no-controls",
-    )
+    code, stdout, err = run_cli(capsys, "--model", paths["rope"], "--task", "intra", "--segment", "paragraph", "--corpus", corpus,
+                                "--out", tmp_path / "out", "--no-controls")
     assert code == 0, err
     results = pd.read_csv(tmp_path / "out" / "results.csv")
     assert (results.segment == "paragraph").all() and results.control_r2.isna().all()
@@ -145,28 +114,15 @@ def assert_clean_failure(code, err, out, needle):
 
 def test_cli_subspace_the_model_lacks(setup, tmp_path, capsys):
     root, corpus, paths = setup
-    code, _, err = run_cli(
-        capsys,
-        "--model",
-        paths["rope"],
-        "--task",
-        "segment",
-        "--corpus",
-        corpus,
-        "--subspaces",
-        "ap",
-        "--out",
-        tmp_path,
-    )
+    code, _, err = run_cli(capsys, "--model", paths["rope"], "--task", "segment", "--corpus", corpus, "--subspaces", "ap",
+                           "--out", tmp_path)
     assert_clean_failure(code, err, tmp_path, "has no 'ap' subspace")
 
 
 def test_cli_corpus_too_small(setup, tmp_path, capsys):
     root, _, paths = setup
     small = write_synthetic_corpus(tmp_path / "small", n_docs=4, seed=1)
-    code, _, err = run_cli(
-        capsys, "--model", paths["dstg"], "--task", "segment", "--corpus", small, "--out", tmp_path / "o"
-    )
+    code, _, err = run_cli(capsys, "--model", paths["dstg"], "--task", "segment", "--corpus", small, "--out", tmp_path / "o")
     assert_clean_failure(code, err, tmp_path / "o", "needs at least 6")
 
 
@@ -176,40 +132,16 @@ def test_cli_constant_target(setup, tmp_path, capsys):
     folder.mkdir()
     for i in range(10):  # one sentence per document: sentence index is always 0
         (folder / f"d{i}.txt").write_text(f"The farmer sold a red boat number {i} to the teacher at the gate.")
-    code, _, err = run_cli(
-        capsys,
-        "--model",
-        paths["dstg"],
-        "--task",
-        "segment",
-        "--segment",
-        "sentence",
-        "--corpus",
-        folder,
-        "--out",
-        tmp_path / "o",
-    )
+    code, _, err = run_cli(capsys, "--model", paths["dstg"], "--task", "segment", "--segment", "sentence", "--corpus", folder,
+                           "--out", tmp_path / "o")
     assert_clean_failure(code, err, tmp_path / "o", "is constant")
     # one paragraph per document: no window crosses a paragraph break, so paragraph probes have nothing to read
-    code, _, err = run_cli(
-        capsys,
-        "--model",
-        paths["dstg"],
-        "--task",
-        "segment",
-        "--segment",
-        "paragraph",
-        "--corpus",
-        folder,
-        "--out",
-        tmp_path / "o",
-    )
+    code, _, err = run_cli(capsys, "--model", paths["dstg"], "--task", "segment", "--segment", "paragraph", "--corpus", folder,
+                           "--out", tmp_path / "o")
     assert_clean_failure(code, err, tmp_path / "o", "crosses a paragraph break")
     # one document of several sentences among one-sentence ones: a CV fold of the baseline has no variance
     (folder / "d0.txt").write_text("The farmer sold a boat. The teacher bought it. The gate was red and old.")
-    code, _, err = run_cli(
-        capsys, "--model", paths["dstg"], "--task", "segment", "--corpus", folder, "--out", tmp_path / "o"
-    )
+    code, _, err = run_cli(capsys, "--model", paths["dstg"], "--task", "segment", "--corpus", folder, "--out", tmp_path / "o")
     assert "only 2 held-out document(s)" in err  # the warning, then the one-line refusal
     assert_clean_failure(code, err.split("\n", 1)[1], tmp_path / "o", "no variance inside fold")
 
@@ -222,18 +154,8 @@ def test_cli_nan_activations(setup, tmp_path, capsys):
     with torch.no_grad():
         broken.blocks[0].mlp.w_out.weight[0, 0] = float("nan")
     broken.save(tmp_path / "broken")
-    code, _, err = run_cli(
-        capsys,
-        "--model",
-        tmp_path / "broken",
-        "--task",
-        "token",
-        "--corpus",
-        corpus,
-        "--out",
-        tmp_path / "o",
-        "--no-controls",
-    )
+    code, _, err = run_cli(capsys, "--model", tmp_path / "broken", "--task", "token", "--corpus", corpus, "--out", tmp_path / "o",
+                           "--no-controls")
     warning, error = err.split("\n", 1)  # the load names the bad weights, the probe then refuses
     assert warning.startswith("dstg-probe: warning:") and "model.safetensors" in warning and "NaN" in warning
     assert_clean_failure(code, error, tmp_path / "o", "NaN")
@@ -256,9 +178,7 @@ def test_cli_holmes_task_on_a_benchmark_folder(setup, tmp_path, capsys):
 
     root, _, paths = setup
     fixture = Path(__file__).parent / "fixtures" / "holmes" / "benchmark"
-    code, stdout, err = run_cli(
-        capsys, "--model", paths["dstg"], "--task", "holmes", "--benchmark", fixture, "--out", tmp_path / "o"
-    )
+    code, stdout, err = run_cli(capsys, "--model", paths["dstg"], "--task", "holmes", "--benchmark", fixture, "--out", tmp_path / "o")
     assert code == 0, err
     results = pd.read_csv(tmp_path / "o" / "results.csv")
     assert {"model", "dataset", "metric", "score", "area"} <= set(results.columns)

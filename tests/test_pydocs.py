@@ -7,7 +7,8 @@ import tarfile
 
 import pytest
 
-from dstg_interp.data import DataError, en_mix, load_corpus, pydocs
+from dstg_interp.data import DataError, load_corpus
+from dstg_interp.data import en_mix, pydocs
 
 # A made-up reST page exercising what the prose filter must drop: code after "::", directives and their
 # bodies, comments, lists, tables, field lists, doctests, definition lists, short or unfinished lines.
@@ -76,37 +77,25 @@ def test_prose_sections_keep_running_text_only():
         "watts attribute, see the appendix. Nothing here is copied from anywhere: the project wrote this page for its tests.",
         "Here is how you create one and switch it on:",
     ]
-    assert sections[1][1] == [
-        "The kettle must be filled before it is switched on, otherwise the element overheats "
-        "and the product safety switch trips, as every cook knows. A second line of the same "
-        "paragraph belongs to it, and so does a third one."
-    ]
+    assert sections[1][1] == ["The kettle must be filled before it is switched on, otherwise the element overheats "
+                              "and the product safety switch trips, as every cook knows. A second line of the same "
+                              "paragraph belongs to it, and so does a third one."]
 
 
 def test_inline_markup():
-    assert (
-        pydocs.strip_inline_markup(":py:meth:`!spam` and :mod:`os.path` and `PEP 8`_.") == "spam and os.path and PEP 8."
-    )
+    assert pydocs.strip_inline_markup(":py:meth:`!spam` and :mod:`os.path` and `PEP 8`_.") == "spam and os.path and PEP 8."
     assert pydocs.strip_inline_markup("Define it as follows ::") == "Define it as follows"
     assert pydocs.strip_inline_markup("a `default role` and \\*not emphasis\\*") == "a default role and *not emphasis*"
-    assert (
-        pydocs.strip_inline_markup("the backslash, ``\\``, and ``*args`` or C:\\\\Temp.")
-        == "the backslash, \\, and *args or C:\\Temp."
-    )
+    assert pydocs.strip_inline_markup("the backslash, ``\\``, and ``*args`` or C:\\\\Temp.") == "the backslash, \\, and *args or C:\\Temp."
 
 
 def test_units_keep_narrative_sections_and_long_enough_sections():
-    sources = {
-        "tutorial/demo.rst.txt": DEMO_PAGE.encode(),
-        "library/demo.rst.txt": DEMO_PAGE.encode(),
-        "tutorial/notes.txt": DEMO_PAGE.encode(),
-    }
+    sources = {"tutorial/demo.rst.txt": DEMO_PAGE.encode(), "library/demo.rst.txt": DEMO_PAGE.encode(),
+               "tutorial/notes.txt": DEMO_PAGE.encode()}
     units = pydocs.pydocs_units(sources)
     # the library copy and the non-.rst.txt file are ignored; "Tiny" has fewer than MIN_DOCUMENT_WORDS
-    assert [(u.unit_id, u.title) for u in units] == [
-        ("pydocs/tutorial/demo/000", "A Demo Chapter"),
-        ("pydocs/tutorial/demo/001", "Using the kettle"),
-    ]
+    assert [(u.unit_id, u.title) for u in units] == [("pydocs/tutorial/demo/000", "A Demo Chapter"),
+                                                     ("pydocs/tutorial/demo/001", "Using the kettle")]
     assert units[0].metadata == {"page": "tutorial/demo"}
 
 
@@ -120,9 +109,7 @@ def fake_deb(pages: dict[str, str]) -> bytes:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     body = lzma.compress(tar_bytes.getvalue())
-    member = lambda name, data: (
-        f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode() + data + b"\n" * (len(data) % 2)
-    )
+    member = lambda name, data: f"{name:<16}{0:<12}{0:<6}{0:<6}{100644:<8}{len(data):<10}`\n".encode() + data + b"\n" * (len(data) % 2)
     return b"!<arch>\n" + member("debian-binary", b"2.0\n") + member("data.tar.xz", body)
 
 
@@ -133,18 +120,10 @@ def test_pinning_tries_versions_in_order_and_checks_the_text(tmp_path, capsys):
     units = pydocs.extract_pydocs(deb)
     text_sha = en_mix.units_sha256(units)
     copy = [sys.executable, "-c", f"import shutil; shutil.copy({str(deb)!r}, {deb.name!r})"]
-    gone = en_mix.Piece(
-        pydocs.PACKAGE,
-        ["no-such-fetcher-xyz"],
-        "python3.11-doc_9.10_all.deb",
-        "0" * 64,
-        text_sha,
-        pydocs.extract_pydocs,
-        corpus="pydocs",
-    )
-    good = en_mix.Piece(
-        pydocs.PACKAGE, copy, deb.name, en_mix.sha256_file(deb), text_sha, pydocs.extract_pydocs, corpus="pydocs"
-    )
+    gone = en_mix.Piece(pydocs.PACKAGE, ["no-such-fetcher-xyz"], "python3.11-doc_9.10_all.deb", "0" * 64, text_sha,
+                        pydocs.extract_pydocs, corpus="pydocs")
+    good = en_mix.Piece(pydocs.PACKAGE, copy, deb.name, en_mix.sha256_file(deb), text_sha, pydocs.extract_pydocs,
+                        corpus="pydocs")
     documents = pydocs.load_pydocs(tmp_path / "cache", progress=False, pieces=[gone, good])
     assert [d.doc_id for d in documents] == ["pydocs/tutorial/demo/000", "pydocs/tutorial/demo/001"]
     assert documents[0].source == pydocs.PACKAGE and documents[0].title == "A Demo Chapter"
@@ -153,9 +132,8 @@ def test_pinning_tries_versions_in_order_and_checks_the_text(tmp_path, capsys):
     assert len(list((tmp_path / "cache" / "pydocs").glob("*.jsonl"))) == 1
 
     # a .deb whose extracted text differs from the pinned hash is refused; the error is one line
-    other_text = en_mix.Piece(
-        pydocs.PACKAGE, copy, deb.name, en_mix.sha256_file(deb), "1" * 64, pydocs.extract_pydocs, corpus="pydocs"
-    )
+    other_text = en_mix.Piece(pydocs.PACKAGE, copy, deb.name, en_mix.sha256_file(deb), "1" * 64,
+                              pydocs.extract_pydocs, corpus="pydocs")
     with pytest.raises(DataError) as error:
         pydocs.load_pydocs(tmp_path / "other", progress=False, pieces=[gone, other_text])
     message = str(error.value)
@@ -182,10 +160,8 @@ def test_load_corpus_pydocs_tries_pinned_then_mirror_versions(tmp_path, monkeypa
 
 
 def test_parse_apt_show():
-    shown = (
-        "Package: python3.11-doc\nVersion: 3.11.2-6+deb12u9\nSize: 1\nSHA256: " + "a" * 64 + "\n\n"
-        "Package: python3.11-doc\nVersion: 1:3.11.2-6\nSHA256: " + "b" * 64 + "\nDescription: x\n\n"
-        "Package: python3.11-doc\nVersion: 3.0\n"
-    )
+    shown = ("Package: python3.11-doc\nVersion: 3.11.2-6+deb12u9\nSize: 1\nSHA256: " + "a" * 64 + "\n\n"
+             "Package: python3.11-doc\nVersion: 1:3.11.2-6\nSHA256: " + "b" * 64 + "\nDescription: x\n\n"
+             "Package: python3.11-doc\nVersion: 3.0\n")
     assert pydocs.parse_apt_show(shown) == [("3.11.2-6+deb12u9", "a" * 64), ("1:3.11.2-6", "b" * 64)]
     assert pydocs.deb_name("1:3.11.2-6") == "python3.11-doc_1%3a3.11.2-6_all.deb"

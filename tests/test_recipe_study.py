@@ -6,11 +6,12 @@ import os
 
 import pandas as pd
 import pytest
-from conftest import write_synthetic_corpus
 
 from experiments.recipe_levers import ARMS, ZOO_RECIPE, parse_arm, recipe_for
 from experiments.recipe_readings import plateau_exit
 from experiments.recipe_study import RecipeStudyConfig, diagnosis_plan, main
+
+from conftest import write_synthetic_corpus
 
 
 def test_named_arms_and_lever_overrides():
@@ -19,29 +20,23 @@ def test_named_arms_and_lever_overrides():
     recipe = recipe_for(arm, "ap")
     assert recipe == dict(ZOO_RECIPE, batch=32, schedule="cosine", tie=False, windows=False, vocab=4096)
     # DSTG's FFN and RP levers of the named arm apply to DSTG only
-    assert (
-        recipe_for(parse_arm("reimpl"), "dstg")["mlp"] == "mixed"
-        and recipe_for(parse_arm("reimpl"), "dstg")["rp"] is False
-    )
+    assert recipe_for(parse_arm("reimpl"), "dstg")["mlp"] == "mixed" and recipe_for(parse_arm("reimpl"), "dstg")["rp"] is False
     assert recipe_for(parse_arm("mixed"), "ap") is None
     assert recipe_for(parse_arm("zoo"), "rope") == ZOO_RECIPE
     assert recipe_for(parse_arm("windows=false,vocab=4096"), "rp") == dict(ZOO_RECIPE, windows=False, vocab=4096)
 
 
-@pytest.mark.parametrize(
-    "spec, message",
-    [
-        ("warmer", "unknown arm 'warmer'"),
-        ("zoo,dropout=0.1", "unknown lever 'dropout'"),
-        ("bert:zoo", "unknown variant 'bert'"),
-        ("ap:mixed", "none of its levers applies to variant 'ap'"),
-        ("ap:zoo,rp=false", "lever rp does not apply to variant 'ap'"),
-        ("tie=maybe", "lever tie: expected true or false"),
-        ("mlp=diagonal", "lever mlp: expected one of split, mixed"),
-        ("batch=-4", "lever batch: must be positive"),
-        ("zoo,", "expected [variant:]arm"),
-    ],
-)
+@pytest.mark.parametrize("spec, message", [
+    ("warmer", "unknown arm 'warmer'"),
+    ("zoo,dropout=0.1", "unknown lever 'dropout'"),
+    ("bert:zoo", "unknown variant 'bert'"),
+    ("ap:mixed", "none of its levers applies to variant 'ap'"),
+    ("ap:zoo,rp=false", "lever rp does not apply to variant 'ap'"),
+    ("tie=maybe", "lever tie: expected true or false"),
+    ("mlp=diagonal", "lever mlp: expected one of split, mixed"),
+    ("batch=-4", "lever batch: must be positive"),
+    ("zoo,", "expected [variant:]arm"),
+])
 def test_bad_arms_are_one_line_errors(spec, message):
     with pytest.raises(ValueError) as err:
         parse_arm(spec)
@@ -51,44 +46,27 @@ def test_bad_arms_are_one_line_errors(spec, message):
 def test_plan_runs_each_arm_per_variant_and_seed_in_order():
     study = RecipeStudyConfig(arms=["ap:reimpl", "mixed", "zoo"], variants=["dstg", "ap"], seeds=[1, 0])
     plan = [(arm.label, variant, seed) for arm, variant, seed in diagnosis_plan(study)]
-    assert plan == [
-        ("reimpl", "ap", 1),
-        ("reimpl", "ap", 0),
-        ("mixed", "dstg", 1),
-        ("mixed", "dstg", 0),
-        ("zoo", "dstg", 1),
-        ("zoo", "dstg", 0),
-        ("zoo", "ap", 1),
-        ("zoo", "ap", 0),
-    ]
+    assert plan == [("reimpl", "ap", 1), ("reimpl", "ap", 0), ("mixed", "dstg", 1), ("mixed", "dstg", 0),
+                    ("zoo", "dstg", 1), ("zoo", "dstg", 0), ("zoo", "ap", 1), ("zoo", "ap", 0)]
     major = RecipeStudyConfig(arms=["ap:reimpl", "mixed"], variants=["dstg"], seeds=[0, 1], seed_major=True)
-    assert [(arm.label, seed) for arm, _, seed in diagnosis_plan(major)] == [
-        ("reimpl", 0),
-        ("mixed", 0),
-        ("reimpl", 1),
-        ("mixed", 1),
-    ]
+    assert [(arm.label, seed) for arm, _, seed in diagnosis_plan(major)] == [("reimpl", 0), ("mixed", 0), ("reimpl", 1), ("mixed", 1)]
     assert set(ARMS) >= {"zoo", "reimpl", "mixed", "no-rp", "tied", "doc-start", "vocab-4096", "batch-32"}
 
 
 def test_plateau_exit_is_the_first_validation_clearly_below_unigram():
-    curve = pd.DataFrame(
-        dict(step=[10, 20, 30, 40], tokens=[100, 200, 300, 400], val_loss=[7.0, 6.8, 6.2, 6.0], unigram_loss=[6.9] * 4)
-    )
+    curve = pd.DataFrame(dict(step=[10, 20, 30, 40], tokens=[100, 200, 300, 400], val_loss=[7.0, 6.8, 6.2, 6.0],
+                              unigram_loss=[6.9] * 4))
     assert plateau_exit(curve) == (30.0, 300.0)
     assert all(math.isnan(x) for x in plateau_exit(curve.assign(val_loss=6.8)))
 
 
-@pytest.mark.parametrize(
-    "argv, message",
-    [
-        (["--arms", "zoo", "warmer"], "unknown arm 'warmer'"),
-        (["--arms", "zoo", "--seeds", "0", "0"], "--seeds repeats 0; give each once"),
-        (["--arms", "zoo", "zoo"], "--arms repeats zoo; give each once"),
-        (["--arms", "zoo", "--seeds", "-1"], "got -1"),
-        (["--arms", "ap:mixed"], "none of its levers applies"),
-    ],
-)
+@pytest.mark.parametrize("argv, message", [
+    (["--arms", "zoo", "warmer"], "unknown arm 'warmer'"),
+    (["--arms", "zoo", "--seeds", "0", "0"], "--seeds repeats 0; give each once"),
+    (["--arms", "zoo", "zoo"], "--arms repeats zoo; give each once"),
+    (["--arms", "zoo", "--seeds", "-1"], "got -1"),
+    (["--arms", "ap:mixed"], "none of its levers applies"),
+])
 def test_command_refuses_bad_input_in_one_line(tmp_path, capsys, argv, message):
     code = main([*argv, "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")])
     assert code == 2
@@ -102,51 +80,20 @@ def test_diagnosis_on_a_tiny_corpus(tmp_path, monkeypatch, capsys):
     a rerun without --resume refused and one with --resume reading every run back without training."""
     monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
     corpus = write_synthetic_corpus(tmp_path / "corpus", n_docs=80)
-    argv = [
-        "--corpus",
-        str(corpus),
-        "--tiny",
-        "--arms",
-        "dstg:zoo",
-        "ap:reimpl,tie=false",
-        "--seeds",
-        "0",
-        "1",
-        "--tokens",
-        "2500",
-        "--eval-tokens",
-        "800",
-        "--eval-sequences",
-        "8",
-        "--max-length",
-        "48",
-        "--threads",
-        "1",
-        "--out",
-        str(tmp_path / "out"),
-        "--runs",
-        str(tmp_path / "runs"),
-    ]
+    argv = ["--corpus", str(corpus), "--tiny", "--arms", "dstg:zoo", "ap:reimpl,tie=false", "--seeds", "0", "1",
+            "--tokens", "2500", "--eval-tokens", "800", "--eval-sequences", "8", "--max-length", "48", "--threads", "1",
+            "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")]
     assert main(argv) == 0, capsys.readouterr().err
     runs = pd.read_csv(tmp_path / "out" / "diagnosis_runs.csv")
-    assert list(zip(runs.variant, runs.arm, runs.seed)) == [
-        ("dstg", "zoo", 0),
-        ("dstg", "zoo", 1),
-        ("ap", "reimpl,tie=false", 0),
-        ("ap", "reimpl,tie=false", 1),
-    ]
+    assert list(zip(runs.variant, runs.arm, runs.seed)) == [("dstg", "zoo", 0), ("dstg", "zoo", 1),
+                                                           ("ap", "reimpl,tie=false", 0), ("ap", "reimpl,tie=false", 1)]
     # the same training tokens per run, whatever the batch size (16 vs 32) and sequence form
     assert runs.batch.tolist() == [16, 16, 32, 32]
     assert ((runs.train_tokens - 2500).abs() <= runs.batch * 48).all()  # within one step of the budget
     for column in ("heldout_gain_points", "pc1_pc2", "pc1_pc2_chance", "position_r2_first", "position_r2_last"):
         assert runs[column].notna().all(), column
     saved = json.loads((tmp_path / "runs" / "ap" / "reimpl,tie=false" / "seed0" / "train_config.json").read_text())
-    assert (saved["windows"], saved["vocab_size"], saved["schedule"], saved["model"]["tie_embeddings"]) == (
-        False,
-        4096,
-        "cosine",
-        False,
-    )
+    assert (saved["windows"], saved["vocab_size"], saved["schedule"], saved["model"]["tie_embeddings"]) == (False, 4096, "cosine", False)
     dstg = json.loads((tmp_path / "runs" / "dstg" / "zoo" / "seed0" / "train_config.json").read_text())
     assert (dstg["model"]["mlp_mode"], dstg["model"]["rp_bias"], dstg["windows"]) == ("split", True, True)
     arms = pd.read_csv(tmp_path / "out" / "diagnosis_arms.csv")
@@ -169,14 +116,7 @@ def test_shipped_zoo_reference_reads_the_committed_files():
     from experiments.recipe_readings import shipped_zoo_reference
 
     reference = shipped_zoo_reference(ZOO_DIR, FIGURES_DIR)
-    assert sorted(zip(reference.variant, reference.seed)) == [
-        ("ap", 0),
-        ("ap", 1),
-        ("ap", 2),
-        ("dstg", 0),
-        ("dstg", 1),
-        ("dstg", 2),
-    ]
+    assert sorted(zip(reference.variant, reference.seed)) == [("ap", 0), ("ap", 1), ("ap", 2), ("dstg", 0), ("dstg", 1), ("dstg", 2)]
     assert reference.train_tokens.between(8.0e6, 8.5e6).all()
     dstg = reference[reference.variant == "dstg"]
     assert dstg.plateau_exit_tokens.notna().all() and (dstg.pc1_pc2 > dstg.pc1_pc2_chance).all()

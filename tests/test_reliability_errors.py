@@ -4,8 +4,8 @@ Case numbers refer to the hostile-input report (notes/reliability.md); see docs/
 """
 
 import errno
-import json
 import shutil
+import json
 import warnings
 from pathlib import Path
 
@@ -13,28 +13,27 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import tiny_model, write_synthetic_corpus
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
 from safetensors import SafetensorError
 
 import dstg_interp.data.corpora as corpora
 import dstg_interp.data.en_mix as en_mix
 import dstg_interp.model.checkpoint as checkpoint_module
 import dstg_interp.model.saving as saving_module
+from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import CheckpointError, ModelConfig, StoreError, extract, load_model
-from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.cli.extend import main as extend_main
-from dstg_interp.cli.holmes import main as holmes_main
-from dstg_interp.cli.probe import compact_table
-from dstg_interp.cli.probe import main as probe_main
-from dstg_interp.cli.train import main as train_main
 from dstg_interp.data import DataError, load_corpus, load_tokenizer
-from dstg_interp.encoders.naming import model_label
 from dstg_interp.model.checkpoint import NonFiniteWeightsWarning
 from dstg_interp.store import ActivationStore
+from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.store.config import ExtractionConfig
+from dstg_interp.cli.train import main as train_main
 from dstg_interp.train import TrainConfig, read_resume_state, train, truncate_log
+from dstg_interp.cli.probe import compact_table, main as probe_main
+from dstg_interp.cli.holmes import main as holmes_main
+from dstg_interp.encoders.naming import model_label
 from probes.positions import SmallSampleWarning, probe_positions
+from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
 
 torch.set_num_threads(1)
 FIXTURE = Path(__file__).parent / "fixtures" / "holmes" / "benchmark"
@@ -56,9 +55,7 @@ def test_jsonl_text_that_is_not_a_string(tiny, tmp_path, capsys):
     checkpoint, _ = tiny
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text('{"text": "A fine sentence."}\n{"text": 42}\n')
-    code, _, err = run_main(
-        capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", tmp_path / "s", "--quiet"
-    )
+    code, _, err = run_main(capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", tmp_path / "s", "--quiet")
     assert_one_line_error(code, err, "docs.jsonl:2", "'text' string field", "found 42")
     corpus.write_text('{"text": "A fine sentence."}\n{"text": "unterminated\n')
     with pytest.raises(DataError, match=r"docs.jsonl:2: not valid JSON"):
@@ -79,21 +76,8 @@ def test_tokenizer_that_is_not_json(tiny, tmp_path, capsys):
     with pytest.raises(ValueError, match="tokenizer.json: not a readable tokenizer.json"):
         load_tokenizer(bad)
     _, corpus = tiny
-    code, _, err = run_main(
-        capsys,
-        train_main,
-        "--out",
-        tmp_path / "run",
-        "--tokenizer",
-        bad,
-        "--corpus",
-        corpus,
-        "--steps",
-        "2",
-        "--warmup-steps",
-        "1",
-        "--quiet",
-    )
+    code, _, err = run_main(capsys, train_main, "--out", tmp_path / "run", "--tokenizer", bad, "--corpus", corpus,
+                            "--steps", "2", "--warmup-steps", "1", "--quiet")
     assert_one_line_error(code, err, "tokenizer.json", prog="dstg-train")
     assert not (tmp_path / "run").exists()  # #130: no empty output folder left behind
 
@@ -116,9 +100,7 @@ def test_absurd_model_sizes(tiny, tmp_path, capsys):
     config = json.loads((checkpoint / "config.json").read_text())
     (huge / "config.json").write_text(json.dumps(dict(config, vocab_size=10**12)))
     (huge / "model.safetensors").write_bytes((checkpoint / "model.safetensors").read_bytes())
-    code, _, err = run_main(
-        capsys, cache_main, "--model", huge, "--corpus", tiny[1], "--out", tmp_path / "s", "--quiet"
-    )
+    code, _, err = run_main(capsys, cache_main, "--model", huge, "--corpus", tiny[1], "--out", tmp_path / "s", "--quiet")
     assert_one_line_error(code, err, "huge/config.json", "TB of memory")
     for factor, fragment in (("inf", "finite"), ("100000", "TB of memory"), ("nan", "must be > 1")):
         code, _, err = run_main(capsys, extend_main, "--model", checkpoint, "--factor", factor, "--out", tmp_path / "x")
@@ -143,10 +125,8 @@ def test_nan_weights_are_reported_and_integer_weights_refused(tmp_path):
     from safetensors.torch import load_file, save_file
 
     state = load_file(str(tmp_path / "nan" / "model.safetensors"))
-    state = {
-        k: (v.to(torch.int32) if k == "tok_embed.weight" or k.endswith("embed.weight") else v.nan_to_num())
-        for k, v in state.items()
-    }
+    state = {k: (v.to(torch.int32) if k == "tok_embed.weight" or k.endswith("embed.weight") else v.nan_to_num())
+             for k, v in state.items()}
     save_file(state, str(tmp_path / "nan" / "model.safetensors"))
     with pytest.raises(CheckpointError, match="has dtype int32; weights must be floating point"):
         load_model(tmp_path / "nan")
@@ -155,21 +135,9 @@ def test_nan_weights_are_reported_and_integer_weights_refused(tmp_path):
 def test_truncated_optimizer_state_on_resume(tiny, tmp_path, capsys):
     """#135: a cut-short optimizer.safetensors gave a SafetensorError traceback (the model file did not)."""
     _, corpus = tiny
-    cfg = TrainConfig(
-        out_dir=str(tmp_path / "run"),
-        model=dict(variant="dstg", d_sem=24, d_ap=8, n_layers=1, n_heads=4),
-        corpus=str(corpus),
-        vocab_size=200,
-        max_length=32,
-        batch_size=2,
-        max_steps=4,
-        warmup_steps=1,
-        eval_every=100,
-        eval_batches=1,
-        save_every=2,
-        progress=False,
-        val_fraction=0.2,
-    )
+    cfg = TrainConfig(out_dir=str(tmp_path / "run"), model=dict(variant="dstg", d_sem=24, d_ap=8, n_layers=1, n_heads=4),
+                      corpus=str(corpus), vocab_size=200, max_length=32, batch_size=2, max_steps=4, warmup_steps=1,
+                      eval_every=100, eval_batches=1, save_every=2, progress=False, val_fraction=0.2)
     train(cfg, stop_after_step=2)
     optimizer = tmp_path / "run" / "checkpoint" / "optimizer.safetensors"
     optimizer.write_bytes(optimizer.read_bytes()[: optimizer.stat().st_size // 2])
@@ -215,10 +183,8 @@ def test_extract_of_plain_strings_is_one_clear_error(tiny):
 def test_damaged_en_mix_cache_is_rebuilt(tmp_path, monkeypatch, capsys):
     """#48: a damaged cached piece gave 'Unterminated string' forever, naming no file."""
     piece = en_mix.PIECES["wikipedia"]
-    processed = (
-        tmp_path / "en-mix" / f"{piece.name}-{piece.text_sha256[:16]}-{en_mix.EN_MIX_RULES_VERSION}-"
-        f"{en_mix.SPLITTER_VERSION}.jsonl"
-    )
+    processed = (tmp_path / "en-mix" / f"{piece.name}-{piece.text_sha256[:16]}-{en_mix.EN_MIX_RULES_VERSION}-"
+                 f"{en_mix.SPLITTER_VERSION}.jsonl")
     processed.parent.mkdir(parents=True)
     processed.write_text('{"doc_id": "x", "source": "wiki", "paragraphs": [["cut sh')
 
@@ -234,9 +200,7 @@ def test_damaged_en_mix_cache_is_rebuilt(tmp_path, monkeypatch, capsys):
 
 # --- disk full ------------------------------------------------------------------------------------
 def full_disk_save_file(*args, **kwargs):
-    raise SafetensorError(
-        'Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })'
-    )
+    raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })')
 
 
 def test_disk_full_while_saving_a_checkpoint(tiny, tmp_path, capsys, monkeypatch):
@@ -266,24 +230,8 @@ def test_disk_full_while_writing_probe_results(tiny, tmp_path, capsys, monkeypat
         raise OSError(errno.ENOSPC, "No space left on device", str(args[0]))
 
     monkeypatch.setattr(pd.DataFrame, "to_csv", full)
-    code, _, err = run_main(
-        capsys,
-        probe_main,
-        "--model",
-        checkpoint,
-        "--task",
-        "token",
-        "--corpus",
-        corpus,
-        "--out",
-        out,
-        "--layers",
-        "0",
-        "--subspaces",
-        "ap",
-        "--no-controls",
-        "--quiet",
-    )
+    code, _, err = run_main(capsys, probe_main, "--model", checkpoint, "--task", "token", "--corpus", corpus, "--out", out,
+                            "--layers", "0", "--subspaces", "ap", "--no-controls", "--quiet")
     assert_one_line_error(code, err, "disk full", prog="dstg-probe")
     assert sorted(p.name for p in out.iterdir()) == ["results.csv", "results.json"]
     assert (out / "results.csv").read_text() == "old\n"
@@ -298,30 +246,24 @@ def test_probe_refuses_an_unusable_out_before_probing(tiny, tmp_path, capsys, mo
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "results.csv").write_text("someone else's")
-    for out, fragment in (
-        (tmp_path / "plain", "is a file"),
-        (tmp_path / "plain" / "res", "which is a file"),
-        (foreign, "did not write"),
-    ):
+    for out, fragment in ((tmp_path / "plain", "is a file"), (tmp_path / "plain" / "res", "which is a file"),
+                          (foreign, "did not write")):
         code, _, err = run_main(capsys, probe_main, "--model", tiny[0], "--task", "token", "--out", out)
         assert_one_line_error(code, err, fragment, prog="dstg-probe")
 
 
 # --- nonsense values ------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "main, args, fragment",
-    [
-        (cache_main, ["--model", "dstg", "--corpus", "x", "--out", "o", "--max-docs", "-5"], "--max-docs"),
-        (cache_main, ["--model", "dstg", "--corpus", "x", "--out", "o", "--max-docs", "0"], "--max-docs"),
-        (probe_main, ["--task", "token", "--max-docs", "-10"], "--max-docs"),
-        (train_main, ["--out", "o", "--threads", "0"], "--threads"),
-        (train_main, ["--out", "o", "--max-docs", "-1"], "--max-docs"),
-        (holmes_main, ["run", "--holmes-dir", "h", "--model", "dstg", "--threads", "0"], "--threads"),
-        (holmes_main, ["run", "--holmes-dir", "h", "--model", "dstg", "--seeds", "-2"], "--seeds"),
-        (holmes_main, ["run", "--holmes-dir", "h", "--model", "dstg", "--layers", "x,y"], "--layers"),
-        (holmes_main, ["build", "--out", "o", "--n-per-dataset", "0"], "--n-per-dataset"),
-    ],
-)
+@pytest.mark.parametrize("main, args, fragment", [
+    (cache_main, ["--model", "dstg", "--corpus", "x", "--out", "o", "--max-docs", "-5"], "--max-docs"),
+    (cache_main, ["--model", "dstg", "--corpus", "x", "--out", "o", "--max-docs", "0"], "--max-docs"),
+    (probe_main, ["--task", "token", "--max-docs", "-10"], "--max-docs"),
+    (train_main, ["--out", "o", "--threads", "0"], "--threads"),
+    (train_main, ["--out", "o", "--max-docs", "-1"], "--max-docs"),
+    (holmes_main, ["run", "--holmes-dir", "h", "--model", "dstg", "--threads", "0"], "--threads"),
+    (holmes_main, ["run", "--holmes-dir", "h", "--model", "dstg", "--seeds", "-2"], "--seeds"),
+    (holmes_main, ["run", "--holmes-dir", "h", "--model", "dstg", "--layers", "x,y"], "--layers"),
+    (holmes_main, ["build", "--out", "o", "--n-per-dataset", "0"], "--n-per-dataset"),
+])
 def test_nonsense_values_name_their_flag(main, args, fragment, capsys, tmp_path, monkeypatch):
     """#57, #58, #88, #121, #123, #127, #151 (threads 0): refused before anything runs, naming the flag."""
     monkeypatch.chdir(tmp_path)
@@ -333,12 +275,8 @@ def test_nonsense_values_name_their_flag(main, args, fragment, capsys, tmp_path,
 def test_nonsense_values_in_the_api():
     with pytest.raises(DataError, match="max_docs must be a positive"):
         load_corpus("en-mix", max_docs=-5)
-    for kwargs, fragment in (
-        (dict(vocab_size=5), "vocab_size: at least"),
-        (dict(threads=0), "threads"),
-        (dict(max_docs=-5), "max_docs"),
-        (dict(random_offset=True), "random_offset: needs"),
-    ):
+    for kwargs, fragment in ((dict(vocab_size=5), "vocab_size: at least"), (dict(threads=0), "threads"),
+                             (dict(max_docs=-5), "max_docs"), (dict(random_offset=True), "random_offset: needs")):
         with pytest.raises(ValueError, match=fragment):
             TrainConfig(**kwargs)
 
@@ -367,40 +305,21 @@ def test_holmes_benchmark_problems(tiny, tmp_path, capsys):
 
     shutil.copytree(FIXTURE / "bad-label", only_bad / "bad-label")
     (tmp_path / "empty").mkdir()
-    for benchmark, fragment in (
-        (tmp_path / "file", "is a file"),
-        (only_bad, "no dataset could be loaded (1 skipped"),
-        (tmp_path / "empty", "no dataset folders"),
-    ):
-        code, _, err = run_main(
-            capsys, holmes_main, "run", "--holmes-dir", benchmark, "--model", tiny[0], "--out", tmp_path / "o"
-        )
+    for benchmark, fragment in ((tmp_path / "file", "is a file"), (only_bad, "no dataset could be loaded (1 skipped"),
+                                (tmp_path / "empty", "no dataset folders")):
+        code, _, err = run_main(capsys, holmes_main, "run", "--holmes-dir", benchmark, "--model", tiny[0],
+                                "--out", tmp_path / "o")
         assert_one_line_error(code, err, fragment, prog="dstg-holmes")
     assert not (tmp_path / "o").exists()
-    code, _, err = run_main(
-        capsys,
-        probe_main,
-        "--task",
-        "holmes",
-        "--benchmark",
-        FIXTURE,
-        "--model",
-        tiny[0],
-        "--layers",
-        "9",
-        "--out",
-        tmp_path / "p",
-        "--quiet",
-    )
+    code, _, err = run_main(capsys, probe_main, "--task", "holmes", "--benchmark", FIXTURE, "--model", tiny[0],
+                            "--layers", "9", "--out", tmp_path / "p", "--quiet")
     assert_one_line_error(code, err, "layers must be in 0..2", prog="dstg-probe")
 
 
 def test_holmes_out_is_a_file(tiny, tmp_path, capsys):
     """#124, #128: a full run then FileExistsError; build gave NotADirectoryError."""
     (tmp_path / "plain").write_text("x")
-    code, _, err = run_main(
-        capsys, holmes_main, "run", "--holmes-dir", FIXTURE, "--model", tiny[0], "--out", tmp_path / "plain"
-    )
+    code, _, err = run_main(capsys, holmes_main, "run", "--holmes-dir", FIXTURE, "--model", tiny[0], "--out", tmp_path / "plain")
     assert_one_line_error(code, err, "is a file", prog="dstg-holmes")
     code, _, err = run_main(capsys, holmes_main, "build", "--out", tmp_path / "plain")
     assert_one_line_error(code, err, "is a file", prog="dstg-holmes")
@@ -412,33 +331,15 @@ def test_intervals_on_few_documents_are_undefined(tiny, tmp_path):
     """7 documents printed '± 0.000' everywhere: under 10 held-out documents the interval is NaN, with a warning."""
     checkpoint, corpus = tiny
     with pytest.warns(SmallSampleWarning, match=r"only 2 held-out document\(s\).*needs 10"):
-        table = probe_positions(
-            str(checkpoint),
-            task="token",
-            corpus=str(corpus),
-            layers=[0],
-            subspaces=["ap"],
-            controls=False,
-            n_boot=50,
-            store_root=tmp_path / "stores",
-            progress=False,
-        )
+        table = probe_positions(str(checkpoint), task="token", corpus=str(corpus), layers=[0], subspaces=["ap"],
+                                controls=False, n_boot=50, store_root=tmp_path / "stores", progress=False)
     assert table.ci_low.isna().all() and table.ci_high.isna().all() and (table.n_test_docs == 2).all()
     assert "± n/a" in compact_table(table)
     many = write_synthetic_corpus(tmp_path / "many", n_docs=50)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SmallSampleWarning)
-        table = probe_positions(
-            str(checkpoint),
-            task="token",
-            corpus=str(many),
-            layers=[0],
-            subspaces=["ap"],
-            controls=False,
-            n_boot=50,
-            store_root=tmp_path / "stores",
-            progress=False,
-        )
+        table = probe_positions(str(checkpoint), task="token", corpus=str(many), layers=[0], subspaces=["ap"],
+                                controls=False, n_boot=50, store_root=tmp_path / "stores", progress=False)
     assert table.ci_low.notna().all() and (table.n_test_docs == 10).all()
 
 
@@ -448,13 +349,9 @@ def test_models_are_named_by_something_a_reader_recognises(tmp_path):
     card's title, else the folder's own name (a generic one with its parent's)."""
     hf = tmp_path / "runs" / "model"
     hf.mkdir(parents=True)
-    (hf / "config.json").write_text(
-        json.dumps({"model_type": "bert", "_name_or_path": "nreimers/MiniLM-L6-H384-uncased"})
-    )
+    (hf / "config.json").write_text(json.dumps({"model_type": "bert", "_name_or_path": "nreimers/MiniLM-L6-H384-uncased"}))
     assert model_label(str(hf)) == "runs/model"
-    (hf / "README.md").write_text(
-        "---\nlibrary_name: sentence-transformers\n---\n\n# all-MiniLM-L6-v2\nThis is a model.\n"
-    )
+    (hf / "README.md").write_text("---\nlibrary_name: sentence-transformers\n---\n\n# all-MiniLM-L6-v2\nThis is a model.\n")
     assert model_label(str(hf)) == "all-MiniLM-L6-v2"
     snapshot = tmp_path / "hub" / "models--org--tiny-encoder" / "snapshots" / "0123abcd"
     snapshot.mkdir(parents=True)

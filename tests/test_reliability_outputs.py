@@ -13,25 +13,17 @@ import sys
 import pandas as pd
 import pytest
 import torch
-from reliability_setup import REPO, assert_one_line_error, make_tiny_setup, run_main, subprocess_env
 
 from dstg_interp import io as dio
-from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.cli.extend import main as extend_main
-from dstg_interp.io import (
-    OutputError,
-    OutputLocked,
-    atomic_directory,
-    check_output_location,
-    check_replaceable,
-    clean_stale_temporaries,
-    commit_directory,
-    output_lock,
-)
+from dstg_interp.io import (OutputError, OutputLocked, atomic_directory, check_output_location, check_replaceable,
+                            clean_stale_temporaries, commit_directory, output_lock)
+from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.train import read_resume_state
 from probes.holmes import suite as suite_module
 from probes.holmes.run import write_tables
 from probes.holmes.suite import build_suite, is_complete_suite
+from reliability_setup import REPO, assert_one_line_error, make_tiny_setup, run_main, subprocess_env
 
 torch.set_num_threads(1)
 TEMPLATE_DATASETS = ["offline-age_comparison", "offline-size_comparison"]  # built from templates: no download
@@ -58,9 +50,8 @@ def test_cache_overwrite_never_replaces_a_user_folder_or_file(tiny, tmp_path, ca
     plain.write_text("mine")
     before = snapshot(user)
     for out in (user, plain):
-        code, _, err = run_main(
-            capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", out, "--overwrite", "--quiet"
-        )
+        code, _, err = run_main(capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", out,
+                                "--overwrite", "--quiet")
         assert_one_line_error(code, err, str(out.name), "never replaced", prog="dstg-cache")
         assert "pass --overwrite" not in err and "overwrite=True" not in err  # it once suggested the flag that deleted
     assert snapshot(user) == before and plain.read_text() == "mine"
@@ -88,9 +79,7 @@ def test_cache_out_dot_is_refused_by_name(tiny, tmp_path, capsys, monkeypatch):
     inner.mkdir()
     (inner / "keep.txt").write_text("keep")
     monkeypatch.chdir(inner)
-    code, _, err = run_main(
-        capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", ".", "--overwrite", "--quiet"
-    )
+    code, _, err = run_main(capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", ".", "--overwrite", "--quiet")
     assert_one_line_error(code, err, "keep.txt", "never replaced")
     assert (inner / "keep.txt").read_text() == "keep"
 
@@ -110,9 +99,7 @@ def test_extend_never_replaces_without_overwrite(tiny, tmp_path, capsys):
         code, _, err = run_main(capsys, extend_main, "--model", checkpoint, "--factor", "2", "--out", out)
         assert_one_line_error(code, err, str(out.name), prog="dstg-extend")
     assert snapshot(foreign) == before and plain.read_text() == "mine"
-    code, _, err = run_main(
-        capsys, extend_main, "--model", checkpoint, "--factor", "2", "--out", checkpoint, "--overwrite"
-    )
+    code, _, err = run_main(capsys, extend_main, "--model", checkpoint, "--factor", "2", "--out", checkpoint, "--overwrite")
     assert_one_line_error(code, err, "is the input checkpoint")
     out = tmp_path / "longer"
     assert run_main(capsys, extend_main, "--model", checkpoint, "--factor", "2", "--out", out)[0] == 0
@@ -209,14 +196,8 @@ def test_a_checkpoint_caught_between_two_renames_is_put_back(tmp_path):
     """#133 where no atomic swap exists: the next --resume restores '.checkpoint.old-HOST-PID'."""
     from dstg_interp.train import TrainConfig
 
-    cfg = TrainConfig(
-        out_dir=str(tmp_path / "run"),
-        model=dict(variant="dstg", d_sem=24, d_ap=8, n_layers=1, n_heads=4),
-        vocab_size=200,
-        max_length=32,
-        max_steps=4,
-        warmup_steps=1,
-    )
+    cfg = TrainConfig(out_dir=str(tmp_path / "run"), model=dict(variant="dstg", d_sem=24, d_ap=8, n_layers=1, n_heads=4),
+                      vocab_size=200, max_length=32, max_steps=4, warmup_steps=1)
     (tmp_path / "run").mkdir()
     dead_pid = 2**22 + 12345  # above the default pid_max: never a live process
     old = tmp_path / "run" / f".checkpoint.old-{dio._HOST}-{dead_pid}"
@@ -241,12 +222,8 @@ def test_temporaries_of_a_killed_run_are_removed_by_the_next(tiny, tmp_path, cap
     alive.mkdir()
     other = tmp_path / f".elsewhere.tmp-{dio._HOST}-{2**22 + 1}-x"  # another folder's: not ours to judge
     other.mkdir()
-    assert (
-        run_main(
-            capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", out, "--quiet", "--layers", "0"
-        )[0]
-        == 0
-    )
+    assert run_main(capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", out, "--quiet",
+                    "--layers", "0")[0] == 0
     assert not dead.exists() and alive.exists() and other.exists()
     assert clean_stale_temporaries(out) == []
 
@@ -265,25 +242,18 @@ def test_second_run_on_a_locked_folder_names_the_first(tiny, tmp_path, capsys):
     """#151, #77: two runs on one --out both 'succeeded' and interleaved their output."""
     checkpoint, corpus = tiny
     out = tmp_path / "store"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(out)], env=subprocess_env(), cwd=REPO, stdout=subprocess.PIPE, text=True
-    )
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(out)], env=subprocess_env(), cwd=REPO,
+                              stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
         code, _, err = run_main(capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", out, "--quiet")
-        assert_one_line_error(
-            code, err, "in use by another run", f"pid {holder.pid}", socket.gethostname(), "holder --out"
-        )
+        assert_one_line_error(code, err, "in use by another run", f"pid {holder.pid}", socket.gethostname(), "holder --out")
         assert not out.exists()
     finally:
         holder.kill()  # the kernel drops a dead process's lock: no stale lock to clean up
         holder.wait()
-    assert (
-        run_main(
-            capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", out, "--quiet", "--layers", "0"
-        )[0]
-        == 0
-    )
+    assert run_main(capsys, cache_main, "--model", checkpoint, "--corpus", corpus, "--out", out, "--quiet",
+                    "--layers", "0")[0] == 0
     assert not dio.lock_path(out).exists()
 
 
@@ -292,20 +262,8 @@ def test_train_takes_the_same_lock(tmp_path, capsys):
 
     out = tmp_path / "run"
     with output_lock(out, "first dstg-train"):
-        code, _, err = run_main(
-            capsys,
-            train_main,
-            "--out",
-            out,
-            "--steps",
-            "3",
-            "--warmup-steps",
-            "1",
-            "--vocab-size",
-            "200",
-            "--corpus",
-            tmp_path / "nothing-needed",
-        )
+        code, _, err = run_main(capsys, train_main, "--out", out, "--steps", "3", "--warmup-steps", "1",
+                                "--vocab-size", "200", "--corpus", tmp_path / "nothing-needed")
     assert_one_line_error(code, err, "in use by another run", "first dstg-train", prog="dstg-train")
     assert not out.exists()
     with output_lock(out):

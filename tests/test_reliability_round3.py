@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
 
 from dstg_interp.cli.convert import main as convert_main
 from dstg_interp.io import OutputError, check_replaceable, lock_path
+from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 AUTHORS = FIXTURES / "authors-format" / "posneobert-dstg"
@@ -91,11 +91,9 @@ def test_zoo_seed_and_steps_are_refused_before_any_work(tmp_path, capsys):
     from experiments import pretrain_zoo
 
     common = ["--out", tmp_path / "zoo", "--runs", tmp_path / "runs", "--variants", "dstg", "--threads", "1"]
-    for extra, needle in (
-        (["--steps", "5", "--seeds", HUGE_SEED], "--seeds must be integers from 0 to 4294967295"),
-        (["--steps", "0", "--seeds", "0"], "--steps: expected a positive number of steps, got 0"),
-        (["--steps", "-3", "--seeds", "0"], "--steps: expected a positive number of steps"),
-    ):
+    for extra, needle in ((["--steps", "5", "--seeds", HUGE_SEED], "--seeds must be integers from 0 to 4294967295"),
+                          (["--steps", "0", "--seeds", "0"], "--steps: expected a positive number of steps, got 0"),
+                          (["--steps", "-3", "--seeds", "0"], "--steps: expected a positive number of steps")):
         code, _, err = run_main(capsys, pretrain_zoo.main, *common, *extra)
         assert_one_line_error(code, err, needle, prog="pretrain_zoo")
     assert not (tmp_path / "runs").exists() and not (tmp_path / "zoo").exists()
@@ -112,17 +110,14 @@ def test_no_message_suggests_a_seed_that_would_fail(tmp_path, capsys):
     assert "pretrain_zoo" not in err and not (tmp_path / "gallery").exists()
 
 
-@pytest.mark.parametrize(
-    "prog, flag, args",
-    [
-        ("dstg-train", "--seed", ["--steps", "10", "--seed", HUGE_SEED]),
-        ("dstg-train", "--data-seed", ["--steps", "10", "--data-seed", HUGE_SEED]),
-        ("dstg-train", "--steps", ["--steps", "0"]),
-        ("dstg-probe", "--seed", ["--task", "segment", "--seed", HUGE_SEED]),
-        ("dstg-eval", "--seed", ["--model", "dstg", "--seed", HUGE_SEED]),
-        ("dstg-holmes", "--seeds", ["run", "--seeds", f"0,{HUGE_SEED}"]),
-    ],
-)
+@pytest.mark.parametrize("prog, flag, args", [
+    ("dstg-train", "--seed", ["--steps", "10", "--seed", HUGE_SEED]),
+    ("dstg-train", "--data-seed", ["--steps", "10", "--data-seed", HUGE_SEED]),
+    ("dstg-train", "--steps", ["--steps", "0"]),
+    ("dstg-probe", "--seed", ["--task", "segment", "--seed", HUGE_SEED]),
+    ("dstg-eval", "--seed", ["--model", "dstg", "--seed", HUGE_SEED]),
+    ("dstg-holmes", "--seeds", ["run", "--seeds", f"0,{HUGE_SEED}"]),
+])
 def test_seed_and_step_flags_name_the_flag_and_its_range(prog, flag, args, tmp_path, capsys):
     """N51: `dstg-train --seed 99999999999999999999` said only 'Overflow when unpacking long long'."""
     import importlib
@@ -162,9 +157,8 @@ def test_torchrun_teardown_after_a_dead_or_interrupted_rank(fault, codes, tiny, 
     import subprocess
     import sys
 
-    from reliability_setup import subprocess_env
-
     from dstg_interp.cli.cache import main as cache_main
+    from reliability_setup import subprocess_env
 
     checkpoint, corpus = tiny
     out = tmp_path / "store"
@@ -175,23 +169,13 @@ def test_torchrun_teardown_after_a_dead_or_interrupted_rank(fault, codes, tiny, 
     wrapper.write_text(RANK_FAULT)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "--tee", "2"]
     other_store = ["--overwrite", "--layers", "0,1"]  # another store, so rank 1 gets to write rows
-    run = subprocess.run(
-        [*torchrun, str(wrapper), *map(str, args), *other_store],
-        env=subprocess_env(FAULT=fault),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        start_new_session=True,
-    )
-    rank_lines = [
-        line.split("]:", 1)[1]
-        for line in (run.stderr + run.stdout).splitlines()
-        if line.startswith(("[default0]:", "[rank0]:"))
-    ]  # what rank 0 printed (--tee 2)
+    run = subprocess.run([*torchrun, str(wrapper), *map(str, args), *other_store], env=subprocess_env(FAULT=fault),
+                         capture_output=True, text=True, timeout=120, start_new_session=True)
+    rank_lines = [line.split("]:", 1)[1] for line in (run.stderr + run.stdout).splitlines()
+                  if line.startswith(("[default0]:", "[rank0]:"))]  # what rank 0 printed (--tee 2)
     own = [line for line in rank_lines if line.strip()]
-    assert len(own) == 1 and re.match(
-        r"dstg-cache: (error: rank 0: another rank stopped|interrupted \((SIGTERM|Ctrl-C)\))", own[0]
-    ), run.stderr
+    assert len(own) == 1 and re.match(r"dstg-cache: (error: rank 0: another rank stopped|interrupted \((SIGTERM|Ctrl-C)\))",
+                                      own[0]), run.stderr
     assert "dstg_interp" not in "\n".join(rank_lines)  # no project traceback on rank 0
     # torchrun's report: rank 1 died of SIGKILL (-9) or of the same Ctrl-C (130); rank 0 ended with one of ``codes``
     # (2: it found the peer gone; 143 / -15: torchrun's SIGTERM came first, before or after its one line)
@@ -200,10 +184,7 @@ def test_torchrun_teardown_after_a_dead_or_interrupted_rank(fault, codes, tiny, 
     assert fault == "int" or (exit_codes - {-9} <= codes and exit_codes & codes), run.stderr
     if fault == "int":
         assert [line for line in run.stderr.splitlines() if line.startswith("[default1]:")] == [
-            line.replace("[default0]:", "[default1]:")
-            for line in run.stderr.splitlines()
-            if line.startswith("[default0]:")
-        ]
+            line.replace("[default0]:", "[default1]:") for line in run.stderr.splitlines() if line.startswith("[default0]:")]
     assert hashlib.md5((out / "manifest.json").read_bytes()).hexdigest() == manifest  # the previous store, untouched
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary, no lock left
     del os
@@ -265,20 +246,8 @@ def test_a_one_model_holmes_run_writes_readable_tables(tiny, tmp_path, capsys):
     checkpoint, _ = tiny
     out = tmp_path / "holmes"
     shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", tmp_path / "bench" / "fx-sentence")
-    code, _, err = run_main(
-        capsys,
-        holmes_main,
-        "run",
-        "--benchmark",
-        tmp_path / "bench",
-        "--model",
-        checkpoint,
-        "--seeds",
-        "0",
-        "--quiet",
-        "--out",
-        out,
-    )
+    code, _, err = run_main(capsys, holmes_main, "run", "--benchmark", tmp_path / "bench", "--model", checkpoint,
+                            "--seeds", "0", "--quiet", "--out", out)
     assert code == 0, err
     for table in sorted(out.glob("*.csv")):
         frame = pd.read_csv(table)  # a 1-byte a_vs_b.csv raised EmptyDataError here
@@ -287,24 +256,15 @@ def test_a_one_model_holmes_run_writes_readable_tables(tiny, tmp_path, capsys):
 
 
 # --- 2. Holmes configs: sizes bounded before allocation, YAML read strictly (N92, N108, N109, N110) --------
-GOOD_CONFIG = (
-    "control_task_type: NONE\nnum_inputs: 1\nnum_labels: 2\nnum_probe_folds: 1\n"
-    "probe_name: probe-x\nprobe_task_type: SENTENCE\nprobes_samples_path: samples.csv\n"
-)
+GOOD_CONFIG = ("control_task_type: NONE\nnum_inputs: 1\nnum_labels: 2\nnum_probe_folds: 1\n"
+               "probe_name: probe-x\nprobe_task_type: SENTENCE\nprobes_samples_path: samples.csv\n")
 HOSTILE_CONFIGS = {  # dataset -> (config-none.yaml, what the skip reason must say)
-    "huge-num-labels": (
-        GOOD_CONFIG.replace("num_labels: 2", "num_labels: 100000000000"),
-        "key 'num_labels' must be an integer from 1 to 10,000",
-    ),
+    "huge-num-labels": (GOOD_CONFIG.replace("num_labels: 2", "num_labels: 100000000000"),
+                        "key 'num_labels' must be an integer from 1 to 10,000"),
     "dup-keys": (GOOD_CONFIG + "num_labels: 9\n", "key 'num_labels' appears twice"),
-    "norway": (
-        GOOD_CONFIG.replace("control_task_type: NONE", "control_task_type: NO"),
-        "'NO' (line 1) is a boolean in YAML 1.1",
-    ),
-    "num-inputs-0": (
-        GOOD_CONFIG.replace("num_inputs: 1", "num_inputs: 0"),
-        "key 'num_inputs' must be an integer from 1 to 2",
-    ),
+    "norway": (GOOD_CONFIG.replace("control_task_type: NONE", "control_task_type: NO"),
+               "'NO' (line 1) is a boolean in YAML 1.1"),
+    "num-inputs-0": (GOOD_CONFIG.replace("num_inputs: 1", "num_inputs: 0"), "key 'num_inputs' must be an integer from 1 to 2"),
     "num-inputs-2": (GOOD_CONFIG.replace("num_inputs: 1", "num_inputs: 2"), "SENTENCE rows hold 1 sentence(s), got 2"),
     "name-bool": (GOOD_CONFIG.replace("probe_name: probe-x", "probe_name: true"), "key 'probe_name' must be a string"),
 }
@@ -342,27 +302,12 @@ def test_a_huge_num_labels_skips_one_dataset_and_the_run_goes_on(tiny, tmp_path,
     shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", bench / "good")
     shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", bench / "huge")
     (bench / "huge" / "config-none.yaml").write_text(HOSTILE_CONFIGS["huge-num-labels"][0])
-    code, out, err = run_main(
-        capsys,
-        holmes_main,
-        "run",
-        "--benchmark",
-        bench,
-        "--model",
-        checkpoint,
-        "--seeds",
-        "0",
-        "--quiet",
-        "--out",
-        tmp_path / "out",
-    )
+    code, out, err = run_main(capsys, holmes_main, "run", "--benchmark", bench, "--model", checkpoint, "--seeds", "0",
+                              "--quiet", "--out", tmp_path / "out")
     assert code == 0, err
-    assert (
-        "skipped: holmes dataset 'huge': config-none.yaml, key 'num_labels' must be an integer from 1 to 10,000" in err
-    )
+    assert "skipped: holmes dataset 'huge': config-none.yaml, key 'num_labels' must be an integer from 1 to 10,000" in err
     assert "Traceback" not in err and "1 skipped" in out
     import pandas as pd
-
     assert set(pd.read_csv(tmp_path / "out" / "results.csv").dataset) == {"good"}
 
 
@@ -376,9 +321,8 @@ def test_a_long_one_line_file_is_read_in_bounded_chunks_with_progress(tmp_path, 
     folder = tmp_path / "corpus"
     folder.mkdir()
     (folder / "one-line.txt").write_text(text + "\n\nA second paragraph. It is short.")
-    reference = corpora.make_document(
-        "one-line.txt", "corpus", corpora.paragraphs_from_text(text + "\n\nA second paragraph. It is short.")
-    )
+    reference = corpora.make_document("one-line.txt", "corpus", corpora.paragraphs_from_text(text + "\n\nA second "
+                                                                                            "paragraph. It is short."))
     monkeypatch.setattr(corpora, "LARGE_TEXT_BYTES", 1000)  # stream this small file, in small chunks
     monkeypatch.setattr(corpora, "STREAM_CHUNK_BYTES", 4093)
     monkeypatch.setattr(corpora, "STREAM_CHUNK_CHARS", 20_000)
@@ -450,21 +394,13 @@ def tiny_hf_folder(folder: Path, extra_rows: int) -> Path:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import BertConfig, BertForMaskedLM
 
-    vocab = {
-        token: i
-        for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(85)])
-    }
+    vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                                                 [f"w{i}" for i in range(85)])}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=len(vocab) + extra_rows,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
+    config = BertConfig(vocab_size=len(vocab) + extra_rows, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64)
     BertForMaskedLM(config).eval().save_pretrained(folder, safe_serialization=True)
     tokenizer.save(str(folder / "tokenizer.json"))
     return folder
@@ -522,19 +458,8 @@ def test_a_hub_dataset_without_network_is_one_line_at_once(tmp_path, monkeypatch
     monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
     monkeypatch.setattr(corpora.socket, "create_connection", no_network)
     started = time.monotonic()
-    code, _, err = run_main(
-        capsys,
-        cache_main,
-        "--model",
-        "dstg",
-        "--corpus",
-        "hf:nonexistent-org/nonexistent-ds:train",
-        "--layers",
-        "0",
-        "--quiet",
-        "--out",
-        tmp_path / "out",
-    )
+    code, _, err = run_main(capsys, cache_main, "--model", "dstg", "--corpus", "hf:nonexistent-org/nonexistent-ds:train",
+                            "--layers", "0", "--quiet", "--out", tmp_path / "out")
     assert_one_line_error(code, err, "cannot be reached from here (Name or service not known)", "HF_HUB_OFFLINE=1")
     assert len(err.strip().splitlines()) == 1 and time.monotonic() - started < 20
 
@@ -557,17 +482,8 @@ def test_training_a_tokenizer_gives_the_same_one_in_every_process():
     from reliability_setup import subprocess_env
 
     corpus = str(FIXTURES / "tiny_corpus.jsonl")
-    hashes = {
-        subprocess.run(
-            [sys.executable, "-c", TRAIN_IN_A_PROCESS, corpus],
-            env=subprocess_env(),
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        ).stdout.strip()
-        for _ in range(4)
-    }
+    hashes = {subprocess.run([sys.executable, "-c", TRAIN_IN_A_PROCESS, corpus], env=subprocess_env(), check=True,
+                             capture_output=True, text=True, timeout=120).stdout.strip() for _ in range(4)}
     assert len(hashes) == 1 and len(next(iter(hashes))) == 64
 
 
@@ -585,23 +501,17 @@ def test_the_zoo_recipe_prepares_the_shipped_zoos_tokenizer(tmp_path):
     from conftest import write_synthetic_corpus
 
     corpus = write_synthetic_corpus(tmp_path / "corpus", n_docs=30)
-    prepared = prepare_data(
-        str(corpus),
-        max_length=32,
-        vocab_size=cfg.vocab_size,
-        tokenizer_path=cfg.tokenizer,
-        cache_dir=tmp_path / "cache",
-        progress=False,
-    )
+    prepared = prepare_data(str(corpus), max_length=32, vocab_size=cfg.vocab_size, tokenizer_path=cfg.tokenizer,
+                            cache_dir=tmp_path / "cache", progress=False)
     assert tokenizer_hash(prepared.tokenizer) == shipped
 
 
 def test_a_cache_entry_with_another_tokenizer_names_itself(tmp_path):
-    from conftest import write_synthetic_corpus
-
     from dstg_interp.data.corpora import DataError
     from dstg_interp.data.prepare import prepare_data
     from dstg_interp.data.tokenizer import build_tokenizer, save_tokenizer
+
+    from conftest import write_synthetic_corpus
 
     corpus = str(write_synthetic_corpus(tmp_path / "corpus", n_docs=30))
     first = prepare_data(corpus, max_length=32, vocab_size=120, cache_dir=tmp_path / "cache", progress=False)
@@ -629,20 +539,8 @@ def test_a_full_disk_leaves_no_empty_out(command, tiny, tmp_path, capsys, monkey
     monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
     out = tmp_path / "new" / "results"
     if command == "probe":
-        args = [
-            probe_main,
-            "--task",
-            "token",
-            "--model",
-            checkpoint,
-            "--corpus",
-            corpus,
-            "--layers",
-            "0",
-            "--subspaces",
-            "ap",
-            "--no-controls",
-        ]
+        args = [probe_main, "--task", "token", "--model", checkpoint, "--corpus", corpus, "--layers", "0",
+                "--subspaces", "ap", "--no-controls"]
     else:
         shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", tmp_path / "bench" / "fx-sentence")
         args = [holmes_main, "run", "--benchmark", tmp_path / "bench", "--model", checkpoint, "--seeds", "0"]

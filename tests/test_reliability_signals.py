@@ -13,6 +13,7 @@ import time
 
 import pytest
 import torch
+
 from reliability_setup import REPO, entry_command, make_tiny_setup, subprocess_env
 
 torch.set_num_threads(1)
@@ -44,14 +45,9 @@ def tiny(tmp_path_factory):
 
 
 def self_signalled(module, attribute, signal_name, prog, *args, cwd):
-    return subprocess.run(
-        [sys.executable, "-c", SELF_SIGNAL, module, attribute, signal_name, prog, *map(str, args)],
-        cwd=cwd,
-        env=subprocess_env(DSTG_CACHE=str(cwd / "cache")),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return subprocess.run([sys.executable, "-c", SELF_SIGNAL, module, attribute, signal_name, prog, *map(str, args)],
+                          cwd=cwd, env=subprocess_env(DSTG_CACHE=str(cwd / "cache")), capture_output=True, text=True,
+                          timeout=120)
 
 
 def assert_interrupted(result, code: int, *fragments: str):
@@ -65,23 +61,18 @@ def assert_interrupted(result, code: int, *fragments: str):
 
 def test_ctrl_c_while_the_command_loads(tmp_path):
     """#74, #150: a Ctrl-C in the first ~2 s (torch, transformers imports) gave a KeyboardInterrupt traceback."""
-    result = self_signalled(
-        "importlib", "", "SIGINT", "dstg-cache", "--model", "dstg", "--corpus", "x", "--out", "o", cwd=tmp_path
-    )
+    result = self_signalled("importlib", "", "SIGINT", "dstg-cache", "--model", "dstg", "--corpus", "x", "--out", "o",
+                            cwd=tmp_path)
     assert_interrupted(result, 130, "dstg-cache", "while starting")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == []
 
 
 def test_ctrl_c_from_outside_during_imports(tmp_path):
     """The same, with the signal from another process as a terminal sends it: no traceback whenever it lands."""
-    process = subprocess.Popen(
-        entry_command("dstg-holmes", "run", "--holmes-dir", FIXTURE, "--model", "dstg", "--out", tmp_path / "o"),
-        cwd=tmp_path,
-        env=subprocess_env(DSTG_CACHE=str(tmp_path / "cache")),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = subprocess.Popen(entry_command("dstg-holmes", "run", "--holmes-dir", FIXTURE, "--model", "dstg",
+                                             "--out", tmp_path / "o"),
+                               cwd=tmp_path, env=subprocess_env(DSTG_CACHE=str(tmp_path / "cache")),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(0.4)  # python is up, torch is loading
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
@@ -95,66 +86,26 @@ def test_ctrl_c_mid_holmes_run_keeps_the_previous_tables(tiny, tmp_path):
     out.mkdir()
     (out / "config.json").write_text(json.dumps({"benchmark_dir": "b", "models": ["m"], "probe": {}}))
     (out / "results.csv").write_text("previous\n")
-    result = self_signalled(
-        "probes.holmes.run",
-        "evaluate_features",
-        "SIGINT",
-        "dstg-holmes",
-        "run",
-        "--holmes-dir",
-        FIXTURE,
-        "--model",
-        tiny[0],
-        "--out",
-        out,
-        cwd=tmp_path,
-    )
+    result = self_signalled("probes.holmes.run", "evaluate_features", "SIGINT", "dstg-holmes", "run", "--holmes-dir",
+                            FIXTURE, "--model", tiny[0], "--out", out, cwd=tmp_path)
     assert_interrupted(result, 130, "dstg-holmes", "are as they were")
     assert (out / "results.csv").read_text() == "previous\n" and sorted(p.name for p in out.iterdir()) == [
-        "config.json",
-        "results.csv",
-    ]
+        "config.json", "results.csv"]
 
 
 def test_sigterm_during_extraction_removes_the_partial_store(tiny, tmp_path):
     """#73: SIGTERM (kill, timeout, batch preemption) left a 655 MB '.out.tmp-...' behind."""
-    result = self_signalled(
-        "dstg_interp.store.extract",
-        "_extract_into",
-        "SIGTERM",
-        "dstg-cache",
-        "--model",
-        tiny[0],
-        "--corpus",
-        tiny[1],
-        "--out",
-        tmp_path / "store",
-        "--quiet",
-        cwd=tmp_path,
-    )
+    result = self_signalled("dstg_interp.store.extract", "_extract_into", "SIGTERM", "dstg-cache", "--model", tiny[0],
+                            "--corpus", tiny[1], "--out", tmp_path / "store", "--quiet", cwd=tmp_path)
     assert_interrupted(result, 143, "dstg-cache")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == []  # no store, no temporary, no lock
 
 
 def test_ctrl_c_while_training_prepares_its_data(tiny, tmp_path):
     """#150: rc 130 with no message and an empty output folder left."""
-    result = self_signalled(
-        "dstg_interp.train",
-        "prepare_data",
-        "SIGINT",
-        "dstg-train",
-        "--out",
-        tmp_path / "run",
-        "--corpus",
-        tiny[1],
-        "--steps",
-        "3",
-        "--warmup-steps",
-        "1",
-        "--vocab-size",
-        "200",
-        cwd=tmp_path,
-    )
+    result = self_signalled("dstg_interp.train", "prepare_data", "SIGINT", "dstg-train", "--out", tmp_path / "run",
+                            "--corpus", tiny[1], "--steps", "3", "--warmup-steps", "1", "--vocab-size", "200",
+                            cwd=tmp_path)
     assert_interrupted(result, 130, "dstg-train", "no checkpoint was saved yet")
     assert not (tmp_path / "run").exists() and not (tmp_path / ".run.lock").exists()
 
@@ -174,35 +125,15 @@ sys.exit(launch("dstg-cache", sys.argv[1:]))
 
 def test_sigkill_mid_extraction_then_the_next_run_cleans_up(tiny, tmp_path):
     """#72: after SIGKILL nothing can clean up at once; the next run on the same --out removes the leftovers."""
-    args = [
-        "--model",
-        str(tiny[0]),
-        "--corpus",
-        str(tiny[1]),
-        "--out",
-        str(tmp_path / "store"),
-        "--quiet",
-        "--layers",
-        "0",
-    ]
-    process = subprocess.Popen(
-        [sys.executable, "-c", KILL_MID_EXTRACTION, *args],
-        cwd=tmp_path,
-        env=subprocess_env(DSTG_CACHE=str(tmp_path / "cache")),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    args = ["--model", str(tiny[0]), "--corpus", str(tiny[1]), "--out", str(tmp_path / "store"), "--quiet", "--layers", "0"]
+    process = subprocess.Popen([sys.executable, "-c", KILL_MID_EXTRACTION, *args], cwd=tmp_path,
+                               env=subprocess_env(DSTG_CACHE=str(tmp_path / "cache")), stdout=subprocess.PIPE, text=True)
     temporary = process.stdout.readline().strip()
     process.kill()
     process.wait()
     assert temporary and (tmp_path / temporary).exists() and not (tmp_path / "store").exists()
-    rerun = subprocess.run(
-        entry_command("dstg-cache", *args),
-        cwd=tmp_path,
-        env=subprocess_env(DSTG_CACHE=str(tmp_path / "cache")),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    rerun = subprocess.run(entry_command("dstg-cache", *args), cwd=tmp_path,
+                           env=subprocess_env(DSTG_CACHE=str(tmp_path / "cache")), capture_output=True, text=True,
+                           timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["store"]

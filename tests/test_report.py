@@ -17,8 +17,7 @@ def test_documents_quote_the_committed_gallery(document):
     text = document.read_text()
     assert "<!-- report:" in text
     assert report.rebuild(text, FIGURES_DIR) == text, (
-        f"{document.name} is out of date with figures/; run python -m experiments.report"
-    )
+        f"{document.name} is out of date with figures/; run python -m experiments.report")
 
 
 def test_the_same_probe_number_everywhere():
@@ -26,19 +25,11 @@ def test_the_same_probe_number_everywhere():
     the zoo's seeds in probes_over_seeds.csv, and that is the mean of probes.csv's per-seed rows."""
     probes = pd.read_csv(FIGURES_DIR / "probes" / "probes_over_seeds.csv")
     per_seed = pd.read_csv(FIGURES_DIR / "probes" / "probes.csv")
-    rows = per_seed[
-        (per_seed.model == "dstg")
-        & (per_seed.subspace == "ap")
-        & (per_seed.task == "segment")
-        & (per_seed.segment == "sentence")
-    ]
+    rows = per_seed[(per_seed.model == "dstg") & (per_seed.subspace == "ap") & (per_seed.task == "segment")
+                    & (per_seed.segment == "sentence")]
     assert rows[rows.layer == rows.layer.max()].seed.nunique() == 3
-    row = probes[
-        (probes.model == "dstg")
-        & (probes.subspace == "ap")
-        & (probes.task == "segment")
-        & (probes.segment == "sentence")
-    ]
+    row = probes[(probes.model == "dstg") & (probes.subspace == "ap") & (probes.task == "segment")
+                 & (probes.segment == "sentence")]
     value = row[row.layer == row.layer.max()].r2.iloc[0]
     assert value == pytest.approx(rows[rows.layer == rows.layer.max()].r2.mean())
     claim = {c["id"]: c for c in json.loads((FIGURES_DIR / "claims.json").read_text())}["final_segment_sentence"]
@@ -59,21 +50,10 @@ def test_missing_inputs_and_unknown_tables(tmp_path):
 def test_fig_holmes_draws_each_results_folder(tmp_path):
     register_dataset("report-a", "syntax", "bigram shift")
     register_dataset("report-b", "semantics", "tense")
-    rows = [
-        dict(
-            model=m,
-            dataset=d,
-            layer=4,
-            subspace="full",
-            control=c,
-            seed=0,
-            metric="f1_macro",
-            score=0.5 if c == "randomization" else s + 0.1 * (d == "report-b"),
-        )
-        for m, s in (("dstg", 0.8), ("rope", 0.7), ("ap", 0.6))
-        for d in ("report-a", "report-b")
-        for c in ("none", "randomization")
-    ]
+    rows = [dict(model=m, dataset=d, layer=4, subspace="full", control=c, seed=0, metric="f1_macro",
+                 score=0.5 if c == "randomization" else s + 0.1 * (d == "report-b"))
+            for m, s in (("dstg", 0.8), ("rope", 0.7), ("ap", 0.6)) for d in ("report-a", "report-b")
+            for c in ("none", "randomization")]
     scores = dataset_scores(pd.DataFrame(rows))
     folder = tmp_path / "holmes"
     folder.mkdir()

@@ -127,12 +127,8 @@ def test_multi_target_chooses_alpha_per_target():
     groups, rng = make_documents(50, 30, seed=6)
     X = correlated_features(rng, len(groups), 8)
     signal = X @ rng.normal(size=8)
-    Y = np.column_stack(
-        [
-            signal + rng.normal(0, 0.01 * signal.std(), len(groups)),
-            rng.normal(size=len(groups)) + 0.05 * signal / signal.std(),
-        ]
-    )
+    Y = np.column_stack([signal + rng.normal(0, 0.01 * signal.std(), len(groups)),
+                         rng.normal(size=len(groups)) + 0.05 * signal / signal.std()])
     both = RidgeProbe().fit(X, Y, groups)
     singles = [RidgeProbe().fit(X, Y[:, j], groups) for j in range(2)]
     assert both.coef_.shape == (2, 8) and both.cv_scores_.shape == (len(DEFAULT_ALPHAS), 2)
@@ -146,15 +142,11 @@ def test_multi_target_chooses_alpha_per_target():
 def test_fit_ridge_grid_equals_looping_ridgeprobe():
     groups, rng = make_documents(24, 12, seed=7)
     n = len(groups)
-    arrays = {
-        ("L0", "sem"): correlated_features(rng, n, 6).astype(np.float16),
-        ("L0", "ap"): correlated_features(rng, n, 3),
-        ("L1", "wide"): correlated_features(rng, n, n),
-    }  # p > n_train: dual route
-    targets = {
-        "pos": arrays[("L0", "sem")][:, :2].astype(float).sum(1) + rng.normal(size=n),
-        "noise": rng.normal(size=n),
-    }
+    arrays = {("L0", "sem"): correlated_features(rng, n, 6).astype(np.float16),
+              ("L0", "ap"): correlated_features(rng, n, 3),
+              ("L1", "wide"): correlated_features(rng, n, n)}  # p > n_train: dual route
+    targets = {"pos": arrays[("L0", "sem")][:, :2].astype(float).sum(1) + rng.normal(size=n),
+               "noise": rng.normal(size=n)}
     train, test = grouped_train_test_split(groups, 0.2, seed=1)
     lazy = {key: (lambda a=a: a) for key, a in arrays.items()}  # callables load lazily
     table = fit_ridge_grid(lazy, targets, groups, train, test, ALPHAS, n_splits=4)

@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 from threadpoolctl import threadpool_limits
 
-from dstg_interp.store.layout import ConcatenatedRows
 from probes import fit_ridge_grid, grouped_train_test_split
-from probes.gram import cv_ridge_streamed
 from probes.positions import PositionProbeConfig, probe_store
+from probes.gram import cv_ridge_streamed
 from probes.ridge import _gather_float64, cv_ridge, grouped_fold_bounds, grouped_folds
+from dstg_interp.store.layout import ConcatenatedRows
 
 ALPHAS = np.logspace(-3, 5, 17)
 
@@ -63,9 +63,8 @@ def test_grid_on_a_memmap_in_chunks_equals_the_grid_in_memory(tmp_path):
     for a, b in zip(small.y_pred_test, whole.y_pred_test):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
     # a concatenated view (a DSTG store's `full`) reads the same rows as the concatenated array
-    view = fit_ridge_grid(
-        {"L0": ConcatenatedRows([mapped[:, :4], mapped[:, 4:]])}, targets, groups, train, test, ALPHAS, chunk_rows=13
-    )
+    view = fit_ridge_grid({"L0": ConcatenatedRows([mapped[:, :4], mapped[:, 4:]])}, targets, groups, train, test,
+                          ALPHAS, chunk_rows=13)
     np.testing.assert_allclose(view.test_r2, small.test_r2, atol=0)
 
 

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_model
 
+from conftest import tiny_model
 from dstg_interp.analysis.spectra import (
     analyze_table,
     dct_power,

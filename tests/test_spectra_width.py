@@ -30,10 +30,8 @@ def test_planted_manifold_width_matched_agrees_raw_does_not():
     assert abs(wide["matched_pc1_pc2"] - narrow["pc1_pc2"]) < spread
     assert abs(wide["matched_participation_ratio"] - narrow["participation_ratio"]) < 1.0
     assert abs(wide["matched_excess_pc1_pc2"] - narrow["excess_pc1_pc2"]) < 0.03
-    assert (
-        abs(wide["matched_low_freq_share"] - narrow["low_freq_share"])
-        < abs(wide["low_freq_share"] - narrow["low_freq_share"]) / 3
-    )
+    assert abs(wide["matched_low_freq_share"] - narrow["low_freq_share"]) < \
+        abs(wide["low_freq_share"] - narrow["low_freq_share"]) / 3
     # a projection to the table's own width is a rotation: nothing changes, no spread
     assert narrow["matched_pc1_pc2"] == pytest.approx(narrow["pc1_pc2"]) and narrow["matched_pc1_pc2_std"] == 0.0
     assert wide["matched_projections"] == 50

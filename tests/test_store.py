@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import VARIANTS, tiny_model, write_synthetic_corpus
 
+from conftest import VARIANTS, tiny_model, write_synthetic_corpus
 from dstg_interp import ActivationStore, StoreError, extract
 from dstg_interp.data import build_structured_sequences, build_tokenizer, load_corpus, train_tokenizer
-from dstg_interp.encoders import length_sorted_batches as batch_plan
 from dstg_interp.store import FORMAT_VERSION, StoreInterrupted, npy_writer
+from dstg_interp.encoders import length_sorted_batches as batch_plan
 from dstg_interp.store.targets import layer_hooks
 
 torch.set_num_threads(1)
@@ -42,11 +42,11 @@ def expected_states(model, sequences, hooks, batch_size):
         tokens = torch.zeros(len(ids), length, dtype=torch.long)
         mask = torch.zeros(len(ids), length, dtype=torch.bool)
         for j, x in enumerate(ids):
-            tokens[j, : len(x)], mask[j, : len(x)] = torch.as_tensor(x, dtype=torch.long), True
+            tokens[j, :len(x)], mask[j, :len(x)] = torch.as_tensor(x, dtype=torch.long), True
         with torch.no_grad():  # with autograd on, SDPA picks another kernel (differences ~4e-9)
             _, cache = model.run_with_cache(tokens, attention_mask=mask, names_filter=hooks)
         for j, i in enumerate(batch):
-            rows[int(i)] = {h: cache[h][j, : len(ids[j])] for h in hooks}
+            rows[int(i)] = {h: cache[h][j, :len(ids[j])] for h in hooks}
     return {h: torch.cat([rows[i][h] for i in range(len(sequences))]).numpy() for h in hooks}
 
 
@@ -54,9 +54,8 @@ def expected_states(model, sequences, hooks, batch_size):
 def test_states_bit_identical_to_run_with_cache(variant, corpus, tmp_path):
     _, tokenizer, sequences = corpus
     model = model_for(variant, tokenizer)
-    store = extract(
-        model, sequences, tmp_path / "store", layers=(0, 1, 2, "final"), dtype="float32", batch_size=3, progress=False
-    )
+    store = extract(model, sequences, tmp_path / "store", layers=(0, 1, 2, "final"), dtype="float32",
+                    batch_size=3, progress=False)
     hooks = sorted({h for layer in store.layers for s in store.subspaces for h in layer_hooks(variant, layer, s)})
     expected = expected_states(model, sequences, hooks, batch_size=3)
     for layer in store.layers:
@@ -89,9 +88,7 @@ def test_labels_align_token_by_token(corpus, tmp_path):
     for column in expected.columns:
         assert np.array_equal(labels[column].to_numpy(), expected[column].to_numpy()), column
     # each stored row belongs to the token its labels name: layer-0 state is that token's embedding
-    store0 = extract(
-        model_for("rope", tokenizer), sequences, tmp_path / "s0", layers=0, dtype="float32", progress=False
-    )
+    store0 = extract(model_for("rope", tokenizer), sequences, tmp_path / "s0", layers=0, dtype="float32", progress=False)
     embed = model_for("rope", tokenizer).embed.weight.detach().numpy()
     assert np.array_equal(store0.states(0), embed[labels["input_ids"].to_numpy()])
 
@@ -178,10 +175,7 @@ def test_bad_input_errors(corpus, tmp_path):
     documents, tokenizer, sequences = corpus
     dstg, rope = model_for("dstg", tokenizer), model_for("rope", tokenizer)
     cases = [
-        (
-            dict(model=dstg, names=("blocks.0.hook_resid_post_semm",)),
-            "unknown hook name .*did you mean 'blocks.0.hook_resid_post_sem'",
-        ),
+        (dict(model=dstg, names=("blocks.0.hook_resid_post_semm",)), "unknown hook name .*did you mean 'blocks.0.hook_resid_post_sem'"),
         (dict(model=dstg, names=("blocks.0.attn.hook_pattern",)), "attention map"),
         (dict(model=dstg, layers=(5,)), "layer 5 does not exist"),
         (dict(model=dstg, layers=("middle",)), "unknown layer 'middle'"),
@@ -212,12 +206,7 @@ def test_other_format_version_is_refused(corpus, tmp_path):
         ActivationStore(store.directory)
     with pytest.raises(StoreError, match="format version 99"):
         extract(model, sequences, tmp_path / "s", layers=(0,), progress=False)
-    assert (
-        extract(model, sequences, tmp_path / "s", layers=(0,), progress=False, overwrite=True).manifest[
-            "format_version"
-        ]
-        == FORMAT_VERSION
-    )
+    assert extract(model, sequences, tmp_path / "s", layers=(0,), progress=False, overwrite=True).manifest["format_version"] == FORMAT_VERSION
 
 
 def test_documents_are_tokenized_with_the_model_tokenizer(corpus, tmp_path):

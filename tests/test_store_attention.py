@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_model
 
+from conftest import tiny_model
 from dstg_interp import extract
 from dstg_interp.data import collate
 from dstg_interp.encoders import length_sorted_batches as batch_plan
@@ -22,18 +22,10 @@ class TinySequences:
         for length in rng.integers(3, 19, size=n):
             ids = rng.integers(5, 97, size=length).astype(np.int32)
             zeros = np.zeros(length, dtype=np.int32)
-            self.items.append(
-                {
-                    "input_ids": ids,
-                    "token_position": np.arange(length, dtype=np.int32),
-                    "sentence_index": zeros,
-                    "paragraph_index": zeros,
-                    "intra_sentence_position": zeros,
-                    "intra_paragraph_position": zeros,
-                    "doc_index": zeros,
-                    "is_special": np.zeros(length, dtype=bool),
-                }
-            )
+            self.items.append({"input_ids": ids, "token_position": np.arange(length, dtype=np.int32),
+                               "sentence_index": zeros, "paragraph_index": zeros, "intra_sentence_position": zeros,
+                               "intra_paragraph_position": zeros, "doc_index": zeros,
+                               "is_special": np.zeros(length, dtype=bool)})
         self.meta = {"documents": []}
 
     def __len__(self):
@@ -55,9 +47,7 @@ def brute_force(model, sequences, max_offset, batch_size):
     for batch in batch_plan(lengths, batch_size):
         tokens, mask, _ = collate([sequences.items[i]["input_ids"] for i in batch])
         with torch.no_grad():
-            _, cache = model.run_with_cache(
-                tokens, attention_mask=mask, names_filter=lambda name: ".attn.hook_" in name
-            )
+            _, cache = model.run_with_cache(tokens, attention_mask=mask, names_filter=lambda name: ".attn.hook_" in name)
         for b, n in enumerate(lengths[batch]):
             n_queries += n
             offsets = np.clip(np.arange(n)[None, :] - np.arange(n)[:, None], -max_offset, max_offset) + max_offset
@@ -73,9 +63,7 @@ def brute_force(model, sequences, max_offset, batch_size):
                         js[layer, head, k] += jensen_shannon(p, q).sum().item()
     stacked = [[np.concatenate(values[l][h]) for h in range(n_heads)] for l in range(n_layers)]
     mean = np.array([[v.mean(0) for v in row] for row in stacked])
-    cov = np.array(
-        [[np.cov(v, rowvar=False, bias=True).reshape(len(terms), len(terms)) for v in row] for row in stacked]
-    )
+    cov = np.array([[np.cov(v, rowvar=False, bias=True).reshape(len(terms), len(terms)) for v in row] for row in stacked])
     return dict(mean=mean, cov=cov, offset_mass=mass / n_queries, js_removal=js / n_queries)
 
 
@@ -87,16 +75,8 @@ def test_summaries_match_brute_force(variant, tmp_path):
             for block in model.blocks:
                 block.attn.rel_bias.bias.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(1))
     sequences = TinySequences()
-    store = extract(
-        model,
-        sequences,
-        tmp_path / "s",
-        layers=(0,),
-        attention_summaries=True,
-        max_offset=5,
-        batch_size=3,
-        progress=False,
-    )
+    store = extract(model, sequences, tmp_path / "s", layers=(0,), attention_summaries=True, max_offset=5,
+                    batch_size=3, progress=False)
     summaries = store.attention
     assert summaries.terms == list(logit_terms(variant))
     expected = brute_force(model, sequences, max_offset=5, batch_size=3)
@@ -125,8 +105,7 @@ def test_summaries_leave_the_states_unchanged(tmp_path):
     """The summaries force the materialised attention path; states must still match the fused path closely."""
     model = tiny_model("dstg").eval()
     plain = extract(model, TinySequences(), tmp_path / "a", dtype="float32", progress=False)
-    with_summaries = extract(
-        model, TinySequences(), tmp_path / "b", dtype="float32", attention_summaries=True, progress=False
-    )
+    with_summaries = extract(model, TinySequences(), tmp_path / "b", dtype="float32", attention_summaries=True,
+                             progress=False)
     for layer in plain.layers:
         np.testing.assert_allclose(with_summaries.states(layer, "full"), plain.states(layer, "full"), atol=1e-6)

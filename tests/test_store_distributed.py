@@ -11,14 +11,14 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from conftest import tiny_model, write_synthetic_corpus
-from test_store_format import V1Sequences
 
+from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import ActivationStore, extract
-from dstg_interp.cli.cache import main as cli_main
 from dstg_interp.data import load_corpus, train_tokenizer
 from dstg_interp.store.attention import AttentionAccumulator
+from dstg_interp.cli.cache import main as cli_main
 from dstg_interp.store.distributed import OtherRankFailed, Ranks
+from test_store_format import V1Sequences
 
 torch.set_num_threads(1)  # what torchrun gives each rank: the same kernels on both sides of a comparison
 REPO = Path(__file__).resolve().parents[1]
@@ -43,28 +43,12 @@ def checkpoint_and_corpus(tmp_path_factory):
 @pytest.mark.slow
 def test_two_gloo_ranks_write_the_one_process_store(checkpoint_and_corpus, tmp_path):
     checkpoint, corpus = checkpoint_and_corpus
-    flags = [
-        "--model",
-        str(checkpoint),
-        "--corpus",
-        str(corpus),
-        "--max-length",
-        "24",
-        "--batch-size",
-        "3",
-        "--layers",
-        "0,1,2,final",
-        "--quiet",
-    ]
+    flags = ["--model", str(checkpoint), "--corpus", str(corpus), "--max-length", "24", "--batch-size", "3",
+             "--layers", "0,1,2,final", "--quiet"]
     assert cli_main(flags + ["--out", str(tmp_path / "one")]) == 0
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    sharded = subprocess.run(
-        [*torchrun, "-m", "dstg_interp.cli.cache", *flags, "--out", str(tmp_path / "two")],
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    sharded = subprocess.run([*torchrun, "-m", "dstg_interp.cli.cache", *flags, "--out", str(tmp_path / "two")],
+                             env=subprocess_env(), capture_output=True, text=True, timeout=300)
     assert sharded.returncode == 0, sharded.stderr
     assert sharded.stdout.count("tokens, layers") == 1  # rank 0 reports, rank 1 stays quiet
 
@@ -89,15 +73,8 @@ def _rank_main(rank, world_size, rendezvous, out, fail_rank, sequences, report):
         model = tiny_model("dstg").eval()
         if rank == fail_rank:
             sequences = FailingSequences(sequences)
-        extract(
-            model,
-            sequences,
-            out,
-            batch_size=1,
-            progress=False,
-            attention_summaries=True,
-            ranks=Ranks(rank=rank, world_size=world_size, grouped=True),
-        )
+        extract(model, sequences, out, batch_size=1, progress=False, attention_summaries=True,
+                ranks=Ranks(rank=rank, world_size=world_size, grouped=True))
         outcome = "ok"
     except OtherRankFailed:
         outcome = "other rank failed"
@@ -138,14 +115,8 @@ def test_two_ranks_with_attention_summaries(tmp_path):
     out = tmp_path / "two"
     mp.spawn(_rank_main, args=(2, tmp_path / "rendezvous", out, None, V1Sequences(), tmp_path / "report"), nprocs=2)
     assert [(tmp_path / f"report.{rank}").read_text() for rank in (0, 1)] == ["ok", "ok"]
-    one = extract(
-        tiny_model("dstg").eval(),
-        V1Sequences(),
-        tmp_path / "one",
-        batch_size=1,
-        progress=False,
-        attention_summaries=True,
-    )
+    one = extract(tiny_model("dstg").eval(), V1Sequences(), tmp_path / "one", batch_size=1, progress=False,
+                  attention_summaries=True)
     two = ActivationStore(out)
     for layer in one.layers:
         for subspace in one.subspaces:
@@ -175,9 +146,7 @@ def test_merged_attention_sums_equal_one_accumulator():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message of a machine without CUDA")
 def test_cuda_without_a_gpu_is_one_clear_error(checkpoint_and_corpus, tmp_path, capsys):
     checkpoint, corpus = checkpoint_and_corpus
-    code = cli_main(
-        ["--model", str(checkpoint), "--corpus", str(corpus), "--out", str(tmp_path / "s"), "--device", "cuda"]
-    )
+    code = cli_main(["--model", str(checkpoint), "--corpus", str(corpus), "--out", str(tmp_path / "s"), "--device", "cuda"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err == "dstg-cache: error: device cuda: no CUDA device is available here; use --device cpu"
     assert not (tmp_path / "s").exists()

@@ -4,13 +4,13 @@ import datasets
 import numpy as np
 import pytest
 import torch
-from reliability_setup import assert_one_line_error, run_main
 
 from dstg_interp.cli.export import main as export_main
 from dstg_interp.store import StoreError, extract
 from dstg_interp.store import export as export_module
 from dstg_interp.store.export import export_size, export_store
 from dstg_interp.tiny_zoo import tiny_zoo
+from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
 
@@ -18,14 +18,8 @@ torch.set_num_threads(1)
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     models, documents = tiny_zoo(["dstg"], n_docs=12)
-    return extract(
-        models["dstg"],
-        documents,
-        tmp_path_factory.mktemp("export") / "store",
-        progress=False,
-        max_length=40,
-        layers=[1, "final"],
-    )
+    return extract(models["dstg"], documents, tmp_path_factory.mktemp("export") / "store", progress=False,
+                   max_length=40, layers=[1, "final"])
 
 
 def test_load_from_disk_gives_the_store_s_values(store, tmp_path):
@@ -72,26 +66,13 @@ def test_a_non_empty_folder_or_a_small_disk_is_refused_and_nothing_written(store
 
 
 def test_dstg_export_writes_the_folder_and_refuses_bad_input_with_exit_2(store, tmp_path, capsys):
-    code, printed, err = run_main(
-        capsys,
-        export_main,
-        "--store",
-        store.directory,
-        "--out",
-        tmp_path / "hf",
-        "--layers",
-        "1",
-        "--subspaces",
-        "ap",
-        "--quiet",
-    )
+    code, printed, err = run_main(capsys, export_main, "--store", store.directory, "--out", tmp_path / "hf",
+                                  "--layers", "1", "--subspaces", "ap", "--quiet")
     assert code == 0, err
     assert datasets.load_from_disk(str(tmp_path / "hf")).num_rows == store.n_tokens
-    for argv, message in (
-        (["--store", store.directory, "--out", tmp_path / "hf"], "not an empty folder"),
-        (["--store", store.directory, "--out", tmp_path / "x", "--layers", "2"], "layer 2"),
-        (["--store", tmp_path / "nothing", "--out", tmp_path / "y"], "no such store folder"),
-    ):
+    for argv, message in ((["--store", store.directory, "--out", tmp_path / "hf"], "not an empty folder"),
+                          (["--store", store.directory, "--out", tmp_path / "x", "--layers", "2"], "layer 2"),
+                          (["--store", tmp_path / "nothing", "--out", tmp_path / "y"], "no such store folder")):
         code, _, err = run_main(capsys, export_main, *argv)
         assert_one_line_error(code, err, message, prog="dstg-export")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]

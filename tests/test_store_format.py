@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import tiny_model
 
+from conftest import tiny_model
 from dstg_interp import ActivationStore, extract
 from dstg_interp.store import FORMAT_VERSION
 from dstg_interp.store.extract import _contiguous_runs
@@ -36,16 +36,9 @@ class V1Sequences:
         position = np.arange(n, dtype=np.int32)
         special = np.zeros(n, bool)
         special[[0, -1]] = True
-        return {
-            "input_ids": ids,
-            "token_position": position,
-            "sentence_index": position // 4,
-            "paragraph_index": position // 8,
-            "intra_sentence_position": position % 4,
-            "intra_paragraph_position": position % 8,
-            "doc_index": np.full(n, i, np.int32),
-            "is_special": special,
-        }
+        return {"input_ids": ids, "token_position": position, "sentence_index": position // 4,
+                "paragraph_index": position // 8, "intra_sentence_position": position % 4,
+                "intra_paragraph_position": position % 8, "doc_index": np.full(n, i, np.int32), "is_special": special}
 
 
 def cached_states(model, store):
@@ -64,40 +57,29 @@ def cached_states(model, store):
 
 def test_new_dstg_store_writes_each_stream_once_and_serves_full(tmp_path):
     model = tiny_model("dstg").eval()
-    store = extract(
-        model, V1Sequences(), tmp_path / "s", layers=(0, 1, 2, "final"), dtype="float32", batch_size=2, progress=False
-    )
+    store = extract(model, V1Sequences(), tmp_path / "s", layers=(0, 1, 2, "final"), dtype="float32",
+                    batch_size=2, progress=False)
     assert store.manifest["format_version"] == FORMAT_VERSION == 2
     assert not list(store.directory.glob("*_full.npy"))  # the bytes of sem and ap are on disk once
     expected = cached_states(model, store)
-    for layer, (sem_hook, ap_hook) in {
-        0: ("hook_embed_sem", "hook_embed_ap"),
-        2: ("blocks.1.hook_resid_post_sem", "blocks.1.hook_resid_post_ap"),
-        "final": ("hook_final_sem", "hook_final_ap"),
-    }.items():
+    for layer, (sem_hook, ap_hook) in {0: ("hook_embed_sem", "hook_embed_ap"),
+                                       2: ("blocks.1.hook_resid_post_sem", "blocks.1.hook_resid_post_ap"),
+                                       "final": ("hook_final_sem", "hook_final_ap")}.items():
         entry = store.manifest["arrays"][f"{layer}/full"]
         assert "file" not in entry and entry["parts"] == [f"{layer}/sem", f"{layer}/ap"]
         full = store.states(layer, "full")
         assert isinstance(full, ConcatenatedRows) and full.shape == (store.n_tokens, 32) and full.dtype == np.float32
         sem_ap = np.concatenate([store.states(layer, "sem"), store.states(layer, "ap")], axis=1)
         assert np.array_equal(np.asarray(full), sem_ap)
-        np.testing.assert_allclose(
-            np.asarray(full), np.concatenate([expected[sem_hook], expected[ap_hook]], axis=1), rtol=0, atol=1e-5
-        )
+        np.testing.assert_allclose(np.asarray(full), np.concatenate([expected[sem_hook], expected[ap_hook]], axis=1),
+                                   rtol=0, atol=1e-5)
         tensor = store.states(layer, "full", as_torch=True)
         assert isinstance(tensor, torch.Tensor) and np.array_equal(tensor.numpy(), sem_ap)
 
 
 def test_full_alone_is_still_written_as_a_file(tmp_path):
-    store = extract(
-        tiny_model("dstg").eval(),
-        V1Sequences(),
-        tmp_path / "s",
-        layers=(1,),
-        subspaces=("full",),
-        dtype="float32",
-        progress=False,
-    )
+    store = extract(tiny_model("dstg").eval(), V1Sequences(), tmp_path / "s", layers=(1,), subspaces=("full",),
+                    dtype="float32", progress=False)
     assert store.manifest["arrays"]["1/full"]["file"] == "layer01_full.npy"
     assert isinstance(store.states(1, "full"), np.memmap) and store.states(1).shape == (store.n_tokens, 32)
 
@@ -128,9 +110,7 @@ def test_format_1_store_still_reads():
         full = store.states(layer, "full")
         assert isinstance(full, np.memmap)  # format 1: its own file
         assert np.array_equal(full, np.concatenate([store.states(layer, "sem"), store.states(layer, "ap")], axis=1))
-    np.testing.assert_allclose(
-        store.states(2, "full")[:, 24:], expected["blocks.1.hook_resid_post_ap"], rtol=0, atol=1e-5
-    )
+    np.testing.assert_allclose(store.states(2, "full")[:, 24:], expected["blocks.1.hook_resid_post_ap"], rtol=0, atol=1e-5)
     assert store.labels["doc_id"].tolist()[:3] == ["doc-0"] * 3
 
 
@@ -139,15 +119,8 @@ def test_format_1_store_is_reused_not_extracted_again(tmp_path, monkeypatch):
     shutil.copytree(V1_STORE, out)
     extract_module = importlib.import_module("dstg_interp.store.extract")
     monkeypatch.setattr(extract_module, "_extract_into", lambda *a, **k: pytest.fail("re-extracted a readable store"))
-    store = extract(
-        tiny_model("dstg").eval(),
-        V1Sequences(),
-        out,
-        layers=(0, 1, 2, "final"),
-        dtype="float32",
-        batch_size=2,
-        progress=False,
-    )
+    store = extract(tiny_model("dstg").eval(), V1Sequences(), out, layers=(0, 1, 2, "final"), dtype="float32",
+                    batch_size=2, progress=False)
     assert store.manifest["format_version"] == 1
     assert json.loads((out / "manifest.json").read_text()) == json.loads((V1_STORE / "manifest.json").read_text())
 

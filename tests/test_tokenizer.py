@@ -4,19 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from dstg_interp.data import (
-    CLS_ID,
-    MASK_ID,
-    PAD_ID,
-    SEP_ID,
-    SPECIAL_TOKENS,
-    UNK_ID,
-    load_corpus,
-    load_tokenizer,
-    save_tokenizer,
-    tokenizer_hash,
-    train_tokenizer,
-)
+from dstg_interp.data import (CLS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_TOKENS, UNK_ID, load_corpus,
+                              load_tokenizer, save_tokenizer, tokenizer_hash, train_tokenizer)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -30,19 +19,8 @@ def test_training_twice_gives_identical_ids():
     # Two-letter words with distinct counts: no two merges tie. (The HF trainer breaks count ties by
     # hash-ordered ids, so on a tiny corpus with ties the token *set* may differ between runs, see
     # tokenizer.py.) The trainer still hands out ids in hash order; ours must be canonical.
-    texts = [
-        " ".join([word] * count)
-        for word, count in [
-            ("ox", 40),
-            ("up", 33),
-            ("at", 27),
-            ("id", 21),
-            ("em", 16),
-            ("go", 11),
-            ("we", 7),
-            ("by", 4),
-        ]
-    ]
+    texts = [" ".join([word] * count) for word, count in
+             [("ox", 40), ("up", 33), ("at", 27), ("id", 21), ("em", 16), ("go", 11), ("we", 7), ("by", 4)]]
     first, second = train_tokenizer(texts, vocab_size=400), train_tokenizer(texts, vocab_size=400)
     assert first.get_vocab() == second.get_vocab()
     assert tokenizer_hash(first) == tokenizer_hash(second)

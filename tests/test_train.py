@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write_synthetic_corpus
 
 from dstg_interp import load_model
 from dstg_interp.cli.train import main
 from dstg_interp.train import TrainConfig, train
+
+from conftest import write_synthetic_corpus
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -26,21 +27,9 @@ def corpus(tmp_path, monkeypatch):
 
 def tiny_train_config(out_dir, corpus, **overrides):
     base = dict(
-        out_dir=str(out_dir),
-        corpus=str(corpus),
-        model=dict(variant="dstg", d_sem=24, d_ap=8, n_layers=2, n_heads=4),
-        max_length=64,
-        vocab_size=200,
-        batch_size=8,
-        max_steps=12,
-        warmup_steps=2,
-        eval_every=6,
-        eval_batches=2,
-        save_every=6,
-        log_every=1,
-        lr=3e-3,
-        progress=False,
-        threads=1,
+        out_dir=str(out_dir), corpus=str(corpus), model=dict(variant="dstg", d_sem=24, d_ap=8, n_layers=2, n_heads=4),
+        max_length=64, vocab_size=200, batch_size=8, max_steps=12, warmup_steps=2, eval_every=6, eval_batches=2,
+        save_every=6, log_every=1, lr=3e-3, progress=False, threads=1,
     )
     base.update(overrides)
     return TrainConfig(**base)
@@ -56,11 +45,7 @@ def train_losses(out_dir):
 
 @pytest.mark.parametrize("variant", ["dstg", "rope"])
 def test_tiny_run_lowers_validation_loss(tmp_path, corpus, variant):
-    model = (
-        dict(variant="dstg", d_sem=24, d_ap=8, n_layers=2, n_heads=4)
-        if variant == "dstg"
-        else dict(variant="rope", d_model=32, n_layers=2, n_heads=4)
-    )
+    model = dict(variant="dstg", d_sem=24, d_ap=8, n_layers=2, n_heads=4) if variant == "dstg" else dict(variant="rope", d_model=32, n_layers=2, n_heads=4)
     cfg = tiny_train_config(tmp_path / "run", corpus, model=model, max_steps=40, eval_every=1000, save_every=1000)
     result = train(cfg)
     validation = [r for r in read_log(tmp_path / "run") if "val_loss" in r]
@@ -120,52 +105,13 @@ def test_bad_model_field_is_named():
 
 
 def run_cli(args, env, **kwargs):
-    return subprocess.run(
-        [sys.executable, "-m", "dstg_interp.cli.train", *args],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        **kwargs,
-    )
+    return subprocess.run([sys.executable, "-m", "dstg_interp.cli.train", *args], env=env, cwd=REPO, capture_output=True, text=True, **kwargs)
 
 
 def cli_args(out_dir, corpus, steps=12):
-    return [
-        "--out",
-        str(out_dir),
-        "--corpus",
-        str(corpus),
-        "--variant",
-        "dstg",
-        "--d-model",
-        "32",
-        "--d-ap",
-        "8",
-        "--n-layers",
-        "2",
-        "--n-heads",
-        "4",
-        "--max-length",
-        "64",
-        "--vocab-size",
-        "200",
-        "--batch-size",
-        "8",
-        "--steps",
-        str(steps),
-        "--warmup-steps",
-        "2",
-        "--eval-every",
-        "6",
-        "--save-every",
-        "6",
-        "--lr",
-        "3e-3",
-        "--quiet",
-        "--threads",
-        "1",
-    ]
+    return ["--out", str(out_dir), "--corpus", str(corpus), "--variant", "dstg", "--d-model", "32", "--d-ap", "8", "--n-layers", "2",
+            "--n-heads", "4", "--max-length", "64", "--vocab-size", "200", "--batch-size", "8", "--steps", str(steps),
+            "--warmup-steps", "2", "--eval-every", "6", "--save-every", "6", "--lr", "3e-3", "--quiet", "--threads", "1"]
 
 
 @pytest.mark.slow
@@ -174,22 +120,8 @@ def test_two_process_gloo_ddp_matches_single_process(tmp_path, corpus):
     single = run_cli(cli_args(tmp_path / "single", corpus), env)
     assert single.returncode == 0, single.stderr
     ddp = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc_per_node",
-            "2",
-            "--master_port",
-            "29517",
-            "-m",
-            "dstg_interp.cli.train",
-            *cli_args(tmp_path / "ddp", corpus),
-        ],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517", "-m", "dstg_interp.cli.train",
+         *cli_args(tmp_path / "ddp", corpus)], env=env, cwd=REPO, capture_output=True, text=True,
     )
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     a, b = train_losses(tmp_path / "single"), train_losses(tmp_path / "ddp")
@@ -205,20 +137,9 @@ def test_ctrl_c_leaves_the_last_checkpoint_intact(tmp_path, corpus):
     # prepare the cached data first so the run reaches its first checkpoint quickly
     assert run_cli(cli_args(tmp_path / "warm", corpus, steps=6), env).returncode == 0
     # a long run compiles by default; this test is about Ctrl-C, so it runs eager and reaches a checkpoint fast
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dstg_interp.cli.train",
-            *cli_args(tmp_path / "run", corpus, steps=100000),
-            "--no-compile",
-        ],
-        env=env,
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = subprocess.Popen([sys.executable, "-m", "dstg_interp.cli.train", *cli_args(tmp_path / "run", corpus, steps=100000),
+                             "--no-compile"],
+                            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     state = tmp_path / "run" / "checkpoint" / "train_state.json"
     deadline = time.time() + 120
     while not state.exists() and time.time() < deadline:
@@ -242,15 +163,8 @@ def test_random_offset_trains_the_table_beyond_the_sequence_length(tmp_path, cor
 
     rows = {}
     for random_offset in (False, True):
-        cfg = tiny_train_config(
-            tmp_path / f"run-{random_offset}",
-            corpus,
-            max_positions=128,
-            random_offset=random_offset,
-            max_steps=6,
-            eval_every=1000,
-            save_every=1000,
-        )
+        cfg = tiny_train_config(tmp_path / f"run-{random_offset}", corpus, max_positions=128, random_offset=random_offset,
+                                max_steps=6, eval_every=1000, save_every=1000)
         train(cfg)
         trained = load_model(tmp_path / f"run-{random_offset}" / "checkpoint")
         initial = build_model(trained.config)
@@ -258,9 +172,7 @@ def test_random_offset_trains_the_table_beyond_the_sequence_length(tmp_path, cor
         rows[random_offset] = (trained.ap_table - initial.ap_table).abs().amax(dim=1)  # [128] change per row
     # weight decay moves every row a little; gradient steps move the rows that were read
     assert rows[False][64:].max() < 0.1 * rows[False][:64].min()
-    assert (
-        rows[True][64:].min() > 0.5 * rows[False][64:].max() and rows[True][100:].mean() > 0.3 * rows[True][:64].mean()
-    )
+    assert rows[True][64:].min() > 0.5 * rows[False][64:].max() and rows[True][100:].mean() > 0.3 * rows[True][:64].mean()
     saved = json.loads((tmp_path / "run-True" / "train_config.json").read_text())
     assert saved["random_offset"] is True and saved["max_positions"] == 128
 

@@ -10,11 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import write_synthetic_corpus
-from test_train import read_log, tiny_train_config, train_losses
 
 from dstg_interp import ModelConfig, build_model, load_model
 from dstg_interp.train import LengthBucketedBatches, TrainConfig, learning_rate, prepare_training_data, train
+
+from conftest import write_synthetic_corpus
+from test_train import read_log, tiny_train_config, train_losses
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,9 +32,7 @@ def test_bucketed_batches_cover_every_sequence_once_per_epoch():
     batches = LengthBucketedBatches(lengths, batch_size=32, seed=3, chunk_batches=4)
     assert batches.batches_per_epoch == 32  # ceil(1003 / 32)
     for epoch in range(2):
-        seen = np.concatenate(
-            [batches(epoch * batches.batches_per_epoch + i) for i in range(batches.batches_per_epoch)]
-        )
+        seen = np.concatenate([batches(epoch * batches.batches_per_epoch + i) for i in range(batches.batches_per_epoch)])
         assert sorted(seen.tolist()) == list(range(1003))
     # a new epoch is a new plan, and the plan is a function of (seed, epoch) only
     assert not np.array_equal(batches(0), batches(batches.batches_per_epoch))
@@ -69,15 +68,11 @@ def test_seeds_change_init_and_data_order_but_not_the_split(tmp_path, corpus):
     assert cfg.model_config(200).seed == 0 and runs["b"].model_config(200).seed == 1
     a, b, c = (load_model(tmp_path / n / "checkpoint") for n in "abc")
     assert not torch.equal(a.embed.weight, b.embed.weight)
-    assert all(
-        torch.equal(p, q) for p, q in zip(a.state_dict().values(), c.state_dict().values())
-    )  # same seed, same run
+    assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), c.state_dict().values()))  # same seed, same run
     assert train_losses(tmp_path / "a") == train_losses(tmp_path / "c")
     assert train_losses(tmp_path / "a") != train_losses(tmp_path / "b")
     # the split (data_seed) is shared: same tokenizer, same validation tokens
-    assert (tmp_path / "a" / "checkpoint" / "tokenizer.json").read_bytes() == (
-        tmp_path / "b" / "checkpoint" / "tokenizer.json"
-    ).read_bytes()
+    assert (tmp_path / "a" / "checkpoint" / "tokenizer.json").read_bytes() == (tmp_path / "b" / "checkpoint" / "tokenizer.json").read_bytes()
     val = [next(r for r in read_log(tmp_path / n) if "val_tokens" in r)["val_tokens"] for n in "ab"]
     assert val[0] == val[1]
 
@@ -89,9 +84,7 @@ def test_negative_seed_is_refused(tmp_path):
 
 # --- schedules, tied head, position-table init -------------------------------------------------------
 def test_constant_schedule_holds_then_decays_linearly():
-    cfg = TrainConfig(
-        schedule="constant", lr=1e-3, warmup_steps=10, max_steps=100, decay_fraction=0.2, min_lr_ratio=0.1
-    )
+    cfg = TrainConfig(schedule="constant", lr=1e-3, warmup_steps=10, max_steps=100, decay_fraction=0.2, min_lr_ratio=0.1)
     assert learning_rate(cfg, 4) == pytest.approx(5e-4)
     assert learning_rate(cfg, 10) == learning_rate(cfg, 79) == pytest.approx(1e-3)
     assert learning_rate(cfg, 90) == pytest.approx(1e-3 * (1 - 0.9 * 0.5))
@@ -103,18 +96,8 @@ def test_constant_schedule_holds_then_decays_linearly():
 @pytest.mark.parametrize("variant", ["dstg", "ap"])
 def test_tied_head_stays_tied_through_save_and_load(tmp_path, variant):
     widths = dict(d_sem=24, d_ap=8) if variant == "dstg" else dict(d_model=32)
-    model = build_model(
-        ModelConfig(
-            variant=variant,
-            vocab_size=50,
-            max_positions=16,
-            n_layers=1,
-            n_heads=4,
-            tie_embeddings=True,
-            pos_init_std=0.5,
-            **widths,
-        )
-    )
+    model = build_model(ModelConfig(variant=variant, vocab_size=50, max_positions=16, n_layers=1, n_heads=4,
+                                    tie_embeddings=True, pos_init_std=0.5, **widths))
     assert model.mlm_head.weight is model.embed.weight
     assert 0.4 < float(model.ap_table.detach().std()) < 0.6  # the table's own init scale
     assert float(model.embed.weight.detach().std()) < 0.05  # the rest keeps init_std
@@ -139,12 +122,8 @@ def test_compiled_training_gives_the_eager_losses_with_three_graphs(tmp_path, co
     graphs: the encoder on unpadded and on padded batches, and the loss (compile_for_training declares the
     symbolic sizes); the losses are the eager ones."""
     steps = 28
-    eager = tiny_train_config(
-        tmp_path / "eager", corpus, batch_size=7, max_steps=steps, eval_every=steps, save_every=steps, compile=False
-    )
-    compiled = tiny_train_config(
-        tmp_path / "compiled", corpus, batch_size=7, max_steps=steps, eval_every=steps, save_every=steps, compile=True
-    )
+    eager = tiny_train_config(tmp_path / "eager", corpus, batch_size=7, max_steps=steps, eval_every=steps, save_every=steps, compile=False)
+    compiled = tiny_train_config(tmp_path / "compiled", corpus, batch_size=7, max_steps=steps, eval_every=steps, save_every=steps, compile=True)
     train(eager)
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
@@ -158,35 +137,14 @@ def test_compiled_training_gives_the_eager_losses_with_three_graphs(tmp_path, co
     assert a.keys() == b.keys()
     assert all(abs(a[s] - b[s]) < 1e-4 for s in a), (a, b)
     assert [r["val_loss"] for r in read_log(tmp_path / "eager") if "val_loss" in r] == pytest.approx(
-        [r["val_loss"] for r in read_log(tmp_path / "compiled") if "val_loss" in r], abs=1e-4
-    )
+        [r["val_loss"] for r in read_log(tmp_path / "compiled") if "val_loss" in r], abs=1e-4)
 
 
 # --- the recipe study --------------------------------------------------------------------------------------
 def run_recipe_study(tmp_path, corpus, *extra):
-    command = [
-        sys.executable,
-        "-m",
-        "experiments.recipe_study",
-        "--corpus",
-        str(corpus),
-        "--tiny",
-        "--steps",
-        "8",
-        "--eval-every",
-        "4",
-        "--eval-batches",
-        "1",
-        "--max-length",
-        "48",
-        "--out",
-        str(tmp_path / "study"),
-        "--runs",
-        str(tmp_path / "runs"),
-        "--threads",
-        "1",
-        *extra,
-    ]
+    command = [sys.executable, "-m", "experiments.recipe_study", "--corpus", str(corpus), "--tiny",
+               "--steps", "8", "--eval-every", "4", "--eval-batches", "1", "--max-length", "48",
+               "--out", str(tmp_path / "study"), "--runs", str(tmp_path / "runs"), "--threads", "1", *extra]
     return subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600)
 
 
@@ -202,31 +160,20 @@ def test_recipe_study_on_a_tiny_corpus(tmp_path, corpus):
     summary = pd.read_csv(tmp_path / "study" / "summary.csv")
     assert summary.set_index("run").loc["base", "gain_vs_base"] == 0
     assert all((tmp_path / "study" / f"recipe_curves.{kind}").is_file() for kind in ("png", "pdf", "json"))
-    assert json.loads((tmp_path / "study" / "study.json").read_text())["config"]["levers"] == [
-        "lr",
-        "batch",
-        "pos_init",
-    ]
+    assert json.loads((tmp_path / "study" / "study.json").read_text())["config"]["levers"] == ["lr", "batch", "pos_init"]
 
 
 def test_recipe_study_refuses_an_unknown_lever(tmp_path, corpus):
     result = run_recipe_study(tmp_path, corpus, "--levers", "lr", "dropout")
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [
-        "recipe_study: error: unknown lever(s) dropout; choose from "
-        "lr, batch, pos_init, tie, schedule, warmup, d_ap, vocab"
-    ]
+    assert result.stderr.strip().splitlines() == ["recipe_study: error: unknown lever(s) dropout; choose from "
+                                                  "lr, batch, pos_init, tie, schedule, warmup, d_ap, vocab"]
     assert not (tmp_path / "study").exists()
 
 
 # --- the zoo command's seeds ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(
-    "seeds, message",
-    [
-        (["0", "0"], "--seeds repeats a seed: 0 0"),
-        (["1", "-2"], "--seeds must be integers from 0 to 4294967295, got 1 -2"),
-    ],
-)
+@pytest.mark.parametrize("seeds, message", [(["0", "0"], "--seeds repeats a seed: 0 0"),
+                                            (["1", "-2"], "--seeds must be integers from 0 to 4294967295, got 1 -2")])
 def test_pretrain_zoo_refuses_bad_seeds(tmp_path, capsys, seeds, message):
     from experiments.pretrain_zoo import main as pretrain_zoo_main
 
@@ -241,11 +188,7 @@ def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
     from experiments.pretrain_zoo import zoo_config
 
     configs = {seed: zoo_config("ap", tmp_path, 4800, None, seed) for seed in (0, 1, 2)}
-    assert (
-        [Path(c.out_dir).name for c in configs.values()]
-        == ["ap", "ap-seed1", "ap-seed2"]
-        == [zoo_member("ap", s) for s in configs]
-    )
+    assert [Path(c.out_dir).name for c in configs.values()] == ["ap", "ap-seed1", "ap-seed2"] == [zoo_member("ap", s) for s in configs]
     differing = {k for c in configs.values() for k, v in c.to_dict().items() if v != configs[0].to_dict()[k]}
     assert differing == {"seed", "out_dir"}
     assert {c.data_seed for c in configs.values()} == {0}
@@ -255,10 +198,7 @@ def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
 def test_compile_is_on_by_default_only_where_it_pays_back(monkeypatch):
     from dstg_interp import train as train_module
 
-    assert train_module.use_compile(TrainConfig(max_steps=50, warmup_steps=5)) == (
-        False,
-        None,
-    )  # compiling costs more than it saves
+    assert train_module.use_compile(TrainConfig(max_steps=50, warmup_steps=5)) == (False, None)  # compiling costs more than it saves
     assert train_module.use_compile(TrainConfig(max_steps=50, warmup_steps=5, compile=True)) == (True, None)
     monkeypatch.setattr(train_module.shutil, "which", lambda name: "/usr/bin/" + name)
     assert train_module.use_compile(TrainConfig(max_steps=4800)) == (True, None)

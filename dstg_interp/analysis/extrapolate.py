@@ -74,14 +74,9 @@ class CurveFit:
         return self.mean + self.basis(positions) @ self.coefficients @ self.components
 
     def to_dict(self) -> dict:
-        return {
-            "n_positions": self.n_positions,
-            "n_components": int(self.components.shape[0]),
-            "n_frequencies": int(self.coefficients.shape[0]),
-            "explained": self.explained,
-            "relative_error": self.relative_error,
-            "curve_error": self.curve_error,
-        }
+        return {"n_positions": self.n_positions, "n_components": int(self.components.shape[0]),
+                "n_frequencies": int(self.coefficients.shape[0]), "explained": self.explained,
+                "relative_error": self.relative_error, "curve_error": self.curve_error}
 
 
 def fit_ap_curve(table, n_components: int = DEFAULT_COMPONENTS, n_frequencies: int = DEFAULT_FREQUENCIES) -> CurveFit:
@@ -89,10 +84,8 @@ def fit_ap_curve(table, n_components: int = DEFAULT_COMPONENTS, n_frequencies: i
     table = _as_table(table)
     n_positions, width = table.shape
     if not 1 <= n_components <= min(width, n_positions - 1):
-        raise ValueError(
-            f"n_components must be in [1, {min(width, n_positions - 1)}] for a {n_positions}x{width} "
-            f"table, got {n_components}"
-        )
+        raise ValueError(f"n_components must be in [1, {min(width, n_positions - 1)}] for a {n_positions}x{width} "
+                         f"table, got {n_components}")
     if not 1 <= n_frequencies <= n_positions:
         raise ValueError(f"n_frequencies must be in [1, {n_positions}], got {n_frequencies}")
     mean = table.mean(axis=0)
@@ -100,15 +93,9 @@ def fit_ap_curve(table, n_components: int = DEFAULT_COMPONENTS, n_frequencies: i
     u, s, vt = np.linalg.svd(centred, full_matrices=False)
     scores = u[:, :n_components] * s[:n_components]  # [P, k] PC score curves
     total = float((s**2).sum())
-    fit = CurveFit(
-        mean=mean,
-        components=vt[:n_components],
-        coefficients=np.zeros((n_frequencies, n_components)),
-        n_positions=n_positions,
-        explained=float((s[:n_components] ** 2).sum() / total) if total else 0.0,
-        relative_error=0.0,
-        curve_error=0.0,
-    )
+    fit = CurveFit(mean=mean, components=vt[:n_components], coefficients=np.zeros((n_frequencies, n_components)),
+                   n_positions=n_positions, explained=float((s[:n_components] ** 2).sum() / total) if total else 0.0,
+                   relative_error=0.0, curve_error=0.0)
     basis = fit.basis(np.arange(n_positions))  # orthonormal columns: projection = truncated DCT
     fit.coefficients = basis.T @ scores
     scores_norm = np.linalg.norm(scores)
@@ -118,23 +105,16 @@ def fit_ap_curve(table, n_components: int = DEFAULT_COMPONENTS, n_frequencies: i
     return fit
 
 
-def extend_table(
-    table,
-    new_length: int,
-    method: str = "curve",
-    n_components: int = DEFAULT_COMPONENTS,
-    n_frequencies: int = DEFAULT_FREQUENCIES,
-) -> tuple[np.ndarray, dict]:
+def extend_table(table, new_length: int, method: str = "curve", n_components: int = DEFAULT_COMPONENTS,
+                 n_frequencies: int = DEFAULT_FREQUENCIES) -> tuple[np.ndarray, dict]:
     """A [new_length, d] table from a learned [P, d] one by ``method``; returns (table, what was done)."""
     table = _as_table(table)
     n_positions = table.shape[0]
     if method not in METHODS:
         raise ValueError(f"unknown extension method {method!r}; choose one of {', '.join(METHODS)}")
     if new_length <= n_positions:
-        raise ValueError(
-            f"the new length must exceed the table's {n_positions} positions (an extension factor > 1), "
-            f"got {new_length}"
-        )
+        raise ValueError(f"the new length must exceed the table's {n_positions} positions (an extension factor > 1), "
+                         f"got {new_length}")
     info = {"method": method, "from_positions": n_positions, "to_positions": int(new_length)}
     if method == "repeat":
         extended = np.concatenate([table, np.repeat(table[-1:], new_length - n_positions, axis=0)])
@@ -166,15 +146,8 @@ def with_max_positions(model, new_length: int):
     return longer.to(device=parameter.device, dtype=parameter.dtype).eval()
 
 
-def extend_positions(
-    model,
-    factor: float | None = None,
-    *,
-    new_length: int | None = None,
-    method: str = "curve",
-    n_components: int = DEFAULT_COMPONENTS,
-    n_frequencies: int = DEFAULT_FREQUENCIES,
-):
+def extend_positions(model, factor: float | None = None, *, new_length: int | None = None, method: str = "curve",
+                     n_components: int = DEFAULT_COMPONENTS, n_frequencies: int = DEFAULT_FREQUENCIES):
     """A model with ``factor`` x (or ``new_length``) positions whose learned table is extended by ``method``.
 
     The returned model carries ``model.extension`` (a dict: method, lengths, curve fit quality), which
@@ -188,22 +161,15 @@ def extend_positions(
     # Validate the longer config before any table is built: an absurd length is refused in one line.
     type(model.config).from_dict({**model.config.to_dict(), "max_positions": new_length})
     if _table_key(model) is None:
-        raise ValueError(
-            f"variant {variant!r} has no learned AP table to extend (only 'dstg' and 'ap' do); a relative "
-            f"model runs at any length: use with_max_positions(model, {new_length})"
-        )
-    table, info = extend_table(
-        model.ap_table.detach().cpu().double().numpy(), new_length, method, n_components, n_frequencies
-    )
+        raise ValueError(f"variant {variant!r} has no learned AP table to extend (only 'dstg' and 'ap' do); a relative "
+                         f"model runs at any length: use with_max_positions(model, {new_length})")
+    table, info = extend_table(model.ap_table.detach().cpu().double().numpy(), new_length, method, n_components,
+                               n_frequencies)
     longer = with_max_positions(model, new_length)
     with torch.no_grad():
         longer.state_dict()[_table_key(model)].copy_(torch.as_tensor(table))
-    longer.extension = {
-        **info,
-        "variant": variant,
-        "factor": new_length / old_length,
-        "source": str(getattr(model, "checkpoint_path", "") or ""),
-    }
+    longer.extension = {**info, "variant": variant, "factor": new_length / old_length,
+                        "source": str(getattr(model, "checkpoint_path", "") or "")}
     return longer
 
 
@@ -219,9 +185,8 @@ def _new_length(old_length: int, factor, new_length) -> int:
         raise ValueError("give exactly one of factor (e.g. 2) or new_length (e.g. 256)")
     if factor is not None:
         if not factor > 1:
-            raise ValueError(
-                f"the extension factor must be > 1 (the table grows past its {old_length} positions), got {factor}"
-            )
+            raise ValueError(f"the extension factor must be > 1 (the table grows past its {old_length} positions), "
+                             f"got {factor}")
         if not math.isfinite(factor):
             raise ValueError(f"the extension factor must be a finite number > 1, got {factor}")
         new_length = int(round(old_length * factor))

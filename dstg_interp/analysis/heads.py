@@ -69,15 +69,10 @@ DOMINANT_SHARE = 0.6  # a term must carry at least this share of the summed term
 POSITIONAL_SCORE_MIN = 0.5  # baselines: offset alone explains at least half of the pattern variance
 CONTENT_SCORE_MAX_POSITIONAL = 0.2  # baselines: offset explains less than this -> content head
 
-
 # --- statistics from a batch (no store) ------------------------------------------------------------
 def head_summaries_from_cache(
-    model,
-    tokens: torch.Tensor,
-    attention_mask: torch.Tensor | None = None,
-    model_name: str | None = None,
-    batch_size: int = 16,
-    variance_over: str = "query",
+    model, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None, model_name: str | None = None,
+    batch_size: int = 16, variance_over: str = "query",
 ) -> pd.DataFrame:
     """Head statistics (see module docstring) of ``model`` on a batch, from the logit-term hooks.
 
@@ -95,19 +90,16 @@ def head_summaries_from_cache(
         raise ValueError(f"variance_over must be 'query' or 'pair', got {variance_over!r}")
     encoder = open_encoder(model)
     if encoder.kind != "dstg-interp":
-        raise ValueError(
-            f"{encoder.name}: head statistics need the separate logit terms of a dstg-interp model; "
-            "an HF encoder exposes only its attention patterns"
-        )
+        raise ValueError(f"{encoder.name}: head statistics need the separate logit terms of a dstg-interp model; "
+                         "an HF encoder exposes only its attention patterns")
     terms = tuple(encoder.logit_terms)
     if tokens.dim() == 1:
         tokens = tokens[None]
     if attention_mask is None:
         attention_mask = torch.ones_like(tokens, dtype=torch.bool)
     attention_mask = attention_mask.to(torch.bool)
-    accumulators = [
-        _HeadAccumulator(terms, encoder.n_heads, tokens.shape[1], variance_over) for _ in range(encoder.n_layers)
-    ]
+    accumulators = [_HeadAccumulator(terms, encoder.n_heads, tokens.shape[1], variance_over)
+                    for _ in range(encoder.n_layers)]
     was_training = encoder.model.training
     encoder.model.eval()
     try:
@@ -235,9 +227,7 @@ def head_stats_from_store(store, model_name: str = "model") -> pd.DataFrame:
     try:
         summaries = getattr(store, "attention", store)
     except (OSError, KeyError, ValueError) as err:
-        raise ValueError(
-            f"the activation store has no readable attention summaries ({err}); re-extract with them"
-        ) from None
+        raise ValueError(f"the activation store has no readable attention summaries ({err}); re-extract with them") from None
     arrays = getattr(summaries, "arrays", None) if summaries is not None else None
     if not isinstance(arrays, dict) or not {"cov", "js_removal", "pairs"} <= set(arrays):
         raise ValueError(
@@ -290,18 +280,8 @@ def classify_heads(stats: pd.DataFrame, dominant_share: float = DOMINANT_SHARE) 
         raise ValueError(f"dominant_share must be in (0, 1], got {dominant_share}")
     rows = [_classify_row(row, dominant_share) for row in stats.to_dict(orient="records")]
     result = pd.DataFrame(rows)
-    leading = [
-        "model",
-        "layer",
-        "head",
-        *[f"share_{t}" for t in ALL_TERMS],
-        "cov_share",
-        *[f"js_without_{t}" for t in ALL_TERMS],
-        "positional_score",
-        "content_score",
-        "dominant_term",
-        "label",
-    ]
+    leading = ["model", "layer", "head", *[f"share_{t}" for t in ALL_TERMS], "cov_share",
+               *[f"js_without_{t}" for t in ALL_TERMS], "positional_score", "content_score", "dominant_term", "label"]
     rest = [c for c in result.columns if c not in leading]
     return result[[c for c in leading if c in result.columns] + rest]
 
@@ -312,11 +292,8 @@ def _classify_row(row: dict, dominant_share: float = DOMINANT_SHARE) -> dict:
         raise ValueError(f"head (model={row['model']}, layer={row['layer']}, head={row['head']}) has no var_* column")
     variances = {t: float(row[f"var_{t}"]) for t in terms}
     summed = sum(variances.values())
-    covariance = sum(
-        float(row.get(f"cov_{a}_{b}", 0.0) or 0.0)
-        for a, b in _term_pairs(terms, diagonal=False)
-        if _present(row.get(f"cov_{a}_{b}"))
-    )
+    covariance = sum(float(row.get(f"cov_{a}_{b}", 0.0) or 0.0) for a, b in _term_pairs(terms, diagonal=False)
+                     if _present(row.get(f"cov_{a}_{b}")))
     out = dict(row)
     for t in ALL_TERMS:
         out[f"share_{t}"] = variances[t] / summed if t in variances and summed > 0 else np.nan

@@ -51,55 +51,33 @@ def position_hooks(encoder: Encoder, layer) -> list[str]:
         return encoder.hooks_for(layer, "ap")
     if encoder.kind == "dstg-interp" and variant == "ap":
         if layer != 0:
-            raise EncoderError(
-                f"{encoder.name}: AP-NeoBERT carries position as a state of its own only at its input "
-                f"(hook_pos_embed, layer 0), not at layer {layer!r}; erase it there instead (dstg-erase)"
-            )
+            raise EncoderError(f"{encoder.name}: AP-NeoBERT carries position as a state of its own only at its input "
+                               f"(hook_pos_embed, layer 0), not at layer {layer!r}; erase it there instead (dstg-erase)")
         return ["hook_pos_embed"]
-    raise EncoderError(
-        f"{encoder.name}: this {variant!r} model has no hook that holds an absolute-position state "
-        "(position enters inside attention); AP interventions need DSTG's AP stream or AP-NeoBERT's "
-        "hook_pos_embed"
-    )
+    raise EncoderError(f"{encoder.name}: this {variant!r} model has no hook that holds an absolute-position state "
+                       "(position enters inside attention); AP interventions need DSTG's AP stream or AP-NeoBERT's "
+                       "hook_pos_embed")
 
 
-def intervene(
-    encoder: Encoder,
-    tokens: torch.Tensor,
-    attention_mask: torch.Tensor,
-    layer,
-    kind: str,
-    *,
-    position_map=None,
-    source_tokens: torch.Tensor | None = None,
-    shift: int | None = None,
-    position_means=None,
-) -> InterventionResult:
+def intervene(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.Tensor, layer, kind: str, *,
+              position_map=None, source_tokens: torch.Tensor | None = None, shift: int | None = None,
+              position_means=None) -> InterventionResult:
     """Run ``tokens`` [B, T] clean and with the position state at ``layer`` replaced (see the module docstring)."""
     if kind not in KINDS:
         raise EncoderError(f"unknown intervention {kind!r}; use {', '.join(KINDS)}")
     hooks = position_hooks(encoder, layer)
     tokens, mask = tokens.to(encoder.device), attention_mask.to(encoder.device).bool()
     replacement = _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens, shift, position_means)
-    fwd_hooks = [
-        (
-            name,
-            lambda tensor, hook, part=part: (
-                part(tensor) if callable(part) else part.to(tensor.dtype).expand_as(tensor).clone()
-            ),
-        )
-        for name, part in zip(hooks, replacement)
-    ]
+    fwd_hooks = [(name, lambda tensor, hook, part=part: part(tensor) if callable(part)
+                  else part.to(tensor.dtype).expand_as(tensor).clone()) for name, part in zip(hooks, replacement)]
     with torch.inference_mode():
         clean_logits = encoder.mlm_logits(tokens, mask)
         clean_terms = encoder.attention(tokens, mask)
         with encoder.model.hooks(fwd_hooks=fwd_hooks):
             logits = encoder.mlm_logits(tokens, mask)
             terms = encoder.attention(tokens, mask)
-    return InterventionResult(
-        _output_change(clean_logits, logits, mask),
-        _term_change(encoder, clean_terms, terms, mask, None if layer == FINAL else int(layer)),
-    )
+    return InterventionResult(_output_change(clean_logits, logits, mask),
+                              _term_change(encoder, clean_terms, terms, mask, None if layer == FINAL else int(layer)))
 
 
 def _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens, shift, position_means) -> list:
@@ -119,14 +97,10 @@ def _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens
         return _captured(encoder, hooks, tokens, mask, offset)
     source = tokens if source_tokens is None else source_tokens.to(encoder.device)
     if source.shape != tokens.shape:
-        raise EncoderError(
-            f"source_tokens must have the base input's shape {list(tokens.shape)}, got {list(source.shape)}"
-        )
+        raise EncoderError(f"source_tokens must have the base input's shape {list(tokens.shape)}, got {list(source.shape)}")
     position_map = torch.arange(seq_len) if position_map is None else torch.as_tensor(position_map, dtype=torch.long)
     if position_map.shape != (seq_len,) or int(position_map.min()) < 0 or int(position_map.max()) >= seq_len:
-        raise EncoderError(
-            f"position_map must give a source position in [0, {seq_len}) for each of the {seq_len} positions"
-        )
+        raise EncoderError(f"position_map must give a source position in [0, {seq_len}) for each of the {seq_len} positions")
     if source_tokens is None:  # the base input's own states, permuted inside the same forward
         return [lambda tensor: tensor[:, position_map.to(tensor.device)].clone() for _ in hooks]
     states = _captured(encoder, hooks, source, mask, None)
@@ -163,13 +137,6 @@ def _term_change(encoder, clean: dict, intervened: dict, mask: torch.Tensor, fir
             change = ((after - before).abs() * pairs).sum(dim=(0, 2, 3))
             size = (before.abs() * pairs).sum(dim=(0, 2, 3))
             for head in range(before.shape[1]):
-                rows.append(
-                    {
-                        "block": block,
-                        "head": head,
-                        "term": term,
-                        "mean_abs_change": float(change[head] / pairs.sum()),
-                        "relative_change": float(change[head] / size[head]) if size[head] > 0 else np.nan,
-                    }
-                )
+                rows.append({"block": block, "head": head, "term": term, "mean_abs_change": float(change[head] / pairs.sum()),
+                             "relative_change": float(change[head] / size[head]) if size[head] > 0 else np.nan})
     return pd.DataFrame(rows, columns=["block", "head", "term", "mean_abs_change", "relative_change"])

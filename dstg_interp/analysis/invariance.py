@@ -57,19 +57,8 @@ from ..encoders.inputs import TOOLKIT_SPECIAL_TOKENS
 CONDITIONS = ("shift", "prefix", "inside", "context")
 ALONE = "alone"
 KS = (1, 5, 10)
-INVARIANCE_COLUMNS = [
-    "model",
-    "variant",
-    "subspace",
-    "condition",
-    "layer",
-    "n_passages",
-    "mean_offset",
-    "token_cosine",
-    "token_rel_l2",
-    "pooled_cosine",
-    "pooled_rel_l2",
-]
+INVARIANCE_COLUMNS = ["model", "variant", "subspace", "condition", "layer", "n_passages", "mean_offset",
+                      "token_cosine", "token_rel_l2", "pooled_cosine", "pooled_rel_l2"]
 RETRIEVAL_COLUMNS = ["model", "variant", "subspace", "condition", "layer", "k", "recall", "n_passages"]
 
 
@@ -99,26 +88,16 @@ class Encoding:
     start: int
 
 
-def select_passages(
-    documents,
-    tokenizer,
-    n_passages: int | None = None,
-    *,
-    min_tokens: int = 16,
-    max_tokens: int = 48,
-    min_context: int = 24,
-    per_document: int = 1,
-    seed: int = 0,
-) -> list[Passage]:
+def select_passages(documents, tokenizer, n_passages: int | None = None, *, min_tokens: int = 16,
+                    max_tokens: int = 48, min_context: int = 24, per_document: int = 1, seed: int = 0) -> list[Passage]:
     """Passages of ``min_tokens``..``max_tokens`` tokens with at least ``min_context`` tokens of the same
     document before them; at most ``per_document`` (non-overlapping) per document, chosen with ``seed``;
     ``n_passages`` of them drawn with ``seed`` (None = all found), in document order."""
     if not 1 <= min_tokens <= max_tokens:
         raise ValueError(f"select_passages: need 1 <= min_tokens <= max_tokens, got {min_tokens} and {max_tokens}")
     if min_context < 1 or per_document < 1:
-        raise ValueError(
-            f"select_passages: min_context and per_document must be >= 1, got {min_context} and {per_document}"
-        )
+        raise ValueError(f"select_passages: min_context and per_document must be >= 1, "
+                         f"got {min_context} and {per_document}")
     documents = list(documents)
     sentences = [sentence for document in documents for sentence in document.sentences]
     if not sentences:
@@ -127,16 +106,12 @@ def select_passages(
     rng = np.random.default_rng(seed)
     passages, cursor = [], 0
     for document in documents:
-        doc_sentences = ids[cursor : cursor + len(document.sentences)]
+        doc_sentences = ids[cursor:cursor + len(document.sentences)]
         cursor += len(document.sentences)
         bounds = np.concatenate([[0], np.cumsum([len(s) for s in doc_sentences])]).astype(int)
-        candidates = [
-            (i, j)
-            for i in range(len(doc_sentences))
-            if bounds[i] >= min_context
-            for j in range(i + 1, len(doc_sentences) + 1)
-            if min_tokens <= bounds[j] - bounds[i] <= max_tokens
-        ]
+        candidates = [(i, j) for i in range(len(doc_sentences)) if bounds[i] >= min_context
+                      for j in range(i + 1, len(doc_sentences) + 1)
+                      if min_tokens <= bounds[j] - bounds[i] <= max_tokens]
         taken: list[tuple[int, int]] = []
         for index in rng.permutation(len(candidates)):
             i, j = candidates[index]
@@ -144,28 +119,19 @@ def select_passages(
                 taken.append((i, j))
         flat = [token for sentence in doc_sentences for token in sentence]
         for i, j in sorted(taken):
-            passages.append(
-                Passage(document.doc_id, i, j - i, flat[bounds[i] : bounds[j]], flat[: bounds[i]], flat[bounds[j] :])
-            )
+            passages.append(Passage(document.doc_id, i, j - i, flat[bounds[i]:bounds[j]], flat[:bounds[i]],
+                                    flat[bounds[j]:]))
     wanted = len(passages) if n_passages is None else n_passages
     if len(passages) < max(wanted, 2):
-        raise ValueError(
-            f"select_passages: found {len(passages)} passages of {min_tokens}-{max_tokens} tokens with "
-            f">= {min_context} tokens of context in {len(documents)} documents, need {max(wanted, 2)}; "
-            "pass more documents, a smaller n_passages or a larger per_document"
-        )
+        raise ValueError(f"select_passages: found {len(passages)} passages of {min_tokens}-{max_tokens} tokens with "
+                         f">= {min_context} tokens of context in {len(documents)} documents, need {max(wanted, 2)}; "
+                         "pass more documents, a smaller n_passages or a larger per_document")
     chosen = np.sort(rng.choice(len(passages), size=wanted, replace=False))
     return [passages[i] for i in chosen]
 
 
-def build_encodings(
-    passages: list[Passage],
-    max_positions: int,
-    *,
-    offset: int | None = None,
-    seed: int = 0,
-    special: SpecialTokens = TOOLKIT_SPECIAL_TOKENS,
-) -> list[dict[str, Encoding]]:
+def build_encodings(passages: list[Passage], max_positions: int, *, offset: int | None = None,
+                    seed: int = 0, special: SpecialTokens = TOOLKIT_SPECIAL_TOKENS) -> list[dict[str, Encoding]]:
     """The ``alone``, ``shift``, ``prefix`` and ``context`` inputs of every passage (module docstring).
 
     offset: None = each passage's in-context offset (its preceding tokens, capped so that every input fits
@@ -176,10 +142,8 @@ def build_encodings(
         raise ValueError(f"build_encodings: need at least 2 passages, got {len(passages)}")
     documents = {p.doc_id: p.document_tokens for p in passages}
     if len(documents) < 2:
-        raise ValueError(
-            "build_encodings: the prefix condition needs text from another document, but every "
-            "passage comes from one document; select passages from more documents"
-        )
+        raise ValueError("build_encodings: the prefix condition needs text from another document, but every "
+                         "passage comes from one document; select passages from more documents")
     doc_ids = list(documents)
     rng = np.random.default_rng(seed)
     encodings = []
@@ -190,37 +154,29 @@ def build_encodings(
         if offset is None:
             o = min(len(passage.preceding), room)
         elif offset > len(passage.preceding):
-            raise ValueError(
-                f"{where} has only {len(passage.preceding)} tokens of context, fewer than "
-                f"offset={offset}; pass a smaller offset or select passages with min_context >= offset"
-            )
+            raise ValueError(f"{where} has only {len(passage.preceding)} tokens of context, fewer than "
+                             f"offset={offset}; pass a smaller offset or select passages with min_context >= offset")
         else:
             o = offset
         if o > room or o < 1:
-            raise ValueError(
-                f"{where}: offset {o} + passage + [CLS]/[SEP] = {o + length + 2} positions, the model has "
-                f"{max_positions}; select shorter passages (max_tokens) or pass a smaller offset"
-            )
-        following = passage.following[: room - o]
+            raise ValueError(f"{where}: offset {o} + passage + [CLS]/[SEP] = {o + length + 2} positions, the model has "
+                             f"{max_positions}; select shorter passages (max_tokens) or pass a smaller offset")
+        following = passage.following[:room - o]
         needed = o + len(following)  # foreign text before (prefix, inside) and after (inside) the passage
         donor: list[int] = []
         for doc_id in rng.permutation(doc_ids):  # another document's opening text, more if it is too short
             if doc_id != passage.doc_id and len(donor) < needed:
-                donor += documents[doc_id][: needed - len(donor)]
+                donor += documents[doc_id][:needed - len(donor)]
         if len(donor) < o:
             raise ValueError(f"{where}: the other documents hold {len(donor)} tokens, the prefix needs {o}")
         alone = [cls_id] + passage.tokens + [sep_id]
-        encodings.append(
-            {
-                ALONE: Encoding(alone, 0, 1),
-                "shift": Encoding(alone, o, 1),
-                "prefix": Encoding([cls_id] + donor[:o] + passage.tokens + [sep_id], 0, 1 + o),
-                "inside": Encoding([cls_id] + donor[:o] + passage.tokens + donor[o:needed] + [sep_id], 0, 1 + o),
-                "context": Encoding(
-                    [cls_id] + passage.preceding[-o:] + passage.tokens + following + [sep_id], 0, 1 + o
-                ),
-            }
-        )
+        encodings.append({
+            ALONE: Encoding(alone, 0, 1),
+            "shift": Encoding(alone, o, 1),
+            "prefix": Encoding([cls_id] + donor[:o] + passage.tokens + [sep_id], 0, 1 + o),
+            "inside": Encoding([cls_id] + donor[:o] + passage.tokens + donor[o:needed] + [sep_id], 0, 1 + o),
+            "context": Encoding([cls_id] + passage.preceding[-o:] + passage.tokens + following + [sep_id], 0, 1 + o),
+        })
     return encodings
 
 
@@ -228,9 +184,8 @@ def retrieval_ranks(queries: np.ndarray, database: np.ndarray) -> np.ndarray:
     """Rank (0 = first) of database row i among all rows by cosine similarity to query row i; rows tied
     with it do not push it down."""
     if queries.shape != database.shape or queries.ndim != 2:
-        raise ValueError(
-            f"retrieval_ranks: queries {queries.shape} and database {database.shape} must have one same shape [n, d]"
-        )
+        raise ValueError(f"retrieval_ranks: queries {queries.shape} and database {database.shape} "
+                         "must have one same shape [n, d]")
     q = queries / np.linalg.norm(queries, axis=1, keepdims=True).clip(min=1e-300)
     d = database / np.linalg.norm(database, axis=1, keepdims=True).clip(min=1e-300)
     similarity = q @ d.T
@@ -244,22 +199,10 @@ def recall_at_k(queries: np.ndarray, database: np.ndarray, ks=KS) -> dict[int, f
     return {int(k): float(np.mean(ranks < k)) for k in ks}
 
 
-def measure_invariance(
-    model,
-    passages: list[Passage],
-    *,
-    name: str | None = None,
-    layers=None,
-    subspaces=None,
-    conditions=CONDITIONS,
-    offset: int | None = None,
-    max_positions: int | None = None,
-    seed: int = 0,
-    batch_size: int = 32,
-    dtype: torch.dtype | None = torch.float32,
-    ks=KS,
-    progress: bool = False,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+def measure_invariance(model, passages: list[Passage], *, name: str | None = None, layers=None, subspaces=None,
+                       conditions=CONDITIONS, offset: int | None = None, max_positions: int | None = None,
+                       seed: int = 0, batch_size: int = 32, dtype: torch.dtype | None = torch.float32, ks=KS,
+                       progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The invariance and retrieval tables (module docstring) of ``model`` on ``passages``.
 
     model: anything ``open_encoder`` takes.  layers: ints 0..n_layers and/or "final" (None = 0..n_layers);
@@ -274,10 +217,8 @@ def measure_invariance(
     if unknown or not conditions:
         raise ValueError(f"condition(s) {unknown or list(conditions)}: choose from {', '.join(CONDITIONS)}")
     if any(t >= encoder.vocab_size or t < 0 for p in passages for t in p.document_tokens):
-        raise ValueError(
-            f"a passage has a token id outside the model's vocabulary of {encoder.vocab_size}; "
-            "select the passages with this model's tokenizer"
-        )
+        raise ValueError(f"a passage has a token id outside the model's vocabulary of {encoder.vocab_size}; "
+                         "select the passages with this model's tokenizer")
     limit = encoder.max_positions if max_positions is None else max_positions
     if not 3 <= limit <= encoder.max_positions:
         raise ValueError(f"max_positions must be in [3, {encoder.max_positions}] for this model, got {limit}")
@@ -288,8 +229,8 @@ def measure_invariance(
     token_metrics = {(c, key): [] for c in conditions for key in keys}  # -> [n, 2] (cosine, rel. L2)
     batches = range(0, n, batch_size)
     for begin in tqdm(batches, desc=f"invariance {name}", disable=not progress):
-        batch = encodings[begin : begin + batch_size]
-        lengths = [len(p.tokens) for p in passages[begin : begin + batch_size]]
+        batch = encodings[begin:begin + batch_size]
+        lengths = [len(p.tokens) for p in passages[begin:begin + batch_size]]
         alone_states = None
         for condition in runs:
             states = _passage_states(encoder, layers, subspaces, [e[condition] for e in batch], lengths)
@@ -311,18 +252,9 @@ def measure_invariance(
             queries = torch.stack(pooled[(condition, key)]).numpy()
             pooled_cosine, pooled_rel = _rowwise(torch.from_numpy(queries), torch.from_numpy(database))
             tokens = np.array(token_metrics[(condition, key)])
-            invariance.append(
-                {
-                    **base,
-                    "condition": condition,
-                    "n_passages": n,
-                    "mean_offset": mean_offset,
-                    "token_cosine": tokens[:, 0].mean(),
-                    "token_rel_l2": tokens[:, 1].mean(),
-                    "pooled_cosine": pooled_cosine.mean(),
-                    "pooled_rel_l2": pooled_rel.mean(),
-                }
-            )
+            invariance.append({**base, "condition": condition, "n_passages": n, "mean_offset": mean_offset,
+                               "token_cosine": tokens[:, 0].mean(), "token_rel_l2": tokens[:, 1].mean(),
+                               "pooled_cosine": pooled_cosine.mean(), "pooled_rel_l2": pooled_rel.mean()})
             for k, recall in recall_at_k(queries, database, ks).items():
                 retrieval.append({**base, "condition": condition, "k": k, "recall": recall, "n_passages": n})
     return pd.DataFrame(invariance)[INVARIANCE_COLUMNS], pd.DataFrame(retrieval)[RETRIEVAL_COLUMNS]
@@ -335,16 +267,12 @@ def _passage_states(encoder: Encoder, layers, subspaces, encodings: list[Encodin
     tokens = torch.full((len(encodings), width), encoder.special.pad, dtype=torch.long)
     mask = torch.zeros(len(encodings), width, dtype=torch.bool)
     for row, encoding in enumerate(encodings):
-        tokens[row, encoding.pad : encoding.pad + len(encoding.tokens)] = torch.tensor(encoding.tokens)
-        mask[row, encoding.pad : encoding.pad + len(encoding.tokens)] = True
+        tokens[row, encoding.pad:encoding.pad + len(encoding.tokens)] = torch.tensor(encoding.tokens)
+        mask[row, encoding.pad:encoding.pad + len(encoding.tokens)] = True
     states = encoder.states(tokens, layers, subspaces, attention_mask=mask)
-    return {
-        key: [
-            full[row, e.pad + e.start : e.pad + e.start + length].to("cpu", torch.float64)
-            for row, (e, length) in enumerate(zip(encodings, lengths))
-        ]
-        for key, full in states.items()
-    }
+    return {key: [full[row, e.pad + e.start:e.pad + e.start + length].to("cpu", torch.float64)
+                  for row, (e, length) in enumerate(zip(encodings, lengths))]
+            for key, full in states.items()}
 
 
 def _rowwise(x: torch.Tensor, reference: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:

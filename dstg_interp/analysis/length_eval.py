@@ -33,9 +33,7 @@ from ..data.structure import StructuredSequences, build_structured_sequences
 from ..encoders import EncoderError, SpecialTokens, open_encoder
 
 
-def long_windows(
-    documents, tokenizer, length: int, max_windows: int | None = None, seed: int = 0
-) -> StructuredSequences:
+def long_windows(documents, tokenizer, length: int, max_windows: int | None = None, seed: int = 0) -> StructuredSequences:
     """Windows of exactly ``length`` tokens cut from ``documents`` (a seeded subset of ``max_windows``)."""
     if length < 3:
         raise ValueError(f"length must be at least 3, got {length}")
@@ -43,10 +41,8 @@ def long_windows(
     full = np.flatnonzero(sequences.lengths == length)
     if full.size == 0:
         longest = int(sequences.lengths.max()) if len(sequences) else 0
-        raise ValueError(
-            f"no document is long enough for a {length}-token window (the longest gives {longest} tokens); "
-            f"the extrapolation test needs documents longer than the training length: pass longer documents"
-        )
+        raise ValueError(f"no document is long enough for a {length}-token window (the longest gives {longest} tokens); "
+                         f"the extrapolation test needs documents longer than the training length: pass longer documents")
     if max_windows is not None and full.size > max_windows:
         full = np.sort(np.random.default_rng(seed).choice(full, size=max_windows, replace=False))
     return select_sequences(sequences, full)
@@ -59,22 +55,13 @@ def select_sequences(sequences: StructuredSequences, indices) -> StructuredSeque
     rows = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
     lengths = sequences.lengths[indices]
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    return StructuredSequences(
-        {name: array[rows] for name, array in sequences.arrays.items()}, offsets, dict(sequences.meta)
-    )
+    return StructuredSequences({name: array[rows] for name, array in sequences.arrays.items()}, offsets,
+                               dict(sequences.meta))
 
 
-def mlm_by_position(
-    model,
-    sequences: StructuredSequences,
-    bucket_width: int = 32,
-    mask_rate: float = 0.15,
-    n_draws: int = 2,
-    seed: int = 0,
-    batch_size: int = 16,
-    chunk_length: int | None = None,
-    progress: bool = False,
-) -> pd.DataFrame:
+def mlm_by_position(model, sequences: StructuredSequences, bucket_width: int = 32, mask_rate: float = 0.15,
+                    n_draws: int = 2, seed: int = 0, batch_size: int = 16, chunk_length: int | None = None,
+                    progress: bool = False) -> pd.DataFrame:
     """Masked-token loss and accuracy per position bucket: columns bucket_start, bucket_end, n_masked, loss, accuracy.
 
     model: anything ``open_encoder`` takes that has an MLM head."""
@@ -88,10 +75,8 @@ def mlm_by_position(
     window = int(lengths.max())
     limit = chunk_length if chunk_length is not None else window
     if limit > encoder.max_positions:
-        raise ValueError(
-            f"sequences of {limit} tokens exceed the model's max_positions={encoder.max_positions}; "
-            "extend it first (dstg_interp.analysis.extrapolate) or pass chunk_length"
-        )
+        raise ValueError(f"sequences of {limit} tokens exceed the model's max_positions={encoder.max_positions}; "
+                         "extend it first (dstg_interp.analysis.extrapolate) or pass chunk_length")
     if chunk_length is not None and chunk_length < 3:
         raise ValueError(f"chunk_length must be at least 3, got {chunk_length}")
     if bucket_width < 1:
@@ -102,15 +87,12 @@ def mlm_by_position(
     for draw in range(n_draws):
         generator = torch.Generator().manual_seed(seed * 1000 + draw)  # masks depend on the data only, not the model
         for batch in tqdm(batches, desc=f"mlm draw {draw}", disable=not progress, leave=False):
-            ids, attention_mask, is_special = collate(
-                [sequences[int(i)]["input_ids"] for i in batch], special.pad, special.ids
-            )
+            ids, attention_mask, is_special = collate([sequences[int(i)]["input_ids"] for i in batch], special.pad,
+                                                      special.ids)
             masked, labels = mask_tokens(ids, is_special, generator, mask_prob=mask_rate, mask_token_id=special.mask)
             positions = torch.arange(ids.shape[1]).expand_as(ids)
             if chunk_length is not None:
-                masked, attention_mask, labels, positions = _chunk(
-                    masked, attention_mask, labels, chunk_length, special
-                )
+                masked, attention_mask, labels, positions = _chunk(masked, attention_mask, labels, chunk_length, special)
             with torch.inference_mode():
                 logits = encoder.mlm_logits(masked, attention_mask).float().cpu()
             selected = labels != -100
@@ -122,15 +104,8 @@ def mlm_by_position(
             np.add.at(count, bucket, 1)
     starts = np.arange(n_buckets) * bucket_width
     with np.errstate(invalid="ignore", divide="ignore"):
-        return pd.DataFrame(
-            {
-                "bucket_start": starts,
-                "bucket_end": np.minimum(starts + bucket_width, window),
-                "n_masked": count.astype(int),
-                "loss": loss_sum / count,
-                "accuracy": correct / count,
-            }
-        )
+        return pd.DataFrame({"bucket_start": starts, "bucket_end": np.minimum(starts + bucket_width, window),
+                             "n_masked": count.astype(int), "loss": loss_sum / count, "accuracy": correct / count})
 
 
 def _chunk(masked, attention_mask, labels, chunk_length: int, special: SpecialTokens):
@@ -142,7 +117,7 @@ def _chunk(masked, attention_mask, labels, chunk_length: int, special: SpecialTo
         n = int(attention_mask[i].sum())
         content = np.arange(1, n - 1)  # drop the window's own [CLS] and [SEP]
         for start in range(0, len(content), capacity):
-            span = content[start : start + capacity]
+            span = content[start:start + capacity]
             rows.append(torch.cat([torch.tensor([special.cls]), masked[i, span], torch.tensor([special.sep])]))
             row_labels.append(torch.cat([torch.tensor([-100]), labels[i, span], torch.tensor([-100])]))
             row_positions.append(torch.cat([torch.tensor([0]), torch.as_tensor(span), torch.tensor([0])]))
@@ -151,7 +126,7 @@ def _chunk(masked, attention_mask, labels, chunk_length: int, special: SpecialTo
     out_labels = torch.full((len(rows), width), -100, dtype=torch.long)
     positions = torch.zeros((len(rows), width), dtype=torch.long)
     for j, (row, lab, pos) in enumerate(zip(rows, row_labels, row_positions)):
-        tokens[j, : len(row)], out_labels[j, : len(row)], positions[j, : len(row)] = row, lab, pos
+        tokens[j, :len(row)], out_labels[j, :len(row)], positions[j, :len(row)] = row, lab, pos
         masks.append(len(row))
     chunk_mask = torch.arange(width)[None, :] < torch.tensor(masks)[:, None]
     return tokens, chunk_mask, out_labels, positions

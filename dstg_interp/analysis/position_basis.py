@@ -42,16 +42,9 @@ class PositionBasis:
     summary: dict = field(default_factory=dict)
 
 
-def position_basis(
-    store,
-    layer,
-    subspace: str | None = None,
-    max_positions: int | None = None,
-    min_documents: int = 5,
-    exclude_special: bool = True,
-    name: str | None = None,
-    chunk_rows: int = 65536,
-) -> PositionBasis:
+def position_basis(store, layer, subspace: str | None = None, max_positions: int | None = None,
+                   min_documents: int = 5, exclude_special: bool = True, name: str | None = None,
+                   chunk_rows: int = 65536) -> PositionBasis:
     """The per-position mean basis of a store's (layer, subspace) states (module docstring)."""
     states = store.states(layer, subspace)
     labels = store.labels
@@ -72,10 +65,10 @@ def position_basis(
     doc_sums = np.zeros((len(unique_keys), width))
     doc_counts = np.bincount(key_index, minlength=len(unique_keys)).astype(np.float64)
     for start in range(0, len(rows), chunk_rows):  # bounded memory: the store is read in row chunks
-        part = rows[start : start + chunk_rows]
+        part = rows[start:start + chunk_rows]
         block = np.asarray(states[part], dtype=np.float64)
         np.add.at(sums, positions[part], block)
-        np.add.at(doc_sums, key_index[start : start + chunk_rows], block)
+        np.add.at(doc_sums, key_index[start:start + chunk_rows], block)
         grand += block.sum(axis=0)
         squares += float((block**2).sum())
     counts = np.bincount(positions[rows], minlength=n_positions).astype(np.float64)
@@ -91,16 +84,11 @@ def position_basis(
     between = float((counts[kept, None] * (means - grand / n) ** 2).sum())
     centred = means - means.mean(axis=0)
     label = name or f"layer {layer} {subspace or ''}".strip()
-    summary = {
-        "name": label,
-        "n_tokens": int(n),
-        "n_positions": int(len(kept)),
-        "width": int(width),
-        "position_share": between / total if total > 0 else 0.0,
-        "chance_share": (len(kept) - 1) / max(n - 1, 1),
-        "mean_standard_error": float(standard_error.mean()),
-        "mean_spread_of_means": float(centred.std(axis=0).mean()),
-    }
+    summary = {"name": label, "n_tokens": int(n), "n_positions": int(len(kept)), "width": int(width),
+               "position_share": between / total if total > 0 else 0.0,
+               "chance_share": (len(kept) - 1) / max(n - 1, 1),
+               "mean_standard_error": float(standard_error.mean()),
+               "mean_spread_of_means": float(centred.std(axis=0).mean())}
     spectrum = analyze_table(means, name=label, positions=kept)
     summary.update({k: v for k, v in spectrum.summary.items() if not isinstance(v, (list, dict)) and k != "name"})
     return PositionBasis(label, kept, means, standard_error, counts[kept], centred @ centred.T, spectrum, summary)

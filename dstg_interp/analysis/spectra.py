@@ -219,12 +219,10 @@ def analyze_table(
         for key in ("pc1_pc2", "participation_ratio", "low_freq_share"):
             summary[f"excess_{key}"] = summary[key] - summary["control"][key]
     if match_width is not None:
-        summary.update(
-            width_matched(table, match_width, n_projections, n_pcs, n_low_bins, max(n_control_draws, 1), seed)
-        )
-    return TableSpectrum(
-        name=name, shape=(n_positions, width), variance=variance, curves=curves, dct=dct_table, summary=summary
-    )
+        summary.update(width_matched(table, match_width, n_projections, n_pcs, n_low_bins,
+                                     max(n_control_draws, 1), seed))
+    return TableSpectrum(name=name, shape=(n_positions, width), variance=variance, curves=curves, dct=dct_table,
+                         summary=summary)
 
 
 def random_control(
@@ -251,10 +249,8 @@ def random_control(
 def random_projections(width: int, target_width: int, n_projections: int, seed: int = 0) -> np.ndarray:
     """[n_projections, width, target_width] bases of random subspaces (orthonormal columns, Haar-distributed)."""
     if not 1 <= target_width <= width:
-        raise ValueError(
-            f"projection width {target_width} does not fit a table {width} columns wide: project onto "
-            f"1..{width} dims (the narrower table's width)"
-        )
+        raise ValueError(f"projection width {target_width} does not fit a table {width} columns wide: project onto "
+                         f"1..{width} dims (the narrower table's width)")
     if n_projections < 1:
         raise ValueError(f"n_projections must be at least 1, got {n_projections}")
     gaussian = np.random.default_rng(seed).standard_normal((n_projections, width, target_width))

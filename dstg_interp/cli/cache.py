@@ -26,8 +26,8 @@ from dstg_interp.data import StructuredSequences, load_corpus
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.selection import resolve_layers
 from dstg_interp.io import check_output_location, output_lock
-from dstg_interp.store.config import ExtractionConfig
 from dstg_interp.store.distributed import OtherRankFailed, Ranks, torchrun_ranks
+from dstg_interp.store.config import ExtractionConfig
 from dstg_interp.store.extract import extract
 
 from .config_args import add_config_arguments, config_from_args
@@ -40,27 +40,15 @@ class CacheCommand:
     """dstg-cache's flags beside the ExtractionConfig's: which model, which text, where, and how."""
 
     model: list = field(default_factory=list, metadata={"flag": "--model", "required": True})
-    corpus: str | None = field(
-        default=None,
-        metadata={
-            "exclusive": ("source", True),
-            "help": "corpus spec for load_corpus: en-mix, a folder of *.txt, a .jsonl, hf:...",
-        },
-    )
-    sequences: str | None = field(
-        default=None,
-        metadata={
-            "exclusive": ("source", True),
-            "help": "a folder of saved StructuredSequences (in the model's token ids)",
-        },
-    )
+    corpus: str | None = field(default=None, metadata={
+        "exclusive": ("source", True), "help": "corpus spec for load_corpus: en-mix, a folder of *.txt, a .jsonl, hf:..."})
+    sequences: str | None = field(default=None, metadata={
+        "exclusive": ("source", True), "help": "a folder of saved StructuredSequences (in the model's token ids)"})
     out: str | None = field(default=None, metadata={"required": True, "help": "the store folder to create"})
     layers: tuple | str | None = field(default=None, metadata={"shown": "all"})
     max_length: int = field(default=256, metadata={"min": 1, "help": "sequence length when tokenizing --corpus"})
-    windows: bool = field(
-        default=True,
-        metadata={"flag": "--no-windows", "invert": True, "help": "truncate long documents instead of windowing"},
-    )
+    windows: bool = field(default=True, metadata={
+        "flag": "--no-windows", "invert": True, "help": "truncate long documents instead of windowing"})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "the first N documents only"})
     overwrite: bool = field(default=False, metadata={"help": "replace a different store already in --out"})
     device: str = field(default="cpu", metadata={"help": "under torchrun, cuda = one GPU per rank (LOCAL_RANK)"})
@@ -85,13 +73,8 @@ def run(command: CacheCommand, ranks=None):
     check_output_location(command.out)  # a file or an unwritable place is found before the model loads
     with ExitStack() as held:
         # rank 0 holds the folder's lock; every rank stops if it cannot be had
-        ranks.together(
-            lambda: (
-                held.enter_context(output_lock(command.out, "dstg-cache " + " ".join(sys.argv[1:])))
-                if ranks.first
-                else None
-            )
-        )
+        ranks.together(lambda: held.enter_context(output_lock(command.out, "dstg-cache " + " ".join(sys.argv[1:])))
+                       if ranks.first else None)
         encoder = open_encoder(model, device=ranks.device)
         if command.sequences:
             sequences = StructuredSequences.load(command.sequences)
@@ -100,17 +83,8 @@ def run(command: CacheCommand, ranks=None):
         max_length = min(command.max_length, encoder.max_positions)
         layers = None if command.layers is None else tuple(resolve_layers(command.layers, encoder.n_layers))
         extraction = dataclasses.replace(command.extraction, layers=layers)
-        return extract(
-            encoder,
-            sequences,
-            command.out,
-            extraction,
-            progress=command.progress,
-            overwrite=command.overwrite,
-            max_length=max_length,
-            windows=command.windows,
-            ranks=ranks,
-        )
+        return extract(encoder, sequences, command.out, extraction, progress=command.progress,
+                       overwrite=command.overwrite, max_length=max_length, windows=command.windows, ranks=ranks)
 
 
 def _main(command: CacheCommand) -> int:
@@ -120,17 +94,14 @@ def _main(command: CacheCommand) -> int:
     except OtherRankFailed:  # the failing rank prints its own error
         return 2
     if ranks.first:
-        print(
-            f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}"
-        )
+        print(f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}")
     return 0
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(
-        "dstg-cache", lambda: _main(config_from_args(CacheCommand, args)), interrupted=lambda: "no store was written"
-    )
+    return run_cli("dstg-cache", lambda: _main(config_from_args(CacheCommand, args)),
+                   interrupted=lambda: "no store was written")
 
 
 if __name__ == "__main__":

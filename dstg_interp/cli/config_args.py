@@ -78,10 +78,8 @@ def config_flags(config_class) -> list[tuple[str, str, dataclasses.Field, Any]]:
             continue
         hint = hints[spec.name]
         if _is_config(_unwrap(hint)[0]):
-            found += [
-                (f"{spec.name}.{path}", dest, sub, sub_hint)
-                for path, dest, sub, sub_hint in config_flags(_unwrap(hint)[0])
-            ]
+            found += [(f"{spec.name}.{path}", dest, sub, sub_hint)
+                      for path, dest, sub, sub_hint in config_flags(_unwrap(hint)[0])]
             continue
         flag = spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
         found.append((spec.name, flag.lstrip("-").replace("-", "_"), spec, hint))
@@ -164,13 +162,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class, prefix: 
             target.add_argument(*names, action=argparse.BooleanOptionalAction, help=(text + suffix) or None, **common)
             continue
         suffix = f" (default: {shown})" if shown is not None and not meta.get("required") else ""
-        options = dict(
-            help=(text + suffix).strip() or None,
-            metavar=meta.get("metavar"),
-            choices=meta.get("choices"),
-            required=meta.get("required", False),
-            **common,
-        )
+        options = dict(help=(text + suffix).strip() or None, metavar=meta.get("metavar"),
+                       choices=meta.get("choices"), required=meta.get("required", False), **common)
         if typing.get_origin(element) in (list, tuple):
             item = typing.get_args(element)[0] if typing.get_args(element) else str
             if meta.get("csv"):
@@ -187,7 +180,6 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class, prefix: 
 def _csv(item_type):
     def parse(text: str) -> tuple:
         return tuple(item_type(part.strip()) for part in str(text).split(",") if part.strip())
-
     parse.__name__ = "comma-separated list"
     return parse
 

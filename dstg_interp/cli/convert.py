@@ -10,9 +10,9 @@ and what OUT gets).  Bad input: one line on stderr, exit code 2, nothing written
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 import json
 import sys
-from dataclasses import dataclass, field
 
 from dstg_interp.model.convert import DTYPES, convert_checkpoint
 
@@ -24,33 +24,17 @@ from .shell import run_cli
 class ConvertCommand:
     """dstg-convert's arguments: the source checkpoint, where ours goes, and its tokenizer."""
 
-    source: str = field(
-        metadata={
-            "positional": True,
-            "metavar": "SRC",
-            "help": "checkpoint folder (the authors' PosNeoBERT / NeoBERT, or ours) or zoo name",
-        }
-    )
+    source: str = field(metadata={"positional": True, "metavar": "SRC",
+                                  "help": "checkpoint folder (the authors' PosNeoBERT / NeoBERT, or ours) or zoo name"})
     out: str = field(metadata={"positional": True, "metavar": "OUT", "help": "output folder (dstg-interp format)"})
-    tokenizer: str | None = field(
-        default=None, metadata={"help": "tokenizer.json, vocab.txt or a folder with one", "shown": "the one in SRC"}
-    )
-    require_tokenizer: bool = field(
-        default=True,
-        metadata={
-            "flag": "--no-tokenizer",
-            "invert": True,
-            "help": "convert without a tokenizer (no probing from text)",
-        },
-    )
+    tokenizer: str | None = field(default=None, metadata={
+        "help": "tokenizer.json, vocab.txt or a folder with one", "shown": "the one in SRC"})
+    require_tokenizer: bool = field(default=True, metadata={
+        "flag": "--no-tokenizer", "invert": True, "help": "convert without a tokenizer (no probing from text)"})
     dtype: str = field(default="float32", metadata={"choices": sorted(DTYPES), "help": "weights dtype in OUT"})
-    overwrite: bool = field(
-        default=False,
-        metadata={
-            "help": "replace OUT if it is a checkpoint folder dstg-interp wrote (a folder with anything else in it is "
-            "never replaced)"
-        },
-    )
+    overwrite: bool = field(default=False, metadata={
+        "help": "replace OUT if it is a checkpoint folder dstg-interp wrote (a folder with anything else in it is "
+                "never replaced)"})
 
 
 def parse_args(argv=None) -> ConvertCommand:
@@ -60,19 +44,12 @@ def parse_args(argv=None) -> ConvertCommand:
 
 
 def _convert(command: ConvertCommand) -> int:
-    out = convert_checkpoint(
-        command.source,
-        command.out,
-        tokenizer=command.tokenizer,
-        require_tokenizer=command.require_tokenizer,
-        overwrite=command.overwrite,
-        dtype=DTYPES[command.dtype],
-    )
+    out = convert_checkpoint(command.source, command.out, tokenizer=command.tokenizer,
+                             require_tokenizer=command.require_tokenizer, overwrite=command.overwrite,
+                             dtype=DTYPES[command.dtype])
     config = json.loads((out / "config.json").read_text())  # what was written (the weights were checked on load)
-    print(
-        f"wrote {out}: {config['source']['format']} -> variant {config['variant']!r}"
-        + (" (encoder only)" if config.get("encoder_only") else "")
-    )
+    print(f"wrote {out}: {config['source']['format']} -> variant {config['variant']!r}"
+          + (" (encoder only)" if config.get("encoder_only") else ""))
     return 0
 
 

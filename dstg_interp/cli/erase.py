@@ -27,7 +27,6 @@ from pathlib import Path
 
 import torch
 
-from dstg_interp.encoders.naming import model_label
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import (
     OutputError,
@@ -41,6 +40,7 @@ from dstg_interp.store import ActivationStore
 from dstg_interp.store.manifest import versions
 from probes.erasure import ENCODINGS, METHODS, TARGETS
 from probes.erasure_effects import ErasureConfig, erase_positions
+from dstg_interp.encoders.naming import model_label
 
 from . import flags
 from .flags import positive_int
@@ -52,22 +52,14 @@ RESULT_FILES = ("results.csv", "heads.csv", "results.json", "erasers")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-erase", description=__doc__.split("\n\n")[0])
     flags.add_model(parser, required=True)
-    parser.add_argument(
-        "--store",
-        default=None,
-        help="an activation store of --model to fit the erasers on "
-        "(default: one extracted from the corpus's probing documents, cached)",
-    )
+    parser.add_argument("--store", default=None, help="an activation store of --model to fit the erasers on "
+                        "(default: one extracted from the corpus's probing documents, cached)")
     parser.add_argument("--corpus", default="en-mix", help="corpus of the probing documents (en-mix: held-out ones)")
     flags.add_layers(parser, default="all the store has")
     flags.add_subspaces(parser)
     parser.add_argument("--target", default="token_position", choices=TARGETS, help="the position label to erase")
-    parser.add_argument(
-        "--encoding",
-        default="dct",
-        choices=ENCODINGS,
-        help="linear: the value; dct: the value and its first DCT cosines (default: dct)",
-    )
+    parser.add_argument("--encoding", default="dct", choices=ENCODINGS,
+                        help="linear: the value; dct: the value and its first DCT cosines (default: dct)")
     parser.add_argument("--n-features", type=positive_int, default=8, help="concept features with --encoding dct")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
     parser.add_argument("--n-docs", type=positive_int, default=100, help="evaluation documents for the MLM loss")
@@ -91,9 +83,8 @@ def check_out(out: Path) -> None:
     except (OSError, ValueError, AttributeError):
         ours = False
     if not ours or set(folder_entries(out)) - set(RESULT_FILES):
-        raise OutputError(
-            f"--out {out} is not empty and not an earlier dstg-erase result; it is never replaced: choose another --out"
-        )
+        raise OutputError(f"--out {out} is not empty and not an earlier dstg-erase result; it is never replaced: "
+                          "choose another --out")
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -105,32 +96,16 @@ def _main(args: argparse.Namespace) -> int:
     model = flags.one_model(args, "dstg-erase")
     store = ActivationStore(args.store) if args.store else None
     layers = None if args.layers is None else [args.layers] if isinstance(args.layers, str) else list(args.layers)
-    config = ErasureConfig(
-        layers=layers,
-        subspaces=args.subspaces,
-        target=args.target,
-        encoding=args.encoding,
-        n_features=args.n_features,
-        methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()),
-        corpus=args.corpus,
-        n_docs=args.n_docs,
-        max_tokens=args.max_tokens,
-        seed=args.seed,
-    )
+    config = ErasureConfig(layers=layers, subspaces=args.subspaces,
+                           target=args.target, encoding=args.encoding, n_features=args.n_features,
+                           methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), corpus=args.corpus,
+                           n_docs=args.n_docs, max_tokens=args.max_tokens, seed=args.seed)
     started = time.time()
     with output_lock(out, "dstg-erase " + " ".join(sys.argv[1:])):
-        result = erase_positions(
-            model, config, store=store, model_name=model_label(model), device=args.device, progress=not args.quiet
-        )
-        record = dict(
-            command="dstg-erase",
-            config=config.to_dict(),
-            model=model,
-            store=args.store,
-            versions=versions(),
-            seconds=round(time.time() - started, 1),
-            results=result.table.to_dict(orient="records"),
-        )
+        result = erase_positions(model, config, store=store, model_name=model_label(model), device=args.device,
+                                 progress=not args.quiet)
+        record = dict(command="dstg-erase", config=config.to_dict(), model=model, store=args.store, versions=versions(),
+                      seconds=round(time.time() - started, 1), results=result.table.to_dict(orient="records"))
         tmp = atomic_directory(out)
         try:
             result.table.to_csv(tmp / "results.csv", index=False)
@@ -143,20 +118,8 @@ def _main(args: argparse.Namespace) -> int:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-    shown = result.table[
-        [
-            "layer",
-            "subspace",
-            "method",
-            "rank",
-            "r2_before",
-            "r2_after",
-            "loss_increase",
-            "accuracy_drop",
-            "output_change",
-            "attention_js",
-        ]
-    ]
+    shown = result.table[["layer", "subspace", "method", "rank", "r2_before", "r2_after", "loss_increase",
+                          "accuracy_drop", "output_change", "attention_js"]]
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     print(f"wrote {out / 'results.csv'}, {out / 'heads.csv'} and {out / 'results.json'}")
     return 0

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass, field
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -36,9 +36,8 @@ def write_results(table: pd.DataFrame, path: Path, arguments: dict) -> None:
             if path.suffix == ".csv":
                 table.to_csv(temporary, index=False)
             else:
-                temporary.write_text(
-                    json.dumps(dict(arguments=arguments, results=table.to_dict(orient="records")), indent=2) + "\n"
-                )
+                temporary.write_text(json.dumps(dict(arguments=arguments, results=table.to_dict(orient="records")),
+                                                indent=2) + "\n")
             temporary.replace(path)
         finally:
             temporary.unlink(missing_ok=True)
@@ -49,30 +48,20 @@ class EvalCommand:
     """dstg-eval's flags: which models on which corpora, how many documents, where the table goes."""
 
     model: list = field(default_factory=list, metadata={"required": True})
-    corpus: list[str] = field(
-        default_factory=lambda: ["en-mix"],
-        metadata={
-            "repeatable": True,
-            "help": "en-mix (held-out split), pydocs, a folder of *.txt, a .jsonl, hf:NAME:SPLIT; several as --model",
-        },
-    )
+    corpus: list[str] = field(default_factory=lambda: ["en-mix"], metadata={
+        "repeatable": True, "help": "en-mix (held-out split), pydocs, a folder of *.txt, a .jsonl, hf:NAME:SPLIT; "
+                                    "several as --model"})
     n_docs: int = field(default=200, metadata={"min": 1, "help": "held-out documents per corpus"})
-    max_length: int | None = field(
-        default=None, metadata={"min": 1, "help": "tokens per sequence", "shown": "the model's training length"}
-    )
+    max_length: int | None = field(default=None, metadata={"min": 1, "help": "tokens per sequence",
+                                                           "shown": "the model's training length"})
     seed: int = 0
     batch_size: int = field(default=32, metadata={"min": 1, "help": "sequences per forward"})
     threads: int | None = None
-    out: str | None = field(
-        default=None, metadata={"help": "a .csv or .json file for the table", "shown": "printed only"}
-    )
+    out: str | None = field(default=None, metadata={"help": "a .csv or .json file for the table", "shown": "printed only"})
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="dstg-eval",
-        description="Masked-token evaluation on held-out documents of any corpus, against the no-context baseline.",
-    )
+    parser = argparse.ArgumentParser(prog="dstg-eval", description="Masked-token evaluation on held-out documents of any corpus, against the no-context baseline.")
     add_config_arguments(parser, EvalCommand)
     return parser
 
@@ -84,15 +73,11 @@ def check_arguments(command: EvalCommand) -> None:
     if out.suffix not in (".csv", ".json"):
         raise ValueError(f"--out {command.out}: name a .csv or .json file")
     if out.is_dir() or out.is_symlink():
-        raise OutputError(
-            f"--out {command.out} is a folder or a link, not a table; it is never replaced: choose another --out"
-        )
+        raise OutputError(f"--out {command.out} is a folder or a link, not a table; it is never replaced: choose another --out")
     check_output_location(out.parent)  # an unwritable place is found before any work
     if out.exists() and not is_eval_table(out):
-        raise OutputError(
-            f"--out {command.out} exists and is not a table dstg-eval wrote; it is never replaced: "
-            f"choose another --out, such as {out.with_name(out.stem + '-eval' + out.suffix)}"
-        )
+        raise OutputError(f"--out {command.out} exists and is not a table dstg-eval wrote; it is never replaced: "
+                          f"choose another --out, such as {out.with_name(out.stem + '-eval' + out.suffix)}")
 
 
 def is_eval_table(path: Path) -> bool:
@@ -121,16 +106,8 @@ def _evaluate(command: EvalCommand) -> int:
         if cfg is not None:
             unigram = training_unigram(model, cfg)
         for corpus, documents in corpora.items():
-            metrics = mlm_accuracy(
-                model,
-                corpus,
-                command.n_docs,
-                command.max_length,
-                command.seed,
-                batch_size=command.batch_size,
-                unigram=unigram,
-                documents=documents,
-            )
+            metrics = mlm_accuracy(model, corpus, command.n_docs, command.max_length, command.seed,
+                                   batch_size=command.batch_size, unigram=unigram, documents=documents)
             rows.append(dict(model=name, corpus=corpus, **metrics))
     table = results_table(rows)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
@@ -142,9 +119,8 @@ def _evaluate(command: EvalCommand) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(
-        "dstg-eval", lambda: _evaluate(config_from_args(EvalCommand, args)), interrupted=lambda: "nothing was written"
-    )
+    return run_cli("dstg-eval", lambda: _evaluate(config_from_args(EvalCommand, args)),
+                   interrupted=lambda: "nothing was written")
 
 
 if __name__ == "__main__":

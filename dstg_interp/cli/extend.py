@@ -13,14 +13,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dstg_interp.analysis.extrapolate import (
-    DEFAULT_COMPONENTS,
-    DEFAULT_FREQUENCIES,
-    EXTENSION_FILE,
-    METHODS,
-    extend_positions,
-    save_extended,
-)
+from dstg_interp.analysis.extrapolate import (DEFAULT_COMPONENTS, DEFAULT_FREQUENCIES, EXTENSION_FILE, METHODS,
+                                              extend_positions, save_extended)
 from dstg_interp.io import OutputError, check_output_location, check_replaceable
 from dstg_interp.model.checkpoint import load_model, resolve_checkpoint
 from dstg_interp.model.saving import checkpoint_foreign_entries
@@ -28,7 +22,6 @@ from dstg_interp.model.saving import checkpoint_foreign_entries
 from . import flags
 from .config_args import add_config_arguments, config_from_args
 from .shell import run_cli
-
 
 def extended_foreign_entries(path: Path) -> list[str]:
     """What makes ``path`` not a checkpoint dstg-extend wrote (a user's notes, no weights); empty if it is one."""
@@ -40,9 +33,8 @@ class ExtendCommand:
     """dstg-extend's flags: the model, how much longer, by which method, and where."""
 
     model: list = field(default_factory=list, metadata={"required": True})
-    factor: float | None = field(
-        default=None, metadata={"help": "new length = factor x max_positions (> 1)", "shown": "2 unless --new-length"}
-    )
+    factor: float | None = field(default=None, metadata={"help": "new length = factor x max_positions (> 1)",
+                                                         "shown": "2 unless --new-length"})
     new_length: int | None = field(default=None, metadata={"help": "new max_positions (instead of --factor)"})
     method: str = field(default="curve", metadata={"choices": list(METHODS), "help": "how the new rows are made"})
     n_components: int = field(default=DEFAULT_COMPONENTS, metadata={"help": "PCs kept by --method curve"})
@@ -52,10 +44,8 @@ class ExtendCommand:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="dstg-extend",
-        description="Extend a model's learned AP table past max_positions and save the longer model as a checkpoint.",
-    )
+    parser = argparse.ArgumentParser(prog="dstg-extend", description="Extend a model's learned AP table past "
+                                     "max_positions and save the longer model as a checkpoint.")
     add_config_arguments(parser, ExtendCommand)
     return parser
 
@@ -67,33 +57,19 @@ def _extend(command: ExtendCommand) -> int:
     check_output_location(out)
     source = resolve_checkpoint(model_name)
     if source.resolve() == out.resolve():
-        raise OutputError(
-            f"--out {out} is the input checkpoint --model {model_name}; write the longer model to another folder"
-        )
-    check_replaceable(
-        out, "a checkpoint", extended_foreign_entries, command.overwrite, inputs=[source], suffix="extended"
-    )
+        raise OutputError(f"--out {out} is the input checkpoint --model {model_name}; write the longer model "
+                          "to another folder")
+    check_replaceable(out, "a checkpoint", extended_foreign_entries, command.overwrite, inputs=[source],
+                      suffix="extended")
     model = load_model(model_name)
-    longer = extend_positions(
-        model,
-        factor,
-        new_length=command.new_length,
-        method=command.method,
-        n_components=command.n_components,
-        n_frequencies=command.n_frequencies,
-    )
+    longer = extend_positions(model, factor, new_length=command.new_length, method=command.method,
+                              n_components=command.n_components, n_frequencies=command.n_frequencies)
     save_extended(longer, out)
     fit = longer.extension.get("fit")
-    detail = (
-        f"; curve fit: {fit['explained']:.1%} variance in {fit['n_components']} PCs, in-range error "
-        f"{fit['relative_error']:.3f}"
-        if fit
-        else ""
-    )
-    print(
-        f"{out}: {longer.config.variant} model, {model.config.max_positions} -> {longer.config.max_positions} "
-        f"positions by {command.method}{detail}"
-    )
+    detail = f"; curve fit: {fit['explained']:.1%} variance in {fit['n_components']} PCs, in-range error " \
+             f"{fit['relative_error']:.3f}" if fit else ""
+    print(f"{out}: {longer.config.variant} model, {model.config.max_positions} -> {longer.config.max_positions} "
+          f"positions by {command.method}{detail}")
     return 0
 
 

@@ -26,9 +26,9 @@ from dstg_interp.encoders.selection import ALL, FINAL, LAST, SUBSPACES
 
 HELP = {
     "--model": "a zoo name (dstg, rope, ap, rp), a checkpoint folder or a local Hugging Face encoder folder; "
-    "several: --model dstg rope or --model dstg --model rope",
+               "several: --model dstg rope or --model dstg --model rope",
     "--layers": "layers to read: comma-separated indices (0 = embeddings, l = output of the l-th block), 'last' "
-    "(the last block's output), 'final' (the normed state the MLM head reads) or 'all'",
+                "(the last block's output), 'final' (the normed state the MLM head reads) or 'all'",
     "--subspaces": "comma-separated subspaces: sem, ap, full (DSTG has all three, other models only full)",
     "--quiet": "no progress bars",
     "--device": "where the model runs: cpu, cuda or cuda:N",
@@ -52,8 +52,7 @@ def parse_layers(text: str) -> str | tuple:
             selection.append(int(part))
         else:
             raise argparse.ArgumentTypeError(
-                f"expected comma-separated layer indices (0 = embeddings), 'last', 'final' or 'all', got {text!r}"
-            )
+                f"expected comma-separated layer indices (0 = embeddings), 'last', 'final' or 'all', got {text!r}")
     if not selection:
         raise argparse.ArgumentTypeError(f"expected at least one layer, got {text!r}")
     if len(set(selection)) != len(selection):
@@ -65,9 +64,7 @@ def parse_subspaces(text: str) -> tuple[str, ...]:
     parts = tuple(part.strip() for part in str(text).split(",") if part.strip())
     bad = [part for part in parts if part not in SUBSPACES]
     if bad or not parts:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated subspaces from {', '.join(SUBSPACES)}, got {text!r}"
-        )
+        raise argparse.ArgumentTypeError(f"expected comma-separated subspaces from {', '.join(SUBSPACES)}, got {text!r}")
     if len(set(parts)) != len(parts):
         raise argparse.ArgumentTypeError(f"{text!r} names a subspace twice; list each once")
     return parts
@@ -82,7 +79,6 @@ def parse_device(text: str) -> str:
 
 def _integer_at_least(minimum: int, words: str):
     """An argparse type: an integer >= ``minimum``; argparse prefixes the flag ("argument --threads: ...")."""
-
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -91,7 +87,6 @@ def _integer_at_least(minimum: int, words: str):
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected {words}, got {value}")
         return value
-
     return parse
 
 
@@ -125,15 +120,8 @@ def _help(flag: str, default) -> str:
 
 def add_model(parser, required: bool = False, default: str | None = None):
     """``--model``, repeatable and listable; ``args.model`` is a list (``[default]`` when not given)."""
-    parser.add_argument(
-        "--model",
-        action="extend",
-        nargs="+",
-        required=required,
-        default=None,
-        metavar="MODEL",
-        help=_help("--model", default),
-    )
+    parser.add_argument("--model", action="extend", nargs="+", required=required, default=None, metavar="MODEL",
+                        help=_help("--model", default))
     if default is not None:
         parser.set_defaults(_model_default=default)
 
@@ -159,9 +147,8 @@ def add_layers(parser, default: str | None = None):
 
 
 def add_subspaces(parser, default: str | None = "all the model has"):
-    parser.add_argument(
-        "--subspaces", type=parse_subspaces, default=None, metavar="SUBSPACES", help=_help("--subspaces", default)
-    )
+    parser.add_argument("--subspaces", type=parse_subspaces, default=None, metavar="SUBSPACES",
+                        help=_help("--subspaces", default))
 
 
 def add_quiet(parser):
@@ -174,20 +161,17 @@ def add_device(parser, default: str | None = "cpu", shown: str | None = None, wh
 
 
 def add_seed(parser, default: int | None = 0, shown: str | None = None):
-    parser.add_argument(
-        "--seed", type=seed_int, default=default, help=_help("--seed", shown if shown is not None else default)
-    )
+    parser.add_argument("--seed", type=seed_int, default=default,
+                        help=_help("--seed", shown if shown is not None else default))
 
 
-def add_out(
-    parser, required: bool = False, default: str | None = None, what: str | None = None, shown: str | None = None
-):
+def add_out(parser, required: bool = False, default: str | None = None, what: str | None = None,
+            shown: str | None = None):
     """``--out``; ``what`` says what the folder (or file) holds, after the shared words."""
     text = HELP["--out"] + (f": {what}" if what else "")
     shown = shown if shown is not None else default
-    parser.add_argument(
-        "--out", required=required, default=default, help=text if shown is None else f"{text} (default: {shown})"
-    )
+    parser.add_argument("--out", required=required, default=default,
+                        help=text if shown is None else f"{text} (default: {shown})")
 
 
 def add_threads(parser, default: int | None = None, shown: str | None = None):
@@ -203,14 +187,8 @@ class _Renamed(argparse.Action):
 def add_renamed(parser, old: str, new: str, why: str = "", takes_value: bool = True):
     """An old flag that now errors (exit 2) pointing to ``new``; hidden from --help."""
     note = f"is now {new}" + (f" ({why})" if why else "")
-    parser.add_argument(
-        old,
-        action=_Renamed,
-        nargs="?" if takes_value else 0,
-        const=note,
-        default=argparse.SUPPRESS,
-        help=argparse.SUPPRESS,
-    )
+    parser.add_argument(old, action=_Renamed, nargs="?" if takes_value else 0, const=note, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
 
 
 def shared_help(parser: argparse.ArgumentParser) -> dict[str, str]:

@@ -54,37 +54,19 @@ def _fraction_arg(text: str) -> float:
 class HolmesFlags:
     """The Holmes-only flags of both spellings; with the shared ones they make a HolmesRunConfig."""
 
-    benchmark: str | None = field(
-        default=None,
-        metadata={
-            "aliases": ("--holmes-dir",),
-            "shown": "the offline suite, built on first use",
-            "help": "a Holmes-format folder",
-        },
-    )
-    full: bool = field(
-        default=False, metadata={"help": "the offline suite's whole train split instead of its Flash cut (1/32)"}
-    )
-    flash_fraction: float | None = field(
-        default=None,
-        metadata={
-            "parse": _fraction_arg,
-            "help": "keep this fraction of every train split",
-            "shown": "a --benchmark folder as it is -- FlashHolmes files are already cut -- and 1/32 of the offline suite",
-        },
-    )
-    protocol: str = field(
-        default="reference",
-        metadata={
-            "choices": list(PROTOCOLS),
-            "help": "reference: holmes-evaluation's (raw features, its loss, hidden_states[-1]), "
-            "comparable with the leaderboard; standardised: z-scored features, plain logits",
-        },
-    )
-    seeds: tuple | None = field(
-        default=None,
-        metadata={"parse": _seeds_arg, "help": "probe seeds, comma-separated", "shown": "5 seeds from --seed: S..S+4"},
-    )
+    benchmark: str | None = field(default=None, metadata={
+        "aliases": ("--holmes-dir",), "shown": "the offline suite, built on first use",
+        "help": "a Holmes-format folder"})
+    full: bool = field(default=False, metadata={
+        "help": "the offline suite's whole train split instead of its Flash cut (1/32)"})
+    flash_fraction: float | None = field(default=None, metadata={
+        "parse": _fraction_arg, "help": "keep this fraction of every train split",
+        "shown": "a --benchmark folder as it is -- FlashHolmes files are already cut -- and 1/32 of the offline suite"})
+    protocol: str = field(default="reference", metadata={
+        "choices": list(PROTOCOLS), "help": "reference: holmes-evaluation's (raw features, its loss, hidden_states[-1]), "
+                                           "comparable with the leaderboard; standardised: z-scored features, plain logits"})
+    seeds: tuple | None = field(default=None, metadata={
+        "parse": _seeds_arg, "help": "probe seeds, comma-separated", "shown": "5 seeds from --seed: S..S+4"})
     random_init: bool = field(default=False, metadata={"help": "add the random-init encoder control"})
     mdl: bool = field(default=False, metadata={"help": "also compute online-code MDL (bits)"})
 
@@ -99,22 +81,13 @@ def config_from_args(args: argparse.Namespace) -> HolmesRunConfig:
     holmes = build_config(HolmesFlags, args)
     seed = args.seed if args.seed is not None else 0
     seeds = holmes.seeds if holmes.seeds is not None else tuple(range(seed, seed + 5))
-    probe = ProbeConfig(
-        seeds=seeds,
-        flash_fraction=flash_fraction_for(holmes.benchmark, holmes.flash_fraction, holmes.full),
-        mdl=holmes.mdl,
-        protocol=holmes.protocol,
-    )
+    probe = ProbeConfig(seeds=seeds, flash_fraction=flash_fraction_for(holmes.benchmark, holmes.flash_fraction,
+                                                                       holmes.full),
+                        mdl=holmes.mdl, protocol=holmes.protocol)
     layers = args.layers if args.layers is not None else "last"
-    return HolmesRunConfig(
-        benchmark_dir=holmes.benchmark,
-        models=flags.models(args),
-        layers=layers,
-        subspaces=list(args.subspaces) if args.subspaces else None,
-        random_init_control=holmes.random_init,
-        probe=probe,
-        device=args.device or "cpu",
-    )
+    return HolmesRunConfig(benchmark_dir=holmes.benchmark, models=flags.models(args), layers=layers,
+                           subspaces=list(args.subspaces) if args.subspaces else None,
+                           random_init_control=holmes.random_init, probe=probe, device=args.device or "cpu")
 
 
 def report(results: pd.DataFrame, out) -> None:
@@ -151,19 +124,13 @@ class HolmesRun:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="dstg-holmes",
-        description="Run a Holmes-format benchmark folder on a pool of models and write tidy results.",
-    )
+    parser = argparse.ArgumentParser(prog="dstg-holmes", description="Run a Holmes-format benchmark folder on a pool of models and write tidy results.")
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the offline suite in the Holmes format")
     add_config_arguments(build, HolmesBuild)
-    run = sub.add_parser(
-        "run",
-        help="probe a Holmes-format folder: an alias of `dstg-probe --task holmes`",
-        description="Probe a Holmes-format folder. An alias: `dstg-holmes run ARGS` is "
-        "`dstg-probe --task holmes ARGS` (same flags, same runner, same tables).",
-    )
+    run = sub.add_parser("run", help="probe a Holmes-format folder: an alias of `dstg-probe --task holmes`",
+                         description="Probe a Holmes-format folder. An alias: `dstg-holmes run ARGS` is "
+                                     "`dstg-probe --task holmes ARGS` (same flags, same runner, same tables).")
     add_config_arguments(run, HolmesRun)
     return parser
 
@@ -185,13 +152,9 @@ def _main(args: argparse.Namespace) -> int:
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     out = args.out or HOLMES_OUT
-    return run_cli(
-        "dstg-holmes",
-        lambda: _main(args),
-        interrupted=lambda: (
-            f"the tables in {out} are as they were" if args.command == "run" else "no suite was written"
-        ),
-    )
+    return run_cli("dstg-holmes", lambda: _main(args),
+                   interrupted=lambda: f"the tables in {out} are as they were" if args.command == "run"
+                   else "no suite was written")
 
 
 if __name__ == "__main__":

@@ -35,18 +35,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from dstg_interp.encoders.naming import model_label
 from dstg_interp.encoders.selection import check_device
-from dstg_interp.io import (
-    RESULTS_DIR,
-    OutputError,
-    check_output_location,
-    created_folder,
-    output_lock,
-    write_text_atomic,
-)
+from dstg_interp.io import RESULTS_DIR, OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from dstg_interp.store.manifest import versions
 from probes.holmes.run import HOLMES_THREADS, run_config
+from dstg_interp.encoders.naming import model_label
 from probes.positions import DEFAULT_MODEL, PositionProbeConfig, probe_positions
 
 from .config_args import add_config_arguments, config_from_args, flag_values
@@ -63,31 +56,14 @@ class ProbeCommand:
     PositionProbeConfig's, and --task holmes adds the Holmes flags."""
 
     model: list = field(default_factory=lambda: [DEFAULT_MODEL], metadata={"model_default": DEFAULT_MODEL})
-    task: str | None = field(
-        default=None,
-        metadata={
-            "required": True,
-            "choices": list(TASKS),
-            "help": "token / segment / intra: position probes; holmes: the Holmes benchmark",
-        },
-    )
-    corpus: str = field(
-        default="en-mix", metadata={"help": "en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:..."}
-    )
-    name: list[str] | None = field(
-        default=None,
-        metadata={
-            "help": "how the tables name each --model, in order",
-            "shown": "the zoo name, hub id, model-card title or folder name (dstg_interp.encoders.naming)",
-        },
-    )
-    out: str | None = field(
-        default=None,
-        metadata={
-            "help": "a folder for results.csv and results.json (Holmes: its tables)",
-            "shown": "dstg-results/<task>",
-        },
-    )
+    task: str | None = field(default=None, metadata={
+        "required": True, "choices": list(TASKS), "help": "token / segment / intra: position probes; holmes: the Holmes benchmark"})
+    corpus: str = field(default="en-mix", metadata={"help": "en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:..."})
+    name: list[str] | None = field(default=None, metadata={
+        "help": "how the tables name each --model, in order", "shown": "the zoo name, hub id, model-card title or "
+        "folder name (dstg_interp.encoders.naming)"})
+    out: str | None = field(default=None, metadata={
+        "help": "a folder for results.csv and results.json (Holmes: its tables)", "shown": "dstg-results/<task>"})
     device: str = "cpu"
     threads: int | None = field(default=None, metadata={"shown": f"{HOLMES_THREADS} for --task holmes, else PyTorch's"})
     progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
@@ -100,9 +76,7 @@ def table_names(specs: list, given: list[str] | None) -> list[str]:
     with the path as given for models whose names would collide (a run folder called ``dstg`` beside the zoo's)."""
     if given is not None:
         if len(given) != len(specs):
-            raise ValueError(
-                f"--name gives {len(given)} name(s) for {len(specs)} --model(s); give one per model, in order"
-            )
+            raise ValueError(f"--name gives {len(given)} name(s) for {len(specs)} --model(s); give one per model, in order")
         twice = sorted({n for n in given if given.count(n) > 1})
         if twice:
             raise ValueError(f"--name gives {twice[0]!r} twice; each model of one table needs its own name")
@@ -111,18 +85,13 @@ def table_names(specs: list, given: list[str] | None) -> list[str]:
     return [str(spec) if names.count(name) > 1 else name for spec, name in zip(specs, names)]
 
 
-LEGEND = (
-    "layer 0 = embeddings, l = after block l; ap / sem = DSTG's position / semantic stream, full = the whole "
-    "state; cell = held-out R² ± half its 95% bootstrap CI over test documents"
-)
+LEGEND = ("layer 0 = embeddings, l = after block l; ap / sem = DSTG's position / semantic stream, full = the whole "
+          "state; cell = held-out R² ± half its 95% bootstrap CI over test documents")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="dstg-probe",
-        description=__doc__.split("\n\n")[0],
-        epilog="`dstg-holmes run ARGS` is an alias of `dstg-probe --task holmes ARGS`.",
-    )
+    parser = argparse.ArgumentParser(prog="dstg-probe", description=__doc__.split("\n\n")[0],
+                                     epilog="`dstg-holmes run ARGS` is an alias of `dstg-probe --task holmes ARGS`.")
     add_config_arguments(parser, ProbeCommand)
     add_holmes_flags(parser, prefix="--task holmes: ")
     return parser
@@ -134,12 +103,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def compact_table(results: pd.DataFrame) -> str:
     """Layer rows, (model, subspace) columns, 'R² ± half-CI' cells."""
-    cells = results.assign(
-        cell=[
-            f"{r:.3f} ± {(hi - lo) / 2:.3f}" if pd.notna(lo) else f"{r:.3f} ± n/a"
-            for r, lo, hi in zip(results.r2, results.ci_low, results.ci_high)
-        ]
-    )
+    cells = results.assign(cell=[
+        f"{r:.3f} ± {(hi - lo) / 2:.3f}" if pd.notna(lo) else f"{r:.3f} ± n/a"
+        for r, lo, hi in zip(results.r2, results.ci_low, results.ci_high)
+    ])
     several_models = results.model.nunique() > 1
     cells["column"] = [f"{m}/{s}" if several_models else s for m, s in zip(cells.model, cells.subspace)]
     order = list(dict.fromkeys(cells.column))
@@ -155,28 +122,17 @@ def position_table(results: pd.DataFrame) -> str:
     """One line per model x layer x subspace: R², the position-only R² (one-hot token position; the same
     tokens, so the same value on every line of a model), the partial R² given token position and the
     selectivity over position, each with its 95% CI."""
-    rows = pd.DataFrame(
-        {
-            "model": results.model,
-            "layer": results.layer,
-            "subspace": results.subspace,
-            "R²": [_with_ci(*v) for v in zip(results.r2, results.ci_low, results.ci_high)],
-            "position-only R²": [
-                _with_ci(*v) for v in zip(results.position_r2, results.position_ci_low, results.position_ci_high)
-            ],
-            "partial R² | position": [
-                _with_ci(*v) for v in zip(results.partial_r2, results.partial_ci_low, results.partial_ci_high)
-            ],
-            "R² - position-only": [
-                _with_ci(*v)
-                for v in zip(
-                    results.position_selectivity,
-                    results.position_selectivity_ci_low,
-                    results.position_selectivity_ci_high,
-                )
-            ],
-        }
-    )
+    rows = pd.DataFrame({
+        "model": results.model, "layer": results.layer, "subspace": results.subspace,
+        "R²": [_with_ci(*v) for v in zip(results.r2, results.ci_low, results.ci_high)],
+        "position-only R²": [_with_ci(*v) for v in zip(results.position_r2, results.position_ci_low,
+                                                       results.position_ci_high)],
+        "partial R² | position": [_with_ci(*v) for v in zip(results.partial_r2, results.partial_ci_low,
+                                                            results.partial_ci_high)],
+        "R² - position-only": [_with_ci(*v) for v in zip(results.position_selectivity,
+                                                         results.position_selectivity_ci_low,
+                                                         results.position_selectivity_ci_high)],
+    })
     return rows.to_string(index=False)
 
 
@@ -193,10 +149,8 @@ def check_results_folder(out: Path) -> None:
     except (OSError, ValueError, AttributeError):
         ours = False
     if not ours:
-        raise OutputError(
-            f"--out {out} holds a results.csv or results.json that dstg-probe did not write; "
-            "it is never replaced: choose another --out"
-        )
+        raise OutputError(f"--out {out} holds a results.csv or results.json that dstg-probe did not write; "
+                          "it is never replaced: choose another --out")
 
 
 def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
@@ -223,28 +177,13 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     tables = []
     names = table_names(command.model, command.name)
     for spec, name in zip(command.model, names):
-        tables.append(
-            probe_positions(
-                spec,
-                config,
-                corpus=command.corpus,
-                max_docs=command.max_docs,
-                model_name=name,
-                progress=command.progress,
-                device=command.device,
-            )
-        )
+        tables.append(probe_positions(spec, config, corpus=command.corpus, max_docs=command.max_docs,
+                                      model_name=name, progress=command.progress, device=command.device))
     results = pd.concat(tables, ignore_index=True)
     arguments = {**vars(args), **flag_values(command)}
     arguments.pop("_model_default", None)
-    record = dict(
-        command="dstg-probe",
-        arguments=arguments,
-        models=dict(zip(names, map(str, command.model))),
-        versions=versions(),
-        seconds=round(time.time() - started, 1),
-        results=results.to_dict(orient="records"),
-    )
+    record = dict(command="dstg-probe", arguments=arguments, models=dict(zip(names, map(str, command.model))), versions=versions(), seconds=round(time.time() - started, 1),
+                  results=results.to_dict(orient="records"))
     return results, record
 
 
@@ -264,16 +203,12 @@ def _main(args: argparse.Namespace) -> int:
         print(compact_table(results))
         print(LEGEND)
         if results.position_r2.notna().any():
-            print(
-                "\nbeyond token position (position-only: a probe on one-hot token position, same tokens and folds; "
-                "partial R²: share of the variance left after token position that the states explain) [95% CI]"
-            )
+            print("\nbeyond token position (position-only: a probe on one-hot token position, same tokens and folds; "
+                  "partial R²: share of the variance left after token position that the states explain) [95% CI]")
             print(position_table(results))
         write_results(out, results, record)
-    print(
-        f"wrote {out / 'results.csv'} (the full table: {len(results.columns)} columns, controls and selectivity "
-        f"included) and {out / 'results.json'}"
-    )
+    print(f"wrote {out / 'results.csv'} (the full table: {len(results.columns)} columns, controls and selectivity "
+          f"included) and {out / 'results.json'}")
     return 0
 
 

@@ -74,11 +74,8 @@ def terminate_as_interrupt():
 
 def _show_warning(prog: str):
     def show(message, category, filename, lineno, file=None, line=None):
-        print(
-            f"{prog}: warning: {first_line(message if isinstance(message, BaseException) else Warning(message))}",
-            file=sys.stderr,
-        )
-
+        print(f"{prog}: warning: {first_line(message if isinstance(message, BaseException) else Warning(message))}",
+              file=sys.stderr)
     return show
 
 

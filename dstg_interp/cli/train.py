@@ -50,9 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dstg-train", description="MLM pretraining of DSTG-NeoBERT or a baseline.")
     add_config_arguments(p, TrainCommand)
     add_config_arguments(p, TrainConfig)
-    flags.add_renamed(
-        p, "--layers", "--n-layers", "the model depth; --layers selects layers to read in the other commands"
-    )
+    flags.add_renamed(p, "--layers", "--n-layers", "the model depth; --layers selects layers to read in the other commands")
     flags.add_renamed(p, "--heads", "--n-heads")
     flags.add_renamed(p, "--no-progress", "--quiet", takes_value=False)
     return p
@@ -93,13 +91,9 @@ def _read_json_object(path: Path, flag: str) -> dict:
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(
-            f"{flag} {path}: cannot be read ({err.strerror if isinstance(err, OSError) else err})"
-        ) from None
+        raise ValueError(f"{flag} {path}: cannot be read ({err.strerror if isinstance(err, OSError) else err})") from None
     except json.JSONDecodeError as err:
-        raise ValueError(
-            f"{flag} {path}: not valid JSON ({err.msg} at line {err.lineno}); pass a train_config.json"
-        ) from None
+        raise ValueError(f"{flag} {path}: not valid JSON ({err.msg} at line {err.lineno}); pass a train_config.json") from None
     if not isinstance(data, dict):
         raise ValueError(f"{flag} {path}: expected a JSON object (a train_config.json)")
     return data
@@ -117,7 +111,6 @@ def _interrupted(out_dir: Path):
         except (OSError, ValueError, KeyError, TypeError):
             return "no checkpoint was saved yet"
         return f"the last complete checkpoint (step {step}) in {out_dir / CHECKPOINT_DIR} is untouched; continue with --resume"
-
     return describe
 
 

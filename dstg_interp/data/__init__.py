@@ -15,53 +15,17 @@ tokenizer + sequences a training run reads).  Floor 1 of the house: nothing here
 """
 
 from dstg_interp.data.catalog import load_corpus, probing_documents
-from dstg_interp.data.corpora import (
-    DataError,
-    Document,
-    default_cache_dir,
-    normalize_text,
-    split_documents,
-    split_sentences,
-)
+from dstg_interp.data.corpora import (DataError, Document, default_cache_dir, normalize_text, split_documents,
+                                      split_sentences)
 from dstg_interp.data.mlm import IGNORE_INDEX, collate, mask_tokens
 from dstg_interp.data.structure import StructuredSequences, build_structured_sequences
-from dstg_interp.data.tokenizer import (
-    CLS_ID,
-    MASK_ID,
-    PAD_ID,
-    SEP_ID,
-    SPECIAL_TOKENS,
-    UNK_ID,
-    build_tokenizer,
-    load_tokenizer,
-    save_tokenizer,
-    tokenizer_hash,
-    train_tokenizer,
-)
+from dstg_interp.data.tokenizer import (CLS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_TOKENS, UNK_ID,
+                                        build_tokenizer, load_tokenizer, save_tokenizer, tokenizer_hash,
+                                        train_tokenizer)
 
 __all__ = [
-    "DataError",
-    "Document",
-    "default_cache_dir",
-    "load_corpus",
-    "normalize_text",
-    "probing_documents",
-    "split_documents",
-    "split_sentences",
-    "IGNORE_INDEX",
-    "collate",
-    "mask_tokens",
-    "StructuredSequences",
-    "build_structured_sequences",
-    "CLS_ID",
-    "MASK_ID",
-    "PAD_ID",
-    "SEP_ID",
-    "SPECIAL_TOKENS",
-    "UNK_ID",
-    "build_tokenizer",
-    "load_tokenizer",
-    "save_tokenizer",
-    "tokenizer_hash",
-    "train_tokenizer",
+    "DataError", "Document", "default_cache_dir", "load_corpus", "normalize_text", "probing_documents", "split_documents",
+    "split_sentences", "IGNORE_INDEX", "collate", "mask_tokens", "StructuredSequences",
+    "build_structured_sequences", "CLS_ID", "MASK_ID", "PAD_ID", "SEP_ID", "SPECIAL_TOKENS", "UNK_ID",
+    "build_tokenizer", "load_tokenizer", "save_tokenizer", "tokenizer_hash", "train_tokenizer",
 ]

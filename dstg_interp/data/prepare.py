@@ -48,31 +48,15 @@ def _file_sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def data_recipe(
-    corpus: str,
-    max_length: int,
-    windows: bool,
-    vocab_size: int,
-    val_fraction: float,
-    split_seed: int,
-    max_docs: int | None,
-    tokenizer_path: str | None,
-    tokenizer: Tokenizer | None = None,
-) -> dict:
+def data_recipe(corpus: str, max_length: int, windows: bool, vocab_size: int, val_fraction: float,
+                split_seed: int, max_docs: int | None, tokenizer_path: str | None, tokenizer: Tokenizer | None = None) -> dict:
     """Everything that decides the prepared data, as a JSON-able dict (its hash is the cache key).
     ``tokenizer``: a tokenizer object to use (keyed on its vocabulary), instead of a file or training one."""
     is_local = not corpus.startswith(("en-mix", "en-large", "hf:")) and Path(corpus).exists()
-    recipe = dict(
-        version=PREPARE_VERSION,
-        corpus=str(Path(corpus).resolve()) if is_local else corpus,
-        max_length=max_length,
-        windows=windows,
-        vocab_size=vocab_size,
-        val_fraction=val_fraction,
-        split_seed=split_seed,
-        max_docs=max_docs,
-        tokenizer_sha256=_file_sha256(Path(tokenizer_path)) if tokenizer_path else None,
-    )
+    recipe = dict(version=PREPARE_VERSION, corpus=str(Path(corpus).resolve()) if is_local else corpus,
+                  max_length=max_length, windows=windows, vocab_size=vocab_size, val_fraction=val_fraction,
+                  split_seed=split_seed, max_docs=max_docs,
+                  tokenizer_sha256=_file_sha256(Path(tokenizer_path)) if tokenizer_path else None)
     if tokenizer is not None:
         recipe["tokenizer_sha256"] = None
         recipe["tokenizer_vocab_sha256"] = tokenizer_hash(tokenizer)
@@ -111,32 +95,16 @@ def load_prepared(directory: Path, recipe: dict) -> PreparedData | None:
     except (OSError, ValueError, KeyError, TypeError):
         recorded = None
     if recorded != tokenizer_hash(tokenizer):
-        raise DataError(
-            f"prepared data {directory}: its tokenizer.json is not the one its recipe.json records; "
-            f"remove {directory} and run again to rebuild it"
-        )
-    return PreparedData(
-        tokenizer,
-        StructuredSequences.load(directory / "train"),
-        StructuredSequences.load(directory / "validation"),
-        directory,
-        recipe,
-    )
+        raise DataError(f"prepared data {directory}: its tokenizer.json is not the one its recipe.json records; "
+                        f"remove {directory} and run again to rebuild it")
+    return PreparedData(tokenizer, StructuredSequences.load(directory / "train"),
+                        StructuredSequences.load(directory / "validation"), directory, recipe)
 
 
-def prepare_data(
-    corpus: str = "en-mix",
-    max_length: int = 256,
-    windows: bool = True,
-    vocab_size: int = 8192,
-    val_fraction: float = 0.05,
-    split_seed: int = 0,
-    max_docs: int | None = None,
-    tokenizer_path: str | None = None,
-    cache_dir: str | Path | None = None,
-    progress: bool = True,
-    tokenizer: Tokenizer | None = None,
-) -> PreparedData:
+def prepare_data(corpus: str = "en-mix", max_length: int = 256, windows: bool = True, vocab_size: int = 8192,
+                 val_fraction: float = 0.05, split_seed: int = 0, max_docs: int | None = None,
+                 tokenizer_path: str | None = None, cache_dir: str | Path | None = None,
+                 progress: bool = True, tokenizer: Tokenizer | None = None) -> PreparedData:
     """The prepared data of this recipe, from the cache or built (and cached).  ``tokenizer``: tokenize with
     this one (a model's own): the entry that trained exactly this tokenizer is used if there is one, else
     an entry keyed on it is built."""
@@ -161,19 +129,13 @@ def prepare_data(
     documents = load_corpus(corpus, cache_dir=cache_dir, progress=progress, max_docs=max_docs)
     train_docs, val_docs = split_documents(documents, val_fraction=val_fraction, seed=split_seed)
     if not train_docs or (val_fraction > 0 and not val_docs):
-        raise DataError(
-            f"corpus {corpus!r}: {len(documents)} documents are too few for a train/validation split; add text"
-        )
+        raise DataError(f"corpus {corpus!r}: {len(documents)} documents are too few for a train/validation split; add text")
     if tokenizer_path:
         tokenizer = load_tokenizer(tokenizer_path)
     elif tokenizer is None:
         tokenizer = train_tokenizer(train_docs, vocab_size=vocab_size)
-    train = build_structured_sequences(
-        train_docs, tokenizer, max_length=max_length, windows=windows, corpus_spec=corpus
-    )
-    validation = build_structured_sequences(
-        val_docs, tokenizer, max_length=max_length, windows=windows, corpus_spec=corpus
-    )
+    train = build_structured_sequences(train_docs, tokenizer, max_length=max_length, windows=windows, corpus_spec=corpus)
+    validation = build_structured_sequences(val_docs, tokenizer, max_length=max_length, windows=windows, corpus_spec=corpus)
 
     # Built in a temporary sibling and renamed, so concurrent preparers never see half a folder.
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -183,20 +145,11 @@ def prepare_data(
     save_tokenizer(tokenizer, tmp / "tokenizer.json")
     train.save(tmp / "train")
     validation.save(tmp / "validation")
-    stats = dict(
-        documents=len(documents),
-        train_documents=len(train_docs),
-        validation_documents=len(val_docs),
-        train_sequences=len(train),
-        train_tokens=train.n_tokens,
-        validation_sequences=len(validation),
-        validation_tokens=validation.n_tokens,
-        tokenizer_sha256=tokenizer_hash(tokenizer),
-        sources={
-            source: sum(doc.source == source for doc in documents)  # the pieces this data holds
-            for source in dict.fromkeys(doc.source for doc in documents)
-        },
-    )
+    stats = dict(documents=len(documents), train_documents=len(train_docs), validation_documents=len(val_docs),
+                 train_sequences=len(train), train_tokens=train.n_tokens, validation_sequences=len(validation),
+                 validation_tokens=validation.n_tokens, tokenizer_sha256=tokenizer_hash(tokenizer),
+                 sources={source: sum(doc.source == source for doc in documents)  # the pieces this data holds
+                          for source in dict.fromkeys(doc.source for doc in documents)})
     (tmp / "recipe.json").write_text(json.dumps(dict(recipe=recipe, stats=stats), indent=2) + "\n")
     try:
         os.replace(tmp, directory)

@@ -39,7 +39,8 @@ from dstg_interp.data.en_mix import Piece, PieceUnavailable, RawUnit, load_piece
 
 PACKAGE = "python3.11-doc"
 SOURCES_PREFIX = "usr/share/doc/python3.11/html/_sources/"
-SECTIONS = ("tutorial", "howto", "faq", "reference", "extending", "using", "installing", "distributing", "install")
+SECTIONS = ("tutorial", "howto", "faq", "reference", "extending", "using", "installing", "distributing",
+            "install")
 # (version, sha256 of the .deb); the newest first
 PINNED_DEBS = (
     ("3.11.2-6+deb12u9", "5b3594189d6ef9a6963ce0347fd307a1cc67620ad697e144db366070e2e146be"),
@@ -109,7 +110,6 @@ def strip_inline_markup(text: str) -> str:
 def _heading_lengths(lines: list[str], index: int) -> int:
     """How many lines a section title takes at lines[index] (0 if none): title + underline, or
     overline + title + underline."""
-
     def underline(i: int) -> bool:
         return i < len(lines) and bool(_UNDERLINE_RE.match(lines[i]))
 
@@ -188,7 +188,6 @@ def extract_pydocs(deb_path: Path) -> list[RawUnit]:
 
 # --------------------------------------------------------------------------- fetching
 
-
 def deb_name(version: str) -> str:
     """apt-get's file name: the epoch colon is written %3a."""
     return f"{PACKAGE}_{version.replace(':', '%3a')}_all.deb"
@@ -196,32 +195,16 @@ def deb_name(version: str) -> str:
 
 def pinned_pieces(debs=PINNED_DEBS, text_sha256: str = TEXT_SHA256) -> list[Piece]:
     """One Piece per (version, .deb sha256); all share the pinned text hash and the processed cache."""
-    return [
-        Piece(
-            PACKAGE,
-            ["apt-get", "download", f"{PACKAGE}={version}"],
-            deb_name(version),
-            sha,
-            text_sha256,
-            extract_pydocs,
-            corpus="pydocs",
-        )
-        for version, sha in debs
-    ]
+    return [Piece(PACKAGE, ["apt-get", "download", f"{PACKAGE}={version}"], deb_name(version), sha,
+                  text_sha256, extract_pydocs, corpus="pydocs") for version, sha in debs]
 
 
 def mirror_debs() -> list[tuple[str, str]]:
     """(version, .deb sha256) of every python3.11-doc the apt lists know; the lists are signed by Debian,
     so their hashes pin a version the code does not know yet. Empty where apt-cache is missing."""
     try:
-        shown = subprocess.run(
-            ["apt-cache", "show", PACKAGE],
-            check=True,
-            timeout=60,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        ).stdout
+        shown = subprocess.run(["apt-cache", "show", PACKAGE], check=True, timeout=60, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True).stdout
     except (FileNotFoundError, subprocess.TimeoutExpired, subprocess.CalledProcessError):
         return []
     return parse_apt_show(shown)
@@ -249,8 +232,6 @@ def load_pydocs(cache_dir: Path, progress: bool = True, pieces: list[Piece] | No
             return load_piece(piece, cache_dir, progress)
         except PieceUnavailable as reason:
             reasons.append(f"{piece.artifact_name}: {reason}")
-    raise DataError(
-        f"pydocs: could not fetch {PACKAGE} into {cache_dir} ({'; '.join(reasons) or 'nothing to try'}); "
-        "it needs apt-get and a Debian bookworm mirror (run apt-get update), "
-        "or pass a local folder/.jsonl corpus instead"
-    )
+    raise DataError(f"pydocs: could not fetch {PACKAGE} into {cache_dir} ({'; '.join(reasons) or 'nothing to try'}); "
+                    "it needs apt-get and a Debian bookworm mirror (run apt-get update), "
+                    "or pass a local folder/.jsonl corpus instead")

@@ -37,14 +37,8 @@ import pandas as pd
 
 from dstg_interp.data.tokenizer import CLS_ID, SEP_ID, tokenizer_hash
 
-LABEL_FIELDS = [
-    "token_position",
-    "sentence_index",
-    "paragraph_index",
-    "intra_sentence_position",
-    "intra_paragraph_position",
-    "doc_index",
-]
+LABEL_FIELDS = ["token_position", "sentence_index", "paragraph_index", "intra_sentence_position",
+                "intra_paragraph_position", "doc_index"]
 TOKEN_FIELDS = ["input_ids"] + LABEL_FIELDS + ["is_special"]
 FORMAT_VERSION = 1
 
@@ -77,15 +71,12 @@ class StructuredSequences:
     def documents(self) -> list[dict]:
         return self.meta["documents"]
 
-    def select(self, indices) -> StructuredSequences:
+    def select(self, indices) -> "StructuredSequences":
         """The sequences at ``indices`` (in that order), same meta: e.g. only the windows that cross a paragraph."""
         indices = np.asarray(indices, dtype=np.int64)
         lengths = self.lengths[indices]
-        token_index = (
-            np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1]) for i in indices])
-            if len(indices)
-            else np.zeros(0, dtype=np.int64)
-        )
+        token_index = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1]) for i in indices]) \
+            if len(indices) else np.zeros(0, dtype=np.int64)
         arrays = {name: array[token_index] for name, array in self.arrays.items()}
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         return StructuredSequences(arrays, offsets, dict(self.meta, selected=len(indices)))
@@ -116,7 +107,7 @@ class StructuredSequences:
             temporary.rename(directory)
 
     @classmethod
-    def load(cls, directory: str | Path) -> StructuredSequences:
+    def load(cls, directory: str | Path) -> "StructuredSequences":
         directory = Path(directory)
         meta = json.loads((directory / "meta.json").read_text())
         if meta.get("format_version") != FORMAT_VERSION:
@@ -125,7 +116,8 @@ class StructuredSequences:
         return cls(arrays, np.load(directory / "offsets.npy", allow_pickle=False), meta)
 
 
-def _document_sequences(sentence_ids: list[list[int]], sentence_paragraph: np.ndarray, max_length: int, windows: bool):
+def _document_sequences(sentence_ids: list[list[int]], sentence_paragraph: np.ndarray,
+                        max_length: int, windows: bool):
     """Yield (token_ids, label arrays) for one document given its sentences' token ids."""
     capacity = max_length - 2
     sentence_lengths = np.array([len(ids) for ids in sentence_ids], dtype=np.int64)
@@ -157,9 +149,8 @@ def _document_sequences(sentence_ids: list[list[int]], sentence_paragraph: np.nd
         first_sentence = max(fully_included, first_sentence + 1)
 
 
-def build_structured_sequences(
-    documents, tokenizer, max_length: int = 256, windows: bool = False, corpus_spec: str = ""
-) -> StructuredSequences:
+def build_structured_sequences(documents, tokenizer, max_length: int = 256, windows: bool = False,
+                               corpus_spec: str = "") -> StructuredSequences:
     """Tokenize every sentence (one `encode_batch` call, no special tokens) and assemble sequences."""
     if max_length < 3:
         raise ValueError(f"max_length must be >= 3 to hold [CLS], a token and [SEP], got {max_length}")
@@ -169,7 +160,7 @@ def build_structured_sequences(
     lengths, cursor = [], 0
     for doc_index, doc in enumerate(documents):
         n_sentences = sum(len(paragraph) for paragraph in doc.paragraphs)
-        sentence_ids = [encoding.ids for encoding in encodings[cursor : cursor + n_sentences]]
+        sentence_ids = [encoding.ids for encoding in encodings[cursor:cursor + n_sentences]]
         cursor += n_sentences
         sentence_paragraph = np.repeat(np.arange(len(doc.paragraphs)), [len(p) for p in doc.paragraphs])
         for content_ids, labels in _document_sequences(sentence_ids, sentence_paragraph, max_length, windows):

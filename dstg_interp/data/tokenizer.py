@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import string
-from collections.abc import Iterable
 from pathlib import Path
+from typing import Iterable
 
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -43,18 +43,16 @@ def canonical_vocab(tokens: Iterable[str]) -> dict[str, int]:
 def build_tokenizer(tokens: Iterable[str]) -> Tokenizer:
     """The full pipeline (lowercasing BERT normalizer, BERT pre-tokenizer, WordPiece `##`) around a
     canonical vocab. `encode(text)` adds [CLS] ... [SEP]; pass add_special_tokens=False for raw ids."""
-    tokenizer = Tokenizer(
-        models.WordPiece(vocab=canonical_vocab(tokens), unk_token="[UNK]", continuing_subword_prefix="##")
-    )
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
+    tokenizer = Tokenizer(models.WordPiece(vocab=canonical_vocab(tokens), unk_token="[UNK]",
+                                           continuing_subword_prefix="##"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True, clean_text=True,
+                                                      handle_chinese_chars=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix="##")
     tokenizer.add_special_tokens(SPECIAL_TOKENS)  # so "[MASK]" in text stays one token
     tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", CLS_ID), ("[SEP]", SEP_ID)],
-    )
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", CLS_ID), ("[SEP]", SEP_ID)])
     return tokenizer
 
 
@@ -71,14 +69,9 @@ def _trained_vocab(texts: list[str], vocab_size: int, min_frequency: int, number
     trainer_tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     trainer_tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     trainer_tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=SPECIAL_TOKENS + numbered_first,
-        initial_alphabet=INITIAL_ALPHABET,
-        continuing_subword_prefix="##",
-        show_progress=False,
-    )
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                        special_tokens=SPECIAL_TOKENS + numbered_first, initial_alphabet=INITIAL_ALPHABET,
+                                        continuing_subword_prefix="##", show_progress=False)
     trainer_tokenizer.train_from_iterator(texts, trainer=trainer)
     return list(trainer_tokenizer.get_vocab())
 
@@ -109,16 +102,12 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as err:  # tokenizers raises a bare Exception for a file that is not tokenizer JSON
-        raise ValueError(
-            f"{path}: not a readable tokenizer.json ({(str(err).splitlines() or [type(err).__name__])[0]}); pass a tokenizer.json "
-            "saved by dstg-interp or the tokenizers library"
-        ) from None
+        raise ValueError(f"{path}: not a readable tokenizer.json ({(str(err).splitlines() or [type(err).__name__])[0]}); pass a tokenizer.json "
+                         "saved by dstg-interp or the tokenizers library") from None
     for token, expected_id in zip(SPECIAL_TOKENS, range(len(SPECIAL_TOKENS))):
         if tokenizer.token_to_id(token) != expected_id:
-            raise ValueError(
-                f"{path}: {token} has id {tokenizer.token_to_id(token)}, expected {expected_id}; "
-                "not a dstg-interp tokenizer"
-            )
+            raise ValueError(f"{path}: {token} has id {tokenizer.token_to_id(token)}, expected {expected_id}; "
+                             "not a dstg-interp tokenizer")
     return tokenizer
 
 

@@ -18,23 +18,6 @@ from .hooks import FINAL, layer_hooks, logit_terms, subspaces_of
 from .inputs import SpecialTokens, length_sorted_batches, pad_batch, special_tokens
 from .open import open_encoder
 
-__all__ = [
-    "open_encoder",
-    "Encoder",
-    "EncoderError",
-    "EncodedBatch",
-    "HookedEncoder",
-    "HFEncoder",
-    "HFEncoderConfig",
-    "load_hf_encoder",
-    "is_hf_directory",
-    "fetch_minilm",
-    "FINAL",
-    "layer_hooks",
-    "logit_terms",
-    "subspaces_of",
-    "SpecialTokens",
-    "special_tokens",
-    "length_sorted_batches",
-    "pad_batch",
-]
+__all__ = ["open_encoder", "Encoder", "EncoderError", "EncodedBatch", "HookedEncoder", "HFEncoder", "HFEncoderConfig",
+           "load_hf_encoder", "is_hf_directory", "fetch_minilm", "FINAL", "layer_hooks", "logit_terms",
+           "subspaces_of", "SpecialTokens", "special_tokens", "length_sorted_batches", "pad_batch"]

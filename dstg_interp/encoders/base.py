@@ -15,9 +15,9 @@ the Holmes encoder, heads, invariance and length evaluation batch, pad and read 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 import numpy as np
 import torch
@@ -53,10 +53,8 @@ class BlockAttention(dict):
 
     def __missing__(self, block):
         computed = f"; computed here: {sorted(self)}" if len(self) < self.n_blocks else ""
-        raise MissingBlockError(
-            f"{self.model_name} has no attention block {block!r}: its blocks are "
-            f"0..{self.n_blocks - 1} (block l feeds layer l + 1){computed}"
-        )
+        raise MissingBlockError(f"{self.model_name} has no attention block {block!r}: its blocks are "
+                                f"0..{self.n_blocks - 1} (block l feeds layer l + 1){computed}")
 
 
 @dataclass
@@ -141,7 +139,7 @@ class Encoder:
         """The module whose state dict identifies the weights (a store's ``weights_sha256``)."""
         return self.model
 
-    def to(self, device=None, dtype=None) -> Encoder:
+    def to(self, device=None, dtype=None) -> "Encoder":
         """This encoder on ``device`` in ``dtype``: itself when nothing changes, else a copy (the caller's
         model is never moved or cast behind its back)."""
         wanted = None if device is None else torch.device(device)
@@ -152,7 +150,7 @@ class Encoder:
         twin.model = copy.deepcopy(self.model).to(device=device, dtype=dtype)
         return twin
 
-    def random_init(self, seed: int | None = None) -> Encoder:
+    def random_init(self, seed: int | None = None) -> "Encoder":
         """Same architecture, tokenizer and device, freshly initialised weights (the random-init control);
         ``seed`` None = the config's seed (ours: the initialisation the model was trained from)."""
         raise NotImplementedError
@@ -174,19 +172,11 @@ class Encoder:
         """Documents -> StructuredSequences in this model's token ids, at most ``max_length`` (and
         max_positions) tokens each, with this tokenizer's [CLS]/[SEP] ids where ours would go."""
         if self.tokenizer is None:
-            raise EncoderError(
-                missing_tokenizer_message(self.checkpoint_path)
-                if self.checkpoint_path
-                else f"{self.name}: the model has no tokenizer; pass StructuredSequences built with the "
-                "tokenizer it was trained with, or open_encoder(model, tokenizer=...)"
-            )
-        sequences = build_structured_sequences(
-            list(documents),
-            self.tokenizer,
-            max_length=min(max_length, self.max_positions),
-            windows=windows,
-            corpus_spec=corpus_spec,
-        )
+            raise EncoderError(missing_tokenizer_message(self.checkpoint_path) if self.checkpoint_path else
+                               f"{self.name}: the model has no tokenizer; pass StructuredSequences built with the "
+                               "tokenizer it was trained with, or open_encoder(model, tokenizer=...)")
+        sequences = build_structured_sequences(list(documents), self.tokenizer, max_length=min(max_length, self.max_positions),
+                                               windows=windows, corpus_spec=corpus_spec)
         ids, offsets = sequences.arrays["input_ids"], sequences.offsets
         ids[offsets[:-1]] = self.special.cls  # build_structured_sequences writes our tokenizer's ids
         ids[offsets[1:] - 1] = self.special.sep
@@ -203,22 +193,16 @@ class Encoder:
         layers = [layer for layer in self.layers if layer != FINAL] if layers is None else list(layers)
         bad = [layer for layer in layers if layer not in self.layers or isinstance(layer, bool)]
         if bad or not layers:
-            raise EncoderError(
-                f"layer(s) {bad or layers} do not exist in {self.name}: it has layers 0..{self.n_layers} "
-                f"(0 = embeddings){' and ' + repr(FINAL) if FINAL in self.layers else ''}"
-            )
+            raise EncoderError(f"layer(s) {bad or layers} do not exist in {self.name}: it has layers 0..{self.n_layers} "
+                               f"(0 = embeddings){' and ' + repr(FINAL) if FINAL in self.layers else ''}")
         subspaces = list(self.subspaces) if subspaces is None else list(subspaces)
         missing = [s for s in subspaces if s not in self.subspaces]
         if missing or not subspaces:
-            raise EncoderError(
-                f"subspace(s) {missing or subspaces} not in this {self.variant!r} model; "
-                f"it has {', '.join(self.subspaces)} ({self.name})"
-            )
+            raise EncoderError(f"subspace(s) {missing or subspaces} not in this {self.variant!r} model; "
+                               f"it has {', '.join(self.subspaces)} ({self.name})")
         return layers, subspaces
 
-    def capture(
-        self, tokens: torch.Tensor, attention_mask: torch.Tensor, hooks, on_attention: AttentionCallback | None = None
-    ) -> dict:
+    def capture(self, tokens: torch.Tensor, attention_mask: torch.Tensor, hooks, on_attention: AttentionCallback | None = None) -> dict:
         """One forward -> {hook name: tensor} for ``hooks`` (names of hooks.py); tokens, mask [B, T] on device."""
         raise NotImplementedError
 
@@ -230,47 +214,28 @@ class Encoder:
         layers, subspaces = self.check_request(layers, subspaces)
         if isinstance(tokens, torch.Tensor):
             tokens = tokens[None] if tokens.dim() == 1 else tokens
-            mask = (
-                torch.ones_like(tokens, dtype=torch.bool) if attention_mask is None else attention_mask.to(torch.bool)
-            )
+            mask = torch.ones_like(tokens, dtype=torch.bool) if attention_mask is None else attention_mask.to(torch.bool)
             tokens, mask = tokens.to(self.device), mask.to(self.device)
         else:
             tokens, mask = self.pad(tokens)
         plan = {(layer, subspace): self.hooks_for(layer, subspace) for layer in layers for subspace in subspaces}
         with torch.inference_mode():
             captured = self.capture(tokens, mask, sorted({h for hooks in plan.values() for h in hooks}))
-        return {
-            key: captured[hooks[0]] if len(hooks) == 1 else torch.cat([captured[h] for h in hooks], dim=-1)
-            for key, hooks in plan.items()
-        }
+        return {key: captured[hooks[0]] if len(hooks) == 1 else torch.cat([captured[h] for h in hooks], dim=-1)
+                for key, hooks in plan.items()}
 
-    def iter_states(
-        self,
-        sequences,
-        layers=None,
-        subspaces=None,
-        *,
-        batch_size: int = 32,
-        progress: bool = False,
-        desc: str | None = None,
-    ) -> Iterator[EncodedBatch]:
+    def iter_states(self, sequences, layers=None, subspaces=None, *, batch_size: int = 32, progress: bool = False,
+                    desc: str | None = None) -> Iterator[EncodedBatch]:
         """``states`` over length-sorted batches of ``sequences`` (StructuredSequences or id sequences)."""
         layers, subspaces = self.check_request(layers, subspaces)
         total = len(sequence_lengths(sequences))
-        with tqdm(
-            total=total, unit="seq", desc=desc or f"encode {self.name}", disable=not progress, leave=False
-        ) as bar:
+        with tqdm(total=total, unit="seq", desc=desc or f"encode {self.name}", disable=not progress, leave=False) as bar:
             for indices, tokens, mask in self.batches(sequences, batch_size):
                 yield EncodedBatch(indices, mask, self.states(tokens, layers, subspaces, attention_mask=mask))
                 bar.update(len(indices))
 
-    def attention(
-        self,
-        tokens: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        layers=None,
-        on_layer: AttentionCallback | None = None,
-    ) -> dict:
+    def attention(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None, layers=None,
+                  on_layer: AttentionCallback | None = None) -> dict:
         """{block: {term: [B, H, T, T], ..., "pattern": [B, H, T, T]}} (with ``on_layer``: streamed, {})."""
         raise NotImplementedError
 

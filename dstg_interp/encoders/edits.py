@@ -74,9 +74,7 @@ def _joint_hooks(hooks: list[str], edit: StateEdit, widths: list[int]) -> list:
 def _checked(edited: torch.Tensor, original: torch.Tensor, where: str) -> torch.Tensor:
     if not isinstance(edited, torch.Tensor) or edited.shape != original.shape:
         shape = list(edited.shape) if isinstance(edited, torch.Tensor) else type(edited).__name__
-        raise EncoderError(
-            f"the edit of {where} returned {shape}, not a tensor of the state's shape {list(original.shape)}"
-        )
+        raise EncoderError(f"the edit of {where} returned {shape}, not a tensor of the state's shape {list(original.shape)}")
     return edited.to(original.dtype)
 
 
@@ -110,7 +108,5 @@ def _hf_module(encoder: Encoder, layer: int) -> torch.nn.Module:
                 blocks = getattr(blocks, part, None)
             if isinstance(blocks, torch.nn.ModuleList) and len(blocks) >= layer:
                 return blocks[layer - 1]
-    raise EncoderError(
-        f"{encoder.name}: cannot find the module that outputs hidden_states.{layer} in this "
-        f"{encoder.variant} model (edits know BERT-style embeddings + encoder.layer)"
-    )
+    raise EncoderError(f"{encoder.name}: cannot find the module that outputs hidden_states.{layer} in this "
+                       f"{encoder.variant} model (edits know BERT-style embeddings + encoder.layer)")

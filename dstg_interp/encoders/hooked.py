@@ -36,10 +36,8 @@ class HookedEncoder(Encoder):
 
     def __init__(self, model, name: str | None = None):
         if not hasattr(model, "hook_dict") or not hasattr(model, "config"):
-            raise EncoderError(
-                f"cannot encode with a {type(model).__name__}: pass a dstg-interp model, a zoo name, "
-                "a checkpoint folder or a Hugging Face encoder folder"
-            )
+            raise EncoderError(f"cannot encode with a {type(model).__name__}: pass a dstg-interp model, a zoo name, "
+                               "a checkpoint folder or a Hugging Face encoder folder")
         tokenizer = getattr(model, "tokenizer", None)
         path = getattr(model, "checkpoint_path", None)
         super().__init__(model, tokenizer, _special_tokens(model, tokenizer), name or _default_name(model, path), path)
@@ -64,7 +62,7 @@ class HookedEncoder(Encoder):
     def ap_table(self) -> torch.Tensor:
         return self.model.ap_table
 
-    def random_init(self, seed: int | None = None) -> HookedEncoder:
+    def random_init(self, seed: int | None = None) -> "HookedEncoder":
         config = self.config if seed is None else dataclasses.replace(self.config, seed=seed)
         twin = build_model(config).to(device=self.device, dtype=self.dtype).eval()
         twin.tokenizer = self.tokenizer
@@ -107,12 +105,8 @@ class HookedEncoder(Encoder):
         tokens = tokens[None] if tokens.dim() == 1 else tokens
         mask = torch.ones_like(tokens, dtype=torch.bool) if attention_mask is None else attention_mask.to(torch.bool)
         with torch.inference_mode():
-            self._run(
-                tokens.to(self.device),
-                mask.to(self.device),
-                self._attention_hooks(blocks, on_layer or keep),
-                max(blocks) + 1 if blocks else 0,
-            )
+            self._run(tokens.to(self.device), mask.to(self.device), self._attention_hooks(blocks, on_layer or keep),
+                      max(blocks) + 1 if blocks else 0)
         return BlockAttention(kept, self.name, self.n_layers)
 
     def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
@@ -153,9 +147,7 @@ def _special_tokens(model, tokenizer) -> SpecialTokens:
     """From the checkpoint's tokenizer; a model without one was trained with this toolkit's layout,
     whose PAD its config records."""
     if tokenizer is not None:
-        return special_tokens(
-            tokenizer, where=f"the tokenizer of {_default_name(model, getattr(model, 'checkpoint_path', None))}"
-        )
+        return special_tokens(tokenizer, where=f"the tokenizer of {_default_name(model, getattr(model, 'checkpoint_path', None))}")
     return dataclasses.replace(TOOLKIT_SPECIAL_TOKENS, pad=model.config.pad_token_id)
 
 

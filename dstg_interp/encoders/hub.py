@@ -23,18 +23,8 @@ from .base import EncoderError
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
 # What an encoder needs, and nothing that could be unpickled or executed.
-ENCODER_FILES = [
-    "config.json",
-    "*.safetensors",
-    "model.safetensors.index.json",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "special_tokens_map.json",
-    "vocab.txt",
-    "README.md",
-    "modules.json",
-    "config_sentence_transformers.json",
-]
+ENCODER_FILES = ["config.json", "*.safetensors", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json",
+                 "special_tokens_map.json", "vocab.txt", "README.md", "modules.json", "config_sentence_transformers.json"]
 
 
 def looks_like_hub_id(spec) -> bool:
@@ -56,37 +46,28 @@ def resolve_hub_id(repo_id: str) -> Path:
     if folder is None or not (folder / "config.json").is_file():
         folder = _download(repo_id)
     if not any(folder.glob("*.safetensors")):
-        raise EncoderError(
-            f"{repo_id}: the hub repository has no safetensors weights; this toolkit never unpickles "
-            "a downloaded file: convert it to safetensors or use a repository that ships them"
-        )
+        raise EncoderError(f"{repo_id}: the hub repository has no safetensors weights; this toolkit never unpickles "
+                           "a downloaded file: convert it to safetensors or use a repository that ships them")
     return folder
 
 
 def _download(repo_id: str) -> Path:
     cache = constants.HF_HUB_CACHE
     if constants.HF_HUB_OFFLINE:
-        raise EncoderError(
-            f"{repo_id}: not a local folder and not in the Hugging Face cache ({cache}), and "
-            "HF_HUB_OFFLINE is set: download it once where there is a network (hf download "
-            f"{repo_id}), or pass a local folder"
-        )
+        raise EncoderError(f"{repo_id}: not a local folder and not in the Hugging Face cache ({cache}), and "
+                           "HF_HUB_OFFLINE is set: download it once where there is a network (hf download "
+                           f"{repo_id}), or pass a local folder")
     try:
         return Path(snapshot_download(repo_id, allow_patterns=ENCODER_FILES))
     except GatedRepoError:
-        raise EncoderError(
-            f"{repo_id}: a gated repository; accept its terms on the hub and log in (hf auth login), then rerun"
-        ) from None
+        raise EncoderError(f"{repo_id}: a gated repository; accept its terms on the hub and log in (hf auth login), "
+                           "then rerun") from None
     except RepositoryNotFoundError:
-        raise EncoderError(
-            f"{repo_id}: no such model on the Hugging Face hub (nor a local folder of that name)"
-        ) from None
+        raise EncoderError(f"{repo_id}: no such model on the Hugging Face hub (nor a local folder of that name)") from None
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as err:
-        raise EncoderError(
-            f"{repo_id}: not a local folder, not in the Hugging Face cache ({cache}), and the hub cannot "
-            f"be reached ({_first_line(err)}); download it where there is a network, or pass a "
-            "local folder"
-        ) from None
+        raise EncoderError(f"{repo_id}: not a local folder, not in the Hugging Face cache ({cache}), and the hub cannot "
+                           f"be reached ({_first_line(err)}); download it where there is a network, or pass a "
+                           "local folder") from None
 
 
 def _first_line(err: Exception) -> str:

@@ -21,12 +21,7 @@ from dstg_interp.data.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 from dstg_interp.model.files import read_json
 
 # Names tried, in order, after the ones a folder declares.
-CANDIDATES = {
-    "cls": ("[CLS]", "<s>"),
-    "sep": ("[SEP]", "</s>"),
-    "pad": ("[PAD]", "<pad>"),
-    "mask": ("[MASK]", "<mask>"),
-}
+CANDIDATES = {"cls": ("[CLS]", "<s>"), "sep": ("[SEP]", "</s>"), "pad": ("[PAD]", "<pad>"), "mask": ("[MASK]", "<mask>")}
 
 
 @dataclass(frozen=True)
@@ -61,9 +56,8 @@ def special_tokens(tokenizer, declared: dict[str, str] | None = None, where: str
         names = ([declared[role]] if declared and declared.get(role) else []) + list(defaults)
         found = [tokenizer.token_to_id(name) for name in names if tokenizer.token_to_id(name) is not None]
         if not found and role != "mask":
-            raise ValueError(
-                f"{where} has no {role.upper()} token (tried {', '.join(names)}); a BERT-style encoder needs one"
-            )
+            raise ValueError(f"{where} has no {role.upper()} token (tried {', '.join(names)}); "
+                             "a BERT-style encoder needs one")
         ids[role] = int(found[0]) if found else None
     return SpecialTokens(**ids)
 
@@ -86,7 +80,7 @@ def length_sorted_batches(lengths, batch_size: int) -> list[np.ndarray]:
     if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
     order = np.argsort(-np.asarray(lengths), kind="stable")
-    return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+    return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
 
 
 def pad_batch(rows, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,7 +90,7 @@ def pad_batch(rows, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     lengths = torch.tensor([len(row) for row in rows])
     tokens = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
     for i, row in enumerate(rows):
-        tokens[i, : len(row)] = torch.as_tensor(np.asarray(row), dtype=torch.long)
+        tokens[i, :len(row)] = torch.as_tensor(np.asarray(row), dtype=torch.long)
     return tokens, torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
 
 
@@ -111,3 +105,5 @@ def sequence_ids(sequences, index: int):
     """Token ids of sequence ``index``: an item of StructuredSequences is a dict with ``input_ids``."""
     item = sequences[int(index)]
     return item["input_ids"] if isinstance(item, dict) else item
+
+

@@ -23,23 +23,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-GENERIC_FOLDER_NAMES = frozenset(
-    {
-        "model",
-        "models",
-        "checkpoint",
-        "checkpoints",
-        "final",
-        "best",
-        "latest",
-        "output",
-        "outputs",
-        "hf",
-        "weights",
-        "snapshot",
-        "encoder",
-    }
-)
+GENERIC_FOLDER_NAMES = frozenset({"model", "models", "checkpoint", "checkpoints", "final", "best", "latest", "output",
+                                  "outputs", "hf", "weights", "snapshot", "encoder"})
 _SNAPSHOT = re.compile(r"^models--(?P<org>[^/]+?)--(?P<name>[^/]+)$")
 _TITLE = re.compile(r"^#\s+(?P<title>\S[^\n]{0,78})$", re.MULTILINE)
 

@@ -28,14 +28,8 @@ from .hub import looks_like_hub_id, resolve_hub_id
 from .inputs import special_tokens
 
 
-def open_encoder(
-    model_or_path,
-    tokenizer=None,
-    *,
-    device: str | torch.device | None = None,
-    dtype: torch.dtype | None = None,
-    name: str | None = None,
-) -> Encoder:
+def open_encoder(model_or_path, tokenizer=None, *, device: str | torch.device | None = None,
+                 dtype: torch.dtype | None = None, name: str | None = None) -> Encoder:
     """An Encoder for ``model_or_path`` (see the module docstring).
 
     tokenizer: a tokenizers.Tokenizer to use instead of the one the model ships (or for one that has none).
@@ -52,10 +46,8 @@ def open_encoder(
     elif isinstance(model_or_path, torch.nn.Module) and hasattr(model_or_path, "hook_dict"):
         encoder = HookedEncoder(model_or_path, name=name)
     else:
-        raise EncoderError(
-            f"cannot encode with a {type(model_or_path).__name__}: pass a zoo name, a checkpoint "
-            "folder, a Hugging Face encoder folder, a dstg-interp model or an Encoder"
-        )
+        raise EncoderError(f"cannot encode with a {type(model_or_path).__name__}: pass a zoo name, a checkpoint "
+                           "folder, a Hugging Face encoder folder, a dstg-interp model or an Encoder")
     encoder = encoder.to(device=device, dtype=dtype)
     if tokenizer is not None:
         encoder = _with_tokenizer(encoder, tokenizer)
@@ -77,10 +69,8 @@ def _open_path(spec, device, dtype, name) -> Encoder:
 
 def _with_tokenizer(encoder: Encoder, tokenizer) -> Encoder:
     if tokenizer.get_vocab_size() > encoder.vocab_size:
-        raise EncoderError(
-            f"the tokenizer has {tokenizer.get_vocab_size()} tokens but {encoder.name} has a vocabulary "
-            f"of {encoder.vocab_size}; they do not belong together"
-        )
+        raise EncoderError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens but {encoder.name} has a vocabulary "
+                           f"of {encoder.vocab_size}; they do not belong together")
     twin = copy.copy(encoder)  # shares the model; only what the tokenizer decides changes
     twin.tokenizer = tokenizer
     twin.special = special_tokens(tokenizer, where="the tokenizer passed to open_encoder")
@@ -91,3 +81,4 @@ def _renamed(encoder: Encoder, name: str) -> Encoder:
     twin = copy.copy(encoder)
     twin.name = name
     return twin
+

@@ -79,10 +79,8 @@ class StreamActivationCache(ActivationCache):
             return self.cache_dict[full]
         if all(f"{full}_{s}" in self.cache_dict for s in STREAMS):
             return torch.cat([self.cache_dict[f"{full}_{s}"] for s in STREAMS], dim=-1)
-        raise KeyError(
-            f"{key!r} -> {full!r} is not in this cache (cached: {len(self.cache_dict)} names, e.g. "
-            f"{', '.join(list(self.cache_dict)[:3])}); widen names_filter"
-        )
+        raise KeyError(f"{key!r} -> {full!r} is not in this cache (cached: {len(self.cache_dict)} names, e.g. "
+                       f"{', '.join(list(self.cache_dict)[:3])}); widen names_filter")
 
 
 class EncoderForMLM(HookedRootModule):
@@ -136,10 +134,8 @@ class EncoderForMLM(HookedRootModule):
         source = (self.config.source or {}).get("path")
         origin = f" (converted from {source}, saved without its MLM decoder)" if source else ""
         hook = "hook_final_sem" if self.config.variant == "dstg" else "hook_final"
-        return (
-            f"this {self.config.variant} model is encoder-only{origin}: it has no MLM head, so no logits or loss; "
-            f"read its states with run_with_cache (e.g. {hook!r} or blocks.{{l}}.hook_resid_post*)"
-        )
+        return (f"this {self.config.variant} model is encoder-only{origin}: it has no MLM head, so no logits or loss; "
+                f"read its states with run_with_cache (e.g. {hook!r} or blocks.{{l}}.hook_resid_post*)")
 
     def encode(self, tokens, attention_mask, stop_at_layer, position_offset):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -154,12 +150,7 @@ class EncoderForMLM(HookedRootModule):
 
     # --- input checks: one clear error instead of a shape mismatch deep in torch ----------------
     def check_inputs(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None, position_offset=None):
-        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (
-            torch.long,
-            torch.int,
-            torch.int32,
-            torch.int16,
-        ):
+        if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.long, torch.int, torch.int32, torch.int16):
             raise TypeError("tokens must be an integer torch.Tensor of shape [batch, pos]")
         if tokens.dim() == 1:
             tokens = tokens[None]
@@ -175,16 +166,11 @@ class EncoderForMLM(HookedRootModule):
         if position_offset is not None:
             position_offset = torch.as_tensor(position_offset, dtype=torch.long, device=tokens.device).reshape(-1)
             if position_offset.shape[0] != tokens.shape[0]:
-                raise ValueError(
-                    f"position_offset needs one shift per sequence ({tokens.shape[0]}), got {position_offset.shape[0]}"
-                )
-            if position_offset.numel() and (
-                int(position_offset.min()) < 0 or int(position_offset.max()) + seq_len > self.config.max_positions
-            ):
-                raise ValueError(
-                    f"position_offset must lie in [0, max_positions - seq_len] = [0, "
-                    f"{self.config.max_positions - seq_len}], got [{int(position_offset.min())}, {int(position_offset.max())}]"
-                )
+                raise ValueError(f"position_offset needs one shift per sequence ({tokens.shape[0]}), got {position_offset.shape[0]}")
+            if position_offset.numel() and (int(position_offset.min()) < 0
+                                            or int(position_offset.max()) + seq_len > self.config.max_positions):
+                raise ValueError(f"position_offset must lie in [0, max_positions - seq_len] = [0, "
+                                 f"{self.config.max_positions - seq_len}], got [{int(position_offset.min())}, {int(position_offset.max())}]")
         if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= self.config.vocab_size):
             bad = int(tokens.max()) if int(tokens.max()) >= self.config.vocab_size else int(tokens.min())
             raise ValueError(f"token id {bad} is outside the vocabulary [0, {self.config.vocab_size})")
@@ -254,9 +240,7 @@ class EncoderForMLM(HookedRootModule):
     # --- checkpoints --------------------------------------------------------------------------
     def save(self, path: str | Path, dtype: torch.dtype | None = None, tokenizer=None) -> Path:
         """Write ``config.json`` + ``model.safetensors`` (+ ``tokenizer.json``) atomically. See saving.py."""
-        return save_checkpoint(
-            self, path, dtype=dtype, tokenizer=tokenizer if tokenizer is not None else self.tokenizer
-        )
+        return save_checkpoint(self, path, dtype=dtype, tokenizer=tokenizer if tokenizer is not None else self.tokenizer)
 
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

@@ -40,13 +40,8 @@ class NeoBERTAttention(nn.Module):
         self.out = nn.Linear(cfg.n_heads * cfg.d_head, cfg.d_model, bias=False)
         self.rotary = Rotary(cfg.d_head, cfg.max_positions, cfg.rope_theta) if cfg.variant == "rope" else None
         self.rel_bias = (
-            RelativePositionBias(
-                cfg.n_heads,
-                cfg.rp_num_buckets,
-                cfg.rp_max_distance,
-                cfg.max_positions,
-                zero_boundary=cfg.rp_zero_boundary,
-            )
+            RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions,
+                                 zero_boundary=cfg.rp_zero_boundary)
             if cfg.variant == "rp"
             else None
         )
@@ -58,11 +53,7 @@ class NeoBERTAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None) -> torch.Tensor:
         q, k, v = (split_heads(t, self.n_heads) for t in self.qkv(x).chunk(3, dim=-1))
-        q, k, v = (
-            through_head_hook(self.hook_q, q),
-            through_head_hook(self.hook_k, k),
-            through_head_hook(self.hook_v, v),
-        )
+        q, k, v = through_head_hook(self.hook_q, q), through_head_hook(self.hook_k, k), through_head_hook(self.hook_v, v)
         if self.rotary is not None:
             q, k = self.rotary(q), self.rotary(k)
         seq_len = x.shape[1]

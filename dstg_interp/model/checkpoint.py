@@ -53,12 +53,8 @@ def zoo_member(variant: str, seed: int = 0) -> str:
 
 def missing_zoo_members(zoo_dir: Path, variants, seeds) -> list[str]:
     """The (variant, seed) members a zoo folder lacks, as folder names (a member is its model.safetensors)."""
-    return [
-        zoo_member(v, s)
-        for s in seeds
-        for v in variants
-        if not (Path(zoo_dir) / zoo_member(v, s) / "model.safetensors").is_file()
-    ]
+    return [zoo_member(v, s) for s in seeds for v in variants
+            if not (Path(zoo_dir) / zoo_member(v, s) / "model.safetensors").is_file()]
 
 
 class NonFiniteWeightsWarning(UserWarning):
@@ -70,11 +66,9 @@ def build_model(config: ModelConfig):
     cls = DSTGNeoBERT if config.variant == "dstg" else NeoBERT
     available = physical_memory()
     if available and config.memory_bytes() > available:
-        raise CheckpointError(
-            f"a {config.variant} model with these sizes needs about {config.memory_bytes() / 1e9:,.1f} GB "
-            f"but this machine has {available / 1e9:,.1f} GB (vocab_size={config.vocab_size}, "
-            f"max_positions={config.max_positions}); check the sizes"
-        )
+        raise CheckpointError(f"a {config.variant} model with these sizes needs about {config.memory_bytes() / 1e9:,.1f} GB "
+                              f"but this machine has {available / 1e9:,.1f} GB (vocab_size={config.vocab_size}, "
+                              f"max_positions={config.max_positions}); check the sizes")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed)
         try:
@@ -82,10 +76,8 @@ def build_model(config: ModelConfig):
         except RuntimeError as err:
             if "allocate" not in str(err):
                 raise
-            raise CheckpointError(
-                f"not enough memory to build a {config.variant} model with vocab_size={config.vocab_size}, "
-                f"max_positions={config.max_positions}, d_model={config.d_model}; check the sizes"
-            ) from None
+            raise CheckpointError(f"not enough memory to build a {config.variant} model with vocab_size={config.vocab_size}, "
+                                  f"max_positions={config.max_positions}, d_model={config.d_model}; check the sizes") from None
 
 
 def physical_memory() -> int | None:
@@ -108,18 +100,12 @@ def resolve_checkpoint(name_or_path: str | Path) -> Path:
     if not path.exists() and (str(name_or_path) in ZOO_NAMES or (shipped / CONFIG_FILE).is_file()):
         path = shipped
         if not (path / CONFIG_FILE).exists():
-            raise CheckpointError(
-                f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with python -m experiments.pretrain_zoo"
-            )
+            raise CheckpointError(f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with python -m experiments.pretrain_zoo")
     if not path.is_dir():
-        shipped_names = (
-            sorted(p.name for p in ZOO_DIR.iterdir() if (p / CONFIG_FILE).is_file()) if ZOO_DIR.is_dir() else []
-        )
+        shipped_names = sorted(p.name for p in ZOO_DIR.iterdir() if (p / CONFIG_FILE).is_file()) if ZOO_DIR.is_dir() else []
         names = list(ZOO_NAMES) + [n for n in shipped_names if n not in ZOO_NAMES]
-        raise CheckpointError(
-            f"checkpoint {str(name_or_path)!r} is not a directory (nor a zoo name: {', '.join(names)}; "
-            "nor a Hugging Face folder or org/name hub id)"
-        )
+        raise CheckpointError(f"checkpoint {str(name_or_path)!r} is not a directory (nor a zoo name: {', '.join(names)}; "
+                              "nor a Hugging Face folder or org/name hub id)")
     if not (path / CONFIG_FILE).is_file() and (path / RUN_CHECKPOINT / CONFIG_FILE).is_file():
         return path / RUN_CHECKPOINT  # a dstg-train run folder: its latest checkpoint
     return path
@@ -145,8 +131,7 @@ def unknown_architecture(path: Path, data: dict) -> CheckpointError:
     return CheckpointError(
         f"{path}: unknown architecture (model_type={data.get('model_type')!r}, architectures={data.get('architectures')}); "
         "load_model reads dstg-interp checkpoints, the authors' PosNeoBERT and NeoBERT folders; "
-        "load other Hugging Face encoders with dstg_interp.load_hf_encoder"
-    )
+        "load other Hugging Face encoders with dstg_interp.load_hf_encoder")
 
 
 def recognised_checkpoint(path: str | Path) -> bool:
@@ -159,19 +144,13 @@ def recognised_checkpoint(path: str | Path) -> bool:
 
 
 def missing_tokenizer_message(path: Path) -> str:
-    return (
-        f"{path}: no tokenizer ({TOKENIZER_FILE} or vocab.txt) beside the weights, and probing needs the one the "
-        f"model was trained with: put it there as {TOKENIZER_FILE} (or vocab.txt), or pass it explicitly "
-        "(dstg-convert SRC OUT --tokenizer FILE; load_model(path, tokenizer=FILE))"
-    )
+    return (f"{path}: no tokenizer ({TOKENIZER_FILE} or vocab.txt) beside the weights, and probing needs the one the "
+            f"model was trained with: put it there as {TOKENIZER_FILE} (or vocab.txt), or pass it explicitly "
+            "(dstg-convert SRC OUT --tokenizer FILE; load_model(path, tokenizer=FILE))")
 
 
-def load_model(
-    name_or_path: str | Path,
-    device: str | torch.device = "cpu",
-    dtype: torch.dtype = torch.float32,
-    tokenizer: str | Path | None = None,
-):
+def load_model(name_or_path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+               tokenizer: str | Path | None = None):
     """Load a checkpoint directory or zoo model; weights are cast to ``dtype`` (float32 by default).
 
     The folder may also hold another author's format (formats.py: the authors' PosNeoBERT and NeoBERT
@@ -200,27 +179,19 @@ def load_model(
     unexpected = sorted(set(state) - set(expected))
     if missing or unexpected:
         detail = f"missing {missing[:3]}" if missing else f"unexpected {unexpected[:3]}"
-        raise CheckpointError(
-            f"{weights_path}: weights do not match config.json (variant {config.variant!r}): {detail}"
-        )
+        raise CheckpointError(f"{weights_path}: weights do not match config.json (variant {config.variant!r}): {detail}")
     for key, tensor in state.items():
         if tuple(tensor.shape) != tuple(expected[key].shape):
             raise CheckpointError(
                 f"{weights_path}: {key} has shape {tuple(tensor.shape)} but config.json implies {tuple(expected[key].shape)}"
             )
         if not tensor.is_floating_point():  # an integer table cast to float is not a model anyone trained
-            raise CheckpointError(
-                f"{weights_path}: {key} has dtype {str(tensor.dtype).replace('torch.', '')}; "
-                "weights must be floating point (float32, float16 or bfloat16)"
-            )
+            raise CheckpointError(f"{weights_path}: {key} has dtype {str(tensor.dtype).replace('torch.', '')}; "
+                                  "weights must be floating point (float32, float16 or bfloat16)")
     bad = [key for key, tensor in state.items() if not bool(torch.isfinite(tensor).all())]
     if bad:
-        warnings.warn(
-            f"{weights_path}: {len(bad)} tensor(s) hold NaN or inf values ({', '.join(bad[:3])}); "
-            "every activation computed from this model will be NaN",
-            NonFiniteWeightsWarning,
-            stacklevel=2,
-        )
+        warnings.warn(f"{weights_path}: {len(bad)} tensor(s) hold NaN or inf values ({', '.join(bad[:3])}); "
+                      "every activation computed from this model will be NaN", NonFiniteWeightsWarning, stacklevel=2)
     model.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
     if tokenizer is not None:
         tokenizer_path = Path(tokenizer)

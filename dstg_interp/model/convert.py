@@ -22,7 +22,6 @@ from pathlib import Path
 
 import torch
 
-from ..io import check_replaceable
 from .checkpoint import (
     WEIGHTS_FILE,
     CheckpointError,
@@ -30,34 +29,26 @@ from .checkpoint import (
     missing_tokenizer_message,
     save_checkpoint,
 )
+from ..io import check_replaceable
 from .files import files_sha256
 from .saving import checkpoint_foreign_entries
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def convert_checkpoint(
-    source: str | Path,
-    out: str | Path,
-    tokenizer: str | Path | None = None,
-    require_tokenizer: bool = True,
-    overwrite: bool = False,
-    dtype: torch.dtype | None = None,
-) -> Path:
+def convert_checkpoint(source: str | Path, out: str | Path, tokenizer: str | Path | None = None,
+                       require_tokenizer: bool = True, overwrite: bool = False, dtype: torch.dtype | None = None) -> Path:
     """Load ``source`` (any format ``load_model`` reads) and save it in our format at ``out`` atomically."""
     out = Path(out)
-    replace = dict(
-        kind="a checkpoint", owned=checkpoint_foreign_entries, overwrite=overwrite, flag="OUT", suffix="converted"
-    )
+    replace = dict(kind="a checkpoint", owned=checkpoint_foreign_entries, overwrite=overwrite, flag="OUT",
+                   suffix="converted")
     check_replaceable(out, inputs=[source] if Path(source).exists() else [], **replace)  # before the weights load
     model = load_model(source, tokenizer=tokenizer)
     path = model.checkpoint_path
     check_replaceable(out, inputs=[path], **replace)  # a zoo name resolves to a folder only now
     if model.tokenizer is None and require_tokenizer:
         raise CheckpointError(missing_tokenizer_message(path))
-    record = dict(
-        model.config.source or {"path": str(path.resolve()), "format": "dstg-interp", "files": [WEIGHTS_FILE]}
-    )
+    record = dict(model.config.source or {"path": str(path.resolve()), "format": "dstg-interp", "files": [WEIGHTS_FILE]})
     if "sha256" not in record:  # a model converted before keeps the record of its original files
         record["sha256"] = files_sha256([path / name for name in record["files"]])
     model.config.source = record

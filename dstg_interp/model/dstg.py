@@ -58,17 +58,8 @@ class DSTGAttention(nn.Module):
         self.qkv_ap = nn.Linear(cfg.d_ap, qk + cfg.d_ap, bias=False)  # q_ap, k_ap, v_ap
         self.out_sem = nn.Linear(cfg.d_sem, cfg.d_sem, bias=False)
         self.out_ap = nn.Linear(cfg.d_ap, cfg.d_ap, bias=False)
-        self.rel_bias = (
-            RelativePositionBias(
-                cfg.n_heads,
-                cfg.rp_num_buckets,
-                cfg.rp_max_distance,
-                cfg.max_positions,
-                zero_boundary=cfg.rp_zero_boundary,
-            )
-            if cfg.rp_bias
-            else None
-        )
+        self.rel_bias = RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions,
+                                             zero_boundary=cfg.rp_zero_boundary) if cfg.rp_bias else None
         self.hook_logits_sem = HookPoint()  # [batch, head, query_pos, key_pos] q_sem.k_sem / sqrt(d_head)
         self.hook_logits_ap = HookPoint()  # [batch, head, query_pos, key_pos] q_ap.k_ap / sqrt(d_head)
         # [batch, head, query_pos, key_pos] learned bucket bias; a DSTG built with rp_bias=False has no such term
@@ -83,10 +74,8 @@ class DSTGAttention(nn.Module):
     def _project(self, x: torch.Tensor, linear: nn.Linear, d_value: int, stream: str):
         hd = self.n_heads * self.d_head
         q, k, v = linear(x).split([hd, hd, d_value], dim=-1)
-        return tuple(
-            through_head_hook(getattr(self, f"hook_{name}_{stream}"), split_heads(t, self.n_heads))
-            for name, t in zip("qkv", (q, k, v))
-        )
+        return tuple(through_head_hook(getattr(self, f"hook_{name}_{stream}"), split_heads(t, self.n_heads))
+                     for name, t in zip("qkv", (q, k, v)))
 
     def forward(self, x_sem: torch.Tensor, x_ap: torch.Tensor, key_mask: torch.Tensor | None):
         q_sem, k_sem, v_sem = self._project(x_sem, self.qkv_sem, self.d_sem, "sem")
@@ -97,8 +86,9 @@ class DSTGAttention(nn.Module):
         scale = 1.0 / math.sqrt(self.d_head)
         hook_points = [self.hook_logits_sem, self.hook_logits_ap, self.hook_pattern]
         if is_hooked(*hook_points, *([self.hook_logits_rp] if rp is not None else [])):
-            total = self.hook_logits_sem(q_sem @ k_sem.transpose(-1, -2) * scale) + self.hook_logits_ap(
-                q_ap @ k_ap.transpose(-1, -2) * scale
+            total = (
+                self.hook_logits_sem(q_sem @ k_sem.transpose(-1, -2) * scale)
+                + self.hook_logits_ap(q_ap @ k_ap.transpose(-1, -2) * scale)
             )
             if rp is not None:
                 total = total + self.hook_logits_rp(rp.expand(batch, -1, -1, -1))

@@ -60,10 +60,8 @@ def read_safetensors(path: Path) -> dict[str, torch.Tensor]:
         return load_file(str(path))
     except (SafetensorError, OSError, ValueError, RuntimeError) as err:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise CheckpointError(
-            f"{path}: corrupt safetensors file ({message}); the download or save was probably "
-            "interrupted: fetch it again"
-        ) from None
+        raise CheckpointError(f"{path}: corrupt safetensors file ({message}); the download or save was probably "
+                              "interrupted: fetch it again") from None
 
 
 def read_torch_weights(path: Path) -> dict[str, torch.Tensor]:
@@ -73,11 +71,9 @@ def read_torch_weights(path: Path) -> dict[str, torch.Tensor]:
             warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
             state = torch.load(str(path), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        raise CheckpointError(
-            f"{path}: holds pickled Python objects besides tensors, which are never unpickled "
-            "here (torch.load(weights_only=True) refused it); re-save its state_dict() with "
-            "safetensors.torch.save_file as model.safetensors"
-        ) from None
+        raise CheckpointError(f"{path}: holds pickled Python objects besides tensors, which are never unpickled "
+                              "here (torch.load(weights_only=True) refused it); re-save its state_dict() with "
+                              "safetensors.torch.save_file as model.safetensors") from None
     except (RuntimeError, EOFError, OSError, ValueError) as err:
         message = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise CheckpointError(f"{path}: not a readable PyTorch weights file ({message})") from None
@@ -85,9 +81,7 @@ def read_torch_weights(path: Path) -> dict[str, torch.Tensor]:
         if isinstance(state, dict) and isinstance(state.get(wrapper), dict):
             state = state[wrapper]
             break
-    if not isinstance(state, dict) or not all(
-        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
-    ):
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()):
         raise CheckpointError(f"{path}: not a state dict (a mapping of parameter names to tensors)")
     return state
 
@@ -109,9 +103,7 @@ def weight_files(folder: Path, allow_torch: bool) -> list[Path]:
         for name in TORCH_WEIGHT_FILES:
             if (folder / name).is_file():
                 return [folder / name]
-        raise CheckpointError(
-            f"{folder}: no weights ({WEIGHTS_FILE}, {SHARD_INDEX_FILE} or {' or '.join(TORCH_WEIGHT_FILES)})"
-        )
+        raise CheckpointError(f"{folder}: no weights ({WEIGHTS_FILE}, {SHARD_INDEX_FILE} or {' or '.join(TORCH_WEIGHT_FILES)})")
     raise CheckpointError(f"{folder}: no {WEIGHTS_FILE}")
 
 
@@ -155,11 +147,7 @@ def read_tokenizer(path: str | Path) -> Tokenizer:
         raise CheckpointError(f"{path}: tokenizer file not found")
     try:
         if path.suffix == ".txt":
-            options = (
-                read_json(path.parent / "tokenizer_config.json")
-                if (path.parent / "tokenizer_config.json").is_file()
-                else {}
-            )
+            options = read_json(path.parent / "tokenizer_config.json") if (path.parent / "tokenizer_config.json").is_file() else {}
             wordpiece = BertWordPieceTokenizer(str(path), lowercase=bool(options.get("do_lower_case", True)))
             tokenizer = Tokenizer.from_str(wordpiece.to_str())
         else:
@@ -188,16 +176,10 @@ def check_tokenizer_fits(n_tokens: int, vocab_size: int, where: str, error=Value
     """The rule for a tokenizer beside an embedding of ``vocab_size`` rows: never more tokens than rows
     (``error`` is raised), and a warning below MIN_TOKENIZER_SHARE of them."""
     if n_tokens > vocab_size:
-        raise error(
-            f"{where}: the tokenizer has {n_tokens} tokens but the model's embedding only {vocab_size} rows, "
-            "so some token ids have no embedding; pass the tokenizer the model was trained with"
-        )
+        raise error(f"{where}: the tokenizer has {n_tokens} tokens but the model's embedding only {vocab_size} rows, "
+                    "so some token ids have no embedding; pass the tokenizer the model was trained with")
     if n_tokens < MIN_TOKENIZER_SHARE * vocab_size:
-        warnings.warn(
-            f"{where}: the tokenizer has {n_tokens} tokens for an embedding of {vocab_size} rows "
-            f"({n_tokens / vocab_size:.0%}); a padded embedding keeps at least {MIN_TOKENIZER_SHARE:.0%} "
-            "of its rows in use, so this looks like another model's tokenizer: its ids would mean other "
-            "words",
-            TokenizerMismatchWarning,
-            stacklevel=3,
-        )
+        warnings.warn(f"{where}: the tokenizer has {n_tokens} tokens for an embedding of {vocab_size} rows "
+                      f"({n_tokens / vocab_size:.0%}); a padded embedding keeps at least {MIN_TOKENIZER_SHARE:.0%} "
+                      "of its rows in use, so this looks like another model's tokenizer: its ids would mean other "
+                      "words", TokenizerMismatchWarning, stacklevel=3)

@@ -43,7 +43,7 @@ def is_neobert_family(data: dict) -> bool:
 
 def strip_prefix(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``NeoBERTLMHead`` saves the encoder under ``model.``; the decoder and encoder-only files have no prefix."""
-    return {key[len("model.") :] if key.startswith("model.") else key: value for key, value in state.items()}
+    return {key[len("model."):] if key.startswith("model.") else key: value for key, value in state.items()}
 
 
 def detect_format(path: Path, data: dict, keys: set[str]) -> str:
@@ -51,8 +51,7 @@ def detect_format(path: Path, data: dict, keys: set[str]) -> str:
     if any(key.endswith(".qk.weight") for key in keys):
         raise CheckpointError(
             f"{path}: the oldest PosNeoBERT layout (one fused 'qk' projection over [AP | sem], training code 0365188) "
-            "mixes the two streams inside attention, which no two-stream model can represent; it cannot be loaded"
-        )
+            "mixes the two streams inside attention, which no two-stream model can represent; it cannot be loaded")
     if data.get("posneobert"):
         return "posneobert-training" if any(key.endswith(".qk_pos.weight") for key in keys) else "posneobert"
     return "neobert" if "rope" not in data else "neobert-baseline"

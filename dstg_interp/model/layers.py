@@ -31,9 +31,7 @@ class SwiGLU(nn.Module):
         self.d_hidden = d_hidden
         self.w_in = nn.Linear(d_in, 2 * d_hidden, bias=False)
         self.w_out = nn.Linear(d_hidden, d_out, bias=False)
-        self.hook_post = (
-            HookPoint()
-        )  # [batch, pos, d_hidden] the hidden units W_down reads (TransformerLens' mlp.hook_post)
+        self.hook_post = HookPoint()  # [batch, pos, d_hidden] the hidden units W_down reads (TransformerLens' mlp.hook_post)
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:  # [..., d_in] -> [..., d_hidden]
         gate, up = self.w_in(x).chunk(2, dim=-1)
@@ -59,10 +57,9 @@ def t5_offset_buckets(offset: torch.Tensor, num_buckets: int, max_distance: int)
     bucket = (offset > 0).long() * half
     distance = offset.abs()
     exact = half // 2
-    log_bucket = (
-        exact
-        + (torch.log(distance.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (half - exact)).long()
-    )
+    log_bucket = exact + (
+        torch.log(distance.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (half - exact)
+    ).long()
     log_bucket = log_bucket.clamp(max=half - 1)
     return bucket + torch.where(distance < exact, distance, log_bucket)
 
@@ -75,9 +72,7 @@ class RelativePositionBias(nn.Module):
     batch the last *real* token of a shorter sequence keeps its bias.
     """
 
-    def __init__(
-        self, n_heads: int, num_buckets: int, max_distance: int, max_positions: int, zero_boundary: bool = False
-    ):
+    def __init__(self, n_heads: int, num_buckets: int, max_distance: int, max_positions: int, zero_boundary: bool = False):
         super().__init__()
         self.zero_boundary = zero_boundary
         self.bias = nn.Parameter(torch.zeros(num_buckets, n_heads))
@@ -140,9 +135,8 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:  # [B, H, T, d] -> [B, T, H*d]
     return x.transpose(1, 2).reshape(b, t, h * d)
 
 
-def attention_with_learned_bias(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, key_mask: torch.Tensor | None, scale: float
-) -> torch.Tensor:
+def attention_with_learned_bias(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor,
+                                 key_mask: torch.Tensor | None, scale: float) -> torch.Tensor:
     """softmax(q k^T * scale + bias + key_mask) v, for training a learned bias: q, k [B, H, T, d_qk], v [B, H, T, d_v],
     bias [1, H, T, T], key_mask [B, 1, 1, T] or None -> [B, H, T, d_v].
 
@@ -154,12 +148,9 @@ def attention_with_learned_bias(
     """
     batch, heads, seq_len, d_qk = q.shape
     mask = bias if key_mask is None else bias + key_mask
-    scores = torch.baddbmm(
-        mask.expand(batch, heads, seq_len, seq_len).reshape(batch * heads, seq_len, seq_len),
-        q.reshape(batch * heads, seq_len, d_qk),
-        k.reshape(batch * heads, seq_len, d_qk).transpose(1, 2),
-        alpha=scale,
-    )
+    scores = torch.baddbmm(mask.expand(batch, heads, seq_len, seq_len).reshape(batch * heads, seq_len, seq_len),
+                           q.reshape(batch * heads, seq_len, d_qk), k.reshape(batch * heads, seq_len, d_qk).transpose(1, 2),
+                           alpha=scale)
     z = torch.bmm(scores.softmax(dim=-1), v.reshape(batch * heads, seq_len, v.shape[-1]))
     return z.view(batch, heads, seq_len, v.shape[-1])
 

@@ -41,10 +41,8 @@ class ForeignCheckpoint:
 def check_supported(path: Path, data: dict) -> None:
     for field, (runnable, meaning) in UNSUPPORTED_VALUES.items():
         if field in data and data[field] != runnable:
-            raise CheckpointError(
-                f"{path / CONFIG_FILE}: {field}={data[field]!r} ({meaning}) is not supported; "
-                f"only {field}={runnable!r} can be loaded"
-            )
+            raise CheckpointError(f"{path / CONFIG_FILE}: {field}={data[field]!r} ({meaning}) is not supported; "
+                                  f"only {field}={runnable!r} can be loaded")
 
 
 def field(data: dict, name: str, path: Path, default=None):
@@ -66,31 +64,23 @@ def check_shapes(file: Path, state: dict[str, torch.Tensor], expected: dict[str,
     """The file's keys and shapes against what config.json implies: one line naming the first disagreement."""
     missing = sorted(key for key in expected if key not in state and key not in optional)
     if missing:
-        raise CheckpointError(
-            f"{file}: weights do not match config.json: missing {missing[0]!r}"
-            + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
-        )
+        raise CheckpointError(f"{file}: weights do not match config.json: missing {missing[0]!r}"
+                              + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""))
     unexpected = sorted(key for key in state if key not in expected)
     if unexpected:
-        raise CheckpointError(
-            f"{file}: weights do not match config.json: unexpected {unexpected[0]!r}"
-            + (f" and {len(unexpected) - 1} more" if len(unexpected) > 1 else "")
-            + " (only the MLM-head and encoder-only layouts are read, not classification heads)"
-        )
+        raise CheckpointError(f"{file}: weights do not match config.json: unexpected {unexpected[0]!r}"
+                              + (f" and {len(unexpected) - 1} more" if len(unexpected) > 1 else "")
+                              + " (only the MLM-head and encoder-only layouts are read, not classification heads)")
     for key, shape in expected.items():
         if key in state and tuple(state[key].shape) != tuple(shape):
-            raise CheckpointError(
-                f"{file}: {key} has shape {tuple(state[key].shape)} but config.json implies {tuple(shape)}"
-            )
+            raise CheckpointError(f"{file}: {key} has shape {tuple(state[key].shape)} but config.json implies {tuple(shape)}")
 
 
 def check_bucket_grid(file: Path, state: dict[str, torch.Tensor], key: str, expected_grid: torch.Tensor) -> None:
     """The authors store their bucket grid; ours is recomputed, so the two must agree exactly."""
     if key in state and not torch.equal(state[key].long(), expected_grid):
-        raise CheckpointError(
-            f"{file}: {key} is not the T5 bucket grid ({AUTHORS_RP_BUCKETS} buckets, max distance "
-            f"{AUTHORS_RP_MAX_DISTANCE}) that our relative bias computes"
-        )
+        raise CheckpointError(f"{file}: {key} is not the T5 bucket grid ({AUTHORS_RP_BUCKETS} buckets, max distance "
+                              f"{AUTHORS_RP_MAX_DISTANCE}) that our relative bias computes")
 
 
 def position_rows(table: torch.Tensor, pad_token_id: int, max_length: int) -> tuple[torch.Tensor, int]:
@@ -100,7 +90,7 @@ def position_rows(table: torch.Tensor, pad_token_id: int, max_length: int) -> tu
     n_rows = min(max_length, table.shape[0] - first)
     if n_rows <= 0:
         raise CheckpointError(f"position table of {table.shape[0]} rows has none past the padding row {pad_token_id}")
-    return table[first : first + n_rows].clone(), n_rows
+    return table[first:first + n_rows].clone(), n_rows
 
 
 def vocabulary_fields(data: dict, path: Path) -> dict:
@@ -108,17 +98,11 @@ def vocabulary_fields(data: dict, path: Path) -> dict:
     vocab_size = field(data, "vocab_size", path)
     pad_token_id = data.get("pad_token_id", 0)
     if not isinstance(pad_token_id, int) or not 0 <= pad_token_id < vocab_size:
-        raise CheckpointError(
-            f"{path / CONFIG_FILE}: pad_token_id {pad_token_id!r} is outside the vocabulary of {vocab_size}"
-        )
-    return dict(
-        vocab_size=vocab_size,
-        pad_token_id=pad_token_id,
-        n_layers=field(data, "num_hidden_layers", path),
-        n_heads=field(data, "num_attention_heads", path),
-        # NeoBERT's class default is 1e-6; their yaml and published files say 1e-5: take the file's.
-        norm_eps=float(field(data, "norm_eps", path, default=1e-6)),
-    )
+        raise CheckpointError(f"{path / CONFIG_FILE}: pad_token_id {pad_token_id!r} is outside the vocabulary of {vocab_size}")
+    return dict(vocab_size=vocab_size, pad_token_id=pad_token_id, n_layers=field(data, "num_hidden_layers", path),
+                n_heads=field(data, "num_attention_heads", path),
+                # NeoBERT's class default is 1e-6; their yaml and published files say 1e-5: take the file's.
+                norm_eps=float(field(data, "norm_eps", path, default=1e-6)))
 
 
 def make_config(path: Path, format_name: str, **fields) -> ModelConfig:

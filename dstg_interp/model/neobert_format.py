@@ -41,10 +41,8 @@ def baseline_variant(data: dict, path: Path, format_name: str) -> str:
     kinds = [name for name, on in (("rope", rope), ("ap", ap and not rope), ("rp", rp)) if on]
     if len(kinds) != 1:
         found = " + ".join(kinds) if kinds else "no position information at all"
-        raise CheckpointError(
-            f"{path / CONFIG_FILE}: a baseline with {found} (rope={rope}, AP_embeddings={ap}, "
-            f"relative_pos_bias={rp}) has no counterpart among our rope / ap / rp baselines"
-        )
+        raise CheckpointError(f"{path / CONFIG_FILE}: a baseline with {found} (rope={rope}, AP_embeddings={ap}, "
+                              f"relative_pos_bias={rp}) has no counterpart among our rope / ap / rp baselines")
     return kinds[0]
 
 
@@ -54,23 +52,11 @@ def expected_shapes(variant: str, h: int, V: int, M: int, H: int, L: int, F: int
         shapes["positional_embedding.weight"] = (M + 1, h)
     for i in range(L):
         t = f"transformer_encoder.{i}."
-        shapes.update(
-            {
-                t + "qkv.weight": (3 * h, h),
-                t + "wo.weight": (h, h),
-                t + "ffn.w12.weight": (2 * F, h),
-                t + "ffn.w3.weight": (h, F),
-                t + "attention_norm.weight": (h,),
-                t + "ffn_norm.weight": (h,),
-            }
-        )
+        shapes.update({t + "qkv.weight": (3 * h, h), t + "wo.weight": (h, h), t + "ffn.w12.weight": (2 * F, h),
+                       t + "ffn.w3.weight": (h, F), t + "attention_norm.weight": (h,), t + "ffn_norm.weight": (h,)})
         if variant == "rp":
-            shapes.update(
-                {
-                    t + "relative_pos_bias.relative_attention_bias": (AUTHORS_RP_BUCKETS, H),
-                    t + "relative_pos_bias.bucket_indices": (M, M),
-                }
-            )
+            shapes.update({t + "relative_pos_bias.relative_attention_bias": (AUTHORS_RP_BUCKETS, H),
+                           t + "relative_pos_bias.bucket_indices": (M, M)})
     return shapes
 
 
@@ -106,44 +92,19 @@ def read_neobert(path: Path, file: Path, data: dict, state: dict, format_name: s
     out = {"embed.weight": state["encoder.weight"], "final_norm.weight": state["layer_norm.weight"]}
     max_positions = M
     if variant == "ap":
-        out["pos_embed.weight"], max_positions = position_rows(
-            state["positional_embedding.weight"], base["pad_token_id"], M
-        )
+        out["pos_embed.weight"], max_positions = position_rows(state["positional_embedding.weight"], base["pad_token_id"], M)
     for i in range(L):
         t, o = f"transformer_encoder.{i}.", f"blocks.{i}."
         out[o + "attn.qkv.weight"] = regroup_qkv(state[t + "qkv.weight"], H, rope=variant == "rope")
         out[o + "attn.out.weight"] = state[t + "wo.weight"]
         if variant == "rp":
             out[o + "attn.rel_bias.bias"] = state[t + "relative_pos_bias.relative_attention_bias"]
-        out[o + "norm_attn.weight"], out[o + "norm_mlp.weight"] = (
-            state[t + "attention_norm.weight"],
-            state[t + "ffn_norm.weight"],
-        )
-        out[o + "mlp.w_in.weight"], out[o + "mlp.w_out.weight"] = (
-            state[t + "ffn.w12.weight"],
-            state[t + "ffn.w3.weight"],
-        )
+        out[o + "norm_attn.weight"], out[o + "norm_mlp.weight"] = state[t + "attention_norm.weight"], state[t + "ffn_norm.weight"]
+        out[o + "mlp.w_in.weight"], out[o + "mlp.w_out.weight"] = state[t + "ffn.w12.weight"], state[t + "ffn.w3.weight"]
     has_decoder = "decoder.weight" in state
     if has_decoder:
         out["mlm_head.weight"], out["mlm_head.bias"] = state["decoder.weight"], state["decoder.bias"]
-    extra = (
-        dict(rp_num_buckets=AUTHORS_RP_BUCKETS, rp_max_distance=AUTHORS_RP_MAX_DISTANCE, rp_zero_boundary=True)
-        if variant == "rp"
-        else {}
-    )
-    config = make_config(
-        path,
-        format_name,
-        variant=variant,
-        d_model=h,
-        d_head=h // H,
-        d_mlp=F,
-        max_positions=max_positions,
-        rope_theta=10000.0,
-        encoder_only=not has_decoder,
-        **extra,
-        **base,
-    )
-    return ForeignCheckpoint(
-        config=config, state={k: v.float().contiguous() for k, v in out.items()}, format=format_name
-    )
+    extra = dict(rp_num_buckets=AUTHORS_RP_BUCKETS, rp_max_distance=AUTHORS_RP_MAX_DISTANCE, rp_zero_boundary=True) if variant == "rp" else {}
+    config = make_config(path, format_name, variant=variant, d_model=h, d_head=h // H, d_mlp=F, max_positions=max_positions,
+                         rope_theta=10000.0, encoder_only=not has_decoder, **extra, **base)
+    return ForeignCheckpoint(config=config, state={k: v.float().contiguous() for k, v in out.items()}, format=format_name)

@@ -49,55 +49,32 @@ def ffn_kind(data: dict, path: Path) -> str:
         return "masked"
     if activation == "swiglu":
         return "mixed" if data.get("mixed_feed_forward", True) else "separate"
-    raise CheckpointError(
-        f"{path / CONFIG_FILE}: hidden_act={data.get('hidden_act')!r} is not supported; only the SwiGLU "
-        "FFNs ('swiglu', 'posbertswiglu') have a counterpart in our models"
-    )
+    raise CheckpointError(f"{path / CONFIG_FILE}: hidden_act={data.get('hidden_act')!r} is not supported; only the SwiGLU "
+                          "FFNs ('swiglu', 'posbertswiglu') have a counterpart in our models")
 
 
 def expected_shapes(d: dict) -> dict[str, tuple]:
     """Every key of their file (model. prefix stripped) and its shape, from config.json alone."""
     h, p, dq, V, F = d["h"], d["p"], d["dq"], d["V"], d["F"]
-    shapes = {
-        "encoder.weight": (V, h),
-        "positional_embedding.weight": (d["M"] + 1, p),
-        "sem_layer_norm.weight": (h,),
-        "pos_layer_norm.weight": (p,),
-        "decoder.weight": (V, h if d["sem_decoder"] else h + p),
-        "decoder.bias": (V,),
-    }
+    shapes = {"encoder.weight": (V, h), "positional_embedding.weight": (d["M"] + 1, p),
+              "sem_layer_norm.weight": (h,), "pos_layer_norm.weight": (p,),
+              "decoder.weight": (V, h if d["sem_decoder"] else h + p), "decoder.bias": (V,)}
     for i in range(d["L"]):
         t = f"transformer_encoder.{i}."
         if d["training_code"]:
-            shapes.update(
-                {
-                    t + "qk_pos.weight": (2 * dq, p),
-                    t + "qk_sem.weight": (2 * dq, h),
-                    t + "v_pos.weight": (p, p),
-                    t + "v_sem.weight": (h, h),
-                }
-            )
+            shapes.update({t + "qk_pos.weight": (2 * dq, p), t + "qk_sem.weight": (2 * dq, h),
+                           t + "v_pos.weight": (p, p), t + "v_sem.weight": (h, h)})
         else:
             shapes.update({t + "qkv_pos.weight": (2 * dq + p, p), t + "qkv_sem.weight": (2 * dq + h, h)})
         shapes.update({t + "wo_pos.weight": (p, p), t + "wo_sem.weight": (h, h)})
         for name, width in (("sem", h), ("pos", p)):
             shapes.update({t + f"{name}_attention_norm.weight": (width,), t + f"{name}_ffn_norm.weight": (width,)})
         if d["rp"]:
-            shapes.update(
-                {
-                    t + "relative_pos_bias.relative_attention_bias": (AUTHORS_RP_BUCKETS, d["H"]),
-                    t + "relative_pos_bias.bucket_indices": (d["M"], d["M"]),
-                }
-            )
+            shapes.update({t + "relative_pos_bias.relative_attention_bias": (AUTHORS_RP_BUCKETS, d["H"]),
+                           t + "relative_pos_bias.bucket_indices": (d["M"], d["M"])})
         if d["ffn"] == "separate":
-            shapes.update(
-                {
-                    t + "pos_ffn.w12.weight": (2 * d["F_ap"], p),
-                    t + "pos_ffn.w3.weight": (p, d["F_ap"]),
-                    t + "sem_ffn.w12.weight": (2 * d["F_sem"], h),
-                    t + "sem_ffn.w3.weight": (h, d["F_sem"]),
-                }
-            )
+            shapes.update({t + "pos_ffn.w12.weight": (2 * d["F_ap"], p), t + "pos_ffn.w3.weight": (p, d["F_ap"]),
+                           t + "sem_ffn.w12.weight": (2 * d["F_sem"], h), t + "sem_ffn.w3.weight": (h, d["F_sem"])})
         else:
             shapes.update({t + "ffn.w12.weight": (2 * F, p + h), t + "ffn.w3.weight": (p + h, F)})
             if d["ffn"] == "masked":
@@ -157,38 +134,22 @@ def map_ffn(file: Path, state: dict, t: str, o: str, d: dict, out: dict) -> int:
 
 def read_posneobert(path: Path, file: Path, data: dict, state: dict, format_name: str) -> ForeignCheckpoint:
     if data.get("rope"):
-        raise CheckpointError(
-            f"{path / CONFIG_FILE}: rope=true inside PosNeoBERT is not supported (DSTG models "
-            "carry position in the AP stream and the relative bias)"
-        )
+        raise CheckpointError(f"{path / CONFIG_FILE}: rope=true inside PosNeoBERT is not supported (DSTG models "
+                              "carry position in the AP stream and the relative bias)")
     base = vocabulary_fields(data, path)
     h, p = field(data, "hidden_size", path), field(data, "pos_size", path)
     H, M = base["n_heads"], field(data, "max_length", path)
     if (h + p) % H:
         raise CheckpointError(f"{path / CONFIG_FILE}: hidden_size + pos_size = {h + p} is not divisible by {H} heads")
     if data.get("dim_head", (h + p) // H) != (h + p) // H:
-        raise CheckpointError(
-            f"{path / CONFIG_FILE}: dim_head={data['dim_head']} but PosNeoBERT implies "
-            f"(hidden_size + pos_size) / heads = {(h + p) // H}"
-        )
+        raise CheckpointError(f"{path / CONFIG_FILE}: dim_head={data['dim_head']} but PosNeoBERT implies "
+                              f"(hidden_size + pos_size) / heads = {(h + p) // H}")
     # B's class defaults are 4x each width, the training code's 1536/3072: read them, never assume.
     ap_inner, sem_inner = data.get("pos_intermediate_size") or 4 * p, data.get("intermediate_size") or 4 * h
-    d = dict(
-        h=h,
-        p=p,
-        H=H,
-        L=base["n_layers"],
-        M=M,
-        V=base["vocab_size"],
-        dq=h + p,
-        ffn=ffn_kind(data, path),
-        F=multiple_of_8_up(2 * (ap_inner + sem_inner) / 3),
-        F_ap=multiple_of_8_up(2 * ap_inner / 3),
-        F_sem=multiple_of_8_up(2 * sem_inner / 3),
-        rp=bool(data.get("relative_pos_bias")),
-        sem_decoder=bool(data.get("use_only_sem_for_decoding")),
-        training_code=format_name == "posneobert-training",
-    )
+    d = dict(h=h, p=p, H=H, L=base["n_layers"], M=M, V=base["vocab_size"], dq=h + p, ffn=ffn_kind(data, path),
+             F=multiple_of_8_up(2 * (ap_inner + sem_inner) / 3), F_ap=multiple_of_8_up(2 * ap_inner / 3),
+             F_sem=multiple_of_8_up(2 * sem_inner / 3), rp=bool(data.get("relative_pos_bias")),
+             sem_decoder=bool(data.get("use_only_sem_for_decoding")), training_code=format_name == "posneobert-training")
     shapes = expected_shapes(d)
     buckets = {key for key in shapes if key.endswith("bucket_indices")}
     check_shapes(file, state, shapes, optional=buckets | {"decoder.weight", "decoder.bias"})
@@ -199,58 +160,33 @@ def read_posneobert(path: Path, file: Path, data: dict, state: dict, format_name
         check_bucket_grid(file, state, key, grid)
 
     ap_rows, max_positions = position_rows(state["positional_embedding.weight"], base["pad_token_id"], M)
-    out = {
-        "embed.weight": state["encoder.weight"],
-        "ap_embed.weight": ap_rows,
-        "final_norm_sem.weight": state["sem_layer_norm.weight"],
-        "final_norm_ap.weight": state["pos_layer_norm.weight"],
-    }
+    out = {"embed.weight": state["encoder.weight"], "ap_embed.weight": ap_rows,
+           "final_norm_sem.weight": state["sem_layer_norm.weight"], "final_norm_ap.weight": state["pos_layer_norm.weight"]}
     ap_units = set()
     for i in range(d["L"]):
         t, o = f"transformer_encoder.{i}.", f"blocks.{i}."
         out[o + "attn.qkv_sem.weight"] = split_qkv(state, t, "sem", d)
         out[o + "attn.qkv_ap.weight"] = split_qkv(state, t, "pos", d)
-        out[o + "attn.out_sem.weight"], out[o + "attn.out_ap.weight"] = (
-            state[t + "wo_sem.weight"],
-            state[t + "wo_pos.weight"],
-        )
-        out[o + "attn.rel_bias.bias"] = (
-            state[t + "relative_pos_bias.relative_attention_bias"] if d["rp"] else torch.zeros(AUTHORS_RP_BUCKETS, H)
-        )
+        out[o + "attn.out_sem.weight"], out[o + "attn.out_ap.weight"] = state[t + "wo_sem.weight"], state[t + "wo_pos.weight"]
+        out[o + "attn.rel_bias.bias"] = (state[t + "relative_pos_bias.relative_attention_bias"] if d["rp"]
+                                         else torch.zeros(AUTHORS_RP_BUCKETS, H))
         for ours, theirs in (("norm_attn", "attention_norm"), ("norm_mlp", "ffn_norm")):
             out[o + f"{ours}_sem.weight"] = state[t + f"sem_{theirs}.weight"]
             out[o + f"{ours}_ap.weight"] = state[t + f"pos_{theirs}.weight"]
         ap_units.add(map_ffn(file, state, t, o, d, out))
     if len(ap_units) != 1:
-        raise CheckpointError(
-            f"{file}: ffn.mask gives different AP widths per layer ({sorted(ap_units)}); our split FFN has one"
-        )
+        raise CheckpointError(f"{file}: ffn.mask gives different AP widths per layer ({sorted(ap_units)}); "
+                              "our split FFN has one")
     has_decoder = "decoder.weight" in state
     if has_decoder:
-        out["mlm_head.weight"] = (
-            state["decoder.weight"] if d["sem_decoder"] else state["decoder.weight"][:, ap_last_to_first(p, h)]
-        )
+        out["mlm_head.weight"] = state["decoder.weight"] if d["sem_decoder"] else state["decoder.weight"][:, ap_last_to_first(p, h)]
         out["mlm_head.bias"] = state["decoder.bias"]
     mixed = d["ffn"] == "mixed"
     config = make_config(
-        path,
-        format_name,
-        variant="dstg",
-        d_sem=h,
-        d_ap=p,
-        d_head=(h + p) // H,
-        max_positions=max_positions,
+        path, format_name, variant="dstg", d_sem=h, d_ap=p, d_head=(h + p) // H, max_positions=max_positions,
         d_mlp=d["F_ap"] + d["F_sem"] if d["ffn"] == "separate" else d["F"],
-        mlp_mode="mixed" if mixed else "split",
-        mlp_ap_units=None if mixed else ap_units.pop(),
-        residual_from_normed=True,
-        rp_zero_boundary=d["rp"] and not d["training_code"],
-        rp_num_buckets=AUTHORS_RP_BUCKETS,
-        rp_max_distance=AUTHORS_RP_MAX_DISTANCE,
-        mlm_head_input="sem" if d["sem_decoder"] else "full",
-        encoder_only=not has_decoder,
-        **base,
-    )
-    return ForeignCheckpoint(
-        config=config, state={k: v.float().contiguous() for k, v in out.items()}, format=format_name
-    )
+        mlp_mode="mixed" if mixed else "split", mlp_ap_units=None if mixed else ap_units.pop(),
+        residual_from_normed=True, rp_zero_boundary=d["rp"] and not d["training_code"],
+        rp_num_buckets=AUTHORS_RP_BUCKETS, rp_max_distance=AUTHORS_RP_MAX_DISTANCE,
+        mlm_head_input="sem" if d["sem_decoder"] else "full", encoder_only=not has_decoder, **base)
+    return ForeignCheckpoint(config=config, state={k: v.float().contiguous() for k, v in out.items()}, format=format_name)

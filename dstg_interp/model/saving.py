@@ -41,9 +41,7 @@ def save_checkpoint(
     tmp = atomic_directory(path)
     try:
         # clone: a tied MLM head shares the embedding's storage, which safetensors refuses to write twice
-        state = {
-            k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous().clone() for k, v in model.state_dict().items()
-        }
+        state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous().clone() for k, v in model.state_dict().items()}
         save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
         model.config.to_json(tmp / CONFIG_FILE)
         if tokenizer is not None:
@@ -56,9 +54,7 @@ def save_checkpoint(
     except SafetensorError as err:  # safetensors reports a full disk as its own error type
         shutil.rmtree(tmp, ignore_errors=True)
         full = "No space left" in str(err) or "StorageFull" in str(err)
-        raise OSError(
-            errno.ENOSPC if full else errno.EIO, "No space left on device" if full else str(err), str(path)
-        ) from None
+        raise OSError(errno.ENOSPC if full else errno.EIO, "No space left on device" if full else str(err), str(path)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -27,8 +27,6 @@ OFFSET_COLOR = "#56B4E9"
 
 def arm_color(model: str, models: list[str]) -> str:
     return OFFSET_COLOR if str(model).endswith("-offset") else model_color(model, models)
-
-
 METHOD_MARKERS = {"chunked": "", "native": "o", "curve": "s", "repeat": "v", "stretch": "^"}
 METHOD_DASHES = {"chunked": (1, 2), "native": "", "curve": "", "repeat": (4, 2), "stretch": (4, 1, 1, 1)}
 
@@ -47,43 +45,21 @@ def _arms(frame: pd.DataFrame) -> list[tuple[str, str]]:
 def plot_mlm_by_position(mlm: pd.DataFrame, out_dir, trained_length: int, stem: str = "mlm_by_position") -> dict:
     """Columns = lengths; rows = accuracy, loss; one line per (model, method) over position buckets (the model's
     colour, the method's dashes); the grey line is the trained length."""
-    require_columns(
-        mlm, ["model", "method", "length", "bucket_start", "bucket_end", "loss", "accuracy"], "the MLM table"
-    )
+    require_columns(mlm, ["model", "method", "length", "bucket_start", "bucket_end", "loss", "accuracy"], "the MLM table")
     models = ordered_models(mlm.model)
     arms = _arms(mlm)
-    frame = mlm.assign(
-        arm=[arm_label(m, k) for m, k in zip(mlm.model, mlm.method)], position=(mlm.bucket_start + mlm.bucket_end) / 2
-    )
-    long = frame.melt(
-        id_vars=["arm", "model", "method", "length", "position"],
-        value_vars=["accuracy", "loss"],
-        var_name="metric",
-        value_name="value",
-    )
+    frame = mlm.assign(arm=[arm_label(m, k) for m, k in zip(mlm.model, mlm.method)],
+                       position=(mlm.bucket_start + mlm.bucket_end) / 2)
+    long = frame.melt(id_vars=["arm", "model", "method", "length", "position"], value_vars=["accuracy", "loss"],
+                      var_name="metric", value_name="value")
     long["metric"] = long.metric.map({"accuracy": "MLM accuracy (masked tokens)", "loss": "MLM loss (nats)"})
     labels = [arm_label(*arm) for arm in arms]
-    grid = sns.relplot(
-        data=long,
-        x="position",
-        y="value",
-        hue="arm",
-        hue_order=labels,
-        palette={arm_label(m, k): arm_color(m, models) for m, k in arms},
-        style="arm",
-        style_order=labels,
-        dashes={arm_label(m, k): METHOD_DASHES.get(k, "") for m, k in arms},
-        markers={arm_label(m, k): METHOD_MARKERS.get(k, ".") or "." for m, k in arms},
-        row="metric",
-        col="length",
-        kind="line",
-        errorbar=None,
-        height=3.0,
-        aspect=1.5,
-        markersize=4,
-        linewidth=1.3,
-        facet_kws={"sharey": "row", "sharex": "col"},
-    )
+    grid = sns.relplot(data=long, x="position", y="value", hue="arm", hue_order=labels,
+                       palette={arm_label(m, k): arm_color(m, models) for m, k in arms},
+                       style="arm", style_order=labels, dashes={arm_label(m, k): METHOD_DASHES.get(k, "") for m, k in arms},
+                       markers={arm_label(m, k): METHOD_MARKERS.get(k, ".") or "." for m, k in arms},
+                       row="metric", col="length", kind="line", errorbar=None, height=3.0, aspect=1.5, markersize=4,
+                       linewidth=1.3, facet_kws={"sharey": "row", "sharex": "col"})
     for ax in grid.axes.flat:
         ax.axvline(trained_length, color="#777777", linewidth=0.8)
         ax.grid(alpha=0.3)
@@ -94,23 +70,13 @@ def plot_mlm_by_position(mlm: pd.DataFrame, out_dir, trained_length: int, stem: 
     return save_figure(grid.figure, out_dir, stem, {"trained_length": trained_length, "rows": mlm})
 
 
-def plot_probe_ranges(
-    ranges: pd.DataFrame,
-    out_dir,
-    trained_length: int,
-    layer=None,
-    fit_on: str = "all",
-    metric: str = "mae",
-    stem: str = "probe_ranges",
-) -> dict:
+def plot_probe_ranges(ranges: pd.DataFrame, out_dir, trained_length: int, layer=None, fit_on: str = "all",
+                      metric: str = "mae", stem: str = "probe_ranges") -> dict:
     """Bars of a held-out probe metric inside vs beyond the trained range at ``layer`` (default: the last),
     per arm; panels = targets x lengths.  Every model's full state (DSTG: [sem, ap]).  ``metric``: ``mae``
     (mean absolute error in positions / sentences; lower is better) or ``r2`` (within each range)."""
-    require_columns(
-        ranges,
-        ["model", "method", "length", "layer", "subspace", "target", "fit_on", "range", metric],
-        "the probe-range table",
-    )
+    require_columns(ranges, ["model", "method", "length", "layer", "subspace", "target", "fit_on", "range", metric],
+                    "the probe-range table")
     layer = int(ranges.layer.max()) if layer is None else layer
     rows = ranges[(ranges.layer == layer) & (ranges.subspace == "full") & (ranges.fit_on == fit_on)]
     if rows.empty:
@@ -118,29 +84,21 @@ def plot_probe_ranges(
     targets, lengths = sorted(rows.target.unique()), sorted(rows.length.unique())
     models = ordered_models(rows.model)
     arms = _arms(rows)
-    fig, axes = plt.subplots(
-        len(targets), len(lengths), figsize=(0.55 * len(arms) * len(lengths) + 2, 3.2 * len(targets)), squeeze=False
-    )
+    fig, axes = plt.subplots(len(targets), len(lengths), figsize=(0.55 * len(arms) * len(lengths) + 2, 3.2 * len(targets)),
+                             squeeze=False)
     x = np.arange(len(arms))
     units = {"token_position": "positions", "sentence_index": "sentences"}
     for i, target in enumerate(targets):
         for j, length in enumerate(lengths):
             ax = axes[i, j]
-            cell = rows[(rows.target == target) & (rows.length == length)].set_index(["model", "method", "range"])[
-                metric
-            ]
+            cell = rows[(rows.target == target) & (rows.length == length)].set_index(["model", "method", "range"])[metric]
             for k, (part, alpha) in enumerate((("inside", 0.45), ("beyond", 1.0))):
                 values = np.array([cell.get((model, method, part), np.nan) for model, method in arms], dtype=float)
                 if metric == "r2":
                     values = np.clip(values, -0.2, None)
-                ax.bar(
-                    x + (k - 0.5) * 0.4,
-                    values,
-                    width=0.4,
-                    alpha=alpha,
-                    color=[arm_color(model, models) for model, _ in arms],
-                    label=f"{part} the trained {trained_length}" if i == 0 and j == 0 else None,
-                )
+                ax.bar(x + (k - 0.5) * 0.4, values, width=0.4, alpha=alpha,
+                       color=[arm_color(model, models) for model, _ in arms],
+                       label=f"{part} the trained {trained_length}" if i == 0 and j == 0 else None)
             ax.axhline(0, color="black", linewidth=0.6)
             ax.set_xticks(x, [arm_label(*arm) for arm in arms], rotation=60, ha="right", fontsize=7)
             ylabel = "R² within the range" if metric == "r2" else f"mean abs. error ({units.get(target, 'units')})"
@@ -150,19 +108,8 @@ def plot_probe_ranges(
     axes[0, 0].legend(fontsize=7, frameon=False)
     fig.tight_layout()
     note = "R² within each range, below -0.2 drawn at -0.2" if metric == "r2" else "lower is better"
-    return save_figure(
-        fig,
-        out_dir,
-        stem,
-        {
-            "layer": layer,
-            "fit_on": fit_on,
-            "metric": metric,
-            "trained_length": trained_length,
-            "note": note,
-            "rows": rows,
-        },
-    )
+    return save_figure(fig, out_dir, stem, {"layer": layer, "fit_on": fit_on, "metric": metric,
+                                            "trained_length": trained_length, "note": note, "rows": rows})
 
 
 def plot_extended_tables(paths: pd.DataFrame, out_dir, trained_length: int, stem: str = "extended_tables") -> dict:

@@ -1,7 +1,7 @@
 """Figures of the head classification (input: the tidy table of ``dstg_interp.analysis.heads.classify_heads``).
 
-from dstg_interp.plots import plot_head_map, plot_share_scatter
-plot_head_map(heads, "figures/", stem="heads_map")     # heads: rows of one or several models
+    from dstg_interp.plots import plot_head_map, plot_share_scatter
+    plot_head_map(heads, "figures/", stem="heads_map")     # heads: rows of one or several models
 """
 
 from __future__ import annotations
@@ -15,32 +15,15 @@ from matplotlib.patches import Patch
 from .output import LABEL_COLORS, model_color, ordered_models, require_columns, save_figure
 
 _SHARE_LETTERS = (("share_sem", "S"), ("share_ap", "A"), ("share_rp", "R"))
-_NUMBER_COLUMNS = [
-    "model",
-    "layer",
-    "head",
-    "label",
-    "share_sem",
-    "share_ap",
-    "share_rp",
-    "share_content",
-    "cov_share",
-    "js_without_sem",
-    "js_without_ap",
-    "js_without_rp",
-    "js_without_content",
-    "positional_score",
-    "content_score",
-]
+_NUMBER_COLUMNS = ["model", "layer", "head", "label", "share_sem", "share_ap", "share_rp", "share_content",
+                   "cov_share", "js_without_sem", "js_without_ap", "js_without_rp", "js_without_content",
+                   "positional_score", "content_score"]
 
 
 def _cell_text(row: pd.Series) -> str:
     """Shares as 'S.82 A.10 R.08' for DSTG heads, 'pos .35' for entangled ones."""
-    parts = [
-        f"{letter}{row[col]:.2f}".replace("0.", ".")
-        for col, letter in _SHARE_LETTERS
-        if col in row and pd.notna(row[col])
-    ]
+    parts = [f"{letter}{row[col]:.2f}".replace("0.", ".") for col, letter in _SHARE_LETTERS
+             if col in row and pd.notna(row[col])]
     if not parts or ("share_sem" not in row or pd.isna(row.get("share_sem"))):
         score = row.get("positional_score")
         parts = [f"pos{score:.2f}".replace("0.", ".")] if pd.notna(score) else []
@@ -60,9 +43,8 @@ def plot_head_map(heads: pd.DataFrame, out_dir, stem: str = "head_map") -> dict:
     if unknown:
         raise ValueError(f"unknown head label(s) {unknown}; expected {labels}")
     colormap = ListedColormap([LABEL_COLORS[label] for label in labels])
-    fig, axes = plt.subplots(
-        1, len(models), figsize=(1.0 + 0.9 * n_heads * len(models), 0.65 * n_layers + 1.6), squeeze=False
-    )
+    fig, axes = plt.subplots(1, len(models), figsize=(1.0 + 0.9 * n_heads * len(models), 0.65 * n_layers + 1.6),
+                             squeeze=False)
     for ax, model in zip(axes[0], models):
         rows = heads[heads.model == model]
         grid = np.full((n_layers, n_heads), np.nan)  # [layer, head] label index
@@ -75,13 +57,8 @@ def plot_head_map(heads: pd.DataFrame, out_dir, stem: str = "head_map") -> dict:
         ax.set(xlabel="head", ylabel="layer", title=str(model))
         ax.title.set_color(model_color(model, models))
     used = [label for label in labels if label in set(heads.label)]
-    fig.legend(
-        handles=[Patch(color=LABEL_COLORS[label], label=label) for label in used],
-        loc="lower center",
-        ncol=len(used),
-        fontsize=7,
-        bbox_to_anchor=(0.5, -0.02),
-    )
+    fig.legend(handles=[Patch(color=LABEL_COLORS[label], label=label) for label in used],
+               loc="lower center", ncol=len(used), fontsize=7, bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     counts = heads.groupby(["model", "label"]).size().rename("n_heads").reset_index()
     numbers = {"heads": heads[[c for c in _NUMBER_COLUMNS if c in heads.columns]], "label_counts": counts}
@@ -92,31 +69,16 @@ def plot_share_scatter(heads: pd.DataFrame, out_dir, stem: str = "head_shares") 
     """Left: semantic share vs AP share of every DSTG-style head, coloured by label (the diagonal
     share_sem + share_ap = 1 is "no RP").  Right: every model's positional score by layer."""
     require_columns(heads, ["model", "layer", "head", "label"], "the head table")
-    has_streams = (
-        heads[[c for c in ("share_sem", "share_ap") if c in heads.columns]].notna().all(axis=1)
-        if {"share_sem", "share_ap"} <= set(heads.columns)
-        else pd.Series(False, index=heads.index)
-    )
+    has_streams = heads[[c for c in ("share_sem", "share_ap") if c in heads.columns]].notna().all(axis=1) \
+        if {"share_sem", "share_ap"} <= set(heads.columns) else pd.Series(False, index=heads.index)
     stream_heads = heads[has_streams]
     fig, (ax_shares, ax_positional) = plt.subplots(1, 2, figsize=(9, 4))
     for label, rows in stream_heads.groupby("label"):
-        ax_shares.scatter(
-            rows.share_sem,
-            rows.share_ap,
-            color=LABEL_COLORS.get(label, "grey"),
-            label=label,
-            s=28,
-            edgecolor="black",
-            linewidth=0.3,
-        )
+        ax_shares.scatter(rows.share_sem, rows.share_ap, color=LABEL_COLORS.get(label, "grey"), label=label,
+                          s=28, edgecolor="black", linewidth=0.3)
     ax_shares.plot([0, 1], [1, 0], color="grey", lw=0.8, ls="--")
-    ax_shares.set(
-        xlim=(-0.03, 1.03),
-        ylim=(-0.03, 1.03),
-        xlabel="semantic share of logit variance",
-        ylabel="AP share of logit variance",
-        title="DSTG heads" if len(stream_heads) else "no DSTG heads",
-    )
+    ax_shares.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), xlabel="semantic share of logit variance",
+                  ylabel="AP share of logit variance", title="DSTG heads" if len(stream_heads) else "no DSTG heads")
     if len(stream_heads):
         ax_shares.legend(fontsize=7)
     models = ordered_models(heads.model)
@@ -124,16 +86,11 @@ def plot_share_scatter(heads: pd.DataFrame, out_dir, stem: str = "head_shares") 
         for i, model in enumerate(models):
             rows = heads[heads.model == model]
             jitter = (i - (len(models) - 1) / 2) * 0.08  # keep overlapping models visible
-            ax_positional.scatter(
-                rows.layer + jitter, rows.positional_score, color=model_color(model, models), label=str(model), s=16
-            )
+            ax_positional.scatter(rows.layer + jitter, rows.positional_score, color=model_color(model, models),
+                                  label=str(model), s=16)
         ax_positional.legend(fontsize=7)
-    ax_positional.set(
-        xlabel="layer",
-        ylabel="positional score (R² on offset)",
-        ylim=(-0.03, 1.03),
-        title="pattern explained by relative offset",
-    )
+    ax_positional.set(xlabel="layer", ylabel="positional score (R² on offset)", ylim=(-0.03, 1.03),
+                      title="pattern explained by relative offset")
     for ax in (ax_shares, ax_positional):
         ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -141,60 +98,39 @@ def plot_share_scatter(heads: pd.DataFrame, out_dir, stem: str = "head_shares") 
     return save_figure(fig, out_dir, stem, numbers)
 
 
-def plot_head_sweep(
-    sweep: pd.DataFrame, heads: pd.DataFrame, out_dir, threshold: float, stem: str = "head_sweep"
-) -> dict:
+def plot_head_sweep(sweep: pd.DataFrame, heads: pd.DataFrame, out_dir, threshold: float, stem: str = "head_sweep") -> dict:
     """Left: the distribution of every DSTG head's sem / AP / RP share of the logit variance, all training seeds
     (a dot per head and seed; the dashed line is the threshold the labels use).  Right: heads per label as the
     threshold sweeps (``analysis.heads.threshold_sweep``): mean over training seeds, band = min to max seed."""
     require_columns(sweep, ["model", "threshold", "label", "n_heads"], "the head threshold sweep")
     dstg_sweep = sweep[sweep.model == "dstg"]
-    stream_heads = (
-        heads[heads[[c for c in ("share_sem", "share_ap") if c in heads]].notna().all(axis=1)]
-        if {"share_sem", "share_ap"} <= set(heads.columns)
-        else heads.iloc[:0]
-    )
+    stream_heads = heads[heads[[c for c in ("share_sem", "share_ap") if c in heads]].notna().all(axis=1)] \
+        if {"share_sem", "share_ap"} <= set(heads.columns) else heads.iloc[:0]
     fig, (ax_shares, ax_sweep) = plt.subplots(1, 2, figsize=(9, 3.8))
     terms = [("share_sem", "semantic"), ("share_ap", "structure"), ("share_rp", "RP")]
     rng = np.random.default_rng(0)
     for i, (column, label) in enumerate(terms):
         if column in stream_heads:
             values = stream_heads[column].dropna().to_numpy()
-            ax_shares.scatter(
-                i + rng.uniform(-0.2, 0.2, len(values)),
-                values,
-                s=14,
-                color=LABEL_COLORS.get(label, "grey"),
-                edgecolor="black",
-                linewidth=0.3,
-            )
+            ax_shares.scatter(i + rng.uniform(-0.2, 0.2, len(values)), values, s=14, color=LABEL_COLORS.get(label, "grey"),
+                              edgecolor="black", linewidth=0.3)
     ax_shares.axhline(threshold, color="black", lw=0.9, ls="--", label=f"threshold {threshold:g}")
-    ax_shares.set(
-        xticks=range(len(terms)),
-        xticklabels=[f"{label}\n({column})" for column, label in terms],
-        ylim=(-0.03, 1.03),
-        ylabel="share of summed logit-term variance",
-        title="DSTG heads, every training seed",
-    )
+    ax_shares.set(xticks=range(len(terms)), xticklabels=[f"{label}\n({column})" for column, label in terms],
+                  ylim=(-0.03, 1.03), ylabel="share of summed logit-term variance",
+                  title="DSTG heads, every training seed")
     ax_shares.legend(fontsize=7)
     if "seed" not in dstg_sweep:
         dstg_sweep = dstg_sweep.assign(seed=0)
-    grid = (
-        dstg_sweep.pivot_table(index=["seed", "threshold"], columns="label", values="n_heads", fill_value=0)
-        .reset_index()
-        .melt(id_vars=["seed", "threshold"], var_name="label", value_name="n_heads")
-    )
+    grid = (dstg_sweep.pivot_table(index=["seed", "threshold"], columns="label", values="n_heads", fill_value=0)
+            .reset_index().melt(id_vars=["seed", "threshold"], var_name="label", value_name="n_heads"))
     bands = grid.groupby(["label", "threshold"]).n_heads.agg(["mean", "min", "max"]).reset_index()
     for label, rows in bands.groupby("label"):
         color = LABEL_COLORS.get(label, "grey")
         ax_sweep.plot(rows.threshold, rows["mean"], color=color, marker="o", ms=3, label=label)
         ax_sweep.fill_between(rows.threshold, rows["min"], rows["max"], color=color, alpha=0.2)
     ax_sweep.axvline(threshold, color="black", lw=0.9, ls="--")
-    ax_sweep.set(
-        xlabel="dominant-share threshold",
-        ylabel="DSTG heads (mean over seeds; band: min-max)",
-        title="labels as the threshold sweeps",
-    )
+    ax_sweep.set(xlabel="dominant-share threshold", ylabel="DSTG heads (mean over seeds; band: min-max)",
+                 title="labels as the threshold sweeps")
     ax_sweep.legend(fontsize=7)
     for ax in (ax_shares, ax_sweep):
         ax.grid(alpha=0.3)

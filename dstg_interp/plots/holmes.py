@@ -55,87 +55,43 @@ def plot_holmes_areas(winning_rates: pd.DataFrame, out_dir, stem: str = "holmes_
     areas = _areas(rates.area)
     rows = pd.concat([rates, rates.assign(area=OVERALL)], ignore_index=True).assign(rate=lambda t: 100 * t.winning_rate)
     palette = _entry_palette(rows.entry)
-    per_area = (
-        rows.groupby(["entry", "area"])
-        .rate.agg(mean="mean", sem="sem", n_datasets="count")
-        .reset_index()
-        .rename(columns={"mean": "winning_rate", "sem": "standard_error"})
-    )
+    per_area = (rows.groupby(["entry", "area"]).rate.agg(mean="mean", sem="sem", n_datasets="count")
+                .reset_index().rename(columns={"mean": "winning_rate", "sem": "standard_error"}))
     fig, ax = plt.subplots(figsize=(2.0 + 0.3 * (len(areas) + 1) * len(palette), 3.8))
-    sns.barplot(
-        data=rows,
-        x="area",
-        y="rate",
-        hue="entry",
-        order=areas + [OVERALL],
-        hue_order=list(palette),
-        palette=palette,
-        errorbar="se",
-        capsize=0.1,
-        err_kws={"linewidth": 1},
-        ax=ax,
-    )
+    sns.barplot(data=rows, x="area", y="rate", hue="entry", order=areas + [OVERALL], hue_order=list(palette),
+                palette=palette, errorbar="se", capsize=0.1, err_kws={"linewidth": 1}, ax=ax)
     ax.axvline(len(areas) - 0.5, color="grey", lw=0.8, ls=":")  # the areas | their mean over datasets
     ax.axhline(50, color="black", lw=0.9, ls="--", label="chance (pool in random order)")
-    ax.set(
-        xlabel=None,
-        ylabel="winning rate x100 (mean over datasets)",
-        ylim=(0, 105),
-        title="Holmes: winning rate within the pool, per area",
-    )
+    ax.set(xlabel=None, ylabel="winning rate x100 (mean over datasets)", ylim=(0, 105),
+           title="Holmes: winning rate within the pool, per area")
     ax.grid(axis="y", alpha=0.3)
     handles, names = ax.get_legend_handles_labels()
-    ax.legend(
-        handles,
-        [entry_name(n) for n in names],
-        title=None,
-        fontsize=7,
-        ncol=min(len(palette), 3),
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.12),
-    )
+    ax.legend(handles, [entry_name(n) for n in names], title=None, fontsize=7, ncol=min(len(palette), 3),
+              loc="upper center", bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
-    caption(
-        fig,
-        "Bars: mean winning rate over the area's datasets (an entry's share of won pairwise comparisons "
-        "within the pool); error bars: ± one standard error over those datasets.",
-        y=-0.16,
-    )
+    caption(fig, "Bars: mean winning rate over the area's datasets (an entry's share of won pairwise comparisons "
+                 "within the pool); error bars: ± one standard error over those datasets.", y=-0.16)
     return save_figure(fig, out_dir, stem, {"per_area": per_area, "winning_rates": rates})
 
 
-def plot_holmes_counts(
-    counts: pd.DataFrame, out_dir, stem: str = "holmes_a_vs_b", title: str = "Holmes: phenomena won / tied / lost"
-) -> dict:
+def plot_holmes_counts(counts: pd.DataFrame, out_dir, stem: str = "holmes_a_vs_b",
+                       title: str = "Holmes: phenomena won / tied / lost") -> dict:
     """Heat map of A-vs-B: row "A vs B", column an area (and overall); each cell shows A's wins / ties /
     losses over that area's phenomena, coloured by (wins - losses) / phenomena (0 = as many wins as losses,
     what two equal models give)."""
     columns = ["a", "b", "area", "wins", "ties", "losses", "n_phenomena"]
     require_columns(counts, columns, "the Holmes A-vs-B counts")
-    counts = counts.assign(
-        pair=counts.a + " vs " + counts.b,
-        balance=(counts.wins - counts.losses) / counts.n_phenomena.where(counts.n_phenomena > 0),
-        cell=[f"{w}/{t}/{l}" for w, t, l in zip(counts.wins, counts.ties, counts.losses)],
-    )
+    counts = counts.assign(pair=counts.a + " vs " + counts.b,
+                           balance=(counts.wins - counts.losses) / counts.n_phenomena.where(counts.n_phenomena > 0),
+                           cell=[f"{w}/{t}/{l}" for w, t, l in zip(counts.wins, counts.ties, counts.losses)])
     areas = _areas(counts.area) + ([OVERALL] if OVERALL in set(counts.area) else [])
     pairs = list(dict.fromkeys(counts.pair))
     balance = counts.pivot(index="pair", columns="area", values="balance").reindex(index=pairs, columns=areas)
     cells = counts.pivot(index="pair", columns="area", values="cell").reindex(index=pairs, columns=areas).fillna("")
     fig, ax = plt.subplots(figsize=(1.8 + 1.15 * len(areas), 1.3 + 0.5 * len(pairs)))
-    sns.heatmap(
-        balance.astype(float),
-        annot=cells.to_numpy(),
-        fmt="",
-        cmap="RdBu",
-        vmin=-1,
-        vmax=1,
-        center=0,
-        linewidths=0.5,
-        linecolor="white",
-        cbar_kws={"label": "(wins - losses) / phenomena"},
-        annot_kws={"fontsize": 8},
-        ax=ax,
-    )
+    sns.heatmap(balance.astype(float), annot=cells.to_numpy(), fmt="", cmap="RdBu", vmin=-1, vmax=1, center=0,
+                linewidths=0.5, linecolor="white", cbar_kws={"label": "(wins - losses) / phenomena"},
+                annot_kws={"fontsize": 8}, ax=ax)
     ax.set(xlabel=None, ylabel=None, title=title)
     ax.tick_params(axis="x", rotation=20)
     fig.tight_layout()
@@ -147,12 +103,8 @@ def plot_holmes_scores(scores: pd.DataFrame, out_dir, stem: str = "holmes_scores
     require_columns(scores, ["dataset", "entry", "area", "score"], "the Holmes scores")
     entries = list(_entry_palette(sorted(set(scores.entry), key=lambda e: (e.split(":")[0] != "dstg", e))))
     areas = _areas(scores.area)
-    datasets = (
-        scores.drop_duplicates("dataset")
-        .assign(_area=lambda t: t.area.map(areas.index))
-        .sort_values(["_area", "dataset"])
-        .dataset.tolist()
-    )
+    datasets = (scores.drop_duplicates("dataset").assign(_area=lambda t: t.area.map(areas.index))
+                .sort_values(["_area", "dataset"]).dataset.tolist())
     table = scores.pivot_table(index="dataset", columns="entry", values="score", aggfunc="mean")
     table = table.reindex(index=datasets, columns=entries)
     if "score_randomized" in scores:  # the chance column: labels permuted, same features and probe
@@ -160,30 +112,17 @@ def plot_holmes_scores(scores: pd.DataFrame, out_dir, stem: str = "holmes_scores
     area_of = scores.drop_duplicates("dataset").set_index("dataset").area
     labels = [f"{area_of[d]} | {str(d).removeprefix('offline-')}" for d in datasets]
     fig, ax = plt.subplots(figsize=(2.6 + 0.8 * len(entries), 0.8 + 0.24 * len(datasets)))
-    sns.heatmap(
-        table.astype(float),
-        annot=True,
-        fmt=".2f",
-        cmap="viridis",
-        vmin=0,
-        vmax=1,
-        cbar_kws={"label": "score (macro-F1 or Pearson r)"},
-        annot_kws={"fontsize": 6},
-        ax=ax,
-        yticklabels=labels,
-        xticklabels=[entry_name(e) for e in entries],
-    )
+    sns.heatmap(table.astype(float), annot=True, fmt=".2f", cmap="viridis", vmin=0, vmax=1,
+                cbar_kws={"label": "score (macro-F1 or Pearson r)"}, annot_kws={"fontsize": 6}, ax=ax,
+                yticklabels=labels, xticklabels=[entry_name(e) for e in entries])
     ax.tick_params(axis="x", labelrotation=35, labelsize=7)
     for label in ax.get_xticklabels():
         label.set_horizontalalignment("right")
     ax.set(xlabel=None, ylabel=None, title="Holmes: score per dataset")
     ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
-    caption(
-        fig,
-        "Cells: each entry's test score on the dataset, the mean over its probe seeds (macro-F1 for "
-        "classification, Pearson r for regression).",
-        y=-0.01,
-    )
+    caption(fig, "Cells: each entry's test score on the dataset, the mean over its probe seeds (macro-F1 for "
+                 "classification, Pearson r for regression).", y=-0.01)
     numbers = table.reset_index().melt(id_vars="dataset", var_name="entry", value_name="score")
     return save_figure(fig, out_dir, stem, {"scores": numbers.assign(area=numbers.dataset.map(area_of)).dropna()})
+

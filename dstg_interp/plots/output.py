@@ -47,14 +47,14 @@ def display_name(model) -> str:
             return shown
         for joiner in ("-", "_", " "):
             if name.lower().startswith(key + joiner):
-                rest = name[len(key) + 1 :]
+                rest = name[len(key) + 1:]
                 rest = f"seed {rest[4:]}" if rest.startswith("seed") and rest[4:].isdigit() else rest
                 return f"{shown} {rest}"
     return name
 
 
 def subspace_name(subspace) -> str:
-    """ "AP stream", "semantic stream", "full state" (what DSTG's subspaces are, in words)."""
+    """"AP stream", "semantic stream", "full state" (what DSTG's subspaces are, in words)."""
     return SUBSPACE_NAMES.get(str(subspace), str(subspace))
 
 

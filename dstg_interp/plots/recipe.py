@@ -27,11 +27,7 @@ def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves
     for ax, variant in zip(axes[0], variants):
         for run, curve in curves[curves.variant == variant].groupby("run", sort=False):
             curve = curve.sort_values("tokens")
-            style = (
-                dict(color="black", linewidth=2.4, zorder=3)
-                if run == "base"
-                else dict(color=colors[run], linewidth=1.3)
-            )
+            style = dict(color="black", linewidth=2.4, zorder=3) if run == "base" else dict(color=colors[run], linewidth=1.3)
             ax.plot(curve.tokens / 1e6, curve.y, label=run, **style)
         if relative:
             ax.axhline(0.0, color="grey", linewidth=0.8)
@@ -43,11 +39,9 @@ def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves
     return save_figure(fig, out_dir, stem, curves.drop(columns="y").to_dict(orient="records"))
 
 
-DIAGNOSIS_READINGS = (
-    ("heldout_gain_points", "held-out gain over\nmost-frequent token (points)", None),
-    ("pc1_pc2_matched", "position table PC1+PC2\n(on random 16-dim subspaces)", "pc1_pc2_matched_chance"),
-    ("position_r2_last", "token-position R$^2$,\nposition stream, last block", None),
-)
+DIAGNOSIS_READINGS = (("heldout_gain_points", "held-out gain over\nmost-frequent token (points)", None),
+                      ("pc1_pc2_matched", "position table PC1+PC2\n(on random 16-dim subspaces)", "pc1_pc2_matched_chance"),
+                      ("position_r2_last", "token-position R$^2$,\nposition stream, last block", None))
 
 
 def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str = "diagnosis") -> dict:
@@ -70,20 +64,14 @@ def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str 
     for ax, variant in zip(axes[0], variants):
         for (arm, seed), curve in curves[curves.variant == variant].groupby(["arm", "seed"], sort=False):
             curve = curve.sort_values("tokens")
-            ax.plot(
-                curve.tokens / 1e6,
-                curve.val_loss - curve.unigram_loss,
-                color=colors[arm],
-                linewidth=1.3,
-                label=arm,
-                linestyle=("-", "--", ":", "-.")[int(seed) % 4],
-            )
+            ax.plot(curve.tokens / 1e6, curve.val_loss - curve.unigram_loss, color=colors[arm], linewidth=1.3,
+                    label=arm, linestyle=("-", "--", ":", "-.")[int(seed) % 4])
         ax.axhline(0.0, color="grey", linewidth=0.8)
         ax.axhline(-0.5, color="grey", linewidth=0.8, linestyle=":")
         ax.set_title(f"{variant}: validation loss - unigram")
         ax.set_xlabel("training tokens (millions)")
         ax.grid(alpha=0.3)
-    for ax in axes[0][len(variants) :]:
+    for ax in axes[0][len(variants):]:
         ax.axis("off")
     labels = [f"{variant}\n{arm}".replace(" (", "\n(") for variant, arm in dict.fromkeys(zip(runs.variant, runs.arm))]
     keys = list(dict.fromkeys(zip(runs.variant, runs.arm)))
@@ -99,18 +87,13 @@ def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str 
         ax.set_xticks(range(len(keys)), labels, fontsize=7)
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3, axis="y")
-    for ax in axes[1][len(DIAGNOSIS_READINGS) :]:
+    for ax in axes[1][len(DIAGNOSIS_READINGS):]:
         ax.axis("off")
     shared_legend(fig, axes[0][: len(variants)], max_columns=5, anchor=1.03)
-    numbers = dict(
-        curves=curves.to_dict(orient="records"),
-        runs=runs.to_dict(orient="records"),
-        bands={
-            "dotted line": "0.5 nats below the unigram loss: the plateau exit",
-            "grey tick": "width-matched PC1+PC2 of Gaussian tables (chance)",
-            "line style": "seed (solid 0, dashed 1, dotted 2)",
-        },
-    )
+    numbers = dict(curves=curves.to_dict(orient="records"), runs=runs.to_dict(orient="records"),
+                   bands={"dotted line": "0.5 nats below the unigram loss: the plateau exit",
+                          "grey tick": "width-matched PC1+PC2 of Gaussian tables (chance)",
+                          "line style": "seed (solid 0, dashed 1, dotted 2)"})
     return save_figure(fig, out_dir, stem, numbers)
 
 
@@ -128,13 +111,8 @@ def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves") -> 
     for ax, variant in zip(axes[0], variants):
         for (recipe, seed), curve in curves[curves.variant == variant].groupby(["recipe", "seed"], sort=False):
             curve = curve.sort_values("tokens")
-            ax.plot(
-                curve.tokens / 1e6,
-                curve.val_loss,
-                linestyle=styles[recipe],
-                color=plt.get_cmap("tab10").colors[int(seed) % 10],  # type: ignore[attr-defined]
-                label=f"{recipe}, seed {seed}",
-            )
+            ax.plot(curve.tokens / 1e6, curve.val_loss, linestyle=styles[recipe], color=plt.get_cmap("tab10").colors[int(seed) % 10],  # type: ignore[attr-defined]
+                    label=f"{recipe}, seed {seed}")
         if "unigram_loss" in curves:
             unigram = curves[curves.variant == variant].unigram_loss.dropna()
             if len(unigram):
@@ -159,22 +137,10 @@ def plot_heldout_gain(heldout: pd.DataFrame, out_dir, stem: str = "heldout_gain"
     order = ordered_models(table.variant.unique())
     fig, ax = plt.subplots(figsize=(1.6 + 1.5 * len(order), 3.6))
     sns.barplot(table, x="variant", y="gain", hue="corpus", order=order, errorbar=None, alpha=0.55, ax=ax)
-    sns.stripplot(
-        table,
-        x="variant",
-        y="gain",
-        hue="corpus",
-        order=order,
-        dodge=True,
-        palette="dark:black",
-        size=4,
-        legend=False,
-        ax=ax,
-    )
+    sns.stripplot(table, x="variant", y="gain", hue="corpus", order=order, dodge=True, palette="dark:black", size=4,
+                  legend=False, ax=ax)
     if target is not None:
-        ax.axhline(
-            100 * target, color="grey", linestyle="--", linewidth=0.9, label=f"target (+{100 * target:.0f} points)"
-        )
+        ax.axhline(100 * target, color="grey", linestyle="--", linewidth=0.9, label=f"target (+{100 * target:.0f} points)")
     ax.axhline(0.0, color="black", linewidth=0.6)
     ax.set_ylabel("accuracy - most-frequent rate (points)")
     ax.set_xlabel("")

@@ -1,7 +1,7 @@
 """Figures of position-table spectra (input: ``dstg_interp.analysis.spectra.TableSpectrum``, one per table).
 
-from dstg_interp.plots import plot_scree, plot_pc_curves, plot_dct_power
-plot_scree([dstg_spectrum, ap_spectrum], "figures/", stem="ap_scree")
+    from dstg_interp.plots import plot_scree, plot_pc_curves, plot_dct_power
+    plot_scree([dstg_spectrum, ap_spectrum], "figures/", stem="ap_scree")
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from .output import MAX_COLUMNS, caption, display_name, model_color, save_figure
 def _as_list(spectra) -> list[TableSpectrum]:
     spectra = [spectra] if isinstance(spectra, TableSpectrum) else list(spectra)
     if not spectra or not all(isinstance(s, TableSpectrum) for s in spectra):
-        raise TypeError(
-            "expected a TableSpectrum or a non-empty list of them (dstg_interp.analysis.spectra.analyze_table)"
-        )
+        raise TypeError("expected a TableSpectrum or a non-empty list of them "
+                        "(dstg_interp.analysis.spectra.analyze_table)")
     return spectra
 
 
@@ -42,9 +41,8 @@ def plot_scree(spectra, out_dir, stem: str = "scree", n_components: int = 10) ->
             ax_cumulative.axhline(control["pc1_pc2"], color=color, ls=":", lw=1)
         numbers[spectrum.name] = {"variance": head, "summary": spectrum.summary}
     ax_ratio.set(xlabel="component", ylabel="explained variance ratio", title="scree")
-    ax_cumulative.set(
-        xlabel="component", ylabel="cumulative ratio", ylim=(0, 1.02), title="cumulative (dotted: random PC1+PC2)"
-    )
+    ax_cumulative.set(xlabel="component", ylabel="cumulative ratio", ylim=(0, 1.02),
+                      title="cumulative (dotted: random PC1+PC2)")
     for ax in (ax_ratio, ax_cumulative):
         ax.grid(alpha=0.3)
     ax_cumulative.legend(fontsize=7, loc="lower right")
@@ -68,11 +66,8 @@ def plot_pc_curves(spectra, out_dir, stem: str = "pc_curves") -> dict:
             ax_manifold.plot(curves[1], curves[2], color="grey", lw=0.5, alpha=0.5)
             fig.colorbar(points, ax=ax_manifold, label="position")
         ratios = spectrum.summary
-        ax_manifold.set(
-            xlabel=f"PC1 ({ratios['pc1']:.1%})",
-            ylabel=f"PC2 ({ratios['pc2']:.1%})",
-            title=f"manifold: PC1+PC2 = {ratios['pc1_pc2']:.1%}",
-        )
+        ax_manifold.set(xlabel=f"PC1 ({ratios['pc1']:.1%})", ylabel=f"PC2 ({ratios['pc2']:.1%})",
+                        title=f"manifold: PC1+PC2 = {ratios['pc1_pc2']:.1%}")
         numbers[spectrum.name] = {"curves": spectrum.curves, "pc1": ratios["pc1"], "pc2": ratios["pc2"]}
     fig.tight_layout()
     return save_figure(fig, out_dir, stem, numbers)
@@ -96,7 +91,7 @@ def plot_dct_power(spectra, out_dir, stem: str = "dct_power", n_bins: int = 16) 
     columns = min(len(spectra), MAX_COLUMNS)
     rows_of_panels = -(-len(spectra) // columns)
     fig, axes = plt.subplots(rows_of_panels, columns, figsize=(4.2 * columns, 3.4 * rows_of_panels), squeeze=False)
-    for ax in axes.flat[len(spectra) :]:
+    for ax in axes.flat[len(spectra):]:
         ax.set_visible(False)
     numbers = {}
     for ax, spectrum in zip(axes.flat, spectra):
@@ -106,43 +101,25 @@ def plot_dct_power(spectra, out_dir, stem: str = "dct_power", n_bins: int = 16) 
         width = 0.8 / max(len(pcs), 1)
         for i, pc in enumerate(pcs):
             rows = table[table.pc == pc]
-            ax.bar(
-                rows.bin + (i - (len(pcs) - 1) / 2) * width,
-                rows.share,
-                width=width,
-                color=_color(spectrum, spectra),
-                alpha=1.0 - 0.45 * i,
-                label=f"PC{pc}",
-            )
+            ax.bar(rows.bin + (i - (len(pcs) - 1) / 2) * width, rows.share, width=width,
+                   color=_color(spectrum, spectra), alpha=1.0 - 0.45 * i, label=f"PC{pc}")
         k = spectrum.summary["n_low_bins"]
         ax.axvspan(-0.5, k - 0.5, color="grey", alpha=0.12)
         control = spectrum.summary.get("control", {}).get("low_freq_share")
         note = f"; random {control:.1%}" if control is not None else ""
         top = float(table.share.max()) if len(table) else 1.0
-        ax.set(
-            xlabel="DCT-II bin (frequency along position)",
-            ylabel="share of the PC's power",
-            ylim=(0, min(1.02, max(0.1, top * 1.15))),
-            xlim=(-0.7, drawn - 0.3),
-            title=f"{_title(spectrum.name)}\nfirst {k} bins: {spectrum.summary['low_freq_share']:.1%}{note}",
-        )
+        ax.set(xlabel="DCT-II bin (frequency along position)", ylabel="share of the PC's power",
+               ylim=(0, min(1.02, max(0.1, top * 1.15))), xlim=(-0.7, drawn - 0.3),
+               title=f"{_title(spectrum.name)}\nfirst {k} bins: {spectrum.summary['low_freq_share']:.1%}{note}")
         ax.set_xticks(np.unique(np.linspace(0, drawn - 1, min(drawn, 9)).round().astype(int)))
         ax.legend(fontsize=7)
-        numbers[spectrum.name] = {
-            "dct": table,
-            "bins_drawn": drawn,
-            "low_freq_share": spectrum.summary["low_freq_share"],
-            "low_freq_share_per_pc": spectrum.summary["low_freq_share_per_pc"],
-            "n_low_bins": k,
-            "control_low_freq_share": control,
-        }
+        numbers[spectrum.name] = {"dct": table, "bins_drawn": drawn, "low_freq_share": spectrum.summary["low_freq_share"],
+                                  "low_freq_share_per_pc": spectrum.summary["low_freq_share_per_pc"],
+                                  "n_low_bins": k, "control_low_freq_share": control}
     fig.tight_layout()
-    caption(
-        fig,
-        "Bars: each leading PC's share of its DCT-II power per frequency bin (dark: PC1, light: PC2); "
-        "grey band: the low-frequency bins the title's share counts; 'random': the same share for a Gaussian "
-        "table of equal shape (the control).",
-    )
+    caption(fig, "Bars: each leading PC's share of its DCT-II power per frequency bin (dark: PC1, light: PC2); "
+                 "grey band: the low-frequency bins the title's share counts; 'random': the same share for a Gaussian "
+                 "table of equal shape (the control).")
     return save_figure(fig, out_dir, stem, numbers)
 
 

@@ -42,30 +42,16 @@ def measurements(table: pd.DataFrame, metrics, keys=(), intervals: dict | None =
     parts = []
     for metric in metrics:
         low, high = intervals.get(metric, (None, None))
-        parts.append(
-            table[["model", "subspace", "layer", *keys]].assign(
-                metric=metric,
-                value=table[metric].astype(float),
-                ci_low=table[low].astype(float) if low else np.nan,
-                ci_high=table[high].astype(float) if high else np.nan,
-            )
-        )
+        parts.append(table[["model", "subspace", "layer", *keys]].assign(
+            metric=metric, value=table[metric].astype(float),
+            ci_low=table[low].astype(float) if low else np.nan, ci_high=table[high].astype(float) if high else np.nan))
     return pd.concat(parts, ignore_index=True)[MEASUREMENT_COLUMNS + keys]
 
 
-def plot_by_layer(
-    long: pd.DataFrame,
-    out_dir,
-    stem: str,
-    row: str | None = None,
-    col: str | None = None,
-    ylabel: str = "value",
-    reference: dict | float | None = None,
-    share_y: bool | str = True,
-    numbers: dict | None = None,
-    bands: str = "shaded bands: the interval of each line",
-    reference_label: str | None = None,
-) -> dict:
+def plot_by_layer(long: pd.DataFrame, out_dir, stem: str, row: str | None = None, col: str | None = None,
+                  ylabel: str = "value", reference: dict | float | None = None, share_y: bool | str = True,
+                  numbers: dict | None = None, bands: str = "shaded bands: the interval of each line",
+                  reference_label: str | None = None) -> dict:
     """Measurements by layer, one line per (model, subspace) coloured by model and dashed by subspace, with the
     interval as a band; facets ``row`` x ``col`` (columns of ``long``), wrapped after three columns when there
     are no rows.  Lines and titles use display names (DSTG-NeoBERT, "AP stream"); ``bands`` says in the caption
@@ -82,29 +68,12 @@ def plot_by_layer(
     lines = list(dict.fromkeys(long.sort_values(["model", "subspace"], key=_model_then_subspace).line))
     line_color = {name: palette[model] for name, model in zip(long.line, long.model)}
     line_dashes = {name: SUBSPACE_DASHES.get(sub, (3, 1, 1, 1)) for name, sub in zip(long.line, long.subspace)}
-    grid = sns.relplot(
-        data=long,
-        x="layer",
-        y="value",
-        hue="line",
-        hue_order=lines,
-        palette=line_color,
-        style="line",
-        style_order=lines,
-        dashes=line_dashes,
-        markers=["o"] * len(lines),
-        row=row,
-        col=col_title,
-        col_wrap=wrap,
-        row_order=_facet_order(long, row),
-        col_order=[subspace_name(c) for c in columns] if col == "subspace" else columns,
-        kind="line",
-        errorbar=None,
-        height=2.6,
-        aspect=1.25,
-        markersize=4,
-        facet_kws={"sharey": share_y, "margin_titles": False},
-    )
+    grid = sns.relplot(data=long, x="layer", y="value", hue="line", hue_order=lines, palette=line_color,
+                       style="line", style_order=lines, dashes=line_dashes, markers=["o"] * len(lines),
+                       row=row, col=col_title, col_wrap=wrap, row_order=_facet_order(long, row),
+                       col_order=[subspace_name(c) for c in columns] if col == "subspace" else columns,
+                       kind="line", errorbar=None, height=2.6, aspect=1.25, markersize=4,
+                       facet_kws={"sharey": share_y, "margin_titles": False})
     for (row_index, col_index, _), panel in grid.facet_data():
         ax = grid.facet_axis(row_index, col_index)
         for name, line in panel.groupby("line", sort=False):
@@ -121,16 +90,12 @@ def plot_by_layer(
     if grid.legend is not None:
         grid.legend.set_title(None)
     has_band = long.ci_low.notna().any()
-    words = [
-        bands if has_band else None,
-        f"thin black line: {reference_label}" if reference is not None and reference_label else None,
-        "dashed: DSTG-NeoBERT's semantic stream, dotted: its AP stream, solid: a whole state",
-    ]
+    words = [bands if has_band else None, f"thin black line: {reference_label}" if reference is not None and reference_label
+             else None, "dashed: DSTG-NeoBERT's semantic stream, dotted: its AP stream, solid: a whole state"]
     caption(grid.figure, "; ".join(w for w in words if w) + ".")
     drawn = long.drop(columns=[c for c in ("line", "subspace_title") if c in long.columns])
-    return save_figure(
-        grid.figure, out_dir, stem, {**(numbers or {}), "bands": bands if has_band else None, "measurements": drawn}
-    )
+    return save_figure(grid.figure, out_dir, stem, {**(numbers or {}), "bands": bands if has_band else None,
+                                                    "measurements": drawn})
 
 
 def _line_names(long: pd.DataFrame) -> pd.Series:

@@ -19,14 +19,5 @@ from .extract import extract
 from .manifest import FORMAT_VERSION, StoreError, StoreInterrupted
 from .reader import ActivationStore
 
-__all__ = [
-    "extract",
-    "ActivationStore",
-    "ExtractionConfig",
-    "AttentionSummaries",
-    "StoreError",
-    "StoreInterrupted",
-    "FORMAT_VERSION",
-    "Ranks",
-    "torchrun_ranks",
-]
+__all__ = ["extract", "ActivationStore", "ExtractionConfig", "AttentionSummaries", "StoreError", "StoreInterrupted",
+           "FORMAT_VERSION", "Ranks", "torchrun_ranks"]

@@ -86,7 +86,7 @@ class AttentionAccumulator:
         self.comoment[layer] += comoment_new + delta[:, :, None] * delta[:, None, :] * (n_old * n_new / n_total)
         self.pairs[layer] = n_total
 
-    def merge(self, other: AttentionAccumulator) -> None:
+    def merge(self, other: "AttentionAccumulator") -> None:
         """Fold in the statistics of other sequences (another rank's share of a sharded extraction)."""
         for layer in range(len(self.pairs)):
             if other.pairs[layer]:
@@ -101,10 +101,7 @@ class AttentionAccumulator:
         pairs = np.maximum(self.pairs, 1)[:, None, None, None]
         cov = self.comoment / pairs  # population covariance over pairs
         return {
-            "pairs": self.pairs,
-            "queries": self.queries,
-            "mean": self.mean,
-            "cov": cov,
+            "pairs": self.pairs, "queries": self.queries, "mean": self.mean, "cov": cov,
             "var": np.diagonal(cov, axis1=-2, axis2=-1).copy(),
             "offsets": np.arange(-self.max_offset, self.max_offset + 1),
             "offset_pairs": self.offset_pairs,
@@ -122,7 +119,7 @@ class AttentionAccumulator:
             "max_offset": self.max_offset,
             "arrays": {name: list(array.shape) for name, array in arrays.items()},
             "notes": "mean/var/cov over valid (query, key) pairs of the scaled logit terms; offsets = key - query "
-            "clipped to +-max_offset; js_removal in nats, mean over queries; all float64",
+                     "clipped to +-max_offset; js_removal in nats, mean over queries; all float64",
         }
         (folder / ATTENTION_DESCRIPTION).write_text(json.dumps(description, indent=1) + "\n")
         return {"file": ATTENTION_FILE, "description": ATTENTION_DESCRIPTION, "terms": self.terms}
@@ -150,7 +147,7 @@ class AttentionSummaries:
         raise AttributeError(name)
 
     @classmethod
-    def load(cls, folder: Path) -> AttentionSummaries:
+    def load(cls, folder: Path) -> "AttentionSummaries":
         description = json.loads((folder / ATTENTION_DESCRIPTION).read_text())
         with np.load(folder / ATTENTION_FILE, allow_pickle=False) as data:
             return cls(terms=description["terms"], arrays={name: data[name] for name in data.files})
@@ -159,13 +156,8 @@ class AttentionSummaries:
         """One row per (layer, head, term): mean, var, js_removal (layer = block index)."""
         n_layers, n_heads, n_terms = self.arrays["mean"].shape
         layer, head, term = np.meshgrid(np.arange(n_layers), np.arange(n_heads), np.arange(n_terms), indexing="ij")
-        return pd.DataFrame(
-            {
-                "layer": layer.ravel(),
-                "head": head.ravel(),
-                "term": np.array(self.terms)[term.ravel()],
-                "mean": self.arrays["mean"].ravel(),
-                "var": self.arrays["var"].ravel(),
-                "js_removal": self.arrays["js_removal"].ravel(),
-            }
-        )
+        return pd.DataFrame({
+            "layer": layer.ravel(), "head": head.ravel(), "term": np.array(self.terms)[term.ravel()],
+            "mean": self.arrays["mean"].ravel(), "var": self.arrays["var"].ravel(),
+            "js_removal": self.arrays["js_removal"].ravel(),
+        })

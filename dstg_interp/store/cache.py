@@ -39,18 +39,9 @@ def cache_key(encoder: Encoder, sequences, config: ExtractionConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def cached_extract(
-    model,
-    sequences,
-    cache_root,
-    label: str,
-    config: ExtractionConfig | None = None,
-    *,
-    progress: bool = True,
-    max_length: int = 256,
-    windows: bool = True,
-    **fields,
-) -> ActivationStore:
+def cached_extract(model, sequences, cache_root, label: str, config: ExtractionConfig | None = None, *,
+                   progress: bool = True, max_length: int = 256, windows: bool = True,
+                   **fields) -> ActivationStore:
     """The store of ``model`` over ``sequences`` in ``cache_root / <label>-<key>``: extracted once, then reused.
 
     model: anything ``open_encoder`` takes.  sequences: StructuredSequences or Documents (tokenized as in

@@ -35,18 +35,13 @@ class ExtractionConfig(ConfigIO):
     # subset of ("sem", "ap", "full"); None = all the model has
     subspaces: tuple | None = field(default=None, metadata={"shown": "all the model has"})
     names: tuple = field(default=(), metadata={"csv": True, "help": "comma-separated extra token-level hook names"})
-    dtype: str = field(
-        default="float16",
-        metadata={"choices": list(DTYPES), "help": "on disk; float32 is bit-identical to the model's activations"},
-    )
+    dtype: str = field(default="float16", metadata={"choices": list(DTYPES), "help": "on disk; float32 is "
+                                                    "bit-identical to the model's activations"})
     batch_size: int = field(default=32, metadata={"min": 1, "help": "sequences per forward"})
-    attention_summaries: bool = field(
-        default=False, metadata={"help": "per (layer, head) logit-term statistics over every block"}
-    )
-    max_offset: int = field(
-        default=32,
-        metadata={"min": 1, "help": "attention-by-offset histogram covers key - query in [-max_offset, max_offset]"},
-    )
+    attention_summaries: bool = field(default=False, metadata={
+        "help": "per (layer, head) logit-term statistics over every block"})
+    max_offset: int = field(default=32, metadata={
+        "min": 1, "help": "attention-by-offset histogram covers key - query in [-max_offset, max_offset]"})
 
     def __post_init__(self):
         if isinstance(self.layers, (int, str)):
@@ -73,34 +68,25 @@ class ExtractionConfig(ConfigIO):
             if subspace not in ALL_SUBSPACES:
                 raise StoreError(f"unknown subspace {subspace!r}; use {', '.join(ALL_SUBSPACES)}")
 
-    def resolve(self, n_layers: int, model_subspaces: tuple[str, ...], variant: str) -> ExtractionConfig:
+    def resolve(self, n_layers: int, model_subspaces: tuple[str, ...], variant: str) -> "ExtractionConfig":
         """A copy with concrete layers and subspaces for a model with ``n_layers`` blocks, checked."""
         layers = self.layers if self.layers is not None else tuple(range(n_layers + 1))
         for layer in layers:
             if layer != "final" and not 0 <= layer <= n_layers:
                 final = "" if variant.startswith("hf:") else " and 'final'"  # HF encoders have no 'final'
-                raise StoreError(
-                    f"layer {layer} does not exist: the model has layers 0..{n_layers} (0 = embeddings){final}"
-                )
+                raise StoreError(f"layer {layer} does not exist: the model has layers 0..{n_layers} "
+                                 f"(0 = embeddings){final}")
         subspaces = self.subspaces if self.subspaces is not None else tuple(model_subspaces)
         for subspace in subspaces:
             if subspace not in model_subspaces:
-                raise StoreError(
-                    f"subspace {subspace!r} does not exist in a {variant!r} model, whose states are "
-                    f"entangled; ask for {', '.join(repr(s) for s in model_subspaces)}"
-                )
+                raise StoreError(f"subspace {subspace!r} does not exist in a {variant!r} model, whose states are "
+                                 f"entangled; ask for {', '.join(repr(s) for s in model_subspaces)}")
         if not layers and not self.names:
             raise StoreError("nothing to extract: give at least one layer or hook name")
-        layers = tuple(sorted(x for x in layers if x != "final")) + (("final",) if "final" in layers else ())
-        return ExtractionConfig(
-            layers=layers,
-            subspaces=tuple(x for x in ALL_SUBSPACES if x in subspaces),
-            names=self.names,
-            dtype=self.dtype,
-            batch_size=self.batch_size,
-            attention_summaries=self.attention_summaries,
-            max_offset=self.max_offset,
-        )
+        layers = tuple(sorted((x for x in layers if x != "final"))) + (("final",) if "final" in layers else ())
+        return ExtractionConfig(layers=layers, subspaces=tuple(x for x in ALL_SUBSPACES if x in subspaces),
+                                names=self.names, dtype=self.dtype, batch_size=self.batch_size,
+                                attention_summaries=self.attention_summaries, max_offset=self.max_offset)
 
 
 def _layer(value):

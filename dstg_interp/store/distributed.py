@@ -49,10 +49,8 @@ def _collective(rank: int, operation, *args):
     except RuntimeError as err:
         # gloo: "[.../pair.cc:553] Read error [127.0.0.1]:43740: Connection reset by peer. This is typically ..."
         reason = (str(err).strip().splitlines() or [type(err).__name__])[-1].split("] ", 1)[-1].split(". ")[0]
-        raise PeerLost(
-            f"rank {rank}: another rank stopped ({reason}); no store was written; "
-            "the previous store (if any) is untouched: run the command again"
-        ) from None
+        raise PeerLost(f"rank {rank}: another rank stopped ({reason}); no store was written; "
+                       "the previous store (if any) is untouched: run the command again") from None
 
 
 @dataclass
@@ -68,7 +66,7 @@ class Ranks:
 
     def share(self, items: list) -> list:
         """This rank's share of ``items`` (round robin, so long and short batches spread evenly)."""
-        return items[self.rank :: self.world_size]
+        return items[self.rank::self.world_size]
 
     def together(self, step):
         """``step()`` on every rank; raises on every rank if it raised on any.  An interruption is re-raised
@@ -84,9 +82,8 @@ class Ranks:
                 self._all_succeeded(False)
             raise
         if not self._all_succeeded(True):
-            raise OtherRankFailed(
-                f"rank {self.rank}: another rank failed (its error is printed above); no store was written"
-            )
+            raise OtherRankFailed(f"rank {self.rank}: another rank failed (its error is printed above); "
+                                  "no store was written")
         return result
 
     def broadcast(self, value):

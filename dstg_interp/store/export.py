@@ -58,10 +58,8 @@ def check_disk_space(folder: Path, needed: int, what: str) -> None:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     if free < needed:
-        raise StoreError(
-            f"{what} needs about {needed / 2**20:.0f} MiB but {probe} has {free / 2**20:.0f} MiB free; "
-            "free space, choose another folder or export fewer layers / subspaces"
-        )
+        raise StoreError(f"{what} needs about {needed / 2**20:.0f} MiB but {probe} has {free / 2**20:.0f} MiB free; "
+                         "free space, choose another folder or export fewer layers / subspaces")
 
 
 def export_store(store, out, layers=None, subspaces=None, progress: bool = True) -> Path:
@@ -76,11 +74,8 @@ def export_store(store, out, layers=None, subspaces=None, progress: bool = True)
     keys = _selected(store, layers, subspaces)
     needed = export_size(store, layers, subspaces)
     if progress:
-        print(
-            f"export {store.directory} -> {out}: {store.n_tokens} tokens, {len(keys)} state column(s), "
-            f"about {needed / 2**20:.1f} MiB",
-            file=sys.stderr,
-        )
+        print(f"export {store.directory} -> {out}: {store.n_tokens} tokens, {len(keys)} state column(s), "
+              f"about {needed / 2**20:.1f} MiB", file=sys.stderr)
     check_disk_space(out.parent, needed, f"the export of {store.directory}")
     features = _features(store, keys, datasets)
     labels = store.labels
@@ -97,18 +92,11 @@ def export_store(store, out, layers=None, subspaces=None, progress: bool = True)
                     writer.write_table(_chunk(store, labels, keys, first, min(first + CHUNK_ROWS, stop), features))
                 writer.finalize()
             files.append({"filename": name})
-        datasets.DatasetInfo(
-            features=features, description=f"dstg-interp activation store {store.directory}"
-        ).write_to_directory(str(tmp))
-        state = {
-            "_data_files": files,
-            "_fingerprint": store.manifest["identity"]["sequences"]["sha256"][:16],
-            "_format_columns": None,
-            "_format_kwargs": {},
-            "_format_type": None,
-            "_output_all_columns": False,
-            "_split": None,
-        }
+        datasets.DatasetInfo(features=features, description=f"dstg-interp activation store {store.directory}")\
+            .write_to_directory(str(tmp))
+        state = {"_data_files": files, "_fingerprint": store.manifest["identity"]["sequences"]["sha256"][:16],
+                 "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
+                 "_split": None}
         (tmp / "state.json").write_text(json.dumps(state, indent=2) + "\n")
         commit_directory(tmp, out)
     except BaseException:

@@ -39,63 +39,28 @@ from dstg_interp.config import ModelConfig, config_or_fields
 from dstg_interp.data import Document, tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError, open_encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
-from dstg_interp.io import (
-    DISK_FULL,
-    OutputError,
-    atomic_directory,
-    check_replaceable,
-    commit_directory,
-    folder_entries,
-    foreign_entries,
-    remove_tree,
-)
+from dstg_interp.io import (DISK_FULL, OutputError, atomic_directory, check_replaceable, commit_directory,
+                            folder_entries, foreign_entries, remove_tree)
 
 from .attention import AttentionAccumulator
 from .config import ExtractionConfig
 from .distributed import Ranks
 from .export import LABEL_BYTES, check_disk_space
 from .layout import derived_parts
-from .manifest import (
-    FORMAT_VERSION,
-    MANIFEST_FILE,
-    StoreError,
-    StoreInterrupted,
-    build_manifest,
-    read_manifest,
-    sequences_sha256,
-    weights_sha256,
-    write_manifest,
-)
+from .manifest import (FORMAT_VERSION, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
+                       sequences_sha256, weights_sha256, write_manifest)
 from .npy_writer import NpyWriter
 from .reader import ActivationStore
 from .targets import Target, plan_targets
 
-LABEL_COLUMNS = {
-    "sequence": np.int32,
-    "input_ids": np.int32,
-    "token_position": np.int32,
-    "sentence_index": np.int32,
-    "paragraph_index": np.int32,
-    "intra_sentence_position": np.int32,
-    "intra_paragraph_position": np.int32,
-    "doc_index": np.int32,
-    "is_special": np.bool_,
-}
+LABEL_COLUMNS = {"sequence": np.int32, "input_ids": np.int32, "token_position": np.int32,
+                 "sentence_index": np.int32, "paragraph_index": np.int32, "intra_sentence_position": np.int32,
+                 "intra_paragraph_position": np.int32, "doc_index": np.int32, "is_special": np.bool_}
 
 
-def extract(
-    model,
-    sequences,
-    out,
-    config: ExtractionConfig | None = None,
-    *,
-    progress: bool = True,
-    overwrite: bool = False,
-    max_length: int = 256,
-    windows: bool = True,
-    ranks: Ranks | None = None,
-    **fields,
-) -> ActivationStore:
+def extract(model, sequences, out, config: ExtractionConfig | None = None, *, progress: bool = True,
+            overwrite: bool = False, max_length: int = 256, windows: bool = True, ranks: Ranks | None = None,
+            **fields) -> ActivationStore:
     """Extract token states of ``model`` over ``sequences`` into the store folder ``out``; returns an ActivationStore.
 
     model: anything ``open_encoder`` takes: one of ours (``load_model``/``build_model``), an Encoder
@@ -115,41 +80,28 @@ def extract(
     _check_tokenizer(encoder, sequences)
     config = config.resolve(encoder.n_layers, tuple(encoder.subspaces), encoder.variant)
     if config.attention_summaries and encoder.kind == "hf":
-        raise StoreError(
-            "attention_summaries needs the separate logit-term hooks of a dstg-interp model; "
-            "HF encoders do not have them"
-        )
+        raise StoreError("attention_summaries needs the separate logit-term hooks of a dstg-interp model; "
+                         "HF encoders do not have them")
     targets = plan_targets(encoder, config)
     widths = _probe_widths(encoder, targets)
     lengths = sequence_lengths(sequences)
     if len(lengths) == 0 or lengths.sum() == 0:
         raise StoreError("no tokens to extract: the sequences are empty")
     if lengths.max() > encoder.max_positions:
-        raise StoreError(
-            f"a sequence has {lengths.max()} tokens but the model has {encoder.max_positions} "
-            "positions; rebuild the sequences with a smaller max_length"
-        )
+        raise StoreError(f"a sequence has {lengths.max()} tokens but the model has {encoder.max_positions} "
+                         "positions; rebuild the sequences with a smaller max_length")
 
     arrays = getattr(sequences, "arrays", None)  # StructuredSequences: check every id before any work
     if arrays is not None and len(arrays["input_ids"]) and int(arrays["input_ids"].max()) >= encoder.vocab_size:
-        raise StoreError(
-            f"token id {int(arrays['input_ids'].max())} is outside the model's vocabulary of "
-            f"{encoder.vocab_size}; the sequences were built with another tokenizer"
-        )
+        raise StoreError(f"token id {int(arrays['input_ids'].max())} is outside the model's vocabulary of "
+                         f"{encoder.vocab_size}; the sequences were built with another tokenizer")
 
     out = Path(out)
     identity = {
         "format_version": FORMAT_VERSION,
-        "model": {
-            "kind": encoder.kind,
-            "weights_sha256": weights_sha256(encoder.weights_module),
-            "config": encoder.config.to_dict(),
-        },
-        "sequences": {
-            "sha256": sequences_sha256(sequences),
-            "n_sequences": len(lengths),
-            "n_tokens": int(lengths.sum()),
-        },
+        "model": {"kind": encoder.kind, "weights_sha256": weights_sha256(encoder.weights_module),
+                  "config": encoder.config.to_dict()},
+        "sequences": {"sha256": sequences_sha256(sequences), "n_sequences": len(lengths), "n_tokens": int(lengths.sum())},
         "extraction": config.to_dict(),
     }
     if _reusable(out, identity, overwrite):
@@ -177,20 +129,16 @@ def extract(
         ranks.together(commit)
     except KeyboardInterrupt:
         discard()
-        raise StoreInterrupted(
-            f"extraction into {out} was interrupted; the partial work was removed and no "
-            "store was written; run it again to start over"
-        ) from None
+        raise StoreInterrupted(f"extraction into {out} was interrupted; the partial work was removed and no "
+                               "store was written; run it again to start over") from None
     except OSError as err:
         discard()
         if err.errno in DISK_FULL:
             need = _store_bytes(lengths, widths, targets, config.dtype)
             # the store may be a cached one (DSTG_CACHE/stores, N88), not --out: name the place that is full
-            raise StoreError(
-                f"disk full while writing the store {out} (it needs about {need / 2**20:.0f} MiB); free "
-                f"space on the disk that holds {Path(out).parent}, or put the store elsewhere (another "
-                "--out; for the stores dstg-probe caches, another DSTG_CACHE)"
-            ) from None
+            raise StoreError(f"disk full while writing the store {out} (it needs about {need / 2**20:.0f} MiB); free "
+                             f"space on the disk that holds {Path(out).parent}, or put the store elsewhere (another "
+                             "--out; for the stores dstg-probe caches, another DSTG_CACHE)") from None
         raise StoreError(f"cannot write the store for {out}: {err}") from None
     except BaseException:
         discard()
@@ -222,12 +170,8 @@ def _plan(folder: Path, encoder: Encoder, sequences, lengths, config, targets, w
     derived = derived_parts(targets)  # DSTG full = [sem | ap]: no file, served on read
     stored = [target for target in targets if target.key not in derived]
     files: dict[str, tuple] = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
-    files.update(
-        {
-            f"labels/{column}": (f"labels_{column}.npy", (n_tokens,), column_dtype)
-            for column, column_dtype in LABEL_COLUMNS.items()
-        }
-    )
+    files.update({f"labels/{column}": (f"labels_{column}.npy", (n_tokens,), column_dtype)
+                  for column, column_dtype in LABEL_COLUMNS.items()})
     hooks = sorted({hook for target in targets for hook in target.hooks})
     return _Plan(folder, encoder, sequences, lengths, row_start, files, stored, hooks, torch_dtype)
 
@@ -244,19 +188,16 @@ def _write_batch(plan: _Plan, writers: dict, batch, accumulator) -> None:
     items = [plan.sequences[int(i)] for i in batch]
     tokens, mask = encoder.pad([item["input_ids"] for item in items])  # on the encoder's device
     if int(tokens.max()) >= encoder.vocab_size:
-        raise StoreError(
-            f"token id {int(tokens.max())} is outside the model's vocabulary of "
-            f"{encoder.vocab_size}; the sequences were built with another tokenizer"
-        )
+        raise StoreError(f"token id {int(tokens.max())} is outside the model's vocabulary of "
+                         f"{encoder.vocab_size}; the sequences were built with another tokenizer")
     captured = encoder.capture(tokens, mask, plan.hooks, _summarise(accumulator, mask))
     runs = _contiguous_runs(batch, lengths, plan.row_start)
     for key, rows in _real_rows(captured, plan.stored, mask, plan.torch_dtype).items():
         for first_row, start, stop in runs:
             writers[key].write(first_row, rows[start:stop])
     for column, column_dtype in LABEL_COLUMNS.items():
-        values = np.concatenate(
-            [np.full(lengths[i], i) if column == "sequence" else item[column] for i, item in zip(batch, items)]
-        ).astype(column_dtype, copy=False)
+        values = np.concatenate([np.full(lengths[i], i) if column == "sequence" else item[column]
+                                 for i, item in zip(batch, items)]).astype(column_dtype, copy=False)
         for first_row, start, stop in runs:
             writers[f"labels/{column}"].write(first_row, values[start:stop])
 
@@ -268,13 +209,9 @@ def _write_my_batches(plan: _Plan, config, accumulator, progress: bool, ranks: R
         for key, (file, shape, file_dtype) in plan.files.items():
             writers[key] = NpyWriter(plan.folder / file, shape, file_dtype, create=False)
         batches = ranks.share(length_sorted_batches(plan.lengths, config.batch_size))
-        bar = tqdm(
-            total=int(sum(plan.lengths[batch].sum() for batch in batches)),
-            unit="tok",
-            disable=not progress,
-            desc=f"extract -> {plan.folder.name.split('.tmp-')[0].lstrip('.')}"
-            + (f" (rank {ranks.rank}/{ranks.world_size})" if ranks.grouped else ""),
-        )
+        bar = tqdm(total=int(sum(plan.lengths[batch].sum() for batch in batches)), unit="tok", disable=not progress,
+                   desc=f"extract -> {plan.folder.name.split('.tmp-')[0].lstrip('.')}"
+                        + (f" (rank {ranks.rank}/{ranks.world_size})" if ranks.grouped else ""))
         with torch.inference_mode():
             for batch in batches:
                 _write_batch(plan, writers, batch, accumulator)
@@ -292,34 +229,27 @@ def _finish(plan: _Plan, config, targets, widths, identity, attention) -> dict:
     documents = getattr(sequences, "meta", {}).get("documents", [])
     (folder / "documents.json").write_text(json.dumps(documents, ensure_ascii=False) + "\n")
     ExtractionConfig.from_dict(identity["extraction"]).to_json(folder / "extraction.json")
-    arrays = {
-        t.key: ({"parts": derived[t.key]} if t.key in derived else {"file": t.file})
-        | {"shape": [n_tokens, widths[t.key]], "dtype": config.dtype, "hooks": t.hooks}
-        for t in targets
-    }
+    arrays = {t.key: ({"parts": derived[t.key]} if t.key in derived else {"file": t.file})
+              | {"shape": [n_tokens, widths[t.key]], "dtype": config.dtype, "hooks": t.hooks} for t in targets}
     labels = {"files": {column: f"labels_{column}.npy" for column in LABEL_COLUMNS}, "documents": "documents.json"}
     meta = getattr(sequences, "meta", {})
     extra = {
         "model_path": str(plan.encoder.checkpoint_path or ""),
         "corpus": {key: meta.get(key) for key in ("corpus_spec", "tokenizer_hash", "max_length", "windows")},
-        "layers": [layer for layer in config.layers],
-        "subspaces": list(config.subspaces),
-        "names": list(config.names),
+        "layers": [layer for layer in config.layers], "subspaces": list(config.subspaces), "names": list(config.names),
     }
     return build_manifest(identity, arrays, labels, attention, n_tokens, len(lengths), extra)
 
 
-def _extract_into(
-    folder: Path, encoder: Encoder, sequences, lengths, config, targets, widths, identity, progress, ranks: Ranks
-) -> dict | None:
+def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, targets, widths, identity, progress,
+                  ranks: Ranks) -> dict | None:
     """Fill ``folder`` with this rank's rows; rank 0 also writes the rest and returns the manifest."""
     plan = _plan(folder, encoder, sequences, lengths, config, targets, widths)
     ranks.together(lambda: _reserve_files(plan) if ranks.first else None)
     accumulator = None
     if config.attention_summaries:
-        accumulator = AttentionAccumulator(
-            encoder.n_layers, encoder.n_heads, list(encoder.logit_terms), config.max_offset, encoder.max_positions
-        )
+        accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(encoder.logit_terms),
+                                           config.max_offset, encoder.max_positions)
     ranks.together(lambda: _write_my_batches(plan, config, accumulator, progress, ranks))
     partial = ranks.gather(accumulator)  # every rank's attention sums
     if not ranks.first:
@@ -374,19 +304,12 @@ def _real_rows(captured, targets: list[Target], mask: torch.Tensor, dtype: torch
         if dtype == torch.float16:
             low, high = torch.aminmax(rows)
             if max(-float(low), float(high)) > torch.finfo(torch.float16).max:
-                raise StoreError(
-                    f"{hook}: activations exceed the float16 range (max |x| = "
-                    f"{max(-float(low), float(high)):.3g}); extract with dtype='float32'"
-                )
+                raise StoreError(f"{hook}: activations exceed the float16 range (max |x| = "
+                                 f"{max(-float(low), float(high)):.3g}); extract with dtype='float32'")
         rows_of_hook[hook] = rows.to(dtype).cpu()
-    return {
-        target.key: (
-            rows_of_hook[target.hooks[0]]
-            if len(target.hooks) == 1
-            else torch.cat([rows_of_hook[h] for h in target.hooks], dim=-1)
-        ).numpy()
-        for target in targets
-    }
+    return {target.key: (rows_of_hook[target.hooks[0]] if len(target.hooks) == 1
+                         else torch.cat([rows_of_hook[h] for h in target.hooks], dim=-1)).numpy()
+            for target in targets}
 
 
 def _probe_widths(encoder: Encoder, targets: list[Target]) -> dict[str, int]:
@@ -402,10 +325,8 @@ def _probe_widths(encoder: Encoder, targets: list[Target]) -> dict[str, int]:
                 raise StoreError(f"hook {hook!r} did not fire in a forward pass of this {encoder.variant!r} model")
             shape = tuple(captured[hook].shape)
             if len(shape) != 3 or shape[:2] != (1, 2):
-                raise StoreError(
-                    f"hook {hook!r} gives shape {list(shape)}, not a token state [batch, pos, d]; "
-                    "only token-level hooks can be stored"
-                )
+                raise StoreError(f"hook {hook!r} gives shape {list(shape)}, not a token state [batch, pos, d]; "
+                                 "only token-level hooks can be stored")
         widths[target.key] = sum(int(captured[hook].shape[-1]) for hook in target.hooks)
     return widths
 
@@ -420,16 +341,9 @@ def _encoder(model) -> Encoder:
 def as_sequences(model, sequences, max_length: int, windows: bool):
     """Documents are tokenized here, with the model's own tokenizer (``Encoder.structured_sequences``);
     sequences pass through."""
-    if (
-        sequences is None
-        or isinstance(sequences, str)
-        or (isinstance(sequences, (list, tuple)) and sequences and not isinstance(sequences[0], (Document, dict)))
-    ):
-        found = (
-            type(sequences).__name__
-            if not isinstance(sequences, (list, tuple))
-            else f"a list of {type(sequences[0]).__name__}"
-        )
+    if sequences is None or isinstance(sequences, str) or (
+            isinstance(sequences, (list, tuple)) and sequences and not isinstance(sequences[0], (Document, dict))):
+        found = type(sequences).__name__ if not isinstance(sequences, (list, tuple)) else f"a list of {type(sequences[0]).__name__}"
         raise StoreError(f"sequences must be StructuredSequences or a list of Documents (see load_corpus), got {found}")
     if not isinstance(sequences, (list, tuple)) or not sequences or not isinstance(sequences[0], Document):
         return sequences
@@ -445,10 +359,8 @@ def _check_tokenizer(encoder: Encoder, sequences) -> None:
         return
     actual = tokenizer_hash(encoder.tokenizer)
     if actual != expected:
-        raise StoreError(
-            f"the sequences were tokenized with tokenizer {expected[:12]} but the model's tokenizer is "
-            f"{actual[:12]}; pass the documents instead (they are then tokenized with the model's own)"
-        )
+        raise StoreError(f"the sequences were tokenized with tokenizer {expected[:12]} but the model's tokenizer is "
+                         f"{actual[:12]}; pass the documents instead (they are then tokenized with the model's own)")
 
 
 def store_foreign_entries(path: Path) -> list[str]:
@@ -483,15 +395,10 @@ def is_store_folder(path: Path) -> bool:
 
 def store_damage(out: Path, manifest: dict) -> str | None:
     """What is wrong with the files of a complete-looking store (missing or cut short), or None."""
-    expected = [
-        (entry["file"], int(np.prod(entry["shape"])) * (2 if entry.get("dtype") == "float16" else 4))
-        for entry in manifest.get("arrays", {}).values()
-        if "file" in entry
-    ]  # DSTG full is served from its parts
-    expected += [
-        (file, int(manifest.get("n_tokens", 0)) * np.dtype(LABEL_COLUMNS.get(column, np.int32)).itemsize)
-        for column, file in manifest.get("labels", {}).get("files", {}).items()
-    ]
+    expected = [(entry["file"], int(np.prod(entry["shape"])) * (2 if entry.get("dtype") == "float16" else 4))
+                for entry in manifest.get("arrays", {}).values() if "file" in entry]  # DSTG full is served from its parts
+    expected += [(file, int(manifest.get("n_tokens", 0)) * np.dtype(LABEL_COLUMNS.get(column, np.int32)).itemsize)
+                 for column, file in manifest.get("labels", {}).get("files", {}).items()]
     for file, data_bytes in expected:
         path = out / file
         if not path.is_file():
@@ -515,34 +422,17 @@ def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
                 raise
             manifest = None
         # An older format that still reads holds the same arrays: reuse it rather than extract again.
-        same_format = (
-            None
-            if manifest is None
-            else {
-                **manifest.get("identity", {}),
-                "format_version": identity["format_version"],
-                "model": _current_model_identity(manifest.get("identity", {}).get("model")),
-            }
-        )
+        same_format = None if manifest is None else {**manifest.get("identity", {}), "format_version": identity["format_version"],
+                                                     "model": _current_model_identity(manifest.get("identity", {}).get("model"))}
         if manifest is not None and same_format == json.loads(json.dumps(identity)):
             return store_damage(out, manifest) is None
         if manifest is not None and not overwrite:
-            differs = [
-                key for key in ("model", "sequences", "extraction") if manifest["identity"].get(key) != identity[key]
-            ]
-            raise StoreError(
-                f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder "
-                "or pass --overwrite (overwrite=True)"
-            )
+            differs = [key for key in ("model", "sequences", "extraction") if manifest["identity"].get(key) != identity[key]]
+            raise StoreError(f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder "
+                             "or pass --overwrite (overwrite=True)")
     try:
-        check_replaceable(
-            out,
-            "an activation store",
-            store_foreign_entries,
-            overwrite,
-            flag="out folder",
-            overwrite_flag="--overwrite (overwrite=True)",
-        )
+        check_replaceable(out, "an activation store", store_foreign_entries, overwrite, flag="out folder",
+                          overwrite_flag="--overwrite (overwrite=True)")
     except OutputError as err:
         raise StoreError(str(err)) from None
     return False

@@ -20,11 +20,8 @@ import numpy as np
 def derived_parts(targets) -> dict[str, list[str]]:
     """{key of an array served as a concatenation: keys of the stored arrays it is made of, in order}."""
     single = {target.hooks[0]: target.key for target in targets if len(target.hooks) == 1}
-    return {
-        target.key: [single[hook] for hook in target.hooks]
-        for target in targets
-        if len(target.hooks) > 1 and all(hook in single for hook in target.hooks)
-    }
+    return {target.key: [single[hook] for hook in target.hooks] for target in targets
+            if len(target.hooks) > 1 and all(hook in single for hook in target.hooks)}
 
 
 class ConcatenatedRows:
@@ -71,4 +68,4 @@ class ConcatenatedRows:
 
     def __iter__(self):
         for start in range(0, len(self), 4096):
-            yield from self[start : start + 4096]
+            yield from self[start:start + 4096]

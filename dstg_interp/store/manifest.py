@@ -59,16 +59,8 @@ def file_sha256(path: str | Path, chunk: int = 1 << 24) -> str:
     return digest.hexdigest()
 
 
-TOKEN_FIELDS = [
-    "input_ids",
-    "token_position",
-    "sentence_index",
-    "paragraph_index",
-    "intra_sentence_position",
-    "intra_paragraph_position",
-    "doc_index",
-    "is_special",
-]
+TOKEN_FIELDS = ["input_ids", "token_position", "sentence_index", "paragraph_index", "intra_sentence_position",
+                "intra_paragraph_position", "doc_index", "is_special"]
 
 
 def sequences_sha256(sequences) -> str:
@@ -94,18 +86,12 @@ def sequences_sha256(sequences) -> str:
 
 
 def versions() -> dict:
-    return {
-        "dstg_interp": dstg_interp.__version__,
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "python": platform.python_version(),
-        "transformers": transformers.__version__,
-    }
+    return {"dstg_interp": dstg_interp.__version__, "torch": torch.__version__, "numpy": np.__version__,
+            "python": platform.python_version(), "transformers": transformers.__version__}
 
 
-def build_manifest(
-    identity: dict, arrays: dict, labels: dict, attention: dict | None, n_tokens: int, n_sequences: int, extra: dict
-) -> dict:
+def build_manifest(identity: dict, arrays: dict, labels: dict, attention: dict | None, n_tokens: int,
+                   n_sequences: int, extra: dict) -> dict:
     return {
         "format_version": FORMAT_VERSION,
         "complete": True,
@@ -140,10 +126,8 @@ def read_manifest(folder: str | Path) -> dict:
     version = manifest.get("format_version") if isinstance(manifest, dict) else None
     if version not in READABLE_VERSIONS:
         readable = ", ".join(str(v) for v in READABLE_VERSIONS)
-        raise StoreError(
-            f"{folder}: store format version {version}, this dstg-interp reads versions {readable}; "
-            "re-extract it (overwrite=True / --overwrite) or use the dstg-interp that wrote it"
-        )
+        raise StoreError(f"{folder}: store format version {version}, this dstg-interp reads versions {readable}; "
+                         "re-extract it (overwrite=True / --overwrite) or use the dstg-interp that wrote it")
     if manifest.get("complete") is not True:
         raise StoreError(f"{folder}: manifest says the store is incomplete; re-run the extraction")
     return manifest

@@ -28,8 +28,7 @@ class NpyWriter:
         self.path, self.shape, self.dtype = Path(path), tuple(int(x) for x in shape), np.dtype(dtype)
         header = io.BytesIO()
         np.lib.format.write_array_header_1_0(
-            header, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": self.shape}
-        )
+            header, {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False, "shape": self.shape})
         self.header = header.getvalue()
         self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
         self.nbytes = len(self.header) + self.shape[0] * self.row_bytes
@@ -49,13 +48,9 @@ class NpyWriter:
 
     def write(self, start_row: int, rows: np.ndarray) -> None:
         if rows.dtype != self.dtype or rows.shape[1:] != self.shape[1:]:
-            raise ValueError(
-                f"{self.path.name}: rows of {rows.dtype}{rows.shape[1:]} do not fit {self.dtype}{self.shape[1:]}"
-            )
+            raise ValueError(f"{self.path.name}: rows of {rows.dtype}{rows.shape[1:]} do not fit {self.dtype}{self.shape[1:]}")
         if start_row < 0 or start_row + rows.shape[0] > self.shape[0]:
-            raise ValueError(
-                f"{self.path.name}: rows {start_row}..{start_row + rows.shape[0]} outside 0..{self.shape[0]}"
-            )
+            raise ValueError(f"{self.path.name}: rows {start_row}..{start_row + rows.shape[0]} outside 0..{self.shape[0]}")
         self._pwrite(np.ascontiguousarray(rows).data.cast("B"), len(self.header) + start_row * self.row_bytes)
 
     def _pwrite(self, data, offset: int) -> None:

@@ -1,14 +1,14 @@
 """ActivationStore: lazy, read-only access to a folder written by ``extract`` / ``dstg-cache``.
 
-store = ActivationStore("runs/store-dstg")
-store.layers, store.subspaces                 # (0, 1, ..., 6, 'final'), ('sem', 'ap', 'full')
-X = store.states(6, "ap")                      # np.memmap [n_tokens, d_ap]; nothing read yet
-X = store.states(6, "full")                    # DSTG: ConcatenatedRows [sem | ap] (format 2), same indexing
-X = store.states(6, "ap", as_torch=True)       # torch tensor over the same mapping (copy-on-write)
-table = store.labels                           # DataFrame, one row per stored token
-rows = store.subsample(20_000, seed=0)         # sorted token rows, the same for the same seed
-X[rows], table.iloc[rows]
-store.attention.to_dataframe()                 # per (layer, head, term) summaries, if extracted
+    store = ActivationStore("runs/store-dstg")
+    store.layers, store.subspaces                 # (0, 1, ..., 6, 'final'), ('sem', 'ap', 'full')
+    X = store.states(6, "ap")                      # np.memmap [n_tokens, d_ap]; nothing read yet
+    X = store.states(6, "full")                    # DSTG: ConcatenatedRows [sem | ap] (format 2), same indexing
+    X = store.states(6, "ap", as_torch=True)       # torch tensor over the same mapping (copy-on-write)
+    table = store.labels                           # DataFrame, one row per stored token
+    rows = store.subsample(20_000, seed=0)         # sorted token rows, the same for the same seed
+    X[rows], table.iloc[rows]
+    store.attention.to_dataframe()                 # per (layer, head, term) summaries, if extracted
 """
 
 from __future__ import annotations
@@ -35,10 +35,8 @@ class ActivationStore:
         self.n_sequences = int(self.manifest["n_sequences"])
 
     def __repr__(self) -> str:
-        return (
-            f"ActivationStore({str(self.directory)!r}, {self.n_tokens} tokens, layers={list(self.layers)}, "
-            f"subspaces={list(self.subspaces)}, names={list(self.names)})"
-        )
+        return (f"ActivationStore({str(self.directory)!r}, {self.n_tokens} tokens, layers={list(self.layers)}, "
+                f"subspaces={list(self.subspaces)}, names={list(self.names)})")
 
     def __len__(self) -> int:
         return self.n_tokens
@@ -72,10 +70,8 @@ class ActivationStore:
         if "parts" in entry:
             array = ConcatenatedRows([self._mapped(part, mmap_mode="r") for part in entry["parts"]])
             if list(array.shape) != entry["shape"]:
-                raise StoreError(
-                    f"{self.directory}: {key} is {list(array.shape)} from its parts but the manifest says "
-                    f"{entry['shape']}; the store is damaged"
-                )
+                raise StoreError(f"{self.directory}: {key} is {list(array.shape)} from its parts but the manifest says "
+                                 f"{entry['shape']}; the store is damaged")
             array = np.asarray(array) if as_torch else array
         else:
             array = self._mapped(key, mmap_mode="c" if as_torch else "r")
@@ -93,9 +89,7 @@ class ActivationStore:
         except ValueError as err:  # a file cut short or overwritten outside dstg-interp
             raise StoreError(f"{path}: damaged ({err}); delete {self.directory} and re-run the extraction") from None
         if list(array.shape) != entry["shape"]:
-            raise StoreError(
-                f"{path}: shape {list(array.shape)} but the manifest says {entry['shape']}; the store is damaged"
-            )
+            raise StoreError(f"{path}: shape {list(array.shape)} but the manifest says {entry['shape']}; the store is damaged")
         return array
 
     def _key(self, layer, subspace) -> str:
@@ -111,9 +105,7 @@ class ActivationStore:
         if key not in self.manifest["arrays"]:
             if subspace not in self.subspaces:
                 raise StoreError(f"subspace {subspace!r} is not in this store (it has {', '.join(self.subspaces)})")
-            raise StoreError(
-                f"layer {layer!r} is not in this store (layers {list(self.layers)}, names {list(self.names)})"
-            )
+            raise StoreError(f"layer {layer!r} is not in this store (layers {list(self.layers)}, names {list(self.names)})")
         return key
 
     @cached_property
@@ -121,9 +113,7 @@ class ActivationStore:
         """One row per stored token: sequence, input_ids, token/sentence/paragraph positions, intra positions,
         doc_index, is_special and the document's string ``doc_id`` (same columns as StructuredSequences.to_dataframe)."""
         files = self.manifest["labels"]["files"]
-        table = pd.DataFrame(
-            {column: np.load(self.directory / file, allow_pickle=False) for column, file in files.items()}
-        )
+        table = pd.DataFrame({column: np.load(self.directory / file, allow_pickle=False) for column, file in files.items()})
         doc_ids = np.array([doc.get("doc_id") for doc in self.documents], dtype=object)
         table["doc_id"] = doc_ids[table["doc_index"].to_numpy()] if len(doc_ids) else None
         return table

@@ -39,9 +39,7 @@ def plan_targets(encoder, config: ExtractionConfig) -> list[Target]:
             raise StoreError(f"layer 'final' is not defined for HF encoders; the last layer is {encoder.n_layers}")
         stem = "final" if layer == "final" else f"layer{layer:02d}"
         for subspace in config.subspaces:
-            targets.append(
-                Target(f"{layer}/{subspace}", layer_hooks(variant, layer, subspace), f"{stem}_{subspace}.npy")
-            )
+            targets.append(Target(f"{layer}/{subspace}", layer_hooks(variant, layer, subspace), f"{stem}_{subspace}.npy"))
     for name in config.names:
         if is_hf(variant):
             raise StoreError(f"hook name {name!r}: HF encoders expose layers only (hidden states); drop names=")
@@ -57,7 +55,5 @@ def check_hook_name(encoder, name: str) -> None:
         hint = f"; did you mean {close[0]!r}?" if close else "; see model.hook_dict for the names"
         raise StoreError(f"unknown hook name {name!r} for a {encoder.variant!r} model{hint}")
     if ".attn." in name:
-        raise StoreError(
-            f"hook {name!r} is an attention map [batch, head, query, key], not a token state; "
-            "use attention_summaries=True for per-head statistics"
-        )
+        raise StoreError(f"hook {name!r} is an attention map [batch, head, query, key], not a token state; "
+                         "use attention_summaries=True for per-head statistics")

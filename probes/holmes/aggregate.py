@@ -36,9 +36,8 @@ def dataset_scores(results: pd.DataFrame) -> pd.DataFrame:
     task = results[results["metric"].isin(TASK_METRICS)]
     keys = ["model", "dataset", "layer", "subspace"] + (["protocol"] if "protocol" in results else [])
     wide = task.pivot_table(index=keys + ["metric"], columns="control", values="score", aggfunc="mean")
-    wide = wide.reset_index().rename(
-        columns={"none": "score", "randomization": "score_randomized", "random-init": "score_random_init"}
-    )
+    wide = wide.reset_index().rename(columns={"none": "score", "randomization": "score_randomized",
+                                             "random-init": "score_random_init"})
     if "score_randomized" in wide:
         wide["selectivity"] = wide["score"] - wide["score_randomized"]
     spread = task[task["control"] == "none"].groupby(keys)["score"].std().rename("score_std").reset_index()
@@ -78,9 +77,8 @@ def area_table(rates: pd.DataFrame) -> pd.DataFrame:
 
 def phenomenon_table(rates: pd.DataFrame) -> pd.DataFrame:
     """Mean winning rate x 100 per (area, phenomenon) and entry."""
-    table = (
-        rates.pivot_table(index=["area", "phenomenon"], columns="entry", values="winning_rate", aggfunc="mean") * 100
-    )
+    table = rates.pivot_table(index=["area", "phenomenon"], columns="entry", values="winning_rate",
+                              aggfunc="mean") * 100
     table.columns.name = None
     return table
 
@@ -97,12 +95,10 @@ def a_vs_b(scores: pd.DataFrame, model_a: str, others: list[str], tie_tolerance:
     rows = []
     for model_b in others:
         pair = scores[scores["entry"].isin([model_a, model_b])]
-        per_dataset = pair.pivot_table(
-            index=["area", "phenomenon", "dataset"], columns="entry", values="score", aggfunc="mean"
-        ).dropna()
+        per_dataset = pair.pivot_table(index=["area", "phenomenon", "dataset"], columns="entry",
+                                       values="score", aggfunc="mean").dropna()
         if per_dataset.empty or model_a not in per_dataset or model_b not in per_dataset:
             continue
-
         def outcomes(levels):
             mean = per_dataset.groupby(level=levels).mean()  # noqa: B023 (called in this iteration)
             diff = mean[model_a] - mean[model_b]  # noqa: B023
@@ -114,17 +110,9 @@ def a_vs_b(scores: pd.DataFrame, model_a: str, others: list[str], tie_tolerance:
         groups.append(("overall", outcomes(["phenomenon"])))  # a two-area phenomenon: all its datasets
         for area, group in groups:
             counts = group.value_counts()
-            rows.append(
-                {
-                    "a": model_a,
-                    "b": model_b,
-                    "area": area,
-                    "wins": int(counts.get("win", 0)),
-                    "ties": int(counts.get("tie", 0)),
-                    "losses": int(counts.get("loss", 0)),
-                    "n_phenomena": int(len(group)),
-                }
-            )
+            rows.append({"a": model_a, "b": model_b, "area": area, "wins": int(counts.get("win", 0)),
+                         "ties": int(counts.get("tie", 0)), "losses": int(counts.get("loss", 0)),
+                         "n_phenomena": int(len(group))})
     out = pd.DataFrame(rows, columns=A_VS_B_COLUMNS)  # the header also when no pair could be compared
     if not out.empty:
         order = {a: i for i, a in enumerate(AREAS + ("overall",))}

@@ -49,9 +49,8 @@ class Sequence:
     spans: list[tuple[int, int, int]]  # per token: (segment index, char start, char end); specials (-1, 0, 0)
 
 
-def tokenize_segments(
-    tokenizer, segments: tuple[str, ...], max_length: int, special: SpecialTokens | None = None
-) -> Sequence:
+def tokenize_segments(tokenizer, segments: tuple[str, ...], max_length: int,
+                      special: SpecialTokens | None = None) -> Sequence:
     """`[CLS] seg0 [SEP] (seg1 [SEP])`, truncated to max_length, with per-token character spans; the
     special ids are the tokenizer's own unless ``special`` is given."""
     special = special or special_tokens(tokenizer)
@@ -110,11 +109,9 @@ def resolve_layers(encoder: Encoder, layers) -> list[int]:
     n_layers = encoder.n_layers
     chosen = selection.resolve_layers(layers, n_layers, default="last")
     if selection.FINAL in chosen:
-        raise ValueError(
-            "layer 'final' is not a Holmes layer: the reference protocol (the default) reads the last "
-            f"layer ({n_layers}) as hidden_states[-1], the final-normed state; ask for 'last' or indices "
-            f"0..{n_layers}"
-        )
+        raise ValueError("layer 'final' is not a Holmes layer: the reference protocol (the default) reads the last "
+                         f"layer ({n_layers}) as hidden_states[-1], the final-normed state; ask for 'last' or indices "
+                         f"0..{n_layers}")
     out = sorted(int(layer) for layer in chosen)
     if out[0] < 0 or out[-1] > n_layers:
         raise ValueError(f"layers must be in 0..{n_layers} (0 = embeddings), got {list(chosen)}")
@@ -154,8 +151,7 @@ def _plan_pieces(encoder, dataset: HolmesDataset, row_indices: list[int]):
                     if not indices:
                         raise UnpoolableRow(
                             f"holmes dataset {dataset.name!r}: row id {row.id}, column 'inputs': span [{start}, "
-                            f"{end}) covers no sub-word (beyond max_positions={max_length}?)"
-                        )
+                            f"{end}) covers no sub-word (beyond max_positions={max_length}?)")
                 pieces.append((slots[slot], indices))
                 piece_ids.append(len(pieces) - 1)
             groups_out.append(piece_ids)
@@ -169,13 +165,9 @@ def _pool_pieces(encoder, sequences, pieces, layers, subspaces, batch_size: int,
     for piece_id, (sequence_id, _) in enumerate(pieces):
         pieces_of_sequence[sequence_id].append(piece_id)
     piece_vectors: dict = {}
-    for batch, tokens, mask in tqdm(
-        encoder.batches([sequence.ids for sequence in sequences], batch_size),
-        desc=f"encode {name}",
-        disable=not progress,
-        leave=False,
-        total=-(-len(sequences) // batch_size),
-    ):
+    for batch, tokens, mask in tqdm(encoder.batches([sequence.ids for sequence in sequences], batch_size),
+                                    desc=f"encode {name}", disable=not progress, leave=False,
+                                    total=-(-len(sequences) // batch_size)):
         batch, width = batch.tolist(), tokens.shape[1]
         states = encoder.states(tokens, layers, subspaces, attention_mask=mask)
         # One pooling matrix [n_pieces, batch*pos] per batch: all piece means in one matmul.
@@ -195,16 +187,8 @@ def _pool_pieces(encoder, sequences, pieces, layers, subspaces, batch_size: int,
     return piece_vectors
 
 
-def encode_dataset(
-    model,
-    dataset: HolmesDataset,
-    layers="last",
-    subspaces=None,
-    rows=None,
-    batch_size: int = 64,
-    progress: bool = False,
-    last_state: str = "block",
-) -> dict[tuple[int, str], np.ndarray]:
+def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None, rows=None,
+                   batch_size: int = 64, progress: bool = False, last_state: str = "block") -> dict[tuple[int, str], np.ndarray]:
     """Pooled float32 features per (layer, subspace), one row per dataset row (or per index in `rows`).
 
     model: anything `open_encoder` takes.  last_state: "block" or "final" (module docstring: what layer

@@ -31,19 +31,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-__all__ = [
-    "TaskType",
-    "Target",
-    "HolmesRow",
-    "HolmesConfig",
-    "HolmesDataset",
-    "HolmesFormatError",
-    "SkippedDataset",
-    "load_dataset",
-    "load_benchmark",
-    "write_dataset",
-    "SPLITS",
-]
+__all__ = ["TaskType", "Target", "HolmesRow", "HolmesConfig", "HolmesDataset", "HolmesFormatError",
+           "SkippedDataset", "load_dataset", "load_benchmark", "write_dataset", "SPLITS"]
 
 SPLITS = ("train", "dev", "test")
 SAMPLE_COLUMNS = ["inputs", "context", "topic", "org_label", "set-0", "string_label", "label", "id"]
@@ -126,7 +115,7 @@ class HolmesDataset:
     def split_indices(self, split: str) -> np.ndarray:
         return np.array([i for i, row in enumerate(self.rows) if row.split == split], dtype=np.int64)
 
-    def subset(self, indices) -> HolmesDataset:
+    def subset(self, indices) -> "HolmesDataset":
         return HolmesDataset(self.name, self.config, [self.rows[i] for i in indices], self.path)
 
 
@@ -158,11 +147,7 @@ def _strict_mapping(loader: StrictYamlLoader, node: yaml.MappingNode, deep: bool
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None,
-                None,
-                f"key {key!r} appears twice (line {key_node.start_mark.line + 1}); keep one",
-                key_node.start_mark,
-            )
+                None, None, f"key {key!r} appears twice (line {key_node.start_mark.line + 1}); keep one", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=deep)
 
@@ -171,12 +156,8 @@ def _strict_bool(loader: StrictYamlLoader, node: yaml.ScalarNode) -> bool:
     text = loader.construct_scalar(node)
     if text.lower() in AMBIGUOUS_BOOLEANS:
         raise yaml.constructor.ConstructorError(
-            None,
-            None,
-            f"{text!r} (line {node.start_mark.line + 1}) is a boolean in YAML 1.1 but a word in YAML 1.2; "
-            f"write true/false, or quote it ('{text}') to mean the word",
-            node.start_mark,
-        )
+            None, None, f"{text!r} (line {node.start_mark.line + 1}) is a boolean in YAML 1.1 but a word in YAML 1.2; "
+            f"write true/false, or quote it ('{text}') to mean the word", node.start_mark)
     return text.lower() == "true"
 
 
@@ -194,10 +175,8 @@ def _integer(raw: dict, key: str, default, low: int, high: int, where: str, what
 def read_config(folder: Path, name: str, control: str = "none") -> HolmesConfig:
     path = folder / f"config-{control}.yaml"
     if not path.is_file():
-        raise HolmesFormatError(
-            f"holmes dataset {name!r}: missing {path.name} in {folder}; "
-            f"every dataset folder needs config-{control}.yaml"
-        )
+        raise HolmesFormatError(f"holmes dataset {name!r}: missing {path.name} in {folder}; "
+                                f"every dataset folder needs config-{control}.yaml")
     try:
         raw = yaml.load(path.read_text(encoding="utf-8"), Loader=StrictYamlLoader) or {}
     except yaml.YAMLError as error:
@@ -216,41 +195,30 @@ def read_config(folder: Path, name: str, control: str = "none") -> HolmesConfig:
     except ValueError:
         raise HolmesFormatError(
             f"{where}, key 'probe_task_type': unsupported task type "
-            f"{raw['probe_task_type']!r}; supported: {', '.join(t.value for t in TaskType)}"
-        ) from None
+            f"{raw['probe_task_type']!r}; supported: {', '.join(t.value for t in TaskType)}") from None
     num_labels = _integer(raw, "num_labels", None, 1, MAX_NUM_LABELS, where, "(1 = regression)")
     expected_inputs = NUM_INPUTS.get(task_type, (1, 2))
     num_inputs = _integer(raw, "num_inputs", expected_inputs[0], 1, 2, where, "(sentences per row)")
     if num_inputs not in expected_inputs:
-        raise HolmesFormatError(
-            f"{where}, key 'num_inputs': {task_type.value} rows hold {expected_inputs[0]} "
-            f"sentence(s), got {num_inputs}; fix num_inputs or probe_task_type"
-        )
+        raise HolmesFormatError(f"{where}, key 'num_inputs': {task_type.value} rows hold {expected_inputs[0]} "
+                                f"sentence(s), got {num_inputs}; fix num_inputs or probe_task_type")
     for key in ("control_task_type", "probe_name"):
         if key in raw and not isinstance(raw[key], str):
             raise HolmesFormatError(f"{where}, key {key!r} must be a string, got {raw[key]!r}; quote it")
     known = {"probe_task_type", "num_inputs", "num_labels", "control_task_type", "probe_name"}
-    return HolmesConfig(
-        task_type,
-        num_inputs,
-        num_labels,
-        raw.get("control_task_type", "NONE"),
-        raw.get("probe_name", f"probe-{name}"),
-        {k: v for k, v in raw.items() if k not in known},
-    )
+    return HolmesConfig(task_type, num_inputs, num_labels, raw.get("control_task_type", "NONE"),
+                        raw.get("probe_name", f"probe-{name}"), {k: v for k, v in raw.items() if k not in known})
 
 
 # ----------------------------------------------------------------------------- rows
-
 
 def _literal(cell: str, where: str):
     try:
         return ast.literal_eval(cell)
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         shown = cell if len(cell) <= 40 else cell[:37] + "..."
-        raise HolmesFormatError(
-            f"{where}: cannot parse Python literal {shown!r}; write a tuple/list literal such as ('a sentence',)"
-        ) from None
+        raise HolmesFormatError(f"{where}: cannot parse Python literal {shown!r}; "
+                                "write a tuple/list literal such as ('a sentence',)") from None
 
 
 def _parse_label(cell: str, config: HolmesConfig, where: str) -> float:
@@ -263,10 +231,8 @@ def _parse_label(cell: str, config: HolmesConfig, where: str) -> float:
     if config.is_regression:
         return value
     if value != int(value) or not 0 <= value < config.num_labels:
-        raise HolmesFormatError(
-            f"{where}: label {cell!r} outside the class ids 0..{config.num_labels - 1} "
-            f"(num_labels: {config.num_labels}); fix the label or num_labels"
-        )
+        raise HolmesFormatError(f"{where}: label {cell!r} outside the class ids 0..{config.num_labels - 1} "
+                                f"(num_labels: {config.num_labels}); fix the label or num_labels")
     return int(value)
 
 
@@ -291,22 +257,18 @@ def _parse_targets(value, contexts: tuple[str, ...], task_type: TaskType, where:
     targets = []
     for k, item in enumerate(value):
         if not isinstance(item, (tuple, list)) or len(item) not in (4, 5) or (arity == 5 and len(item) != 5):
-            raise HolmesFormatError(
-                f"{where}: target {k} must be (text, context_index, char_start, char_end"
-                + (", span_id)" if arity == 5 else ")")
-            )
+            raise HolmesFormatError(f"{where}: target {k} must be (text, context_index, char_start, char_end"
+                                    + (", span_id)" if arity == 5 else ")"))
         text, ctx, start, end = item[:4]
         span = item[4] if len(item) == 5 else k
         if not (isinstance(ctx, int) and isinstance(start, int) and isinstance(end, int) and isinstance(span, int)):
             raise HolmesFormatError(f"{where}: target {k} needs integer context_index, char_start, char_end")
         if not 0 <= ctx < len(contexts):
-            raise HolmesFormatError(
-                f"{where}: target {k} points to context {ctx}, but the row has {len(contexts)} context sentence(s)"
-            )
+            raise HolmesFormatError(f"{where}: target {k} points to context {ctx}, but the row has "
+                                    f"{len(contexts)} context sentence(s)")
         if not 0 <= start < end <= len(contexts[ctx]):
-            raise HolmesFormatError(
-                f"{where}: target {k} span [{start}, {end}) is outside its sentence (length {len(contexts[ctx])})"
-            )
+            raise HolmesFormatError(f"{where}: target {k} span [{start}, {end}) is outside its sentence "
+                                    f"(length {len(contexts[ctx])})")
         targets.append(Target(str(text), ctx, start, end, span))
     return tuple(targets)
 
@@ -324,20 +286,16 @@ def parse_row(record: dict, row_number: int, name: str, config: HolmesConfig) ->
         n = 2 if task_type in (TaskType.SENTENCE_PAIR_BI, TaskType.SENTENCE_PAIR_CROSS) else 1
         return HolmesRow(row_id, split, label, sentences=_parse_sentences(inputs, n, f"{base}, column 'inputs'"))
     contexts = _literal(str(record.get("context", "")), f"{base}, column 'context'")
-    contexts = _parse_sentences(
-        contexts, len(contexts) if isinstance(contexts, (list, tuple)) else 1, f"{base}, column 'context'"
-    )
+    contexts = _parse_sentences(contexts, len(contexts) if isinstance(contexts, (list, tuple)) else 1,
+                                f"{base}, column 'context'")
     if len(contexts) < task_type.n_contexts:
-        raise HolmesFormatError(
-            f"{base}, column 'context': {task_type.value} needs "
-            f"{task_type.n_contexts} context sentences, got {len(contexts)}"
-        )
+        raise HolmesFormatError(f"{base}, column 'context': {task_type.value} needs "
+                                f"{task_type.n_contexts} context sentences, got {len(contexts)}")
     targets = _parse_targets(inputs, contexts, task_type, f"{base}, column 'inputs'")
     return HolmesRow(row_id, split, label, targets=targets, contexts=contexts)
 
 
 # ----------------------------------------------------------------------------- datasets
-
 
 def load_dataset(folder: str | Path, control: str = "none") -> HolmesDataset:
     """Load and validate one dataset folder; raise `HolmesFormatError` on the first problem."""
@@ -350,9 +308,8 @@ def load_dataset(folder: str | Path, control: str = "none") -> HolmesDataset:
     try:
         frame = pd.read_csv(samples, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, UnicodeDecodeError, pd.errors.EmptyDataError) as error:
-        raise HolmesFormatError(
-            f"holmes dataset {name!r}: samples.csv is not a readable CSV ({str(error).splitlines()[0]})"
-        ) from None
+        raise HolmesFormatError(f"holmes dataset {name!r}: samples.csv is not a readable CSV "
+                                f"({str(error).splitlines()[0]})") from None
     missing = [c for c in ("inputs", "set-0", "label") if c not in frame.columns]
     if missing:
         raise HolmesFormatError(f"holmes dataset {name!r}: samples.csv lacks column(s) {', '.join(missing)}")
@@ -361,31 +318,24 @@ def load_dataset(folder: str | Path, control: str = "none") -> HolmesDataset:
     dataset = HolmesDataset(name, config, rows, folder)
     for split in SPLITS:
         if not any(row.split == split for row in rows):
-            raise HolmesFormatError(
-                f"holmes dataset {name!r}: samples.csv, column 'set-0': split {split!r} "
-                "is empty; every dataset needs train, dev and test rows"
-            )
+            raise HolmesFormatError(f"holmes dataset {name!r}: samples.csv, column 'set-0': split {split!r} "
+                                    "is empty; every dataset needs train, dev and test rows")
     if not config.is_regression and len({row.label for row in rows if row.split == "train"}) < 2:
-        raise HolmesFormatError(
-            f"holmes dataset {name!r}: samples.csv, column 'label': the train split has "
-            "a single class; a probe needs at least two"
-        )
+        raise HolmesFormatError(f"holmes dataset {name!r}: samples.csv, column 'label': the train split has "
+                                "a single class; a probe needs at least two")
     return dataset
 
 
-def load_benchmark(
-    directory: str | Path, datasets: list[str] | None = None, control: str = "none"
-) -> tuple[list[HolmesDataset], list[SkippedDataset]]:
+def load_benchmark(directory: str | Path, datasets: list[str] | None = None,
+                   control: str = "none") -> tuple[list[HolmesDataset], list[SkippedDataset]]:
     """All dataset folders under `directory` (sorted), plus the ones skipped with their one-line reason."""
     directory = Path(directory).expanduser()
     if directory.exists() and not directory.is_dir():
-        raise HolmesFormatError(
-            f"holmes benchmark {directory} is a file; pass the folder that holds one sub-folder per dataset"
-        )
+        raise HolmesFormatError(f"holmes benchmark {directory} is a file; pass the folder that holds one "
+                                "sub-folder per dataset")
     if not directory.is_dir():
-        raise HolmesFormatError(
-            f"holmes benchmark folder {directory} does not exist; build one with `dstg-holmes build --out DIR`"
-        )
+        raise HolmesFormatError(f"holmes benchmark folder {directory} does not exist; "
+                                "build one with `dstg-holmes build --out DIR`")
     folders = sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
     if datasets is not None:
         wanted = set(datasets)
@@ -406,34 +356,17 @@ CONTROL_FILES = {"none": "NONE", "randomization": "RANDOMIZATION"}
 
 def _row_record(row: HolmesRow, task_type: TaskType, string_label: str, org_label) -> dict:
     if task_type.has_targets:
-        targets = [
-            (t.text, t.context_index, t.char_start, t.char_end)
-            + ((t.span_id,) if task_type == TaskType.SENTENCE_SPANS else ())
-            for t in row.targets
-        ]
+        targets = [(t.text, t.context_index, t.char_start, t.char_end) +
+                   ((t.span_id,) if task_type == TaskType.SENTENCE_SPANS else ()) for t in row.targets]
         inputs, context = repr(targets), repr(list(row.contexts))
     else:
         inputs, context = repr(tuple(row.sentences)), ""
-    return {
-        "inputs": inputs,
-        "context": context,
-        "topic": "",
-        "org_label": org_label,
-        "set-0": row.split,
-        "string_label": string_label,
-        "label": row.label,
-        "id": row.id,
-    }
+    return {"inputs": inputs, "context": context, "topic": "", "org_label": org_label, "set-0": row.split,
+            "string_label": string_label, "label": row.label, "id": row.id}
 
 
-def write_dataset(
-    folder: str | Path,
-    task_type: TaskType,
-    num_labels: int,
-    rows: list[HolmesRow],
-    label_names: list[str] | None = None,
-    num_inputs: int = 1,
-) -> Path:
+def write_dataset(folder: str | Path, task_type: TaskType, num_labels: int, rows: list[HolmesRow],
+                  label_names: list[str] | None = None, num_inputs: int = 1) -> Path:
     """Write `samples.csv` and the config yamls atomically (temp name, then rename)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -443,19 +376,13 @@ def write_dataset(
         writer = csv.DictWriter(handle, fieldnames=SAMPLE_COLUMNS)
         writer.writeheader()
         for row in rows:
-            string_label = label_names[int(row.label)] if label_names and num_labels > 1 else str(row.label)
+            string_label = (label_names[int(row.label)] if label_names and num_labels > 1 else str(row.label))
             writer.writerow(_row_record(row, task_type, string_label, row.label))
     os.replace(samples_tmp, folder / "samples.csv")
     for control, control_type in CONTROL_FILES.items():
-        config = {
-            "control_task_type": control_type,
-            "num_inputs": num_inputs,
-            "num_labels": num_labels,
-            "num_probe_folds": 1,
-            "probe_name": f"probe-{name}",
-            "probe_task_type": task_type.value,
-            "probes_samples_path": "samples.csv",
-        }
+        config = {"control_task_type": control_type, "num_inputs": num_inputs, "num_labels": num_labels,
+                  "num_probe_folds": 1, "probe_name": f"probe-{name}", "probe_task_type": task_type.value,
+                  "probes_samples_path": "samples.csv"}
         tmp = folder / f".config-{control}.yaml.tmp"
         tmp.write_text(yaml.safe_dump(config, sort_keys=True), encoding="utf-8")
         os.replace(tmp, folder / f"config-{control}.yaml")

@@ -45,17 +45,8 @@ from sklearn.metrics import f1_score
 
 PROTOCOLS = ("reference", "standardised")
 
-__all__ = [
-    "PROTOCOLS",
-    "ProbeConfig",
-    "HolmesProbe",
-    "train_linear_probes",
-    "flash_subsample",
-    "standardize",
-    "evaluate_features",
-    "online_code_length",
-    "probe_metric",
-]
+__all__ = ["PROTOCOLS", "ProbeConfig", "HolmesProbe", "train_linear_probes", "flash_subsample", "standardize", "evaluate_features",
+           "online_code_length", "probe_metric"]
 
 
 @dataclass
@@ -103,12 +94,11 @@ class ProbeConfig:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> ProbeConfig:
+    def from_json(cls, text: str) -> "ProbeConfig":
         return cls(**json.loads(text))
 
 
 # ----------------------------------------------------------------------------- training
-
 
 def _lr_factor(step: int, total: int, warmup: int) -> float:
     """transformers' get_linear_schedule_with_warmup, as the reference uses."""
@@ -134,28 +124,15 @@ def _initial_probes(generators, d: int, n_out: int):
     return weight.requires_grad_(True), bias.requires_grad_(True)
 
 
-def _train_epoch(
-    X,
-    Y_train,
-    train_idx,
-    weight,
-    bias,
-    optimizer,
-    generators,
-    step: int,
-    total_steps: int,
-    warmup: int,
-    regression: bool,
-    n_out: int,
-    config: ProbeConfig,
-) -> int:
+def _train_epoch(X, Y_train, train_idx, weight, bias, optimizer, generators, step: int, total_steps: int,
+                 warmup: int, regression: bool, n_out: int, config: ProbeConfig) -> int:
     """One epoch of every run (its own order and dropout masks); returns the step count after it."""
     runs, d, n_train = len(generators), X.shape[1], len(train_idx)
     run_index = torch.arange(runs)[:, None]
     keep = 1.0 - config.dropout
     order = torch.stack([torch.randperm(n_train, generator=g) for g in generators])  # [R, n_train]
     for start in range(0, n_train, config.batch_size):
-        local = order[:, start : start + config.batch_size]  # [R, B]
+        local = order[:, start:start + config.batch_size]  # [R, B]
         xb = X[train_idx[local]]  # [R, B, d]
         if config.dropout > 0:
             masks = torch.stack([torch.rand(local.shape[1], d, generator=g) < keep for g in generators])
@@ -171,9 +148,8 @@ def _train_epoch(
     return step
 
 
-def train_linear_probes(
-    X: torch.Tensor, Y: torch.Tensor, train_idx, dev_idx, seeds, n_out: int, regression: bool, config: ProbeConfig
-):
+def train_linear_probes(X: torch.Tensor, Y: torch.Tensor, train_idx, dev_idx, seeds, n_out: int,
+                        regression: bool, config: ProbeConfig):
     """Train R = len(seeds) probes on shared features X [n, d] with per-run labels Y [R, n].
 
     Returns (weight [R, d, K], bias [R, K], best dev loss [R], epochs run [R]) with the best-dev-loss
@@ -195,21 +171,8 @@ def train_linear_probes(
     epochs = torch.zeros(runs, dtype=torch.long)
     step = 0
     for _ in range(config.max_epochs):
-        step = _train_epoch(
-            X,
-            Y_train,
-            train_idx,
-            weight,
-            bias,
-            optimizer,
-            generators,
-            step,
-            total_steps,
-            warmup,
-            regression,
-            n_out,
-            config,
-        )
+        step = _train_epoch(X, Y_train, train_idx, weight, bias, optimizer, generators, step, total_steps, warmup,
+                            regression, n_out, config)
         with torch.no_grad():  # early stopping per run on its dev loss
             dev_logits = torch.baddbmm(bias[:, None, :], X_dev.expand(runs, -1, -1), weight)
             dev_loss = _loss_per_run(dev_logits, Y_dev, regression, n_out, config)
@@ -244,19 +207,9 @@ class HolmesProbe(BaseEstimator):
     given (z-score them first for the standardised protocol).
     """
 
-    def __init__(
-        self,
-        n_labels: int | None = None,
-        dropout: float = 0.2,
-        learning_rate: float = 1e-3,
-        batch_size: int = 16,
-        max_epochs: int = 20,
-        patience: int = 5,
-        warmup_fraction: float = 0.1,
-        seeds=(0, 1, 2, 3, 4),
-        huber_beta: float = 1.0,
-        protocol: str = "reference",
-    ):
+    def __init__(self, n_labels: int | None = None, dropout: float = 0.2, learning_rate: float = 1e-3,
+                 batch_size: int = 16, max_epochs: int = 20, patience: int = 5, warmup_fraction: float = 0.1,
+                 seeds=(0, 1, 2, 3, 4), huber_beta: float = 1.0, protocol: str = "reference"):
         self.n_labels = n_labels
         self.dropout = dropout
         self.learning_rate = learning_rate
@@ -273,18 +226,10 @@ class HolmesProbe(BaseEstimator):
         return self.n_labels == 1
 
     def _config(self) -> ProbeConfig:
-        return ProbeConfig(
-            dropout=self.dropout,
-            learning_rate=self.learning_rate,
-            batch_size=self.batch_size,
-            max_epochs=self.max_epochs,
-            patience=self.patience,
-            warmup_fraction=self.warmup_fraction,
-            seeds=tuple(self.seeds),
-            huber_beta=self.huber_beta,
-            protocol=self.protocol,
-            standardize=False,
-        )
+        return ProbeConfig(dropout=self.dropout, learning_rate=self.learning_rate, batch_size=self.batch_size,
+                           max_epochs=self.max_epochs, patience=self.patience,
+                           warmup_fraction=self.warmup_fraction, seeds=tuple(self.seeds),
+                           huber_beta=self.huber_beta, protocol=self.protocol, standardize=False)
 
     def fit(self, X, y, X_dev, y_dev):
         X, X_dev = np.asarray(X, np.float32), np.asarray(X_dev, np.float32)
@@ -301,8 +246,7 @@ class HolmesProbe(BaseEstimator):
         labels = torch.from_numpy(np.concatenate([y, y_dev], axis=1)).to(dtype)
         train_idx, dev_idx = np.arange(len(X)), np.arange(len(X), len(X) + len(X_dev))
         weight, bias, self.best_dev_loss_, self.n_epochs_ = train_linear_probes(
-            features, labels, train_idx, dev_idx, seeds, n_out, self.regression, self._config()
-        )
+            features, labels, train_idx, dev_idx, seeds, n_out, self.regression, self._config())
         self.coef_, self.intercept_ = weight.numpy(), bias.numpy()
         self.n_outputs_ = n_out
         return self
@@ -329,7 +273,6 @@ class HolmesProbe(BaseEstimator):
 
 # ----------------------------------------------------------------------------- protocol on a dataset
 
-
 def standardize(features: np.ndarray, train_idx) -> np.ndarray:
     """z-score with the train rows' mean and std (constant columns keep scale 1)."""
     mean = features[train_idx].mean(0)
@@ -351,7 +294,7 @@ def online_code_length(X, y, train_idx, dev_idx, n_labels: int, config: ProbeCon
     plus the final block to N; each block's probe is trained on everything before it (same protocol,
     all seeds at once) and codes the next block with log2-probabilities of plain logits."""
     n = len(train_idx)
-    bounds = sorted({int(n * 2.0**-k) for k in range(10, 0, -1)} | {n})
+    bounds = sorted({int(n * 2.0 ** -k) for k in range(10, 0, -1)} | {n})
     bounds = [b for b in bounds if b >= 1]
     seeds = list(config.seeds)
     Xt = torch.from_numpy(np.asarray(X, np.float32))
@@ -365,21 +308,12 @@ def online_code_length(X, y, train_idx, dev_idx, n_labels: int, config: ProbeCon
             nats = F.cross_entropy(logits.reshape(-1, n_labels), Y[:, block].reshape(-1), reduction="none")
             online += nats.view(len(seeds), -1).sum(1).numpy() / math.log(2)
     uniform = n * math.log2(n_labels)
-    return {
-        "mdl_online_bits": float(online.mean()),
-        "mdl_uniform_bits": uniform,
-        "mdl_compression": float(uniform / online.mean()),
-    }
+    return {"mdl_online_bits": float(online.mean()), "mdl_uniform_bits": uniform,
+            "mdl_compression": float(uniform / online.mean())}
 
 
-def evaluate_features(
-    features: np.ndarray,
-    labels: np.ndarray,
-    splits: dict[str, np.ndarray],
-    n_labels: int,
-    config: ProbeConfig,
-    label_seed: int = 0,
-) -> pd.DataFrame:
+def evaluate_features(features: np.ndarray, labels: np.ndarray, splits: dict[str, np.ndarray], n_labels: int,
+                      config: ProbeConfig, label_seed: int = 0) -> pd.DataFrame:
     """Run the protocol on one feature matrix: one row per (control, seed) with the test metric.
 
     `splits` holds row indices for train/dev/test (train already Flash-subsampled if wanted). The
@@ -402,40 +336,21 @@ def evaluate_features(
             train = labels[splits["train"]]
             Y = (Y - train.mean()) / (train.std() if train.std() > 0 else 1.0)
     weight, bias, dev_loss, epochs = train_linear_probes(
-        torch.from_numpy(np.asarray(features, np.float32)),
-        torch.from_numpy(Y).to(dtype),
-        splits["train"],
-        splits["dev"],
-        seeds * (len(controls) // len(seeds)),
-        1 if regression else n_labels,
-        regression,
-        config,
-    )
+        torch.from_numpy(np.asarray(features, np.float32)), torch.from_numpy(Y).to(dtype),
+        splits["train"], splits["dev"], seeds * (len(controls) // len(seeds)), 1 if regression else n_labels,
+        regression, config)
     test = splits["test"]
     with torch.no_grad():
-        out = torch.baddbmm(
-            bias[:, None, :],
-            torch.from_numpy(np.asarray(features[test], np.float32)).expand(len(controls), -1, -1),
-            weight,
-        ).numpy()
+        out = torch.baddbmm(bias[:, None, :], torch.from_numpy(np.asarray(features[test], np.float32))
+                            .expand(len(controls), -1, -1), weight).numpy()
     predictions = out[..., 0] if regression else out.argmax(-1)
     metric = "pearson" if regression else "f1_macro"
-    rows = [
-        {
-            "control": control,
-            "seed": seed,
-            "metric": metric,
-            "score": probe_metric(predictions[r], Y[r, test], regression),
-            "best_dev_loss": float(dev_loss[r]),
-            "epochs": int(epochs[r]),
-            "n_train": len(splits["train"]),
-        }
-        for r, (control, seed) in enumerate(zip(controls, seeds * (len(controls) // len(seeds))))
-    ]
+    rows = [{"control": control, "seed": seed, "metric": metric,
+             "score": probe_metric(predictions[r], Y[r, test], regression),
+             "best_dev_loss": float(dev_loss[r]), "epochs": int(epochs[r]), "n_train": len(splits["train"])}
+            for r, (control, seed) in enumerate(zip(controls, seeds * (len(controls) // len(seeds))))]
     if config.mdl and not regression:  # on the (standardised) features the task probes used
         code = online_code_length(features, labels, splits["train"], splits["dev"], n_labels, config)
-        rows += [
-            {"control": "none", "seed": -1, "metric": key, "score": value, "n_train": len(splits["train"])}
-            for key, value in code.items()
-        ]  # seed -1: already the mean over seeds
+        rows += [{"control": "none", "seed": -1, "metric": key, "score": value, "n_train": len(splits["train"])}
+                 for key, value in code.items()]  # seed -1: already the mean over seeds
     return pd.DataFrame(rows)

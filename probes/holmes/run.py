@@ -38,7 +38,6 @@ from tqdm.auto import tqdm
 
 from dstg_interp.config import RANDOM_INIT_SEED_SHIFT
 from dstg_interp.encoders import Encoder, open_encoder
-from dstg_interp.encoders.naming import model_label
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
@@ -48,6 +47,7 @@ from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsamp
 from probes.holmes.registry import DATASETS
 from probes.holmes.significance import seed_test, seed_test_counts, variant_of
 from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
+from dstg_interp.encoders.naming import model_label
 
 __all__ = ["run_holmes", "HolmesRunConfig", "run_config", "write_tables"]
 
@@ -111,12 +111,9 @@ def _load(benchmark_dir, datasets) -> tuple[list, list[dict]]:
     for s in skipped:
         print(f"skipped: {s.reason}", file=sys.stderr)
     if not loaded:
-        raise HolmesFormatError(
-            f"holmes benchmark {benchmark_dir}: no dataset could be loaded ({len(skipped)} skipped"
-            + (", reasons above" if skipped else "; it has no dataset folders")
-            + "); "
-            "fix the datasets or pass another benchmark folder"
-        )
+        raise HolmesFormatError(f"holmes benchmark {benchmark_dir}: no dataset could be loaded ({len(skipped)} skipped"
+                                + (", reasons above" if skipped else "; it has no dataset folders") + "); "
+                                "fix the datasets or pass another benchmark folder")
     return loaded, skipped_rows
 
 
@@ -127,37 +124,17 @@ def _protocol_rows(dataset, flash_fraction):
     train = flash_subsample(splits_full["train"], flash_fraction)
     used = np.concatenate([train, splits_full["dev"], splits_full["test"]])
     subset = dataset.subset(used)
-    local = {
-        "train": np.arange(len(train)),
-        "dev": np.arange(len(train), len(train) + len(splits_full["dev"])),
-        "test": np.arange(len(train) + len(splits_full["dev"]), len(used)),
-    }
+    local = {"train": np.arange(len(train)), "dev": np.arange(len(train), len(train) + len(splits_full["dev"])),
+             "test": np.arange(len(train) + len(splits_full["dev"]), len(used))}
     return subset, local, subset.labels()
 
 
-def _probe_encoder(
-    dataset,
-    subset,
-    local,
-    labels,
-    name: str,
-    control: str,
-    model,
-    config: ProbeConfig,
-    layers,
-    subspaces,
-    batch_size: int,
-) -> list[pd.DataFrame]:
+def _probe_encoder(dataset, subset, local, labels, name: str, control: str, model, config: ProbeConfig, layers,
+                   subspaces, batch_size: int) -> list[pd.DataFrame]:
     """Every probe of one (dataset, encoder): one table per layer x subspace (raises UnpoolableRow)."""
     started = time.perf_counter()
-    features = encode_dataset(
-        model,
-        subset,
-        layers,
-        subspaces,
-        batch_size=batch_size,
-        last_state="final" if config.protocol == "reference" else "block",
-    )
+    features = encode_dataset(model, subset, layers, subspaces, batch_size=batch_size,
+                              last_state="final" if config.protocol == "reference" else "block")
     encode_s = time.perf_counter() - started
     probe_config = config if control == "none" else dataclasses.replace(config, randomized_control=False, mdl=False)
     tables = []
@@ -180,11 +157,8 @@ def _probe_encoder(
 
 
 def _results(frames: list, skipped_rows: list[dict]) -> pd.DataFrame:
-    results = (
-        pd.concat(frames, ignore_index=True)
-        if frames
-        else pd.DataFrame(columns=["model", "dataset", "layer", "subspace", "control", "seed", "metric", "score"])
-    )
+    results = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["model", "dataset", "layer", "subspace", "control", "seed", "metric", "score"])
     results["area"] = results["dataset"].map(lambda d: DATASETS.get(d, (None, None))[0])
     results["phenomenon"] = results["dataset"].map(lambda d: DATASETS.get(d, (None, None))[1])
     # A list, not a DataFrame: pandas compares attrs on concat/merge, and DataFrames have no truth value.
@@ -192,20 +166,9 @@ def _results(frames: list, skipped_rows: list[dict]) -> pd.DataFrame:
     return results
 
 
-def run_holmes(
-    models,
-    benchmark_dir,
-    *,
-    layers="last",
-    subspaces=None,
-    config: ProbeConfig | None = None,
-    random_init_control: bool = False,
-    datasets: list[str] | None = None,
-    out_dir=None,
-    batch_size: int = 64,
-    progress: bool = True,
-    device=None,
-) -> pd.DataFrame:
+def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: ProbeConfig | None = None,
+               random_init_control: bool = False, datasets: list[str] | None = None, out_dir=None,
+               batch_size: int = 64, progress: bool = True, device=None) -> pd.DataFrame:
     """Probe every dataset of `benchmark_dir` on every model.
 
     models: {name: model}, or a list of zoo names / checkpoint or HF folders / models (anything
@@ -237,9 +200,8 @@ def run_holmes(
             for (name, control), model in encoders.items():
                 bar.set_postfix_str(f"{dataset.name} / {name}")
                 try:
-                    frames += _probe_encoder(
-                        dataset, subset, local, labels, name, control, model, config, layers, subspaces, batch_size
-                    )
+                    frames += _probe_encoder(dataset, subset, local, labels, name, control, model, config, layers,
+                                             subspaces, batch_size)
                 except UnpoolableRow as error:
                     skipped_rows.append({"dataset": dataset.name, "model": name, "reason": str(error)})
                     print(f"skipped: {error}", file=sys.stderr)
@@ -248,16 +210,9 @@ def run_holmes(
         bar.close()
     results = _results(frames, skipped_rows)
     if out_dir is not None:
-        run_config = HolmesRunConfig(
-            str(benchmark_dir),
-            list(pool),
-            layers if isinstance(layers, str) else list(layers),
-            list(subspaces) if subspaces else None,
-            random_init_control,
-            datasets,
-            config,
-            str(device or "cpu"),
-        )
+        run_config = HolmesRunConfig(str(benchmark_dir), list(pool), layers if isinstance(layers, str) else list(layers),
+                                     list(subspaces) if subspaces else None, random_init_control, datasets, config,
+                                     str(device or "cpu"))
         write_tables(results, out_dir, run_config)
     return results
 
@@ -294,10 +249,8 @@ def check_results_folder(out: Path, flag: str = "--out") -> None:
     """``out`` can take the tables: a (writable) folder without result files of anyone else."""
     check_output_location(out, flag)
     if not is_holmes_results(out):
-        raise OutputError(
-            f"{flag} {out} holds results.csv or other tables that a Holmes run did not write; "
-            f"they are never replaced: choose another {flag}"
-        )
+        raise OutputError(f"{flag} {out} holds results.csv or other tables that a Holmes run did not write; "
+                          f"they are never replaced: choose another {flag}")
 
 
 def summary_tables(results: pd.DataFrame, compare: str | None = None) -> dict[str, pd.DataFrame]:
@@ -309,12 +262,8 @@ def summary_tables(results: pd.DataFrame, compare: str | None = None) -> dict[st
     rates = winning_rates(full)
     models = list(dict.fromkeys(full["model"]))
     compare = compare or next((m for m in models if "dstg" in m), models[0] if models else None)
-    tables = {
-        "scores": scores,
-        "winning_rates": rates,
-        "areas": area_table(rates).reset_index(),
-        "phenomena": phenomenon_table(rates).reset_index(),
-    }
+    tables = {"scores": scores, "winning_rates": rates, "areas": area_table(rates).reset_index(),
+              "phenomena": phenomenon_table(rates).reset_index()}
     if compare is not None:
         tables["a_vs_b"] = a_vs_b(at_last, compare, [e for e in dict.fromkeys(at_last["entry"]) if e != compare])
         variant = variant_of(compare)[0]
@@ -340,10 +289,8 @@ def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | N
 
 
 def _write_all_tables(results: pd.DataFrame, out: Path, run_config: HolmesRunConfig | None) -> None:
-    tables = {
-        "results": results,
-        "skipped": pd.DataFrame(results.attrs.get("skipped", []), columns=["dataset", "model", "reason"]),
-    }
+    tables = {"results": results,
+              "skipped": pd.DataFrame(results.attrs.get("skipped", []), columns=["dataset", "model", "reason"])}
     if len(results):
         tables.update(summary_tables(results))
     for name, table in tables.items():
@@ -386,15 +333,6 @@ def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | 
             build_suite(benchmark)
     models = {model_label(m): m for m in cfg.models}
     with output_lock(out, "dstg-holmes run " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
-        return run_holmes(
-            models,
-            benchmark,
-            layers=cfg.layers,
-            subspaces=cfg.subspaces,
-            config=cfg.probe,
-            random_init_control=cfg.random_init_control,
-            datasets=cfg.datasets,
-            out_dir=out,
-            progress=progress,
-            device=cfg.device,
-        )
+        return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
+                          random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
+                          progress=progress, device=cfg.device)

@@ -73,13 +73,8 @@ def _outcome(diff: float, low: float, high: float, margin: float) -> str:
     return "tie"
 
 
-def seed_test(
-    scores: pd.DataFrame,
-    variant_a: str,
-    others: list[str],
-    margin: float = DEFAULT_MARGIN,
-    level: float = DEFAULT_LEVEL,
-) -> pd.DataFrame:
+def seed_test(scores: pd.DataFrame, variant_a: str, others: list[str], margin: float = DEFAULT_MARGIN,
+              level: float = DEFAULT_LEVEL) -> pd.DataFrame:
     """One row per (B, area, phenomenon) -- and per (B, "overall", phenomenon), counting a phenomenon listed
     in two areas once -- with each variant's mean and spread over training seeds, the difference, its
     interval and the outcome of the rule in the module docstring.
@@ -93,20 +88,14 @@ def seed_test(
     for variant in [variant_a, *others]:
         found = sorted(int(s) for s in seeds.get(variant, []))
         if len(found) < MIN_SEEDS:
-            raise ValueError(
-                f"the seed test needs at least {MIN_SEEDS} training seeds of every variant; {variant!r} has "
-                f"{len(found)} ({', '.join(map(str, found)) or 'none'}): add its seeds to the pool "
-                f"(zoo members {variant}-seed1, ...), or read the one-seed a_vs_b counts"
-            )
+            raise ValueError(f"the seed test needs at least {MIN_SEEDS} training seeds of every variant; {variant!r} has "
+                             f"{len(found)} ({', '.join(map(str, found)) or 'none'}): add its seeds to the pool "
+                             f"(zoo members {variant}-seed1, ...), or read the one-seed a_vs_b counts")
     rows = []
     for variant_b in others:
         pair = table[table["variant"].isin([variant_a, variant_b])]
-        per_dataset = pair.pivot_table(
-            index=["area", "phenomenon", "dataset"],
-            columns=["variant", "training_seed"],
-            values="score",
-            aggfunc="mean",
-        )
+        per_dataset = pair.pivot_table(index=["area", "phenomenon", "dataset"], columns=["variant", "training_seed"],
+                                       values="score", aggfunc="mean")
         both = per_dataset[variant_a].notna().all(axis=1) & per_dataset[variant_b].notna().all(axis=1)
         per_dataset = per_dataset[both]
         for area, levels in [(None, ["area", "phenomenon"]), ("overall", ["phenomenon"])]:
@@ -115,27 +104,11 @@ def seed_test(
                 a = group[variant_a].mean(axis=0).to_numpy(dtype=float)  # one value per training seed
                 b = group[variant_b].mean(axis=0).to_numpy(dtype=float)
                 diff, low, high = _welch(a, b, level)
-                rows.append(
-                    {
-                        "a": variant_a,
-                        "b": variant_b,
-                        "area": area or key[0],
-                        "phenomenon": key[-1],
-                        "n_datasets": len(group),
-                        "seeds_a": len(a),
-                        "seeds_b": len(b),
-                        "mean_a": float(a.mean()),
-                        "mean_b": float(b.mean()),
-                        "sd_a": float(a.std(ddof=1)),
-                        "sd_b": float(b.std(ddof=1)),
-                        "difference": diff,
-                        "ci_low": low,
-                        "ci_high": high,
-                        "outcome": _outcome(diff, low, high, margin),
-                        "margin": margin,
-                        "level": level,
-                    }
-                )
+                rows.append({"a": variant_a, "b": variant_b, "area": area or key[0], "phenomenon": key[-1],
+                             "n_datasets": len(group), "seeds_a": len(a), "seeds_b": len(b),
+                             "mean_a": float(a.mean()), "mean_b": float(b.mean()), "sd_a": float(a.std(ddof=1)),
+                             "sd_b": float(b.std(ddof=1)), "difference": diff, "ci_low": low, "ci_high": high,
+                             "outcome": _outcome(diff, low, high, margin), "margin": margin, "level": level})
     return pd.DataFrame(rows)
 
 
@@ -144,19 +117,8 @@ def seed_test_counts(tests: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (a, b, area), group in tests.groupby(["a", "b", "area"], sort=False):
         counts = group["outcome"].value_counts()
-        rows.append(
-            {
-                "a": a,
-                "b": b,
-                "area": area,
-                "wins": int(counts.get("win", 0)),
-                "ties": int(counts.get("tie", 0)),
-                "losses": int(counts.get("loss", 0)),
-                "n_phenomena": len(group),
-                "margin": float(group["margin"].iloc[0]),
-                "level": float(group["level"].iloc[0]),
-                "seeds_a": int(group["seeds_a"].min()),
-                "seeds_b": int(group["seeds_b"].min()),
-            }
-        )
+        rows.append({"a": a, "b": b, "area": area, "wins": int(counts.get("win", 0)), "ties": int(counts.get("tie", 0)),
+                     "losses": int(counts.get("loss", 0)), "n_phenomena": len(group),
+                     "margin": float(group["margin"].iloc[0]), "level": float(group["level"].iloc[0]),
+                     "seeds_a": int(group["seeds_a"].min()), "seeds_b": int(group["seeds_b"].min())})
     return pd.DataFrame(rows)

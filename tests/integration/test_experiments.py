@@ -17,21 +17,8 @@ torch.set_num_threads(1)
 def gallery(tmp_path_factory):
     """run_all --tiny: fig_ap_manifold, fig_heads, fig_probes and claims into one folder (Holmes is skipped)."""
     root = tmp_path_factory.mktemp("gallery")
-    timing = run_all.main(
-        [
-            "--tiny",
-            "--out",
-            str(root / "figures"),
-            "--store-root",
-            str(root / "stores"),
-            "--threads",
-            "1",
-            "--quiet",
-            "--model-seeds",
-            "0",
-            "1",
-        ]
-    )
+    timing = run_all.main(["--tiny", "--out", str(root / "figures"), "--store-root", str(root / "stores"),
+                           "--threads", "1", "--quiet", "--model-seeds", "0", "1"])
     return root / "figures", timing
 
 
@@ -59,9 +46,8 @@ def test_every_script_saves_the_config_it_ran_with(gallery):
     assert config.tiny and config.out == gallery[0] / "probes" and config.n_boot == saved["n_boot"]
     assert saved["script"] == "experiments/fig_probes.py" and saved["wall_s"] > 0
     # the command line is the config: one flag per field
-    assert parse_config(
-        fig_probes.ProbesFigureConfig, ["--tiny", "--n-boot", "7", "--out", "/x"]
-    ) == fig_probes.ProbesFigureConfig(tiny=True, n_boot=7, out=Path("/x"))
+    assert parse_config(fig_probes.ProbesFigureConfig, ["--tiny", "--n-boot", "7", "--out", "/x"]) == \
+        fig_probes.ProbesFigureConfig(tiny=True, n_boot=7, out=Path("/x"))
     with pytest.raises(ValueError, match="unknown step"):
         run_all.RunAllConfig(skip=["nope"])
 
@@ -70,13 +56,8 @@ def test_report_tables_come_from_the_gallery(gallery):
     figures = gallery[0]
     text = (figures / "REPORT.md").read_text()
     probes = pd.read_csv(figures / "probes" / "probes.csv")
-    last = probes[
-        (probes.model == "dstg")
-        & (probes.subspace == "ap")
-        & (probes.task == "segment")
-        & (probes.segment == "sentence")
-        & (probes.layer == probes.layer.max())
-    ].r2
+    last = probes[(probes.model == "dstg") & (probes.subspace == "ap") & (probes.task == "segment")
+                  & (probes.segment == "sentence") & (probes.layer == probes.layer.max())].r2
     assert len(last) == 2  # one per training seed
     block = text.split("<!-- report:probes_final -->")[1].split("<!-- /report:probes_final -->")[0]
     assert f"| sentence index | {last.mean():.3f} |" in block  # the tiny gallery's own mean over seeds, not the zoo's
@@ -104,12 +85,8 @@ def test_ap_manifold_outputs(gallery):
     spectra = pd.read_csv(folder / "spectra.csv")
     # learned tables: DSTG's and AP-NeoBERT's, each with a random table of the same shape; RoPE/RP have none
     learned = spectra[spectra.source == "learned table"]
-    assert set(learned.name) == {
-        "dstg AP table",
-        "ap table (entangled)",
-        "dstg AP table (seed 1)",
-        "ap table (entangled) (seed 1)",
-    }
+    assert set(learned.name) == {"dstg AP table", "ap table (entangled)", "dstg AP table (seed 1)",
+                                 "ap table (entangled) (seed 1)"}
     assert set(zip(learned.model, learned.seed)) == {("dstg", 0), ("dstg", 1), ("ap", 0), ("ap", 1)}
     assert set(spectra[spectra.source == "random table"].name) == {"random 64x8", "random 64x32"}
     layers = spectra[spectra.source == "layer states"]
@@ -139,16 +116,9 @@ def test_probe_outputs(gallery):
     _non_empty_figure(folder, "r2_by_layer")
     results = pd.read_csv(folder / "probes.csv")
     probes = set(map(tuple, results[["task", "segment"]].drop_duplicates().to_numpy()))
-    assert probes == {
-        ("token", "sentence"),
-        ("segment", "sentence"),
-        ("segment", "paragraph"),
-        ("intra", "sentence"),
-        ("intra", "paragraph"),
-    }
-    assert len(results) == 2 * 5 * (
-        3 * 3 + 3 * 3
-    )  # seeds x probes x (DSTG 3 layers x 3 subspaces + 3 baselines x 3 layers)
+    assert probes == {("token", "sentence"), ("segment", "sentence"), ("segment", "paragraph"),
+                      ("intra", "sentence"), ("intra", "paragraph")}
+    assert len(results) == 2 * 5 * (3 * 3 + 3 * 3)  # seeds x probes x (DSTG 3 layers x 3 subspaces + 3 baselines x 3 layers)
     assert set(results.seed) == {0, 1}
     # two training seeds are two models: their probes differ
     by_seed = results.pivot_table(index=["model", "task", "segment", "layer", "subspace"], columns="seed", values="r2")
@@ -161,9 +131,7 @@ def test_probe_outputs(gallery):
     assert (over.ci_high.to_numpy() >= by_seed.max(axis=1).reindex(over.index).to_numpy() - 1e-12).all()
     assert results.random_init_r2.notna().all() and results.shuffled_r2.notna().all()
     defined = results.n_test_docs >= 10  # fewer held-out documents: the interval is reported as undefined (NaN)
-    assert (
-        results.ci_low[defined] <= results.ci_high[defined]
-    ).all()  # percentile CI: the point estimate may lie just outside
+    assert (results.ci_low[defined] <= results.ci_high[defined]).all()  # percentile CI: the point estimate may lie just outside
     assert results.loc[~defined, ["ci_low", "ci_high"]].isna().all().all()
 
 
@@ -171,18 +139,9 @@ def test_claims_cover_every_finding_with_a_verdict(gallery):
     figures = gallery[0]
     table = json.loads((figures / "claims.json").read_text())
     ids = {c["id"] for c in table}
-    assert {
-        "ap_pc1_pc2_dstg",
-        "ap_pc1_pc2_entangled",
-        "ap_dct_low_bins",
-        "heads_structure_semantic",
-        "heads_no_rp",
-        "final_segment_sentence",
-        "final_segment_paragraph",
-        "final_token",
-        "intra_sentence_semantic",
-        "holmes_wins",
-    } <= ids
+    assert {"ap_pc1_pc2_dstg", "ap_pc1_pc2_entangled", "ap_dct_low_bins", "heads_structure_semantic", "heads_no_rp",
+            "final_segment_sentence", "final_segment_paragraph", "final_token", "intra_sentence_semantic",
+            "holmes_wins"} <= ids
     verdicts = {c["id"]: c["verdict"] for c in table}
     assert verdicts["holmes_wins"] == "not measured"  # no figures/holmes in a tiny run
     assert all(v in {"holds", "partly", "does not hold", "not measured", "reference"} for v in verdicts.values())
@@ -192,21 +151,9 @@ def test_claims_cover_every_finding_with_a_verdict(gallery):
 
 def _probe_row(model, task, segment, subspace, layer, r2, half_width, control=0.0):
     """A probe row whose partial R² given token position equals its R² (position alone explains 0.1)."""
-    return dict(
-        model=model,
-        task=task,
-        segment=segment,
-        subspace=subspace,
-        layer=layer,
-        r2=r2,
-        ci_low=r2 - half_width,
-        ci_high=r2 + half_width,
-        control_r2=control,
-        position_r2=0.1,
-        partial_r2=r2,
-        partial_ci_low=r2 - half_width,
-        partial_ci_high=r2 + half_width,
-    )
+    return dict(model=model, task=task, segment=segment, subspace=subspace, layer=layer, r2=r2,
+                ci_low=r2 - half_width, ci_high=r2 + half_width, control_r2=control, position_r2=0.1,
+                partial_r2=r2, partial_ci_low=r2 - half_width, partial_ci_high=r2 + half_width)
 
 
 def test_claims_rules_on_hand_written_numbers():
@@ -218,20 +165,12 @@ def test_claims_rules_on_hand_written_numbers():
     rows[-1] = _probe_row("rp", "segment", "sentence", "full", 6, 0.50, 0.05)
     verdicts = {c["id"]: c["verdict"] for c in claims.final_layer_claims(pd.DataFrame(rows))}
     assert verdicts["final_segment_sentence"] == "holds" and verdicts["final_segment_paragraph"] == "not measured"
-    rows[0]["ci_high"] = rows[0]["partial_ci_high"] = (
-        1e15  # an impossible bound (constant-target resamples): no "holds"
-    )
+    rows[0]["ci_high"] = rows[0]["partial_ci_high"] = 1e15  # an impossible bound (constant-target resamples): no "holds"
     verdicts = {c["id"]: c for c in claims.final_layer_claims(pd.DataFrame(rows))}
-    assert (
-        verdicts["final_segment_sentence"]["verdict"] == "partly" and verdicts["final_segment_sentence"]["ci"] is None
-    )
+    assert verdicts["final_segment_sentence"]["verdict"] == "partly" and verdicts["final_segment_sentence"]["ci"] is None
 
-    counts = pd.DataFrame(
-        [
-            dict(a="dstg", b=b, area="overall", wins=w, ties=0, losses=65 - w, n_phenomena=65)
-            for b, w in (("rope", 49), ("ap", 40), ("rp", 20))
-        ]
-    )
+    counts = pd.DataFrame([dict(a="dstg", b=b, area="overall", wins=w, ties=0, losses=65 - w, n_phenomena=65)
+                           for b, w in (("rope", 49), ("ap", 40), ("rp", 20))])
     holmes = claims.holmes_claims(counts)[0]
     assert holmes["verdict"] == "partly" and holmes["ours"] == pytest.approx(20 / 65)
     assert holmes["ci"][0] < 20 / 65 < holmes["ci"][1]
@@ -240,17 +179,11 @@ def test_claims_rules_on_hand_written_numbers():
 
 def test_claims_over_seeds_use_the_seed_interval():
     """Two seeds: 'holds' needs DSTG's whole interval (every seed's CI) above every baseline's."""
-
     def rows(dstg_seed1):
-        table = [
-            dict(_probe_row("dstg", "segment", "sentence", "ap", 6, 0.80, 0.05), seed=0),
-            dict(_probe_row("dstg", "segment", "sentence", "ap", 6, dstg_seed1, 0.05), seed=1),
-        ]
-        table += [
-            dict(_probe_row(m, "segment", "sentence", "full", 6, r2, 0.05), seed=s)
-            for m in ("rope", "ap", "rp")
-            for s, r2 in ((0, 0.30), (1, 0.40))
-        ]
+        table = [dict(_probe_row("dstg", "segment", "sentence", "ap", 6, 0.80, 0.05), seed=0),
+                 dict(_probe_row("dstg", "segment", "sentence", "ap", 6, dstg_seed1, 0.05), seed=1)]
+        table += [dict(_probe_row(m, "segment", "sentence", "full", 6, r2, 0.05), seed=s)
+                  for m in ("rope", "ap", "rp") for s, r2 in ((0, 0.30), (1, 0.40))]
         return pd.DataFrame(table)
 
     clear = {c["id"]: c for c in claims.final_layer_claims(rows(0.70))}["final_segment_sentence"]
@@ -260,16 +193,10 @@ def test_claims_over_seeds_use_the_seed_interval():
     overlap = {c["id"]: c for c in claims.final_layer_claims(rows(0.45))}["final_segment_sentence"]
     assert overlap["verdict"] == "partly" and overlap["ci"] == pytest.approx([0.40, 0.85])
 
-    heads = pd.DataFrame(
-        [
-            dict(model="dstg", seed=s, label=label, share_rp=0.0)
-            for s, labels in (
-                (0, ["structure", "semantic", "semantic", "semantic"]),
-                (1, ["structure", "mixed", "mixed", "semantic"]),
-            )
-            for label in labels
-        ]
-    )
+    heads = pd.DataFrame([dict(model="dstg", seed=s, label=label, share_rp=0.0)
+                          for s, labels in ((0, ["structure", "semantic", "semantic", "semantic"]),
+                                            (1, ["structure", "mixed", "mixed", "semantic"]))
+                          for label in labels])
     structure = {c["id"]: c for c in claims.head_claims(heads)}["heads_structure_semantic"]
     assert structure["verdict"] == "partly" and structure["ours"] == pytest.approx(0.75)  # seed 1: 50% only
     assert structure["ci"] == pytest.approx([0.5, 1.0])
@@ -277,15 +204,13 @@ def test_claims_over_seeds_use_the_seed_interval():
 
 def test_a_zoo_folder_missing_a_seed_is_one_line(tmp_path, capsys):
     from experiments.figure_inputs import run_as_command
-
     zoo = tmp_path / "zoo"
     for variant in ("dstg", "rope", "ap", "rp"):
         (zoo / variant).mkdir(parents=True)
         (zoo / variant / "model.safetensors").write_bytes(b"")
     out = tmp_path / "probes"
-    code = run_as_command(
-        lambda: fig_probes.main(["--zoo", str(zoo), "--model-seeds", "0", "1", "--out", str(out)]), "fig_probes"
-    )
+    code = run_as_command(lambda: fig_probes.main(["--zoo", str(zoo), "--model-seeds", "0", "1", "--out", str(out)]),
+                          "fig_probes")
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "dstg-seed1/" in err and "rp-seed1/" in err and "--seeds 1" in err
@@ -344,32 +269,15 @@ def test_claim_rules_are_data_and_name_their_control():
 
 def test_width_matched_and_sweep_claims_on_hand_written_numbers():
     def table(model, seed, pc12, control, matched=None, matched_control=None):
-        return dict(
-            source="learned table",
-            name=f"{model} table",
-            model=model,
-            seed=seed,
-            n_positions=128,
-            width=16 if model == "dstg" else 128,
-            pc1_pc2=pc12,
-            control_pc1_pc2=control,
-            low_freq_share=0.8,
-            control_low_freq_share=0.02,
-            participation_ratio=4.0,
-            control_participation_ratio=14.0,
-            matched_width=16,
-            matched_pc1_pc2=matched if matched is not None else pc12,
-            matched_pc1_pc2_std=0.02,
-            matched_control_pc1_pc2=matched_control or control,
-            matched_excess_pc1_pc2=(matched or pc12) - (matched_control or control),
-            matched_participation_ratio=4.5,
-            matched_low_freq_share=0.8,
-        )
-
+        return dict(source="learned table", name=f"{model} table", model=model, seed=seed, n_positions=128,
+                    width=16 if model == "dstg" else 128, pc1_pc2=pc12, control_pc1_pc2=control, low_freq_share=0.8,
+                    control_low_freq_share=0.02, participation_ratio=4.0, control_participation_ratio=14.0,
+                    matched_width=16, matched_pc1_pc2=matched if matched is not None else pc12, matched_pc1_pc2_std=0.02,
+                    matched_control_pc1_pc2=matched_control or control, matched_excess_pc1_pc2=(matched or pc12)
+                    - (matched_control or control), matched_participation_ratio=4.5, matched_low_freq_share=0.8)
     # raw 0.49 (128 wide) looks far below DSTG's 0.61, but at DSTG's width it is 0.585: the same excess
-    spectra = pd.DataFrame(
-        [table("dstg", s, 0.61, 0.20) for s in range(3)] + [table("ap", s, 0.49, 0.06, 0.585, 0.20) for s in range(3)]
-    )
+    spectra = pd.DataFrame([table("dstg", s, 0.61, 0.20) for s in range(3)]
+                           + [table("ap", s, 0.49, 0.06, 0.585, 0.20) for s in range(3)])
     verdicts = {c["id"]: c for c in claims.spectra_claims(spectra)}
     assert verdicts["ap_pc1_pc2_entangled"]["verdict"] == "does not hold"
     assert verdicts["ap_pc1_pc2_entangled"]["ours"] == pytest.approx(0.585)
@@ -377,12 +285,8 @@ def test_width_matched_and_sweep_claims_on_hand_written_numbers():
     assert {c["id"]: c for c in claims.spectra_claims(spectra)}["ap_pc1_pc2_entangled"]["verdict"] == "holds"
 
     heads = pd.DataFrame([dict(model="dstg", seed=0, label="structure", share_rp=0.57)])
-    sweep = pd.DataFrame(
-        [
-            dict(model="dstg", seed=0, threshold=t, label=label, n_heads=1, n_total=1)
-            for t, label in ((0.5, "RP"), (0.6, "mixed"), (0.7, "mixed"))
-        ]
-    )
+    sweep = pd.DataFrame([dict(model="dstg", seed=0, threshold=t, label=label, n_heads=1, n_total=1)
+                          for t, label in ((0.5, "RP"), (0.6, "mixed"), (0.7, "mixed"))])
     assert {c["id"]: c for c in claims.head_claims(heads, sweep)}["heads_no_rp"]["verdict"] == "partly"
     sweep.loc[0, "label"] = "mixed"
     assert {c["id"]: c for c in claims.head_claims(heads, sweep)}["heads_no_rp"]["verdict"] == "holds"

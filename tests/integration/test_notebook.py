@@ -18,22 +18,15 @@ def test_explore_notebook_runs_on_a_tiny_model(tmp_path, monkeypatch):
     # a kernel spec that runs *this* interpreter: the installed one says "python", i.e. whatever is on PATH
     spec = tmp_path / "jupyter" / "kernels" / "dstg-test"
     spec.mkdir(parents=True)
-    (spec / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "dstg-interp test",
-                "language": "python",
-            }
-        )
-    )
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "dstg-interp test", "language": "python"}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     monkeypatch.setenv("DSTG_NOTEBOOK_TINY", "1")
     monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))  # nothing of the tiny run lands in the real cache
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(
-        notebook, kernel_name="dstg-test", timeout=60, resources={"metadata": {"path": str(NOTEBOOK.parent)}}
-    )
+    client = nbclient.NotebookClient(notebook, kernel_name="dstg-test", timeout=60,
+                                     resources={"metadata": {"path": str(NOTEBOOK.parent)}})
     client.execute()
 
     outputs = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]

@@ -29,45 +29,22 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-import readme_examples
 import torch
-from test_hf_encoder_offline import write_tiny_bert
 from threadpoolctl import threadpool_limits
 
+import readme_examples
 from dstg_interp import load_model, open_encoder
 from dstg_interp.data import catalog
 from dstg_interp.entry import COMMANDS, launch
 from dstg_interp.tiny_zoo import tiny_documents
+from test_hf_encoder_offline import write_tiny_bert
 
 torch.set_num_threads(1)
 EXAMPLES = readme_examples.collect()
 SHRINK = {  # appended to the example's own flags: the same code path on a toy budget
-    "dstg-train": [
-        "--steps",
-        "2",
-        "--max-docs",
-        "120",
-        "--max-length",
-        "32",
-        "--vocab-size",
-        "400",
-        "--batch-size",
-        "4",
-        "--d-model",
-        "32",
-        "--n-layers",
-        "1",
-        "--n-heads",
-        "2",
-        "--eval-every",
-        "1",
-        "--save-every",
-        "1",
-        "--threads",
-        "1",
-        "--quiet",
-        "--no-compile",
-    ],
+    "dstg-train": ["--steps", "2", "--max-docs", "120", "--max-length", "32", "--vocab-size", "400", "--batch-size", "4",
+                   "--d-model", "32", "--n-layers", "1", "--n-heads", "2", "--eval-every", "1", "--save-every", "1",
+                   "--threads", "1", "--quiet", "--no-compile"],
     "dstg-eval": ["--n-docs", "4"],
     "dstg-cache": ["--max-docs", "8", "--max-length", "64", "--quiet"],
     "dstg-probe": ["--max-docs", "14", "--quiet"],
@@ -107,19 +84,10 @@ def python_namespace(root) -> dict:
     token_id_lists = [list(map(int, sequences[i]["input_ids"])) for i in range(4)]
     tokens, attention_mask = encoder.pad(token_id_lists)
     labels = torch.where(torch.rand(tokens.shape, generator=torch.Generator().manual_seed(0)) < 0.2, tokens, -100)
-    return {
-        "torch": torch,
-        "np": np,
-        "pd": pd,
-        "model": load_model("dstg"),
-        "tokens": tokens,
-        "attention_mask": attention_mask,
-        "labels": labels.masked_fill(~attention_mask, -100),
-        "documents": documents,
-        "token_id_lists": token_id_lists,
-        "sequences": sequences,
-        "invariance": pd.read_csv(root / "figures" / "invariance" / "invariance.csv"),
-    }
+    return {"torch": torch, "np": np, "pd": pd, "model": load_model("dstg"), "tokens": tokens,
+            "attention_mask": attention_mask, "labels": labels.masked_fill(~attention_mask, -100),
+            "documents": documents, "token_id_lists": token_id_lists, "sequences": sequences,
+            "invariance": pd.read_csv(root / "figures" / "invariance" / "invariance.csv")}
 
 
 def run_shell(argv: list[str], root) -> int:
@@ -186,7 +154,6 @@ def test_the_main_job_in_a_clean_clone_leaves_git_status_clean(sandbox, tmp_path
     monkeypatch.chdir(clone)
     assert launch("dstg-probe", ["--task", "segment", *SHRINK["dstg-probe"]]) == 0
     assert (clone / "dstg-results" / "segment" / "results.csv").is_file()
-    status = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=clone, check=True, capture_output=True, text=True
-    ).stdout
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=clone, check=True,
+                            capture_output=True, text=True).stdout
     assert status == "", status

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import write_synthetic_corpus
 
+from conftest import write_synthetic_corpus
 from dstg_interp import EncoderError, StoreError, extract, load_hf_encoder
 from dstg_interp.data import build_structured_sequences, load_corpus, train_tokenizer
 from dstg_interp.encoders import fetch_minilm as fetch_minilm_folder
@@ -58,14 +58,14 @@ def test_minilm_extracts_seven_hidden_states(minilm, documents, tmp_path):
     tokens = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
     mask = torch.zeros_like(tokens, dtype=torch.bool)
     for j, x in enumerate(ids):
-        tokens[j, : len(x)], mask[j, : len(x)] = torch.as_tensor(x), True
+        tokens[j, :len(x)], mask[j, :len(x)] = torch.as_tensor(x), True
     with torch.inference_mode():
         output = minilm.model(input_ids=tokens, attention_mask=mask.long(), output_hidden_states=True)
     hidden = output.hidden_states
     assert len(hidden) == 7
     rows = np.flatnonzero(labels["sequence"].to_numpy() == int(first[0]))
     for layer in (0, 3, 6):
-        assert np.array_equal(store.states(layer)[rows], hidden[layer][0, : len(ids[0])].numpy())
+        assert np.array_equal(store.states(layer)[rows], hidden[layer][0, :len(ids[0])].numpy())
 
     # re-tokenized with MiniLM's WordPiece: its own [CLS]=101 / [SEP]=102, labels rebuilt from the structure
     starts = labels.groupby("sequence").head(1)

@@ -14,75 +14,30 @@ import re
 SG_NOUN, PL_NOUN = {"nn"}, {"nns"}
 PAST = {"vbd", "bedz", "bed", "hvd", "dod"}
 PRESENT = {"vbz", "bez", "ber", "bem", "hvz", "doz"}
-COARSE_POS = {
-    "NOUN": ("nn", "nns", "nr", "nrs"),
-    "PROPN": ("np", "nps"),
-    "VERB": ("vb", "vbd", "vbg", "vbn", "vbz"),
-    "AUX": (
-        "be",
-        "bed",
-        "bedz",
-        "beg",
-        "bem",
-        "ben",
-        "ber",
-        "bez",
-        "hv",
-        "hvd",
-        "hvg",
-        "hvn",
-        "hvz",
-        "do",
-        "dod",
-        "doz",
-        "md",
-    ),
-    "ADJ": ("jj", "jjr", "jjs", "jjt"),
-    "ADV": ("rb", "rbr", "rbt", "ql", "wrb", "rn"),
-    "ADP": ("in",),
-    "DET": ("at", "ap", "dt", "dti", "dts", "dtx", "abn", "abx", "wdt"),
-    "PRON": ("pps", "ppss", "ppo", "pp$", "ppl", "ppls", "pn", "wps", "wpo"),
-    "CONJ": ("cc", "cs"),
-    "NUM": ("cd", "od"),
-}
+COARSE_POS = {"NOUN": ("nn", "nns", "nr", "nrs"), "PROPN": ("np", "nps"), "VERB": ("vb", "vbd", "vbg", "vbn", "vbz"),
+              "AUX": ("be", "bed", "bedz", "beg", "bem", "ben", "ber", "bez", "hv", "hvd", "hvg", "hvn", "hvz",
+                      "do", "dod", "doz", "md"),
+              "ADJ": ("jj", "jjr", "jjs", "jjt"), "ADV": ("rb", "rbr", "rbt", "ql", "wrb", "rn"), "ADP": ("in",),
+              "DET": ("at", "ap", "dt", "dti", "dts", "dtx", "abn", "abx", "wdt"),
+              "PRON": ("pps", "ppss", "ppo", "pp$", "ppl", "ppls", "pn", "wps", "wpo"), "CONJ": ("cc", "cs"),
+              "NUM": ("cd", "od")}
 TAG_TO_POS = {tag: pos for pos, tags in COARSE_POS.items() for tag in tags}
 # Irregular verbs: past tense -> past participle (our own list of common English forms).
-IRREGULAR = dict(
-    pair.split(":")
-    for pair in (
-        "took:taken wrote:written ate:eaten gave:given saw:seen went:gone spoke:spoken broke:broken chose:chosen "
-        "drove:driven fell:fallen forgot:forgotten froze:frozen hid:hidden rode:ridden rose:risen shook:shaken "
-        "stole:stolen swore:sworn tore:torn wore:worn knew:known grew:grown threw:thrown flew:flown drew:drawn "
-        "began:begun sang:sung swam:swum rang:rung drank:drunk sank:sunk did:done forgave:forgiven bit:bitten "
-        "hid:hidden showed:shown blew:blown mistook:mistaken undertook:undertaken overtook:overtaken"
-    ).split()
-)
+IRREGULAR = dict(pair.split(":") for pair in (
+    "took:taken wrote:written ate:eaten gave:given saw:seen went:gone spoke:spoken broke:broken chose:chosen "
+    "drove:driven fell:fallen forgot:forgotten froze:frozen hid:hidden rode:ridden rose:risen shook:shaken "
+    "stole:stolen swore:sworn tore:torn wore:worn knew:known grew:grown threw:thrown flew:flown drew:drawn "
+    "began:begun sang:sung swam:swum rang:rung drank:drunk sank:sunk did:done forgave:forgiven bit:bitten "
+    "hid:hidden showed:shown blew:blown mistook:mistaken undertook:undertaken overtook:overtaken").split())
 PARTICIPLE_TO_PAST = {v: k for k, v in IRREGULAR.items()}
 SWAPS_DET = {"this": "these", "these": "this", "that": "those", "those": "that"}
-SWAPS_AGREE = {
-    "is": "are",
-    "are": "is",
-    "was": "were",
-    "were": "was",
-    "has": "have",
-    "have": "has",
-    "does": "do",
-    "do": "does",
-}
-SWAPS_REFLEXIVE = {"himself": "themselves", "herself": "themselves", "itself": "themselves", "themselves": "himself"}
+SWAPS_AGREE = {"is": "are", "are": "is", "was": "were", "were": "was", "has": "have", "have": "has",
+               "does": "do", "do": "does"}
+SWAPS_REFLEXIVE = {"himself": "themselves", "herself": "themselves", "itself": "themselves",
+                   "themselves": "himself"}
 SUBJECT_CASE = {"he": "him", "she": "her", "they": "them", "we": "us", "i": "me"}
-CONNECTIVES = (
-    "however",
-    "therefore",
-    "thus",
-    "also",
-    "for example",
-    "in addition",
-    "instead",
-    "meanwhile",
-    "finally",
-    "moreover",
-)
+CONNECTIVES = ("however", "therefore", "thus", "also", "for example", "in addition", "instead", "meanwhile",
+               "finally", "moreover")
 
 
 def _cap(word: str, like: str) -> str:
@@ -119,20 +74,14 @@ def det_noun(brown, rng, n):
         for i in range(len(s.words) - 1):
             if s.words[i].lower() in SWAPS_DET and s.tags[i] in ("dt", "dts") and s.tags[i + 1] in ("nn", "nns"):
                 return i, SWAPS_DET[s.words[i].lower()]
-
     return minimal_pairs(_short(brown), rng, n, find)
 
 
 def subject_verb(brown, rng, n):
     def find(s):
         for i in range(1, len(s.words)):
-            if (
-                s.words[i].lower() in SWAPS_AGREE
-                and s.tags[i - 1] in ("nn", "nns")
-                and s.tags[i] in PRESENT | PAST | {"hv", "do"}
-            ):
+            if s.words[i].lower() in SWAPS_AGREE and s.tags[i - 1] in ("nn", "nns") and s.tags[i] in PRESENT | PAST | {"hv", "do"}:
                 return i, SWAPS_AGREE[s.words[i].lower()]
-
     return minimal_pairs(_short(brown), rng, n, find)
 
 
@@ -141,7 +90,6 @@ def irregular(brown, rng, n):
         for i, (w, t) in enumerate(zip(s.words, s.tags)):
             if t == "vbn" and w.lower() in PARTICIPLE_TO_PAST and PARTICIPLE_TO_PAST[w.lower()] != w.lower():
                 return i, PARTICIPLE_TO_PAST[w.lower()]
-
     return minimal_pairs(_short(brown), rng, n, find)
 
 
@@ -150,7 +98,6 @@ def anaphor(brown, rng, n):
         for i, (w, t) in enumerate(zip(s.words, s.tags)):
             if t in ("ppl", "ppls") and w.lower() in SWAPS_REFLEXIVE:
                 return i, SWAPS_REFLEXIVE[w.lower()]
-
     return minimal_pairs(_short(brown), rng, n, find)
 
 
@@ -158,7 +105,6 @@ def case(brown, rng, n):
     def find(s):
         if s.tags[0] in ("pps", "ppss") and s.words[0].lower() in SUBJECT_CASE:
             return 0, SUBJECT_CASE[s.words[0].lower()]
-
     return minimal_pairs(_short(brown), rng, n, find)
 
 
@@ -194,11 +140,7 @@ def object_number(brown, rng, n):
         j = i + 1
         while j < len(s.tags) and s.tags[j] in ("at", "ap", "jj", "cd", "pp$", "dt", "dts"):
             j += 1
-        if (
-            j < len(s.tags)
-            and s.tags[j] in SG_NOUN | PL_NOUN
-            and (j + 1 == len(s.tags) or s.tags[j + 1] not in ("nn", "nns"))
-        ):
+        if j < len(s.tags) and s.tags[j] in SG_NOUN | PL_NOUN and (j + 1 == len(s.tags) or s.tags[j + 1] not in ("nn", "nns")):
             items.append(((s.text,), int(s.tags[j] in PL_NOUN)))
     return _balanced(items, rng, n, 2)
 
@@ -216,12 +158,8 @@ def passive(brown, rng, n):
     items = []
     for s in _short(brown):
         be = [i for i, t in enumerate(s.tags) if t.startswith("be")]
-        is_passive = any(
-            s.tags[j] == "vbn"
-            for i in be
-            for j in (i + 1, i + 2)
-            if j < len(s.tags) and all(t in ("vbn", "rb", "*") for t in s.tags[i + 1 : j + 1])
-        )  # "was not seen"
+        is_passive = any(s.tags[j] == "vbn" for i in be for j in (i + 1, i + 2) if j < len(s.tags)
+                         and all(t in ("vbn", "rb", "*") for t in s.tags[i + 1:j + 1]))  # "was not seen"
         if is_passive or "vbn" not in s.tags:  # active = no participle at all, so no unclear cases
             items.append(((s.text,), int(is_passive)))
     return _balanced(items, rng, n, 2)
@@ -267,7 +205,6 @@ def part_of_speech(brown, rng, n):
 
 
 # ----------------------------------------------------------------------------- en-mix sentences
-
 
 def _sentences(paragraphs, low=6, high=35):
     return [s for _, p in paragraphs for s in p if low <= len(s.split()) <= high]
@@ -354,12 +291,8 @@ def word_content(paragraphs, rng, n, n_words=20):
 
 
 def next_sentence(paragraphs, rng, n):
-    pairs = [
-        (p[i], p[i + 1])
-        for _, p in paragraphs
-        for i in range(len(p) - 1)
-        if 4 <= len(p[i].split()) <= 40 and 4 <= len(p[i + 1].split()) <= 40
-    ]
+    pairs = [(p[i], p[i + 1]) for _, p in paragraphs for i in range(len(p) - 1)
+             if 4 <= len(p[i].split()) <= 40 and 4 <= len(p[i + 1].split()) <= 40]
     pool = _sentences(paragraphs, 4, 40)
     out = []
     for k, i in enumerate(rng.choice(len(pairs), n, replace=False)):
@@ -372,11 +305,8 @@ def next_sentence(paragraphs, rng, n):
 
 def sentence_order(paragraphs, rng, n, n_positions=4):
     """Context = the first four sentences of a paragraph; target = one of them; label = its index."""
-    eligible = [
-        p[:n_positions]
-        for _, p in paragraphs
-        if len(p) >= n_positions and all(4 <= len(s.split()) <= 30 for s in p[:n_positions])
-    ]
+    eligible = [p[:n_positions] for _, p in paragraphs
+                if len(p) >= n_positions and all(4 <= len(s.split()) <= 30 for s in p[:n_positions])]
     out = []
     for k, i in enumerate(rng.choice(len(eligible), min(n, len(eligible)), replace=False)):
         sentences = eligible[i]

@@ -11,24 +11,13 @@ import numpy as np
 
 # Ordered by typical size, smallest first (our own list; comparisons use index distance >= 3 to avoid
 # borderline pairs).
-SIZES = (
-    "grain of sand ant bee mouse frog sparrow rabbit cat dog sheep pig horse cow car elephant bus "
-    "house whale church ship mountain"
-).split()
+SIZES = ("grain of sand ant bee mouse frog sparrow rabbit cat dog sheep pig horse cow car elephant bus "
+         "house whale church ship mountain").split()
 SIZES = ["grain of sand"] + SIZES[3:]
-PEOPLE = (
-    "Anna Ben Clara David Emma Frank Grace Henry Iris Jack Kate Leo Mia Noah Olga Paul Rosa Sam Tina Victor"
-).split()
-WORD_SENSE_LEXNAMES = (
-    "noun.act",
-    "noun.artifact",
-    "noun.person",
-    "noun.communication",
-    "noun.state",
-    "noun.attribute",
-    "noun.location",
-    "noun.group",
-)
+PEOPLE = ("Anna Ben Clara David Emma Frank Grace Henry Iris Jack Kate Leo Mia Noah Olga Paul Rosa Sam Tina "
+          "Victor").split()
+WORD_SENSE_LEXNAMES = ("noun.act", "noun.artifact", "noun.person", "noun.communication", "noun.state",
+                       "noun.attribute", "noun.location", "noun.group")
 
 
 def _antonym_pairs(wordnet) -> list[tuple[str, str]]:
@@ -47,17 +36,9 @@ def _antonym_pairs(wordnet) -> list[tuple[str, str]]:
 def synonym_antonym(wordnet, rng, n):
     """Two adjectives -> synonyms (same synset, 0) or antonyms (WordNet `!` link, 1)."""
     antonyms = _antonym_pairs(wordnet)
-    synonyms = sorted(
-        {
-            (s.lemmas[0], s.lemmas[i])
-            for s in wordnet["adj"].values()
-            for i in range(1, len(s.lemmas))
-            if " " not in s.lemmas[0] + s.lemmas[i]
-            and s.lemmas[0].isalpha()
-            and s.lemmas[i].isalpha()
-            and s.lemmas[0] != s.lemmas[i]
-        }
-    )
+    synonyms = sorted({(s.lemmas[0], s.lemmas[i]) for s in wordnet["adj"].values() for i in range(1, len(s.lemmas))
+                       if " " not in s.lemmas[0] + s.lemmas[i] and s.lemmas[0].isalpha() and s.lemmas[i].isalpha()
+                       and s.lemmas[0] != s.lemmas[i]})
     out = []
     for label, pool in ((0, synonyms), (1, antonyms)):
         for i in rng.choice(len(pool), min(n // 2, len(pool)), replace=False):
@@ -83,13 +64,8 @@ def word_sense(wordnet, rng, n):
                     continue
                 match = re.search(r"\b%s\b" % re.escape(lemma), example, flags=re.IGNORECASE)
                 if match and len(example.split()) >= 4:
-                    items.append(
-                        (
-                            ((lemma, 0, match.start(), match.end()),),
-                            (example,),
-                            WORD_SENSE_LEXNAMES.index(synset.lexname),
-                        )
-                    )
+                    items.append((((lemma, 0, match.start(), match.end()),), (example,),
+                                  WORD_SENSE_LEXNAMES.index(synset.lexname)))
                     break
     per_label = {k: [] for k in range(len(WORD_SENSE_LEXNAMES))}
     for i in rng.permutation(len(items)):
@@ -111,7 +87,7 @@ def antonym_negation(wordnet, rng, n):
 
 
 def age_comparison(rng, n):
-    """ "A 24 year old person is older than a 31 year old person." -> true (0) / false (1)."""
+    """"A 24 year old person is older than a 31 year old person." -> true (0) / false (1)."""
     out = []
     for _ in range(n):
         a, b = rng.choice(np.arange(5, 90), 2, replace=False)
@@ -122,7 +98,7 @@ def age_comparison(rng, n):
 
 
 def size_comparison(rng, n):
-    """ "The mouse is bigger than the horse." -> true (0) / false (1), from the size-ordered list."""
+    """"The mouse is bigger than the horse." -> true (0) / false (1), from the size-ordered list."""
     out = []
     for _ in range(n):
         i, j = rng.choice(len(SIZES), 2, replace=False)
@@ -132,3 +108,4 @@ def size_comparison(rng, n):
         truth = (i > j) == (relation == "bigger")
         out.append([((f"The {SIZES[i]} is {relation} than the {SIZES[j]}.",), int(not truth))])
     return out
+

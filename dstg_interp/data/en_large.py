@@ -48,7 +48,8 @@ from dstg_interp.data.corpora import SPLITTER_VERSION, DataError, Document
 from dstg_interp.data.en_mix import EN_MIX_RULES_VERSION
 from dstg_interp.data.en_mix import PIECES as EN_MIX_PIECES
 from dstg_interp.data.en_mix import (Piece, PieceUnavailable, RawUnit, extract_tdavid, load_piece, osis_paragraphs,
-                                     processed_path, read_deb_members, read_sword_blocks, tdavid_documents)
+                                     paragraph_documents, processed_path, read_deb_members, read_sword_blocks,
+                                     tdavid_documents)
 from dstg_interp.data.en_mix import TDAVID_MAX_WORDS
 
 EN_LARGE_RULES_VERSION = "rules-v1"  # bump when an extraction or document rule below changes
@@ -63,19 +64,7 @@ _LICENCE_NAME_RE = re.compile(r"(^|/)(copyright|copying|licen[cs]e[s]?|legalnoti
 def chunk_documents(units: list[RawUnit], doc_words: int = DOC_WORDS, min_words: int = MIN_PARAGRAPH_WORDS) -> list[RawUnit]:
     """Each unit's paragraphs of at least ``min_words`` words, cut into documents of <= ``doc_words`` words at
     paragraph boundaries (a longer single paragraph is a document alone); ids ``<unit id>/<part>``."""
-    documents = []
-    for unit in units:
-        current, words, part = [], 0, 0
-        for paragraph in [p for p in unit.paragraphs if len(p.split()) >= min_words] + [None]:
-            size = len(paragraph.split()) if paragraph else 0
-            if current and (paragraph is None or words + size > doc_words):
-                documents.append(RawUnit(f"{unit.unit_id}/{part:03d}", unit.title, current))
-                current, words, part = [], 0, part + 1
-            if paragraph:
-                current.append(paragraph)
-                words += size
-        # a unit without one long-enough paragraph gives no document
-    return documents
+    return paragraph_documents(units, doc_words, min_words, id_digits=3)
 
 
 def deb_files(deb_path: Path, pattern: str) -> dict[str, bytes]:

@@ -268,21 +268,29 @@ def extract_tdavid(deb_path: Path) -> list[RawUnit]:
     return tdavid_units(read_sword_blocks(czs, czz))
 
 
-def tdavid_documents(units: list[RawUnit], doc_words: int = TDAVID_DOC_WORDS,
-                     max_words: int = TDAVID_MAX_WORDS) -> list[RawUnit]:
-    """Long paragraphs only, cut into documents of <= doc_words at paragraph boundaries, capped."""
+def paragraph_documents(units: list[RawUnit], doc_words: int, min_words: int, id_digits: int) -> list[RawUnit]:
+    """Each unit's paragraphs of at least ``min_words`` words, cut into documents of <= ``doc_words`` words at
+    paragraph boundaries (a longer single paragraph is a document alone); ids ``<unit id>/<part>``, the part
+    zero-padded to ``id_digits``. A unit without one long-enough paragraph gives no document."""
     documents = []
     for unit in units:
-        kept = [p for p in unit.paragraphs if len(p.split()) >= TDAVID_MIN_PARAGRAPH_WORDS]
+        kept = [p for p in unit.paragraphs if len(p.split()) >= min_words]
         current, current_words, part = [], 0, 0
         for paragraph in kept + [None]:  # None flushes the last document
             words = len(paragraph.split()) if paragraph else 0
             if current and (paragraph is None or current_words + words > doc_words):
-                documents.append(RawUnit(f"{unit.unit_id}/{part:02d}", unit.title, current))
+                documents.append(RawUnit(f"{unit.unit_id}/{part:0{id_digits}d}", unit.title, current))
                 current, current_words, part = [], 0, part + 1
             if paragraph:
                 current.append(paragraph)
                 current_words += words
+    return documents
+
+
+def tdavid_documents(units: list[RawUnit], doc_words: int = TDAVID_DOC_WORDS,
+                     max_words: int = TDAVID_MAX_WORDS) -> list[RawUnit]:
+    """Long paragraphs only, cut into documents of <= doc_words at paragraph boundaries, capped."""
+    documents = paragraph_documents(units, doc_words, TDAVID_MIN_PARAGRAPH_WORDS, id_digits=2)
     by_hash = sorted(range(len(documents)), key=lambda i: hashlib.sha256(documents[i].unit_id.encode()).digest())
     keep, total = set(), 0
     for i in by_hash:

@@ -5,9 +5,9 @@
     check_output_location(out)                          # before any work: a file, or a folder we cannot write?
     check_replaceable(out, "an activation store", owned=is_store, overwrite=args.overwrite)
     with output_lock(out, "dstg-cache"):                # a second run on ``out`` stops here, naming the first
-        tmp = atomic_directory(out)                     # .out.tmp-HOST-PID-xxxx beside ``out``
-        ...write into tmp...
-        commit_directory(tmp, out)                      # one atomic swap; the old content is then removed
+        with written_atomically(out) as tmp:            # .out.tmp-HOST-PID-xxxx beside ``out``
+            ...write into tmp...                        # on success one atomic swap (commit_directory);
+                                                        # on any error or signal the scratch is removed
 
 The commands' shell (one line and exit code 2 for bad input, 130 for Ctrl-C, 143 for SIGTERM) is
 ``dstg_interp.cli.shell.run_cli``.
@@ -225,6 +225,20 @@ def commit_directory(tmp: Path, path: str | Path) -> None:
     os.replace(path, old)
     os.replace(tmp, path)
     shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def written_atomically(path: str | Path):
+    """A scratch folder beside ``path`` (``atomic_directory``) to write into: when the block ends it replaces
+    ``path`` in one swap (``commit_directory``); on any error, Ctrl-C or SIGTERM it is removed, and ``path``
+    stays as it was."""
+    tmp = atomic_directory(path)
+    try:
+        yield tmp
+        commit_directory(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def remove_tree(path: str | Path) -> None:

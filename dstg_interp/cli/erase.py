@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -28,14 +27,7 @@ from pathlib import Path
 import torch
 
 from dstg_interp.encoders.selection import check_device
-from dstg_interp.io import (
-    OutputError,
-    atomic_directory,
-    check_output_location,
-    commit_directory,
-    folder_entries,
-    output_lock,
-)
+from dstg_interp.io import OutputError, check_output_location, folder_entries, output_lock, written_atomically
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.manifest import versions
 from probes.erasure import ENCODINGS, METHODS, TARGETS
@@ -106,18 +98,13 @@ def _main(args: argparse.Namespace) -> int:
                                  progress=not args.quiet)
         record = dict(command="dstg-erase", config=config.to_dict(), model=model, store=args.store, versions=versions(),
                       seconds=round(time.time() - started, 1), results=result.table.to_dict(orient="records"))
-        tmp = atomic_directory(out)
-        try:
+        with written_atomically(out) as tmp:
             result.table.to_csv(tmp / "results.csv", index=False)
             result.heads.to_csv(tmp / "heads.csv", index=False)
             (tmp / "results.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
             if args.save_erasers:
                 for (layer, subspace, method), eraser in result.erasers.items():
                     eraser.save(tmp / "erasers" / f"layer{layer}-{subspace}-{method}")
-            commit_directory(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
     shown = result.table[["layer", "subspace", "method", "rank", "r2_before", "r2_after", "loss_increase",
                           "accuracy_drop", "output_change", "attention_js"]]
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.4f}"))

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import errno
 import json
-import shutil
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import save_file
 
-from ..io import atomic_directory, commit_directory, foreign_entries
+from ..io import foreign_entries, written_atomically
 from .files import CONFIG_FILE, TOKENIZER_FILE, WEIGHTS_FILE
 
 CHECKPOINT_FILES = frozenset({CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE})  # what save_checkpoint writes
@@ -38,24 +37,20 @@ def save_checkpoint(
     """Write config + weights (+ tokenizer, + extra JSON/text files, + extra safetensors files such as
     optimizer state) atomically into ``path``."""
     path = Path(path)
-    tmp = atomic_directory(path)
-    try:
-        # clone: a tied MLM head shares the embedding's storage, which safetensors refuses to write twice
-        state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous().clone() for k, v in model.state_dict().items()}
-        save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
-        model.config.to_json(tmp / CONFIG_FILE)
-        if tokenizer is not None:
-            tokenizer.save(str(tmp / TOKENIZER_FILE))
-        for name, tensors in (extra_tensors or {}).items():
-            save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp / name))
-        for name, content in (extra_files or {}).items():
-            (tmp / name).write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
-        commit_directory(tmp, path)
-    except SafetensorError as err:  # safetensors reports a full disk as its own error type
-        shutil.rmtree(tmp, ignore_errors=True)
-        full = "No space left" in str(err) or "StorageFull" in str(err)
-        raise OSError(errno.ENOSPC if full else errno.EIO, "No space left on device" if full else str(err), str(path)) from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    with written_atomically(path) as tmp:
+        try:
+            # clone: a tied MLM head shares the embedding's storage, which safetensors refuses to write twice
+            state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous().clone() for k, v in model.state_dict().items()}
+            save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": "pt"})
+            model.config.to_json(tmp / CONFIG_FILE)
+            if tokenizer is not None:
+                tokenizer.save(str(tmp / TOKENIZER_FILE))
+            for name, tensors in (extra_tensors or {}).items():
+                save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, str(tmp / name))
+            for name, content in (extra_files or {}).items():
+                (tmp / name).write_text(content if isinstance(content, str) else json.dumps(content, indent=2))
+        except SafetensorError as err:  # safetensors reports a full disk as its own error type
+            full = "No space left" in str(err) or "StorageFull" in str(err)
+            raise OSError(errno.ENOSPC if full else errno.EIO, "No space left on device" if full else str(err),
+                          str(path)) from None
     return path

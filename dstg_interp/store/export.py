@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dstg_interp.io import atomic_directory, commit_directory, folder_entries
+from dstg_interp.io import folder_entries, written_atomically
 
 from .manifest import StoreError
 from .reader import ActivationStore
@@ -82,8 +82,7 @@ def export_store(store, out, layers=None, subspaces=None, progress: bool = True)
     row_bytes = max(needed // max(store.n_tokens, 1), 1)
     shard_rows = max(CHUNK_ROWS, (MAX_SHARD_BYTES // row_bytes) // CHUNK_ROWS * CHUNK_ROWS)
     bounds = list(range(0, store.n_tokens, shard_rows)) + [store.n_tokens]
-    tmp = atomic_directory(out)
-    try:
+    with written_atomically(out) as tmp:
         files = []
         for shard, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
             name = f"data-{shard:05d}-of-{len(bounds) - 1:05d}.arrow"
@@ -98,10 +97,6 @@ def export_store(store, out, layers=None, subspaces=None, progress: bool = True)
                  "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
                  "_split": None}
         (tmp / "state.json").write_text(json.dumps(state, indent=2) + "\n")
-        commit_directory(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

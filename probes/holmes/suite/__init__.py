@@ -12,7 +12,6 @@ Deterministic: the same seed and pinned sources give byte-identical files.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from dstg_interp.data import default_cache_dir
-from dstg_interp.io import atomic_directory, check_output_location, check_replaceable, commit_directory, foreign_entries
+from dstg_interp.io import check_output_location, check_replaceable, foreign_entries, written_atomically
 
 from probes.holmes.format import HolmesRow, Target, TaskType, write_dataset
 from probes.holmes.registry import register_dataset
@@ -194,15 +193,10 @@ def build_suite(out_dir=None, seed: int = 0, n_per_dataset: int = 1200, names=No
         sources["enmix"] = load_paragraphs(cache_dir)
     if "wordnet" in needs:
         sources["wordnet"] = load_wordnet(cache_dir)
-    tmp = atomic_directory(out)
-    try:
+    with written_atomically(out) as tmp:
         cards = _build_into(tmp, chosen, sources, seed, n_per_dataset)
         (tmp / SUITE_FILE).write_text(json.dumps({"version": SUITE_VERSION, "seed": seed, "n_per_dataset": n_per_dataset,
                                                   "datasets": cards}, indent=2))
-        commit_directory(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return [c["dataset"] for c in cards]
 
 

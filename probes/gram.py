@@ -20,6 +20,7 @@ changes no fit, and near-centred sums keep X'X - n mean mean' from cancelling ca
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,6 +60,22 @@ def fill_rows(X, rows: np.ndarray, order: np.ndarray, out: np.ndarray) -> None:
         width = part.shape[1]
         out[:, start:start + width] = part[first:last + 1][picked - first] if dense else part[picked]
         start += width
+        release_pages(part)
+
+
+def release_pages(array) -> None:
+    """Drop the pages of a read-only memory map that this process has read from its resident set.
+
+    They stay in the page cache (a second pass reads them from memory), but are no longer counted in
+    this process's RSS: a pass over a whole store then holds one chunk, not the store's mapped pages."""
+    mapping = getattr(array, "_mmap", None)  # np.memmap's mmap.mmap (None for plain arrays)
+    if getattr(array, "mode", None) != "r":  # never a writable or copy-on-write map: its edits would be lost
+        return
+    if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            mapping.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):  # a closed or unusual mapping: keep the pages, lose nothing
+            pass
 
 
 class _Device:

@@ -17,6 +17,7 @@ from threadpoolctl import threadpool_limits
 from conftest import tiny_model
 from dstg_interp import extract
 from probes import fit_ridge_grid, grouped_train_test_split
+from probes.gram import release_pages
 from probes.grid import Columns, store_feature_sets
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -159,3 +160,15 @@ def test_non_finite_values_name_the_sets_that_hold_them(tmp_path, store):
         fit_ridge_grid(sets, targets, groups, train, test, ALPHAS)
     clean = fit_ridge_grid({(0, "sem"): sets[(0, "sem")]}, targets, groups, train, test, ALPHAS)
     assert np.isfinite(clean.test_r2).all()
+
+
+def test_pages_are_released_only_from_read_only_maps(tmp_path):
+    np.save(tmp_path / "X.npy", np.arange(40, dtype=np.float32).reshape(10, 4))
+    edited = np.load(tmp_path / "X.npy", mmap_mode="c")
+    edited[0, 0] = -1.0  # a copy-on-write edit lives in this process's pages only
+    release_pages(edited)
+    assert edited[0, 0] == -1.0
+    read_only = np.load(tmp_path / "X.npy", mmap_mode="r")
+    before = np.array(read_only)
+    release_pages(read_only)
+    np.testing.assert_array_equal(read_only, before)  # dropped pages are read again from the file

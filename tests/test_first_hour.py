@@ -5,7 +5,7 @@ import pytest
 
 from conftest import tiny_model
 from dstg_interp import load_model, open_encoder
-from dstg_interp.cli import cache, probe, train
+from dstg_interp.cli import cache, erase, export, probe, train
 from dstg_interp.train import TrainConfig
 
 
@@ -22,7 +22,8 @@ def test_a_run_folder_loads_its_checkpoint(tmp_path):
     assert open_encoder(str(tmp_path / "mine")).name == "mine"
 
 
-@pytest.mark.parametrize("command", [train, probe, cache], ids=["dstg-train", "dstg-probe", "dstg-cache"])
+@pytest.mark.parametrize("command", [train, probe, cache, erase, export],
+                         ids=["dstg-train", "dstg-probe", "dstg-cache", "dstg-erase", "dstg-export"])
 def test_every_flag_with_a_default_says_it(command):
     parser = command.build_parser()
     silent = [action.option_strings[0] for action in parser._actions

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from dstg_interp.config import step_seed
 from dstg_interp.data import IGNORE_INDEX, PAD_ID, build_structured_sequences, collate, load_corpus, mask_tokens
 from dstg_interp.data.corpora import Document, split_documents
+from dstg_interp.data.mlm import pad_batch
 from dstg_interp.data.structure import StructuredSequences
 from dstg_interp.data.tokenizer import tokenizer_hash
 from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data
@@ -150,12 +151,8 @@ def masked_sequences(sequences: StructuredSequences, seed: int,
 
 def padded_batch(rows: list[tuple[torch.Tensor, torch.Tensor]]):
     """Right-pad (ids, labels) rows: ids with [PAD], labels with IGNORE_INDEX; mask True on real tokens."""
-    width = max(len(ids) for ids, _ in rows)
-    ids = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
-    labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
-    attention_mask = torch.zeros((len(rows), width), dtype=torch.bool)
-    for i, (row_ids, row_labels) in enumerate(rows):
-        ids[i, :len(row_ids)], labels[i, :len(row_ids)], attention_mask[i, :len(row_ids)] = row_ids, row_labels, True
+    ids, attention_mask = pad_batch([row_ids for row_ids, _ in rows], PAD_ID)
+    labels, _ = pad_batch([row_labels for _, row_labels in rows], IGNORE_INDEX)
     return ids, attention_mask, labels
 
 

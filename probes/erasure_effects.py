@@ -40,7 +40,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dstg_interp.analysis.heads import _js_bits
 from dstg_interp.config import ConfigIO
 from dstg_interp.data import default_cache_dir, probing_documents, split_documents
 from dstg_interp.encoders import Encoder, open_encoder
@@ -48,6 +47,7 @@ from dstg_interp.encoders.edits import edit_states
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.encoders.selection import resolve_layers
 from dstg_interp.evaluation import Unigram, mlm_accuracy
+from dstg_interp.store.attention import jensen_shannon
 from dstg_interp.store.manifest import weights_sha256
 from probes.erasure import (
     BACKENDS,
@@ -309,7 +309,7 @@ class _Evaluation:
         for block, pattern in patterns.items():
             if layer == "final" or block < first_block:
                 continue  # blocks before the edit read unchanged states
-            js = _js_bits(self.clean_patterns[block].double(), pattern.double())  # [B, H, T]
+            js = jensen_shannon(self.clean_patterns[block].double(), pattern.double())  # [B, H, T]
             weights = self.mask[: len(js), None, :].double()
             per_head = (js.nan_to_num(0) * weights).sum(dim=(0, 2)) / weights.sum(dim=(0, 2))
             rows += [dict(block=block, head=h, js_bits=float(v)) for h, v in enumerate(per_head)]

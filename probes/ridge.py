@@ -34,7 +34,7 @@ import pandas as pd
 from scipy.linalg import eigh
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from probes.gram import DEFAULT_CHUNK_ROWS, cv_ridge_streamed, predict_rows, primal_solutions, scale_from_var
 from probes.splits import (
@@ -210,6 +210,9 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
     standardize : bool, default True
         Standardise features inside each training fold (mean/std of the fold's train part).
         (No ``random_state``: ``GroupKFold`` assigns folds deterministically.)
+    require_groups : bool, default True
+        ``fit`` refuses to run without ``groups``; False lets ``groups=None`` mean one group per row (plain
+        K-fold), the generic scikit-learn regressor (``tests/test_ridge.py`` runs its estimator checks on it).
 
     Attributes
     ----------
@@ -226,28 +229,40 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         Standardisation fitted on all training rows (scale_ is 1 when ``standardize=False``).
     """
 
-    def __init__(self, alphas=DEFAULT_ALPHAS, *, n_splits: int = 5, standardize: bool = True):
+    def __init__(self, alphas=DEFAULT_ALPHAS, *, n_splits: int = 5, standardize: bool = True,
+                 require_groups: bool = True):
         self.alphas = alphas
         self.n_splits = n_splits
         self.standardize = standardize
+        self.require_groups = require_groups
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True  # y of shape (n_samples, n_targets): one fit, one alpha per target
+        tags.input_tags.allow_nan = False
+        return tags
 
     def fit(self, X, y, groups=None):
         """Choose alpha by grouped CV and refit on all rows.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), float16/32/64
+        X : array-like of shape (n_samples, n_features), float16/32/64 (read in row chunks, never upcast whole)
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
         groups : array-like of shape (n_samples,)
-            Document id of every token; required.
+            Document id of every token.  Required unless ``require_groups=False``; then None makes every row
+            its own group (plain K-fold: the tokens of one document may fall on both sides of a fold, so the
+            CV score is optimistic for token data; that is the generic estimator scikit-learn's checks test).
         """
-        if groups is None:
-            raise ValueError("RidgeProbe.fit needs groups= (document id per token) for grouped CV")
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
+        self._check_params()
+        if groups is None and self.require_groups:
+            raise ValueError("RidgeProbe.fit needs groups= (document id per token) for grouped CV; "
+                             "RidgeProbe(require_groups=False) treats each row as its own group")
+        # dtype kept (a float16 store is read in chunks below); NaN/inf are found chunk by chunk, in one line
+        X, y = validate_data(self, X, y, dtype="numeric", ensure_all_finite=False, multi_output=True,
+                             y_numeric=True, ensure_min_samples=2)
         Y, was_1d = _as_2d_target(y)
-        groups = np.asarray(groups)
+        groups = np.arange(len(X)) if groups is None else np.asarray(groups)
         if not (len(X) == len(Y) == len(groups)):
             raise ValueError(f"X, y and groups must have the same length, got {len(X)}, {len(Y)}, {len(groups)}")
         check_nonconstant_target(Y, "y")
@@ -267,15 +282,23 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         self.coef_ = res["coef"][:, 0] if was_1d else res["coef"].T.copy()
         self.intercept_ = float(res["intercept"][0]) if was_1d else res["intercept"]
         self.mean_, self.scale_ = res["mean"], res["scale"]
-        self.n_features_in_ = X.shape[1]
         return self
+
+    def _check_params(self) -> None:
+        """Hyper-parameters are checked in fit (scikit-learn's rule), each in one line."""
+        alphas = np.asarray(self.alphas, dtype=np.float64).ravel()
+        if alphas.size == 0 or not np.all(np.isfinite(alphas)) or np.any(alphas <= 0):
+            raise ValueError(f"alphas must be a non-empty sequence of positive finite floats, got {self.alphas!r}")
+        if isinstance(self.n_splits, bool) or not isinstance(self.n_splits, (int, np.integer)) or self.n_splits < 2:
+            raise ValueError(f"n_splits must be an integer of at least 2, got {self.n_splits!r}")
+        for name in ("standardize", "require_groups"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
 
     def predict(self, X):
         """Predict targets; returns shape (n_samples,) or (n_samples, n_targets)."""
         check_is_fitted(self, "coef_")
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X must have shape (n_samples, {self.n_features_in_}), got {X.shape}")
+        X = validate_data(self, X, reset=False, dtype=np.float64)
         return ((X - self.mean_) / self.scale_) @ self.coef_.T + self.intercept_
 
 

@@ -20,6 +20,8 @@ changes no fit, and near-centred sums keep X'X - n mean mean' from cancelling ca
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,11 +93,11 @@ class FoldSums:
             sums.x_shift = np.zeros(p)
         return sums
 
-    def totals(self):
+    def totals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
         """(gram, x_sum, xy, y_sum, n) over every row."""
         return self.gram.sum(0), self.x_sum.sum(0), self.xy.sum(0), self.y_sum.sum(0), float(self.n.sum())
 
-    def train(self, f: int):
+    def train(self, f: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
         """(gram, x_sum, xy, y_sum, n) over the rows outside fold ``f``."""
         gram, x_sum, xy, y_sum, n = self.totals()
         return gram - self.gram[f], x_sum - self.x_sum[f], xy - self.xy[f], y_sum - self.y_sum[f], n - self.n[f]
@@ -119,7 +121,7 @@ class FoldSums:
 
 
 # ----------------------------------------------------------------------------- the primal route
-def scale_from_var(var, mean, n, standardize):
+def scale_from_var(var: np.ndarray, mean: np.ndarray, n: float, standardize: bool) -> np.ndarray:
     """StandardScaler's scale: sqrt(var), with near-constant features (its own bound) set to 1."""
     if not standardize:
         return np.ones_like(var)
@@ -128,7 +130,8 @@ def scale_from_var(var, mean, n, standardize):
     return np.where(constant, 1.0, np.sqrt(var))
 
 
-def primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize):
+def primal_solutions(gram: np.ndarray, x_sum: np.ndarray, xy: np.ndarray, y_sum: np.ndarray, n: float,
+                     alphas: np.ndarray, standardize: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """All-alpha ridge weights from raw training sums (features already globally shifted).
 
     gram: (p, p) = X'X, x_sum: (p,), xy: (p, k) = X'Y, y_sum: (k,).
@@ -145,7 +148,7 @@ def primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize):
     return W, mean, scale, y_sum / n
 
 
-def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize=True, chunk_rows=DEFAULT_CHUNK_ROWS, name="X"):
+def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize: bool = True, chunk_rows=DEFAULT_CHUNK_ROWS, name: Hashable = "X"):
     """``cv_ridge`` (primal route) from per-fold sums read in chunks of ``X[rows]``: same results, flat memory.
 
     Parameters

@@ -130,7 +130,7 @@ def _predict_all(X, W, mean, scale, y_mean):
     return pred.reshape(len(X), n_alphas, k) + y_mean
 
 
-def cv_ridge(X, Y, bounds, alphas, standardize=True):
+def cv_ridge(X, Y, bounds, alphas, standardize: bool = True):
     """Grouped-CV ridge for one feature set and several targets, plus the refit on all rows.
 
     Parameters
@@ -167,7 +167,7 @@ def cv_ridge(X, Y, bounds, alphas, standardize=True):
         sums = [X[s].sum(axis=0) for s in folds]
         xys = [X[s].T @ Y[s] for s in folds]
         ysums = [Y[s].sum(axis=0) for s in folds]
-        total = [sum(parts) for parts in (grams, sums, xys, ysums)]
+        total = tuple(sum(parts) for parts in (grams, sums, xys, ysums))
         for f, val in enumerate(folds):
             n_train = n - (val.stop - val.start)
             sol = primal_solutions(
@@ -175,7 +175,7 @@ def cv_ridge(X, Y, bounds, alphas, standardize=True):
                 n_train, alphas, standardize,
             )
             fold_scores[f] = _fold_r2(Y[val], _predict_all(X[val], *sol))
-        W, mean, scale, y_mean = primal_solutions(*total, n, alphas, standardize)
+        W, mean, scale, y_mean = primal_solutions(total[0], total[1], total[2], total[3], n, alphas, standardize)
     cv_scores = fold_scores.mean(axis=0)
     best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
     coef = W[:, best, np.arange(Y.shape[1])]

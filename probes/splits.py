@@ -10,6 +10,8 @@ and every resample here works on whole groups (documents), never on single token
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import numpy as np
 
 __all__ = [
@@ -50,7 +52,7 @@ def check_enough_groups(groups, n_splits: int, where: str = "training set") -> i
     return n_groups
 
 
-def check_finite_features(X: np.ndarray, name="features") -> None:
+def check_finite_features(X: np.ndarray, name: Hashable = "features") -> None:
     """Raise a one-line ``ValueError`` naming the feature set if ``X`` holds NaN or inf.
 
     Parameters
@@ -71,7 +73,7 @@ def non_finite_error(name, count: int) -> ValueError:
     )
 
 
-def check_nonconstant_target(y: np.ndarray, name="y") -> None:
+def check_nonconstant_target(y: np.ndarray, name: str | list[str] = "y") -> None:
     """Raise a one-line ``ValueError`` if a target column is constant (R² is then undefined).
 
     Parameters

@@ -272,7 +272,7 @@ def coordination_inversion(paragraphs, rng, n):
     return out
 
 
-def word_content(paragraphs, rng, n, n_words=20):
+def word_content(paragraphs, rng, n, n_words: int = 20):
     pool = _sentences(paragraphs)
     counts = {}
     for s in pool:
@@ -303,7 +303,7 @@ def next_sentence(paragraphs, rng, n):
     return out
 
 
-def sentence_order(paragraphs, rng, n, n_positions=4):
+def sentence_order(paragraphs, rng, n, n_positions: int = 4):
     """Context = the first four sentences of a paragraph; target = one of them; label = its index."""
     eligible = [p[:n_positions] for _, p in paragraphs
                 if len(p) >= n_positions and all(4 <= len(s.split()) <= 30 for s in p[:n_positions])]

@@ -27,6 +27,7 @@ its own validation mean), which is what ``GridSearchCV(..., scoring="r2")`` repo
 
 from __future__ import annotations
 
+from numpy.typing import ArrayLike
 from collections.abc import Mapping
 
 import numpy as np
@@ -50,7 +51,7 @@ DEFAULT_ALPHAS = tuple(np.logspace(-3, 5, 17))
 
 
 # ----------------------------------------------------------------------------- folds and data
-def grouped_fold_bounds(groups_train, n_splits: int):
+def grouped_fold_bounds(groups_train: ArrayLike, n_splits: int) -> tuple[np.ndarray, np.ndarray]:
     """Assign training tokens to ``GroupKFold(n_splits)`` folds and sort them by fold.
 
     Returns
@@ -71,7 +72,7 @@ def grouped_fold_bounds(groups_train, n_splits: int):
     return order, bounds
 
 
-def grouped_folds(groups_train, n_splits: int) -> np.ndarray:
+def grouped_folds(groups_train: ArrayLike, n_splits: int) -> np.ndarray:
     """The ``GroupKFold(n_splits)`` fold (0..n_splits-1) of every training token, in its own row order."""
     order, bounds = grouped_fold_bounds(groups_train, n_splits)
     fold = np.empty(len(order), dtype=np.int64)
@@ -242,7 +243,7 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         return tags
 
-    def fit(self, X, y, groups=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, groups: ArrayLike | None = None) -> RidgeProbe:
         """Choose alpha by grouped CV and refit on all rows.
 
         Parameters
@@ -259,22 +260,22 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
             raise ValueError("RidgeProbe.fit needs groups= (document id per token) for grouped CV; "
                              "RidgeProbe(require_groups=False) treats each row as its own group")
         # dtype kept (a float16 store is read in chunks below); NaN/inf are found chunk by chunk, in one line
-        X, y = validate_data(self, X, y, dtype="numeric", ensure_all_finite=False, multi_output=True,
+        features, target = validate_data(self, X, y, dtype="numeric", ensure_all_finite=False, multi_output=True,
                              y_numeric=True, ensure_min_samples=2)
-        Y, was_1d = _as_2d_target(y)
-        groups = np.arange(len(X)) if groups is None else np.asarray(groups)
-        if not (len(X) == len(Y) == len(groups)):
-            raise ValueError(f"X, y and groups must have the same length, got {len(X)}, {len(Y)}, {len(groups)}")
+        Y, was_1d = _as_2d_target(target)
+        group_ids = np.arange(len(features)) if groups is None else np.asarray(groups)
+        if not (len(features) == len(Y) == len(group_ids)):
+            raise ValueError(f"X, y and groups must have the same length, got {len(features)}, {len(Y)}, {len(group_ids)}")
         check_nonconstant_target(Y, "y")
         alphas = np.asarray(self.alphas, dtype=np.float64).ravel()
-        fold = grouped_folds(groups, self.n_splits)
-        if _needs_dual(X.shape[1], fold, self.n_splits):
-            order, bounds = grouped_fold_bounds(groups, self.n_splits)
-            Xf = _gather_float64(X, order)
+        fold = grouped_folds(group_ids, self.n_splits)
+        if _needs_dual(features.shape[1], fold, self.n_splits):
+            order, bounds = grouped_fold_bounds(group_ids, self.n_splits)
+            Xf = _gather_float64(features, order)
             check_finite_features(Xf, "X")
             res = cv_ridge(Xf, Y[order], bounds, alphas, self.standardize)
         else:
-            res = cv_ridge_streamed(X, np.arange(len(X)), fold, Y, self.n_splits, alphas, self.standardize)
+            res = cv_ridge_streamed(features, np.arange(len(features)), fold, Y, self.n_splits, alphas, self.standardize)
         pick = (lambda a: a[..., 0]) if was_1d else (lambda a: a)
         self.cv_fold_scores_ = pick(res["fold_scores"])
         self.cv_scores_ = pick(res["cv_scores"])
@@ -295,7 +296,7 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
 
-    def predict(self, X):
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predict targets; returns shape (n_samples,) or (n_samples, n_targets)."""
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, reset=False, dtype=np.float64)
@@ -304,12 +305,12 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
 
 # ----------------------------------------------------------------------------- batched grid
 def fit_ridge_grid(
-    feature_sets,
-    targets: Mapping,
-    groups,
-    train_idx,
-    test_idx,
-    alphas=DEFAULT_ALPHAS,
+    feature_sets: Mapping,
+    targets: Mapping[str, ArrayLike],
+    groups: ArrayLike,
+    train_idx: ArrayLike,
+    test_idx: ArrayLike,
+    alphas: ArrayLike = DEFAULT_ALPHAS,
     n_splits: int = 5,
     standardize: bool = True,
     n_boot: int = 0,

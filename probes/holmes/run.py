@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,9 +171,11 @@ def _layers_record(layers: LayerSelection) -> str | list:
     return layers if isinstance(layers, str) else [layers] if isinstance(layers, int) else list(layers or ())
 
 
-def run_holmes(models, benchmark_dir, *, layers: LayerSelection = "last", subspaces=None, config: ProbeConfig | None = None,
-               random_init_control: bool = False, datasets: list[str] | None = None, out_dir=None,
-               batch_size: int = 64, progress: bool = True, device=None) -> pd.DataFrame:
+def run_holmes(models: Mapping | Sequence, benchmark_dir: str | os.PathLike, *, layers: LayerSelection = "last",
+               subspaces: Sequence[str] | None = None, config: ProbeConfig | None = None,
+               random_init_control: bool = False, datasets: list[str] | None = None,
+               out_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
+               device: str | None = None) -> pd.DataFrame:
     """Probe every dataset of `benchmark_dir` on every model.
 
     models: {name: model}, or a list of zoo names / checkpoint or HF folders / models (anything

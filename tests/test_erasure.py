@@ -198,3 +198,8 @@ def test_dstg_erase_writes_its_tables_and_replaces_only_its_own(tiny, tmp_path, 
     assert list(table.method) == ["leace", "random"] and set(table.layer) == {2} and (table.loss_increase == 0).all()
     assert json.loads((out / "results.json").read_text())["command"] == "dstg-erase"
     assert LinearEraser.load(out / "erasers" / "layer2-ap-leace").identity["subspace"] == "ap"
+    assert set(table.model) == {"dstg"} and printed.startswith("dstg: erasing token_position")  # the folder's name
+    code, printed, err = run_main(capsys, erase_main, *argv, "--name", "DSTG-mine")  # --name: the table and the record
+    assert code == 0, err
+    assert set(pd.read_csv(out / "results.csv").model) == {"DSTG-mine"} and printed.startswith("DSTG-mine: erasing")
+    assert json.loads((out / "results.json").read_text())["model_name"] == "DSTG-mine"

@@ -44,18 +44,20 @@ RESULT_FILES = ("results.csv", "heads.csv", "results.json", "erasers")
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-erase", description=__doc__.split("\n\n")[0])
     flags.add_model(parser, required=True)
+    parser.add_argument("--name", default=None, help="how the table and results.json name the model (default: the "
+                        "zoo name, hub id, model-card title or folder name, dstg_interp.encoders.naming)")
     parser.add_argument("--store", default=None, help="an activation store of --model to fit the erasers on "
                         "(default: one extracted from the corpus's probing documents, cached)")
-    parser.add_argument("--corpus", default="en-mix", help="corpus of the probing documents (en-mix: held-out ones)")
+    parser.add_argument("--corpus", default="en-mix", help="corpus of the probing documents (en-mix: held-out ones; default: %(default)s)")
     flags.add_layers(parser, default="all the store has")
     flags.add_subspaces(parser)
-    parser.add_argument("--target", default="token_position", choices=TARGETS, help="the position label to erase")
+    parser.add_argument("--target", default="token_position", choices=TARGETS, help="the position label to erase (default: %(default)s)")
     parser.add_argument("--encoding", default="dct", choices=ENCODINGS,
                         help="linear: the value; dct: the value and its first DCT cosines (default: dct)")
-    parser.add_argument("--n-features", type=positive_int, default=8, help="concept features with --encoding dct")
-    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
-    parser.add_argument("--n-docs", type=positive_int, default=100, help="evaluation documents for the MLM loss")
-    parser.add_argument("--max-tokens", type=positive_int, default=20_000, help="store tokens for fitting and probing")
+    parser.add_argument("--n-features", type=positive_int, default=8, help="concept features with --encoding dct (default: %(default)s)")
+    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)} (default: %(default)s)")
+    parser.add_argument("--n-docs", type=positive_int, default=100, help="evaluation documents for the MLM loss (default: %(default)s)")
+    parser.add_argument("--max-tokens", type=positive_int, default=20_000, help="store tokens for fitting and probing (default: %(default)s)")
     parser.add_argument("--save-erasers", action="store_true", help="also write every eraser under --out/erasers/")
     flags.add_out(parser, required=True, what="a folder for results.csv, heads.csv and results.json")
     flags.add_device(parser)
@@ -94,9 +96,11 @@ def _main(args: argparse.Namespace) -> int:
                            n_docs=args.n_docs, max_tokens=args.max_tokens, seed=args.seed)
     started = time.time()
     with output_lock(out, "dstg-erase " + " ".join(sys.argv[1:])):
-        result = erase_positions(model, config, store=store, model_name=model_label(model), device=args.device,
+        name = args.name or model_label(model)
+        result = erase_positions(model, config, store=store, model_name=name, device=args.device,
                                  progress=not args.quiet)
-        record = dict(command="dstg-erase", config=config.to_dict(), model=model, store=args.store, versions=versions(),
+        record = dict(command="dstg-erase", config=config.to_dict(), model=model, model_name=name, store=args.store,
+                      versions=versions(),
                       seconds=round(time.time() - started, 1), results=result.table.to_dict(orient="records"))
         with written_atomically(out) as tmp:
             result.table.to_csv(tmp / "results.csv", index=False)
@@ -107,6 +111,7 @@ def _main(args: argparse.Namespace) -> int:
                     eraser.save(tmp / "erasers" / f"layer{layer}-{subspace}-{method}")
     shown = result.table[["layer", "subspace", "method", "rank", "r2_before", "r2_after", "loss_increase",
                           "accuracy_drop", "output_change", "attention_js"]]
+    print(f"{name}: erasing {args.target} ({args.encoding})")
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     print(f"wrote {out / 'results.csv'}, {out / 'heads.csv'} and {out / 'results.json'}")
     return 0

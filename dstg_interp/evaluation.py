@@ -48,6 +48,7 @@ import torch.nn.functional as F
 from dstg_interp.config import step_seed
 from dstg_interp.data import IGNORE_INDEX, PAD_ID, build_structured_sequences, collate, load_corpus, mask_tokens
 from dstg_interp.data.corpora import Document, split_documents
+from dstg_interp.data.mlm import pad_batch
 from dstg_interp.data.structure import StructuredSequences
 from dstg_interp.data.tokenizer import tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError
@@ -170,12 +171,8 @@ def mask_fingerprint(rows: list[tuple[torch.Tensor, torch.Tensor]]) -> str:
 
 def padded_batch(rows: list[tuple[torch.Tensor, torch.Tensor]], pad_id: int = PAD_ID):
     """Right-pad (ids, labels) rows: ids with ``pad_id``, labels with IGNORE_INDEX; mask True on real tokens."""
-    width = max(len(ids) for ids, _ in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
-    attention_mask = torch.zeros((len(rows), width), dtype=torch.bool)
-    for i, (row_ids, row_labels) in enumerate(rows):
-        ids[i, :len(row_ids)], labels[i, :len(row_ids)], attention_mask[i, :len(row_ids)] = row_ids, row_labels, True
+    ids, attention_mask = pad_batch([row_ids for row_ids, _ in rows], pad_id)
+    labels, _ = pad_batch([row_labels for _, row_labels in rows], IGNORE_INDEX)
     return ids, attention_mask, labels
 
 

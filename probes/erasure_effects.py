@@ -33,24 +33,27 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from dstg_interp.analysis.heads import _js_bits
+from dstg_interp.config import ConfigIO
 from dstg_interp.data import default_cache_dir, probing_documents, split_documents
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.edits import edit_states
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.encoders.selection import resolve_layers
 from dstg_interp.evaluation import Unigram, mlm_accuracy
+from dstg_interp.store.attention import jensen_shannon
 from dstg_interp.store.manifest import weights_sha256
 from probes.erasure import (
+    BACKENDS,
     ENCODINGS,
     METHODS,
+    TARGETS,
     ErasureError,
     LinearEraser,
     check_request,
@@ -76,7 +79,7 @@ EVAL_SPLIT_SEED_OFFSET = 1000
 
 
 @dataclass
-class ErasureConfig:
+class ErasureConfig(ConfigIO):
     """How one erasure study runs; saved beside its results.
 
     layers, subspaces: which of the store's to erase at (None = all it has).  target: a position label of the
@@ -87,25 +90,35 @@ class ErasureConfig:
     documents are scored.  attention_sequences: sequences for the attention comparison.
     """
 
-    layers: list | None = None
-    subspaces: list | None = None
-    target: str = "token_position"
-    encoding: str = "dct"
-    n_features: int = 8
-    methods: tuple = METHODS
-    max_tokens: int = 20_000
-    test_fraction: float = 0.3
-    corpus: str = "en-mix"
-    n_docs: int = 100
-    eval_fraction: float = 0.3
-    attention_sequences: int = 16
-    batch_size: int = 32
-    backend: str = "auto"
-    n_boot: int = 200
+    # The metadata makes dstg-erase's flags (dstg_interp/cli/config_args.py): a field is written once.
+    layers: list | None = field(default=None, metadata={"shown": "all the store has"})
+    subspaces: list | None = field(default=None, metadata={"shown": "all the model has"})
+    target: str = field(default="token_position", metadata={"choices": list(TARGETS), "help": "the position label to erase"})
+    encoding: str = field(default="dct", metadata={
+        "choices": list(ENCODINGS), "help": "linear: the value; dct: the value and its first DCT cosines"})
+    n_features: int = field(default=8, metadata={"min": 1, "help": "concept features with --encoding dct"})
+    methods: tuple[str, ...] = field(default=METHODS, metadata={
+        "csv": True, "help": f"comma-separated, of {', '.join(METHODS)}", "shown": ",".join(METHODS)})
+    max_tokens: int = field(default=20_000, metadata={"min": 1, "help": "store tokens for fitting and probing"})
+    test_fraction: float = field(default=0.3, metadata={"help": "share of the store's documents held out for the probe"})
+    corpus: str = field(default="en-mix", metadata={"help": "corpus of the probing documents (en-mix: held-out ones)"})
+    n_docs: int = field(default=100, metadata={"min": 1, "help": "evaluation documents for the MLM loss"})
+    eval_fraction: float = field(default=0.3, metadata={
+        "help": "share of the probing documents kept out of the store, for the MLM and attention measures"})
+    attention_sequences: int = field(default=16, metadata={"min": 1, "help": "sequences for the attention comparison"})
+    batch_size: int = field(default=32, metadata={"min": 1, "help": "sequences per forward pass"})
+    backend: str = field(default="auto", metadata={"choices": list(BACKENDS), "help": "LEACE's implementation"})
+    n_boot: int = field(default=200, metadata={"min": 1, "help": "bootstrap resamples for the CI of r2_after"})
     seed: int = 0
 
-    def __post_init__(self):
+    ERROR = ErasureError
+
+    def __post_init__(self) -> None:
         self.methods = tuple(self.methods)
+        for name in ("layers", "subspaces"):  # the flags' "all" / (0, "last") as a list, as saved
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, [value] if isinstance(value, (str, int)) else list(value))
         if self.encoding not in ENCODINGS:
             raise ErasureError(f"unknown encoding {self.encoding!r}; use {', '.join(ENCODINGS)}")
         unknown = [m for m in self.methods if m not in METHODS]
@@ -119,8 +132,6 @@ class ErasureConfig:
             if not 0 < getattr(self, name) < 1:
                 raise ErasureError(f"{name} must be in (0, 1), got {getattr(self, name)}")
 
-    def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 @dataclass
@@ -298,7 +309,7 @@ class _Evaluation:
         for block, pattern in patterns.items():
             if layer == "final" or block < first_block:
                 continue  # blocks before the edit read unchanged states
-            js = _js_bits(self.clean_patterns[block].double(), pattern.double())  # [B, H, T]
+            js = jensen_shannon(self.clean_patterns[block].double(), pattern.double())  # [B, H, T]
             weights = self.mask[: len(js), None, :].double()
             per_head = (js.nan_to_num(0) * weights).sum(dim=(0, 2)) / weights.sum(dim=(0, 2))
             rows += [dict(block=block, head=h, js_bits=float(v)) for h, v in enumerate(per_head)]

@@ -1,4 +1,4 @@
-"""Model inputs: special-token ids read from a tokenizer, length-sorted batches, right padding.
+"""Model inputs: special-token ids read from a tokenizer, length-sorted batches, right padding (``data.mlm.pad_batch``).
 
     special = special_tokens(tokenizer)              # SpecialTokens(cls=2, sep=3, pad=0, mask=4)
     for indices in length_sorted_batches(lengths, batch_size=32): ...
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
 
+from dstg_interp.data.mlm import pad_batch as pad_batch  # the one right-padding routine, re-exported here
 from dstg_interp.data.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 from dstg_interp.model.files import read_json
 
@@ -81,17 +81,6 @@ def length_sorted_batches(lengths, batch_size: int) -> list[np.ndarray]:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
     order = np.argsort(-np.asarray(lengths), kind="stable")
     return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-
-
-def pad_batch(rows, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad id sequences (lists, arrays or tensors) -> tokens [B, T] long, attention mask [B, T] bool."""
-    if len(rows) == 0:
-        raise ValueError("pad_batch needs at least one sequence")
-    lengths = torch.tensor([len(row) for row in rows])
-    tokens = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        tokens[i, :len(row)] = torch.as_tensor(np.asarray(row), dtype=torch.long)
-    return tokens, torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
 
 
 def sequence_lengths(sequences) -> np.ndarray:

@@ -206,3 +206,8 @@ def test_dstg_erase_writes_its_tables_and_replaces_only_its_own(tiny, tmp_path, 
     assert saved == config_from_args(EraseCommand, build_parser().parse_args([str(a) for a in argv]))
     assert saved.erasure.methods == ("leace", "random") and saved.erasure.layers == ["last"] and not saved.progress
     assert json.loads((out / "results.json").read_text())["config"] == saved.erasure.to_dict()
+    assert set(table.model) == {"dstg"} and printed.startswith("dstg: erasing token_position")  # the folder's name
+    code, printed, err = run_main(capsys, erase_main, *argv, "--name", "DSTG-mine")  # --name: the table and the record
+    assert code == 0, err
+    assert set(pd.read_csv(out / "results.csv").model) == {"DSTG-mine"} and printed.startswith("DSTG-mine: erasing")
+    assert json.loads((out / "results.json").read_text())["model_name"] == "DSTG-mine"

@@ -48,6 +48,9 @@ class EraseCommand(ConfigIO):
     config.json beside them (``EraseCommand.from_json(out / "config.json")`` is the run again)."""
 
     model: list = field(default_factory=list, metadata={"required": True})
+    name: str | None = field(default=None, metadata={
+        "help": "how the table and results.json name the model", "shown": "the zoo name, hub id, model-card title "
+        "or folder name (dstg_interp.encoders.naming)"})
     store: str | None = field(default=None, metadata={
         "help": "an activation store of --model to fit the erasers on",
         "shown": "one extracted from the corpus's probing documents, cached"})
@@ -95,9 +98,10 @@ def _main(command: EraseCommand) -> int:
     config = command.erasure
     started = time.time()
     with output_lock(out, "dstg-erase " + " ".join(sys.argv[1:])):
-        result = erase_positions(model, config, store=store, model_name=model_label(model), device=command.device,
+        name = command.name or model_label(model)
+        result = erase_positions(model, config, store=store, model_name=name, device=command.device,
                                  progress=command.progress)
-        record = dict(command="dstg-erase", config=config.to_dict(), model=model, store=command.store,
+        record = dict(command="dstg-erase", config=config.to_dict(), model=model, model_name=name, store=command.store,
                       versions=versions(), seconds=round(time.time() - started, 1),
                       results=result.table.to_dict(orient="records"))
         with written_atomically(out) as tmp:
@@ -110,6 +114,7 @@ def _main(command: EraseCommand) -> int:
                     eraser.save(tmp / "erasers" / f"layer{layer}-{subspace}-{method}")
     shown = result.table[["layer", "subspace", "method", "rank", "r2_before", "r2_after", "loss_increase",
                           "accuracy_drop", "output_change", "attention_js"]]
+    print(f"{name}: erasing {config.target} ({config.encoding})")
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
     print(f"wrote {out / 'results.csv'}, {out / 'heads.csv'}, {out / 'results.json'} and {out / 'config.json'}")
     return 0

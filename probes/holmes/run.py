@@ -47,7 +47,7 @@ from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsamp
 from probes.holmes.registry import DATASETS
 from probes.holmes.significance import seed_test, seed_test_counts, variant_of
 from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
-from dstg_interp.encoders.naming import model_label
+from dstg_interp.encoders.naming import model_label, table_names
 
 __all__ = ["run_holmes", "HolmesRunConfig", "run_config", "write_tables"]
 
@@ -68,6 +68,7 @@ class HolmesRunConfig:
     datasets: list[str] | None = None
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     device: str = "cpu"
+    names: list[str] | None = None  # how the tables name each model, in order (None: the naming rule)
 
     def __post_init__(self):
         if isinstance(self.probe, dict):
@@ -330,6 +331,7 @@ def flash_fraction_for(benchmark, flash_fraction: float | None = None, full: boo
 def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | None = HOLMES_THREADS) -> pd.DataFrame:
     """Run ``cfg`` and write its tables and config.json into ``out``; the runner behind both spellings."""
     check_results_folder(Path(out))  # before any work: a file, an unwritable place or foreign tables
+    models = dict(zip(table_names(cfg.models, cfg.names), cfg.models))  # --name, else the naming rule
     check_device(cfg.device)
     if threads:
         torch.set_num_threads(threads)
@@ -338,7 +340,6 @@ def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | 
         benchmark = default_suite_dir()
         if not is_complete_suite(benchmark):  # an interrupted first build is rebuilt, never used
             build_suite(benchmark)
-    models = {model_label(m): m for m in cfg.models}
     with output_lock(out, "dstg-holmes run " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
         return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
                           random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,

@@ -35,15 +35,10 @@ import torch
 import transformers
 
 from dstg_interp import ModelConfig, build_model
+from dstg_interp.model.checkpoint import ZOO_WIDTHS, zoo_architecture
 from dstg_interp.train import TrainConfig, compile_for_training, prepare_training_data, train
 from machine import LoadWatch, add_load_arguments, write_result
 
-ZOO_WIDTHS = {
-    "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
-    "rope": dict(variant="rope", d_model=128),
-    "ap": dict(variant="ap", d_model=128),
-    "rp": dict(variant="rp", d_model=128),
-}
 
 
 def median_step_seconds(step, warmup: int = 2, rounds: int = 6) -> float:
@@ -72,7 +67,7 @@ def training_step(model, tokens, labels, **kwargs):
 def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path) -> dict:
     """Run train() for --steps steps and read real tokens / step seconds after --skip steps from its log."""
     cfg = TrainConfig(out_dir=str(folder / f"{variant}-{'compiled' if compiled else 'eager'}"),
-                      model=dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4), max_length=128, batch_size=32,
+                      model=zoo_architecture(variant), max_length=128, batch_size=32,
                       max_steps=args.steps, warmup_steps=1, eval_every=10 * args.steps, save_every=10 * args.steps,
                       log_every=1, progress=False, compile=compiled, threads=args.threads)
     train(cfg)
@@ -108,7 +103,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(5, 8192, (32, 128), generator=gen)
     labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
-    d_mlp = ModelConfig(variant="rope", d_model=128).d_mlp
+    d_mlp = ModelConfig(**ZOO_WIDTHS["rope"]).d_mlp
     hf = transformers.BertForMaskedLM(transformers.BertConfig(
         vocab_size=8192, hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=int(1.5 * d_mlp),
         max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=1)).train()
@@ -119,7 +114,7 @@ def main() -> None:
         for variant in args.variants:
             model_tokens_per_s = {}
             for compiled in ([False] if args.no_compile else [False, True]):
-                model = build_model(ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **ZOO_WIDTHS[variant])).train()
+                model = build_model(ModelConfig(vocab_size=8192, max_positions=128, **zoo_architecture(variant))).train()
                 if compiled:
                     compile_for_training(model)
                 model_tokens_per_s[compiled] = tokens.numel() / median_step_seconds(training_step(model, tokens, labels, masked_logits_only=True))

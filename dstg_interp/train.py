@@ -50,7 +50,7 @@ from .data.mlm import collate, mask_tokens
 from .data.prepare import PreparedData, prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import clean_stale_temporaries, write_text_atomic
-from .model.checkpoint import RUN_CHECKPOINT, CheckpointError, build_model, load_model, save_checkpoint
+from .model.checkpoint import RUN_CHECKPOINT, ZOO_WIDTHS, CheckpointError, build_model, load_model, save_checkpoint
 from .model.files import TOKENIZER_FILE
 
 CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = RUN_CHECKPOINT, "log.jsonl", "train_config.json"
@@ -87,7 +87,7 @@ class TrainConfig(ConfigIO):
     out_dir: str = field(default="runs/dstg", metadata={
         "flag": "--out", "help": "a folder for checkpoint/, log.jsonl, train_config.json",
         "shown": "--config's, else runs/dstg"})
-    model: dict = field(default_factory=lambda: dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4),
+    model: dict = field(default_factory=lambda: dict(ZOO_WIDTHS["dstg"], n_layers=6, n_heads=4),
                         metadata={"cli": False})  # dstg-train: --variant, --d-model, --d-ap, --n-layers, --n-heads
     corpus: str = field(default="en-mix", metadata={"help": "en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT"})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "use the first N documents only"})

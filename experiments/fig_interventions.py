@@ -33,13 +33,13 @@ from dstg_interp.analysis.interventions import intervene
 from dstg_interp.analysis.position_basis import position_basis
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.plots import measurements, plot_by_layer
-from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config,
                                        run_as_command, save_config, with_member_columns)
 
 
 @dataclass
 class InterventionsFigureConfig(SeedsFigureConfig):
-    out: Path = FIGURES_DIR / "interventions"
+    out: Path = OUTPUT_DIR / "interventions"  # the committed figures: --out figures/interventions
     n_sequences: int = field(default=32, metadata={"help": "held-out windows measured"})
     length: int = field(default=96, metadata={"help": "tokens per window"})
     shift: int = field(default=32, metadata={"help": "positions the 'shift' intervention moves"})

@@ -43,7 +43,7 @@ from dstg_interp import load_model
 from dstg_interp.config import MAX_SEED, VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import RESULTS_DIR, check_replaceable, write_text_atomic
-from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_TOKENIZER, zoo_member
+from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_TOKENIZER, ZOO_WIDTHS, zoo_architecture, zoo_member
 from dstg_interp.model.saving import checkpoint_foreign_entries
 from dstg_interp.train import (
     CHECKPOINT_DIR,
@@ -59,16 +59,12 @@ from dstg_interp.train import (
 )
 from experiments.figure_inputs import ScriptConfig, parse_config
 
-ZOO_WIDTHS = {
-    "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
-    "rope": dict(variant="rope", d_model=128),
-    "ap": dict(variant="ap", d_model=128),
-    "rp": dict(variant="rp", d_model=128),
-}
-# beyond the reference four: DSTG trained with the authors' random_offset option on a 512-row AP table
+# The architecture is the library's (dstg_interp.model.checkpoint.zoo_architecture).  Beyond the reference
+# four: DSTG trained with the authors' random_offset option on a 512-row AP table
 # (sequences stay 128 tokens; each reads the table from a random start), the extrapolation study's extra arm
 VARIANT_OPTIONS = {"dstg-offset": dict(max_positions=512, random_offset=True)}
-ZOO_WIDTHS["dstg-offset"] = ZOO_WIDTHS["dstg"]
+VARIANT_WIDTHS = {"dstg-offset": "dstg"}  # an extra arm -> the zoo variant whose architecture it has
+VARIANTS = (*ZOO_WIDTHS, *VARIANT_WIDTHS)
 # The recipe chosen by the recipe study (figures/recipe/README.md): the same for all four variants.
 ZOO_STEPS = 4800
 SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, batch_size=16, lr=1e-3, warmup_steps=200,
@@ -79,7 +75,7 @@ SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, ba
 def zoo_config(variant: str, runs: Path, steps: int, threads: int | None, seed: int = 0) -> TrainConfig:
     """The zoo recipe for one (variant, seed): ``seed`` changes the initialisation, data order and masks; the
     train/validation split and tokenizer (``data_seed``) are the same for every seed."""
-    model = dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4)
+    model = zoo_architecture(VARIANT_WIDTHS.get(variant, variant))
     shared = dict(SHARED, warmup_steps=min(SHARED["warmup_steps"], steps // 10))  # short smoke runs
     return TrainConfig(out_dir=str(runs / zoo_member(variant, seed)), model=model, max_steps=steps, threads=threads,
                        tokenizer=str(ZOO_TOKENIZER), **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
@@ -162,9 +158,9 @@ class PretrainZooConfig(ScriptConfig):
         check_seeds(self.seeds)  # before the generic check, for its message listing every seed
         super().__post_init__()
         self.runs = Path(self.runs)
-        unknown = sorted(set(self.variants) - set(ZOO_WIDTHS))
+        unknown = sorted(set(self.variants) - set(VARIANTS))
         if unknown:
-            raise ValueError(f"unknown variant(s) {' '.join(unknown)}; choose from {', '.join(ZOO_WIDTHS)}")
+            raise ValueError(f"unknown variant(s) {' '.join(unknown)}; choose from {', '.join(VARIANTS)}")
 
 
 def run(config: PretrainZooConfig) -> dict:

@@ -21,6 +21,7 @@ changes no fit, and near-centred sums keep X'X - n mean mean' from cancelling ca
 from __future__ import annotations
 
 import mmap
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -170,13 +171,13 @@ class FoldSums:
                         xy=self.xy[:, index], y_sum=self.y_sum, yy=self.yy, x_shift=self.x_shift[index],
                         y_shift=self.y_shift, non_finite_columns=self.non_finite_columns[index], n_folds=self.n_folds)
 
-    def totals(self):
+    def totals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
         """(gram, x_sum, xy, y_sum, n) over every training row (the CV folds, not a held-out part)."""
         F = self.n_folds
         return (self.gram[:F].sum(0), self.x_sum[:F].sum(0), self.xy[:F].sum(0), self.y_sum[:F].sum(0),
                 float(self.n[:F].sum()))
 
-    def train(self, f: int):
+    def train(self, f: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
         """(gram, x_sum, xy, y_sum, n) over the rows outside fold ``f``."""
         gram, x_sum, xy, y_sum, n = self.totals()
         return gram - self.gram[f], x_sum - self.x_sum[f], xy - self.xy[f], y_sum - self.y_sum[f], n - self.n[f]
@@ -200,7 +201,7 @@ class FoldSums:
 
 
 # ----------------------------------------------------------------------------- the primal route
-def scale_from_var(var, mean, n, standardize):
+def scale_from_var(var: np.ndarray, mean: np.ndarray, n: float, standardize: bool) -> np.ndarray:
     """StandardScaler's scale: sqrt(var), with near-constant features (its own bound) set to 1."""
     if not standardize:
         return np.ones_like(var)
@@ -209,7 +210,8 @@ def scale_from_var(var, mean, n, standardize):
     return np.where(constant, 1.0, np.sqrt(var))
 
 
-def primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize):
+def primal_solutions(gram: np.ndarray, x_sum: np.ndarray, xy: np.ndarray, y_sum: np.ndarray, n: float,
+                     alphas: np.ndarray, standardize: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """All-alpha ridge weights from raw training sums (features already globally shifted).
 
     gram: (p, p) = X'X, x_sum: (p,), xy: (p, k) = X'Y, y_sum: (k,).
@@ -226,7 +228,7 @@ def primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize):
     return W, mean, scale, y_sum / n
 
 
-def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize=True, chunk_rows=DEFAULT_CHUNK_ROWS, name="X"):
+def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize: bool = True, chunk_rows=DEFAULT_CHUNK_ROWS, name: Hashable = "X"):
     """``cv_ridge`` (primal route) from per-fold sums read in chunks of ``X[rows]``: same results, flat memory.
 
     Parameters

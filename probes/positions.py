@@ -37,6 +37,8 @@ one-hot token position) and ``position_smooth_r2`` (on a spline of it) say what 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+import os
 import sys
 import warnings
 import dataclasses
@@ -44,11 +46,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp.config import ConfigIO, config_or_fields
-from dstg_interp.data import default_cache_dir, probing_documents
+from dstg_interp.data import Document, StructuredSequences, default_cache_dir, probing_documents
 from dstg_interp.encoders import Encoder, open_encoder, selection
 from dstg_interp.encoders.naming import model_label
 from dstg_interp.store import ActivationStore
@@ -138,7 +141,7 @@ def shuffle_within_documents(y: np.ndarray, groups: np.ndarray, seed: int) -> np
     return shuffled
 
 
-def select_tokens(store, cfg: PositionProbeConfig) -> np.ndarray:
+def select_tokens(store: ActivationStore, cfg: PositionProbeConfig) -> np.ndarray:
     """Indices of the store's tokens to probe: non-special, subsampled reproducibly."""
     return store.subsample(cfg.max_tokens if cfg.max_tokens is not None else store.n_tokens, seed=cfg.seed, exclude_special=True)
 
@@ -166,8 +169,8 @@ def minimum_documents(n_splits: int, test_fraction: float) -> int:
     return n
 
 
-def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", control_store=None,
-                device: str = "cpu") -> pd.DataFrame:
+def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: str = "model",
+                control_store: ActivationStore | None = None, device: str = "cpu") -> pd.DataFrame:
     """Run the position probe on every requested (layer, subspace) of ``store``; tidy results.
 
     ``device``: where the ridge's Gram sums are formed (numpy on "cpu", torch on a GPU)."""
@@ -255,7 +258,7 @@ def reads_paragraph_windows(task: str, segment: str) -> bool:
     return task in ("segment", "intra") and segment == "paragraph"
 
 
-def probing_sequences(encoder: Encoder, documents, paragraph_windows: bool = False):
+def probing_sequences(encoder: Encoder, documents: Sequence[Document], paragraph_windows: bool = False) -> StructuredSequences:
     """The sequences a probe reads, tokenized by the model's own tokenizer, at most ``PROBE_MAX_LENGTH``
     (and the model's table) long.
 
@@ -275,8 +278,8 @@ def probing_sequences(encoder: Encoder, documents, paragraph_windows: bool = Fal
     return sequences.select(crossing)
 
 
-def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: str, progress: bool,
-                 paragraph_windows: bool = False):
+def cached_store(encoder: Encoder, documents: Sequence[Document], layers: Sequence[int | str] | None, store_root: Path,
+                 label: str, progress: bool, paragraph_windows: bool = False) -> ActivationStore:
     """Extract (or reuse) the store of ``encoder`` on ``probing_sequences(documents)`` (``cached_extract``:
     the folder is keyed by what decides it: weights, sequences, extraction config)."""
     sequences = probing_sequences(encoder, documents, paragraph_windows)
@@ -291,8 +294,9 @@ def phase_printer(progress: bool, name: str):
     return say
 
 
-def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | None = None, *,
-                    corpus: str = DEFAULT_CORPUS, max_docs: int | None = None, store_root=None,
+def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encoder | ActivationStore = DEFAULT_MODEL,
+                    config: PositionProbeConfig | None = None, *,
+                    corpus: str = DEFAULT_CORPUS, max_docs: int | None = None, store_root: str | os.PathLike | None = None,
                     model_name: str | None = None, progress: bool = True, device: str = "cpu",
                     **fields) -> pd.DataFrame:
     """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).

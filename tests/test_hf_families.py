@@ -11,7 +11,8 @@ import torch
 import transformers
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from dstg_interp import extract, load_hf_encoder
+from dstg_interp import EncoderError, extract, load_hf_encoder
+from dstg_interp.encoders import HFEncoder
 from dstg_interp.encoders.hf import NOT_A_PATTERN
 from dstg_interp.entry import launch
 from dstg_interp.tiny_zoo import tiny_documents
@@ -89,3 +90,16 @@ def test_non_softmax_attention_is_labelled_not_called_a_pattern(documents, tmp_p
 
     write_folder(tmp_path / "bert", "BertConfig", documents)
     assert set(load_hf_encoder(tmp_path / "bert").attention(tokens)[0]) == {"pattern"}
+
+
+def test_a_position_scheme_that_cannot_be_derived_is_one_clear_error(documents, tmp_path):
+    """A model whose 5-token forward reads position rows out of order (here: BERT's position_ids buffer
+    reversed) is refused with one line, never read with a guessed offset."""
+    write_folder(tmp_path / "bert", "BertConfig", documents)
+    encoder = load_hf_encoder(tmp_path / "bert")
+    model = encoder.model
+    model.embeddings.position_ids.copy_(model.embeddings.position_ids.flip(-1))
+    with pytest.raises(EncoderError, match=r"cannot derive its position scheme: a 5-token input read position rows "
+                                           r"\[39, 38, 37, 36, 35\]") as error:
+        HFEncoder(model, encoder.tokenizer, tmp_path / "bert")
+    assert "\n" not in str(error.value)

@@ -195,6 +195,24 @@ def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
     assert [c.model_config(8192).seed for c in configs.values()] == [0, 1, 2]
 
 
+def test_the_one_zoo_architecture_is_the_shipped_zoo_s_and_the_recipe_s():
+    from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_WIDTHS, zoo_architecture
+    from dstg_interp.tiny_zoo import TINY_WIDTHS, tiny_config
+    from experiments.pretrain_zoo import zoo_config
+
+    assert set(ZOO_WIDTHS) == set(TINY_WIDTHS) == set(ZOO_NAMES)
+    fields = ("variant", "d_sem", "d_ap", "d_model", "n_layers", "n_heads")
+    for variant in (*ZOO_NAMES, "dstg-offset"):
+        shipped = json.loads((ZOO_DIR / variant / "config.json").read_text())  # what the zoo was trained as
+        made = zoo_config(variant, Path("runs"), 4800, None).model_config(8192).to_dict()
+        assert {k: made[k] for k in fields} == {k: shipped[k] for k in fields}, variant
+        assert zoo_architecture(variant.split("-")[0]).items() <= made.items()
+    assert TrainConfig().model == dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4)  # its default, as before
+    assert {k: tiny_config("dstg-offset", 97).to_dict()[k] for k in ("variant", "d_sem", "d_ap", "d_model")} == \
+        dict(variant="dstg", d_sem=24, d_ap=8, d_model=32)
+    assert tiny_config("rp", 97).d_model == 32 and tiny_config("rp", 97).n_layers == 2
+
+
 def test_compile_is_on_by_default_only_where_it_pays_back(monkeypatch):
     from dstg_interp import train as train_module
 

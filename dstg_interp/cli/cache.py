@@ -40,6 +40,9 @@ class CacheCommand:
     """dstg-cache's flags beside the ExtractionConfig's: which model, which text, where, and how."""
 
     model: list = field(default_factory=list, metadata={"flag": "--model", "required": True})
+    name: str | None = field(default=None, metadata={
+        "help": "how the store names the model (its manifest's model_name)", "shown": "the zoo name, hub id, "
+        "model-card title or folder name (dstg_interp.encoders.naming)"})
     corpus: str | None = field(default=None, metadata={
         "exclusive": ("source", True), "help": "corpus spec for load_corpus: en-mix, a folder of *.txt, a .jsonl, hf:..."})
     sequences: str | None = field(default=None, metadata={
@@ -75,7 +78,7 @@ def run(command: CacheCommand, ranks=None):
         # rank 0 holds the folder's lock; every rank stops if it cannot be had
         ranks.together(lambda: held.enter_context(output_lock(command.out, "dstg-cache " + " ".join(sys.argv[1:])))
                        if ranks.first else None)
-        encoder = open_encoder(model, device=ranks.device)
+        encoder = open_encoder(model, device=ranks.device, name=command.name)
         if command.sequences:
             sequences = StructuredSequences.load(command.sequences)
         else:
@@ -94,7 +97,8 @@ def _main(command: CacheCommand) -> int:
     except OtherRankFailed:  # the failing rank prints its own error
         return 2
     if ranks.first:
-        print(f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}")
+        print(f"{store.directory}: {store.model_name}, {store.n_tokens} tokens, layers {list(store.layers)}, "
+              f"subspaces {list(store.subspaces)}")
     return 0
 
 

@@ -235,6 +235,7 @@ def _finish(plan: _Plan, config, targets, widths, identity, attention) -> dict:
     meta = getattr(sequences, "meta", {})
     extra = {
         "model_path": str(plan.encoder.checkpoint_path or ""),
+        "model_name": plan.encoder.name,  # how the model was named when the store was written (naming.py, --name)
         "corpus": {key: meta.get(key) for key in ("corpus_spec", "tokenizer_hash", "max_length", "windows")},
         "layers": [layer for layer in config.layers], "subspaces": list(config.subspaces), "names": list(config.names),
     }

@@ -58,6 +58,7 @@ from dstg_interp.store import ActivationStore
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.store.extract import as_sequences
 from probes.position_baseline import BASELINE_COLUMNS, PositionBaseline
+from probes.grid import store_feature_sets
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
 from probes.splits import grouped_train_test_split
 
@@ -169,8 +170,10 @@ def minimum_documents(n_splits: int, test_fraction: float) -> int:
 
 
 def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: str = "model",
-                control_store: ActivationStore | None = None) -> pd.DataFrame:
-    """Run the position probe on every requested (layer, subspace) of ``store``; tidy results."""
+                control_store: ActivationStore | None = None, device: str = "cpu") -> pd.DataFrame:
+    """Run the position probe on every requested (layer, subspace) of ``store``; tidy results.
+
+    ``device``: where the ridge's Gram sums are formed (numpy on "cpu", torch on a GPU)."""
     layers, subspaces = _check_request(store, cfg)
     labels = store.labels
     for column in ("token_position", "doc_index", cfg.target_column):
@@ -205,14 +208,15 @@ def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: st
         spread[tokens] = values
         return spread
 
-    def feature_sets(source):
-        return {(layer, sub): (lambda layer=layer, sub=sub: source.states(layer, sub)) for layer in layers for sub in subspaces}
+    def feature_sets(source):  # a DSTG layer's sem / ap / full: one pass over [sem | ap] serves all three
+        return store_feature_sets(source, layers, subspaces)
 
     baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[tokens], y, groups, train_idx, test_idx,
                                     n_splits=cfg.n_splits, n_boot=cfg.n_boot, seed=cfg.seed,
                                     name=cfg.target_column) if cfg.position_baseline else None
     common = dict(groups=on_store_rows(groups), train_idx=tokens[train_idx], test_idx=tokens[test_idx],
-                  alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False)
+                  alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False,
+                  device=None if device == "cpu" else device)
     targets = {name: on_store_rows(values) for name, values in targets.items()}
     fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, **dict(common, keep_predictions=True))
     main = fitted[fitted.target == "target"].set_index("key")
@@ -305,7 +309,7 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     cfg = config_or_fields(PositionProbeConfig, config, fields)
     layers, subspaces, task, segment, controls = cfg.layers, cfg.subspaces, cfg.task, cfg.segment, cfg.controls
     if isinstance(model_or_store, ActivationStore):
-        return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
+        return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name, device=device)
     name = model_name or model_label(model_or_store)
     encoder = open_encoder(model_or_store, device=device)
     if layers is not None:  # "last", "all" (dstg_interp.encoders.selection) -> this model's layer numbers
@@ -331,4 +335,4 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     fits = ["the model"] + (["random-init", "shuffled-target"] if controls else [])
     say(f"{store.n_tokens} tokens; fitting {n_sets} ridge probes (layer x subspace), each on {', '.join(fits)}"
         f"{' and a position-only baseline' if cfg.position_baseline else ''}")
-    return probe_store(store, cfg, model_name=name, control_store=control)
+    return probe_store(store, cfg, model_name=name, control_store=control, device=device)

@@ -37,7 +37,8 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from probes.gram import DEFAULT_CHUNK_ROWS, cv_ridge_streamed, predict_rows, primal_solutions, scale_from_var
+from probes.gram import DEFAULT_CHUNK_ROWS, FoldSums, cv_ridge_streamed, primal_solutions, scale_from_var
+from probes.grid import check_finite, grouped_by_source, load, predictions, solve_folds
 from probes.splits import (
     bootstrap_r2_ci,
     check_enough_groups,
@@ -191,6 +192,13 @@ def cv_ridge(X, Y, bounds, alphas, standardize: bool = True):
     }
 
 
+def _test_r2(y_true, pred) -> np.ndarray:
+    """R² per target column on the test rows; NaN where the test target is constant."""
+    sst = ((y_true - y_true.mean(axis=0)) ** 2).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sst > 0, 1.0 - ((y_true - pred) ** 2).sum(axis=0) / sst, np.nan)
+
+
 def _as_2d_target(y):
     y = np.asarray(y, dtype=np.float64)
     if y.ndim not in (1, 2):
@@ -318,19 +326,24 @@ def fit_ridge_grid(
     seed: int = 0,
     keep_predictions: bool = True,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    device: str | None = None,
 ) -> pd.DataFrame:
     """Fit a grouped-CV ridge probe for every (feature set, target) pair.
 
-    One eigendecomposition per (feature set, fold) serves all targets and all alphas. Features
-    are read ``chunk_rows`` rows at a time (one pass for the Gram sums of every fold, one over
-    the test rows for predictions), so memory is flat in the number of tokens: pass a store's
+    One pass per feature source reads ``chunk_rows`` rows at a time and forms the Gram sums of every
+    CV fold and of the test rows; feature sets given as ``probes.grid.Columns`` of one source (a
+    DSTG layer's sem / ap / full: ``probes.grid.store_feature_sets``) share that pass. One
+    eigendecomposition per (feature set, fold) then serves all targets and all alphas, and the test
+    R² comes from the test rows' sums; a second pass over the test rows runs only for predictions
+    (``keep_predictions``, ``n_boot``). Memory is flat in the number of tokens: pass a store's
     memory-mapped states whole, with ``train_idx``/``test_idx`` naming the rows to use.
 
     Parameters
     ----------
-    feature_sets : Mapping[key, array of shape (n, p_key) or zero-argument callable returning one]
+    feature_sets : Mapping[key, array of shape (n, p_key), zero-argument callable returning one, or Columns]
         E.g. ``{("layer3", "sem"): X}``; a callable (or an ``np.memmap``) loads lazily. Anything
-        indexed by rows works (``ActivationStore.states`` returns such arrays).
+        indexed by rows works (``ActivationStore.states`` returns such arrays). ``Columns(source, cols)``
+        is a column block of ``source``; sets over the same source object are read in one pass.
     targets : Mapping[str, array of shape (n,)]
     groups : array of shape (n,)
         Document id per token.
@@ -346,6 +359,9 @@ def fit_ridge_grid(
         Keep the ``y_pred_test`` column (drop it, or pass False, before writing CSV).
     chunk_rows : int
         Rows of features read (and upcast to float64) at a time.
+    device : str, optional
+        None: the sums are formed with numpy (BLAS). A torch device ("cuda", "cpu"): each chunk, read and
+        upcast on the host, is summed with torch there; the p x p solves stay on the host.
 
     Returns
     -------
@@ -373,32 +389,55 @@ def fit_ridge_grid(
     Y_train, Y_test = Y[rows_train], Y[test_idx]
     alphas = np.asarray(alphas, dtype=np.float64).ravel()
 
-    records = []
-    for key, source in feature_sets.items():
-        X = source() if callable(source) else source
+    # One pass per source over the training rows (each in its CV fold) and the test rows (one more part).
+    rows_all = np.concatenate([rows_train, test_idx])
+    by_store_row = np.argsort(rows_all, kind="stable")
+    rows_all, part_all = rows_all[by_store_row], np.r_[fold_train, np.full(len(test_idx), n_splits)][by_store_row]
+    Y_all = np.concatenate([Y_train, Y_test])[by_store_row]
+    want_predictions = keep_predictions or n_boot > 0
+
+    fitted = {}
+    for source, members in grouped_by_source(feature_sets):
+        X = load(source)
         if X.ndim != 2 or X.shape[0] != len(groups):
-            raise ValueError(f"feature set {key!r} has shape {X.shape}; expected ({len(groups)}, p)")
+            raise ValueError(f"feature set {members[0][0]!r} has shape {X.shape}; expected ({len(groups)}, p)")
         if _needs_dual(X.shape[1], fold_train, n_splits):  # fewer rows than features: small, in memory
             order, bounds = grouped_fold_bounds(groups[rows_train], n_splits)
-            X_train = _gather_float64(X, rows_train[order])
-            check_finite_features(X_train, key)
-            res = cv_ridge(X_train, Y_train[order], bounds, alphas, standardize)
-            del X_train
-        else:
-            res = cv_ridge_streamed(X, rows_train, fold_train, Y_train, n_splits, alphas, standardize, chunk_rows, key)
-        pred = predict_rows(X, test_idx, res, chunk_rows, key)
+            for key, columns in members:
+                X_train = _gather_float64(X, rows_train[order])[:, columns]
+                X_test = _gather_float64(X, test_idx)[:, columns]
+                check_finite_features(X_train, key)
+                check_finite_features(X_test, key)
+                res = cv_ridge(X_train, Y_train[order], bounds, alphas, standardize)
+                pred = ((X_test - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
+                res["test_r2"] = _test_r2(Y_test, pred)
+                fitted[key] = (res, pred)
+            continue
+        sums = FoldSums.accumulate(X, rows_all, part_all, Y_all, n_splits, chunk_rows, device, held_out=True)
+        fits = {}
+        for key, columns in members:
+            block = sums.columns(columns)
+            check_finite(block, key)
+            fits[key] = (columns, solve_folds(block, alphas, standardize))
+        preds = predictions(X, test_idx, fits, chunk_rows) if want_predictions else {}
+        for key, (_, res) in fits.items():
+            if key in preds:  # the R² of the predictions the table keeps (and the bootstrap resamples)
+                res["test_r2"] = _test_r2(Y_test, preds[key])
+            fitted[key] = (res, preds.get(key))
         del X  # drop a lazily loaded source before the next one is loaded
+
+    records = []
+    for key in feature_sets:
+        res, pred = fitted[key]
         for j, name in enumerate(names):
             y_true = Y_test[:, j]
-            sst = ((y_true - y_true.mean()) ** 2).sum()
-            test_r2 = 1.0 - ((y_true - pred[:, j]) ** 2).sum() / sst if sst > 0 else np.nan
             row = {
                 "key": key,
                 "target": name,
                 "alpha": alphas[res["best"][j]],
                 "cv_r2": res["cv_scores"][res["best"][j], j],
                 "cv_r2_sd": res["fold_scores"][:, res["best"][j], j].std(),
-                "test_r2": test_r2,
+                "test_r2": res["test_r2"][j],
                 "n_features": res["coef"].shape[0],
                 "n_train": len(train_idx),
                 "n_test": len(test_idx),

@@ -32,8 +32,7 @@ from dstg_interp.io import OutputError, check_output_location, created_folder
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.naming import table_names
 
-from .config_args import add_config_arguments, config_from_args, flag_values
-from .shell import run_cli
+from .config_args import add_config_arguments, flag_values, run_command
 
 
 def write_results(table: pd.DataFrame, path: Path, arguments: dict) -> None:
@@ -174,9 +173,7 @@ def masks_line(masks: dict, max_length: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli("dstg-eval", lambda: _evaluate(config_from_args(EvalCommand, args)),
-                   interrupted=lambda: "nothing was written")
+    return run_command(build_parser(), EvalCommand, _evaluate, argv, interrupted=lambda: "nothing was written")
 
 
 if __name__ == "__main__":

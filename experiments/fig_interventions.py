@@ -13,7 +13,7 @@ held-out windows of ``length`` tokens:
 Measured: KL(clean || intervened) of the MLM distributions over real tokens (nats) and their top-1 agreement;
 per block x head x logit term the relative change of the term (heads.csv).
 
-Writes into ``--out`` (default dstg-results/figures/interventions/; the committed gallery: --out figures/interventions): interventions.csv, heads.csv, mlm_kl_by_layer
+Writes into ``--out`` (default figures/interventions/): interventions.csv, heads.csv, mlm_kl_by_layer
 (PNG + PDF + JSON; lines: mean over seeds, bands: min-max) and config.json.
 """
 
@@ -39,7 +39,7 @@ from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for
 
 @dataclass
 class InterventionsFigureConfig(SeedsFigureConfig):
-    out: Path = OUTPUT_DIR / "interventions"
+    out: Path = OUTPUT_DIR / "interventions"  # the committed figures: --out figures/interventions
     n_sequences: int = field(default=32, metadata={"help": "held-out windows measured"})
     length: int = field(default=96, metadata={"help": "tokens per window"})
     shift: int = field(default=32, metadata={"help": "positions the 'shift' intervention moves"})

@@ -31,12 +31,15 @@ a model with other weights.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from safetensors.numpy import load_file, save_file
+
+from dstg_interp.store import ActivationStore
 
 from probes.ridge import RidgeProbe
 
@@ -211,7 +214,7 @@ def random_eraser(mean, rank: int, seed: int = 0) -> LinearEraser:
     return LinearEraser(mean, q, q.T.copy(), "random")
 
 
-def fit_erasers(X, Z, groups, methods=METHODS, backend: str = "auto", seed: int = 0, inlp_iterations: int = 16,
+def fit_erasers(X: np.ndarray, Z: np.ndarray, groups: np.ndarray, methods: Sequence[str] = METHODS, backend: str = "auto", seed: int = 0, inlp_iterations: int = 16,
                 inlp_min_r2: float = 0.01) -> dict[str, LinearEraser]:
     """{method: eraser} for one feature set; ``random`` takes the rank of ``leace`` (fitted for it if not asked)."""
     unknown = [m for m in methods if m not in METHODS]
@@ -229,8 +232,8 @@ def fit_erasers(X, Z, groups, methods=METHODS, backend: str = "auto", seed: int 
     return erasers
 
 
-def fit_eraser(store, layer, subspace: str, method: str = "leace", target: str = "token_position",
-               encoding: str = "dct", n_features: int = 8, rows=None, backend: str = "auto", seed: int = 0) -> LinearEraser:
+def fit_eraser(store: ActivationStore, layer: int | str, subspace: str, method: str = "leace", target: str = "token_position",
+               encoding: str = "dct", n_features: int = 8, rows: np.ndarray | None = None, backend: str = "auto", seed: int = 0) -> LinearEraser:
     """One eraser of ``target`` fitted on ``store``'s (layer, subspace) states at ``rows`` (default: every
     non-special token), carrying the store's model identity."""
     check_request(store, [layer], [subspace], target)

@@ -31,6 +31,8 @@ more than erasing as many arbitrary directions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+import os
 import contextlib
 import dataclasses
 from dataclasses import dataclass, field
@@ -41,12 +43,13 @@ import pandas as pd
 import torch
 
 from dstg_interp.config import ConfigIO
-from dstg_interp.data import default_cache_dir, probing_documents, split_documents
+from dstg_interp.data import Document, default_cache_dir, probing_documents, split_documents
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.edits import edit_states
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.encoders.selection import resolve_layers
 from dstg_interp.evaluation import Unigram, mlm_accuracy
+from dstg_interp.store import ActivationStore
 from dstg_interp.store.attention import jensen_shannon
 from dstg_interp.store.manifest import weights_sha256
 from probes.erasure import (
@@ -141,7 +144,7 @@ class ErasureResult:
     erasers: dict = field(default_factory=dict)  # (layer, subspace, method) -> LinearEraser
 
 
-def measure_erasure(encoder: Encoder, store, eval_documents, config: ErasureConfig | None = None,
+def measure_erasure(encoder: Encoder, store: ActivationStore, eval_documents: Sequence[Document], config: ErasureConfig | None = None,
                     model_name: str | None = None, progress: bool = False) -> ErasureResult:
     """The erasure study of ``encoder`` (see the module docstring); ``store`` holds its states."""
     config = config or ErasureConfig()
@@ -196,8 +199,10 @@ def measure_erasure(encoder: Encoder, store, eval_documents, config: ErasureConf
     return ErasureResult(table[RESULT_COLUMNS], heads, erasers)
 
 
-def erase_positions(model, config: ErasureConfig | None = None, store=None, store_root=None, model_name: str | None = None,
-                    device: str = "cpu", progress: bool = False, documents=None) -> ErasureResult:
+def erase_positions(model: str | os.PathLike | torch.nn.Module | Encoder, config: ErasureConfig | None = None,
+                    store: ActivationStore | None = None, store_root: str | os.PathLike | None = None,
+                    model_name: str | None = None, device: str = "cpu", progress: bool = False,
+                    documents: Sequence[Document] | None = None) -> ErasureResult:
     """The erasure study from a model (anything ``open_encoder`` takes) and a corpus.
 
     The corpus's probing documents (``probing_documents``: for en-mix the zoo's held-out documents) are split

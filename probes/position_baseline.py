@@ -30,6 +30,9 @@ all fitted on the probe's own tokens, held-out documents, grouped CV folds and b
 
 from __future__ import annotations
 
+from numpy.typing import ArrayLike
+from collections.abc import Hashable
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,7 +101,8 @@ class PositionBaseline:
     exact: bool  # token position explains the target exactly on the training tokens
 
     @classmethod
-    def fit(cls, token_position, y, groups, train_idx, test_idx, n_splits: int = 5, n_boot: int = 1000,
+    def fit(cls, token_position: ArrayLike, y: ArrayLike, groups: ArrayLike, train_idx: np.ndarray, test_idx: np.ndarray,
+            n_splits: int = 5, n_boot: int = 1000,
             seed: int = 0, name: str = "target") -> PositionBaseline:
         token_position = np.asarray(token_position, dtype=np.int64)
         y = np.asarray(y, dtype=np.float64)
@@ -126,7 +130,7 @@ class PositionBaseline:
         """The one-hot probe's held-out predictions, aligned with ``test_idx``."""
         return self.table.loc["one-hot"].y_pred_test
 
-    def partial_r2(self, states, rows=None, name="states") -> tuple[float, float, float]:
+    def partial_r2(self, states, rows=None, name: Hashable = "states") -> tuple[float, float, float]:
         """(partial R², CI low, CI high) of the states given token position (module doc).
 
         ``states``: anything indexed by rows (a store's memmap); ``rows``: its sorted rows that hold the

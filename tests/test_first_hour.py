@@ -1,6 +1,8 @@
 """Small things a researcher meets in the first hour: a short run's warm-up, a run folder where its checkpoint
 is meant, every --help with its defaults."""
 
+import dataclasses
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -112,3 +114,27 @@ def test_holmes_tables_use_the_names_given(two_runs, tmp_path, capsys, spelling)
                                 *common]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--name gives 'x' twice" in err[0] and not (tmp_path / "clash").exists()
+
+
+# The scripts that rebuild committed documents from committed tables (a rerun changes nothing: test_report).
+REBUILDS_COMMITTED_DOCUMENTS = {"experiments.report", "experiments.claims"}
+
+
+def test_no_experiment_script_writes_into_the_repository_by_default(tmp_path, monkeypatch):
+    """Every script's default --out resolves outside the tracked tree (dstg-results/ in the working folder)."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)
+    checked = {}
+    for path in sorted((root / "experiments").glob("*.py")):
+        name = f"experiments.{path.stem}"
+        if path.stem.startswith("_") or name in REBUILDS_COMMITTED_DOCUMENTS:
+            continue
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if dataclasses.is_dataclass(value) and isinstance(value, type) and value.__module__ == name:
+                out = {f.name: f for f in dataclasses.fields(value)}.get("out")
+                if out is not None and out.default not in (None, dataclasses.MISSING):
+                    checked[f"{name}.{value.__name__}"] = Path(out.default).resolve()
+    assert len(checked) >= 12, sorted(checked)
+    inside = {name: str(out) for name, out in checked.items() if out.is_relative_to(root)}
+    assert not inside, f"default --out inside the repository: {inside}"

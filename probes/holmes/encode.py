@@ -27,6 +27,8 @@ block reads).
 
 from __future__ import annotations
 
+import os
+from collections import abc
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +36,7 @@ import torch
 from tqdm.auto import tqdm
 
 from dstg_interp.encoders import FINAL, Encoder, SpecialTokens, open_encoder, selection, special_tokens
+from dstg_interp.encoders.selection import LayerSelection
 from probes.holmes.format import HolmesDataset, HolmesRow, TaskType
 
 __all__ = ["encode_dataset", "resolve_layers", "tokenize_segments", "UnpoolableRow"]
@@ -187,7 +190,9 @@ def _pool_pieces(encoder, sequences, pieces, layers, subspaces, batch_size: int,
     return piece_vectors
 
 
-def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None, rows=None,
+def encode_dataset(model: str | os.PathLike | torch.nn.Module | Encoder, dataset: HolmesDataset,
+                   layers: LayerSelection = "last", subspaces: abc.Sequence[str] | None = None,
+                   rows: abc.Sequence[int] | np.ndarray | None = None,
                    batch_size: int = 64, progress: bool = False, last_state: str = "block") -> dict[tuple[int, str], np.ndarray]:
     """Pooled float32 features per (layer, subspace), one row per dataset row (or per index in `rows`).
 

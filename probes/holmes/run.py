@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from dstg_interp.config import RANDOM_INIT_SEED_SHIFT
 from dstg_interp.encoders import Encoder, open_encoder
-from dstg_interp.encoders.selection import check_device
+from dstg_interp.encoders.selection import LayerSelection, check_device
 from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
 from probes.holmes.encode import UnpoolableRow, encode_dataset
@@ -167,9 +167,16 @@ def _results(frames: list, skipped_rows: list[dict]) -> pd.DataFrame:
     return results
 
 
-def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: ProbeConfig | None = None,
-               random_init_control: bool = False, datasets: list[str] | None = None, out_dir=None,
-               batch_size: int = 64, progress: bool = True, device=None) -> pd.DataFrame:
+def _layers_record(layers: LayerSelection) -> str | list:
+    """The layer selection as HolmesRunConfig saves it: a name as it is, indices as a list."""
+    return layers if isinstance(layers, str) else [layers] if isinstance(layers, int) else list(layers or ())
+
+
+def run_holmes(models: Mapping | Sequence, benchmark_dir: str | os.PathLike, *, layers: LayerSelection = "last",
+               subspaces: Sequence[str] | None = None, config: ProbeConfig | None = None,
+               random_init_control: bool = False, datasets: list[str] | None = None,
+               out_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
+               device: str | None = None) -> pd.DataFrame:
     """Probe every dataset of `benchmark_dir` on every model.
 
     models: {name: model}, or a list of zoo names / checkpoint or HF folders / models (anything
@@ -211,7 +218,7 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
         bar.close()
     results = _results(frames, skipped_rows)
     if out_dir is not None:
-        run_config = HolmesRunConfig(str(benchmark_dir), list(pool), layers if isinstance(layers, str) else list(layers),
+        run_config = HolmesRunConfig(str(benchmark_dir), list(pool), _layers_record(layers),
                                      list(subspaces) if subspaces else None, random_init_control, datasets, config,
                                      str(device or "cpu"))
         write_tables(results, out_dir, run_config)

@@ -10,6 +10,7 @@ temporary sibling folder and renamed into place, so an interrupted build leaves 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import json
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def _to_rows(groups, task_type: TaskType, rng) -> list[HolmesRow]:
 SUITE_FILE = "suite.json"  # written last: the suite is complete exactly when it is there
 
 
-def is_complete_suite(folder) -> bool:
+def is_complete_suite(folder: str | Path) -> bool:
     """True when ``folder`` holds a whole suite (its suite.json), not the remains of an interrupted build."""
     try:
         record = json.loads((Path(folder) / SUITE_FILE).read_text())
@@ -66,7 +67,8 @@ def suite_foreign_entries(folder: Path) -> list[str]:
     return foreign_entries(folder, {d.name for d in SUITE} | {SUITE_FILE})
 
 
-def build_suite(out_dir=None, seed: int = 0, n_per_dataset: int = 1200, names=None, cache_dir=None,
+def build_suite(out_dir: str | Path | None = None, seed: int = 0, n_per_dataset: int = 1200,
+                names: Sequence[str] | None = None, cache_dir: Path | None = None,
                 overwrite: bool = False) -> list[str]:
     """Write every suite dataset (or `names`) into `out_dir`; returns the dataset names written.
 

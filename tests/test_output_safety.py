@@ -1,7 +1,7 @@
 """Nothing lost, nothing half-done: what each command may replace, atomic commits, locks, leftovers.
 
-Case numbers refer to the hostile-input report (notes/reliability.md); docs/RELIABILITY.md maps every
-case group to the test that covers it.
+Case numbers are those of the hostile-input rounds; docs/RELIABILITY.md maps every case group to the test
+that covers it.
 """
 
 import json

@@ -13,7 +13,7 @@ held-out windows of ``length`` tokens:
 Measured: KL(clean || intervened) of the MLM distributions over real tokens (nats) and their top-1 agreement;
 per block x head x logit term the relative change of the term (heads.csv).
 
-Writes into ``--out`` (default figures/interventions/): interventions.csv, heads.csv, mlm_kl_by_layer
+Writes into ``--out`` (default dstg-results/figures/interventions/; the committed figures: --out figures/interventions): interventions.csv, heads.csv, mlm_kl_by_layer
 (PNG + PDF + JSON; lines: mean over seeds, bands: min-max) and config.json.
 """
 

@@ -130,7 +130,7 @@ class PositionBaseline:
         """The one-hot probe's held-out predictions, aligned with ``test_idx``."""
         return self.table.loc["one-hot"].y_pred_test
 
-    def partial_r2(self, states, rows=None, name: Hashable = "states") -> tuple[float, float, float]:
+    def partial_r2(self, states: ArrayLike, rows: np.ndarray | None = None, name: Hashable = "states") -> tuple[float, float, float]:
         """(partial R², CI low, CI high) of the states given token position (module doc).
 
         ``states``: anything indexed by rows (a store's memmap); ``rows``: its sorted rows that hold the

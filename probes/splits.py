@@ -67,7 +67,7 @@ def check_finite_features(X: np.ndarray, name: Hashable = "features") -> None:
         raise non_finite_error(name, int(X.size - np.count_nonzero(finite)))
 
 
-def non_finite_error(name, count: int) -> ValueError:
+def non_finite_error(name: Hashable, count: int) -> ValueError:
     """The one-line error for ``count`` NaN/inf values in feature set ``name``."""
     return ValueError(
         f"feature set {name!r} contains {count} NaN/inf value(s); clean or re-extract these activations before probing"
@@ -99,7 +99,7 @@ def check_nonconstant_target(y: np.ndarray, name: str | list[str] = "y") -> None
             )
 
 
-def check_fold_variance(y, fold, name: str, what: str = "grouped CV") -> None:
+def check_fold_variance(y: np.ndarray, fold: np.ndarray, name: str, what: str = "grouped CV") -> None:
     """Raise a one-line ``ValueError`` if ``y`` is constant inside one of the folds (R² is undefined there).
 
     Parameters

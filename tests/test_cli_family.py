@@ -60,7 +60,8 @@ def test_every_command_uses_the_shared_help_words():
     # each shared flag is in every command that has the concept
     assert seen["--model"] == {"dstg-cache", "dstg-probe", "dstg-holmes", "dstg-extend", "dstg-eval", "dstg-erase"}
     assert seen["--layers"] == {"dstg-cache", "dstg-probe", "dstg-holmes", "dstg-erase", "dstg-export"}
-    assert seen["--quiet"] == {"dstg-train", "dstg-cache", "dstg-probe", "dstg-holmes", "dstg-erase", "dstg-export"}
+    assert seen["--quiet"] == {"dstg-train", "dstg-cache", "dstg-probe", "dstg-holmes", "dstg-erase", "dstg-export",
+                               "dstg-eval"}
     assert {"dstg-train", "dstg-probe", "dstg-holmes", "dstg-eval"} <= seen["--seed"]
     assert set(PARSERS) - {"dstg-cache", "dstg-extend", "dstg-export"} <= seen["--threads"]
 

@@ -211,9 +211,14 @@ def test_command_line_bad_input_is_one_line_and_exit_2(setup, checkpoint, tmp_pa
 
 def test_an_accuracy_on_few_documents_is_said_to_rest_on_them(setup, checkpoint, capsys):
     """Reliability N71: an accuracy on 1 document (19 tokens) came with no warning."""
-    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "1", "--threads", "1"]) == 0
+    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "1", "--threads", "1", "--quiet"]) == 0
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dstg-eval: warning:") and "only 1 document(s)" in lines[0]
+    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "1", "--threads", "1"]) == 0
+    captured = capsys.readouterr()  # without --quiet: one line per model x corpus says what is being scored
+    assert captured.err.splitlines()[0] == (f"[dstg-tiny] {setup.other}: scoring masked tokens of up to 1 documents "
+                                            "in 24-token windows")
+    assert "accuracy_gain = accuracy - most_frequent_accuracy" in captured.out
 
 
 def test_a_full_disk_leaves_no_temporary_and_no_folder(setup, checkpoint, tmp_path, capsys, monkeypatch):

@@ -30,9 +30,8 @@ from dstg_interp.store.distributed import OtherRankFailed, Ranks, torchrun_ranks
 from dstg_interp.store.config import ExtractionConfig
 from dstg_interp.store.extract import extract
 
-from .config_args import add_config_arguments, config_from_args
+from .config_args import add_config_arguments, config_from_args, run_command
 from .flags import one_model
-from .shell import run_cli
 
 
 @dataclass
@@ -103,9 +102,7 @@ def _main(command: CacheCommand) -> int:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli("dstg-cache", lambda: _main(config_from_args(CacheCommand, args)),
-                   interrupted=lambda: "no store was written")
+    return run_command(build_parser(), CacheCommand, _main, argv, interrupted=lambda: "no store was written")
 
 
 if __name__ == "__main__":

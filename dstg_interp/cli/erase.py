@@ -35,9 +35,8 @@ from dstg_interp.store import ActivationStore
 from dstg_interp.store.manifest import versions
 from probes.erasure_effects import ErasureConfig, erase_positions
 
-from .config_args import add_config_arguments, config_from_args
+from .config_args import add_config_arguments, run_command
 from .flags import one_model
-from .shell import run_cli
 
 RESULT_FILES = ("results.csv", "heads.csv", "results.json", "config.json", "erasers")
 
@@ -121,9 +120,7 @@ def _main(command: EraseCommand) -> int:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli("dstg-erase", lambda: _main(config_from_args(EraseCommand, args)),
-                   interrupted=lambda: "no results were written")
+    return run_command(build_parser(), EraseCommand, _main, argv, interrupted=lambda: "no results were written")
 
 
 if __name__ == "__main__":

@@ -32,8 +32,7 @@ from dstg_interp.io import OutputError, check_output_location, created_folder
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.naming import table_names
 
-from .config_args import add_config_arguments, config_from_args, flag_values
-from .shell import run_cli
+from .config_args import add_config_arguments, flag_values, run_command
 
 
 def write_results(table: pd.DataFrame, path: Path, arguments: dict) -> None:
@@ -55,8 +54,7 @@ def write_results(table: pd.DataFrame, path: Path, arguments: dict) -> None:
 class EvalCommand:
     """dstg-eval's flags: which models on which corpora, how many documents, where the table goes."""
 
-    model: list = field(default_factory=list, metadata={"required": True, "help": (
-        "zoo names, checkpoint folders, Hugging Face masked-LM folders or hub ids (org/name); several for one table")})
+    model: list = field(default_factory=list, metadata={"required": True})
     name: list[str] | None = field(default=None, metadata={
         "help": "how the table names each --model, in order", "shown": "the zoo name, hub id, model-card title or "
         "folder name (dstg_interp.encoders.naming)"})
@@ -69,6 +67,7 @@ class EvalCommand:
     seed: int = 0
     batch_size: int = field(default=32, metadata={"min": 1, "help": "sequences per forward"})
     threads: int | None = None
+    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
     out: str | None = field(default=None, metadata={"help": "a .csv or .json file for the table", "shown": "printed only"})
 
 
@@ -122,18 +121,27 @@ def _evaluate(command: EvalCommand) -> int:
         if cfg is not None:
             unigram = training_unigram(model, cfg)
         for corpus, documents in corpora.items():
+            if command.progress:
+                print(f"[{name}] {corpus}: scoring masked tokens of up to {command.n_docs} documents in "
+                      f"{max_length}-token windows", file=sys.stderr, flush=True)
             metrics = mlm_accuracy(model, corpus, command.n_docs, max_length, command.seed,
                                    batch_size=command.batch_size, unigram=unigram, documents=documents)
             masks.setdefault(corpus, {})[name] = metrics.pop("masks")
             rows.append(dict(model=name, corpus=corpus, **metrics))
     table = results_table(rows)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    print(LEGEND)
     print(masks_line(masks, max_length))
     if command.out:
         write_results(table, Path(command.out), dict(flag_values(command), corpus=corpora_names, max_length=max_length,
                                                      models=dict(zip(names, specs)), masks=masks))
         print(f"wrote {command.out}")
     return 0
+
+
+LEGEND = ("loss: mean cross-entropy (nats) over the masked tokens; unigram_loss, most_frequent_accuracy: the "
+          "no-context baseline on the same tokens, from the model's training split (NaN: no training record, as for "
+          "a Hugging Face model); accuracy_gain = accuracy - most_frequent_accuracy")
 
 
 def evaluated_model(spec):
@@ -165,9 +173,7 @@ def masks_line(masks: dict, max_length: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli("dstg-eval", lambda: _evaluate(config_from_args(EvalCommand, args)),
-                   interrupted=lambda: "nothing was written")
+    return run_command(build_parser(), EvalCommand, _evaluate, argv, interrupted=lambda: "nothing was written")
 
 
 if __name__ == "__main__":

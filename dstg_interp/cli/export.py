@@ -20,8 +20,7 @@ from dstg_interp.encoders.selection import ALL, resolve_layers
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.export import export_store
 
-from .config_args import add_config_arguments, config_from_args
-from .shell import run_cli
+from .config_args import add_config_arguments, run_command
 
 
 @dataclass
@@ -56,9 +55,7 @@ def _main(command: ExportCommand) -> int:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli("dstg-export", lambda: _main(config_from_args(ExportCommand, args)),
-                   interrupted=lambda: "no dataset was written")
+    return run_command(build_parser(), ExportCommand, _main, argv, interrupted=lambda: "no dataset was written")
 
 
 if __name__ == "__main__":

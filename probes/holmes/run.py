@@ -286,7 +286,7 @@ def summary_tables(results: pd.DataFrame, compare: str | None = None) -> dict[st
     return tables
 
 
-def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | None = None) -> Path:
+def write_tables(results: pd.DataFrame, out_dir: str | os.PathLike, run_config: HolmesRunConfig | None = None) -> Path:
     """Write results.csv, skipped.csv, the summary tables and config.json into ``out_dir`` (each file
     atomically); tables of an earlier run that this one does not produce are removed."""
     out = Path(out_dir)
@@ -318,7 +318,7 @@ HOLMES_THREADS = 1  # on a shared 2-core machine two threads oversubscribe the t
 OFFLINE_FLASH_FRACTION = 1 / 32  # the offline suite's train splits are whole: cut them as FlashHolmes is
 
 
-def flash_fraction_for(benchmark, flash_fraction: float | None = None, full: bool = False) -> float | None:
+def flash_fraction_for(benchmark: str | os.PathLike, flash_fraction: float | None = None, full: bool = False) -> float | None:
     """The train fraction a run uses: an explicit ``flash_fraction``; else a user's folder as it is, the
     offline suite (``benchmark`` None) cut to 1/32 unless ``full``."""
     if flash_fraction is not None:
@@ -328,7 +328,7 @@ def flash_fraction_for(benchmark, flash_fraction: float | None = None, full: boo
     return None if benchmark is not None or full else OFFLINE_FLASH_FRACTION
 
 
-def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | None = HOLMES_THREADS) -> pd.DataFrame:
+def run_config(cfg: HolmesRunConfig, out: str | os.PathLike, progress: bool = True, threads: int | None = HOLMES_THREADS) -> pd.DataFrame:
     """Run ``cfg`` and write its tables and config.json into ``out``; the runner behind both spellings."""
     check_results_folder(Path(out))  # before any work: a file, an unwritable place or foreign tables
     models = dict(zip(table_names(cfg.models, cfg.names), cfg.models))  # --name, else the naming rule
@@ -340,7 +340,7 @@ def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | 
         benchmark = default_suite_dir()
         if not is_complete_suite(benchmark):  # an interrupted first build is rebuilt, never used
             build_suite(benchmark)
-    with output_lock(out, "dstg-holmes run " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
+    with output_lock(Path(out), "dstg-holmes run " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
         return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
                           random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
                           progress=progress, device=cfg.device)

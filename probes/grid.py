@@ -62,7 +62,7 @@ def solve_folds(sums: FoldSums, alphas, standardize):
 
 def held_out_r2(sums: FoldSums, coef, mean, scale, y_mean) -> np.ndarray:
     """Test R² per target from the held-out part's sums (NaN for a constant test target, as before)."""
-    if sums.gram.shape[0] == sums.n_folds:
+    if sums.gram.shape[0] == sums.n_folds or sums.n[-1] == 0:  # no held-out part, or no test rows
         return np.full(coef.shape[1], np.nan)
     W_raw = (coef / scale[:, None])[:, None, :]  # (p, 1, k)
     offset = (y_mean - mean @ W_raw[:, 0, :])[None, :]

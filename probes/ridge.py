@@ -193,7 +193,9 @@ def cv_ridge(X, Y, bounds, alphas, standardize: bool = True):
 
 
 def _test_r2(y_true, pred) -> np.ndarray:
-    """R² per target column on the test rows; NaN where the test target is constant."""
+    """R² per target column on the test rows; NaN where the test target is constant (or there is none)."""
+    if len(y_true) == 0:
+        return np.full(y_true.shape[1], np.nan)
     sst = ((y_true - y_true.mean(axis=0)) ** 2).sum(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(sst > 0, 1.0 - ((y_true - pred) ** 2).sum(axis=0) / sst, np.nan)

@@ -172,3 +172,17 @@ def test_pages_are_released_only_from_read_only_maps(tmp_path):
     before = np.array(read_only)
     release_pages(read_only)
     np.testing.assert_array_equal(read_only, before)  # dropped pages are read again from the file
+
+
+@pytest.mark.parametrize("keep_predictions", [False, True])
+def test_no_test_rows_give_nan_test_r2_without_warnings(keep_predictions):
+    rng = np.random.default_rng(0)
+    groups = np.repeat(np.arange(30), 10)
+    X = rng.normal(size=(300, 5))
+    y = X[:, 0] + rng.normal(size=300)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        table = fit_ridge_grid({"a": X}, {"y": y}, groups, np.arange(300), np.array([], dtype=int), ALPHAS,
+                               keep_predictions=keep_predictions)
+    assert np.isnan(table.test_r2.item()) and np.isfinite(table.cv_r2.item())

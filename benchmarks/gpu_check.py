@@ -162,52 +162,73 @@ def hf_model(sizes):
     return transformers.BertForMaskedLM(config).train()
 
 
+def attempt(row: dict, key: str, measure) -> None:
+    """row[key] = measure(), or row[key + "_error"]: one failing mode (a compile, say) costs no other number."""
+    try:
+        row[key] = measure()
+    except Exception as err:
+        row[f"{key}_error"] = f"{type(err).__name__}: {err}"
+        print(f"  {key}: FAILED {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+
+
 def training(ctx) -> dict:
     sizes, device = ctx.sizes, ctx.device
     tokens, labels = random_batch(sizes, device)
     n_tokens = tokens.numel()
-    rows = {}
+    modes = ("eager", "compiled") if ctx.compile else ("eager",)
+    out: dict = {"batch": sizes.batch, "length": sizes.length, "layers": sizes.layers, "bf16_autocast": True,
+                 "peak_flops_bf16": ctx.peak_flops, "hf_bert_for_masked_lm": {}, "variants": {}}
+    hf = out["hf_bert_for_masked_lm"]
+    for mode in modes:  # the reference first: every variant's ratio needs it
+
+        def hf_rate(mode=mode):
+            model = hf_model(sizes).to(device)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda" or None)
+            forward = torch.compile(model) if mode == "compiled" else model
+
+            def step():
+                with torch.autocast(device.type, dtype=torch.bfloat16):
+                    loss = forward(input_ids=tokens, labels=labels).loss
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+            return n_tokens / timed(step, device, sizes.warmup + 1, sizes.steps)
+        attempt(hf, f"{mode}_tokens_per_s", hf_rate)
+    print(f"training hf: {hf}", flush=True)
     for variant in sizes.variants:
         cfg = model_config(sizes, variant)
-        row = {"flops_per_token": training_flops_per_token(cfg, sizes.length)}
-        for mode in ("eager", "compiled") if ctx.compile else ("eager",):
-            model = build_model(cfg).to(device).train()
-            if mode == "compiled":
-                compile_for_training(model)
-            optimizer = make_optimizer(model, TrainConfig(model=sizes.widths[variant], device=device.type))
-            start = time.perf_counter()
-            step = our_step(model, optimizer, tokens, labels, device, bf16=True)
-            step()
-            synchronize(device)
-            row[f"{mode}_first_step_s"] = round(time.perf_counter() - start, 2)  # compiles, when compiled
-            seconds = timed(step, device, sizes.warmup, sizes.steps)
-            row[f"{mode}_tokens_per_s"] = n_tokens / seconds
-            row[f"{mode}_mfu_bf16"] = n_tokens / seconds * row["flops_per_token"] / ctx.peak_flops
-            del model, optimizer
-        rows[variant] = row
-        print(f"training {variant}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()), flush=True)
-    hf = {}
-    for mode in ("eager", "compiled") if ctx.compile else ("eager",):
-        model = hf_model(sizes).to(device)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device.type == "cuda" or None)
-        forward = torch.compile(model) if mode == "compiled" else model
+        row = out["variants"][variant] = {"flops_per_token": training_flops_per_token(cfg, sizes.length)}
+        for mode in modes:
+            if ctx.remaining() < 60 and not sizes.dry:
+                row[f"{mode}_skipped"] = "under a minute of the budget left"
+                continue
 
-        def step(forward=forward, optimizer=optimizer, model=model):
-            with torch.autocast(device.type, dtype=torch.bfloat16):
-                loss = forward(input_ids=tokens, labels=labels).loss
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-        hf[f"{mode}_tokens_per_s"] = n_tokens / timed(step, device, sizes.warmup + 1, sizes.steps)
-        del model, optimizer, forward
-    for row in rows.values():
-        for mode in ("eager", "compiled"):
-            if f"{mode}_tokens_per_s" in row and f"{mode}_tokens_per_s" in hf:
-                row[f"{mode}_vs_hf"] = row[f"{mode}_tokens_per_s"] / hf[f"{mode}_tokens_per_s"]
-    print(f"training hf: {hf}", flush=True)
-    return {"batch": sizes.batch, "length": sizes.length, "layers": sizes.layers, "bf16_autocast": True,
-            "peak_flops_bf16": ctx.peak_flops, "variants": rows, "hf_bert_for_masked_lm": hf}
+            def rate(mode=mode, cfg=cfg, variant=variant, row=row):
+                model = build_model(cfg).to(device).train()
+                if mode == "compiled":
+                    compile_for_training(model)
+                optimizer = make_optimizer(model, TrainConfig(model=sizes.widths[variant], device=device.type))
+                step = our_step(model, optimizer, tokens, labels, device, bf16=True)
+                start = time.perf_counter()
+                step()
+                synchronize(device)
+                row[f"{mode}_first_step_s"] = round(time.perf_counter() - start, 2)  # compiles, when compiled
+                return n_tokens / timed(step, device, sizes.warmup, sizes.steps)
+            attempt(row, f"{mode}_tokens_per_s", rate)
+            if f"{mode}_tokens_per_s" in row and ctx.peak_flops:
+                row[f"{mode}_mfu_bf16"] = row[f"{mode}_tokens_per_s"] * row["flops_per_token"] / ctx.peak_flops
+            if f"{mode}_tokens_per_s" in row:
+                if f"{mode}_tokens_per_s" in hf:
+                    row[f"{mode}_vs_hf"] = row[f"{mode}_tokens_per_s"] / hf[f"{mode}_tokens_per_s"]
+            ctx.save_partial("training", out)  # a run cut short keeps the variants it measured
+        print(f"training {variant}: " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                                  for k, v in row.items()), flush=True)
+    failed = [f"{v}/{k}" for v, row in out["variants"].items() for k in row if k.endswith("_error")]
+    failed += [f"hf/{k}" for k in hf if k.endswith("_error")]
+    if failed:
+        out["failed"] = failed
+    return out
 
 
 def loss_agreement(ctx) -> dict:
@@ -355,8 +376,16 @@ class Context:
         self.sizes = Sizes(args.dry_run, args)
         self.device, self.work, self.started, self.budget = device, work, time.perf_counter(), args.budget
         self.compile = args.compile if args.compile is not None else not args.dry_run
-        self.peak_flops = float("nan")
+        self.peak_flops: float | None = None  # set by the peak section
         self.store = None
+        self.result: dict = {}
+        self.out_path: Path | None = None
+
+    def save_partial(self, name: str, section: dict) -> None:
+        """Write the JSON with ``section`` as it stands (marked partial) before the section ends."""
+        if self.out_path is not None:
+            write_json(self.out_path, {**self.result, "sections": {**self.result.get("sections", {}),
+                                                                   name: {**section, "partial": True}}})
 
     def remaining(self) -> float:
         return max(1.0, self.budget - (time.perf_counter() - self.started))
@@ -409,11 +438,13 @@ def main(argv=None) -> int:
     result: dict = {"check": "the GPU path: peak, training, bf16 loss, extraction, probes, torchrun",
                     "dry_run": args.dry_run, "compile": ctx.compile, "budget_s": args.budget,
                     "environment": environment(device), "load_before": os.getloadavg(), "sections": {}}
+    ctx.result, ctx.out_path = result, out_path
     try:
         for name in args.sections:
             elapsed = time.perf_counter() - ctx.started
             if elapsed > args.budget:
                 result["sections"][name] = {"skipped": f"budget of {args.budget:.0f} s spent ({elapsed:.0f} s)"}
+                write_json(out_path, result)
                 continue
             start = time.perf_counter()
             try:
@@ -428,7 +459,7 @@ def main(argv=None) -> int:
             write_json(out_path, result)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    failed = [name for name, section in result["sections"].items() if "error" in section]
+    failed = [name for name, section in result["sections"].items() if "error" in section or "failed" in section]
     print(f"wrote {out_path}" + (f"; failed: {', '.join(failed)}" if failed else ""), flush=True)
     return 1 if failed else 0
 

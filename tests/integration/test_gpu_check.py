@@ -33,3 +33,18 @@ def test_the_gpu_check_dry_run_fills_every_section(tmp_path):
     torchrun = sections["torchrun"]
     assert torchrun["train_returncode"] == 0 and torchrun["cache_returncode"] == 0, torchrun
     assert torchrun["train_tokens_per_s_steady"] > 0 and torchrun["cache_n_tokens"] > 0
+
+
+def test_a_failing_measurement_is_recorded_and_the_rest_kept(tmp_path):
+    import importlib.util
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    row = {}
+    gpu_check.attempt(row, "compiled_tokens_per_s", lambda: 1 / 0)
+    gpu_check.attempt(row, "eager_tokens_per_s", lambda: 5.0)
+    assert row == {"compiled_tokens_per_s_error": "ZeroDivisionError: division by zero", "eager_tokens_per_s": 5.0}
+    assert gpu_check.main(["--dry-run", "--sections", "peak", "--budget", "0", "--out", str(tmp_path / "r.json")]) == 0
+    assert "skipped" in json.loads((tmp_path / "r.json").read_text())["sections"]["peak"]

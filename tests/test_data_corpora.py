@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import sword_blocks
 from dstg_interp.data import DataError, Document, load_corpus, normalize_text, split_documents, split_sentences
 from dstg_interp.data import en_mix
 
@@ -157,11 +158,7 @@ def test_sword_blocks_tdavid_documents_and_deb_reader():
               '<div sID="g1" type="x-p"/> Verse 1. A heading. <div eID="g1" type="x-p"/>'
               f'<div sID="g2" type="x-p"/> <hi type="italic">Fear</hi> &amp; {long_paragraph} <div eID="g2" type="x-p"/>'
               f'<div sID="g3" type="x-p"/> {long_paragraph} <div eID="g3" type="x-p"/>']
-    czz, czs = b"", b""
-    for block in blocks:
-        compressed = zlib.compress(block.encode())
-        czs += struct.pack("<III", len(czz), len(compressed), len(block))
-        czz += compressed
+    czs, czz = sword_blocks(blocks)
     assert en_mix.read_sword_blocks(czs, czz) == blocks
     units = en_mix.tdavid_units(en_mix.read_sword_blocks(czs, czz))
     assert [u.unit_id for u in units] == ["tdavid/ps007"]

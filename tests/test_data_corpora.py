@@ -90,6 +90,19 @@ def test_split_documents_is_stable_and_disjoint():
     assert split_documents(docs, 0.0)[1] == []
 
 
+def test_probing_documents_are_the_held_out_side_of_the_zoo_s_training_split(monkeypatch):
+    from dstg_interp.data import catalog
+    from dstg_interp.data.corpora import ZOO_SPLIT_SEED, ZOO_VAL_FRACTION
+    from dstg_interp.train import TrainConfig
+
+    many = [Document(f"doc{i}", "s", [["x."]]) for i in range(400)]
+    monkeypatch.setattr(catalog, "load_corpus", lambda spec, progress=True: many)
+    assert (TrainConfig().val_fraction, TrainConfig().data_seed) == (ZOO_VAL_FRACTION, ZOO_SPLIT_SEED) == (0.05, 0)
+    held_out = split_documents(many, TrainConfig().val_fraction, seed=TrainConfig().data_seed)[1]
+    assert catalog.probing_documents("en-mix") == held_out and 5 < len(held_out) < 40
+    assert catalog.probing_documents("some.jsonl") == many  # any other corpus: all of it
+
+
 # --------------------------------------------------------------------------- en-mix extractors, offline
 
 def fake_wheel(path):

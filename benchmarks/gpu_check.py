@@ -3,16 +3,10 @@
     python benchmarks/gpu_check.py --out $OUT/gpu_check.json      # one GPU: within 8 minutes (--budget 480)
     python benchmarks/gpu_check.py --dry-run                      # CPU, tiny sizes: checks the script (CI)
 
-Sections, in order (each timed on the device with synchronisation; each one's failure is recorded in the
+Sections, in this order (each timed on the device with synchronisation; each one's failure is recorded in the
 JSON as its ``error`` and the next one runs; the JSON is rewritten after every section, so a run cut short
 still leaves what it measured; a section that would start past ``--budget`` seconds is recorded as skipped):
   peak          the GPU's own bf16 matmul peak (8192³, mean of 10 after 3 warm-ups) and fp32 without TF32
-  training      per variant (dstg, rope, ap, rp) at zoo size (4 layers, d 128, 4 heads, vocab 8192, T 128),
-                batch --batch: the training step dstg-train runs (masked logits, backward, clip, fused
-                AdamW), bf16 autocast, compiled (compile_for_training) and eager: tokens/s and MFU against
-                the bf16 peak (FLOPs: dstg_interp.flops.training_flops_per_token); beside it a matched HF
-                BertForMaskedLM step (as bench_train_loop.py: hidden 128, intermediate 1.5 x our SwiGLU
-                width, no dropout, SDPA), bf16, eager and torch.compile'd
   loss          bf16 autocast vs fp32 over --loss-steps steps from the same initialisation and batches,
                 per variant, eager: both loss curves and their largest absolute / relative difference
   extraction    extract() of a random zoo-size DSTG (6 layers, d_sem 112 + d_ap 16) over random sequences
@@ -20,8 +14,15 @@ still leaves what it measured; a section that would start past ``--budget`` seco
                 batches: tokens/s of each
   probes        the whole grid on that store (21 feature sets x 3 position targets, grouped 5-fold CV, 17
                 alphas): fit_ridge_grid with numpy sums vs device="cuda"; seconds and the largest difference
-  torchrun      ``torchrun --standalone --nproc_per_node 1``: dstg-train (nccl, bf16, compiled) on a
-                synthetic text corpus, tokens/s from its log; then dstg-cache from its checkpoint
+  training      per variant (dstg, rope, ap, rp) at zoo size (4 layers, d 128, 4 heads, vocab 8192, T 128),
+                batch --batch: the training step dstg-train runs (masked logits, backward, clip, fused
+                AdamW), bf16 autocast, compiled (compile_for_training) and eager: tokens/s and MFU against
+                the bf16 peak (FLOPs: dstg_interp.flops.training_flops_per_token); beside it a matched HF
+                BertForMaskedLM step (as bench_train_loop.py: hidden 128, intermediate 1.5 x our SwiGLU
+                width, no dropout, SDPA), bf16, eager and torch.compile'd
+  torchrun      ``torchrun --standalone --nproc_per_node 1``: dstg-train (bf16, compiled) on a synthetic
+                text corpus, tokens/s from its log; then dstg-cache from its checkpoint (one rank: torchrun's
+                environment and launcher, no process group; nccl itself needs two GPUs)
 The dry run takes the same paths on the CPU (gloo, bf16 autocast on the CPU, tiny sizes, no compile
 unless --compile) so that CI catches a broken script before a GPU minute is spent on it.
 
@@ -75,6 +76,7 @@ class Sizes:
         self.dry = dry
         self.matmul = 256 if dry else 8192
         self.widths = TINY_WIDTHS if dry else WIDTHS
+        self.variants = [v for v in self.widths if v in args.variants]
         self.layers, self.heads = (2, 2) if dry else (4, 4)
         self.vocab = 512 if dry else 8192
         self.length = 32 if dry else 128
@@ -165,7 +167,7 @@ def training(ctx) -> dict:
     tokens, labels = random_batch(sizes, device)
     n_tokens = tokens.numel()
     rows = {}
-    for variant in sizes.widths:
+    for variant in sizes.variants:
         cfg = model_config(sizes, variant)
         row = {"flops_per_token": training_flops_per_token(cfg, sizes.length)}
         for mode in ("eager", "compiled") if ctx.compile else ("eager",):
@@ -211,7 +213,7 @@ def training(ctx) -> dict:
 def loss_agreement(ctx) -> dict:
     sizes, device = ctx.sizes, ctx.device
     out = {}
-    for variant in sizes.widths:
+    for variant in sizes.variants:
         curves = {}
         for precision in ("fp32", "bf16"):
             model = build_model(model_config(sizes, variant)).to(device).train()
@@ -343,7 +345,8 @@ def torchrun(ctx) -> dict:
     return out
 
 
-SECTIONS = {"peak": peak, "training": training, "loss": loss_agreement, "extraction": extraction, "probes": probes,
+# The quick sections first: a cold compile of every variant (training) is the one that may run long.
+SECTIONS = {"peak": peak, "loss": loss_agreement, "extraction": extraction, "probes": probes, "training": training,
             "torchrun": torchrun}
 
 
@@ -382,6 +385,8 @@ def main(argv=None) -> int:
     parser.add_argument("--budget", type=float, default=480.0, help="seconds: sections that would start later are skipped")
     parser.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
     parser.add_argument("--batch", type=int, default=256, help="training batch (sequences of 128)")
+    parser.add_argument("--variants", nargs="+", choices=list(WIDTHS), default=list(WIDTHS),
+                        help="the variants of the training and loss sections")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per variant and mode")
     parser.add_argument("--loss-steps", type=int, default=10, help="steps of the bf16 vs fp32 loss comparison")
     parser.add_argument("--extract-tokens", type=int, default=500_000)

@@ -535,7 +535,12 @@ def _next_batch(run: _Run, batches, step: int):
     ids, mask, labels = (t[run.rank::run.world_size] for t in (ids, mask, labels))
     offsets = offsets[run.rank::run.world_size] if offsets is not None else None
     # A batch without padding needs no mask: SDPA can then take its fused kernels.
-    return ids, (None if bool(mask.all()) else mask), labels, offsets, n_tokens
+    mask = None if bool(mask.all()) else mask
+    if run.device.type == "cuda":  # page-locked here, in the prefetch thread: the step's copies are then async
+        ids, labels = ids.pin_memory(), labels.pin_memory()
+        mask = mask.pin_memory() if mask is not None else None
+        offsets = offsets.pin_memory() if offsets is not None else None
+    return ids, mask, labels, offsets, n_tokens
 
 
 def _train_step(run: _Run, batch, step: int):
@@ -544,7 +549,7 @@ def _train_step(run: _Run, batch, step: int):
     ids, mask, labels, offsets, _ = batch
     ids, labels = ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)
     mask = mask.to(device, non_blocking=True) if mask is not None else None
-    offsets = offsets.to(device) if offsets is not None else None
+    offsets = offsets.to(device, non_blocking=True) if offsets is not None else None
     for group in run.optimizer.param_groups:
         group["lr"] = learning_rate(cfg, step)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
@@ -608,10 +613,12 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
                 now = time.perf_counter()
                 tokens_per_s = window_tokens / max(now - window_start, 1e-9)
                 window_start, window_tokens = now, 0
-                _write_log(log, dict(step=step, loss=round(float(loss.detach()), 5), lr=learning_rate(cfg, step - 1),
-                                     grad_norm=round(float(grad_norm), 4), tokens_seen=tokens_seen,
+                # the only device reads of a step, and only on log steps: one transfer for both values
+                loss_value, norm_value = torch.stack([loss.detach().float(), grad_norm.float()]).tolist()
+                _write_log(log, dict(step=step, loss=round(loss_value, 5), lr=learning_rate(cfg, step - 1),
+                                     grad_norm=round(norm_value, 4), tokens_seen=tokens_seen,
                                      tokens_per_s=round(tokens_per_s, 1), train_seconds=round(elapsed, 2)))
-                bar.set_postfix(loss=f"{float(loss.detach()):.3f}", tok_s=f"{tokens_per_s:.0f}")
+                bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tokens_per_s:.0f}")
             bar.update(1)
             pause_start = time.perf_counter()
             metrics = _evaluate_and_save(run, log, step, last_step, tokens_seen, elapsed, metrics)

@@ -16,7 +16,7 @@ def test_the_gpu_check_dry_run_fills_every_section(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
     sections = result["sections"]
-    assert list(sections) == ["peak", "training", "loss", "extraction", "probes", "torchrun"]
+    assert list(sections) == ["peak", "loss", "extraction", "probes", "training", "torchrun"]
     assert not [name for name, s in sections.items() if "error" in s or "skipped" in s], sections
     assert result["dry_run"] and len(result["load_before"]) == 3 and "load_after" in result["machine"]
     assert sections["peak"]["bf16_flops"] > 0 and sections["peak"]["fp32_flops"] > 0

@@ -46,6 +46,7 @@ from safetensors.torch import load_file
 
 from .config import (OFFSET_SEED_SHIFT, VALIDATION_MASK_SEED, ConfigIO, ModelConfig, check_seed,
                      step_seed)
+from .data.corpora import ZOO_SPLIT_SEED, ZOO_VAL_FRACTION
 from .data.mlm import collate, mask_tokens
 from .data.prepare import PreparedData, prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
@@ -99,7 +100,7 @@ class TrainConfig(ConfigIO):
         "flag": "--no-windows", "invert": True, "help": "truncate long documents instead of windowing them"})
     vocab_size: int = field(default=8192, metadata={"help": "WordPiece vocabulary trained on the training split"})
     tokenizer: str | None = field(default=None, metadata={"help": "reuse this tokenizer.json instead of training one"})
-    val_fraction: float = field(default=0.05, metadata={"help": "share of documents held out for validation"})
+    val_fraction: float = field(default=ZOO_VAL_FRACTION, metadata={"help": "share of documents held out for validation"})
     batch_size: int = field(default=32, metadata={"help": "global batch (split over DDP ranks)"})
     max_steps: int = field(default=2000, metadata={"flag": "--steps", "min": 1, "help": "optimizer steps"})
     lr: float = field(default=1e-3, metadata={"help": "peak learning rate"})
@@ -116,7 +117,7 @@ class TrainConfig(ConfigIO):
         "choices": ["all", "80-10-10"], "help": "all masked tokens to [MASK] (NeoBERT) or BERT's 80-10-10"})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast"})
     seed: int = field(default=0, metadata={"shown": "--config's, else 0; model init, data order and masks"})
-    data_seed: int = field(default=0, metadata={"seed": True, "help": "train/validation split (keep fixed to compare seeds)"})
+    data_seed: int = field(default=ZOO_SPLIT_SEED, metadata={"seed": True, "help": "train/validation split (keep fixed to compare seeds)"})
     bucket_by_length: bool = field(default=True, metadata={
         "flag": "--no-bucket-by-length", "invert": True, "help": "batches in corpus order, not by length"})
     compile: bool | None = field(default=None, metadata={

@@ -4,7 +4,8 @@ states explain beyond it.
     from probes.position_baseline import PositionBaseline
     baseline = PositionBaseline.fit(token_position, y, groups, train_idx, test_idx, n_splits=5, n_boot=1000)
     baseline.r2, baseline.ci, baseline.smooth_r2         # held-out R² of token position alone
-    partial = baseline.partial_r2(states_rows, "layer 3 ap") # share of the residual the states explain
+    partial = baseline.partial_r2(states, rows, "layer 3 ap")  # share of the residual the states explain
+    partials = baseline.partial_r2_sets(store_feature_sets(store), rows)   # every set, one pass per layer
 
 Every structure target of a position probe (sentence or paragraph index, intra-segment position) is
 correlated with the token position the model is *given*: a later token tends to sit in a later sentence.

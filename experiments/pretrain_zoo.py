@@ -21,6 +21,8 @@ that left the plateau in a quick feasibility run on 2 cores within the time budg
 Data: en-mix (Wikipedia leads + Austen chapters + Treasury of David), one document per sequence from its
 start, further windows of long documents starting at sentence boundaries so late positions are trained.
 Tokenizer: the shipped zoo's (``ZOO_TOKENIZER``), so a member trained now shares the shipped members' ids.
+A zoo holds one recipe: a member is refused (one line, before any training) where the --out folder holds a
+member of the reference four (or of the same extra arm) trained otherwise.
 Each run is resumable (rerunning this script continues unfinished runs); the export writes, per variant,
 the checkpoint (float16), its ``train_config.json``, ``log.jsonl`` and ``training.json`` (validation MLM
 loss/accuracy, unigram baseline on the same masked tokens, training tokens and wall time), plus
@@ -79,6 +81,46 @@ def zoo_config(variant: str, runs: Path, steps: int, threads: int | None, seed: 
     shared = dict(SHARED, warmup_steps=min(SHARED["warmup_steps"], steps // 10))  # short smoke runs
     return TrainConfig(out_dir=str(runs / zoo_member(variant, seed)), model=model, max_steps=steps, threads=threads,
                        tokenizer=str(ZOO_TOKENIZER), **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
+
+
+# TrainConfig fields that do not make a recipe: where a run goes, how it is run and logged, its seed; the widths
+# (the variant's own) and the tokenizer (the shipped members trained the one every later member reads)
+NOT_RECIPE = frozenset({"out_dir", "seed", "tokenizer", "threads", "progress", "device", "compile", "save_every",
+                        "log_every", "eval_every", "eval_batches", "save_dtype", "model"})
+
+
+def recipe_of(train_config: dict) -> dict:
+    """The recipe of a run, from its train_config.json: every field that changes what is trained, plus the depth."""
+    train_config = {**TrainConfig().to_dict(), **train_config}  # fields added since a run: their defaults then and now
+    recipe = {key: value for key, value in train_config.items() if key not in NOT_RECIPE}
+    recipe.update({key: train_config["model"].get(key) for key in ("n_layers", "n_heads")})
+    return json.loads(json.dumps(recipe))  # tuples as lists, as read back from disk
+
+
+def shares_recipe(member: str, variant: str) -> bool:
+    """Whether a member of the zoo must have ``variant``'s recipe: the reference four share one; an extra arm
+    (dstg-offset) has its own, so it is compared only with its own seeds."""
+    base = member.split("-seed")[0]
+    return base == variant or base in ZOO_WIDTHS and variant in ZOO_WIDTHS
+
+
+def check_zoo_recipe(zoo_dir: Path, variant: str, cfg: TrainConfig) -> None:
+    """Refuse to add a member of another recipe to a zoo: every member of the reference four (and each extra
+    arm's seeds) must have been trained the same way, or the zoo's seeds do not measure one thing."""
+    wanted = recipe_of(cfg.to_dict())
+    if not zoo_dir.is_dir():
+        return
+    for folder in sorted(zoo_dir.iterdir()):
+        saved = folder / CONFIG_FILE
+        if not saved.is_file() or not shares_recipe(folder.name, variant):
+            continue
+        held = recipe_of(json.loads(saved.read_text()))
+        differ = sorted(key for key in wanted.keys() | held.keys() if wanted.get(key) != held.get(key))
+        if differ:
+            shown = ", ".join(f"{key} {held.get(key)} here vs {wanted.get(key)}" for key in differ[:4])
+            more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+            raise ValueError(f"{zoo_dir} holds {folder.name}, trained with another recipe ({shown}{more}); "
+                             f"train {zoo_member(variant, cfg.seed)} into a new --out")
 
 
 def check_seeds(seeds: list[int]) -> list[int]:
@@ -168,6 +210,9 @@ def run(config: PretrainZooConfig) -> dict:
     KeyboardInterrupt through: a rerun of the same command continues from the last checkpoint."""
     summaries = {}
     collected = config.out / "zoo.json"
+    for seed in config.seeds:  # every member is checked before any training starts
+        for variant in config.variants:
+            check_zoo_recipe(config.out, variant, zoo_config(variant, config.runs, config.steps, config.threads, seed))
     # seed-major: every variant's seed 0 lands (and is exported) before any second seed starts
     for seed in config.seeds:
         for variant in config.variants:
@@ -193,6 +238,9 @@ def main(argv=None) -> int:
         return 2
     try:
         run(config)
+    except ValueError as err:  # a zoo of another recipe, found before anything was trained
+        print(f"pretrain_zoo: error: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("pretrain_zoo: interrupted; rerun the same command to continue from the last checkpoint", file=sys.stderr)
         return 130

@@ -227,7 +227,7 @@ def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: st
                                      **common).set_index("key")["test_r2"]
 
     # the partial R² of every set, one pass per layer for its subspaces (as the probes above)
-    partials = baseline.partial_r2_sets(feature_sets(store), tokens) if baseline is not None else {}
+    partials = baseline.partial_r2_sets(feature_sets(store), tokens, device=common["device"]) if baseline is not None else {}
     rows = []
     for (layer, sub), result in main.iterrows():
         controls = [c[(layer, sub)] for c in (random_init, shuffled) if c is not None]

@@ -152,8 +152,21 @@ def holmes() -> str:
                 rows) + "\n\n" + source("holmes", result)
 
 
+def loop_overhead() -> str:
+    rows, sources = [], []
+    for path in sorted(RESULTS.glob("loop_overhead_*.json")):
+        result = json.loads(path.read_text())
+        rows.append([result["variant"], n(result["bare_cpu_s_per_token"] * 1e6, 1),
+                     n(result["loop_cpu_s_per_real_token"] * 1e6, 1), n(result["loop_over_bare"], 3),
+                     f"{n(result['real_tokens_per_step'])} of {result['batch_positions']:,}"])
+        sources.append(source(path.stem, result))
+    return grid(["variant", "bare step, µs CPU / token", "train(), µs CPU / real token", "loop / bare",
+                 "real tokens per step"], rows) + "\n\n" + "\n".join(sources)
+
+
 RENDERERS = {"models": models, "train_loop": train_loop, "training": training, "ridge": ridge, "store": store,
-             "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes}
+             "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
+             "loop_overhead": loop_overhead}
 
 
 def rebuilt(text: str) -> str:

@@ -16,6 +16,8 @@ flat in the number of rows (the row indices, folds and targets are O(n) vectors 
 features). X is anything indexed by rows: an ndarray, an np.memmap of a store, a ConcatenatedRows.
 Features are shifted by the mean of the first chunk and targets by their mean before summing: a shift
 changes no fit, and near-centred sums keep X'X - n mean mean' from cancelling catastrophically.
+``held_out=True`` adds the test rows as one more part (never trained on; its sums give the test R²), and
+``device`` forms the sums with torch there (a GPU); ``probes.grid`` shares one pass between column blocks.
 """
 
 from __future__ import annotations

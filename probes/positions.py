@@ -226,13 +226,15 @@ def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: st
         random_init = fit_ridge_grid(feature_sets(control_store), {"target": targets["target"]}, n_boot=0,
                                      **common).set_index("key")["test_r2"]
 
+    # the partial R² of every set, one pass per layer for its subspaces (as the probes above)
+    partials = baseline.partial_r2_sets(feature_sets(store), tokens, device=common["device"]) if baseline is not None else {}
     rows = []
     for (layer, sub), result in main.iterrows():
         controls = [c[(layer, sub)] for c in (random_init, shuffled) if c is not None]
         control = max(controls) if controls else np.nan
         over_position = dict.fromkeys(BASELINE_COLUMNS, np.nan)
         if baseline is not None:
-            partial = baseline.partial_r2(store.states(layer, sub), tokens, name=(layer, sub))
+            partial = partials[(layer, sub)]
             over_position = baseline.columns(result.test_r2, result.y_pred_test, partial, ci_defined)
         rows.append(dict(
             model=model_name, task=cfg.task, segment=cfg.segment, layer=int(layer), subspace=sub,

@@ -186,3 +186,34 @@ def test_no_test_rows_give_nan_test_r2_without_warnings(keep_predictions):
         table = fit_ridge_grid({"a": X}, {"y": y}, groups, np.arange(300), np.array([], dtype=int), ALPHAS,
                                keep_predictions=keep_predictions)
     assert np.isnan(table.test_r2.item()) and np.isfinite(table.cv_r2.item())
+
+
+def test_partial_r2_streamed_per_layer_equals_the_in_memory_residuals(store):
+    """partial_r2_sets (residuals read lazily, sem/ap/full in one pass per layer) against what partial_r2 did:
+    the residual states materialised as float32 and probed in memory."""
+    from probes.position_baseline import PositionBaseline, position_means
+    from probes.ridge import DEFAULT_ALPHAS
+
+    labels = store.labels
+    tokens = np.flatnonzero(~labels["is_special"].to_numpy())
+    known = np.asarray(store.states(2, "full"), dtype=np.float64)[tokens, 0]  # what the states know beyond position
+    noise = np.random.default_rng(0).normal(scale=known.std(), size=len(tokens))
+    y = labels["sentence_index"].to_numpy()[tokens] + known + noise
+    groups = labels["doc_index"].to_numpy()[tokens]
+    position = labels["token_position"].to_numpy()[tokens]
+    train, test = grouped_train_test_split(groups, test_fraction=0.2, seed=0)
+    baseline = PositionBaseline.fit(position, y, groups, train, test, n_splits=5, n_boot=50)
+    assert not baseline.exact
+    new = baseline.partial_r2_sets(store_feature_sets(store), tokens)
+    assert list(new) == list(store_feature_sets(store))
+    for (layer, sub), (r2, low, high) in new.items():
+        residual = np.asarray(store.states(layer, sub))[tokens].astype(np.float32)
+        residual -= position_means(residual, position, train).astype(np.float32)
+        old = fit_ridge_grid({"x": residual}, {"residual": baseline.residual}, groups, train, test, DEFAULT_ALPHAS,
+                             n_boot=50, keep_predictions=False).iloc[0]
+        np.testing.assert_allclose([r2, low, high], [old.test_r2, old.r2_ci_low, old.r2_ci_high], rtol=0, atol=1e-8)
+    assert new[(2, "full")][0] > 0.1  # a reading, not a zero
+    assert baseline.partial_r2(store.states(1, "ap"), tokens, name="ap") == new[(1, "ap")]
+    on_torch = baseline.partial_r2_sets(store_feature_sets(store, layers=(1,)), tokens, device="cpu")
+    for key, reading in on_torch.items():
+        np.testing.assert_allclose(reading, new[key], rtol=0, atol=1e-10)

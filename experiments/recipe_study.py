@@ -122,7 +122,7 @@ def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str
     if recipe["pos_init"] is not None:
         model["pos_init_std"] = recipe["pos_init"]
     warmup = recipe["warmup"] if recipe["warmup"] is not None else steps // 10
-    return TrainConfig(out_dir=str(Path(study.runs) / variant / name), model=model, corpus=study.corpus,
+    return TrainConfig(out_dir=str(Path(study.runs) / variant / name), model=model, corpus=recipe.get("corpus") or study.corpus,
                        max_length=study.max_length, windows=recipe["windows"], vocab_size=recipe["vocab"],
                        batch_size=recipe["batch"], max_steps=steps, lr=recipe["lr"], warmup_steps=min(warmup, steps - 1),
                        schedule=recipe["schedule"], seed=seed, eval_every=eval_every, eval_batches=eval_batches,

@@ -317,19 +317,31 @@ def erasure_table(figures: Path) -> str:
 
 
 def erasure_reading(figures: Path) -> str:
-    """What the erasure says about "MLM overwrites position": for each entangled baseline, the excess loss of
-    LEACE over the same-rank random erasure, largest layer vs last layer."""
+    """What the erasure says about "MLM overwrites position": for each entry, the excess loss of LEACE over the
+    same-rank random erasure at the layer where it is largest (on the seed mean) and at the last layer, as the
+    mean over training seeds with its range, and whether it is above zero in every seed."""
+    table = _csv(figures, "erasure/erasure.csv")
+    table = table[table.layer.astype(str) != "final"].astype({"layer": int})
+    by_seed = table.pivot_table(index=["model", "subspace", "layer", "seed"], columns="method", values="loss_increase")
+    excess = (by_seed["leace"] - by_seed["random"]).rename("excess")
     erasure = _erasure(figures)
     lines = []
     for model, subspace in ERASURE_ENTRIES:
         if model == "all-MiniLM-L6-v2" or (model, subspace) not in erasure.index.droplevel(["layer", "method"]):
             continue
+        seeds = excess.xs((model, subspace), level=["model", "subspace"]).unstack("seed")  # layer x seed
+        mean = seeds.mean(axis=1)
+        last, peak = int(mean.index.max()), int(mean.idxmax())
+
+        def spread(layer: int) -> str:
+            values = seeds.loc[layer].dropna()
+            sign = " (> 0 in every seed)" if (values > 0).all() and len(values) > 1 else ""
+            return (f"{values.mean():+.3f} [{values.min():+.3f}, {values.max():+.3f}] over {len(values)} "
+                    f"seed{'s' if len(values) > 1 else ''}{sign}")
+
         rows = erasure.xs((model, subspace), level=["model", "subspace"])
-        excess = rows.xs("leace", level="method").loss_increase - rows.xs("random", level="method").loss_increase
-        last = int(excess.index.max())
-        peak = int(excess.idxmax())
-        lines.append(f"- {_entry(model, subspace)}: erasing position costs {excess[peak]:+.3f} nats more than a random "
-                     f"erasure of the same rank at layer {peak} (the largest), {excess[last]:+.3f} at the last layer "
+        lines.append(f"- {_entry(model, subspace)}: erasing position costs {spread(peak)} nats more than a random "
+                     f"erasure of the same rank at layer {peak} (the largest), {spread(last)} at the last layer "
                      f"({last}); the probe falls from R² {rows.loc[(last, 'leace'), 'r2_before']:.2f} to "
                      f"{rows.loc[(last, 'leace'), 'r2_after']:.3f} there.")
     return "\n".join(lines)

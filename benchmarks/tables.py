@@ -164,9 +164,24 @@ def loop_overhead() -> str:
                  "real tokens per step"], rows) + "\n\n" + "\n".join(sources)
 
 
+def step_profile() -> str:
+    result = load("step_profile")
+    rows = []
+    for r in result["rows"]:
+        def short(key: str) -> str:
+            return "an inductor graph" if key.startswith("## Call CompiledFxGraph") else key.replace("aten::", "")
+        others = ", ".join(f"{short(k)} {v:.1%}" for k, v in list(r["largest_others"].items())[:4])
+        rows.append([r["variant"], "compiled" if r["compiled"] else "eager", f"{r['matmul_share']:.0%}",
+                     n(r["matmul_gflops"], 1), n(r["peak_gflops"], 1), f"{r['matmul_efficiency']:.0%}",
+                     f"{r['mfu_bound']:.0%}", others])
+    return grid(["variant", "mode", "matmul share of the step", "matmul GFLOP/s", "1024³ peak GFLOP/s",
+                 "matmul efficiency", "share × efficiency", "largest others (share)"], rows) + "\n\n" + source(
+        "step_profile", result)
+
+
 RENDERERS = {"models": models, "train_loop": train_loop, "training": training, "ridge": ridge, "store": store,
              "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
-             "loop_overhead": loop_overhead}
+             "loop_overhead": loop_overhead, "step_profile": step_profile}
 
 
 def rebuilt(text: str) -> str:

@@ -10,7 +10,8 @@ Two families of position tables (rows = positions), each analysed by ``dstg_inte
    RoPE/RP have no table -- the script says so and covers them in 2.
 2. layer states: the position basis (``dstg_interp.analysis.position_basis``: the per-position mean of the
    non-special tokens' states) of every zoo model (DSTG ap/sem/full, baselines full) over the held-out documents
-   (the probes' stores), at every layer; the spectra figures show the last layer, ``layers_position_share``
+   (the probes' stores), and of all-MiniLM-L6-v2 as a real-world reference (not with --no-minilm), at every
+   layer; the spectra figures show the last layer, ``layers_position_share``
    every layer: the share of the layer's variance the basis explains, against its chance level.  Positions
    held by fewer than ``--min-count`` documents are dropped (late positions come from few long documents).
 
@@ -45,6 +46,7 @@ from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for
                                        save_config)
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
+MINILM = "all-MiniLM-L6-v2"  # the real-world reference: its learned table and its layers' position basis
 # what the position basis adds to each layer row of spectra.csv
 BASIS_COLUMNS = ("position_share", "chance_share", "n_tokens", "mean_standard_error", "mean_spread_of_means")
 
@@ -82,7 +84,7 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
             notes[variant] = str(err).split(" -- ")[0] + " (layers_* below)"
     if with_minilm:
         try:
-            tables["MiniLM table (all-MiniLM-L6-v2)"] = load_hf_encoder(fetch_minilm()).ap_table.detach().double().numpy()
+            tables[f"MiniLM table ({MINILM})"] = load_hf_encoder(fetch_minilm()).ap_table.detach().double().numpy()
         except Exception as err:  # a reference point only: the figures still make sense without it
             notes["minilm"] = f"MiniLM reference skipped: {err}"
     rng = np.random.default_rng(seed)
@@ -109,15 +111,18 @@ def match_width(tables) -> int | None:
 
 
 def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int, progress: bool,
-                        width: int | None = None, n_projections: int = DEFAULT_PROJECTIONS) -> list:
+                        width: int | None = None, n_projections: int = DEFAULT_PROJECTIONS,
+                        references: dict | None = None) -> list:
     """Spectra of the position basis (``analysis.position_basis``: per-position means of the non-special
     tokens, positions held by at least ``min_count`` documents) of every model x layer x subspace (the last
     layer is what the figures show), width-matched to ``width`` (None: each table at its own width), with
-    the basis's position share of the layer's variance, its chance level and the means' standard error."""
+    the basis's position share of the layer's variance, its chance level and the means' standard error;
+    ``references``: name -> path of models outside the zoo (MiniLM) read the same way, as seed 0."""
     spectra = []
-    for name in tqdm(list(inputs.models), desc="layer spectra", disable=not progress):
-        store = model_store(inputs, name, progress=progress)
-        variant, model_seed = inputs.member(name)
+    members = [(name, None, *inputs.member(name)) for name in inputs.models]
+    members += [(name, path, name, 0) for name, path in (references or {}).items()]
+    for name, path, variant, model_seed in tqdm(members, desc="layer spectra", disable=not progress):
+        store = model_store(inputs, name, progress=progress, model=path)
         layers = [layer for layer in store.layers if isinstance(layer, int)]
         for layer in layers:
             for subspace in store.subspaces:
@@ -150,9 +155,9 @@ def run(config: ApManifoldConfig) -> dict:
     min_count = min(config.min_count, 3) if config.tiny else config.min_count  # the tiny corpus has 40 documents
     inputs = inputs_for(config, n_docs=config.n_docs)
 
+    with_minilm = not (config.no_minilm or config.tiny)
     tables, random_tables, notes = learned_table_spectra(inputs, config.seed, config.control_draws,
-                                                        with_minilm=not (config.no_minilm or config.tiny),
-                                                        n_projections=config.projections)
+                                                        with_minilm=with_minilm, n_projections=config.projections)
     width = min((s.summary["matched_width"] for s in tables if "matched_width" in s.summary), default=None)
     for model, note in notes.items():
         print(f"[fig_ap_manifold] {model}: {note}")
@@ -163,8 +168,9 @@ def run(config: ApManifoldConfig) -> dict:
         plot_pc_curves(shown, config.out, stem="tables_pc_curves")
         plot_dct_power(shown + random_tables, config.out, stem="tables_dct")
 
+    references = {MINILM: fetch_minilm()} if with_minilm and "minilm" not in notes else {}
     layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress, width,
-                                 config.projections)
+                                 config.projections, references)
     last = [s for s in layers if s.summary["last_layer"] and s.summary["seed"] == first]
     plot_scree(last, config.out, stem="layers_scree")
     plot_pc_curves(last, config.out, stem="layers_pc_curves")

@@ -314,11 +314,12 @@ def with_offset_model(inputs: FigureInputs) -> dict:
     return models
 
 
-def model_store(inputs: FigureInputs, name: str, progress: bool = True, paragraph_windows: bool = False):
+def model_store(inputs: FigureInputs, name: str, progress: bool = True, paragraph_windows: bool = False, model=None):
     """Every layer and subspace of model ``name`` on the inputs' documents: the store ``dstg-probe`` builds
-    (``paragraph_windows``: its paragraph-crossing windows, what the paragraph-level probes read)."""
-    return cached_store(open_encoder(inputs.models[name]), inputs.documents, None, inputs.store_root, name, progress,
-                        paragraph_windows)
+    (``paragraph_windows``: its paragraph-crossing windows, what the paragraph-level probes read); ``model``:
+    a model outside the inputs' zoo (a path or hub id, e.g. MiniLM) stored under ``name``."""
+    return cached_store(open_encoder(inputs.models[name] if model is None else model), inputs.documents, None,
+                        inputs.store_root, name, progress, paragraph_windows)
 
 
 def random_init_store(inputs: FigureInputs, name: str, progress: bool = True, paragraph_windows: bool = False):

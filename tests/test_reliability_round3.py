@@ -515,6 +515,27 @@ def test_a_full_cache_disk_names_the_cache_not_out(tiny, tmp_path, monkeypatch):
     assert not store.exists() and not [p for p in (tmp_path / "cache" / "stores").iterdir()]
 
 
+def test_a_cache_disk_too_small_is_said_before_any_write_naming_the_cache(tiny, tmp_path, monkeypatch):
+    """N88 again: the check before any file is reserved said 'choose another folder or export fewer layers'
+    (the export's remedy) for a store dstg-probe caches."""
+    import collections
+
+    from dstg_interp import extract
+    from dstg_interp.data import load_corpus
+    from dstg_interp.model import load_model
+    from dstg_interp.store import export
+    from dstg_interp.store.manifest import StoreError
+
+    checkpoint, corpus = tiny
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(export.shutil, "disk_usage", lambda path: usage(2**20, 2**20, 0))
+    store = tmp_path / "cache" / "stores" / "dstg-0123"
+    with pytest.raises(StoreError, match="needs about .* MiB free; free space on the disk that holds .*cache/stores, put "
+                                         "the store elsewhere .*another DSTG_CACHE") as refused:
+        extract(load_model(checkpoint), load_corpus(str(corpus), progress=False), store, progress=False)
+    assert "export" not in str(refused.value) and not store.exists()
+
+
 def test_a_hub_dataset_without_network_is_one_line_at_once(tmp_path, monkeypatch, capsys):
     """Old #45: huggingface_hub retried for ~28 s (5 'Retrying' lines) before the one-line error."""
     import socket

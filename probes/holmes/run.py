@@ -332,7 +332,9 @@ def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | 
         if not is_complete_suite(benchmark):  # an interrupted first build is rebuilt, never used
             build_suite(benchmark)
     models = {model_label(m): m for m in cfg.models}
-    with output_lock(out, "dstg-holmes run " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
+    # a second run on --out stops, naming this one by its command line as typed (dstg-holmes run ... or
+    # dstg-probe --task holmes ...; a fixed "dstg-holmes run " + argv[1:] said "dstg-holmes run run ...")
+    with output_lock(out):
         return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
                           random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
                           progress=progress, device=cfg.device)

@@ -14,6 +14,11 @@ Rows, per variant:
   that took over 5x the median step: compile steps, listed with their seconds);
 - ``model step`` / ``model step, compiled``: our model alone on one random full-length 32 x 128 batch
   (masked logits, AdamW), the number the loop aims at;
+- ``dstg-train``: the command itself in a subprocess, as a user types it for a zoo-size run (the model's
+  size, ``--max-length 128``, ``--steps``, ``--compile``/``--no-compile``; everything else its defaults,
+  listed as ``cli_defaults`` in the JSON), its rate read from its own log.jsonl (windows of 10 steps after
+  ``--skip``, a window holding a compile step left out) and end to end (tokens / wall seconds of the
+  command: start-up, data, compile, validation and checkpoint included);
 - ``hf step``: ``BertForMaskedLM`` of matched size (hidden 128, 4 layers, 4 heads, intermediate 1.5 x our
   SwiGLU hidden so the FFNs spend the same FLOPs, no dropout, SDPA) with the loop's optimizer (fused
   AdamW: the ratio compares models and loops, not optimizer kernels) on the same random batch,
@@ -27,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,15 +42,10 @@ import torch
 import transformers
 
 from dstg_interp import ModelConfig, build_model
+from dstg_interp.model.checkpoint import ZOO_WIDTHS, zoo_architecture
 from dstg_interp.train import TrainConfig, compile_for_training, prepare_training_data, train
 from machine import LoadWatch, add_load_arguments, write_result
 
-ZOO_WIDTHS = {
-    "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
-    "rope": dict(variant="rope", d_model=128),
-    "ap": dict(variant="ap", d_model=128),
-    "rp": dict(variant="rp", d_model=128),
-}
 
 
 def median_step_seconds(step, warmup: int = 2, rounds: int = 6) -> float:
@@ -72,7 +74,7 @@ def training_step(model, tokens, labels, **kwargs):
 def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path) -> dict:
     """Run train() for --steps steps and read real tokens / step seconds after --skip steps from its log."""
     cfg = TrainConfig(out_dir=str(folder / f"{variant}-{'compiled' if compiled else 'eager'}"),
-                      model=dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4), max_length=128, batch_size=32,
+                      model=zoo_architecture(variant), max_length=128, batch_size=32,
                       max_steps=args.steps, warmup_steps=1, eval_every=10 * args.steps, save_every=10 * args.steps,
                       log_every=1, progress=False, compile=compiled, threads=args.threads)
     train(cfg)
@@ -89,12 +91,49 @@ def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path) -> dict:
                 real_tokens_per_step=sum(tokens.values()) / len(measured), measured_steps=len(measured))
 
 
+def cli_command(variant: str, args, compiled: bool, out: Path) -> list[str]:
+    """``dstg-train`` as a user types it for a zoo-size run: the model's size, length and steps, the rest defaults."""
+    widths = ZOO_WIDTHS[variant]
+    d_model = widths.get("d_model") or widths["d_sem"] + widths["d_ap"]
+    command = [str(Path(sys.executable).with_name("dstg-train")), "--variant", variant, "--d-model", str(d_model),
+               "--n-layers", "4", "--n-heads", "4", "--max-length", "128", "--steps", str(args.steps),
+               "--compile" if compiled else "--no-compile", "--out", str(out), "--quiet"]
+    if args.threads:
+        command += ["--threads", str(args.threads)]
+    return command
+
+
+CLI_DEFAULTS = ("corpus en-mix, batch 32, vocab 8192, d_ap d_model/8 (DSTG), log every 10 steps, validation every 250 "
+                "and at the end, checkpoint every 500 and at the end, bucketed batches, fp32")
+
+
+def cli_tokens_per_s(variant: str, args, compiled: bool, folder: Path) -> dict:
+    """Run dstg-train itself (a subprocess, as typed) and read its log: the rate over the logged windows after
+    --skip steps (a window holding a compile step, over 5x the median window, left out) and end to end."""
+    out = folder / f"cli-{variant}-{'compiled' if compiled else 'eager'}"
+    command = cli_command(variant, args, compiled, out)
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    steps = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    steps = [r for r in steps if "tokens_seen" in r]
+    windows = [(b["tokens_seen"] - a["tokens_seen"], b["train_seconds"] - a["train_seconds"])
+               for a, b in zip(steps, steps[1:]) if a["step"] >= args.skip]
+    median = statistics.median(seconds for _, seconds in windows)
+    steady = [(tokens, seconds) for tokens, seconds in windows if seconds <= 5 * median]
+    return dict(command=" ".join(["dstg-train"] + command[1:]).replace(str(out), "OUT"),
+                tokens_per_s=sum(t for t, _ in steady) / sum(s for _, s in steady),
+                windows_left_out=len(windows) - len(steady), wall_seconds=round(wall, 1),
+                tokens_per_wall_s=steps[-1]["tokens_seen"] / wall)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variants", nargs="+", default=list(ZOO_WIDTHS), choices=list(ZOO_WIDTHS))
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--skip", type=int, default=20, help="warm-up steps left out of the loop's rate")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled loop rows")
+    parser.add_argument("--no-cli", action="store_true", help="skip the dstg-train subprocess beside each train() run")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "train_loop.json"))
     add_load_arguments(parser)
@@ -108,7 +147,7 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(5, 8192, (32, 128), generator=gen)
     labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
-    d_mlp = ModelConfig(variant="rope", d_model=128).d_mlp
+    d_mlp = ModelConfig(**ZOO_WIDTHS["rope"]).d_mlp
     hf = transformers.BertForMaskedLM(transformers.BertConfig(
         vocab_size=8192, hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=int(1.5 * d_mlp),
         max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=1)).train()
@@ -119,13 +158,14 @@ def main() -> None:
         for variant in args.variants:
             model_tokens_per_s = {}
             for compiled in ([False] if args.no_compile else [False, True]):
-                model = build_model(ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **ZOO_WIDTHS[variant])).train()
+                model = build_model(ModelConfig(vocab_size=8192, max_positions=128, **zoo_architecture(variant))).train()
                 if compiled:
                     compile_for_training(model)
                 model_tokens_per_s[compiled] = tokens.numel() / median_step_seconds(training_step(model, tokens, labels, masked_logits_only=True))
             for compiled in ([False] if args.no_compile else [False, True]):
                 hf_before = median_step_seconds(hf_step)
                 loop = loop_tokens_per_s(variant, args, compiled, Path(scratch))
+                cli = cli_tokens_per_s(variant, args, compiled, Path(scratch)) if not args.no_cli else None
                 hf_after = median_step_seconds(hf_step)
                 hf_tokens_per_s = tokens.numel() / statistics.mean([hf_before, hf_after])
                 rows.append(dict(variant=variant, compiled=compiled, loop_tokens_per_s=loop["steady_tokens_per_s"],
@@ -135,17 +175,20 @@ def main() -> None:
                                  loop_vs_hf=loop["steady_tokens_per_s"] / hf_tokens_per_s,
                                  loop_vs_hf_with_compile_steps=loop["tokens_per_s"] / hf_tokens_per_s,
                                  loop_vs_model_step=loop["steady_tokens_per_s"] / model_tokens_per_s[compiled],
-                                 real_tokens_per_step=loop["real_tokens_per_step"], measured_steps=loop["measured_steps"]))
+                                 real_tokens_per_step=loop["real_tokens_per_step"], measured_steps=loop["measured_steps"],
+                                 cli=cli, cli_vs_hf=cli["tokens_per_s"] / hf_tokens_per_s if cli else None))
                 row = rows[-1]
                 print(f"{variant:<5} {'compiled' if compiled else 'eager':<9} loop {row['loop_tokens_per_s']:>8.0f} tok/s "
                       f"({row['loop_tokens_per_s_with_compile_steps']:.0f} with compile steps {row['compile_steps']})  "
                       f"model step {model_tokens_per_s[compiled]:>8.0f}  HF {row['hf_step_tokens_per_s']:>8.0f}  "
-                      f"loop/HF {row['loop_vs_hf']:.2f}  loop/model {row['loop_vs_model_step']:.2f}", flush=True)
+                      f"loop/HF {row['loop_vs_hf']:.2f}  loop/model {row['loop_vs_model_step']:.2f}"
+                      + (f"  dstg-train {cli['tokens_per_s']:.0f} ({row['cli_vs_hf']:.2f}x HF)" if cli else ""), flush=True)
     met = {f"{r['variant']}{' compiled' if r['compiled'] else ''}": r["loop_vs_hf"] >= 2.0 for r in rows}
     result = dict(benchmark="dstg-train loop vs bare model step vs HF BertForMaskedLM training step (AdamW), zoo size",
                   rate="loop_tokens_per_s: real tokens per second of step time, compile steps (over 5x the median step) left out",
                   shape=dict(batch=32, max_length=128, d_model=128, layers=4, heads=4, vocab=8192, swiglu_hidden=d_mlp,
                              bert_intermediate=int(1.5 * d_mlp)),
+                  cli_defaults=CLI_DEFAULTS,
                   steps=args.steps, skip=args.skip, threads=args.threads, torch=torch.__version__,
                   transformers=transformers.__version__, date=time.strftime("%Y-%m-%d"), rows=rows,
                   target_loop_at_least_2x_hf=met)

@@ -18,17 +18,12 @@ from pathlib import Path
 import torch
 
 from dstg_interp import ModelConfig, build_model
+from dstg_interp.model.checkpoint import ZOO_WIDTHS, zoo_architecture
 from bench_models import interleaved_median_seconds  # noqa: E402 (sibling script)
 from machine import LoadWatch, add_load_arguments, write_result
 from dstg_interp.flops import training_flops_per_token
 from dstg_interp.train import TrainConfig, make_optimizer
 
-ZOO_MODELS = {
-    "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
-    "rope": dict(variant="rope", d_model=128),
-    "ap": dict(variant="ap", d_model=128),
-    "rp": dict(variant="rp", d_model=128),
-}
 
 
 def main() -> None:
@@ -46,8 +41,8 @@ def main() -> None:
     size = 1024
     a, b = torch.randn(size, size, generator=gen), torch.randn(size, size, generator=gen)
     steps, configs = {"matmul": lambda: a @ b}, {}
-    for name, widths in ZOO_MODELS.items():
-        cfg = ModelConfig(vocab_size=8192, max_positions=args.seq_len, n_layers=4, n_heads=4, **widths)
+    for name, widths in ZOO_WIDTHS.items():
+        cfg = ModelConfig(vocab_size=8192, max_positions=args.seq_len, **zoo_architecture(name))
         model = build_model(cfg).train()
         optimizer = make_optimizer(model, TrainConfig(model=widths))
         tokens = torch.randint(5, 8192, (args.batch, args.seq_len), generator=gen)

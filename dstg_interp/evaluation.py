@@ -6,7 +6,8 @@
     from dstg_interp import load_model
     from dstg_interp.evaluation import mlm_accuracy
     mlm_accuracy(load_model("dstg"), "pydocs", n_docs=200)
-    # {'loss': ..., 'accuracy': ..., 'most_frequent_accuracy': ..., 'unigram_loss': ..., 'n_tokens': ..., 'n_docs': ..., 'split': 'all'}
+    # {'loss': ..., 'accuracy': ..., 'most_frequent_accuracy': ..., 'unigram_loss': ..., 'n_tokens': ..., 'n_docs': ..., 'split': 'all', 'masks': ...}
+    mlm_accuracy(open_encoder("path/to/bert-folder", mlm_head=True), "pydocs", n_docs=200, max_length=128)
 
 Documents: on the model's own training corpus (or a piece of en-mix for an en-mix model), its held-out
 validation split (the one its ``train_config.json`` names: val_fraction, data_seed), so no evaluated
@@ -15,7 +16,15 @@ by a seeded sha256 of their ids, so the choice does not depend on the corpus's o
 Each document becomes [CLS] ... [SEP] sequences of at most ``max_length`` tokens (windows, so every token
 of a long document is used).  Sequence i is masked (20% of its tokens, all -> [MASK], as in training)
 by a generator seeded from (seed, i) alone: models with the same tokenizer (the whole zoo) are scored on
-the same masked tokens, whatever the batch size.
+the same masked tokens, whatever the batch size.  ``masks`` in the result is a fingerprint of those
+masked positions (sequence lengths and masked offsets): equal fingerprints, identical masks.
+
+Hugging Face masked-LMs (``open_encoder(path_or_hub_id, mlm_head=True)``, ``AutoModelForMaskedLM``) go the
+same way: the same documents, the same windows and the same rule and seed, applied to the sequences their
+own tokenizer gives, with their own [MASK] and padding ids.  A folder that shares the zoo's tokenizer gets
+exactly the zoo's masks; one with another tokenizer cuts the text into other tokens, so its masks (and its
+fingerprint) differ, and the command line says so.  An HF model has no training record here, so its
+unigram baseline is left empty (NaN) unless ``train_config=`` or ``unigram=`` gives one.
 
 Baseline, on the same masked tokens: the add-one-smoothed unigram distribution of the model's training
 split, as tokenized by the model's own tokenizer (``unigram_loss``), and always guessing its most
@@ -39,8 +48,11 @@ import torch.nn.functional as F
 from dstg_interp.config import step_seed
 from dstg_interp.data import IGNORE_INDEX, PAD_ID, build_structured_sequences, collate, load_corpus, mask_tokens
 from dstg_interp.data.corpora import Document, split_documents
+from dstg_interp.data.mlm import pad_batch
 from dstg_interp.data.structure import StructuredSequences
 from dstg_interp.data.tokenizer import tokenizer_hash
+from dstg_interp.encoders import Encoder, EncoderError
+from dstg_interp.encoders.inputs import TOOLKIT_SPECIAL_TOKENS, SpecialTokens
 from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data
 
 MASK_PROB = 0.2  # NeoBERT's training rate; fixed (not read from each model) so all models share masks
@@ -136,26 +148,31 @@ def evaluation_documents(corpus: str, cfg: TrainConfig | None, documents: list[D
     return held_out, "validation"
 
 
-def masked_sequences(sequences: StructuredSequences, seed: int,
-                     mask_prob: float = MASK_PROB) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(masked ids, labels) per sequence, each from a generator seeded by (seed, sequence index) only."""
+def masked_sequences(sequences: StructuredSequences, seed: int, mask_prob: float = MASK_PROB,
+                     special: SpecialTokens = TOOLKIT_SPECIAL_TOKENS) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(masked ids, labels) per sequence, each from a generator seeded by (seed, sequence index) only;
+    ``special``: the tokenizer's ids, never masked ([MASK] the one masked tokens become)."""
     masked = []
     for index in range(len(sequences)):
-        ids, _, special = collate([sequences[index]["input_ids"]])
+        ids, _, is_special = collate([sequences[index]["input_ids"]], special.pad, special.ids)
         generator = torch.Generator().manual_seed(step_seed(seed, index))
-        corrupted, labels = mask_tokens(ids, special, generator, mask_prob=mask_prob)
+        corrupted, labels = mask_tokens(ids, is_special, generator, mask_prob=mask_prob, mask_token_id=special.mask)
         masked.append((corrupted[0], labels[0]))
     return masked
 
 
-def padded_batch(rows: list[tuple[torch.Tensor, torch.Tensor]]):
-    """Right-pad (ids, labels) rows: ids with [PAD], labels with IGNORE_INDEX; mask True on real tokens."""
-    width = max(len(ids) for ids, _ in rows)
-    ids = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
-    labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
-    attention_mask = torch.zeros((len(rows), width), dtype=torch.bool)
-    for i, (row_ids, row_labels) in enumerate(rows):
-        ids[i, :len(row_ids)], labels[i, :len(row_ids)], attention_mask[i, :len(row_ids)] = row_ids, row_labels, True
+def mask_fingerprint(rows: list[tuple[torch.Tensor, torch.Tensor]]) -> str:
+    """12 hex digits over every sequence's length and masked offsets: equal for identical masks."""
+    digest = hashlib.sha256()
+    for _, labels in rows:
+        digest.update(f"{len(labels)}:{(labels != IGNORE_INDEX).nonzero().flatten().tolist()};".encode())
+    return digest.hexdigest()[:12]
+
+
+def padded_batch(rows: list[tuple[torch.Tensor, torch.Tensor]], pad_id: int = PAD_ID):
+    """Right-pad (ids, labels) rows: ids with ``pad_id``, labels with IGNORE_INDEX; mask True on real tokens."""
+    ids, attention_mask = pad_batch([row_ids for row_ids, _ in rows], pad_id)
+    labels, _ = pad_batch([row_labels for _, row_labels in rows], IGNORE_INDEX)
     return ids, attention_mask, labels
 
 
@@ -168,12 +185,21 @@ def mlm_accuracy(model, corpus: str, n_docs: int = 200, max_length: int | None =
     """Masked-token loss and accuracy of ``model`` on ``n_docs`` held-out documents of ``corpus``, with the
     unigram baseline on the same masked tokens (see the module docstring).
 
+    ``model``: one of ours (``load_model``), or an Encoder with an MLM head (``open_encoder(..., mlm_head=True)``:
+    ours, or a Hugging Face masked-LM).
+
     ``max_length``: default, the model's training length (else its ``max_positions``).  ``train_config``:
     default, the one beside the checkpoint; it decides the held-out split and the training frequencies.
     ``unigram``: training frequencies, if already computed.  ``documents``: the corpus, if already loaded.
     """
     if not isinstance(n_docs, int) or n_docs <= 0:
         raise ValueError(f"n_docs must be a positive integer, got {n_docs!r}")
+    if isinstance(model, Encoder) and model.kind != "hf":
+        model = model.model  # one of ours behind hook points: its own forward, as for load_model
+    encoder = model if isinstance(model, Encoder) else None
+    if encoder is not None and (encoder.special.mask is None or not getattr(encoder, "has_mlm_head", False)):
+        raise EncoderError(f"{encoder.name}: loaded without a masked-LM head or [MASK] token; open it with "
+                           "open_encoder(path, mlm_head=True)")
     if getattr(model, "tokenizer", None) is None:
         raise ValueError("the model has no tokenizer; load it with load_model(path, tokenizer=FILE)")
     cfg = train_config if train_config is not None else training_config(model)
@@ -181,38 +207,54 @@ def mlm_accuracy(model, corpus: str, n_docs: int = 200, max_length: int | None =
         max_length = cfg.max_length if cfg is not None else model.config.max_positions
     if not 3 <= max_length <= model.config.max_positions:
         raise ValueError(f"max_length must be in [3, max_positions={model.config.max_positions}], got {max_length}")
-    if unigram is None:
+    if unigram is None and encoder is None:
         if cfg is None:
             raise ValueError("the model has no train_config.json beside it, so its training split (held-out "
                              "documents, token frequencies) is unknown; pass train_config= or unigram=")
         unigram = training_unigram(model, cfg, cache_dir)
+    elif unigram is None and cfg is not None:
+        unigram = training_unigram(encoder, cfg, cache_dir)
 
     held_out, split = evaluation_documents(corpus, cfg, documents, cache_dir)
     chosen = select_documents(held_out, n_docs, seed)
     if not chosen:
         raise ValueError(f"corpus {corpus!r}: no held-out documents to evaluate on")
-    sequences = build_structured_sequences(chosen, model.tokenizer, max_length=max_length, windows=True,
-                                           corpus_spec=corpus)
-    rows = masked_sequences(sequences, seed)
+    if encoder is None:
+        sequences = build_structured_sequences(chosen, model.tokenizer, max_length=max_length, windows=True,
+                                               corpus_spec=corpus)
+        special = TOOLKIT_SPECIAL_TOKENS
+        model.eval()
+        device = next(model.parameters()).device
+    else:  # the same documents and windows in the encoder's own token ids, [CLS] / [SEP] / [PAD] / [MASK]
+        sequences = encoder.structured_sequences(chosen, max_length=max_length, windows=True, corpus_spec=corpus)
+        special = encoder.special
+    rows = masked_sequences(sequences, seed, special=special)
 
-    model.eval()
-    device = next(model.parameters()).device
     loss_sum, correct, unigram_nll, most_frequent_correct, n_tokens = 0.0, 0, 0.0, 0, 0
     for start in range(0, len(rows), batch_size):
-        ids, attention_mask, labels = padded_batch(rows[start:start + batch_size])
-        output = model(ids.to(device), attention_mask.to(device), labels.to(device), masked_logits_only=True)
-        targets = labels[labels != IGNORE_INDEX]
-        logits = output.logits.float().cpu()
+        ids, attention_mask, labels = padded_batch(rows[start:start + batch_size], special.pad)
+        selected = labels != IGNORE_INDEX
+        targets = labels[selected]
+        if encoder is None:
+            output = model(ids.to(device), attention_mask.to(device), labels.to(device), masked_logits_only=True)
+            logits = output.logits.float().cpu()
+        else:
+            logits = encoder.mlm_logits(ids, attention_mask).float().cpu()[selected]
         loss_sum += float(F.cross_entropy(logits, targets, reduction="sum"))
         correct += int((logits.argmax(-1) == targets).sum())
-        nll, hits = unigram.score(targets.numpy())
-        unigram_nll, most_frequent_correct, n_tokens = unigram_nll + nll, most_frequent_correct + hits, n_tokens + len(targets)
+        if unigram is not None:
+            nll, hits = unigram.score(targets.numpy())
+            unigram_nll, most_frequent_correct = unigram_nll + nll, most_frequent_correct + hits
+        n_tokens += len(targets)
     if len(chosen) < MIN_EVAL_DOCUMENTS:
         warnings.warn(f"{corpus}: only {len(chosen)} document(s) ({n_tokens} masked tokens); the accuracy rests on them "
                       f"alone (a comparison needs at least {MIN_EVAL_DOCUMENTS}): add documents before reading "
                       "differences between models", SmallEvaluationWarning, stacklevel=2)
-    return dict(loss=loss_sum / n_tokens, accuracy=correct / n_tokens, most_frequent_accuracy=most_frequent_correct / n_tokens,
-                unigram_loss=unigram_nll / n_tokens, n_tokens=n_tokens, n_docs=len(chosen), split=split)
+    no_baseline = unigram is None  # an HF model with no training record: no training frequencies to compare with
+    return dict(loss=loss_sum / n_tokens, accuracy=correct / n_tokens,
+                most_frequent_accuracy=float("nan") if no_baseline else most_frequent_correct / n_tokens,
+                unigram_loss=float("nan") if no_baseline else unigram_nll / n_tokens, n_tokens=n_tokens,
+                n_docs=len(chosen), split=split, masks=mask_fingerprint(rows))
 
 
 # --------------------------------------------------------------------------- the table

@@ -19,6 +19,14 @@ from .model import build_model
 from .model.checkpoint import ZOO_NAMES
 
 TINY_MAX_POSITIONS = 64
+# The tiny models' widths, defined once (tiny_config and the --tiny recipe study read them): the zoo's
+# (``model.checkpoint.ZOO_WIDTHS``) at a quarter, DSTG 24 + 8.
+TINY_WIDTHS = {
+    "dstg": dict(variant="dstg", d_sem=24, d_ap=8),
+    "rope": dict(variant="rope", d_model=32),
+    "ap": dict(variant="ap", d_model=32),
+    "rp": dict(variant="rp", d_model=32),
+}
 
 _NAMES = ["the miller", "a weaver", "the captain", "her cousin", "the baker", "an old clerk"]
 _ACTIONS = ["mended", "opened", "counted", "lost", "painted", "carried"]
@@ -53,10 +61,9 @@ def tiny_long_documents(n_docs: int = 24, per_doc: int = 8, seed: int = 0) -> li
 
 
 def tiny_config(variant: str, vocab_size: int, seed: int = 0, **overrides) -> ModelConfig:
-    """A 2-layer, 4-head model of ``variant``: DSTG d_sem 24 + d_ap 8, baselines d_model 32."""
-    widths = {"d_sem": 24, "d_ap": 8} if variant.startswith("dstg") else {"d_model": 32}
-    settings = dict(variant=variant.split("-")[0], vocab_size=vocab_size, max_positions=TINY_MAX_POSITIONS,
-                    n_layers=2, n_heads=4, d_head=8, seed=seed, **widths)
+    """A 2-layer, 4-head model of ``variant`` (``dstg-offset`` and the like: of ``dstg``), ``TINY_WIDTHS`` wide."""
+    settings = dict(TINY_WIDTHS[variant.split("-")[0]], vocab_size=vocab_size, max_positions=TINY_MAX_POSITIONS,
+                    n_layers=2, n_heads=4, d_head=8, seed=seed)
     return ModelConfig(**{**settings, **overrides})
 
 

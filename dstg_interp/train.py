@@ -46,11 +46,12 @@ from safetensors.torch import load_file
 
 from .config import (OFFSET_SEED_SHIFT, VALIDATION_MASK_SEED, ConfigIO, ModelConfig, check_seed,
                      step_seed)
+from .data.corpora import ZOO_SPLIT_SEED, ZOO_VAL_FRACTION
 from .data.mlm import collate, mask_tokens
 from .data.prepare import PreparedData, prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import clean_stale_temporaries, write_text_atomic
-from .model.checkpoint import RUN_CHECKPOINT, CheckpointError, build_model, load_model, save_checkpoint
+from .model.checkpoint import RUN_CHECKPOINT, ZOO_WIDTHS, CheckpointError, build_model, load_model, save_checkpoint
 from .model.files import TOKENIZER_FILE
 
 CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = RUN_CHECKPOINT, "log.jsonl", "train_config.json"
@@ -87,7 +88,7 @@ class TrainConfig(ConfigIO):
     out_dir: str = field(default="runs/dstg", metadata={
         "flag": "--out", "help": "a folder for checkpoint/, log.jsonl, train_config.json",
         "shown": "--config's, else runs/dstg"})
-    model: dict = field(default_factory=lambda: dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4),
+    model: dict = field(default_factory=lambda: dict(ZOO_WIDTHS["dstg"], n_layers=6, n_heads=4),
                         metadata={"cli": False})  # dstg-train: --variant, --d-model, --d-ap, --n-layers, --n-heads
     corpus: str = field(default="en-mix", metadata={"help": "en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT"})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "use the first N documents only"})
@@ -99,7 +100,7 @@ class TrainConfig(ConfigIO):
         "flag": "--no-windows", "invert": True, "help": "truncate long documents instead of windowing them"})
     vocab_size: int = field(default=8192, metadata={"help": "WordPiece vocabulary trained on the training split"})
     tokenizer: str | None = field(default=None, metadata={"help": "reuse this tokenizer.json instead of training one"})
-    val_fraction: float = field(default=0.05, metadata={"help": "share of documents held out for validation"})
+    val_fraction: float = field(default=ZOO_VAL_FRACTION, metadata={"help": "share of documents held out for validation"})
     batch_size: int = field(default=32, metadata={"help": "global batch (split over DDP ranks)"})
     max_steps: int = field(default=2000, metadata={"flag": "--steps", "min": 1, "help": "optimizer steps"})
     lr: float = field(default=1e-3, metadata={"help": "peak learning rate"})
@@ -116,7 +117,7 @@ class TrainConfig(ConfigIO):
         "choices": ["all", "80-10-10"], "help": "all masked tokens to [MASK] (NeoBERT) or BERT's 80-10-10"})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast"})
     seed: int = field(default=0, metadata={"shown": "--config's, else 0; model init, data order and masks"})
-    data_seed: int = field(default=0, metadata={"seed": True, "help": "train/validation split (keep fixed to compare seeds)"})
+    data_seed: int = field(default=ZOO_SPLIT_SEED, metadata={"seed": True, "help": "train/validation split (keep fixed to compare seeds)"})
     bucket_by_length: bool = field(default=True, metadata={
         "flag": "--no-bucket-by-length", "invert": True, "help": "batches in corpus order, not by length"})
     compile: bool | None = field(default=None, metadata={
@@ -534,7 +535,12 @@ def _next_batch(run: _Run, batches, step: int):
     ids, mask, labels = (t[run.rank::run.world_size] for t in (ids, mask, labels))
     offsets = offsets[run.rank::run.world_size] if offsets is not None else None
     # A batch without padding needs no mask: SDPA can then take its fused kernels.
-    return ids, (None if bool(mask.all()) else mask), labels, offsets, n_tokens
+    mask = None if bool(mask.all()) else mask
+    if run.device.type == "cuda":  # page-locked here, in the prefetch thread: the step's copies are then async
+        ids, labels = ids.pin_memory(), labels.pin_memory()
+        mask = mask.pin_memory() if mask is not None else None
+        offsets = offsets.pin_memory() if offsets is not None else None
+    return ids, mask, labels, offsets, n_tokens
 
 
 def _train_step(run: _Run, batch, step: int):
@@ -543,7 +549,7 @@ def _train_step(run: _Run, batch, step: int):
     ids, mask, labels, offsets, _ = batch
     ids, labels = ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)
     mask = mask.to(device, non_blocking=True) if mask is not None else None
-    offsets = offsets.to(device) if offsets is not None else None
+    offsets = offsets.to(device, non_blocking=True) if offsets is not None else None
     for group in run.optimizer.param_groups:
         group["lr"] = learning_rate(cfg, step)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
@@ -607,10 +613,12 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
                 now = time.perf_counter()
                 tokens_per_s = window_tokens / max(now - window_start, 1e-9)
                 window_start, window_tokens = now, 0
-                _write_log(log, dict(step=step, loss=round(float(loss.detach()), 5), lr=learning_rate(cfg, step - 1),
-                                     grad_norm=round(float(grad_norm), 4), tokens_seen=tokens_seen,
+                # the only device reads of a step, and only on log steps: one transfer for both values
+                loss_value, norm_value = torch.stack([loss.detach().float(), grad_norm.float()]).tolist()
+                _write_log(log, dict(step=step, loss=round(loss_value, 5), lr=learning_rate(cfg, step - 1),
+                                     grad_norm=round(norm_value, 4), tokens_seen=tokens_seen,
                                      tokens_per_s=round(tokens_per_s, 1), train_seconds=round(elapsed, 2)))
-                bar.set_postfix(loss=f"{float(loss.detach()):.3f}", tok_s=f"{tokens_per_s:.0f}")
+                bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tokens_per_s:.0f}")
             bar.update(1)
             pause_start = time.perf_counter()
             metrics = _evaluate_and_save(run, log, step, last_step, tokens_seen, elapsed, metrics)

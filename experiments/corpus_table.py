@@ -58,7 +58,7 @@ def measure_piece(name: str, tokenizer: Tokenizer, cache_dir: Path) -> dict:
         raise PieceUnavailable(f"extracted text sha256 {units_sha256(units)} != pinned {piece.text_sha256}")
     documents = piece.to_documents(units)
     # split_documents needs .doc_id: the held-out side by the same hash of the id the corpus uses
-    held_out_ids = {d.doc_id for d in split_documents([_Identified(u.unit_id) for u in documents], 0.05, 0)[1]}
+    held_out_ids = {d.doc_id for d in split_documents([_Identified(u.unit_id) for u in documents])[1]}  # the zoo's split
     tokens = {u.unit_id: sum(len(e.ids) - 2 for e in tokenizer.encode_batch(u.paragraphs)) for u in documents}
     package, _, version = piece.fetch_command[-1].replace("==", "=").partition("=")
     return dict(piece=name, package=package, version=version,

@@ -8,9 +8,11 @@ Two families of position tables (rows = positions), each analysed by ``dstg_inte
 1. learned tables: DSTG's AP table, AP-NeoBERT's entangled table and MiniLM's 512x384 table as a real-world
    reference, each next to one Gaussian table of the same shape ("random PxD") drawn with the seed;
    RoPE/RP have no table -- the script says so and covers them in 2.
-2. layer states: the per-position mean of every zoo model's states (DSTG ap/sem/full, baselines full)
-   over the held-out documents (the probes' stores), at every layer; the figures show the last layer.  Positions seen fewer
-   than ``--min-count`` times are dropped (late positions come from few long documents and are noise).
+2. layer states: the position basis (``dstg_interp.analysis.position_basis``: the per-position mean of the
+   non-special tokens' states) of every zoo model (DSTG ap/sem/full, baselines full) over the held-out documents
+   (the probes' stores), at every layer; the spectra figures show the last layer, ``layers_position_share``
+   every layer: the share of the layer's variance the basis explains, against its chance level.  Positions
+   held by fewer than ``--min-count`` documents are dropped (late positions come from few long documents).
 
 Tables of different widths (DSTG's 16-wide AP table, AP-NeoBERT's 128-wide one, per-position means of
 16 to 128 dims) are compared width-matched: every table is also projected onto ``--projections`` random
@@ -18,7 +20,7 @@ subspaces of the narrowest learned table's width (``spectra.width_matched``), wi
 that shape, and each number's excess over its control is reported (``matched_*``, ``excess_*``).
 
 Writes into ``--out`` (default dstg-results/figures/ap_manifold/; the committed gallery: --out figures/ap_manifold): tables_{scree,pc_curves,dct}, layers_{scree,pc_curves,
-dct} as PNG + PDF + JSON, spectra.csv (one row per analysed table: PC1+PC2, participation ratio,
+dct}, layers_position_share as PNG + PDF + JSON, spectra.csv (one row per analysed table: PC1+PC2, participation ratio,
 low-frequency share pooled and per PC, with the control next to each, the excess over it, and the same
 width-matched with its spread over projections) and config.json.
 """
@@ -31,17 +33,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp import load_hf_encoder
-from dstg_interp.analysis.spectra import (DEFAULT_PROJECTIONS, analyze_table, per_position_mean, position_table,
-                                          spectra_table)
+from dstg_interp.analysis.position_basis import position_basis
+from dstg_interp.analysis.spectra import DEFAULT_PROJECTIONS, analyze_table, position_table, spectra_table
 from dstg_interp.encoders import fetch_minilm
-from dstg_interp.plots import plot_dct_power, plot_pc_curves, plot_scree
+from dstg_interp.plots import measurements, plot_by_layer, plot_dct_power, plot_pc_curves, plot_scree
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
                                        save_config)
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
+# what the position basis adds to each layer row of spectra.csv
+BASIS_COLUMNS = ("position_share", "chance_share", "n_tokens", "mean_standard_error", "mean_spread_of_means")
 
 
 @dataclass
@@ -49,7 +54,7 @@ class ApManifoldConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "ap_manifold"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as the probes)"})
-    min_count: int = field(default=20, metadata={"help": "drop positions seen fewer times (layer states)"})
+    min_count: int = field(default=20, metadata={"help": "drop positions held by fewer documents (layer states)"})
     control_draws: int = field(default=20, metadata={"help": "Gaussian tables averaged for each control"})
     no_minilm: bool = field(default=False, metadata={"help": "skip the MiniLM reference table"})
     projections: int = field(default=DEFAULT_PROJECTIONS, metadata={
@@ -105,26 +110,38 @@ def match_width(tables) -> int | None:
 
 def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int, progress: bool,
                         width: int | None = None, n_projections: int = DEFAULT_PROJECTIONS) -> list:
-    """Per-position-mean spectra of every model x layer x subspace (the last layer is what the figures show),
-    width-matched to ``width`` (None: each table at its own width)."""
+    """Spectra of the position basis (``analysis.position_basis``: per-position means of the non-special
+    tokens, positions held by at least ``min_count`` documents) of every model x layer x subspace (the last
+    layer is what the figures show), width-matched to ``width`` (None: each table at its own width), with
+    the basis's position share of the layer's variance, its chance level and the means' standard error."""
     spectra = []
     for name in tqdm(list(inputs.models), desc="layer spectra", disable=not progress):
         store = model_store(inputs, name, progress=progress)
         variant, model_seed = inputs.member(name)
-        positions = store.labels["token_position"].to_numpy()
         layers = [layer for layer in store.layers if isinstance(layer, int)]
         for layer in layers:
             for subspace in store.subspaces:
-                states = np.asarray(store.states(layer, subspace), dtype=np.float64)  # [n_tokens, d]
-                table, kept = per_position_mean(states, positions, min_count=min_count)
-                spectrum = analyze_table(table, name=f"{name} L{layer} {subspace}", positions=kept,
+                basis = position_basis(store, layer, subspace, min_documents=min_count)
+                spectrum = analyze_table(basis.means, name=f"{name} L{layer} {subspace}", positions=basis.positions,
                                          n_control_draws=n_control_draws, seed=seed,
-                                         match_width=min(width or table.shape[1], table.shape[1]),
+                                         match_width=min(width or basis.means.shape[1], basis.means.shape[1]),
                                          n_projections=n_projections)
                 spectrum.summary.update(model=variant, seed=model_seed, layer=int(layer), subspace=subspace,
-                                        last_layer=layer == layers[-1])
+                                        last_layer=layer == layers[-1],
+                                        **{key: basis.summary[key] for key in BASIS_COLUMNS})
                 spectra.append(spectrum)
     return spectra
+
+
+def plot_position_share(layers: list, seed: int, out) -> dict:
+    """layers_position_share: the share of each layer's variance that its position basis explains (the
+    between-position variance), by layer, for one seed, against its chance level."""
+    rows = pd.DataFrame([s.summary for s in layers if s.summary["seed"] == seed])
+    long = measurements(rows, ["position_share"])
+    chance = float(rows.chance_share.max())
+    return plot_by_layer(long, out, stem="layers_position_share", ylabel="share of variance in the position basis",
+                         reference=chance, reference_label=f"chance, (P - 1) / (n - 1) = {chance:.4f} (the largest)",
+                         numbers={"seed": seed, "chance_share": rows[["model", "layer", "subspace", "chance_share"]]})
 
 
 def run(config: ApManifoldConfig) -> dict:
@@ -152,6 +169,7 @@ def run(config: ApManifoldConfig) -> dict:
     plot_scree(last, config.out, stem="layers_scree")
     plot_pc_curves(last, config.out, stem="layers_pc_curves")
     plot_dct_power(last, config.out, stem="layers_dct")
+    plot_position_share(layers, first, config.out)
 
     summary = spectra_table(tables + random_tables + layers)
     summary.insert(0, "source", ["learned table"] * len(tables) + ["random table"] * len(random_tables)

@@ -13,7 +13,7 @@ held-out windows of ``length`` tokens:
 Measured: KL(clean || intervened) of the MLM distributions over real tokens (nats) and their top-1 agreement;
 per block x head x logit term the relative change of the term (heads.csv).
 
-Writes into ``--out`` (default figures/interventions/): interventions.csv, heads.csv, mlm_kl_by_layer
+Writes into ``--out`` (default dstg-results/figures/interventions/; the committed figures: --out figures/interventions): interventions.csv, heads.csv, mlm_kl_by_layer
 (PNG + PDF + JSON; lines: mean over seeds, bands: min-max) and config.json.
 """
 
@@ -33,13 +33,13 @@ from dstg_interp.analysis.interventions import intervene
 from dstg_interp.analysis.position_basis import position_basis
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.plots import measurements, plot_by_layer
-from experiments.figure_inputs import (FIGURES_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config,
                                        run_as_command, save_config, with_member_columns)
 
 
 @dataclass
 class InterventionsFigureConfig(SeedsFigureConfig):
-    out: Path = FIGURES_DIR / "interventions"
+    out: Path = OUTPUT_DIR / "interventions"  # the committed figures: --out figures/interventions
     n_sequences: int = field(default=32, metadata={"help": "held-out windows measured"})
     length: int = field(default=96, metadata={"help": "tokens per window"})
     shift: int = field(default=32, metadata={"help": "positions the 'shift' intervention moves"})

@@ -21,6 +21,8 @@ that left the plateau in a quick feasibility run on 2 cores within the time budg
 Data: en-mix (Wikipedia leads + Austen chapters + Treasury of David), one document per sequence from its
 start, further windows of long documents starting at sentence boundaries so late positions are trained.
 Tokenizer: the shipped zoo's (``ZOO_TOKENIZER``), so a member trained now shares the shipped members' ids.
+A zoo holds one recipe: a member is refused (one line, before any training) where the --out folder holds a
+member of the reference four (or of the same extra arm) trained otherwise.
 Each run is resumable (rerunning this script continues unfinished runs); the export writes, per variant,
 the checkpoint (float16), its ``train_config.json``, ``log.jsonl`` and ``training.json`` (validation MLM
 loss/accuracy, unigram baseline on the same masked tokens, training tokens and wall time), plus
@@ -43,7 +45,7 @@ from dstg_interp import load_model
 from dstg_interp.config import MAX_SEED, VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import RESULTS_DIR, check_replaceable, write_text_atomic
-from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_TOKENIZER, zoo_member
+from dstg_interp.model.checkpoint import ZOO_NAMES, ZOO_TOKENIZER, ZOO_WIDTHS, zoo_architecture, zoo_member
 from dstg_interp.model.saving import checkpoint_foreign_entries
 from dstg_interp.train import (
     CHECKPOINT_DIR,
@@ -59,16 +61,12 @@ from dstg_interp.train import (
 )
 from experiments.figure_inputs import ScriptConfig, parse_config
 
-ZOO_WIDTHS = {
-    "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
-    "rope": dict(variant="rope", d_model=128),
-    "ap": dict(variant="ap", d_model=128),
-    "rp": dict(variant="rp", d_model=128),
-}
-# beyond the reference four: DSTG trained with the authors' random_offset option on a 512-row AP table
+# The architecture is the library's (dstg_interp.model.checkpoint.zoo_architecture).  Beyond the reference
+# four: DSTG trained with the authors' random_offset option on a 512-row AP table
 # (sequences stay 128 tokens; each reads the table from a random start), the extrapolation study's extra arm
 VARIANT_OPTIONS = {"dstg-offset": dict(max_positions=512, random_offset=True)}
-ZOO_WIDTHS["dstg-offset"] = ZOO_WIDTHS["dstg"]
+VARIANT_WIDTHS = {"dstg-offset": "dstg"}  # an extra arm -> the zoo variant whose architecture it has
+VARIANTS = (*ZOO_WIDTHS, *VARIANT_WIDTHS)
 # The recipe chosen by the recipe study (figures/recipe/README.md): the same for all four variants.
 ZOO_STEPS = 4800
 SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, batch_size=16, lr=1e-3, warmup_steps=200,
@@ -79,10 +77,50 @@ SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, ba
 def zoo_config(variant: str, runs: Path, steps: int, threads: int | None, seed: int = 0) -> TrainConfig:
     """The zoo recipe for one (variant, seed): ``seed`` changes the initialisation, data order and masks; the
     train/validation split and tokenizer (``data_seed``) are the same for every seed."""
-    model = dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4)
+    model = zoo_architecture(VARIANT_WIDTHS.get(variant, variant))
     shared = dict(SHARED, warmup_steps=min(SHARED["warmup_steps"], steps // 10))  # short smoke runs
     return TrainConfig(out_dir=str(runs / zoo_member(variant, seed)), model=model, max_steps=steps, threads=threads,
                        tokenizer=str(ZOO_TOKENIZER), **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
+
+
+# TrainConfig fields that do not make a recipe: where a run goes, how it is run and logged, its seed; the widths
+# (the variant's own) and the tokenizer (the shipped members trained the one every later member reads)
+NOT_RECIPE = frozenset({"out_dir", "seed", "tokenizer", "threads", "progress", "device", "compile", "save_every",
+                        "log_every", "eval_every", "eval_batches", "save_dtype", "model"})
+
+
+def recipe_of(train_config: dict) -> dict:
+    """The recipe of a run, from its train_config.json: every field that changes what is trained, plus the depth."""
+    train_config = {**TrainConfig().to_dict(), **train_config}  # fields added since a run: their defaults then and now
+    recipe = {key: value for key, value in train_config.items() if key not in NOT_RECIPE}
+    recipe.update({key: train_config["model"].get(key) for key in ("n_layers", "n_heads")})
+    return json.loads(json.dumps(recipe))  # tuples as lists, as read back from disk
+
+
+def shares_recipe(member: str, variant: str) -> bool:
+    """Whether a member of the zoo must have ``variant``'s recipe: the reference four share one; an extra arm
+    (dstg-offset) has its own, so it is compared only with its own seeds."""
+    base = member.split("-seed")[0]
+    return base == variant or base in ZOO_WIDTHS and variant in ZOO_WIDTHS
+
+
+def check_zoo_recipe(zoo_dir: Path, variant: str, cfg: TrainConfig) -> None:
+    """Refuse to add a member of another recipe to a zoo: every member of the reference four (and each extra
+    arm's seeds) must have been trained the same way, or the zoo's seeds do not measure one thing."""
+    wanted = recipe_of(cfg.to_dict())
+    if not zoo_dir.is_dir():
+        return
+    for folder in sorted(zoo_dir.iterdir()):
+        saved = folder / CONFIG_FILE
+        if not saved.is_file() or not shares_recipe(folder.name, variant):
+            continue
+        held = recipe_of(json.loads(saved.read_text()))
+        differ = sorted(key for key in wanted.keys() | held.keys() if wanted.get(key) != held.get(key))
+        if differ:
+            shown = ", ".join(f"{key} {held.get(key)} here vs {wanted.get(key)}" for key in differ[:4])
+            more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+            raise ValueError(f"{zoo_dir} holds {folder.name}, trained with another recipe ({shown}{more}); "
+                             f"train {zoo_member(variant, cfg.seed)} into a new --out")
 
 
 def check_seeds(seeds: list[int]) -> list[int]:
@@ -162,9 +200,9 @@ class PretrainZooConfig(ScriptConfig):
         check_seeds(self.seeds)  # before the generic check, for its message listing every seed
         super().__post_init__()
         self.runs = Path(self.runs)
-        unknown = sorted(set(self.variants) - set(ZOO_WIDTHS))
+        unknown = sorted(set(self.variants) - set(VARIANTS))
         if unknown:
-            raise ValueError(f"unknown variant(s) {' '.join(unknown)}; choose from {', '.join(ZOO_WIDTHS)}")
+            raise ValueError(f"unknown variant(s) {' '.join(unknown)}; choose from {', '.join(VARIANTS)}")
 
 
 def run(config: PretrainZooConfig) -> dict:
@@ -172,6 +210,9 @@ def run(config: PretrainZooConfig) -> dict:
     KeyboardInterrupt through: a rerun of the same command continues from the last checkpoint."""
     summaries = {}
     collected = config.out / "zoo.json"
+    for seed in config.seeds:  # every member is checked before any training starts
+        for variant in config.variants:
+            check_zoo_recipe(config.out, variant, zoo_config(variant, config.runs, config.steps, config.threads, seed))
     # seed-major: every variant's seed 0 lands (and is exported) before any second seed starts
     for seed in config.seeds:
         for variant in config.variants:
@@ -197,6 +238,9 @@ def main(argv=None) -> int:
         return 2
     try:
         run(config)
+    except ValueError as err:  # a zoo of another recipe, found before anything was trained
+        print(f"pretrain_zoo: error: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("pretrain_zoo: interrupted; rerun the same command to continue from the last checkpoint", file=sys.stderr)
         return 130

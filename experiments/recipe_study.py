@@ -43,6 +43,8 @@ import pandas as pd
 import torch
 
 from dstg_interp.io import RESULTS_DIR, write_text_atomic
+from dstg_interp.model.checkpoint import ZOO_WIDTHS
+from dstg_interp.tiny_zoo import TINY_WIDTHS
 from dstg_interp.plots.recipe import plot_diagnosis, plot_recipe_curves
 from dstg_interp.data.tokenizer import load_tokenizer
 from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, RESUMABLE_DIFFERENCES, STATE_FILE, TrainConfig,
@@ -54,18 +56,6 @@ from experiments.recipe_levers import (ARMS, FORMER_RECIPE, LEVER_SPECS, SCREEN_
 from experiments.recipe_readings import (plateau_exit, run_readings, shipped_zoo_curves, shipped_zoo_reference,
                                          summarize_arms)
 
-ZOO_WIDTHS = {
-    "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
-    "rope": dict(variant="rope", d_model=128),
-    "ap": dict(variant="ap", d_model=128),
-    "rp": dict(variant="rp", d_model=128),
-}
-TINY_WIDTHS = {
-    "dstg": dict(variant="dstg", d_sem=24, d_ap=8),
-    "rope": dict(variant="rope", d_model=32),
-    "ap": dict(variant="ap", d_model=32),
-    "rp": dict(variant="rp", d_model=32),
-}
 LEVERS = SCREEN_VALUES  # the screen's levers (kept under this name: figures/recipe/study.json records it)
 BASE_RECIPE = FORMER_RECIPE
 
@@ -132,7 +122,7 @@ def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str
     if recipe["pos_init"] is not None:
         model["pos_init_std"] = recipe["pos_init"]
     warmup = recipe["warmup"] if recipe["warmup"] is not None else steps // 10
-    return TrainConfig(out_dir=str(Path(study.runs) / variant / name), model=model, corpus=study.corpus,
+    return TrainConfig(out_dir=str(Path(study.runs) / variant / name), model=model, corpus=recipe.get("corpus") or study.corpus,
                        max_length=study.max_length, windows=recipe["windows"], vocab_size=recipe["vocab"],
                        batch_size=recipe["batch"], max_steps=steps, lr=recipe["lr"], warmup_steps=min(warmup, steps - 1),
                        schedule=recipe["schedule"], seed=seed, eval_every=eval_every, eval_batches=eval_batches,

@@ -306,30 +306,44 @@ def erasure_table(figures: Path) -> str:
     text = _markdown(["loss increase: LEACE (random)", *header], rows)
     header, rows = _erasure_cells(erasure, "output_change", 3)
     text += "\n\n" + _markdown(["1 - cos(output): LEACE (random)", *header], rows)
-    probe = []
+    probe, layers = [], sorted(erasure.index.unique("layer"))
     for model, subspace in ERASURE_ENTRIES:
-        keys = [k for k in erasure.index if k[:2] == (model, subspace) and k[3] == "leace"]
-        if keys:
+        keys = [(model, subspace, layer, "leace") for layer in layers]
+        if any(k in erasure.index for k in keys):  # a cell per layer of the widest model ("—" past a model's depth)
             probe.append([_entry(model, subspace) if model != "all-MiniLM-L6-v2" else model,
-                          *(f"{erasure.loc[k, 'r2_before']:.2f} → {erasure.loc[k, 'r2_after']:.3f}" for k in sorted(keys))])
-    layers = sorted(erasure.index.unique("layer"))
+                          *(f"{erasure.loc[k, 'r2_before']:.2f} → {erasure.loc[k, 'r2_after']:.3f}" if k in erasure.index
+                            else "—" for k in keys)])
     return text + "\n\n" + _markdown(["token-position R²: before → after LEACE", *(f"layer {l}" for l in layers)], probe)
 
 
+def _seed_spread(values: pd.Series) -> str:
+    """'+0.301 [+0.115, +0.515] over 3 seeds (> 0 in every seed)': the mean over seeds, the range, the sign."""
+    values = values.dropna()
+    sign = " (> 0 in every seed)" if (values > 0).all() and len(values) > 1 else ""
+    return (f"{values.mean():+.3f} [{values.min():+.3f}, {values.max():+.3f}] over {len(values)} "
+            f"seed{'s' if len(values) > 1 else ''}{sign}")
+
+
 def erasure_reading(figures: Path) -> str:
-    """What the erasure says about "MLM overwrites position": for each entangled baseline, the excess loss of
-    LEACE over the same-rank random erasure, largest layer vs last layer."""
+    """What the erasure says about "MLM overwrites position": for each entry, the excess loss of LEACE over the
+    same-rank random erasure at the layer where it is largest (on the seed mean) and at the last layer, as the
+    mean over training seeds with its range, and whether it is above zero in every seed."""
+    table = _csv(figures, "erasure/erasure.csv")
+    table = table[table.layer.astype(str) != "final"].astype({"layer": int})
+    by_seed = table.pivot_table(index=["model", "subspace", "layer", "seed"], columns="method", values="loss_increase")
+    excess = (by_seed["leace"] - by_seed["random"]).rename("excess")
     erasure = _erasure(figures)
     lines = []
     for model, subspace in ERASURE_ENTRIES:
         if model == "all-MiniLM-L6-v2" or (model, subspace) not in erasure.index.droplevel(["layer", "method"]):
             continue
+        seeds = excess.xs((model, subspace), level=["model", "subspace"]).unstack("seed")  # layer x seed
+        mean = seeds.mean(axis=1)
+        last, peak = int(mean.index.max()), int(mean.idxmax())
+
         rows = erasure.xs((model, subspace), level=["model", "subspace"])
-        excess = rows.xs("leace", level="method").loss_increase - rows.xs("random", level="method").loss_increase
-        last = int(excess.index.max())
-        peak = int(excess.idxmax())
-        lines.append(f"- {_entry(model, subspace)}: erasing position costs {excess[peak]:+.3f} nats more than a random "
-                     f"erasure of the same rank at layer {peak} (the largest), {excess[last]:+.3f} at the last layer "
+        lines.append(f"- {_entry(model, subspace)}: erasing position costs {_seed_spread(seeds.loc[peak])} nats more than a random "
+                     f"erasure of the same rank at layer {peak} (the largest), {_seed_spread(seeds.loc[last])} at the last layer "
                      f"({last}); the probe falls from R² {rows.loc[(last, 'leace'), 'r2_before']:.2f} to "
                      f"{rows.loc[(last, 'leace'), 'r2_after']:.3f} there.")
     return "\n".join(lines)

@@ -16,8 +16,12 @@ The windows and the MLM side of the length study are in ``dstg_interp.analysis.l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
+
+from dstg_interp.store import ActivationStore
 
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
 from probes.splits import grouped_train_test_split
@@ -25,8 +29,9 @@ from probes.splits import grouped_train_test_split
 PROBE_TARGETS = ("token_position", "sentence_index")
 
 
-def probe_by_range(store, trained_length: int, targets=PROBE_TARGETS, layers=None, subspaces=None,
-                   fit_on=("all", "inside"), max_tokens: int | None = None, test_fraction: float = 0.25,
+def probe_by_range(store: ActivationStore, trained_length: int, targets: Sequence[str] = PROBE_TARGETS,
+                   layers: Sequence[int | str] | None = None, subspaces: Sequence[str] | None = None,
+                   fit_on: Sequence[str] = ("all", "inside"), max_tokens: int | None = None, test_fraction: float = 0.25,
                    n_splits: int = 5, seed: int = 0) -> pd.DataFrame:
     """Held-out R² and MAE of ridge probes, inside vs beyond ``trained_length``: one row per (layer, subspace,
     target, fit_on, range) with r2, mae, n_test, alpha.  ``max_tokens``: a seeded subsample of the

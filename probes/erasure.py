@@ -30,13 +30,17 @@ a model with other weights.
 
 from __future__ import annotations
 
+from numpy.typing import ArrayLike
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 from safetensors.numpy import load_file, save_file
+
+from dstg_interp.store import ActivationStore
 
 from probes.ridge import RidgeProbe
 
@@ -124,7 +128,7 @@ class LinearEraser:
 
 
 # --- the concept ----------------------------------------------------------------------------------
-def position_features(values, encoding: str = "dct", n_features: int = 8, period: float | None = None) -> np.ndarray:
+def position_features(values: ArrayLike, encoding: str = "dct", n_features: int = 8, period: float | None = None) -> np.ndarray:
     """[n, k] concept features of position labels ``values`` (see the module docstring)."""
     values = np.asarray(values, dtype=np.float64).ravel()
     if encoding not in ENCODINGS:
@@ -139,7 +143,7 @@ def position_features(values, encoding: str = "dct", n_features: int = 8, period
 
 
 # --- fitting ---------------------------------------------------------------------------------------
-def fit_leace(X, Z, backend: str = "auto", svd_tol: float = SVD_TOL) -> tuple[LinearEraser, str]:
+def fit_leace(X: np.ndarray, Z: np.ndarray, backend: str = "auto", svd_tol: float = SVD_TOL) -> tuple[LinearEraser, str]:
     """LEACE of concept ``Z`` [n, k] from states ``X`` [n, d]; returns (eraser, backend used)."""
     X, Z = _as_float64(X), _standardised(Z)
     if backend not in BACKENDS:
@@ -179,7 +183,7 @@ def _leace_closed_form(X: np.ndarray, Z: np.ndarray, svd_tol: float) -> LinearEr
     return LinearEraser(mean, unwhiten @ u, u.T @ whiten, "leace")
 
 
-def fit_inlp(X, Z, groups, iterations: int = 16, min_r2: float = 0.01, n_splits: int = 5) -> LinearEraser:
+def fit_inlp(X: np.ndarray, Z: np.ndarray, groups: np.ndarray, iterations: int = 16, min_r2: float = 0.01, n_splits: int = 5) -> LinearEraser:
     """Iterated nulling of ridge probes of ``Z`` until their grouped-CV R² (mean over columns) < ``min_r2``."""
     X, Z = _as_float64(X), _standardised(Z)
     mean = X.mean(axis=0)
@@ -202,7 +206,7 @@ def fit_inlp(X, Z, groups, iterations: int = 16, min_r2: float = 0.01, n_splits:
     return LinearEraser(mean, basis, basis.T.copy(), "inlp")
 
 
-def random_eraser(mean, rank: int, seed: int = 0) -> LinearEraser:
+def random_eraser(mean: np.ndarray, rank: int, seed: int = 0) -> LinearEraser:
     """Orthogonal projection off a random ``rank``-dimensional subspace (the same-rank control)."""
     mean = np.asarray(mean, dtype=np.float64)
     if rank == 0:
@@ -211,7 +215,7 @@ def random_eraser(mean, rank: int, seed: int = 0) -> LinearEraser:
     return LinearEraser(mean, q, q.T.copy(), "random")
 
 
-def fit_erasers(X, Z, groups, methods=METHODS, backend: str = "auto", seed: int = 0, inlp_iterations: int = 16,
+def fit_erasers(X: np.ndarray, Z: np.ndarray, groups: np.ndarray, methods: Sequence[str] = METHODS, backend: str = "auto", seed: int = 0, inlp_iterations: int = 16,
                 inlp_min_r2: float = 0.01) -> dict[str, LinearEraser]:
     """{method: eraser} for one feature set; ``random`` takes the rank of ``leace`` (fitted for it if not asked)."""
     unknown = [m for m in methods if m not in METHODS]
@@ -229,8 +233,8 @@ def fit_erasers(X, Z, groups, methods=METHODS, backend: str = "auto", seed: int 
     return erasers
 
 
-def fit_eraser(store, layer, subspace: str, method: str = "leace", target: str = "token_position",
-               encoding: str = "dct", n_features: int = 8, rows=None, backend: str = "auto", seed: int = 0) -> LinearEraser:
+def fit_eraser(store: ActivationStore, layer: int | str, subspace: str, method: str = "leace", target: str = "token_position",
+               encoding: str = "dct", n_features: int = 8, rows: np.ndarray | None = None, backend: str = "auto", seed: int = 0) -> LinearEraser:
     """One eraser of ``target`` fitted on ``store``'s (layer, subspace) states at ``rows`` (default: every
     non-special token), carrying the store's model identity."""
     check_request(store, [layer], [subspace], target)
@@ -244,7 +248,7 @@ def fit_eraser(store, layer, subspace: str, method: str = "leace", target: str =
 
 
 # --- stores ----------------------------------------------------------------------------------------
-def check_request(store, layers, subspaces, target: str) -> None:
+def check_request(store: ActivationStore, layers: Sequence[int | str], subspaces: Sequence[str], target: str) -> None:
     """Layers, subspaces and target must be in ``store``: one clear ErasureError otherwise."""
     missing = [layer for layer in layers if layer not in store.layers]
     if missing:
@@ -258,7 +262,7 @@ def check_request(store, layers, subspaces, target: str) -> None:
         raise ErasureError(f"unknown target {target!r}; use {', '.join(TARGETS)}")
 
 
-def store_period(store, target: str) -> float:
+def store_period(store: ActivationStore, target: str) -> float:
     """The DCT period of a target: the model's positions for token position, else the largest value + 1."""
     if target == "token_position":
         config = store.manifest["identity"]["model"]["config"]
@@ -266,7 +270,7 @@ def store_period(store, target: str) -> float:
     return float(store.labels[target].max() + 1)
 
 
-def store_identity(store, layer, subspace: str, target: str, encoding: str, n_features: int) -> dict:
+def store_identity(store: ActivationStore, layer: int | str, subspace: str, target: str, encoding: str, n_features: int) -> dict:
     model = store.manifest["identity"]["model"]
     return {"model_sha256": model["weights_sha256"], "variant": model["config"].get("variant"), "layer": layer,
             "subspace": subspace, "target": target, "encoding": encoding,

@@ -31,26 +31,32 @@ more than erasing as many arbitrary directions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+import os
 import contextlib
 import dataclasses
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from dstg_interp.analysis.heads import _js_bits
-from dstg_interp.data import default_cache_dir, probing_documents, split_documents
+from dstg_interp.config import ConfigIO
+from dstg_interp.data import Document, default_cache_dir, probing_documents, split_documents
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.edits import edit_states
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.encoders.selection import resolve_layers
 from dstg_interp.evaluation import Unigram, mlm_accuracy
+from dstg_interp.store import ActivationStore
+from dstg_interp.store.attention import jensen_shannon
 from dstg_interp.store.manifest import weights_sha256
 from probes.erasure import (
+    BACKENDS,
     ENCODINGS,
     METHODS,
+    TARGETS,
     ErasureError,
     LinearEraser,
     check_request,
@@ -76,7 +82,7 @@ EVAL_SPLIT_SEED_OFFSET = 1000
 
 
 @dataclass
-class ErasureConfig:
+class ErasureConfig(ConfigIO):
     """How one erasure study runs; saved beside its results.
 
     layers, subspaces: which of the store's to erase at (None = all it has).  target: a position label of the
@@ -87,25 +93,35 @@ class ErasureConfig:
     documents are scored.  attention_sequences: sequences for the attention comparison.
     """
 
-    layers: list | None = None
-    subspaces: list | None = None
-    target: str = "token_position"
-    encoding: str = "dct"
-    n_features: int = 8
-    methods: tuple = METHODS
-    max_tokens: int = 20_000
-    test_fraction: float = 0.3
-    corpus: str = "en-mix"
-    n_docs: int = 100
-    eval_fraction: float = 0.3
-    attention_sequences: int = 16
-    batch_size: int = 32
-    backend: str = "auto"
-    n_boot: int = 200
+    # The metadata makes dstg-erase's flags (dstg_interp/cli/config_args.py): a field is written once.
+    layers: list | None = field(default=None, metadata={"shown": "all the store has"})
+    subspaces: list | None = field(default=None, metadata={"shown": "all the model has"})
+    target: str = field(default="token_position", metadata={"choices": list(TARGETS), "help": "the position label to erase"})
+    encoding: str = field(default="dct", metadata={
+        "choices": list(ENCODINGS), "help": "linear: the value; dct: the value and its first DCT cosines"})
+    n_features: int = field(default=8, metadata={"min": 1, "help": "concept features with --encoding dct"})
+    methods: tuple[str, ...] = field(default=METHODS, metadata={
+        "csv": True, "help": f"comma-separated, of {', '.join(METHODS)}", "shown": ",".join(METHODS)})
+    max_tokens: int = field(default=20_000, metadata={"min": 1, "help": "store tokens for fitting and probing"})
+    test_fraction: float = field(default=0.3, metadata={"help": "share of the store's documents held out for the probe"})
+    corpus: str = field(default="en-mix", metadata={"help": "corpus of the probing documents (en-mix: held-out ones)"})
+    n_docs: int = field(default=100, metadata={"min": 1, "help": "evaluation documents for the MLM loss"})
+    eval_fraction: float = field(default=0.3, metadata={
+        "help": "share of the probing documents kept out of the store, for the MLM and attention measures"})
+    attention_sequences: int = field(default=16, metadata={"min": 1, "help": "sequences for the attention comparison"})
+    batch_size: int = field(default=32, metadata={"min": 1, "help": "sequences per forward pass"})
+    backend: str = field(default="auto", metadata={"choices": list(BACKENDS), "help": "LEACE's implementation"})
+    n_boot: int = field(default=200, metadata={"min": 1, "help": "bootstrap resamples for the CI of r2_after"})
     seed: int = 0
 
-    def __post_init__(self):
+    ERROR = ErasureError
+
+    def __post_init__(self) -> None:
         self.methods = tuple(self.methods)
+        for name in ("layers", "subspaces"):  # the flags' "all" / (0, "last") as a list, as saved
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, [value] if isinstance(value, (str, int)) else list(value))
         if self.encoding not in ENCODINGS:
             raise ErasureError(f"unknown encoding {self.encoding!r}; use {', '.join(ENCODINGS)}")
         unknown = [m for m in self.methods if m not in METHODS]
@@ -119,8 +135,6 @@ class ErasureConfig:
             if not 0 < getattr(self, name) < 1:
                 raise ErasureError(f"{name} must be in (0, 1), got {getattr(self, name)}")
 
-    def to_dict(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 @dataclass
@@ -130,7 +144,7 @@ class ErasureResult:
     erasers: dict = field(default_factory=dict)  # (layer, subspace, method) -> LinearEraser
 
 
-def measure_erasure(encoder: Encoder, store, eval_documents, config: ErasureConfig | None = None,
+def measure_erasure(encoder: Encoder, store: ActivationStore, eval_documents: Sequence[Document], config: ErasureConfig | None = None,
                     model_name: str | None = None, progress: bool = False) -> ErasureResult:
     """The erasure study of ``encoder`` (see the module docstring); ``store`` holds its states."""
     config = config or ErasureConfig()
@@ -185,8 +199,10 @@ def measure_erasure(encoder: Encoder, store, eval_documents, config: ErasureConf
     return ErasureResult(table[RESULT_COLUMNS], heads, erasers)
 
 
-def erase_positions(model, config: ErasureConfig | None = None, store=None, store_root=None, model_name: str | None = None,
-                    device: str = "cpu", progress: bool = False, documents=None) -> ErasureResult:
+def erase_positions(model: str | os.PathLike | torch.nn.Module | Encoder, config: ErasureConfig | None = None,
+                    store: ActivationStore | None = None, store_root: str | os.PathLike | None = None,
+                    model_name: str | None = None, device: str = "cpu", progress: bool = False,
+                    documents: Sequence[Document] | None = None) -> ErasureResult:
     """The erasure study from a model (anything ``open_encoder`` takes) and a corpus.
 
     The corpus's probing documents (``probing_documents``: for en-mix the zoo's held-out documents) are split
@@ -298,7 +314,7 @@ class _Evaluation:
         for block, pattern in patterns.items():
             if layer == "final" or block < first_block:
                 continue  # blocks before the edit read unchanged states
-            js = _js_bits(self.clean_patterns[block].double(), pattern.double())  # [B, H, T]
+            js = jensen_shannon(self.clean_patterns[block].double(), pattern.double())  # [B, H, T]
             weights = self.mask[: len(js), None, :].double()
             per_head = (js.nan_to_num(0) * weights).sum(dim=(0, 2)) / weights.sum(dim=(0, 2))
             rows += [dict(block=block, head=h, js_bits=float(v)) for h, v in enumerate(per_head)]

@@ -16,13 +16,18 @@ flat in the number of rows (the row indices, folds and targets are O(n) vectors 
 features). X is anything indexed by rows: an ndarray, an np.memmap of a store, a ConcatenatedRows.
 Features are shifted by the mean of the first chunk and targets by their mean before summing: a shift
 changes no fit, and near-centred sums keep X'X - n mean mean' from cancelling catastrophically.
+``held_out=True`` adds the test rows as one more part (never trained on; its sums give the test R²), and
+``device`` forms the sums with torch there (a GPU); ``probes.grid`` shares one pass between column blocks.
 """
 
 from __future__ import annotations
 
+import mmap
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from scipy.linalg import eigh
 
 from probes.splits import non_finite_error
@@ -33,13 +38,10 @@ _EPS = np.finfo(np.float64).eps
 
 def read_rows(X, rows: np.ndarray) -> np.ndarray:
     """X[rows] (sorted rows) in float64; a dense run of rows is read as one block, then selected."""
-    if len(rows) == 0:
-        return np.empty((0, X.shape[1]))
-    first, last = int(rows[0]), int(rows[-1])
-    if last - first + 1 <= 2 * len(rows):  # mostly contiguous (a store minus its special tokens): one read
-        block = np.asarray(X[first:last + 1])
-        return block[rows - first].astype(np.float64)
-    return np.asarray(X[rows]).astype(np.float64)
+    out = np.empty((len(rows), X.shape[1]))
+    if len(rows):
+        fill_rows(X, rows, np.arange(len(rows)), out)
+    return out
 
 
 def chunks(n: int, chunk_rows: int):
@@ -47,55 +49,137 @@ def chunks(n: int, chunk_rows: int):
         yield slice(start, min(start + chunk_rows, n))
 
 
+def fill_rows(X, rows: np.ndarray, order: np.ndarray, out: np.ndarray) -> None:
+    """out[:] = X[rows[order]] upcast, read straight into ``out`` (no concatenated or float64 temporary).
+
+    ``rows`` sorted; a dense run of rows (a store minus its special tokens) is read as one block, and a
+    ConcatenatedRows (DSTG ``full``) part by part into its columns."""
+    parts = getattr(X, "parts", None) or [X]
+    picked = rows[order]
+    first, last = int(rows[0]), int(rows[-1])
+    dense = last - first + 1 <= 2 * len(rows)
+    start = 0
+    for part in parts:
+        width = part.shape[1]
+        out[:, start:start + width] = part[first:last + 1][picked - first] if dense else part[picked]
+        start += width
+        release_pages(part)
+
+
+def release_pages(array) -> None:
+    """Drop the pages of a read-only memory map that this process has read from its resident set.
+
+    They stay in the page cache (a second pass reads them from memory), but are no longer counted in
+    this process's RSS: a pass over a whole store then holds one chunk, not the store's mapped pages."""
+    mapping = getattr(array, "_mmap", None)  # np.memmap's mmap.mmap (None for plain arrays)
+    if getattr(array, "mode", None) != "r":  # never a writable or copy-on-write map: its edits would be lost
+        return
+    if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        try:
+            mapping.madvise(mmap.MADV_DONTNEED)
+        except (OSError, ValueError):  # a closed or unusual mapping: keep the pages, lose nothing
+            pass
+
+
+class _Device:
+    """Where the O(n p²) sums are formed: numpy (BLAS syrk) or torch on ``device`` (e.g. "cuda").
+
+    The sums are float64 on either; they come back to numpy at the end (the solves are p x p)."""
+
+    def __init__(self, device):
+        self.torch = device is not None
+        self.device = torch.device(device) if self.torch else None
+
+    def from_host(self, block: np.ndarray):
+        return torch.from_numpy(block).to(self.device) if self.torch else block
+
+    def zeros(self, *shape):
+        return torch.zeros(shape, dtype=torch.float64, device=self.device) if self.torch else np.zeros(shape)
+
+    def numpy(self, values) -> np.ndarray:
+        return values.cpu().numpy() if self.torch else values
+
+
 @dataclass
 class FoldSums:
-    n: np.ndarray  # (F,)
-    gram: np.ndarray  # (F, p, p)
-    x_sum: np.ndarray  # (F, p)
-    xy: np.ndarray  # (F, p, k)
-    y_sum: np.ndarray  # (F, k)
-    yy: np.ndarray  # (F, k)  Σy² per target
+    n: np.ndarray  # (P,)  P = n_folds, or n_folds + 1 with a held-out part
+    gram: np.ndarray  # (P, p, p)
+    x_sum: np.ndarray  # (P, p)
+    xy: np.ndarray  # (P, p, k)
+    y_sum: np.ndarray  # (P, k)
+    yy: np.ndarray  # (P, k)  Σy² per target
     x_shift: np.ndarray  # (p,)  subtracted from every feature row before summing
     y_shift: np.ndarray  # (k,)  subtracted from every target row
-    non_finite: int  # NaN/inf feature values seen (the sums are then meaningless)
+    non_finite_columns: np.ndarray  # (p,) NaN/inf feature values seen per column (the sums are then meaningless)
+    n_folds: int  # the CV folds: parts 0..n_folds-1; part n_folds (if any) is held out, never trained on
+
+    @property
+    def non_finite(self) -> int:
+        return int(self.non_finite_columns.sum())
 
     @classmethod
-    def accumulate(cls, X, rows, fold, Y, n_folds: int, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> "FoldSums":
-        """Sums over ``X[rows]`` per fold; ``rows`` sorted, ``fold[i]`` in 0..n_folds-1 and ``Y[i]`` belong to rows[i]."""
-        rows, fold = np.asarray(rows, dtype=np.int64), np.asarray(fold)
+    def accumulate(cls, X, rows, fold, Y, n_folds: int, chunk_rows: int = DEFAULT_CHUNK_ROWS, device=None,
+                   held_out: bool = False) -> "FoldSums":
+        """Sums over ``X[rows]`` per fold; ``rows`` sorted, ``fold[i]`` and ``Y[i]`` belong to rows[i].
+
+        ``fold[i]`` is in 0..n_folds-1, or n_folds for a held-out row when ``held_out`` (its sums give the
+        test R² without a second pass). ``device``: None for numpy, else a torch device for the sums.
+
+        Each chunk is laid out as [x - shift | y - y_shift | 1] with each fold's rows contiguous, so one
+        symmetric product per fold gives X'X, X'y, y'y, X'1, y'1 and n at once."""
+        rows, fold = np.asarray(rows, dtype=np.int64), np.asarray(fold, dtype=np.int64)
         Y = np.asarray(Y, dtype=np.float64).reshape(len(rows), -1)
-        p, k = X.shape[1], Y.shape[1]
+        p, k, parts = X.shape[1], Y.shape[1], n_folds + int(held_out)
         y_shift = Y.mean(axis=0)
-        sums = cls(n=np.bincount(fold, minlength=n_folds).astype(np.float64), gram=np.zeros((n_folds, p, p)),
-                   x_sum=np.zeros((n_folds, p)), xy=np.zeros((n_folds, p, k)), y_sum=np.zeros((n_folds, k)),
-                   yy=np.zeros((n_folds, k)), x_shift=None, y_shift=y_shift, non_finite=0)
+        on = _Device(device)
+        width = p + k + 1
+        augmented = on.zeros(parts, width, width)
+        bad = np.zeros(p, dtype=np.int64)
+        x_shift = None
+        buffer = np.empty((min(chunk_rows, max(len(rows), 1)), width))
         for part in chunks(len(rows), chunk_rows):
-            block = read_rows(X, rows[part])
-            finite = np.isfinite(block)
-            if not finite.all():
-                sums.non_finite += int(block.size - np.count_nonzero(finite))
-                block[~finite] = 0.0  # keep the sums finite; the caller raises on non_finite
-            if sums.x_shift is None:
-                sums.x_shift = block.mean(axis=0)
-            block -= sums.x_shift
-            targets = Y[part] - y_shift
-            for f in np.unique(fold[part]):
-                inside = fold[part] == f
-                x, y = block[inside], targets[inside]
-                sums.gram[f] += x.T @ x
-                sums.x_sum[f] += x.sum(axis=0)
-                sums.xy[f] += x.T @ y
-                sums.y_sum[f] += y.sum(axis=0)
-                sums.yy[f] += (y**2).sum(axis=0)
-        if sums.x_shift is None:
-            sums.x_shift = np.zeros(p)
-        return sums
+            order = np.argsort(fold[part], kind="stable")  # each fold one run of rows, in store order within it
+            bounds = np.searchsorted(fold[part][order], np.arange(parts + 1))
+            block = buffer[:part.stop - part.start]
+            fill_rows(X, rows[part], order, block)
+            features = block[:, :p]
+            column_sums = features.sum(axis=0)  # NaN/inf anywhere in a column shows here, at no extra pass
+            if not np.isfinite(column_sums).all():
+                finite = np.isfinite(features)
+                bad += (~finite).sum(axis=0)
+                features[~finite] = 0.0  # keep the sums finite; the caller raises on non_finite
+                column_sums = features.sum(axis=0)
+            if x_shift is None:
+                x_shift = column_sums / len(block)
+            features -= x_shift
+            block[:, p:p + k] = Y[part][order] - y_shift
+            block[:, -1] = 1.0
+            on_device = on.from_host(block)
+            for f in range(parts):
+                if bounds[f] < bounds[f + 1]:
+                    x = on_device[bounds[f]:bounds[f + 1]]
+                    augmented[f] += x.T @ x  # numpy: one syrk (x.T and x share memory)
+        augmented = on.numpy(augmented)
+        diagonal = np.arange(p, p + k)
+        return cls(n=augmented[:, -1, -1].copy(), gram=augmented[:, :p, :p].copy(), x_sum=augmented[:, :p, -1].copy(),
+                   xy=augmented[:, :p, p:p + k].copy(), y_sum=augmented[:, p:p + k, -1].copy(),
+                   yy=augmented[:, diagonal, diagonal].copy(), x_shift=np.zeros(p) if x_shift is None else x_shift,
+                   y_shift=y_shift, non_finite_columns=bad, n_folds=n_folds)
 
-    def totals(self):
-        """(gram, x_sum, xy, y_sum, n) over every row."""
-        return self.gram.sum(0), self.x_sum.sum(0), self.xy.sum(0), self.y_sum.sum(0), float(self.n.sum())
+    def columns(self, columns) -> "FoldSums":
+        """The sums of the feature set made of ``columns`` of X (a slice or index array): no pass over X."""
+        index = np.arange(self.gram.shape[1])[columns]
+        return FoldSums(n=self.n, gram=self.gram[:, index[:, None], index], x_sum=self.x_sum[:, index],
+                        xy=self.xy[:, index], y_sum=self.y_sum, yy=self.yy, x_shift=self.x_shift[index],
+                        y_shift=self.y_shift, non_finite_columns=self.non_finite_columns[index], n_folds=self.n_folds)
 
-    def train(self, f: int):
+    def totals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+        """(gram, x_sum, xy, y_sum, n) over every training row (the CV folds, not a held-out part)."""
+        F = self.n_folds
+        return (self.gram[:F].sum(0), self.x_sum[:F].sum(0), self.xy[:F].sum(0), self.y_sum[:F].sum(0),
+                float(self.n[:F].sum()))
+
+    def train(self, f: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
         """(gram, x_sum, xy, y_sum, n) over the rows outside fold ``f``."""
         gram, x_sum, xy, y_sum, n = self.totals()
         return gram - self.gram[f], x_sum - self.x_sum[f], xy - self.xy[f], y_sum - self.y_sum[f], n - self.n[f]
@@ -119,7 +203,7 @@ class FoldSums:
 
 
 # ----------------------------------------------------------------------------- the primal route
-def scale_from_var(var, mean, n, standardize):
+def scale_from_var(var: np.ndarray, mean: np.ndarray, n: float, standardize: bool) -> np.ndarray:
     """StandardScaler's scale: sqrt(var), with near-constant features (its own bound) set to 1."""
     if not standardize:
         return np.ones_like(var)
@@ -128,7 +212,8 @@ def scale_from_var(var, mean, n, standardize):
     return np.where(constant, 1.0, np.sqrt(var))
 
 
-def primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize):
+def primal_solutions(gram: np.ndarray, x_sum: np.ndarray, xy: np.ndarray, y_sum: np.ndarray, n: float,
+                     alphas: np.ndarray, standardize: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """All-alpha ridge weights from raw training sums (features already globally shifted).
 
     gram: (p, p) = X'X, x_sum: (p,), xy: (p, k) = X'Y, y_sum: (k,).
@@ -145,7 +230,7 @@ def primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize):
     return W, mean, scale, y_sum / n
 
 
-def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize=True, chunk_rows=DEFAULT_CHUNK_ROWS, name="X"):
+def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize: bool = True, chunk_rows=DEFAULT_CHUNK_ROWS, name: Hashable = "X"):
     """``cv_ridge`` (primal route) from per-fold sums read in chunks of ``X[rows]``: same results, flat memory.
 
     Parameters
@@ -178,19 +263,3 @@ def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize=True, chun
         "mean": mean + sums.x_shift,
         "scale": scale,
     }
-
-
-def predict_rows(X, rows, res, chunk_rows, name) -> np.ndarray:
-    """Predictions (len(rows), k) of the fitted ``res`` for ``X[rows]``, read in chunks (rows in any order)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    order = np.argsort(rows, kind="stable")
-    pred = np.empty((len(rows), res["coef"].shape[1]))
-    bad = 0
-    for part in chunks(len(rows), chunk_rows):
-        block = read_rows(X, rows[order[part]])
-        finite = np.isfinite(block)
-        bad += int(block.size - np.count_nonzero(finite))
-        pred[order[part]] = ((block - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
-    if bad:
-        raise non_finite_error(name, bad)
-    return pred

@@ -4,7 +4,8 @@ states explain beyond it.
     from probes.position_baseline import PositionBaseline
     baseline = PositionBaseline.fit(token_position, y, groups, train_idx, test_idx, n_splits=5, n_boot=1000)
     baseline.r2, baseline.ci, baseline.smooth_r2         # held-out R² of token position alone
-    partial = baseline.partial_r2(states_rows, "layer 3 ap") # share of the residual the states explain
+    partial = baseline.partial_r2(states, rows, "layer 3 ap")  # share of the residual the states explain
+    partials = baseline.partial_r2_sets(store_feature_sets(store), rows)   # every set, one pass per layer
 
 Every structure target of a position probe (sentence or paragraph index, intra-segment position) is
 correlated with the token position the model is *given*: a later token tends to sit in a later sentence.
@@ -30,6 +31,9 @@ all fitted on the probe's own tokens, held-out documents, grouped CV folds and b
 
 from __future__ import annotations
 
+from numpy.typing import ArrayLike
+from collections.abc import Hashable
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +42,7 @@ import scipy.sparse
 from sklearn.preprocessing import SplineTransformer
 
 from probes.gram import chunks, read_rows
+from probes.grid import Columns, grouped_by_source, load
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid, grouped_folds
 from probes.splits import bootstrap_r2_difference_ci, check_fold_variance
 
@@ -78,6 +83,43 @@ def position_means(values: np.ndarray, token_position: np.ndarray, train: np.nda
     return means[token_position].reshape(values.shape)
 
 
+class PositionResiduals:
+    """``states[rows]`` minus each token's per-position training mean, as float32, read lazily by row.
+
+    The residual states ``partial_r2`` probes, without holding them: one pass over the training rows sums
+    each position's states (float64, as ``position_means``), then any row read is its stored state minus
+    its position's mean. Indexed like the array it stands for ([tokens, d], token coordinates), so
+    ``fit_ridge_grid`` streams it chunk by chunk; a column block of it is the residual of that block."""
+
+    def __init__(self, states, rows: np.ndarray, token_position: np.ndarray, train: np.ndarray,
+                 chunk_rows: int = 32_768):
+        self.states, self.rows = states, np.asarray(rows, dtype=np.int64)
+        self.token_position = np.asarray(token_position, dtype=np.int64)
+        p = states.shape[1]
+        n_positions = int(self.token_position.max()) + 1
+        sums, total = np.zeros((n_positions, p)), np.zeros(p)
+        train = np.sort(np.asarray(train, dtype=np.int64))
+        for part in chunks(len(train), chunk_rows):
+            values = read_rows(states, self.rows[train[part]]).astype(np.float32).astype(np.float64)
+            positions = self.token_position[train[part]]
+            order = np.argsort(positions, kind="stable")
+            starts = np.flatnonzero(np.r_[True, np.diff(positions[order]) != 0])
+            sums[positions[order][starts]] += np.add.reduceat(values[order], starts, axis=0)
+            total += values.sum(axis=0)
+        counts = np.bincount(self.token_position[train], minlength=n_positions)
+        fallback = total / max(len(train), 1)  # a position no training token has: the training mean
+        self.means = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], fallback).astype(np.float32)
+        self.shape, self.ndim, self.dtype = (len(self.rows), p), 2, np.dtype(np.float32)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index):
+        tokens = np.arange(self.shape[0])[index]
+        values = read_rows(self.states, self.rows[tokens]).astype(np.float32)
+        return values - self.means[self.token_position[tokens]]
+
+
 @dataclass
 class PositionBaseline:
     """The position-only probes of one target on one set of tokens, and what residualising needs.
@@ -98,7 +140,8 @@ class PositionBaseline:
     exact: bool  # token position explains the target exactly on the training tokens
 
     @classmethod
-    def fit(cls, token_position, y, groups, train_idx, test_idx, n_splits: int = 5, n_boot: int = 1000,
+    def fit(cls, token_position: ArrayLike, y: ArrayLike, groups: ArrayLike, train_idx: np.ndarray, test_idx: np.ndarray,
+            n_splits: int = 5, n_boot: int = 1000,
             seed: int = 0, name: str = "target") -> PositionBaseline:
         token_position = np.asarray(token_position, dtype=np.int64)
         y = np.asarray(y, dtype=np.float64)
@@ -126,22 +169,30 @@ class PositionBaseline:
         """The one-hot probe's held-out predictions, aligned with ``test_idx``."""
         return self.table.loc["one-hot"].y_pred_test
 
-    def partial_r2(self, states, rows=None, name="states") -> tuple[float, float, float]:
+    def partial_r2(self, states: ArrayLike, rows: np.ndarray | None = None, name: Hashable = "states") -> tuple[float, float, float]:
         """(partial R², CI low, CI high) of the states given token position (module doc).
 
         ``states``: anything indexed by rows (a store's memmap); ``rows``: its sorted rows that hold the
         probed tokens (default: its first rows, in order)."""
+        return self.partial_r2_sets({name: states}, rows)[name]
+
+    def partial_r2_sets(self, feature_sets, rows: np.ndarray | None = None, device: str | None = None) -> dict:
+        """{key: (partial R², CI low, CI high)} for every feature set, as ``fit_ridge_grid`` takes them:
+        sets given as ``Columns`` of one source (``probes.grid.store_feature_sets``) share its passes (one
+        for the per-position means, one for the probe), and no residual states are ever held whole."""
         if self.exact:
-            return 0.0, 0.0, 0.0
-        rows = np.arange(len(self.y)) if rows is None else np.asarray(rows, dtype=np.int64)
-        residual_states = np.empty((len(rows), states.shape[1]), dtype=np.float32)
-        for part in chunks(len(rows), 32_768):
-            residual_states[part] = read_rows(states, rows[part])
-        residual_states -= position_means(residual_states, self.token_position, self.train_idx).astype(np.float32)
-        fitted = fit_ridge_grid({name: residual_states}, {"residual": self.residual}, self.groups, self.train_idx,
-                                self.test_idx, alphas=DEFAULT_ALPHAS, n_splits=self.n_splits, n_boot=self.n_boot,
-                                seed=self.seed, keep_predictions=False).iloc[0]
-        return float(fitted.test_r2), float(fitted.get("r2_ci_low", np.nan)), float(fitted.get("r2_ci_high", np.nan))
+            return dict.fromkeys(feature_sets, (0.0, 0.0, 0.0))
+        sets = {}
+        for source, members in grouped_by_source(feature_sets):  # (``device``: as fit_ridge_grid's)
+            states = load(source)
+            rows_ = np.arange(len(self.y)) if rows is None else np.asarray(rows, dtype=np.int64)
+            residuals = PositionResiduals(states, rows_, self.token_position, self.train_idx)
+            sets |= {key: Columns(residuals, columns) for key, columns in members}
+        fitted = fit_ridge_grid(sets, {"residual": self.residual}, self.groups, self.train_idx, self.test_idx,
+                                alphas=DEFAULT_ALPHAS, n_splits=self.n_splits, n_boot=self.n_boot, seed=self.seed,
+                                keep_predictions=False, device=device)
+        return {row.key: (float(row.test_r2), float(getattr(row, "r2_ci_low", np.nan)),
+                          float(getattr(row, "r2_ci_high", np.nan))) for row in fitted.itertuples()}
 
     def columns(self, r2: float, test_predictions: np.ndarray, partial: tuple[float, float, float],
                 ci_defined: bool = True) -> dict:

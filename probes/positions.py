@@ -37,6 +37,8 @@ one-hot token position) and ``position_smooth_r2`` (on a spline of it) say what 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+import os
 import sys
 import warnings
 import dataclasses
@@ -44,17 +46,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp.config import ConfigIO, config_or_fields
-from dstg_interp.data import default_cache_dir, probing_documents
+from dstg_interp.data import Document, StructuredSequences, default_cache_dir, probing_documents
 from dstg_interp.encoders import Encoder, open_encoder, selection
 from dstg_interp.encoders.naming import model_label
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.store.extract import as_sequences
 from probes.position_baseline import BASELINE_COLUMNS, PositionBaseline
+from probes.grid import store_feature_sets
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
 from probes.splits import grouped_train_test_split
 
@@ -137,7 +141,7 @@ def shuffle_within_documents(y: np.ndarray, groups: np.ndarray, seed: int) -> np
     return shuffled
 
 
-def select_tokens(store, cfg: PositionProbeConfig) -> np.ndarray:
+def select_tokens(store: ActivationStore, cfg: PositionProbeConfig) -> np.ndarray:
     """Indices of the store's tokens to probe: non-special, subsampled reproducibly."""
     return store.subsample(cfg.max_tokens if cfg.max_tokens is not None else store.n_tokens, seed=cfg.seed, exclude_special=True)
 
@@ -165,8 +169,11 @@ def minimum_documents(n_splits: int, test_fraction: float) -> int:
     return n
 
 
-def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", control_store=None) -> pd.DataFrame:
-    """Run the position probe on every requested (layer, subspace) of ``store``; tidy results."""
+def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: str = "model",
+                control_store: ActivationStore | None = None, device: str = "cpu") -> pd.DataFrame:
+    """Run the position probe on every requested (layer, subspace) of ``store``; tidy results.
+
+    ``device``: where the ridge's Gram sums are formed (numpy on "cpu", torch on a GPU)."""
     layers, subspaces = _check_request(store, cfg)
     labels = store.labels
     for column in ("token_position", "doc_index", cfg.target_column):
@@ -201,14 +208,15 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
         spread[tokens] = values
         return spread
 
-    def feature_sets(source):
-        return {(layer, sub): (lambda layer=layer, sub=sub: source.states(layer, sub)) for layer in layers for sub in subspaces}
+    def feature_sets(source):  # a DSTG layer's sem / ap / full: one pass over [sem | ap] serves all three
+        return store_feature_sets(source, layers, subspaces)
 
     baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[tokens], y, groups, train_idx, test_idx,
                                     n_splits=cfg.n_splits, n_boot=cfg.n_boot, seed=cfg.seed,
                                     name=cfg.target_column) if cfg.position_baseline else None
     common = dict(groups=on_store_rows(groups), train_idx=tokens[train_idx], test_idx=tokens[test_idx],
-                  alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False)
+                  alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False,
+                  device=None if device == "cpu" else device)
     targets = {name: on_store_rows(values) for name, values in targets.items()}
     fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, **dict(common, keep_predictions=True))
     main = fitted[fitted.target == "target"].set_index("key")
@@ -218,13 +226,15 @@ def probe_store(store, cfg: PositionProbeConfig, model_name: str = "model", cont
         random_init = fit_ridge_grid(feature_sets(control_store), {"target": targets["target"]}, n_boot=0,
                                      **common).set_index("key")["test_r2"]
 
+    # the partial R² of every set, one pass per layer for its subspaces (as the probes above)
+    partials = baseline.partial_r2_sets(feature_sets(store), tokens, device=common["device"]) if baseline is not None else {}
     rows = []
     for (layer, sub), result in main.iterrows():
         controls = [c[(layer, sub)] for c in (random_init, shuffled) if c is not None]
         control = max(controls) if controls else np.nan
         over_position = dict.fromkeys(BASELINE_COLUMNS, np.nan)
         if baseline is not None:
-            partial = baseline.partial_r2(store.states(layer, sub), tokens, name=(layer, sub))
+            partial = partials[(layer, sub)]
             over_position = baseline.columns(result.test_r2, result.y_pred_test, partial, ci_defined)
         rows.append(dict(
             model=model_name, task=cfg.task, segment=cfg.segment, layer=int(layer), subspace=sub,
@@ -250,7 +260,7 @@ def reads_paragraph_windows(task: str, segment: str) -> bool:
     return task in ("segment", "intra") and segment == "paragraph"
 
 
-def probing_sequences(encoder: Encoder, documents, paragraph_windows: bool = False):
+def probing_sequences(encoder: Encoder, documents: Sequence[Document], paragraph_windows: bool = False) -> StructuredSequences:
     """The sequences a probe reads, tokenized by the model's own tokenizer, at most ``PROBE_MAX_LENGTH``
     (and the model's table) long.
 
@@ -270,8 +280,8 @@ def probing_sequences(encoder: Encoder, documents, paragraph_windows: bool = Fal
     return sequences.select(crossing)
 
 
-def cached_store(encoder: Encoder, documents, layers, store_root: Path, label: str, progress: bool,
-                 paragraph_windows: bool = False):
+def cached_store(encoder: Encoder, documents: Sequence[Document], layers: Sequence[int | str] | None, store_root: Path,
+                 label: str, progress: bool, paragraph_windows: bool = False) -> ActivationStore:
     """Extract (or reuse) the store of ``encoder`` on ``probing_sequences(documents)`` (``cached_extract``:
     the folder is keyed by what decides it: weights, sequences, extraction config)."""
     sequences = probing_sequences(encoder, documents, paragraph_windows)
@@ -286,8 +296,9 @@ def phase_printer(progress: bool, name: str):
     return say
 
 
-def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | None = None, *,
-                    corpus: str = DEFAULT_CORPUS, max_docs: int | None = None, store_root=None,
+def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encoder | ActivationStore = DEFAULT_MODEL,
+                    config: PositionProbeConfig | None = None, *,
+                    corpus: str = DEFAULT_CORPUS, max_docs: int | None = None, store_root: str | os.PathLike | None = None,
                     model_name: str | None = None, progress: bool = True, device: str = "cpu",
                     **fields) -> pd.DataFrame:
     """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).
@@ -300,7 +311,7 @@ def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | 
     cfg = config_or_fields(PositionProbeConfig, config, fields)
     layers, subspaces, task, segment, controls = cfg.layers, cfg.subspaces, cfg.task, cfg.segment, cfg.controls
     if isinstance(model_or_store, ActivationStore):
-        return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name)
+        return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name, device=device)
     name = model_name or model_label(model_or_store)
     encoder = open_encoder(model_or_store, device=device)
     if layers is not None:  # "last", "all" (dstg_interp.encoders.selection) -> this model's layer numbers
@@ -326,4 +337,4 @@ def probe_positions(model_or_store=DEFAULT_MODEL, config: PositionProbeConfig | 
     fits = ["the model"] + (["random-init", "shuffled-target"] if controls else [])
     say(f"{store.n_tokens} tokens; fitting {n_sets} ridge probes (layer x subspace), each on {', '.join(fits)}"
         f"{' and a position-only baseline' if cfg.position_baseline else ''}")
-    return probe_store(store, cfg, model_name=name, control_store=control)
+    return probe_store(store, cfg, model_name=name, control_store=control, device=device)

@@ -27,6 +27,7 @@ its own validation mean), which is what ``GridSearchCV(..., scoring="r2")`` repo
 
 from __future__ import annotations
 
+from numpy.typing import ArrayLike
 from collections.abc import Mapping
 
 import numpy as np
@@ -34,9 +35,10 @@ import pandas as pd
 from scipy.linalg import eigh
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from probes.gram import DEFAULT_CHUNK_ROWS, cv_ridge_streamed, predict_rows, primal_solutions, scale_from_var
+from probes.gram import DEFAULT_CHUNK_ROWS, FoldSums, cv_ridge_streamed, primal_solutions, scale_from_var
+from probes.grid import check_finite, grouped_by_source, load, predictions, solve_folds
 from probes.splits import (
     bootstrap_r2_ci,
     check_enough_groups,
@@ -50,7 +52,7 @@ DEFAULT_ALPHAS = tuple(np.logspace(-3, 5, 17))
 
 
 # ----------------------------------------------------------------------------- folds and data
-def grouped_fold_bounds(groups_train, n_splits: int):
+def grouped_fold_bounds(groups_train: ArrayLike, n_splits: int) -> tuple[np.ndarray, np.ndarray]:
     """Assign training tokens to ``GroupKFold(n_splits)`` folds and sort them by fold.
 
     Returns
@@ -71,7 +73,7 @@ def grouped_fold_bounds(groups_train, n_splits: int):
     return order, bounds
 
 
-def grouped_folds(groups_train, n_splits: int) -> np.ndarray:
+def grouped_folds(groups_train: ArrayLike, n_splits: int) -> np.ndarray:
     """The ``GroupKFold(n_splits)`` fold (0..n_splits-1) of every training token, in its own row order."""
     order, bounds = grouped_fold_bounds(groups_train, n_splits)
     fold = np.empty(len(order), dtype=np.int64)
@@ -130,7 +132,7 @@ def _predict_all(X, W, mean, scale, y_mean):
     return pred.reshape(len(X), n_alphas, k) + y_mean
 
 
-def cv_ridge(X, Y, bounds, alphas, standardize=True):
+def cv_ridge(X, Y, bounds, alphas, standardize: bool = True):
     """Grouped-CV ridge for one feature set and several targets, plus the refit on all rows.
 
     Parameters
@@ -167,7 +169,7 @@ def cv_ridge(X, Y, bounds, alphas, standardize=True):
         sums = [X[s].sum(axis=0) for s in folds]
         xys = [X[s].T @ Y[s] for s in folds]
         ysums = [Y[s].sum(axis=0) for s in folds]
-        total = [sum(parts) for parts in (grams, sums, xys, ysums)]
+        total = tuple(sum(parts) for parts in (grams, sums, xys, ysums))
         for f, val in enumerate(folds):
             n_train = n - (val.stop - val.start)
             sol = primal_solutions(
@@ -175,7 +177,7 @@ def cv_ridge(X, Y, bounds, alphas, standardize=True):
                 n_train, alphas, standardize,
             )
             fold_scores[f] = _fold_r2(Y[val], _predict_all(X[val], *sol))
-        W, mean, scale, y_mean = primal_solutions(*total, n, alphas, standardize)
+        W, mean, scale, y_mean = primal_solutions(total[0], total[1], total[2], total[3], n, alphas, standardize)
     cv_scores = fold_scores.mean(axis=0)
     best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
     coef = W[:, best, np.arange(Y.shape[1])]
@@ -188,6 +190,15 @@ def cv_ridge(X, Y, bounds, alphas, standardize=True):
         "mean": mean + shift,
         "scale": scale,
     }
+
+
+def _test_r2(y_true, pred) -> np.ndarray:
+    """R² per target column on the test rows; NaN where the test target is constant (or there is none)."""
+    if len(y_true) == 0:
+        return np.full(y_true.shape[1], np.nan)
+    sst = ((y_true - y_true.mean(axis=0)) ** 2).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sst > 0, 1.0 - ((y_true - pred) ** 2).sum(axis=0) / sst, np.nan)
 
 
 def _as_2d_target(y):
@@ -210,6 +221,9 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
     standardize : bool, default True
         Standardise features inside each training fold (mean/std of the fold's train part).
         (No ``random_state``: ``GroupKFold`` assigns folds deterministically.)
+    require_groups : bool, default True
+        ``fit`` refuses to run without ``groups``; False lets ``groups=None`` mean one group per row (plain
+        K-fold), the generic scikit-learn regressor (``tests/test_ridge.py`` runs its estimator checks on it).
 
     Attributes
     ----------
@@ -226,40 +240,52 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         Standardisation fitted on all training rows (scale_ is 1 when ``standardize=False``).
     """
 
-    def __init__(self, alphas=DEFAULT_ALPHAS, *, n_splits: int = 5, standardize: bool = True):
+    def __init__(self, alphas=DEFAULT_ALPHAS, *, n_splits: int = 5, standardize: bool = True,
+                 require_groups: bool = True):
         self.alphas = alphas
         self.n_splits = n_splits
         self.standardize = standardize
+        self.require_groups = require_groups
 
-    def fit(self, X, y, groups=None):
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True  # y of shape (n_samples, n_targets): one fit, one alpha per target
+        tags.input_tags.allow_nan = False
+        return tags
+
+    def fit(self, X: ArrayLike, y: ArrayLike, groups: ArrayLike | None = None) -> RidgeProbe:
         """Choose alpha by grouped CV and refit on all rows.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features), float16/32/64
+        X : array-like of shape (n_samples, n_features), float16/32/64 (read in row chunks, never upcast whole)
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
         groups : array-like of shape (n_samples,)
-            Document id of every token; required.
+            Document id of every token.  Required unless ``require_groups=False``; then None makes every row
+            its own group (plain K-fold: the tokens of one document may fall on both sides of a fold, so the
+            CV score is optimistic for token data; that is the generic estimator scikit-learn's checks test).
         """
-        if groups is None:
-            raise ValueError("RidgeProbe.fit needs groups= (document id per token) for grouped CV")
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {X.shape}")
-        Y, was_1d = _as_2d_target(y)
-        groups = np.asarray(groups)
-        if not (len(X) == len(Y) == len(groups)):
-            raise ValueError(f"X, y and groups must have the same length, got {len(X)}, {len(Y)}, {len(groups)}")
+        self._check_params()
+        if groups is None and self.require_groups:
+            raise ValueError("RidgeProbe.fit needs groups= (document id per token) for grouped CV; "
+                             "RidgeProbe(require_groups=False) treats each row as its own group")
+        # dtype kept (a float16 store is read in chunks below); NaN/inf are found chunk by chunk, in one line
+        features, target = validate_data(self, X, y, dtype="numeric", ensure_all_finite=False, multi_output=True,
+                             y_numeric=True, ensure_min_samples=2)
+        Y, was_1d = _as_2d_target(target)
+        group_ids = np.arange(len(features)) if groups is None else np.asarray(groups)
+        if not (len(features) == len(Y) == len(group_ids)):
+            raise ValueError(f"X, y and groups must have the same length, got {len(features)}, {len(Y)}, {len(group_ids)}")
         check_nonconstant_target(Y, "y")
         alphas = np.asarray(self.alphas, dtype=np.float64).ravel()
-        fold = grouped_folds(groups, self.n_splits)
-        if _needs_dual(X.shape[1], fold, self.n_splits):
-            order, bounds = grouped_fold_bounds(groups, self.n_splits)
-            Xf = _gather_float64(X, order)
+        fold = grouped_folds(group_ids, self.n_splits)
+        if _needs_dual(features.shape[1], fold, self.n_splits):
+            order, bounds = grouped_fold_bounds(group_ids, self.n_splits)
+            Xf = _gather_float64(features, order)
             check_finite_features(Xf, "X")
             res = cv_ridge(Xf, Y[order], bounds, alphas, self.standardize)
         else:
-            res = cv_ridge_streamed(X, np.arange(len(X)), fold, Y, self.n_splits, alphas, self.standardize)
+            res = cv_ridge_streamed(features, np.arange(len(features)), fold, Y, self.n_splits, alphas, self.standardize)
         pick = (lambda a: a[..., 0]) if was_1d else (lambda a: a)
         self.cv_fold_scores_ = pick(res["fold_scores"])
         self.cv_scores_ = pick(res["cv_scores"])
@@ -267,26 +293,34 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         self.coef_ = res["coef"][:, 0] if was_1d else res["coef"].T.copy()
         self.intercept_ = float(res["intercept"][0]) if was_1d else res["intercept"]
         self.mean_, self.scale_ = res["mean"], res["scale"]
-        self.n_features_in_ = X.shape[1]
         return self
 
-    def predict(self, X):
+    def _check_params(self) -> None:
+        """Hyper-parameters are checked in fit (scikit-learn's rule), each in one line."""
+        alphas = np.asarray(self.alphas, dtype=np.float64).ravel()
+        if alphas.size == 0 or not np.all(np.isfinite(alphas)) or np.any(alphas <= 0):
+            raise ValueError(f"alphas must be a non-empty sequence of positive finite floats, got {self.alphas!r}")
+        if isinstance(self.n_splits, bool) or not isinstance(self.n_splits, (int, np.integer)) or self.n_splits < 2:
+            raise ValueError(f"n_splits must be an integer of at least 2, got {self.n_splits!r}")
+        for name in ("standardize", "require_groups"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """Predict targets; returns shape (n_samples,) or (n_samples, n_targets)."""
         check_is_fitted(self, "coef_")
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X must have shape (n_samples, {self.n_features_in_}), got {X.shape}")
+        X = validate_data(self, X, reset=False, dtype=np.float64)
         return ((X - self.mean_) / self.scale_) @ self.coef_.T + self.intercept_
 
 
 # ----------------------------------------------------------------------------- batched grid
 def fit_ridge_grid(
-    feature_sets,
-    targets: Mapping,
-    groups,
-    train_idx,
-    test_idx,
-    alphas=DEFAULT_ALPHAS,
+    feature_sets: Mapping,
+    targets: Mapping[str, ArrayLike],
+    groups: ArrayLike,
+    train_idx: ArrayLike,
+    test_idx: ArrayLike,
+    alphas: ArrayLike = DEFAULT_ALPHAS,
     n_splits: int = 5,
     standardize: bool = True,
     n_boot: int = 0,
@@ -294,19 +328,24 @@ def fit_ridge_grid(
     seed: int = 0,
     keep_predictions: bool = True,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    device: str | None = None,
 ) -> pd.DataFrame:
     """Fit a grouped-CV ridge probe for every (feature set, target) pair.
 
-    One eigendecomposition per (feature set, fold) serves all targets and all alphas. Features
-    are read ``chunk_rows`` rows at a time (one pass for the Gram sums of every fold, one over
-    the test rows for predictions), so memory is flat in the number of tokens: pass a store's
+    One pass per feature source reads ``chunk_rows`` rows at a time and forms the Gram sums of every
+    CV fold and of the test rows; feature sets given as ``probes.grid.Columns`` of one source (a
+    DSTG layer's sem / ap / full: ``probes.grid.store_feature_sets``) share that pass. One
+    eigendecomposition per (feature set, fold) then serves all targets and all alphas, and the test
+    R² comes from the test rows' sums; a second pass over the test rows runs only for predictions
+    (``keep_predictions``, ``n_boot``). Memory is flat in the number of tokens: pass a store's
     memory-mapped states whole, with ``train_idx``/``test_idx`` naming the rows to use.
 
     Parameters
     ----------
-    feature_sets : Mapping[key, array of shape (n, p_key) or zero-argument callable returning one]
+    feature_sets : Mapping[key, array of shape (n, p_key), zero-argument callable returning one, or Columns]
         E.g. ``{("layer3", "sem"): X}``; a callable (or an ``np.memmap``) loads lazily. Anything
-        indexed by rows works (``ActivationStore.states`` returns such arrays).
+        indexed by rows works (``ActivationStore.states`` returns such arrays). ``Columns(source, cols)``
+        is a column block of ``source``; sets over the same source object are read in one pass.
     targets : Mapping[str, array of shape (n,)]
     groups : array of shape (n,)
         Document id per token.
@@ -322,6 +361,9 @@ def fit_ridge_grid(
         Keep the ``y_pred_test`` column (drop it, or pass False, before writing CSV).
     chunk_rows : int
         Rows of features read (and upcast to float64) at a time.
+    device : str, optional
+        None: the sums are formed with numpy (BLAS). A torch device ("cuda", "cpu"): each chunk, read and
+        upcast on the host, is summed with torch there; the p x p solves stay on the host.
 
     Returns
     -------
@@ -349,32 +391,55 @@ def fit_ridge_grid(
     Y_train, Y_test = Y[rows_train], Y[test_idx]
     alphas = np.asarray(alphas, dtype=np.float64).ravel()
 
-    records = []
-    for key, source in feature_sets.items():
-        X = source() if callable(source) else source
+    # One pass per source over the training rows (each in its CV fold) and the test rows (one more part).
+    rows_all = np.concatenate([rows_train, test_idx])
+    by_store_row = np.argsort(rows_all, kind="stable")
+    rows_all, part_all = rows_all[by_store_row], np.r_[fold_train, np.full(len(test_idx), n_splits)][by_store_row]
+    Y_all = np.concatenate([Y_train, Y_test])[by_store_row]
+    want_predictions = keep_predictions or n_boot > 0
+
+    fitted = {}
+    for source, members in grouped_by_source(feature_sets):
+        X = load(source)
         if X.ndim != 2 or X.shape[0] != len(groups):
-            raise ValueError(f"feature set {key!r} has shape {X.shape}; expected ({len(groups)}, p)")
+            raise ValueError(f"feature set {members[0][0]!r} has shape {X.shape}; expected ({len(groups)}, p)")
         if _needs_dual(X.shape[1], fold_train, n_splits):  # fewer rows than features: small, in memory
             order, bounds = grouped_fold_bounds(groups[rows_train], n_splits)
-            X_train = _gather_float64(X, rows_train[order])
-            check_finite_features(X_train, key)
-            res = cv_ridge(X_train, Y_train[order], bounds, alphas, standardize)
-            del X_train
-        else:
-            res = cv_ridge_streamed(X, rows_train, fold_train, Y_train, n_splits, alphas, standardize, chunk_rows, key)
-        pred = predict_rows(X, test_idx, res, chunk_rows, key)
+            for key, columns in members:
+                X_train = _gather_float64(X, rows_train[order])[:, columns]
+                X_test = _gather_float64(X, test_idx)[:, columns]
+                check_finite_features(X_train, key)
+                check_finite_features(X_test, key)
+                res = cv_ridge(X_train, Y_train[order], bounds, alphas, standardize)
+                pred = ((X_test - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
+                res["test_r2"] = _test_r2(Y_test, pred)
+                fitted[key] = (res, pred)
+            continue
+        sums = FoldSums.accumulate(X, rows_all, part_all, Y_all, n_splits, chunk_rows, device, held_out=True)
+        fits = {}
+        for key, columns in members:
+            block = sums.columns(columns)
+            check_finite(block, key)
+            fits[key] = (columns, solve_folds(block, alphas, standardize))
+        preds = predictions(X, test_idx, fits, chunk_rows) if want_predictions else {}
+        for key, (_, res) in fits.items():
+            if key in preds:  # the R² of the predictions the table keeps (and the bootstrap resamples)
+                res["test_r2"] = _test_r2(Y_test, preds[key])
+            fitted[key] = (res, preds.get(key))
         del X  # drop a lazily loaded source before the next one is loaded
+
+    records = []
+    for key in feature_sets:
+        res, pred = fitted[key]
         for j, name in enumerate(names):
             y_true = Y_test[:, j]
-            sst = ((y_true - y_true.mean()) ** 2).sum()
-            test_r2 = 1.0 - ((y_true - pred[:, j]) ** 2).sum() / sst if sst > 0 else np.nan
             row = {
                 "key": key,
                 "target": name,
                 "alpha": alphas[res["best"][j]],
                 "cv_r2": res["cv_scores"][res["best"][j], j],
                 "cv_r2_sd": res["fold_scores"][:, res["best"][j], j].std(),
-                "test_r2": test_r2,
+                "test_r2": res["test_r2"][j],
                 "n_features": res["coef"].shape[0],
                 "n_train": len(train_idx),
                 "n_test": len(test_idx),

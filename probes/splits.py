@@ -10,6 +10,9 @@ and every resample here works on whole groups (documents), never on single token
 
 from __future__ import annotations
 
+from numpy.typing import ArrayLike
+from collections.abc import Hashable
+
 import numpy as np
 
 __all__ = [
@@ -24,7 +27,7 @@ __all__ = [
 ]
 
 
-def check_enough_groups(groups, n_splits: int, where: str = "training set") -> int:
+def check_enough_groups(groups: ArrayLike, n_splits: int, where: str = "training set") -> int:
     """Raise a one-line ``ValueError`` unless ``groups`` holds at least ``n_splits`` documents.
 
     Parameters
@@ -50,7 +53,7 @@ def check_enough_groups(groups, n_splits: int, where: str = "training set") -> i
     return n_groups
 
 
-def check_finite_features(X: np.ndarray, name="features") -> None:
+def check_finite_features(X: np.ndarray, name: Hashable = "features") -> None:
     """Raise a one-line ``ValueError`` naming the feature set if ``X`` holds NaN or inf.
 
     Parameters
@@ -64,14 +67,14 @@ def check_finite_features(X: np.ndarray, name="features") -> None:
         raise non_finite_error(name, int(X.size - np.count_nonzero(finite)))
 
 
-def non_finite_error(name, count: int) -> ValueError:
+def non_finite_error(name: Hashable, count: int) -> ValueError:
     """The one-line error for ``count`` NaN/inf values in feature set ``name``."""
     return ValueError(
         f"feature set {name!r} contains {count} NaN/inf value(s); clean or re-extract these activations before probing"
     )
 
 
-def check_nonconstant_target(y: np.ndarray, name="y") -> None:
+def check_nonconstant_target(y: np.ndarray, name: str | list[str] = "y") -> None:
     """Raise a one-line ``ValueError`` if a target column is constant (R² is then undefined).
 
     Parameters
@@ -96,7 +99,7 @@ def check_nonconstant_target(y: np.ndarray, name="y") -> None:
             )
 
 
-def check_fold_variance(y, fold, name: str, what: str = "grouped CV") -> None:
+def check_fold_variance(y: np.ndarray, fold: np.ndarray, name: str, what: str = "grouped CV") -> None:
     """Raise a one-line ``ValueError`` if ``y`` is constant inside one of the folds (R² is undefined there).
 
     Parameters
@@ -118,7 +121,7 @@ def check_fold_variance(y, fold, name: str, what: str = "grouped CV") -> None:
             )
 
 
-def grouped_train_test_split(groups, test_fraction: float = 0.2, seed: int = 0):
+def grouped_train_test_split(groups: ArrayLike, test_fraction: float = 0.2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Split token indices into train and test by whole groups, deterministically.
 
     Parameters
@@ -209,7 +212,7 @@ def _percentiles(values: np.ndarray, level: float, what: str) -> tuple[float, fl
     return float(low), float(high)
 
 
-def bootstrap_r2_ci(y_true, y_pred, groups, n_boot: int = 1000, level: float = 0.95, seed: int = 0):
+def bootstrap_r2_ci(y_true: ArrayLike, y_pred: ArrayLike, groups: ArrayLike, n_boot: int = 1000, level: float = 0.95, seed: int = 0):
     """Percentile bootstrap interval of pooled R², resampling test documents with replacement.
 
     Each resample draws as many documents as there are, with replacement, and pools all
@@ -237,7 +240,7 @@ def bootstrap_r2_ci(y_true, y_pred, groups, n_boot: int = 1000, level: float = 0
     return _percentiles(_r2_from_sums(sums[:, 0], sums[:, 1], sums[:, 2], sums[:, 3]), level, "R²")
 
 
-def bootstrap_r2_difference_ci(y_true, y_pred_a, y_pred_b, groups, n_boot: int = 1000, level: float = 0.95,
+def bootstrap_r2_difference_ci(y_true: ArrayLike, y_pred_a: ArrayLike, y_pred_b: ArrayLike, groups: ArrayLike, n_boot: int = 1000, level: float = 0.95,
                                seed: int = 0):
     """Paired percentile bootstrap interval of R²(a) - R²(b): both predictions of the same held-out tokens,
     scored on the same resamples of documents (so what the documents share cancels).

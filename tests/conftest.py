@@ -76,3 +76,18 @@ def write_synthetic_corpus(folder, n_docs: int = 60, seed: int = 0):
     for i in range(n_docs):
         (folder / f"doc{i:03d}.txt").write_text(synthetic_document(rng, int(rng.integers(1, 4))))
     return folder
+
+
+def sword_blocks(blocks: list[str]) -> tuple[bytes, bytes]:
+    """(index, blob) of a SWORD zText module holding ``blocks``: each block zlib-compressed into the blob, with
+    its (offset, compressed size, size) entry in the index, as the en-mix extractors read them."""
+    import struct
+    import zlib
+
+    index, blob = b"", b""
+    for block in blocks:
+        compressed = zlib.compress(block.encode())
+        index += struct.pack("<III", len(blob), len(compressed), len(block))
+        blob += compressed
+    return index, blob
+

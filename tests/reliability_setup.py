@@ -1,4 +1,5 @@
-"""Fixtures shared by the tests/test_reliability_*.py files: a tiny checkpoint and corpus, CLI helpers."""
+"""Fixtures shared by the command-line tests (test_bad_input, test_output_safety, test_interrupts,
+test_reliability_round3, ...): a tiny checkpoint and corpus, CLI helpers."""
 
 import os
 import subprocess

@@ -18,12 +18,15 @@ from dstg_interp.cli.cache import build_parser as cache_parser, main as cache_ma
 from dstg_interp.cli.train import build_parser as train_parser, main as train_main
 from dstg_interp.cli.probe import build_parser as probe_parser, main as probe_main
 from dstg_interp.cli.holmes import _parser as holmes_parser, main as holmes_main
+from dstg_interp.cli.erase import build_parser as erase_parser
+from dstg_interp.cli.export import build_parser as export_parser
 from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
 HOLMES = Path(__file__).parent / "fixtures" / "holmes" / "benchmark"
 PARSERS = {"dstg-train": train_parser, "dstg-cache": cache_parser, "dstg-probe": probe_parser,
-           "dstg-holmes": holmes_parser, "dstg-extend": extend_parser, "dstg-eval": eval_parser}
+           "dstg-holmes": holmes_parser, "dstg-extend": extend_parser, "dstg-eval": eval_parser,
+           "dstg-erase": erase_parser, "dstg-export": export_parser}
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +58,12 @@ def test_every_command_uses_the_shared_help_words():
                 or (flag == "--device" and text.startswith(flags.HELP[flag])), (prog, where, text)
             seen.setdefault(flag, set()).add(prog)
     # each shared flag is in every command that has the concept
-    assert seen["--model"] == {"dstg-cache", "dstg-probe", "dstg-holmes", "dstg-extend", "dstg-eval"}
-    assert seen["--layers"] == {"dstg-cache", "dstg-probe", "dstg-holmes"}
-    assert seen["--quiet"] == {"dstg-train", "dstg-cache", "dstg-probe", "dstg-holmes"}
+    assert seen["--model"] == {"dstg-cache", "dstg-probe", "dstg-holmes", "dstg-extend", "dstg-eval", "dstg-erase"}
+    assert seen["--layers"] == {"dstg-cache", "dstg-probe", "dstg-holmes", "dstg-erase", "dstg-export"}
+    assert seen["--quiet"] == {"dstg-train", "dstg-cache", "dstg-probe", "dstg-holmes", "dstg-erase", "dstg-export",
+                               "dstg-eval"}
     assert {"dstg-train", "dstg-probe", "dstg-holmes", "dstg-eval"} <= seen["--seed"]
-    assert set(PARSERS) - {"dstg-cache", "dstg-extend"} <= seen["--threads"]
+    assert set(PARSERS) - {"dstg-cache", "dstg-extend", "dstg-export"} <= seen["--threads"]
 
 
 def test_model_is_repeatable_and_listable():

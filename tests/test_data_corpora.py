@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import sword_blocks
 from dstg_interp.data import DataError, Document, load_corpus, normalize_text, split_documents, split_sentences
 from dstg_interp.data import en_mix
 
@@ -89,6 +90,19 @@ def test_split_documents_is_stable_and_disjoint():
     assert split_documents(docs, 0.0)[1] == []
 
 
+def test_probing_documents_are_the_held_out_side_of_the_zoo_s_training_split(monkeypatch):
+    from dstg_interp.data import catalog
+    from dstg_interp.data.corpora import ZOO_SPLIT_SEED, ZOO_VAL_FRACTION
+    from dstg_interp.train import TrainConfig
+
+    many = [Document(f"doc{i}", "s", [["x."]]) for i in range(400)]
+    monkeypatch.setattr(catalog, "load_corpus", lambda spec, progress=True: many)
+    assert (TrainConfig().val_fraction, TrainConfig().data_seed) == (ZOO_VAL_FRACTION, ZOO_SPLIT_SEED) == (0.05, 0)
+    held_out = split_documents(many, TrainConfig().val_fraction, seed=TrainConfig().data_seed)[1]
+    assert catalog.probing_documents("en-mix") == held_out and 5 < len(held_out) < 40
+    assert catalog.probing_documents("some.jsonl") == many  # any other corpus: all of it
+
+
 # --------------------------------------------------------------------------- en-mix extractors, offline
 
 def fake_wheel(path):
@@ -157,11 +171,7 @@ def test_sword_blocks_tdavid_documents_and_deb_reader():
               '<div sID="g1" type="x-p"/> Verse 1. A heading. <div eID="g1" type="x-p"/>'
               f'<div sID="g2" type="x-p"/> <hi type="italic">Fear</hi> &amp; {long_paragraph} <div eID="g2" type="x-p"/>'
               f'<div sID="g3" type="x-p"/> {long_paragraph} <div eID="g3" type="x-p"/>']
-    czz, czs = b"", b""
-    for block in blocks:
-        compressed = zlib.compress(block.encode())
-        czs += struct.pack("<III", len(czz), len(compressed), len(block))
-        czz += compressed
+    czs, czz = sword_blocks(blocks)
     assert en_mix.read_sword_blocks(czs, czz) == blocks
     units = en_mix.tdavid_units(en_mix.read_sword_blocks(czs, czz))
     assert [u.unit_id for u in units] == ["tdavid/ps007"]

@@ -3,12 +3,11 @@ document rule, licence files never read, strict vs partial loading, the held-out
 
 import io
 import lzma
-import struct
 import tarfile
-import zlib
 
 import pytest
 
+from conftest import sword_blocks
 from dstg_interp.data import en_large, en_mix, load_corpus, split_documents
 from dstg_interp.data.corpora import DataError, Document
 from dstg_interp.data.en_mix import RawUnit
@@ -68,11 +67,7 @@ def test_chunk_documents_cut_at_paragraph_boundaries():
 def test_extractors_read_a_deb_and_never_its_licence_texts(tmp_path):
     blocks = [f'<div osisID="Gen" type="book"/><div sID="a" type="x-p"/>{LONG} <note>a footnote</note>'
               f'<div eID="a" type="x-p"/><div sID="b" type="x-p"/>{LONG}<div eID="b" type="x-p"/>']
-    index, blob = b"", b""
-    for block in blocks:
-        compressed = zlib.compress(block.encode())
-        index += struct.pack("<III", len(blob), len(compressed), len(block))
-        blob += compressed
+    index, blob = sword_blocks(blocks)
     root = "./usr/share/sword/modules/texts/ztext/fakebible/"
     pod_root = "./usr/share/perl/5.36.0/pod/"
     deb = tmp_path / "fake.deb"

@@ -11,7 +11,8 @@ from reliability_setup import assert_one_line_error, run_main
 from synthetic_store import planted_store
 
 from dstg_interp.cli import flags
-from dstg_interp.cli.erase import build_parser
+from dstg_interp.cli.config_args import config_from_args
+from dstg_interp.cli.erase import EraseCommand, build_parser
 from dstg_interp.cli.erase import main as erase_main
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.edits import edit_states
@@ -168,6 +169,9 @@ def test_dstg_erase_bad_input_is_one_line_exit_2_and_nothing_written(tiny, tmp_p
     cases = [
         (["--model", folder, "--store", stores["dstg"].directory], "extracted from another model"),
         (["--model", folder, "--store", stores["rope"].directory, "--layers", "1", "--subspaces", "ap"], "subspace 'ap'"),
+        (["--model", folder, "--methods", "leace,lasso"], "unknown erasure method(s) ['lasso']"),
+        (["--model", folder, "--test-fraction", "1.5"], "test_fraction must be in (0, 1)"),
+        (["--model", folder, "--model", "rope"], "dstg-erase takes one --model"),
     ]
     for argv, message in cases:
         code, _, err = run_main(capsys, erase_main, *argv, "--out", out, "--quiet")
@@ -198,3 +202,12 @@ def test_dstg_erase_writes_its_tables_and_replaces_only_its_own(tiny, tmp_path, 
     assert list(table.method) == ["leace", "random"] and set(table.layer) == {2} and (table.loss_increase == 0).all()
     assert json.loads((out / "results.json").read_text())["command"] == "dstg-erase"
     assert LinearEraser.load(out / "erasers" / "layer2-ap-leace").identity["subspace"] == "ap"
+    saved = EraseCommand.from_json(out / "config.json")  # the config the flags made, saved beside the tables
+    assert saved == config_from_args(EraseCommand, build_parser().parse_args([str(a) for a in argv]))
+    assert saved.erasure.methods == ("leace", "random") and saved.erasure.layers == ["last"] and not saved.progress
+    assert json.loads((out / "results.json").read_text())["config"] == saved.erasure.to_dict()
+    assert set(table.model) == {"dstg"} and printed.startswith("dstg: erasing token_position")  # the folder's name
+    code, printed, err = run_main(capsys, erase_main, *argv, "--name", "DSTG-mine")  # --name: the table and the record
+    assert code == 0, err
+    assert set(pd.read_csv(out / "results.csv").model) == {"DSTG-mine"} and printed.startswith("DSTG-mine: erasing")
+    assert json.loads((out / "results.json").read_text())["model_name"] == "DSTG-mine"

@@ -1,4 +1,4 @@
-"""Masked-token evaluation: shared masks, the unigram baseline, held-out documents, the command line."""
+"""Masked-token evaluation: shared masks, the unigram baseline, held-out documents, the command line, HF masked-LMs."""
 
 import json
 from pathlib import Path
@@ -8,9 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from huggingface_hub import constants
 
 from conftest import tiny_model, write_synthetic_corpus
-from dstg_interp import load_model
+from test_hf_encoder_offline import write_tiny_bert
+from test_hub_ids import cache_repo
+from dstg_interp import EncoderError, load_hf_encoder, load_model, open_encoder
 from dstg_interp.data import load_corpus, split_documents
 from dstg_interp.data.tokenizer import build_tokenizer
 from dstg_interp.cli.eval import main
@@ -208,9 +211,14 @@ def test_command_line_bad_input_is_one_line_and_exit_2(setup, checkpoint, tmp_pa
 
 def test_an_accuracy_on_few_documents_is_said_to_rest_on_them(setup, checkpoint, capsys):
     """Reliability N71: an accuracy on 1 document (19 tokens) came with no warning."""
-    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "1", "--threads", "1"]) == 0
+    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "1", "--threads", "1", "--quiet"]) == 0
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dstg-eval: warning:") and "only 1 document(s)" in lines[0]
+    assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "1", "--threads", "1"]) == 0
+    captured = capsys.readouterr()  # without --quiet: one line per model x corpus says what is being scored
+    assert captured.err.splitlines()[0] == (f"[dstg-tiny] {setup.other}: scoring masked tokens of up to 1 documents "
+                                            "in 24-token windows")
+    assert "accuracy_gain = accuracy - most_frequent_accuracy" in captured.out
 
 
 def test_a_full_disk_leaves_no_temporary_and_no_folder(setup, checkpoint, tmp_path, capsys, monkeypatch):
@@ -236,3 +244,117 @@ def test_eval_never_replaces_a_file_it_did_not_write(setup, checkpoint, tmp_path
     ours = tmp_path / "ev.csv"
     for _ in range(2):  # its own table is replaced by the next run
         assert main(["--model", str(checkpoint), "--corpus", setup.other, "--n-docs", "10", "--out", str(ours)]) == 0
+
+
+# --------------------------------------------------------------------------- Hugging Face masked-LMs
+
+@pytest.fixture(scope="module")
+def hf_folders(setup, tmp_path_factory):
+    """Tiny random BERTs saved as the Hub ships them: a masked-LM on the tiny zoo model's tokenizer, a
+    masked-LM with a tokenizer of its own, and an encoder saved without its masked-LM head."""
+    root = tmp_path_factory.mktemp("hf-mlm")
+    documents = load_corpus(setup.other, progress=False)
+    folders = SimpleNamespace(shared=root / "bert-shared", own=root / "bert-own", headless=root / "bert-headless")
+    for folder in vars(folders).values():
+        folder.mkdir()
+    write_tiny_bert(folders.shared, documents, tokenizer=setup.prepared.tokenizer, mlm_head=True)
+    write_tiny_bert(folders.own, documents, mlm_head=True)
+    write_tiny_bert(folders.headless, documents, tokenizer=setup.prepared.tokenizer, mlm_head=False)
+    return folders
+
+
+def recording_logits(encoder):
+    calls, mlm_logits = [], encoder.mlm_logits
+
+    def record(ids, attention_mask):
+        calls.append(ids.clone())
+        return mlm_logits(ids, attention_mask)
+
+    encoder.mlm_logits = record
+    return calls
+
+
+def test_an_hf_masked_lm_is_scored_on_exactly_the_zoo_models_masks(setup, hf_folders):
+    encoder = open_encoder(hf_folders.shared, mlm_head=True)
+    assert encoder.kind == "hf" and encoder.has_mlm_head and type(encoder.model).__name__ == "BertForMaskedLM"
+    dstg = model_for(setup, "dstg")
+    dstg_calls, hf_calls = recording(dstg), recording_logits(encoder)
+    ours, theirs = evaluate(setup, dstg, n_docs=20), evaluate(setup, encoder, n_docs=20)
+    assert len(dstg_calls) == len(hf_calls) > 0
+    for (ids_ours, labels), ids_theirs in zip(dstg_calls, hf_calls):
+        assert torch.equal(ids_ours, ids_theirs)  # the same tokens, the same positions shown as [MASK]
+        assert (ids_theirs[labels != -100] == encoder.special.mask).all()
+    assert theirs["masks"] == ours["masks"] and theirs["n_tokens"] == ours["n_tokens"] > 20
+    # the same masked tokens, the same training frequencies: the same baseline to the last digit
+    assert theirs["unigram_loss"] == ours["unigram_loss"]
+    assert theirs["most_frequent_accuracy"] == ours["most_frequent_accuracy"]
+    assert 0 <= theirs["accuracy"] <= 1 and np.isfinite(theirs["loss"]) and theirs["loss"] != ours["loss"]
+    # the logits are the head's: a token predicted by the model's own forward
+    ids, mask = encoder.pad([[2, 10, 4, 11, 3]])
+    direct = encoder.model(input_ids=ids, attention_mask=mask.long()).logits
+    assert torch.equal(encoder.mlm_logits(ids, mask), direct) and direct.shape[-1] == setup.vocab
+
+    # a tokenizer of its own: the same rule and seed on its own tokens, so other masks (and it is said)
+    other = evaluate(setup, open_encoder(hf_folders.own, mlm_head=True), n_docs=20)
+    assert other["masks"] != ours["masks"] and other["n_docs"] == ours["n_docs"]
+
+
+def test_dstg_eval_on_zoo_style_and_hf_models_in_one_table(setup, checkpoint, hf_folders, tmp_path, capsys):
+    out = tmp_path / "mlm.json"
+    assert main(["--model", str(checkpoint), str(hf_folders.shared), str(hf_folders.own), "--name", "mine", "bert",
+                 "bert-own", "--corpus", setup.other, "--n-docs", "12", "--threads", "1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    table = pd.DataFrame(json.loads(out.read_text())["results"])
+    assert list(table["model"]) == ["mine", "bert", "bert-own"]
+    assert table["n_tokens"][0] == table["n_tokens"][1] != table["n_tokens"][2]
+    assert table[["unigram_loss", "most_frequent_accuracy"]].iloc[1:].isna().all().all()  # no training record
+    assert table[["unigram_loss", "most_frequent_accuracy"]].iloc[0].notna().all()
+    masks_line = next(line for line in printed if line.startswith("masks"))
+    assert "24-token windows" in masks_line and "mine, bert; bert-own" in masks_line  # the checkpoint's length
+    record = json.loads(out.read_text())["arguments"]
+    assert record["models"] == {"mine": str(checkpoint), "bert": str(hf_folders.shared), "bert-own": str(hf_folders.own)}
+    assert record["masks"][setup.other]["mine"] == record["masks"][setup.other]["bert"]
+
+    # without --name: the naming rule (the folders' own names)
+    assert main(["--model", str(hf_folders.shared), "--corpus", setup.other, "--n-docs", "3", "--max-length", "16"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[1].split()[0] == "bert-shared" and "identical for all 1 model(s)" in printed
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--name", "a", "b"], "--name gives 2 name(s) for 1 --model(s)"),
+    (["--model", "dstg", "--name", "a", "a"], "--name gives 'a' twice"),
+])
+def test_dstg_eval_names_that_do_not_fit_are_one_line(setup, hf_folders, tmp_path, capsys, extra, message):
+    assert main(["--model", str(hf_folders.shared), *extra, "--corpus", setup.other, "--out", str(tmp_path / "r.csv")]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and lines[0].startswith(f"dstg-eval: error: {message}")
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_an_hf_model_without_a_masked_lm_head_is_one_line_and_exit_2(setup, hf_folders, tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    assert main(["--model", str(hf_folders.headless), "--corpus", setup.other, "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert captured.out == "" and len(lines) == 1 and "Traceback" not in captured.err
+    assert lines[0].startswith("dstg-eval: error:") and "has no masked-LM head" in lines[0]
+    assert not out.exists()
+    with pytest.raises(EncoderError, match="has no masked-LM head"):
+        load_hf_encoder(hf_folders.headless, mlm_head=True)
+    with pytest.raises(EncoderError, match="without a masked-LM head"):  # the API: an encoder opened without it
+        mlm_accuracy(open_encoder(hf_folders.shared), setup.other, 3, train_config=setup.cfg, cache_dir=setup.cache)
+
+
+def test_dstg_eval_reads_a_hub_id_from_the_hugging_face_cache(setup, hf_folders, tmp_path, monkeypatch, capsys):
+    cache_repo(tmp_path / "hub", "org/bert-mlm", hf_folders.shared)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    out = tmp_path / "hub.csv"
+    assert main(["--model", "org/bert-mlm", str(hf_folders.shared), "--corpus", setup.other, "--n-docs", "4",
+                 "--max-length", "20", "--out", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert list(table["model"]) == ["org/bert-mlm", "bert-shared"]
+    assert table["loss"][0] == table["loss"][1]  # the same weights, the same masks: the same numbers
+    assert "identical for all 2 model(s)" in capsys.readouterr().out

@@ -145,7 +145,7 @@ def test_single_term_baselines_are_labelled_by_positional_score(variant, batch):
 
 
 def test_store_adapter_agrees_with_the_cache_path(batch):
-    """The store's attention summaries (pair-level variance, JS in nats) give the same head statistics."""
+    """The store's attention summaries (pair-level variance) give the same head statistics as a batch: one accumulator."""
     from dstg_interp.store import attention
     tokens, attention_mask = batch
     model = _hand_built_dstg()
@@ -164,6 +164,14 @@ def test_store_adapter_agrees_with_the_cache_path(batch):
     assert np.allclose(from_store[columns].to_numpy(float), from_cache[columns].to_numpy(float), rtol=1e-4, atol=1e-9)
     labels = classify_heads(from_store).query("layer == 0").label.tolist()
     assert labels[:3] == ["structure", "semantic", "RP"]
+
+
+def test_a_batch_that_is_not_right_padded_is_refused(batch):
+    tokens, attention_mask = batch
+    attention_mask = attention_mask.clone()
+    attention_mask[0, 3] = False  # a hole: the accumulator crops each sequence to its first n tokens
+    with pytest.raises(ValueError, match="right-padded"):
+        head_summaries_from_cache(tiny_model("dstg"), tokens, attention_mask)
 
 
 def test_a_store_without_attention_summaries_is_refused():

@@ -11,7 +11,9 @@ import torch
 import transformers
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from dstg_interp import extract, load_hf_encoder
+from dstg_interp import EncoderError, extract, load_hf_encoder
+from dstg_interp.encoders import HFEncoder
+from dstg_interp.evaluation import mlm_accuracy
 from dstg_interp.encoders.hf import NOT_A_PATTERN
 from dstg_interp.entry import launch
 from dstg_interp.tiny_zoo import tiny_documents
@@ -31,7 +33,7 @@ FAMILIES = {
 }
 
 
-def write_folder(folder, config_class: str, documents, **extra) -> None:
+def write_folder(folder, config_class: str, documents, auto=transformers.AutoModel, **extra) -> None:
     tokenizer = Tokenizer(models.WordPiece(unk_token="<unk>"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -41,7 +43,7 @@ def write_folder(folder, config_class: str, documents, **extra) -> None:
                    intermediate_size=64, max_position_embeddings=TABLE_ROWS, pad_token_id=1, bos_token_id=0,
                    eos_token_id=2, **extra)
     torch.manual_seed(0)
-    transformers.AutoModel.from_config(getattr(transformers, config_class)(**options)).eval().save_pretrained(folder)
+    auto.from_config(getattr(transformers, config_class)(**options)).eval().save_pretrained(folder)
     tokenizer.save(str(folder / "tokenizer.json"))
 
 
@@ -89,3 +91,39 @@ def test_non_softmax_attention_is_labelled_not_called_a_pattern(documents, tmp_p
 
     write_folder(tmp_path / "bert", "BertConfig", documents)
     assert set(load_hf_encoder(tmp_path / "bert").attention(tokens)[0]) == {"pattern"}
+
+
+def test_a_position_scheme_that_cannot_be_derived_is_one_clear_error(documents, tmp_path):
+    """A model whose 5-token forward reads position rows out of order (here: BERT's position_ids buffer
+    reversed) is refused with one line, never read with a guessed offset."""
+    write_folder(tmp_path / "bert", "BertConfig", documents)
+    encoder = load_hf_encoder(tmp_path / "bert")
+    model = encoder.model
+    model.embeddings.position_ids.copy_(model.embeddings.position_ids.flip(-1))
+    with pytest.raises(EncoderError, match=r"cannot derive its position scheme: a 5-token input read position rows "
+                                           r"\[39, 38, 37, 36, 35\]") as error:
+        HFEncoder(model, encoder.tokenizer, tmp_path / "bert")
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("config_class", ["XLMRobertaConfig", "MPNetConfig"])
+def test_a_roberta_style_masked_lm_is_masked_with_its_own_ids(config_class, documents, tmp_path):
+    """dstg-eval's path on the fairseq layout (<s>=0, <pad>=1, </s>=2, <mask>=4): masked tokens become <mask>,
+    padding is <pad>, and the measurement does not depend on how sequences are batched."""
+    write_folder(tmp_path / "mlm", config_class, documents, auto=transformers.AutoModelForMaskedLM)
+    encoder = load_hf_encoder(tmp_path / "mlm", mlm_head=True)
+    assert encoder.special.to_dict() == {"cls": 0, "sep": 2, "pad": 1, "mask": 4} and encoder.position_offset == 2
+    seen, mlm_logits = [], encoder.mlm_logits
+
+    def record(ids, attention_mask):
+        seen.append((ids.clone(), attention_mask.clone()))
+        return mlm_logits(ids, attention_mask)
+
+    encoder.mlm_logits = record
+    one = mlm_accuracy(encoder, "tiny", n_docs=6, max_length=24, documents=documents, batch_size=1)
+    many = mlm_accuracy(encoder, "tiny", n_docs=6, max_length=24, documents=documents, batch_size=5)
+    assert one["masks"] == many["masks"] and one["n_tokens"] == many["n_tokens"]
+    assert one["loss"] == pytest.approx(many["loss"], rel=1e-5) and one["accuracy"] == many["accuracy"]
+    ids, mask = seen[-1]
+    assert (ids[~mask] == 1).all() and (~mask).any()  # right-padded with <pad>
+    assert (ids == 4).any() and (ids[:, 0] == 0).all()  # <mask> shown, <s> first

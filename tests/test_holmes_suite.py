@@ -5,7 +5,8 @@ import torch
 
 from probes.holmes import ProbeConfig, evaluate_features, load_dataset
 from probes.holmes.format import TaskType
-from probes.holmes.suite import SUITE, _to_rows
+from probes.holmes.suite import SUITE
+from probes.holmes.suite.build import _to_rows
 from probes.holmes.suite import builders as B
 from probes.holmes.suite import lexical as L
 from probes.holmes.format import write_dataset
@@ -98,3 +99,13 @@ def test_mdl_online_code_in_bits():
     code = table.set_index("metric")["score"]
     assert code["mdl_uniform_bits"] == 400.0
     assert code["mdl_online_bits"] < 0.5 * code["mdl_uniform_bits"] and code["mdl_compression"] > 2
+
+
+def test_the_suite_face_serves_the_catalogue_and_the_builder():
+    import probes.holmes.suite as face
+    from probes.holmes.suite import build, catalog
+
+    for name in face.__all__:
+        assert getattr(face, name) is getattr(catalog if hasattr(catalog, name) else build, name), name
+    assert {d.task_type for d in catalog.SUITE} == {catalog.SENTENCE, catalog.TOKENS, catalog.PAIR_BI, catalog.PAIR_CROSS}
+    assert not [alias for alias in vars(catalog) if len(alias) <= 2 and not alias.startswith("_")]  # full names only

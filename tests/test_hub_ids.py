@@ -4,12 +4,14 @@
 import hashlib
 import os
 
+import httpx
 import pytest
 import torch
 from huggingface_hub import constants
+from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError
 
 from dstg_interp import EncoderError, open_encoder
-from dstg_interp.encoders import HFEncoder
+from dstg_interp.encoders import HFEncoder, hub
 from dstg_interp.entry import launch
 from dstg_interp.tiny_zoo import tiny_documents
 from test_hf_encoder_offline import write_tiny_bert
@@ -82,3 +84,22 @@ def test_remote_code_and_pickles_are_refused(hub_cache, tmp_path):
     cache_repo(cache, "org/pickled", pickled)
     with pytest.raises(EncoderError, match="no safetensors"):
         open_encoder("org/pickled")
+
+
+def test_a_gated_repository_is_one_line_naming_what_to_do(tmp_path, monkeypatch):
+    """With a network (HF_HUB_OFFLINE unset) and no cached copy, a gated repository says to accept its terms
+    and log in; nothing is written into the cache folder."""
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+    def gated(repo_id, local_files_only=False, **kwargs):
+        if local_files_only:
+            raise LocalEntryNotFoundError(f"{repo_id} is not cached")
+        url = f"https://huggingface.co/api/models/{repo_id}"
+        raise GatedRepoError(f"Access to model {repo_id} is restricted. You must have access to it.",
+                             response=httpx.Response(403, request=httpx.Request("GET", url)))
+
+    monkeypatch.setattr(hub, "snapshot_download", gated)
+    with pytest.raises(EncoderError, match=r"org/gated: a gated repository; accept its terms .* \(hf auth login\)") as error:
+        open_encoder("org/gated")
+    assert "\n" not in str(error.value) and not (tmp_path / "hub").exists()

@@ -15,6 +15,41 @@ def test_collate_pads_right_and_marks_specials():
     assert input_ids.dtype == torch.long and attention.dtype == torch.bool
 
 
+def _padded_by_hand(rows, fill):
+    """The three routines the toolkit had before data.mlm.pad_batch, written out: one row at a time."""
+    width = max(len(row) for row in rows)
+    values = torch.full((len(rows), width), fill, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.bool)
+    for i, row in enumerate(rows):
+        values[i, :len(row)] = torch.as_tensor(np.asarray(row), dtype=torch.long)
+        mask[i, :len(row)] = True
+    return values, mask
+
+
+def test_one_padding_routine_serves_collate_the_encoders_and_the_evaluation_batches():
+    from dstg_interp.data.mlm import pad_batch
+    from dstg_interp.encoders import pad_batch as encoders_pad_batch
+    from dstg_interp.evaluation import padded_batch
+
+    assert encoders_pad_batch is pad_batch
+    rng = np.random.default_rng(3)
+    rows = [rng.integers(0, 500, n) for n in rng.integers(1, 40, 25)]
+    forms = [rows, [row.tolist() for row in rows], [torch.as_tensor(row) for row in rows]]
+    expected_ids, expected_mask = _padded_by_hand(rows, PAD_ID)
+    for form in forms:
+        ids, mask = pad_batch(form, PAD_ID)
+        assert torch.equal(ids, expected_ids) and torch.equal(mask, expected_mask) and mask.dtype == torch.bool
+        ids, mask, special = collate(form)
+        assert torch.equal(ids, expected_ids) and torch.equal(mask, expected_mask)
+        assert torch.equal(special, ~expected_mask | torch.isin(expected_ids, torch.tensor([PAD_ID, CLS_ID, SEP_ID, MASK_ID])))
+    labels = [torch.as_tensor(np.where(rng.random(len(row)) < 0.3, row, IGNORE_INDEX)) for row in rows]
+    ids, mask, padded_labels = padded_batch([(torch.as_tensor(row), label) for row, label in zip(rows, labels)])
+    assert torch.equal(ids, expected_ids) and torch.equal(mask, expected_mask)
+    assert torch.equal(padded_labels, _padded_by_hand(labels, IGNORE_INDEX)[0])
+    with pytest.raises(ValueError, match="at least one sequence"):
+        pad_batch([], PAD_ID)
+
+
 def random_batch(seed=0, batch=64, length=256):
     rows = [np.concatenate([[CLS_ID], np.random.default_rng(seed + i).integers(5, 1000, n), [SEP_ID]])
             for i, n in enumerate(np.random.default_rng(seed).integers(1, length - 2, batch))]

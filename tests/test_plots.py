@@ -27,6 +27,7 @@ from dstg_interp.plots import (
     plot_scree,
     plot_share_scatter,
 )
+from dstg_interp.plots.output import entry_name
 from probes.holmes.aggregate import a_vs_b, dataset_scores, winning_rates
 from probes.holmes.registry import register_dataset
 
@@ -167,6 +168,12 @@ def test_holmes_figures_from_the_aggregation(holmes_results, tmp_path):
     numbers = _check_outputs(plot_holmes_scores(scores, tmp_path, stem="scores"), tmp_path, "scores")
     # entries (4 models + DSTG's ap and sem) x datasets, and the chance column (randomised labels) per dataset
     assert len(numbers["scores"]) == 7 * 6 and sum(row["entry"] == "chance (randomised labels)" for row in numbers["scores"]) == 6
+    # every drawn column carries its own entry's name: the chance column first, then the entries in order
+    columns = numbers["columns"]
+    assert columns[0] == {"entry": "chance (randomised labels)", "label": "chance (randomised labels)"}
+    assert [c["label"] for c in columns[1:]] == [entry_name(c["entry"]) for c in columns[1:]]
+    assert {c["entry"] for c in columns[1:]} == {row["entry"] for row in numbers["scores"]} - {columns[0]["entry"]}
+    assert "DSTG-NeoBERT, AP stream" in [c["label"] for c in columns]
 
 
 def test_holmes_figures_read_the_written_csvs(holmes_results, tmp_path):

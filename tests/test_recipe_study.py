@@ -26,6 +26,19 @@ def test_named_arms_and_lever_overrides():
     assert recipe_for(parse_arm("windows=false,vocab=4096"), "rp") == dict(ZOO_RECIPE, windows=False, vocab=4096)
 
 
+def test_the_corpus_lever_takes_a_spec_with_a_colon(tmp_path):
+    """corpus=en-mix:wikipedia (a piece subset) keeps its colon; the run trains on it, the others on --corpus."""
+    from experiments.recipe_study import train_config
+
+    arm = parse_arm("ap:reimpl,corpus=en-mix:wikipedia")
+    assert arm.variant == "ap" and arm.label == "reimpl,corpus=en-mix:wikipedia"
+    assert parse_arm("corpus=en-mix:wikipedia").variant is None
+    study = RecipeStudyConfig(runs=tmp_path / "runs", out=tmp_path / "out", arms=["ap:zoo"])
+    cfg = train_config(study, "ap", recipe_for(arm, "ap"), arm.label, 0, 100, 50, 2)
+    assert cfg.corpus == "en-mix:wikipedia" and cfg.vocab_size == 4096
+    assert train_config(study, "ap", recipe_for(parse_arm("ap:zoo"), "ap"), "zoo", 0, 100, 50, 2).corpus == "en-mix"
+
+
 @pytest.mark.parametrize("spec, message", [
     ("warmer", "unknown arm 'warmer'"),
     ("zoo,dropout=0.1", "unknown lever 'dropout'"),
@@ -36,6 +49,7 @@ def test_named_arms_and_lever_overrides():
     ("mlp=diagonal", "lever mlp: expected one of split, mixed"),
     ("batch=-4", "lever batch: must be positive"),
     ("zoo,", "expected [variant:]arm"),
+    ("ap:corpus=", "lever corpus: expected corpus=value"),
 ])
 def test_bad_arms_are_one_line_errors(spec, message):
     with pytest.raises(ValueError) as err:

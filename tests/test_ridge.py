@@ -211,3 +211,37 @@ def test_error_messages():
     with pytest.raises(ValueError, match=r"train and test share 1 document"):
         fit_ridge_grid({"a": X}, {"y": y}, groups, train, np.r_[test, train[:1]])
     assert check_enough_groups(groups, 5) == 20
+
+
+# --- scikit-learn's estimator contract -------------------------------------------------------------
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+# Checks that cannot apply, with the reason (scikit-learn's documented expected_failed_checks); none today:
+# with require_groups=False every check of the regressor contract runs and must pass.
+EXPECTED_FAILED_CHECKS: dict[str, str] = {}
+
+
+@parametrize_with_checks([RidgeProbe(require_groups=False)],
+                         expected_failed_checks=lambda estimator: EXPECTED_FAILED_CHECKS)
+def test_sklearn_estimator_contract(estimator, check, monkeypatch):
+    # scikit-learn's own CI sets this; without it check_array_api_input (NumPy inputs under array-API dispatch:
+    # results unchanged) skips itself, and no check may be skipped here
+    monkeypatch.setenv("SCIPY_ARRAY_API", "1")
+    with threadpool_limits(1):
+        check(estimator)
+
+
+def test_groups_stay_required_by_default_and_ungrouped_means_one_group_per_row():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 4))
+    y = X @ np.array([1.0, -2.0, 0.5, 0.0]) + rng.normal(scale=0.1, size=60)
+    with pytest.raises(ValueError, match="needs groups="):
+        RidgeProbe().fit(X, y)
+    ungrouped = RidgeProbe(require_groups=False).fit(X, y)
+    one_per_row = RidgeProbe().fit(X, y, groups=np.arange(60))
+    np.testing.assert_array_equal(ungrouped.cv_scores_, one_per_row.cv_scores_)
+    np.testing.assert_array_equal(ungrouped.coef_, one_per_row.coef_)
+    for bad, message in ((dict(alphas=[]), "alphas must be"), (dict(alphas=[0.0, 1.0]), "alphas must be"),
+                         (dict(n_splits=1), "n_splits must be"), (dict(standardize="yes"), "standardize must be")):
+        with pytest.raises(ValueError, match=message):
+            RidgeProbe(**bad).fit(X, y, groups=np.arange(60) // 6)

@@ -1,5 +1,7 @@
 """Attention summaries: streaming statistics vs a brute-force pass over every (query, key) pair."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -8,7 +10,7 @@ from conftest import tiny_model
 from dstg_interp import extract
 from dstg_interp.data import collate
 from dstg_interp.encoders import length_sorted_batches as batch_plan
-from dstg_interp.store.attention import jensen_shannon, logit_terms
+from dstg_interp.store.attention import AttentionSummaries, jensen_shannon, logit_terms
 
 torch.set_num_threads(1)
 
@@ -89,6 +91,27 @@ def test_summaries_match_brute_force(variant, tmp_path):
     assert summaries.js_removal.min() > 0  # every term here moves the pattern
     table = summaries.to_dataframe()
     assert len(table) == 2 * 4 * len(summaries.terms) and set(table.columns) >= {"layer", "head", "term", "js_removal"}
+
+
+def test_the_one_jensen_shannon_is_in_bits_and_old_nats_stores_read_as_bits(tmp_path):
+    disjoint = jensen_shannon(torch.tensor([[1.0, 0.0], [0.5, 0.5]]), torch.tensor([[0.0, 1.0], [0.5, 0.5]]))
+    assert disjoint.tolist() == [1.0, 0.0]  # log base 2: disjoint distributions are 1 bit apart, equal ones 0
+    p, q = torch.tensor([0.7, 0.2, 0.1], dtype=torch.float64), torch.tensor([0.1, 0.3, 0.6], dtype=torch.float64)
+    m = (p + q) / 2
+    by_hand = 0.5 * (p * (p / m).log2()).sum() + 0.5 * (q * (q / m).log2()).sum()
+    assert float(jensen_shannon(p, q)) == pytest.approx(float(by_hand), rel=1e-12)
+    assert float(jensen_shannon(torch.full((3,), float("nan")), p)) == 0.0  # a query with no valid key
+    model = tiny_model("dstg", init_std=0.3).eval()
+    store = extract(model, TinySequences(), tmp_path / "s", layers=(0,), attention_summaries=True, progress=False)
+    bits = store.attention.js_removal
+    description = json.loads((store.directory / "attention.json").read_text())
+    assert description["js_unit"] == "bits"
+    del description["js_unit"]  # as a store written before the unit was bits: its js_removal was in nats
+    (store.directory / "attention.json").write_text(json.dumps(description))
+    with np.load(store.directory / "attention.npz", allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    np.savez(store.directory / "attention.npz", **{**arrays, "js_removal": arrays["js_removal"] * np.log(2.0)})
+    np.testing.assert_allclose(AttentionSummaries.load(store.directory).js_removal, bits, rtol=1e-12)
 
 
 @pytest.mark.parametrize("variant", ["dstg", "rp"])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from dstg_interp.cli.export import main as export_main
+from dstg_interp.cli.export import ExportCommand, main as export_main
 from dstg_interp.store import StoreError, extract
 from dstg_interp.store import export as export_module
 from dstg_interp.store.export import export_size, export_store
@@ -70,6 +70,9 @@ def test_dstg_export_writes_the_folder_and_refuses_bad_input_with_exit_2(store, 
                                   "--layers", "1", "--subspaces", "ap", "--quiet")
     assert code == 0, err
     assert datasets.load_from_disk(str(tmp_path / "hf")).num_rows == store.n_tokens
+    saved = ExportCommand.from_json(tmp_path / "hf" / "config.json")  # the flags' config, beside the files
+    assert saved == ExportCommand(store=str(store.directory), out=str(tmp_path / "hf"), layers=[1], subspaces=["ap"],
+                                  progress=False)
     for argv, message in ((["--store", store.directory, "--out", tmp_path / "hf"], "not an empty folder"),
                           (["--store", store.directory, "--out", tmp_path / "x", "--layers", "2"], "layer 2"),
                           (["--store", tmp_path / "nothing", "--out", tmp_path / "y"], "no such store folder")):

@@ -219,3 +219,38 @@ def test_random_offset_config_errors():
         TrainConfig(model=dict(variant="rope", d_model=32, n_layers=2, n_heads=4), random_offset=True)
     with pytest.raises(ValueError, match="max_positions: must be >= max_length=256"):
         TrainConfig(max_positions=128)
+
+
+def test_the_loop_adds_nothing_to_the_step(tmp_path, corpus):
+    """train()'s eager losses are those of the recipe written out by hand (batches, masks, offsets, schedule,
+    AdamW, clipping): whatever the loop does around the step (prefetch, pinning, logging, validation,
+    checkpoints) must not change a loss."""
+    import torch
+
+    from dstg_interp import build_model
+    from dstg_interp.train import (OFFSET_SEED_SHIFT, batch_order, learning_rate, make_optimizer, masked_batch,
+                                   prepare_training_data, random_offsets, step_seed)
+
+    cfg = tiny_train_config(tmp_path / "run", corpus, compile=False, random_offset=True, max_positions=96)
+    train(cfg)
+    logged = [loss for _, loss in sorted(train_losses(cfg.out_dir).items())]
+    prepared = prepare_training_data(cfg)
+    vocab_size = prepared.tokenizer.get_vocab_size()
+    model = build_model(cfg.model_config(vocab_size)).train()
+    optimizer = make_optimizer(model, cfg)
+    batches = batch_order(prepared.train, cfg)
+    by_hand = []
+    for step in range(cfg.max_steps):
+        seed = step_seed(cfg.seed, step)
+        ids, mask, labels = masked_batch(prepared.train, batches(step), cfg, vocab_size, generator_seed=seed)
+        offsets = random_offsets(mask, cfg.max_positions, seed + OFFSET_SEED_SHIFT)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(cfg, step)
+        loss = model(ids, None if bool(mask.all()) else mask, labels, masked_logits_only=True,
+                     position_offset=offsets).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        by_hand.append(round(float(loss.detach()), 5))
+    assert len(logged) == cfg.max_steps and by_hand == logged

@@ -2,6 +2,7 @@
 position-table init, compiled vs eager training, and the recipe study on a tiny corpus."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -195,6 +196,24 @@ def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
     assert [c.model_config(8192).seed for c in configs.values()] == [0, 1, 2]
 
 
+def test_the_one_zoo_architecture_is_the_shipped_zoo_s_and_the_recipe_s():
+    from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_WIDTHS, zoo_architecture
+    from dstg_interp.tiny_zoo import TINY_WIDTHS, tiny_config
+    from experiments.pretrain_zoo import zoo_config
+
+    assert set(ZOO_WIDTHS) == set(TINY_WIDTHS) == set(ZOO_NAMES)
+    fields = ("variant", "d_sem", "d_ap", "d_model", "n_layers", "n_heads")
+    for variant in (*ZOO_NAMES, "dstg-offset"):
+        shipped = json.loads((ZOO_DIR / variant / "config.json").read_text())  # what the zoo was trained as
+        made = zoo_config(variant, Path("runs"), 4800, None).model_config(8192).to_dict()
+        assert {k: made[k] for k in fields} == {k: shipped[k] for k in fields}, variant
+        assert zoo_architecture(variant.split("-")[0]).items() <= made.items()
+    assert TrainConfig().model == dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4)  # its default, as before
+    assert {k: tiny_config("dstg-offset", 97).to_dict()[k] for k in ("variant", "d_sem", "d_ap", "d_model")} == \
+        dict(variant="dstg", d_sem=24, d_ap=8, d_model=32)
+    assert tiny_config("rp", 97).d_model == 32 and tiny_config("rp", 97).n_layers == 2
+
+
 def test_compile_is_on_by_default_only_where_it_pays_back(monkeypatch):
     from dstg_interp import train as train_module
 
@@ -206,3 +225,23 @@ def test_compile_is_on_by_default_only_where_it_pays_back(monkeypatch):
     monkeypatch.setattr(train_module.shutil, "which", lambda name: None)
     compiled, note = train_module.use_compile(TrainConfig(max_steps=4800))
     assert not compiled and "no C++ compiler" in note
+
+
+def test_pretrain_zoo_refuses_a_zoo_of_another_recipe(tmp_path, capsys):
+    """A zoo folder whose member was trained otherwise (here: 4800 steps) gets no member of this recipe (200
+    steps): one line naming the member and what differs, before anything is trained or written."""
+    from dstg_interp.model.checkpoint import ZOO_DIR
+    from experiments.pretrain_zoo import check_zoo_recipe, main as pretrain_zoo_main, zoo_config
+
+    for variant in ("dstg", "rope", "ap", "rp"):  # the shipped zoo is one recipe (dstg-offset: its own)
+        for seed in (0, 3):
+            check_zoo_recipe(ZOO_DIR, variant, zoo_config(variant, tmp_path, 4800, None, seed))
+    zoo = tmp_path / "zoo"
+    (zoo / "ap").mkdir(parents=True)
+    shutil.copy(ZOO_DIR / "ap" / "train_config.json", zoo / "ap" / "train_config.json")
+    before = sorted(p.name for p in zoo.rglob("*"))
+    code = pretrain_zoo_main(["--variants", "rp", "--steps", "200", "--out", str(zoo), "--runs", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith(f"pretrain_zoo: error: {zoo} holds ap, trained with another recipe (max_steps 4800 here vs 200")
+    assert sorted(p.name for p in zoo.rglob("*")) == before and not (tmp_path / "runs").exists()

@@ -58,6 +58,7 @@ import pandas as pd
 import torch
 
 from ..encoders import open_encoder
+from ..store.attention import AttentionAccumulator
 
 DSTG_TERMS = ("sem", "ap", "rp")
 BASELINE_TERMS = ("content", "rp")
@@ -98,113 +99,26 @@ def head_summaries_from_cache(
     if attention_mask is None:
         attention_mask = torch.ones_like(tokens, dtype=torch.bool)
     attention_mask = attention_mask.to(torch.bool)
-    accumulators = [_HeadAccumulator(terms, encoder.n_heads, tokens.shape[1], variance_over)
-                    for _ in range(encoder.n_layers)]
+    lengths = attention_mask.sum(1)
+    if not torch.equal(attention_mask, torch.arange(tokens.shape[1])[None, :] < lengths[:, None]):
+        raise ValueError("head statistics need right-padded sequences: each attention_mask row is True, then False")
+    # the store's accumulator, with every offset its own bin (none clipped) and the pattern from the terms
+    accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(terms), max_offset=tokens.shape[1] - 1,
+                                       max_positions=tokens.shape[1], variance_over=variance_over)
     was_training = encoder.model.training
     encoder.model.eval()
     try:
         for start in range(0, tokens.shape[0], batch_size):
-            batch_tokens = tokens[start : start + batch_size]
             batch_mask = attention_mask[start : start + batch_size]
+            batch_lengths = lengths[start : start + batch_size].tolist()
 
-            def fold(layer, term_logits, pattern, batch_mask=batch_mask):  # term_logits: {term: [B, H, T, T]}
-                term_logits = {t: x.float() for t, x in term_logits.items()}
-                accumulators[layer].add(term_logits, batch_mask.to(term_logits[terms[0]].device))
+            def fold(layer, term_logits, pattern, batch_lengths=batch_lengths):  # term_logits: {term: [B, H, T, T]}
+                accumulator.update(layer, [term_logits[t] for t in terms], None, batch_lengths)
 
-            encoder.attention(batch_tokens, batch_mask, on_layer=fold)
+            encoder.attention(tokens[start : start + batch_size], batch_mask, on_layer=fold)
     finally:
         encoder.model.train(was_training)
-    name = model_name or encoder.name
-    frames = [acc.to_frame(name, layer) for layer, acc in enumerate(accumulators)]
-    return pd.concat(frames, ignore_index=True)
-
-
-class _HeadAccumulator:
-    """Running sums over batches for one layer's heads (within-query moments, JS, offset profile)."""
-
-    def __init__(self, terms: tuple[str, ...], n_heads: int, max_len: int, variance_over: str):
-        self.terms = terms
-        self.variance_over = variance_over
-        self.n_heads = n_heads
-        self.max_len = max_len
-        # float64 sums of x_a * x_b and of x_a over pairs (x centred per query in "query" mode)
-        self.moment = {pair: torch.zeros(n_heads, dtype=torch.float64) for pair in _term_pairs(terms, diagonal=True)}
-        self.first = {t: torch.zeros(n_heads, dtype=torch.float64) for t in terms}
-        self.js = {t: torch.zeros(n_heads, dtype=torch.float64) for t in terms}
-        self.n_pairs = 0
-        self.n_queries = 0
-        # eta^2 of weights on offset: per-offset sums and counts, plus the overall sum of squares
-        self.offset_sum = torch.zeros(n_heads, 2 * max_len - 1, dtype=torch.float64)  # offset + max_len - 1
-        self.offset_count = torch.zeros(2 * max_len - 1, dtype=torch.float64)
-        self.weight_sq_sum = torch.zeros(n_heads, dtype=torch.float64)
-
-    def add(self, term_logits: dict[str, torch.Tensor], attention_mask: torch.Tensor) -> None:
-        seq_len = attention_mask.shape[1]
-        valid_key = attention_mask[:, None, None, :]  # [B, 1, 1, T]
-        valid_query = attention_mask[:, None, :, None]  # [B, 1, T, 1]
-        pair = (valid_key & valid_query).double()  # [B, 1, T, T]
-        keys_per_query = valid_key.double().sum(-1, keepdim=True).clamp(min=1)  # [B, 1, 1, 1]
-
-        values = {}
-        for t, x in term_logits.items():
-            x = x.double() * valid_key
-            if self.variance_over == "query":  # softmax is blind to anything constant along a query's keys
-                x = x - x.sum(-1, keepdim=True) / keys_per_query
-            values[t] = x * pair  # [B, H, T, T], zero outside valid pairs
-            self.first[t] += values[t].sum(dim=(0, 2, 3))
-        for a, b in self.moment:
-            self.moment[(a, b)] += (values[a] * values[b]).sum(dim=(0, 2, 3))
-        self.n_pairs += int(pair.sum())
-
-        key_fill = torch.zeros_like(valid_key, dtype=torch.float64).masked_fill(~valid_key, float("-inf"))
-        total = sum(x.double() for x in term_logits.values()) + key_fill  # [B, H, T, T]
-        pattern = total.softmax(-1)
-        query_weight = valid_query.double()[..., 0]  # [B, 1, T]
-        for t in self.terms:
-            without = (total - term_logits[t].double()).softmax(-1)
-            self.js[t] += (_js_bits(pattern, without) * query_weight).sum(dim=(0, 2))
-        self.n_queries += int(attention_mask.sum())
-
-        # offset index of each (query i, key j): j - i shifted to be >= 0
-        idx = torch.arange(seq_len)
-        offset_index = (idx[None, :] - idx[:, None] + self.max_len - 1).to(pattern.device)  # [T, T]
-        weights = pattern.nan_to_num(0.0) * pair  # [B, H, T, T]
-        flat_index = offset_index.reshape(-1)
-        self.offset_sum.index_add_(1, flat_index, weights.sum(0).reshape(self.n_heads, -1))
-        self.offset_count.index_add_(0, flat_index, pair.sum(dim=(0, 1)).reshape(-1))
-        self.weight_sq_sum += (weights**2).sum(dim=(0, 2, 3))
-
-    def to_frame(self, model_name: str, layer: int) -> pd.DataFrame:
-        n_pairs = max(self.n_pairs, 1)
-        rows = {"model": model_name, "layer": layer, "head": np.arange(self.n_heads)}
-        for (a, b), moment in self.moment.items():
-            covariance = moment / n_pairs - (self.first[a] / n_pairs) * (self.first[b] / n_pairs)
-            rows[f"var_{a}" if a == b else f"cov_{a}_{b}"] = covariance.numpy()
-        for t, js in self.js.items():
-            rows[f"js_without_{t}"] = (js / max(self.n_queries, 1)).numpy()
-        rows["positional_score"] = self._eta_squared().numpy()
-        rows["n_pairs"] = self.n_pairs
-        rows["variance_over"] = self.variance_over
-        return pd.DataFrame(rows)
-
-    def _eta_squared(self) -> torch.Tensor:
-        count = self.offset_count.clamp(min=1)
-        n = self.offset_count.sum().clamp(min=1)
-        grand_mean = self.offset_sum.sum(-1) / n  # [H]
-        between = (self.offset_sum**2 / count).sum(-1) - n * grand_mean**2  # sum_o n_o mean_o^2 - n mean^2
-        total = self.weight_sq_sum - n * grand_mean**2
-        return torch.where(total > 1e-12, (between / total.clamp(min=1e-12)).clamp(0, 1), torch.zeros_like(total))
-
-
-def _js_bits(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Jensen-Shannon divergence in bits along the last axis; [..., T] -> [...]. 0 log 0 = 0."""
-    m = 0.5 * (p + q)
-
-    def kl(a: torch.Tensor) -> torch.Tensor:
-        ratio = torch.where(a > 0, a / m.clamp(min=1e-300), torch.ones_like(a))
-        return (a * torch.log2(ratio)).sum(-1)
-
-    return (0.5 * kl(p) + 0.5 * kl(q)).nan_to_num(0.0).clamp(min=0.0)
+    return head_stats_from_store(accumulator.summaries(), model_name=model_name or encoder.name)
 
 
 def _term_pairs(terms, diagonal: bool):
@@ -219,8 +133,8 @@ def head_stats_from_store(store, model_name: str = "model") -> pd.DataFrame:
     Args:
         store: an ``ActivationStore`` (its ``.attention``) or an ``AttentionSummaries`` itself.
         model_name: value of the ``model`` column.
-    The store's variances are over all valid pairs (``variance_over="pair"``) and its JS is in nats
-    (converted to bits here).  ``positional_score`` needs the mean squared attention weight per head
+    The store's variances are over all valid pairs (``variance_over="pair"``); JS is in bits, as
+    everywhere (``store.attention.jensen_shannon``).  ``positional_score`` needs the mean squared attention weight per head
     (array ``weight_sq_mean`` [layers, heads]); without it the score is NaN and baselines are labelled
     "mixed" unless their rp term dominates.
     """
@@ -236,7 +150,7 @@ def head_stats_from_store(store, model_name: str = "model") -> pd.DataFrame:
         )
     terms = list(summaries.terms)
     cov = np.asarray(arrays["cov"])  # [layers, heads, terms, terms]
-    js_bits = np.asarray(arrays["js_removal"]) / np.log(2.0)  # [layers, heads, terms]
+    js_bits = np.asarray(arrays["js_removal"])  # [layers, heads, terms]
     n_layers, n_heads = cov.shape[:2]
     layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     rows = {"model": model_name, "layer": layer.ravel(), "head": head.ravel()}
@@ -247,7 +161,7 @@ def head_stats_from_store(store, model_name: str = "model") -> pd.DataFrame:
             rows[f"cov_{a}_{terms[j]}"] = cov[:, :, i, j].ravel()
     rows["positional_score"] = _eta_squared_from_store(arrays, n_layers, n_heads).ravel()
     rows["n_pairs"] = np.repeat(np.asarray(arrays["pairs"]).astype(np.int64), n_heads)
-    rows["variance_over"] = "pair"
+    rows["variance_over"] = getattr(summaries, "variance_over", "pair")
     return pd.DataFrame(rows)
 
 

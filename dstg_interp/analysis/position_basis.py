@@ -85,7 +85,7 @@ def position_basis(store, layer, subspace: str | None = None, max_positions: int
     centred = means - means.mean(axis=0)
     label = name or f"layer {layer} {subspace or ''}".strip()
     summary = {"name": label, "n_tokens": int(n), "n_positions": int(len(kept)), "width": int(width),
-               "position_share": between / total if total > 0 else 0.0,
+               "position_share": min(between / total, 1.0) if total > 0 else 0.0,  # 1 + rounding for a pure table
                "chance_share": (len(kept) - 1) / max(n - 1, 1),
                "mean_standard_error": float(standard_error.mean()),
                "mean_spread_of_means": float(centred.std(axis=0).mean())}

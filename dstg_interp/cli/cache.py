@@ -31,9 +31,8 @@ from dstg_interp.store.distributed import OtherRankFailed, Ranks, torchrun_ranks
 from dstg_interp.store.config import ExtractionConfig
 from dstg_interp.store.extract import extract
 
-from .config_args import add_config_arguments, config_from_args
+from .config_args import add_config_arguments, config_from_args, run_command
 from .flags import one_model
-from .shell import run_cli
 
 
 @dataclass
@@ -41,6 +40,9 @@ class CacheCommand:
     """dstg-cache's flags beside the ExtractionConfig's: which model, which text, where, and how."""
 
     model: list = field(default_factory=list, metadata={"flag": "--model", "required": True})
+    name: str | None = field(default=None, metadata={
+        "help": "how the store names the model (its manifest's model_name)", "shown": "the zoo name, hub id, "
+        "model-card title or folder name (dstg_interp.encoders.naming)"})
     corpus: str | None = field(default=None, metadata={
         "exclusive": ("source", True), "help": "corpus spec for load_corpus: en-mix, a folder of *.txt, a .jsonl, hf:..."})
     sequences: str | None = field(default=None, metadata={
@@ -76,7 +78,7 @@ def run(command: CacheCommand, ranks=None):
         # rank 0 holds the folder's lock; every rank stops if it cannot be had
         ranks.together(lambda: held.enter_context(output_lock(command.out, "dstg-cache " + " ".join(sys.argv[1:])))
                        if ranks.first else None)
-        encoder = open_encoder(model, device=ranks.device)
+        encoder = open_encoder(model, device=ranks.device, name=command.name)
         if command.sequences:
             sequences = StructuredSequences.load(command.sequences)
         else:
@@ -95,14 +97,13 @@ def _main(command: CacheCommand) -> int:
     except OtherRankFailed:  # the failing rank prints its own error
         return 2
     if ranks.first:
-        print(f"{store.directory}: {store.n_tokens} tokens, layers {list(store.layers)}, subspaces {list(store.subspaces)}")
+        print(f"{store.directory}: {store.model_name}, {store.n_tokens} tokens, layers {list(store.layers)}, "
+              f"subspaces {list(store.subspaces)}")
     return 0
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli("dstg-cache", lambda: _main(config_from_args(CacheCommand, args)),
-                   interrupted=lambda: "no store was written")
+    return run_command(build_parser(), CacheCommand, _main, argv, interrupted=lambda: "no store was written")
 
 
 if __name__ == "__main__":

@@ -39,11 +39,13 @@ import argparse
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from typing import Any
 
 from . import flags
+from .shell import run_cli
 
-__all__ = ["add_config_arguments", "config_from_args", "config_flags", "flag_values"]
+__all__ = ["add_config_arguments", "config_from_args", "config_flags", "flag_values", "run_command"]
 
 _MISSING = dataclasses.MISSING
 
@@ -225,3 +227,15 @@ def flag_values(config) -> dict:
         flag = spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
         found[flag.lstrip("-").replace("-", "_")] = (not value) if spec.metadata.get("invert") else value
     return found
+
+
+def run_command(parser: argparse.ArgumentParser, config_class, body: Callable[[Any], int | None], argv=None,
+                interrupted: Callable[[], str] | None = None) -> int:
+    """A command's ``main``: parse ``argv``, build ``config_class`` from the flags and run ``body(config)``
+    under ``shell.run_cli`` as ``parser.prog`` (one-line errors, exit codes 2 / 130 / 143).
+
+        def main(argv=None) -> int:
+            return run_command(build_parser(), CacheCommand, _main, argv, interrupted=lambda: "no store was written")
+    """
+    args = parser.parse_args(argv)
+    return run_cli(parser.prog, lambda: body(config_from_args(config_class, args)), interrupted=interrupted)

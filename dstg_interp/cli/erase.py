@@ -22,46 +22,53 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from dstg_interp.config import ConfigIO
+from dstg_interp.encoders.naming import model_label
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import OutputError, check_output_location, folder_entries, output_lock, written_atomically
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.manifest import versions
-from probes.erasure import ENCODINGS, METHODS, TARGETS
 from probes.erasure_effects import ErasureConfig, erase_positions
-from dstg_interp.encoders.naming import model_label
 
-from . import flags
-from .flags import positive_int
-from .shell import run_cli
+from .config_args import add_config_arguments, run_command
+from .flags import one_model
 
-RESULT_FILES = ("results.csv", "heads.csv", "results.json", "erasers")
+RESULT_FILES = ("results.csv", "heads.csv", "results.json", "config.json", "erasers")
+
+
+@dataclass
+class EraseCommand(ConfigIO):
+    """dstg-erase's flags beside the ErasureConfig's: which model and store, where the tables go; saved as
+    config.json beside them (``EraseCommand.from_json(out / "config.json")`` is the run again)."""
+
+    model: list = field(default_factory=list, metadata={"required": True})
+    name: str | None = field(default=None, metadata={
+        "help": "how the table and results.json name the model", "shown": "the zoo name, hub id, model-card title "
+        "or folder name (dstg_interp.encoders.naming)"})
+    store: str | None = field(default=None, metadata={
+        "help": "an activation store of --model to fit the erasers on",
+        "shown": "one extracted from the corpus's probing documents, cached"})
+    out: str | None = field(default=None, metadata={
+        "required": True, "help": "a folder for results.csv, heads.csv, results.json and config.json"})
+    save_erasers: bool = field(default=False, metadata={"help": "also write every eraser under --out/erasers/"})
+    device: str = "cpu"
+    threads: int | None = None
+    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
+    erasure: ErasureConfig = field(default_factory=ErasureConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.erasure, dict):  # from_json
+            self.erasure = ErasureConfig.from_dict(self.erasure)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-erase", description=__doc__.split("\n\n")[0])
-    flags.add_model(parser, required=True)
-    parser.add_argument("--store", default=None, help="an activation store of --model to fit the erasers on "
-                        "(default: one extracted from the corpus's probing documents, cached)")
-    parser.add_argument("--corpus", default="en-mix", help="corpus of the probing documents (en-mix: held-out ones)")
-    flags.add_layers(parser, default="all the store has")
-    flags.add_subspaces(parser)
-    parser.add_argument("--target", default="token_position", choices=TARGETS, help="the position label to erase")
-    parser.add_argument("--encoding", default="dct", choices=ENCODINGS,
-                        help="linear: the value; dct: the value and its first DCT cosines (default: dct)")
-    parser.add_argument("--n-features", type=positive_int, default=8, help="concept features with --encoding dct")
-    parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated, of {', '.join(METHODS)}")
-    parser.add_argument("--n-docs", type=positive_int, default=100, help="evaluation documents for the MLM loss")
-    parser.add_argument("--max-tokens", type=positive_int, default=20_000, help="store tokens for fitting and probing")
-    parser.add_argument("--save-erasers", action="store_true", help="also write every eraser under --out/erasers/")
-    flags.add_out(parser, required=True, what="a folder for results.csv, heads.csv and results.json")
-    flags.add_device(parser)
-    flags.add_seed(parser)
-    flags.add_threads(parser)
-    flags.add_quiet(parser)
+    add_config_arguments(parser, EraseCommand)
     return parser
 
 
@@ -79,42 +86,41 @@ def check_out(out: Path) -> None:
                           "choose another --out")
 
 
-def _main(args: argparse.Namespace) -> int:
-    out = Path(args.out)
+def _main(command: EraseCommand) -> int:
+    out = Path(str(command.out))
     check_out(out)
-    check_device(args.device)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model = flags.one_model(args, "dstg-erase")
-    store = ActivationStore(args.store) if args.store else None
-    layers = None if args.layers is None else [args.layers] if isinstance(args.layers, str) else list(args.layers)
-    config = ErasureConfig(layers=layers, subspaces=args.subspaces,
-                           target=args.target, encoding=args.encoding, n_features=args.n_features,
-                           methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()), corpus=args.corpus,
-                           n_docs=args.n_docs, max_tokens=args.max_tokens, seed=args.seed)
+    check_device(command.device)
+    if command.threads:
+        torch.set_num_threads(command.threads)
+    model = one_model(command.model, "dstg-erase")
+    store = ActivationStore(command.store) if command.store else None
+    config = command.erasure
     started = time.time()
     with output_lock(out, "dstg-erase " + " ".join(sys.argv[1:])):
-        result = erase_positions(model, config, store=store, model_name=model_label(model), device=args.device,
-                                 progress=not args.quiet)
-        record = dict(command="dstg-erase", config=config.to_dict(), model=model, store=args.store, versions=versions(),
-                      seconds=round(time.time() - started, 1), results=result.table.to_dict(orient="records"))
+        name = command.name or model_label(model)
+        result = erase_positions(model, config, store=store, model_name=name, device=command.device,
+                                 progress=command.progress)
+        record = dict(command="dstg-erase", config=config.to_dict(), model=model, model_name=name, store=command.store,
+                      versions=versions(), seconds=round(time.time() - started, 1),
+                      results=result.table.to_dict(orient="records"))
         with written_atomically(out) as tmp:
             result.table.to_csv(tmp / "results.csv", index=False)
             result.heads.to_csv(tmp / "heads.csv", index=False)
             (tmp / "results.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
-            if args.save_erasers:
+            command.to_json(tmp / "config.json")
+            if command.save_erasers:
                 for (layer, subspace, method), eraser in result.erasers.items():
                     eraser.save(tmp / "erasers" / f"layer{layer}-{subspace}-{method}")
     shown = result.table[["layer", "subspace", "method", "rank", "r2_before", "r2_after", "loss_increase",
                           "accuracy_drop", "output_change", "attention_js"]]
+    print(f"{name}: erasing {config.target} ({config.encoding})")
     print(shown.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
-    print(f"wrote {out / 'results.csv'}, {out / 'heads.csv'} and {out / 'results.json'}")
+    print(f"wrote {out / 'results.csv'}, {out / 'heads.csv'}, {out / 'results.json'} and {out / 'config.json'}")
     return 0
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli("dstg-erase", lambda: _main(args), interrupted=lambda: "no results were written")
+    return run_command(build_parser(), EraseCommand, _main, argv, interrupted=lambda: "no results were written")
 
 
 if __name__ == "__main__":

@@ -13,39 +13,49 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 
-from dstg_interp.encoders.selection import resolve_layers
+from dstg_interp.config import ConfigIO
+from dstg_interp.encoders.selection import ALL, resolve_layers
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.export import export_store
 
-from . import flags
-from .shell import run_cli
+from .config_args import add_config_arguments, run_command
+
+
+@dataclass
+class ExportCommand(ConfigIO):
+    """dstg-export's flags; saved as config.json in the exported folder."""
+
+    store: str | None = field(default=None, metadata={
+        "required": True, "help": "the activation store folder (dstg-cache --out)"})
+    out: str | None = field(default=None, metadata={
+        "required": True, "help": "a new (or empty) folder for the datasets files"})
+    layers: tuple | str | None = field(default=None, metadata={"shown": "all the store has"})
+    subspaces: tuple | None = field(default=None, metadata={"shown": "all the store has"})
+    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-export", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store", required=True, help="the activation store folder (dstg-cache --out)")
-    flags.add_out(parser, required=True, what="a new (or empty) folder for the datasets files")
-    flags.add_layers(parser, default="all the store has")
-    flags.add_subspaces(parser, default="all the store has")
-    flags.add_quiet(parser)
+    add_config_arguments(parser, ExportCommand)
     return parser
 
 
-def _main(args: argparse.Namespace) -> int:
-    store = ActivationStore(args.store)
+def _main(command: ExportCommand) -> int:
+    store = ActivationStore(command.store)
     layers = None  # "all" or not given: every layer the store has
-    if args.layers not in (None, "all"):
+    if command.layers not in (None, ALL):
         n_layers = store.manifest["identity"]["model"]["config"].get("n_layers", 0)  # "last" = the model's last
-        layers = resolve_layers(args.layers, n_layers)
-    out = export_store(store, args.out, layers=layers, subspaces=args.subspaces, progress=not args.quiet)
+        layers = resolve_layers(command.layers, n_layers)
+    out = export_store(store, command.out, layers=layers, subspaces=command.subspaces, progress=command.progress,
+                       config=command.to_dict())
     print(f"wrote {out} (datasets.load_from_disk({str(out)!r}))")
     return 0
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_cli("dstg-export", lambda: _main(args), interrupted=lambda: "no dataset was written")
+    return run_command(build_parser(), ExportCommand, _main, argv, interrupted=lambda: "no dataset was written")
 
 
 if __name__ == "__main__":

@@ -20,8 +20,7 @@ from dstg_interp.model.checkpoint import load_model, resolve_checkpoint
 from dstg_interp.model.saving import checkpoint_foreign_entries
 
 from . import flags
-from .config_args import add_config_arguments, config_from_args
-from .shell import run_cli
+from .config_args import add_config_arguments, run_command
 
 def extended_foreign_entries(path: Path) -> list[str]:
     """What makes ``path`` not a checkpoint dstg-extend wrote (a user's notes, no weights); empty if it is one."""
@@ -74,8 +73,7 @@ def _extend(command: ExtendCommand) -> int:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    return run_cli("dstg-extend", lambda: _extend(config_from_args(ExtendCommand, args)))
+    return run_command(_parser(), ExtendCommand, _extend, argv)
 
 
 if __name__ == "__main__":

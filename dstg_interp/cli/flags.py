@@ -25,8 +25,8 @@ from dstg_interp.config import MAX_SEED, check_seed
 from dstg_interp.encoders.selection import ALL, FINAL, LAST, SUBSPACES
 
 HELP = {
-    "--model": "a zoo name (dstg, rope, ap, rp), a checkpoint folder or a local Hugging Face encoder folder; "
-               "several: --model dstg rope or --model dstg --model rope",
+    "--model": "a zoo name (dstg, rope, ap, rp), a checkpoint or run folder, a local Hugging Face encoder folder or "
+               "a hub id (org/name, through the Hugging Face cache); several: --model dstg rope or --model dstg --model rope",
     "--layers": "layers to read: comma-separated indices (0 = embeddings, l = output of the l-th block), 'last' "
                 "(the last block's output), 'final' (the normed state the MLM head reads) or 'all'",
     "--subspaces": "comma-separated subspaces: sem, ap, full (DSTG has all three, other models only full)",

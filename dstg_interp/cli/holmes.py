@@ -85,7 +85,8 @@ def config_from_args(args: argparse.Namespace) -> HolmesRunConfig:
                                                                        holmes.full),
                         mdl=holmes.mdl, protocol=holmes.protocol)
     layers = args.layers if args.layers is not None else "last"
-    return HolmesRunConfig(benchmark_dir=holmes.benchmark, models=flags.models(args), layers=layers,
+    return HolmesRunConfig(benchmark_dir=holmes.benchmark, models=flags.models(args), names=getattr(args, "name", None),
+                           layers=layers,
                            subspaces=list(args.subspaces) if args.subspaces else None,
                            random_init_control=holmes.random_init, probe=probe, device=args.device or "cpu")
 
@@ -113,6 +114,9 @@ class HolmesRun:
     """dstg-holmes run (= dstg-probe --task holmes): the shared flags of a Holmes run, and its own."""
 
     model: list = field(default_factory=list, metadata={"required": True})
+    name: list[str] | None = field(default=None, metadata={
+        "help": "how the tables name each --model, in order", "shown": "the zoo name, hub id, model-card title or "
+        "folder name (dstg_interp.encoders.naming)"})
     layers: str | tuple = field(default="last")
     subspaces: tuple | None = field(default=None, metadata={"shown": "all the model has"})
     holmes: HolmesFlags = field(default_factory=HolmesFlags)

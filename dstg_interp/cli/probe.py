@@ -39,7 +39,7 @@ from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import RESULTS_DIR, OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from dstg_interp.store.manifest import versions
 from probes.holmes.run import HOLMES_THREADS, run_config
-from dstg_interp.encoders.naming import model_label
+from dstg_interp.encoders.naming import table_names
 from probes.positions import DEFAULT_MODEL, PositionProbeConfig, probe_positions
 
 from .config_args import add_config_arguments, config_from_args, flag_values
@@ -64,25 +64,11 @@ class ProbeCommand:
         "folder name (dstg_interp.encoders.naming)"})
     out: str | None = field(default=None, metadata={
         "help": "a folder for results.csv and results.json (Holmes: its tables)", "shown": "dstg-results/<task>"})
-    device: str = "cpu"
+    device: str = field(default="cpu", metadata={"help": "the ridge probes' Gram sums run there too (torch on a GPU)"})
     threads: int | None = field(default=None, metadata={"shown": f"{HOLMES_THREADS} for --task holmes, else PyTorch's"})
     progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "the first N held-out documents only"})
     probe: PositionProbeConfig = field(default_factory=PositionProbeConfig)
-
-
-def table_names(specs: list, given: list[str] | None) -> list[str]:
-    """The name of each model in the tables: ``--name`` (one per --model, none twice), else the naming rule,
-    with the path as given for models whose names would collide (a run folder called ``dstg`` beside the zoo's)."""
-    if given is not None:
-        if len(given) != len(specs):
-            raise ValueError(f"--name gives {len(given)} name(s) for {len(specs)} --model(s); give one per model, in order")
-        twice = sorted({n for n in given if given.count(n) > 1})
-        if twice:
-            raise ValueError(f"--name gives {twice[0]!r} twice; each model of one table needs its own name")
-        return list(given)
-    names = [model_label(spec) for spec in specs]
-    return [str(spec) if names.count(name) > 1 else name for spec, name in zip(specs, names)]
 
 
 LEGEND = ("layer 0 = embeddings, l = after block l; ap / sem = DSTG's position / semantic stream, full = the whole "

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dstg_interp.data.corpora import (DataError, Document, default_cache_dir, load_hf_dataset,
-                                      load_jsonl, load_text_folder, read_text_document,
+from dstg_interp.data.corpora import (ZOO_SPLIT_SEED, ZOO_VAL_FRACTION, DataError, Document, default_cache_dir,
+                                      load_hf_dataset, load_jsonl, load_text_folder, read_text_document,
                                       split_documents)
 from dstg_interp.data.en_large import en_large_version, load_en_large
 from dstg_interp.data.en_mix import en_mix_version, load_en_mix
@@ -79,11 +79,11 @@ def corpus_version(spec: str) -> str | None:
 
 def probing_documents(corpus: str = "en-mix", max_docs: int | None = None) -> list[Document]:
     """The documents to probe on.  For ``en-mix`` the held-out validation documents of the zoo's
-    training split (``split_documents(val_fraction=0.05, seed=0)``: the models never saw them); for any
-    other corpus, all of its documents."""
+    training split (``split_documents`` with ``ZOO_VAL_FRACTION`` and ``ZOO_SPLIT_SEED``, TrainConfig's defaults:
+    the models never saw them); for any other corpus, all of its documents."""
     if max_docs is not None and (not isinstance(max_docs, int) or max_docs <= 0):
         raise ValueError(f"max_docs must be a positive number of documents (or None for all), got {max_docs!r}")
     documents = load_corpus(corpus, progress=False)
     if corpus == "en-mix":
-        _, documents = split_documents(documents, val_fraction=0.05, seed=0)
+        _, documents = split_documents(documents, val_fraction=ZOO_VAL_FRACTION, seed=ZOO_SPLIT_SEED)
     return documents[:max_docs] if max_docs else documents

@@ -363,8 +363,14 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dstg-interp"
 
 
-def split_documents(documents: list[Document], val_fraction: float = 0.05,
-                    seed: int = 0) -> tuple[list[Document], list[Document]]:
+# The zoo's train/validation split, defined once: TrainConfig's defaults (val_fraction, data_seed), the
+# prepared-data cache and probing_documents (the held-out en-mix documents every probe reads) use these.
+ZOO_VAL_FRACTION = 0.05
+ZOO_SPLIT_SEED = 0
+
+
+def split_documents(documents: list[Document], val_fraction: float = ZOO_VAL_FRACTION,
+                    seed: int = ZOO_SPLIT_SEED) -> tuple[list[Document], list[Document]]:
     """Document-level (train, validation) split by a stable sha256 hash of doc_id (same on every run
     and machine, unlike Python's salted `hash`). Order within each part follows the input."""
     if not 0.0 <= val_fraction < 1.0:

@@ -20,6 +20,19 @@ from dstg_interp.data.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_
 IGNORE_INDEX = -100  # F.cross_entropy's default ignore_index
 
 
+def pad_batch(rows, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The one right-padding routine: id (or label) sequences -- lists, arrays or CPU tensors -- to
+    values LongTensor[B, T] filled with ``pad_id`` past each row's end, and mask BoolTensor[B, T] (True on a
+    row's own entries).  ``collate``, the encoders' ``pad_batch`` and the evaluation batches all call it."""
+    if len(rows) == 0:
+        raise ValueError("pad_batch needs at least one sequence")
+    lengths = torch.tensor([len(row) for row in rows])
+    values = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        values[i, :len(row)] = torch.as_tensor(np.asarray(row), dtype=torch.long)
+    return values, torch.arange(values.shape[1])[None, :] < lengths[:, None]
+
+
 def collate(sequences_ids, pad_id: int = PAD_ID,
             special_ids: tuple[int, ...] = (PAD_ID, CLS_ID, SEP_ID, MASK_ID)):
     """Right-pad a list of 1-D id arrays (numpy, lists or tensors).
@@ -29,12 +42,7 @@ def collate(sequences_ids, pad_id: int = PAD_ID,
     """
     if len(sequences_ids) == 0:
         raise ValueError("collate needs at least one sequence")
-    rows = [torch.as_tensor(np.asarray(ids), dtype=torch.long) for ids in sequences_ids]
-    lengths = torch.tensor([len(row) for row in rows])
-    input_ids = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        input_ids[i, :len(row)] = row
-    attention_mask = torch.arange(input_ids.shape[1])[None, :] < lengths[:, None]
+    input_ids, attention_mask = pad_batch(sequences_ids, pad_id)
     special_mask = ~attention_mask | torch.isin(input_ids, torch.tensor(special_ids))
     return input_ids, attention_mask, special_mask
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from .catalog import corpus_version, load_corpus
-from .corpora import DataError, default_cache_dir, split_documents
+from .corpora import ZOO_SPLIT_SEED, ZOO_VAL_FRACTION, DataError, default_cache_dir, split_documents
 from .structure import StructuredSequences, build_structured_sequences
 from .tokenizer import TOKENIZER_TRAINING, load_tokenizer, save_tokenizer, tokenizer_hash, train_tokenizer
 
@@ -102,7 +102,7 @@ def load_prepared(directory: Path, recipe: dict) -> PreparedData | None:
 
 
 def prepare_data(corpus: str = "en-mix", max_length: int = 256, windows: bool = True, vocab_size: int = 8192,
-                 val_fraction: float = 0.05, split_seed: int = 0, max_docs: int | None = None,
+                 val_fraction: float = ZOO_VAL_FRACTION, split_seed: int = ZOO_SPLIT_SEED, max_docs: int | None = None,
                  tokenizer_path: str | None = None, cache_dir: str | Path | None = None,
                  progress: bool = True, tokenizer: Tokenizer | None = None) -> PreparedData:
     """The prepared data of this recipe, from the cache or built (and cached).  ``tokenizer``: tokenize with

@@ -14,6 +14,7 @@ the Holmes encoder, heads, invariance and length evaluation batch, pad and read 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import copy
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from dstg_interp.data import build_structured_sequences
+from tokenizers import Tokenizer
+
+from dstg_interp.data import Document, StructuredSequences, build_structured_sequences
 from dstg_interp.model.checkpoint import missing_tokenizer_message
 
 from .hooks import FINAL, layer_hooks, logit_terms
@@ -71,7 +74,7 @@ class Encoder:
 
     kind = "abstract"  # recorded in a store's identity: "dstg-interp" or "hf"
 
-    def __init__(self, model: torch.nn.Module, tokenizer, special: SpecialTokens, name: str, path: Path | None = None):
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None, special: SpecialTokens, name: str, path: Path | None = None):
         self.model = model
         self.tokenizer = tokenizer  # a tokenizers.Tokenizer, or None (then only token ids can be encoded)
         self.special = special
@@ -139,7 +142,7 @@ class Encoder:
         """The module whose state dict identifies the weights (a store's ``weights_sha256``)."""
         return self.model
 
-    def to(self, device=None, dtype=None) -> "Encoder":
+    def to(self, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> "Encoder":
         """This encoder on ``device`` in ``dtype``: itself when nothing changes, else a copy (the caller's
         model is never moved or cast behind its back)."""
         wanted = None if device is None else torch.device(device)
@@ -156,19 +159,20 @@ class Encoder:
         raise NotImplementedError
 
     # --- inputs ------------------------------------------------------------------------------
-    def pad(self, rows) -> tuple[torch.Tensor, torch.Tensor]:
+    def pad(self, rows: Sequence) -> tuple[torch.Tensor, torch.Tensor]:
         """Id sequences -> tokens [B, T], attention mask [B, T] on this encoder's device, padded with its PAD."""
         tokens, mask = pad_batch(rows, self.special.pad)
         return tokens.to(self.device), mask.to(self.device)
 
-    def batches(self, sequences, batch_size: int = 32) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
+    def batches(self, sequences: StructuredSequences | Sequence, batch_size: int = 32) -> Iterator[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
         """(indices, tokens [B, T], mask [B, T]) over length-sorted batches of ``sequences`` (StructuredSequences
         or a list of id sequences)."""
         for indices in length_sorted_batches(sequence_lengths(sequences), batch_size):
             tokens, mask = self.pad([sequence_ids(sequences, i) for i in indices])
             yield indices, tokens, mask
 
-    def structured_sequences(self, documents, max_length: int = 256, windows: bool = True, corpus_spec: str = ""):
+    def structured_sequences(self, documents: Sequence[Document], max_length: int = 256, windows: bool = True,
+                             corpus_spec: str = "") -> StructuredSequences:
         """Documents -> StructuredSequences in this model's token ids, at most ``max_length`` (and
         max_positions) tokens each, with this tokenizer's [CLS]/[SEP] ids where ours would go."""
         if self.tokenizer is None:
@@ -184,11 +188,11 @@ class Encoder:
         return sequences
 
     # --- states ------------------------------------------------------------------------------
-    def hooks_for(self, layer, subspace: str) -> list[str]:
+    def hooks_for(self, layer: int | str, subspace: str) -> list[str]:
         """The hook names whose tensors, concatenated, are ``subspace`` at ``layer`` (hooks.py)."""
         return layer_hooks(self.variant, layer, subspace)
 
-    def check_request(self, layers=None, subspaces=None) -> tuple[list, list[str]]:
+    def check_request(self, layers: Sequence[int | str] | None = None, subspaces: Sequence[str] | None = None) -> tuple[list, list[str]]:
         """Concrete layers (None = 0..n_layers) and subspaces (None = all), or one clear error."""
         layers = [layer for layer in self.layers if layer != FINAL] if layers is None else list(layers)
         bad = [layer for layer in layers if layer not in self.layers or isinstance(layer, bool)]
@@ -202,11 +206,12 @@ class Encoder:
                                f"it has {', '.join(self.subspaces)} ({self.name})")
         return layers, subspaces
 
-    def capture(self, tokens: torch.Tensor, attention_mask: torch.Tensor, hooks, on_attention: AttentionCallback | None = None) -> dict:
+    def capture(self, tokens: torch.Tensor, attention_mask: torch.Tensor, hooks: Sequence[str], on_attention: AttentionCallback | None = None) -> dict:
         """One forward -> {hook name: tensor} for ``hooks`` (names of hooks.py); tokens, mask [B, T] on device."""
         raise NotImplementedError
 
-    def states(self, tokens, layers=None, subspaces=None, *, attention_mask: torch.Tensor | None = None) -> dict:
+    def states(self, tokens: torch.Tensor, layers: Sequence[int | str] | None = None,
+               subspaces: Sequence[str] | None = None, *, attention_mask: torch.Tensor | None = None) -> dict:
         """{(layer, subspace): [B, T, d]} in the model's dtype, from one forward.
 
         tokens: a [B, T] tensor (with ``attention_mask``, None = all real) or a list of id sequences, which
@@ -224,7 +229,8 @@ class Encoder:
         return {key: captured[hooks[0]] if len(hooks) == 1 else torch.cat([captured[h] for h in hooks], dim=-1)
                 for key, hooks in plan.items()}
 
-    def iter_states(self, sequences, layers=None, subspaces=None, *, batch_size: int = 32, progress: bool = False,
+    def iter_states(self, sequences: StructuredSequences | Sequence, layers: Sequence[int | str] | None = None,
+                    subspaces: Sequence[str] | None = None, *, batch_size: int = 32, progress: bool = False,
                     desc: str | None = None) -> Iterator[EncodedBatch]:
         """``states`` over length-sorted batches of ``sequences`` (StructuredSequences or id sequences)."""
         layers, subspaces = self.check_request(layers, subspaces)
@@ -234,7 +240,7 @@ class Encoder:
                 yield EncodedBatch(indices, mask, self.states(tokens, layers, subspaces, attention_mask=mask))
                 bar.update(len(indices))
 
-    def attention(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None, layers=None,
+    def attention(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None, layers: Sequence[int] | None = None,
                   on_layer: AttentionCallback | None = None) -> dict:
         """{block: {term: [B, H, T, T], ..., "pattern": [B, H, T, T]}} (with ``on_layer``: streamed, {})."""
         raise NotImplementedError

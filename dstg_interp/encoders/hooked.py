@@ -14,6 +14,7 @@ fused path (one ``scaled_dot_product_attention`` per layer), so the states are b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import dataclasses
 
 import torch
@@ -34,7 +35,7 @@ class _StopForward(Exception):
 class HookedEncoder(Encoder):
     kind = "dstg-interp"
 
-    def __init__(self, model, name: str | None = None):
+    def __init__(self, model: torch.nn.Module, name: str | None = None):
         if not hasattr(model, "hook_dict") or not hasattr(model, "config"):
             raise EncoderError(f"cannot encode with a {type(model).__name__}: pass a dstg-interp model, a zoo name, "
                                "a checkpoint folder or a Hugging Face encoder folder")
@@ -69,7 +70,7 @@ class HookedEncoder(Encoder):
         return HookedEncoder(twin, name=f"{self.name} (random init)")
 
     # --- forward passes ----------------------------------------------------------------------
-    def capture(self, tokens, attention_mask, hooks, on_attention: AttentionCallback | None = None) -> dict:
+    def capture(self, tokens: torch.Tensor, attention_mask: torch.Tensor, hooks: Sequence[str], on_attention: AttentionCallback | None = None) -> dict:
         hooks = list(hooks)
         unknown = [name for name in hooks if name not in self.model.hook_dict]
         if unknown:
@@ -90,7 +91,8 @@ class HookedEncoder(Encoder):
         self._run(tokens, attention_mask, fwd_hooks, stop_at_layer)
         return captured
 
-    def attention(self, tokens, attention_mask=None, layers=None, on_layer: AttentionCallback | None = None) -> dict:
+    def attention(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                  layers: Sequence[int] | None = None, on_layer: AttentionCallback | None = None) -> dict:
         """Logit terms (``logit_terms(variant)``: DSTG sem/ap/rp, baselines content[/rp]) and the pattern,
         per block (``layers``: block indices, None = all). The [B, H, T, T] tensors of a block are handed to
         ``on_layer`` as soon as its pattern is computed, so streaming keeps one block in memory."""
@@ -109,7 +111,7 @@ class HookedEncoder(Encoder):
                       max(blocks) + 1 if blocks else 0)
         return BlockAttention(kept, self.name, self.n_layers)
 
-    def mlm_logits(self, tokens, attention_mask) -> torch.Tensor:
+    def mlm_logits(self, tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         # an encoder-only checkpoint raises NoMLMHeadError (a ValueError) here, saying why
         return self.model(tokens.to(self.device), attention_mask=attention_mask.to(self.device)).logits
 

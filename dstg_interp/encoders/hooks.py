@@ -37,7 +37,7 @@ def subspaces_of(variant: str) -> tuple[str, ...]:
     return DSTG_SUBSPACES if variant == "dstg" else ENTANGLED_SUBSPACES
 
 
-def layer_hooks(variant: str, layer, subspace: str) -> list[str]:
+def layer_hooks(variant: str, layer: int | str, subspace: str) -> list[str]:
     """Hook names whose tensors, concatenated on the last axis, are ``subspace`` at ``layer`` (table above)."""
     if is_hf(variant):
         return [f"hidden_states.{layer}"]

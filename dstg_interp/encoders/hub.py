@@ -27,7 +27,7 @@ ENCODER_FILES = ["config.json", "*.safetensors", "model.safetensors.index.json",
                  "special_tokens_map.json", "vocab.txt", "README.md", "modules.json", "config_sentence_transformers.json"]
 
 
-def looks_like_hub_id(spec) -> bool:
+def looks_like_hub_id(spec: object) -> bool:
     """``org/name`` that is not an existing path (a relative path that does not exist also looks so)."""
     return isinstance(spec, str) and bool(HUB_ID.match(spec)) and not Path(spec).exists()
 

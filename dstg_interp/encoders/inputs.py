@@ -1,4 +1,4 @@
-"""Model inputs: special-token ids read from a tokenizer, length-sorted batches, right padding.
+"""Model inputs: special-token ids read from a tokenizer, length-sorted batches, right padding (``data.mlm.pad_batch``).
 
     special = special_tokens(tokenizer)              # SpecialTokens(cls=2, sep=3, pad=0, mask=4)
     for indices in length_sorted_batches(lengths, batch_size=32): ...
@@ -11,12 +11,15 @@ A Hugging Face folder names its own in tokenizer_config.json (transformers >= 5)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
+from tokenizers import Tokenizer
 
+from dstg_interp.data.mlm import pad_batch as pad_batch  # the one right-padding routine, re-exported here
+from dstg_interp.data.structure import StructuredSequences
 from dstg_interp.data.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID
 from dstg_interp.model.files import read_json
 
@@ -47,7 +50,7 @@ class SpecialTokens:
 TOOLKIT_SPECIAL_TOKENS = SpecialTokens(cls=CLS_ID, sep=SEP_ID, pad=PAD_ID, mask=MASK_ID)
 
 
-def special_tokens(tokenizer, declared: dict[str, str] | None = None, where: str = "the tokenizer") -> SpecialTokens:
+def special_tokens(tokenizer: Tokenizer, declared: dict[str, str] | None = None, where: str = "the tokenizer") -> SpecialTokens:
     """Look up [CLS]/[SEP]/[PAD]/[MASK] (or the ``declared`` names, e.g. {"cls": "<s>"}) in ``tokenizer``.
 
     Raises ValueError naming ``where`` when CLS, SEP or PAD is missing."""
@@ -75,7 +78,7 @@ def declared_special_tokens(folder: Path) -> dict[str, str]:
     return declared
 
 
-def length_sorted_batches(lengths, batch_size: int) -> list[np.ndarray]:
+def length_sorted_batches(lengths: Sequence[int] | np.ndarray, batch_size: int) -> list[np.ndarray]:
     """Sequence indices of each forward batch: longest first, so a batch pads to similar lengths."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
@@ -83,25 +86,14 @@ def length_sorted_batches(lengths, batch_size: int) -> list[np.ndarray]:
     return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-def pad_batch(rows, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad id sequences (lists, arrays or tensors) -> tokens [B, T] long, attention mask [B, T] bool."""
-    if len(rows) == 0:
-        raise ValueError("pad_batch needs at least one sequence")
-    lengths = torch.tensor([len(row) for row in rows])
-    tokens = torch.full((len(rows), int(lengths.max())), pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        tokens[i, :len(row)] = torch.as_tensor(np.asarray(row), dtype=torch.long)
-    return tokens, torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
-
-
-def sequence_lengths(sequences) -> np.ndarray:
+def sequence_lengths(sequences: StructuredSequences | Sequence) -> np.ndarray:
     """Lengths of StructuredSequences (its ``lengths``) or of a list of id sequences."""
     if hasattr(sequences, "lengths"):
         return np.asarray(sequences.lengths, dtype=np.int64)
     return np.array([len(sequence_ids(sequences, i)) for i in range(len(sequences))], dtype=np.int64)
 
 
-def sequence_ids(sequences, index: int):
+def sequence_ids(sequences: StructuredSequences | Sequence, index: int) -> Sequence[int] | np.ndarray:
     """Token ids of sequence ``index``: an item of StructuredSequences is a dict with ``input_ids``."""
     item = sequences[int(index)]
     return item["input_ids"] if isinstance(item, dict) else item

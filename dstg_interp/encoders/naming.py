@@ -62,7 +62,7 @@ def folder_name(path: Path) -> str:
     return path.name or str(path)
 
 
-def model_name(spec) -> str:
+def model_name(spec: object) -> str:
     """The name of the model ``spec`` (zoo name, folder path, or anything with ``.name``) by the rule above."""
     if not isinstance(spec, (str, Path)):
         return getattr(spec, "name", None) or getattr(getattr(spec, "config", None), "variant", type(spec).__name__)
@@ -72,7 +72,21 @@ def model_name(spec) -> str:
     return hub_id_of_snapshot(path) or model_card_title(path) or folder_name(path)
 
 
-def model_label(spec) -> str:
+def model_label(spec: object) -> str:
     """How a model is named in tables: ``model_name`` (zoo name, hub id, model-card title, else the folder's
     own name), the one rule of the API and every command."""
     return model_name(spec)
+
+
+def table_names(specs: list, given: list[str] | None) -> list[str]:
+    """The name of each model in the tables: ``--name`` (one per --model, none twice), else the naming rule,
+    with the path as given for models whose names would collide (a run folder called ``dstg`` beside the zoo's)."""
+    if given is not None:
+        if len(given) != len(specs):
+            raise ValueError(f"--name gives {len(given)} name(s) for {len(specs)} --model(s); give one per model, in order")
+        twice = sorted({n for n in given if given.count(n) > 1})
+        if twice:
+            raise ValueError(f"--name gives {twice[0]!r} twice; each model of one table needs its own name")
+        return list(given)
+    names = [model_label(spec) for spec in specs]
+    return [str(spec) if names.count(name) > 1 else name for spec, name in zip(specs, names)]

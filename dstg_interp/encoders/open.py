@@ -14,9 +14,11 @@ PosNeoBERT / NeoBERT folders (``recognised_checkpoint``) -- becomes one of our m
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer
 
 from dstg_interp.model import load_model, recognised_checkpoint
 from dstg_interp.model.checkpoint import ZOO_NAMES
@@ -28,8 +30,9 @@ from .hub import looks_like_hub_id, resolve_hub_id
 from .inputs import special_tokens
 
 
-def open_encoder(model_or_path, tokenizer=None, *, device: str | torch.device | None = None,
-                 dtype: torch.dtype | None = None, name: str | None = None) -> Encoder:
+def open_encoder(model_or_path: str | os.PathLike | torch.nn.Module | Encoder, tokenizer: Tokenizer | None = None, *,
+                 device: str | torch.device | None = None, dtype: torch.dtype | None = None, name: str | None = None,
+                 mlm_head: bool = False) -> Encoder:
     """An Encoder for ``model_or_path`` (see the module docstring).
 
     tokenizer: a tokenizers.Tokenizer to use instead of the one the model ships (or for one that has none).
@@ -37,12 +40,14 @@ def open_encoder(model_or_path, tokenizer=None, *, device: str | torch.device | 
         A model or encoder passed in is never moved or cast itself: a copy is, when they differ.
     name: how results name the model (default: ``naming.model_name``: zoo name, hub id, model-card title or
         the folder's own name).
+    mlm_head: a Hugging Face folder or hub id is loaded with its masked-LM head (``AutoModelForMaskedLM``), so
+        ``mlm_logits`` works; one without the head is refused (EncoderError). Our models always have theirs.
     Raises EncoderError / CheckpointError (both ValueError) with one line for anything it cannot open.
     """
     if isinstance(model_or_path, Encoder):
         encoder = model_or_path
-    elif isinstance(model_or_path, (str, Path)):
-        encoder = _open_path(model_or_path, device or "cpu", dtype or torch.float32, name)
+    elif isinstance(model_or_path, (str, os.PathLike)):
+        encoder = _open_path(model_or_path, device or "cpu", dtype or torch.float32, name, mlm_head)
     elif isinstance(model_or_path, torch.nn.Module) and hasattr(model_or_path, "hook_dict"):
         encoder = HookedEncoder(model_or_path, name=name)
     else:
@@ -56,13 +61,13 @@ def open_encoder(model_or_path, tokenizer=None, *, device: str | torch.device | 
     return encoder
 
 
-def _open_path(spec, device, dtype, name) -> Encoder:
+def _open_path(spec, device, dtype, name, mlm_head: bool = False) -> Encoder:
     path = Path(spec)
     if looks_like_hub_id(spec) and str(spec) not in ZOO_NAMES:
         path = resolve_hub_id(str(spec))  # through the Hugging Face cache; the folder then goes the same way
         spec = path
     if path.is_dir() and is_hf_directory(path) and not recognised_checkpoint(path):
-        return load_hf_encoder(path, device=device, dtype=dtype)
+        return load_hf_encoder(path, device=device, dtype=dtype, mlm_head=mlm_head)
     model = load_model(spec, device=device, dtype=dtype)
     return HookedEncoder(model, name=name)
 

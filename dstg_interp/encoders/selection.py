@@ -14,15 +14,20 @@ The grammar (``dstg_interp.cli.flags.parse_layers`` reads it from a command line
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Union
+
 from .hooks import DSTG_SUBSPACES, FINAL
 
 LAST, ALL = "last", "all"
 SUBSPACES = DSTG_SUBSPACES
+# A layer selection of the grammar above: a name, an index, or several of them (None: the caller's default).
+LayerSelection = Union[str, int, Sequence[Union[str, int]], None]
 
-__all__ = ["LAST", "FINAL", "ALL", "SUBSPACES", "resolve_layers", "check_device"]
+__all__ = ["LAST", "FINAL", "ALL", "SUBSPACES", "LayerSelection", "resolve_layers", "check_device"]
 
 
-def resolve_layers(selection, n_layers: int, default=ALL) -> list:
+def resolve_layers(selection: LayerSelection, n_layers: int, default: LayerSelection = ALL) -> list:
     """Concrete layers for a model with ``n_layers`` blocks: ints (``last`` -> n_layers) and ``final``.
 
     selection: what ``parse_layers`` returns, a list of ints / names, a name, or None (= ``default``).

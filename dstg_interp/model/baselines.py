@@ -18,18 +18,8 @@ from transformer_lens.hook_points import HookPoint
 
 from ..config import ModelConfig
 from .base import EncoderForMLM
-from .layers import (
-    RelativePositionBias,
-    RMSNorm,
-    Rotary,
-    SwiGLU,
-    additive_key_mask,
-    attention_with_learned_bias,
-    is_hooked,
-    merge_heads,
-    split_heads,
-    through_head_hook,
-)
+from .layers import (RelativePositionBias, RMSNorm, Rotary, SwiGLU, additive_key_mask, attention_with_learned_bias,
+                     is_hooked, merge_heads, split_heads, through_head_hook)
 
 
 class NeoBERTAttention(nn.Module):

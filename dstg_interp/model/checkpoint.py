@@ -40,6 +40,20 @@ from .saving import save_checkpoint  # noqa: F401  (re-exported)
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
 ZOO_NAMES = ("dstg", "rope", "ap", "rp")
 ZOO_SEEDS = (0, 1, 2)  # the training seeds the zoo ships (experiments/pretrain_zoo.py --seeds 0 1 2)
+# The zoo's architecture, defined once (pretrain_zoo, recipe_study, the benchmarks and TrainConfig's default
+# read it): d_model 128 for every variant, DSTG's split 112 + 16 (1:7, so each head keeps 4 AP value dims).
+ZOO_WIDTHS = {
+    "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
+    "rope": dict(variant="rope", d_model=128),
+    "ap": dict(variant="ap", d_model=128),
+    "rp": dict(variant="rp", d_model=128),
+}
+ZOO_DEPTH = dict(n_layers=4, n_heads=4)
+
+
+def zoo_architecture(variant: str) -> dict:
+    """The ModelConfig fields of a zoo model of ``variant`` (a copy): its widths and the zoo's depth."""
+    return dict(ZOO_WIDTHS[variant], **ZOO_DEPTH)
 # The one tokenizer of the shipped zoo (every member holds a copy): the zoo recipe trains new members with
 # it, so a member trained later shares the shipped members' token ids.
 ZOO_TOKENIZER = ZOO_DIR / "dstg" / "tokenizer.json"

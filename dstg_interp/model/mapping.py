@@ -11,6 +11,7 @@ import torch
 
 from ..config import ModelConfig
 from .files import CONFIG_FILE, CheckpointError
+from .layers import t5_relative_buckets
 
 # The authors hard-code their relative bias: 32 T5 buckets, max distance 128 (notes/interop.md §2.1).
 AUTHORS_RP_BUCKETS, AUTHORS_RP_MAX_DISTANCE = 32, 128
@@ -81,6 +82,19 @@ def check_bucket_grid(file: Path, state: dict[str, torch.Tensor], key: str, expe
     if key in state and not torch.equal(state[key].long(), expected_grid):
         raise CheckpointError(f"{file}: {key} is not the T5 bucket grid ({AUTHORS_RP_BUCKETS} buckets, max distance "
                               f"{AUTHORS_RP_MAX_DISTANCE}) that our relative bias computes")
+
+
+def check_authors_weights(file: Path, state: dict[str, torch.Tensor], shapes: dict[str, tuple], max_length: int) -> None:
+    """The authors' weights against ``shapes``, both formats: their RP bucket tables and decoder are optional
+    (the decoder's weight and bias come together), and every bucket table they store is the T5 grid ours
+    recomputes for ``max_length`` positions."""
+    buckets = {key for key in shapes if key.endswith("bucket_indices")}
+    check_shapes(file, state, shapes, optional=buckets | {"decoder.weight", "decoder.bias"})
+    if ("decoder.weight" in state) != ("decoder.bias" in state):
+        raise CheckpointError(f"{file}: decoder.weight and decoder.bias come together; one is missing")
+    grid = t5_relative_buckets(max_length, max_length, AUTHORS_RP_BUCKETS, AUTHORS_RP_MAX_DISTANCE)
+    for key in buckets:
+        check_bucket_grid(file, state, key, grid)
 
 
 def position_rows(table: torch.Tensor, pad_token_id: int, max_length: int) -> tuple[torch.Tensor, int]:

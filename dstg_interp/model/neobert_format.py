@@ -19,19 +19,8 @@ from pathlib import Path
 import torch
 
 from .files import CONFIG_FILE, CheckpointError
-from .layers import t5_relative_buckets
-from .mapping import (
-    AUTHORS_RP_BUCKETS,
-    AUTHORS_RP_MAX_DISTANCE,
-    ForeignCheckpoint,
-    check_bucket_grid,
-    check_shapes,
-    field,
-    make_config,
-    multiple_of_8_up,
-    position_rows,
-    vocabulary_fields,
-)
+from .mapping import (AUTHORS_RP_BUCKETS, AUTHORS_RP_MAX_DISTANCE, ForeignCheckpoint, check_authors_weights, field,
+                      make_config, multiple_of_8_up, position_rows, vocabulary_fields)
 
 
 def baseline_variant(data: dict, path: Path, format_name: str) -> str:
@@ -81,13 +70,7 @@ def read_neobert(path: Path, file: Path, data: dict, state: dict, format_name: s
         raise CheckpointError(f"{path / CONFIG_FILE}: dim_head={data['dim_head']} but hidden_size / heads = {h // H}")
     F = multiple_of_8_up(2 * field(data, "intermediate_size", path, default=4 * h) / 3)
     shapes = expected_shapes(variant, h, base["vocab_size"], M, H, L, F)
-    buckets = {key for key in shapes if key.endswith("bucket_indices")}
-    check_shapes(file, state, shapes, optional=buckets | {"decoder.weight", "decoder.bias"})
-    if ("decoder.weight" in state) != ("decoder.bias" in state):
-        raise CheckpointError(f"{file}: decoder.weight and decoder.bias come together; one is missing")
-    grid = t5_relative_buckets(M, M, AUTHORS_RP_BUCKETS, AUTHORS_RP_MAX_DISTANCE)
-    for key in buckets:
-        check_bucket_grid(file, state, key, grid)
+    check_authors_weights(file, state, shapes, M)
 
     out = {"embed.weight": state["encoder.weight"], "final_norm.weight": state["layer_norm.weight"]}
     max_positions = M

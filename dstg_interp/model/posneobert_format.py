@@ -23,19 +23,8 @@ from pathlib import Path
 import torch
 
 from .files import CONFIG_FILE, CheckpointError
-from .layers import t5_relative_buckets
-from .mapping import (
-    AUTHORS_RP_BUCKETS,
-    AUTHORS_RP_MAX_DISTANCE,
-    ForeignCheckpoint,
-    check_bucket_grid,
-    check_shapes,
-    field,
-    make_config,
-    multiple_of_8_up,
-    position_rows,
-    vocabulary_fields,
-)
+from .mapping import (AUTHORS_RP_BUCKETS, AUTHORS_RP_MAX_DISTANCE, ForeignCheckpoint, check_authors_weights, field,
+                      make_config, multiple_of_8_up, position_rows, vocabulary_fields)
 
 
 def ap_last_to_first(n_ap: int, n_sem: int) -> torch.Tensor:
@@ -151,13 +140,7 @@ def read_posneobert(path: Path, file: Path, data: dict, state: dict, format_name
              F_sem=multiple_of_8_up(2 * sem_inner / 3), rp=bool(data.get("relative_pos_bias")),
              sem_decoder=bool(data.get("use_only_sem_for_decoding")), training_code=format_name == "posneobert-training")
     shapes = expected_shapes(d)
-    buckets = {key for key in shapes if key.endswith("bucket_indices")}
-    check_shapes(file, state, shapes, optional=buckets | {"decoder.weight", "decoder.bias"})
-    if ("decoder.weight" in state) != ("decoder.bias" in state):
-        raise CheckpointError(f"{file}: decoder.weight and decoder.bias come together; one is missing")
-    grid = t5_relative_buckets(M, M, AUTHORS_RP_BUCKETS, AUTHORS_RP_MAX_DISTANCE)
-    for key in buckets:
-        check_bucket_grid(file, state, key, grid)
+    check_authors_weights(file, state, shapes, M)
 
     ap_rows, max_positions = position_rows(state["positional_embedding.weight"], base["pad_token_id"], M)
     out = {"embed.weight": state["encoder.weight"], "ap_embed.weight": ap_rows,

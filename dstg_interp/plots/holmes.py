@@ -111,10 +111,13 @@ def plot_holmes_scores(scores: pd.DataFrame, out_dir, stem: str = "holmes_scores
         table.insert(0, CHANCE, scores.groupby("dataset").score_randomized.mean().reindex(datasets))
     area_of = scores.drop_duplicates("dataset").set_index("dataset").area
     labels = [f"{area_of[d]} | {str(d).removeprefix('offline-')}" for d in datasets]
+    # one label per drawn column, the chance column included (labels from ``entries`` alone shifted every name
+    # one column left and called the chance column DSTG-NeoBERT)
+    column_labels = [CHANCE if column == CHANCE else entry_name(column) for column in table.columns]
     fig, ax = plt.subplots(figsize=(2.6 + 0.8 * len(entries), 0.8 + 0.24 * len(datasets)))
     sns.heatmap(table.astype(float), annot=True, fmt=".2f", cmap="viridis", vmin=0, vmax=1,
                 cbar_kws={"label": "score (macro-F1 or Pearson r)"}, annot_kws={"fontsize": 6}, ax=ax,
-                yticklabels=labels, xticklabels=[entry_name(e) for e in entries])
+                yticklabels=labels, xticklabels=column_labels)
     ax.tick_params(axis="x", labelrotation=35, labelsize=7)
     for label in ax.get_xticklabels():
         label.set_horizontalalignment("right")
@@ -122,7 +125,11 @@ def plot_holmes_scores(scores: pd.DataFrame, out_dir, stem: str = "holmes_scores
     ax.tick_params(axis="y", labelsize=7)
     fig.tight_layout()
     caption(fig, "Cells: each entry's test score on the dataset, the mean over its probe seeds (macro-F1 for "
-                 "classification, Pearson r for regression).", y=-0.01)
+                 "classification, Pearson r for regression)"
+                 + (f"; '{CHANCE}': the same probe on permuted labels, what chance scores." if CHANCE in table else "."),
+            y=-0.01)
     numbers = table.reset_index().melt(id_vars="dataset", var_name="entry", value_name="score")
-    return save_figure(fig, out_dir, stem, {"scores": numbers.assign(area=numbers.dataset.map(area_of)).dropna()})
+    return save_figure(fig, out_dir, stem, {"scores": numbers.assign(area=numbers.dataset.map(area_of)).dropna(),
+                                            "columns": [{"entry": c, "label": label}
+                                                        for c, label in zip(table.columns, column_labels)]})
 

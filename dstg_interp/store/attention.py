@@ -1,17 +1,26 @@
-"""Streaming attention summaries for head analysis: per (layer, head), never a [T, T] map on disk.
+"""Streaming attention statistics for head analysis: per (layer, head), never a [T, T] map on disk.
+
+The one accumulator of the toolkit: the store's summaries (attention.npz) and the head statistics of a batch
+(``analysis.heads.head_summaries_from_cache``) are both ``AttentionAccumulator``; the one Jensen-Shannon
+divergence is ``jensen_shannon``, in **bits** (log base 2, so it lies in [0, 1]) everywhere: the store's
+``js_removal``, the heads' ``js_without_*`` and dstg-erase's ``attention_js``.
 
 Over every valid (query, key) pair (both real tokens) of every sequence:
   mean, var, cov    of the logit terms as they enter softmax (DSTG: sem, ap, rp; baselines: content,
                     plus rp for RP-NeoBERT) -- float64 sums merged per sequence with Chan et al.'s
-                    parallel update, so a million pairs do not lose precision to cancellation
+                    parallel update, so a million pairs do not lose precision to cancellation;
+                    ``variance_over="query"`` takes each term minus its mean over the query's keys first
+                    (what softmax sees), the default ``"pair"`` the terms as they are (the store's)
   offset_*          the attention pattern by relative offset key - query, clipped to +-max_offset:
                     offset_mean_weight = mean weight of a pair at that offset, offset_mass = mean
                     attention mass a query puts on that offset (sums to 1 over offsets)
   weight_sq_mean    mean squared attention weight over pairs (with offset_mean_weight: how much of the
                     pattern's variance relative offset alone explains)
-  js_removal        mean over queries of the Jensen-Shannon divergence (nats) between the softmax of
+  js_removal        mean over queries of the Jensen-Shannon divergence (bits) between the softmax of
                     all terms and the softmax with one term removed: how much the pattern depends on
                     that term. A term that is identically zero (RP bias at init) gives exactly 0.
+                    (Stores written before the unit was bits say nothing of it in attention.json; their
+                    nats are converted to bits on load, once, in ``AttentionSummaries.load``.)
 
     summaries = store.attention                 # AttentionSummaries
     summaries.mean.shape                        # [n_layers, n_heads, n_terms]
@@ -21,6 +30,7 @@ Over every valid (query, key) pair (both real tokens) of every sequence:
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,12 +43,19 @@ from dstg_interp.encoders.hooks import logit_terms
 __all__ = ["AttentionAccumulator", "AttentionSummaries", "jensen_shannon", "logit_terms"]
 
 ATTENTION_FILE, ATTENTION_DESCRIPTION = "attention.npz", "attention.json"
+JS_UNIT = "bits"
+VARIANCE_OVER = ("pair", "query")
 
 
 class AttentionAccumulator:
-    def __init__(self, n_layers: int, n_heads: int, terms: list[str], max_offset: int, max_positions: int):
+    """Running float64 statistics of one model's attention, per (layer, head), over sequences (module docstring)."""
+
+    def __init__(self, n_layers: int, n_heads: int, terms: list[str], max_offset: int, max_positions: int,
+                 variance_over: str = "pair"):
+        if variance_over not in VARIANCE_OVER:
+            raise ValueError(f"variance_over must be 'query' or 'pair', got {variance_over!r}")
         n_terms, n_bins = len(terms), 2 * max_offset + 1
-        self.terms, self.max_offset = list(terms), max_offset
+        self.terms, self.max_offset, self.variance_over = list(terms), max_offset, variance_over
         self.pairs = np.zeros(n_layers)  # valid (query, key) pairs seen per layer
         self.queries = np.zeros(n_layers)
         self.mean = np.zeros((n_layers, n_heads, n_terms))
@@ -52,13 +69,16 @@ class AttentionAccumulator:
         self.offset_bin = (positions[None, :] - positions[:, None]).clamp(-max_offset, max_offset) + max_offset
 
     @torch.no_grad()
-    def update(self, layer: int, terms: list[torch.Tensor], pattern: torch.Tensor, lengths: list[int]) -> None:
-        """terms: one [batch, head, T, T] tensor per term; pattern: [batch, head, T, T]; lengths: real tokens."""
+    def update(self, layer: int, terms: list[torch.Tensor], pattern: torch.Tensor | None, lengths: list[int]) -> None:
+        """terms: one [batch, head, T, T] tensor per term; pattern: [batch, head, T, T] (None: the softmax of
+        the summed terms, in float64); lengths: real tokens of each right-padded sequence."""
         n_bins = 2 * self.max_offset + 1
         for b, n in enumerate(lengths):
             # one sequence at a time, cropped to its real tokens: no padding enters any statistic
-            x = torch.stack([t[b, :, :n, :n] for t in terms], dim=-1).double().cpu()  # [H, n, n, K]
-            flat = x.reshape(x.shape[0], n * n, -1)  # [H, n*n, K]
+            x = torch.stack([t[b, :, :n, :n] for t in terms], dim=-1).double().cpu()  # [H, n(query), n(key), K]
+            # "query": softmax is blind to anything constant along a query's keys
+            centred_in_query = x - x.mean(dim=2, keepdim=True) if self.variance_over == "query" else x
+            flat = centred_in_query.reshape(x.shape[0], n * n, -1)  # [H, n*n, K]
             batch_mean = flat.mean(dim=1)  # [H, K]
             centred = flat - batch_mean[:, None, :]
             batch_comoment = centred.transpose(1, 2) @ centred  # [H, K, K]
@@ -71,8 +91,8 @@ class AttentionAccumulator:
                 self.js_sum[layer, :, k] += jensen_shannon(p, q).sum(dim=-1).numpy()
 
             bins = self.offset_bin[:n, :n].reshape(-1)  # [n*n]
-            weights = pattern[b, :, :n, :n].double().cpu().reshape(pattern.shape[1], -1)  # [H, n*n]
-            per_bin = torch.zeros(pattern.shape[1], n_bins, dtype=torch.float64).index_add_(1, bins, weights)
+            weights = (p if pattern is None else pattern[b, :, :n, :n].double().cpu()).reshape(x.shape[0], -1)  # [H, n*n]
+            per_bin = torch.zeros(x.shape[0], n_bins, dtype=torch.float64).index_add_(1, bins, weights)
             self.offset_weight[layer] += per_bin.numpy()
             self.weight_sq_sum[layer] += (weights**2).sum(dim=1).numpy()
             self.offset_pairs[layer] += np.bincount(bins.numpy(), minlength=n_bins)
@@ -88,6 +108,8 @@ class AttentionAccumulator:
 
     def merge(self, other: "AttentionAccumulator") -> None:
         """Fold in the statistics of other sequences (another rank's share of a sharded extraction)."""
+        if other.variance_over != self.variance_over:
+            raise ValueError(f"cannot merge {other.variance_over!r} statistics into {self.variance_over!r} ones")
         for layer in range(len(self.pairs)):
             if other.pairs[layer]:
                 self._merge(layer, other.pairs[layer], other.mean[layer], other.comoment[layer])
@@ -111,26 +133,33 @@ class AttentionAccumulator:
             "weight_sq_mean": self.weight_sq_sum / np.maximum(self.pairs, 1)[:, None],
         }
 
+    def summaries(self) -> "AttentionSummaries":
+        return AttentionSummaries(terms=list(self.terms), arrays=self.arrays(), variance_over=self.variance_over)
+
     def save(self, folder: Path) -> dict:
         arrays = self.arrays()
         np.savez(folder / ATTENTION_FILE, allow_pickle=False, **arrays)
         description = {
             "terms": self.terms,
             "max_offset": self.max_offset,
+            "variance_over": self.variance_over,
+            "js_unit": JS_UNIT,
             "arrays": {name: list(array.shape) for name, array in arrays.items()},
             "notes": "mean/var/cov over valid (query, key) pairs of the scaled logit terms; offsets = key - query "
-                     "clipped to +-max_offset; js_removal in nats, mean over queries; all float64",
+                     "clipped to +-max_offset; js_removal in bits, mean over queries; all float64",
         }
         (folder / ATTENTION_DESCRIPTION).write_text(json.dumps(description, indent=1) + "\n")
         return {"file": ATTENTION_FILE, "description": ATTENTION_DESCRIPTION, "terms": self.terms}
 
 
 def jensen_shannon(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """JS divergence (nats) between distributions on the last axis; exactly 0 when p and q are equal."""
+    """The toolkit's one Jensen-Shannon divergence, in bits (in [0, 1]), between distributions on the last
+    axis: [..., T] -> [...].  0 log 0 = 0; exactly 0 when p and q are equal; 0 (not NaN) for a row that is
+    all NaN (the softmax of a query with no valid key)."""
     m = 0.5 * (p + q)
     kl_pm = (torch.xlogy(p, p) - torch.xlogy(p, m)).sum(dim=-1)
     kl_qm = (torch.xlogy(q, q) - torch.xlogy(q, m)).sum(dim=-1)
-    return (0.5 * (kl_pm + kl_qm)).clamp(min=0.0)
+    return (0.5 * (kl_pm + kl_qm) / math.log(2.0)).nan_to_num(0.0).clamp(min=0.0)
 
 
 @dataclass
@@ -139,6 +168,7 @@ class AttentionSummaries:
 
     terms: list[str]
     arrays: dict[str, np.ndarray]
+    variance_over: str = "pair"
 
     def __getattr__(self, name):
         arrays = self.__dict__.get("arrays", {})
@@ -150,7 +180,10 @@ class AttentionSummaries:
     def load(cls, folder: Path) -> "AttentionSummaries":
         description = json.loads((folder / ATTENTION_DESCRIPTION).read_text())
         with np.load(folder / ATTENTION_FILE, allow_pickle=False) as data:
-            return cls(terms=description["terms"], arrays={name: data[name] for name in data.files})
+            arrays = {name: data[name] for name in data.files}
+        if description.get("js_unit") != JS_UNIT and "js_removal" in arrays:  # written in nats, before bits
+            arrays["js_removal"] = arrays["js_removal"] / math.log(2.0)
+        return cls(terms=description["terms"], arrays=arrays, variance_over=description.get("variance_over", "pair"))
 
     def to_dataframe(self):
         """One row per (layer, head, term): mean, var, js_removal (layer = block index)."""

@@ -8,7 +8,7 @@
     table.with_format("numpy")["layer_3_ap"]                   # [n_tokens, d_ap], the store's values
 
 What lands in ``out`` is what ``Dataset.save_to_disk`` writes (``data-0000i-of-0000n.arrow`` shards,
-``dataset_info.json``, ``state.json``), written directly by the library's ``ArrowWriter`` from the store's
+``dataset_info.json``, ``state.json``; ``config.json`` when a config is given), written directly by the library's ``ArrowWriter`` from the store's
 memory-mapped files, chunk by chunk: the token states are copied once, from the store into the Arrow files,
 never through an in-memory table or the datasets cache.  State columns are fixed-length lists in the store's
 dtype, named ``layer_{layer}_{subspace}`` (``layer_final_sem``); label columns keep their store dtypes, and
@@ -64,8 +64,9 @@ def check_disk_space(folder: Path, needed: int, what: str,
                          f"{remedy}")
 
 
-def export_store(store, out, layers=None, subspaces=None, progress: bool = True) -> Path:
-    """Write the Arrow dataset of ``store`` (an ActivationStore or its folder) into ``out`` (module docstring)."""
+def export_store(store, out, layers=None, subspaces=None, progress: bool = True, config: dict | None = None) -> Path:
+    """Write the Arrow dataset of ``store`` (an ActivationStore or its folder) into ``out`` (module docstring);
+    ``config`` (dstg-export's, say) is written with it as ``config.json``, in the same atomic step."""
     import datasets  # a dependency, but heavy: the store room loads it only for an export
     from datasets.arrow_writer import ArrowWriter
 
@@ -99,6 +100,8 @@ def export_store(store, out, layers=None, subspaces=None, progress: bool = True)
                  "_format_columns": None, "_format_kwargs": {}, "_format_type": None, "_output_all_columns": False,
                  "_split": None}
         (tmp / "state.json").write_text(json.dumps(state, indent=2) + "\n")
+        if config is not None:
+            (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     return out
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,25 +86,9 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
     targets = plan_targets(encoder, config)
     widths = _probe_widths(encoder, targets)
     lengths = sequence_lengths(sequences)
-    if len(lengths) == 0 or lengths.sum() == 0:
-        raise StoreError("no tokens to extract: the sequences are empty")
-    if lengths.max() > encoder.max_positions:
-        raise StoreError(f"a sequence has {lengths.max()} tokens but the model has {encoder.max_positions} "
-                         "positions; rebuild the sequences with a smaller max_length")
-
-    arrays = getattr(sequences, "arrays", None)  # StructuredSequences: check every id before any work
-    if arrays is not None and len(arrays["input_ids"]) and int(arrays["input_ids"].max()) >= encoder.vocab_size:
-        raise StoreError(f"token id {int(arrays['input_ids'].max())} is outside the model's vocabulary of "
-                         f"{encoder.vocab_size}; the sequences were built with another tokenizer")
-
+    _check_sequences(encoder, sequences, lengths)
     out = Path(out)
-    identity = {
-        "format_version": FORMAT_VERSION,
-        "model": {"kind": encoder.kind, "weights_sha256": weights_sha256(encoder.weights_module),
-                  "config": encoder.config.to_dict()},
-        "sequences": {"sha256": sequences_sha256(sequences), "n_sequences": len(lengths), "n_tokens": int(lengths.sum())},
-        "extraction": config.to_dict(),
-    }
+    identity = _identity(encoder, sequences, lengths, config)
     if _reusable(out, identity, overwrite):
         return ActivationStore(out)
 
@@ -115,6 +100,38 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
     check_disk_space(out.parent, needed, f"the store {out}",
                      remedy=f"free space on the disk that holds {out.parent}, put the store elsewhere (another --out; "
                             "for the stores dstg-probe caches, another DSTG_CACHE) or extract fewer layers / subspaces")
+    _write_store(out, needed, ranks, lambda tmp: _extract_into(tmp, encoder, sequences, lengths, config, targets,
+                                                               widths, identity, progress, ranks))
+    return ActivationStore(out)
+
+
+def _check_sequences(encoder: Encoder, sequences, lengths: np.ndarray) -> None:
+    """Tokens to extract, none past the model's positions, every id in its vocabulary: one StoreError each."""
+    if len(lengths) == 0 or lengths.sum() == 0:
+        raise StoreError("no tokens to extract: the sequences are empty")
+    if lengths.max() > encoder.max_positions:
+        raise StoreError(f"a sequence has {lengths.max()} tokens but the model has {encoder.max_positions} "
+                         "positions; rebuild the sequences with a smaller max_length")
+    arrays = getattr(sequences, "arrays", None)  # StructuredSequences: check every id before any work
+    if arrays is not None and len(arrays["input_ids"]) and int(arrays["input_ids"].max()) >= encoder.vocab_size:
+        raise StoreError(f"token id {int(arrays['input_ids'].max())} is outside the model's vocabulary of "
+                         f"{encoder.vocab_size}; the sequences were built with another tokenizer")
+
+
+def _identity(encoder: Encoder, sequences, lengths: np.ndarray, config: ExtractionConfig) -> dict:
+    """What makes a store this store: format, weights, sequences and extraction config (the manifest's identity)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "model": {"kind": encoder.kind, "weights_sha256": weights_sha256(encoder.weights_module),
+                  "config": encoder.config.to_dict()},
+        "sequences": {"sha256": sequences_sha256(sequences), "n_sequences": len(lengths), "n_tokens": int(lengths.sum())},
+        "extraction": config.to_dict(),
+    }
+
+
+def _write_store(out: Path, needed: int, ranks: Ranks, fill: Callable[[Path], dict]) -> None:
+    """``fill(tmp)`` writes the store into a temporary sibling and returns its manifest; rank 0 then writes the
+    manifest and swaps the folder onto ``out``.  Interrupted or failed: the temporary folder is removed, one line."""
     tmp = ranks.broadcast(ranks.together(lambda: atomic_directory(out) if ranks.first else None))
 
     def discard():  # rank 0 owns the temporary folder: two ranks removing one tree race and can leave half of it
@@ -122,7 +139,7 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
             remove_tree(tmp)  # not cut short by the signal torchrun sends next
 
     try:
-        manifest = _extract_into(tmp, encoder, sequences, lengths, config, targets, widths, identity, progress, ranks)
+        manifest = fill(tmp)
 
         def commit():
             if ranks.first:
@@ -137,16 +154,14 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
     except OSError as err:
         discard()
         if err.errno in DISK_FULL:
-            need = _store_bytes(lengths, widths, targets, config.dtype)
             # the store may be a cached one (DSTG_CACHE/stores, N88), not --out: name the place that is full
-            raise StoreError(f"disk full while writing the store {out} (it needs about {need / 2**20:.0f} MiB); free "
+            raise StoreError(f"disk full while writing the store {out} (it needs about {needed / 2**20:.0f} MiB); free "
                              f"space on the disk that holds {Path(out).parent}, or put the store elsewhere (another "
                              "--out; for the stores dstg-probe caches, another DSTG_CACHE)") from None
         raise StoreError(f"cannot write the store for {out}: {err}") from None
     except BaseException:
         discard()
         raise
-    return ActivationStore(out)
 
 
 @dataclass
@@ -238,6 +253,7 @@ def _finish(plan: _Plan, config, targets, widths, identity, attention) -> dict:
     meta = getattr(sequences, "meta", {})
     extra = {
         "model_path": str(plan.encoder.checkpoint_path or ""),
+        "model_name": plan.encoder.name,  # how the model was named when the store was written (naming.py, --name)
         "corpus": {key: meta.get(key) for key in ("corpus_spec", "tokenizer_hash", "max_length", "windows")},
         "layers": [layer for layer in config.layers], "subspaces": list(config.subspaces), "names": list(config.names),
     }

@@ -42,6 +42,12 @@ class ActivationStore:
         return self.n_tokens
 
     @property
+    def model_name(self) -> str | None:
+        """How the model was named when this store was written (``open_encoder(..., name=)``, dstg-cache --name,
+        else the naming rule); None for a store written before names were recorded."""
+        return self.manifest.get("model_name")
+
+    @property
     def layers(self) -> tuple:
         return tuple(self.manifest["layers"])
 

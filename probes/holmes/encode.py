@@ -27,13 +27,17 @@ block reads).
 
 from __future__ import annotations
 
+import os
+from collections import abc
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 from tqdm.auto import tqdm
 
 from dstg_interp.encoders import FINAL, Encoder, SpecialTokens, open_encoder, selection, special_tokens
+from dstg_interp.encoders.selection import LayerSelection
 from probes.holmes.format import HolmesDataset, HolmesRow, TaskType
 
 __all__ = ["encode_dataset", "resolve_layers", "tokenize_segments", "UnpoolableRow"]
@@ -49,7 +53,7 @@ class Sequence:
     spans: list[tuple[int, int, int]]  # per token: (segment index, char start, char end); specials (-1, 0, 0)
 
 
-def tokenize_segments(tokenizer, segments: tuple[str, ...], max_length: int,
+def tokenize_segments(tokenizer: Tokenizer, segments: tuple[str, ...], max_length: int,
                       special: SpecialTokens | None = None) -> Sequence:
     """`[CLS] seg0 [SEP] (seg1 [SEP])`, truncated to max_length, with per-token character spans; the
     special ids are the tokenizer's own unless ``special`` is given."""
@@ -102,7 +106,7 @@ def _row_plan(row: HolmesRow, task_type: TaskType):
     return sequences, [groups[k] for k in sorted(groups)]
 
 
-def resolve_layers(encoder: Encoder, layers) -> list[int]:
+def resolve_layers(encoder: Encoder, layers: LayerSelection) -> list[int]:
     """Concrete, sorted layers of ``layers`` in the grammar of ``dstg_interp.encoders.selection``; None =
     ``last``, the Holmes protocol's layer.  ``final`` is refused: it is how layer n_layers is read under the
     reference protocol (``last_state``), not a layer of its own."""
@@ -187,7 +191,9 @@ def _pool_pieces(encoder, sequences, pieces, layers, subspaces, batch_size: int,
     return piece_vectors
 
 
-def encode_dataset(model, dataset: HolmesDataset, layers="last", subspaces=None, rows=None,
+def encode_dataset(model: str | os.PathLike | torch.nn.Module | Encoder, dataset: HolmesDataset,
+                   layers: LayerSelection = "last", subspaces: abc.Sequence[str] | None = None,
+                   rows: abc.Sequence[int] | np.ndarray | None = None,
                    batch_size: int = 64, progress: bool = False, last_state: str = "block") -> dict[tuple[int, str], np.ndarray]:
     """Pooled float32 features per (layer, subspace), one row per dataset row (or per index in `rows`).
 

@@ -19,6 +19,7 @@ CSV row and the column; `load_benchmark` turns it into a `SkippedDataset` and ca
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 import ast
 import csv
 import math
@@ -115,7 +116,7 @@ class HolmesDataset:
     def split_indices(self, split: str) -> np.ndarray:
         return np.array([i for i, row in enumerate(self.rows) if row.split == split], dtype=np.int64)
 
-    def subset(self, indices) -> "HolmesDataset":
+    def subset(self, indices: Iterable[int]) -> "HolmesDataset":
         return HolmesDataset(self.name, self.config, [self.rows[i] for i in indices], self.path)
 
 

@@ -32,6 +32,8 @@ same probe whether it trains alone or next to others.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from numpy.typing import ArrayLike
 import json
 import math
 from dataclasses import asdict, dataclass
@@ -148,7 +150,8 @@ def _train_epoch(X, Y_train, train_idx, weight, bias, optimizer, generators, ste
     return step
 
 
-def train_linear_probes(X: torch.Tensor, Y: torch.Tensor, train_idx, dev_idx, seeds, n_out: int,
+def train_linear_probes(X: torch.Tensor, Y: torch.Tensor, train_idx: np.ndarray, dev_idx: np.ndarray,
+                        seeds: Sequence[int], n_out: int,
                         regression: bool, config: ProbeConfig):
     """Train R = len(seeds) probes on shared features X [n, d] with per-run labels Y [R, n].
 
@@ -231,7 +234,7 @@ class HolmesProbe(BaseEstimator):
                            warmup_fraction=self.warmup_fraction, seeds=tuple(self.seeds),
                            huber_beta=self.huber_beta, protocol=self.protocol, standardize=False)
 
-    def fit(self, X, y, X_dev, y_dev):
+    def fit(self, X: ArrayLike, y: ArrayLike, X_dev: ArrayLike, y_dev: ArrayLike) -> HolmesProbe:
         X, X_dev = np.asarray(X, np.float32), np.asarray(X_dev, np.float32)
         y, y_dev = np.atleast_2d(np.asarray(y)), np.atleast_2d(np.asarray(y_dev))
         seeds = list(self.seeds)
@@ -251,29 +254,29 @@ class HolmesProbe(BaseEstimator):
         self.n_outputs_ = n_out
         return self
 
-    def decision_function(self, X) -> np.ndarray:
+    def decision_function(self, X: ArrayLike) -> np.ndarray:
         """[n_runs, n, K] logits (or [n_runs, n, 1] regression outputs)."""
         X = np.asarray(X, np.float32)
         return np.einsum("nd,rdk->rnk", X, self.coef_) + self.intercept_[:, None, :]
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X: ArrayLike) -> np.ndarray:
         """[n_runs, n]: class ids or regression values, one row per run."""
         scores = self.decision_function(X)
         return scores[..., 0] if self.regression else scores.argmax(-1)
 
-    def scores(self, X, y) -> np.ndarray:
+    def scores(self, X: ArrayLike, y: ArrayLike) -> np.ndarray:
         """Metric per run; `y` is [n] or [n_runs, n]."""
         predictions = self.predict(X)
         y = np.broadcast_to(np.atleast_2d(np.asarray(y)), predictions.shape)
         return np.array([probe_metric(p, t, self.regression) for p, t in zip(predictions, y)])
 
-    def score(self, X, y) -> float:
+    def score(self, X: ArrayLike, y: ArrayLike) -> float:
         return float(self.scores(X, y).mean())
 
 
 # ----------------------------------------------------------------------------- protocol on a dataset
 
-def standardize(features: np.ndarray, train_idx) -> np.ndarray:
+def standardize(features: np.ndarray, train_idx: np.ndarray) -> np.ndarray:
     """z-score with the train rows' mean and std (constant columns keep scale 1)."""
     mean = features[train_idx].mean(0)
     std = features[train_idx].std(0)
@@ -289,7 +292,7 @@ def flash_subsample(train_idx: np.ndarray, fraction: float | None, seed: int = 0
     return np.sort(train_idx[chosen])
 
 
-def online_code_length(X, y, train_idx, dev_idx, n_labels: int, config: ProbeConfig) -> dict:
+def online_code_length(X: np.ndarray, y: np.ndarray, train_idx: np.ndarray, dev_idx: np.ndarray, n_labels: int, config: ProbeConfig) -> dict:
     """Online code (Voita & Titov 2020) in bits, blocks at 2^-10 .. 2^-1 of the train rows in file order
     plus the final block to N; each block's probe is trained on everything before it (same protocol,
     all seeds at once) and codes the next block with log2-probabilities of plain logits."""

@@ -27,7 +27,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 
 from dstg_interp.config import RANDOM_INIT_SEED_SHIFT
 from dstg_interp.encoders import Encoder, open_encoder
-from dstg_interp.encoders.selection import check_device
+from dstg_interp.encoders.selection import LayerSelection, check_device
 from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
 from probes.holmes.encode import UnpoolableRow, encode_dataset
@@ -47,7 +47,7 @@ from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsamp
 from probes.holmes.registry import DATASETS
 from probes.holmes.significance import seed_test, seed_test_counts, variant_of
 from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
-from dstg_interp.encoders.naming import model_label
+from dstg_interp.encoders.naming import model_label, table_names
 
 __all__ = ["run_holmes", "HolmesRunConfig", "run_config", "write_tables"]
 
@@ -68,6 +68,7 @@ class HolmesRunConfig:
     datasets: list[str] | None = None
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     device: str = "cpu"
+    names: list[str] | None = None  # how the tables name each model, in order (None: the naming rule)
 
     def __post_init__(self):
         if isinstance(self.probe, dict):
@@ -166,9 +167,16 @@ def _results(frames: list, skipped_rows: list[dict]) -> pd.DataFrame:
     return results
 
 
-def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: ProbeConfig | None = None,
-               random_init_control: bool = False, datasets: list[str] | None = None, out_dir=None,
-               batch_size: int = 64, progress: bool = True, device=None) -> pd.DataFrame:
+def _layers_record(layers: LayerSelection) -> str | list:
+    """The layer selection as HolmesRunConfig saves it: a name as it is, indices as a list."""
+    return layers if isinstance(layers, str) else [layers] if isinstance(layers, int) else list(layers or ())
+
+
+def run_holmes(models: Mapping | Sequence, benchmark_dir: str | os.PathLike, *, layers: LayerSelection = "last",
+               subspaces: Sequence[str] | None = None, config: ProbeConfig | None = None,
+               random_init_control: bool = False, datasets: list[str] | None = None,
+               out_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
+               device: str | None = None) -> pd.DataFrame:
     """Probe every dataset of `benchmark_dir` on every model.
 
     models: {name: model}, or a list of zoo names / checkpoint or HF folders / models (anything
@@ -210,7 +218,7 @@ def run_holmes(models, benchmark_dir, *, layers="last", subspaces=None, config: 
         bar.close()
     results = _results(frames, skipped_rows)
     if out_dir is not None:
-        run_config = HolmesRunConfig(str(benchmark_dir), list(pool), layers if isinstance(layers, str) else list(layers),
+        run_config = HolmesRunConfig(str(benchmark_dir), list(pool), _layers_record(layers),
                                      list(subspaces) if subspaces else None, random_init_control, datasets, config,
                                      str(device or "cpu"))
         write_tables(results, out_dir, run_config)
@@ -278,7 +286,7 @@ def summary_tables(results: pd.DataFrame, compare: str | None = None) -> dict[st
     return tables
 
 
-def write_tables(results: pd.DataFrame, out_dir, run_config: HolmesRunConfig | None = None) -> Path:
+def write_tables(results: pd.DataFrame, out_dir: str | os.PathLike, run_config: HolmesRunConfig | None = None) -> Path:
     """Write results.csv, skipped.csv, the summary tables and config.json into ``out_dir`` (each file
     atomically); tables of an earlier run that this one does not produce are removed."""
     out = Path(out_dir)
@@ -310,7 +318,7 @@ HOLMES_THREADS = 1  # on a shared 2-core machine two threads oversubscribe the t
 OFFLINE_FLASH_FRACTION = 1 / 32  # the offline suite's train splits are whole: cut them as FlashHolmes is
 
 
-def flash_fraction_for(benchmark, flash_fraction: float | None = None, full: bool = False) -> float | None:
+def flash_fraction_for(benchmark: str | os.PathLike, flash_fraction: float | None = None, full: bool = False) -> float | None:
     """The train fraction a run uses: an explicit ``flash_fraction``; else a user's folder as it is, the
     offline suite (``benchmark`` None) cut to 1/32 unless ``full``."""
     if flash_fraction is not None:
@@ -320,9 +328,10 @@ def flash_fraction_for(benchmark, flash_fraction: float | None = None, full: boo
     return None if benchmark is not None or full else OFFLINE_FLASH_FRACTION
 
 
-def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | None = HOLMES_THREADS) -> pd.DataFrame:
+def run_config(cfg: HolmesRunConfig, out: str | os.PathLike, progress: bool = True, threads: int | None = HOLMES_THREADS) -> pd.DataFrame:
     """Run ``cfg`` and write its tables and config.json into ``out``; the runner behind both spellings."""
     check_results_folder(Path(out))  # before any work: a file, an unwritable place or foreign tables
+    models = dict(zip(table_names(cfg.models, cfg.names), cfg.models))  # --name, else the naming rule
     check_device(cfg.device)
     if threads:
         torch.set_num_threads(threads)
@@ -331,10 +340,9 @@ def run_config(cfg: HolmesRunConfig, out, progress: bool = True, threads: int | 
         benchmark = default_suite_dir()
         if not is_complete_suite(benchmark):  # an interrupted first build is rebuilt, never used
             build_suite(benchmark)
-    models = {model_label(m): m for m in cfg.models}
     # a second run on --out stops, naming this one by its command line as typed (dstg-holmes run ... or
     # dstg-probe --task holmes ...; a fixed "dstg-holmes run " + argv[1:] said "dstg-holmes run run ...")
-    with output_lock(out):
+    with output_lock(Path(out)):
         return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
                           random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
                           progress=progress, device=cfg.device)

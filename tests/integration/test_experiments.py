@@ -80,7 +80,8 @@ def test_zoo_table_outputs(gallery):
 
 def test_ap_manifold_outputs(gallery):
     folder = gallery[0] / "ap_manifold"
-    for stem in ("tables_scree", "tables_pc_curves", "tables_dct", "layers_scree", "layers_pc_curves", "layers_dct"):
+    for stem in ("tables_scree", "tables_pc_curves", "tables_dct", "layers_scree", "layers_pc_curves", "layers_dct",
+                 "layers_position_share"):
         _non_empty_figure(folder, stem)
     spectra = pd.read_csv(folder / "spectra.csv")
     # learned tables: DSTG's and AP-NeoBERT's, each with a random table of the same shape; RoPE/RP have none
@@ -93,6 +94,11 @@ def test_ap_manifold_outputs(gallery):
     assert set(layers.model) == {"dstg", "rope", "ap", "rp"} and set(layers.seed) == {0, 1}
     assert set(layers[layers.model == "dstg"].subspace) == {"ap", "sem", "full"}
     assert set(layers.layer) == {0, 1, 2}
+    # the position basis of each layer: its share of the variance, above its chance level at the embeddings of
+    # the models that add a learned table (AP-NeoBERT's only state, DSTG's AP stream)
+    assert layers.position_share.between(0, 1).all() and (layers.chance_share > 0).all()
+    embedded = layers[(layers.layer == 0) & (((layers.model == "dstg") & (layers.subspace == "ap")) | (layers.model == "ap"))]
+    assert len(embedded) == 4 and (embedded.position_share > 10 * embedded.chance_share).all()
     assert spectra.pc1_pc2.between(0, 1).all() and spectra.low_freq_share.between(0, 1).all()
     config = json.loads((folder / "config.json").read_text())
     assert config["seed"] == 0 and set(config["notes"]) == {"rope", "rp"}

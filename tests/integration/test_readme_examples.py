@@ -3,7 +3,8 @@ runs as written, offline, in a sandbox folder (``tests/readme_examples.py`` extr
 
 What makes them fast and offline, and nothing else:
 - each document runs in its own fresh working folder, holding what the examples name: ``docs.jsonl`` (synthetic
-  documents), ``path/to/all-MiniLM-L6-v2`` (a tiny random BERT folder in the Hub's layout), ``PATH`` (a
+  documents), ``path/to/all-MiniLM-L6-v2`` (a tiny random BERT folder in the Hub's layout), ``path/to/bert-base-uncased``
+  (the same, saved with its masked-LM head), ``PATH`` (a
   Holmes-format benchmark: the test fixtures), ``figures/`` (the committed gallery's tables), and a HOME
   whose cache holds that benchmark as ``~/.cache/dstg-interp/holmes-suite/v1``;
 - the registry corpora (en-mix, pydocs) are replaced by 300 synthetic documents (``tiny_documents``);
@@ -63,6 +64,7 @@ def sandbox(tmp_path_factory):
             handle.write(json.dumps({"id": document.doc_id, "text": document.text}) + "\n")
     (root / "path" / "to").mkdir(parents=True)
     write_tiny_bert(root / "path" / "to" / "all-MiniLM-L6-v2", synthetic[:20])
+    write_tiny_bert(root / "path" / "to" / "bert-base-uncased", synthetic[:20], mlm_head=True)  # a masked-LM
     benchmark = readme_examples.ROOT / "tests" / "fixtures" / "holmes" / "benchmark"
     for target in (root / "PATH", root / "home" / ".cache" / "dstg-interp" / "holmes-suite" / "v1"):
         for dataset in benchmark.glob("fx-*"):

@@ -9,6 +9,11 @@ deterministic given the seed and the pinned sources.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+import numpy as np
+
+from probes.holmes.suite.sources import Paragraphs, TaggedSentence
 
 # Brown tag groups used below (Brown tagset; suffixes -tl/-hl/-nc already stripped).
 SG_NOUN, PL_NOUN = {"nn"}, {"nns"}
@@ -54,7 +59,8 @@ def _short(sentences, low=5, high=30):
     return [s for s in sentences if low <= len(s.words) <= high]
 
 
-def minimal_pairs(brown, rng, n, find):
+def minimal_pairs(brown: list[TaggedSentence], rng: np.random.Generator, n: int,
+                  find: Callable[[TaggedSentence], tuple[int, str] | None]) -> list:
     """Acceptable Brown sentence (label 0) + its perturbation (label 1), as in BLiMP's label coding.
     `find(sentence)` returns (index, replacement) or None."""
     groups = []
@@ -69,7 +75,7 @@ def minimal_pairs(brown, rng, n, find):
     return groups
 
 
-def det_noun(brown, rng, n):
+def det_noun(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     def find(s):
         for i in range(len(s.words) - 1):
             if s.words[i].lower() in SWAPS_DET and s.tags[i] in ("dt", "dts") and s.tags[i + 1] in ("nn", "nns"):
@@ -77,7 +83,7 @@ def det_noun(brown, rng, n):
     return minimal_pairs(_short(brown), rng, n, find)
 
 
-def subject_verb(brown, rng, n):
+def subject_verb(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     def find(s):
         for i in range(1, len(s.words)):
             if s.words[i].lower() in SWAPS_AGREE and s.tags[i - 1] in ("nn", "nns") and s.tags[i] in PRESENT | PAST | {"hv", "do"}:
@@ -85,7 +91,7 @@ def subject_verb(brown, rng, n):
     return minimal_pairs(_short(brown), rng, n, find)
 
 
-def irregular(brown, rng, n):
+def irregular(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     def find(s):
         for i, (w, t) in enumerate(zip(s.words, s.tags)):
             if t == "vbn" and w.lower() in PARTICIPLE_TO_PAST and PARTICIPLE_TO_PAST[w.lower()] != w.lower():
@@ -93,7 +99,7 @@ def irregular(brown, rng, n):
     return minimal_pairs(_short(brown), rng, n, find)
 
 
-def anaphor(brown, rng, n):
+def anaphor(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     def find(s):
         for i, (w, t) in enumerate(zip(s.words, s.tags)):
             if t in ("ppl", "ppls") and w.lower() in SWAPS_REFLEXIVE:
@@ -101,7 +107,7 @@ def anaphor(brown, rng, n):
     return minimal_pairs(_short(brown), rng, n, find)
 
 
-def case(brown, rng, n):
+def case(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     def find(s):
         if s.tags[0] in ("pps", "ppss") and s.words[0].lower() in SUBJECT_CASE:
             return 0, SUBJECT_CASE[s.words[0].lower()]
@@ -118,11 +124,11 @@ def _balanced(candidates, rng, n, n_labels):
     return [g for k in per_label for g in per_label[k]]
 
 
-def first_finite(s, tags):
+def first_finite(s: TaggedSentence, tags: set[str]) -> int | None:
     return next((i for i, t in enumerate(s.tags) if t in tags), None)
 
 
-def subject_number(brown, rng, n):
+def subject_number(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     items = []
     for s in _short(brown):
         i = first_finite(s, PRESENT | PAST)
@@ -131,7 +137,7 @@ def subject_number(brown, rng, n):
     return _balanced(items, rng, n, 2)
 
 
-def object_number(brown, rng, n):
+def object_number(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     items = []
     for s in _short(brown):
         i = first_finite(s, {"vbd", "vbz"})
@@ -145,7 +151,7 @@ def object_number(brown, rng, n):
     return _balanced(items, rng, n, 2)
 
 
-def tense(brown, rng, n):
+def tense(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     items = []
     for s in _short(brown):
         i = first_finite(s, PAST | PRESENT)
@@ -154,7 +160,7 @@ def tense(brown, rng, n):
     return _balanced(items, rng, n, 2)
 
 
-def passive(brown, rng, n):
+def passive(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     items = []
     for s in _short(brown):
         be = [i for i, t in enumerate(s.tags) if t.startswith("be")]
@@ -165,12 +171,12 @@ def passive(brown, rng, n):
     return _balanced(items, rng, n, 2)
 
 
-def negation(brown, rng, n):
+def negation(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     items = [((s.text,), int("*" in s.tags or any(t.endswith("*") for t in s.tags))) for s in _short(brown)]
     return _balanced(items, rng, n, 2)
 
 
-def odd_man_out(brown, rng, n):
+def odd_man_out(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> list:
     nouns = sorted({w.lower() for s in brown for w, t in zip(s.words, s.tags) if t == "nn" and w.isalpha()})
     items = []
     for k in rng.permutation(len(brown))[: 4 * n]:
@@ -188,7 +194,7 @@ def odd_man_out(brown, rng, n):
     return [[item] for item in items[:n]]
 
 
-def part_of_speech(brown, rng, n):
+def part_of_speech(brown: list[TaggedSentence], rng: np.random.Generator, n: int) -> tuple[list, list[str]]:
     labels = sorted(COARSE_POS)
     items = []
     for k in rng.permutation(len(brown)):
@@ -210,7 +216,7 @@ def _sentences(paragraphs, low=6, high=35):
     return [s for _, p in paragraphs for s in p if low <= len(s.split()) <= high]
 
 
-def bigram_shift(paragraphs, rng, n):
+def bigram_shift(paragraphs: Paragraphs, rng: np.random.Generator, n: int) -> list:
     pool = _sentences(paragraphs)
     out = []
     for k, i in enumerate(rng.choice(len(pool), n, replace=False)):
@@ -225,7 +231,7 @@ def bigram_shift(paragraphs, rng, n):
 LENGTH_BINS = (5, 9, 13, 17, 21, 26, 31)  # words; 6 bins as in SentEval
 
 
-def sentence_length(paragraphs, rng, n):
+def sentence_length(paragraphs: Paragraphs, rng: np.random.Generator, n: int) -> list:
     items = []
     for s in _sentences(paragraphs, 5, 30):
         length = len(s.split())
@@ -240,7 +246,7 @@ def syllables(word: str) -> int:
     return max(1, count)
 
 
-def flesch(paragraphs, rng, n):
+def flesch(paragraphs: Paragraphs, rng: np.random.Generator, n: int) -> list:
     pool = _sentences(paragraphs)
     out = []
     for i in rng.choice(len(pool), n, replace=False):
@@ -252,7 +258,7 @@ def flesch(paragraphs, rng, n):
     return out
 
 
-def coordination_inversion(paragraphs, rng, n):
+def coordination_inversion(paragraphs: Paragraphs, rng: np.random.Generator, n: int) -> list:
     out = []
     pool = _sentences(paragraphs, 10, 40)
     for i in rng.permutation(len(pool)):
@@ -272,7 +278,7 @@ def coordination_inversion(paragraphs, rng, n):
     return out
 
 
-def word_content(paragraphs, rng, n, n_words=20):
+def word_content(paragraphs: Paragraphs, rng: np.random.Generator, n: int, n_words: int = 20) -> tuple[list, list[str]]:
     pool = _sentences(paragraphs)
     counts = {}
     for s in pool:
@@ -290,7 +296,7 @@ def word_content(paragraphs, rng, n, n_words=20):
     return _balanced(items, rng, n, n_words), targets
 
 
-def next_sentence(paragraphs, rng, n):
+def next_sentence(paragraphs: Paragraphs, rng: np.random.Generator, n: int) -> list:
     pairs = [(p[i], p[i + 1]) for _, p in paragraphs for i in range(len(p) - 1)
              if 4 <= len(p[i].split()) <= 40 and 4 <= len(p[i + 1].split()) <= 40]
     pool = _sentences(paragraphs, 4, 40)
@@ -303,7 +309,7 @@ def next_sentence(paragraphs, rng, n):
     return out
 
 
-def sentence_order(paragraphs, rng, n, n_positions=4):
+def sentence_order(paragraphs: Paragraphs, rng: np.random.Generator, n: int, n_positions: int = 4) -> list:
     """Context = the first four sentences of a paragraph; target = one of them; label = its index."""
     eligible = [p[:n_positions] for _, p in paragraphs
                 if len(p) >= n_positions and all(4 <= len(s.split()) <= 30 for s in p[:n_positions])]
@@ -317,7 +323,7 @@ def sentence_order(paragraphs, rng, n, n_positions=4):
     return out
 
 
-def discourse_connective(paragraphs, rng, n):
+def discourse_connective(paragraphs: Paragraphs, rng: np.random.Generator, n: int) -> tuple[list, list[str]]:
     pattern = re.compile(r"^(%s), (.+)$" % "|".join(c.capitalize() for c in CONNECTIVES))
     items = []
     for _, p in paragraphs:

@@ -9,6 +9,8 @@ import re
 
 import numpy as np
 
+from probes.holmes.suite.sources import WordNet
+
 # Ordered by typical size, smallest first (our own list; comparisons use index distance >= 3 to avoid
 # borderline pairs).
 SIZES = ("grain of sand ant bee mouse frog sparrow rabbit cat dog sheep pig horse cow car elephant bus "
@@ -33,7 +35,7 @@ def _antonym_pairs(wordnet) -> list[tuple[str, str]]:
     return sorted(pairs)
 
 
-def synonym_antonym(wordnet, rng, n):
+def synonym_antonym(wordnet: WordNet, rng: np.random.Generator, n: int) -> list:
     """Two adjectives -> synonyms (same synset, 0) or antonyms (WordNet `!` link, 1)."""
     antonyms = _antonym_pairs(wordnet)
     synonyms = sorted({(s.lemmas[0], s.lemmas[i]) for s in wordnet["adj"].values() for i in range(1, len(s.lemmas))
@@ -47,7 +49,7 @@ def synonym_antonym(wordnet, rng, n):
     return out
 
 
-def word_sense(wordnet, rng, n):
+def word_sense(wordnet: WordNet, rng: np.random.Generator, n: int) -> tuple[list, list[str]]:
     """Target noun in a WordNet example sentence -> the lexicographer class (supersense) of that sense.
     Only nouns with senses in at least two of the classes, so the word form alone cannot decide."""
     lexnames_of = {}
@@ -74,7 +76,7 @@ def word_sense(wordnet, rng, n):
     return [g for k in per_label for g in per_label[k]], list(WORD_SENSE_LEXNAMES)
 
 
-def antonym_negation(wordnet, rng, n):
+def antonym_negation(wordnet: WordNet, rng: np.random.Generator, n: int) -> list:
     """oLMpics-style: "It was not A, it was really B." is consistent when B is A's antonym (label 0);
     "It was really A, it was really B." contradicts itself (label 1)."""
     pairs = _antonym_pairs(wordnet)
@@ -86,7 +88,7 @@ def antonym_negation(wordnet, rng, n):
     return out
 
 
-def age_comparison(rng, n):
+def age_comparison(rng: np.random.Generator, n: int) -> list:
     """"A 24 year old person is older than a 31 year old person." -> true (0) / false (1)."""
     out = []
     for _ in range(n):
@@ -97,7 +99,7 @@ def age_comparison(rng, n):
     return out
 
 
-def size_comparison(rng, n):
+def size_comparison(rng: np.random.Generator, n: int) -> list:
     """"The mouse is bigger than the horse." -> true (0) / false (1), from the size-ordered list."""
     out = []
     for _ in range(n):

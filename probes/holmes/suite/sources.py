@@ -98,7 +98,10 @@ class Synset:
     examples: tuple[str, ...]
 
 
-def load_wordnet(cache_dir: Path | None = None) -> dict[str, dict[str, Synset]]:
+WordNet = dict[str, dict[str, Synset]]  # what load_wordnet returns
+
+
+def load_wordnet(cache_dir: Path | None = None) -> WordNet:
     """{pos file: {offset: Synset}} for noun, verb, adj from the Debian `wordnet-base` data files."""
     deb = _fetch(WORDNET, cache_dir).read_bytes()
     out = {}
@@ -126,7 +129,10 @@ def load_wordnet(cache_dir: Path | None = None) -> dict[str, dict[str, Synset]]:
 
 # ----------------------------------------------------------------------------- en-mix
 
-def load_paragraphs(cache_dir: Path | None = None) -> list[tuple[str, list[str]]]:
+Paragraphs = list[tuple[str, list[str]]]  # what load_paragraphs returns: (id, sentences) per paragraph
+
+
+def load_paragraphs(cache_dir: Path | None = None) -> Paragraphs:
     """(doc_id, sentences) per paragraph of en-mix, in corpus order."""
     documents = load_corpus("en-mix", cache_dir=cache_dir, progress=False)
     return [(doc.doc_id, list(paragraph)) for doc in documents for paragraph in doc.paragraphs]

@@ -1,7 +1,7 @@
 """Nothing lost, nothing half-done: what each command may replace, atomic commits, locks, leftovers.
 
-Case numbers refer to the hostile-input report (notes/reliability.md); docs/RELIABILITY.md maps every
-case group to the test that covers it.
+Case numbers are those of the hostile-input rounds; docs/RELIABILITY.md maps every case group to the test
+that covers it.
 """
 
 import json
@@ -20,7 +20,7 @@ from dstg_interp.io import (OutputError, OutputLocked, atomic_directory, check_o
                             clean_stale_temporaries, commit_directory, output_lock)
 from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.train import read_resume_state
-from probes.holmes import suite as suite_module
+from probes.holmes.suite import build as suite_build
 from probes.holmes.run import write_tables
 from probes.holmes.suite import build_suite, is_complete_suite
 from reliability_setup import REPO, assert_one_line_error, make_tiny_setup, run_main, subprocess_env
@@ -128,7 +128,7 @@ def test_check_replaceable_rules(tmp_path):
 def test_interrupted_suite_build_leaves_nothing_and_is_rebuilt(tmp_path, monkeypatch):
     """#126: a Ctrl-C during the first suite build left 15 of 25 datasets that the next run probed."""
     out = tmp_path / "suite"
-    real_write = suite_module.write_dataset
+    real_write = suite_build.write_dataset
     calls = []
 
     def interrupted_write(*args, **kwargs):
@@ -137,7 +137,7 @@ def test_interrupted_suite_build_leaves_nothing_and_is_rebuilt(tmp_path, monkeyp
             raise KeyboardInterrupt
         return real_write(*args, **kwargs)
 
-    monkeypatch.setattr(suite_module, "write_dataset", interrupted_write)
+    monkeypatch.setattr(suite_build, "write_dataset", interrupted_write)
     with pytest.raises(KeyboardInterrupt):
         build_suite(out, n_per_dataset=40, names=TEMPLATE_DATASETS)
     assert not out.exists() and list(tmp_path.iterdir()) == []  # no suite, no temporary folder

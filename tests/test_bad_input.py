@@ -1,6 +1,6 @@
 """Fail fast, in one line: bad content, absurd sizes, full disks, nonsense values, misleading statistics.
 
-Case numbers refer to the hostile-input report (notes/reliability.md); see docs/RELIABILITY.md.
+Case numbers are those of the hostile-input rounds; docs/RELIABILITY.md maps each case group to its test.
 """
 
 import errno

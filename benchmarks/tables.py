@@ -1,0 +1,219 @@
+"""The tables of benchmarks/README.md, rebuilt from the committed result files: no number typed by hand.
+
+    python benchmarks/tables.py            # print every table
+    python benchmarks/tables.py --write    # rewrite the README's table blocks from results/*.json
+    python benchmarks/tables.py --check    # exit 1 if a block differs from its results (tests/test_benchmark_tables.py)
+
+A block in the README is ``<!-- table: NAME -->`` ... ``<!-- /table -->``; NAME is a renderer below, which
+reads ``results/<file>.json``. Each table ends with the line saying which file, when, and under what load
+(the ``machine`` record every result carries), so a table can never outlive or hide its run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+README = HERE / "README.md"
+BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+
+
+def load(name: str) -> dict:
+    return json.loads((RESULTS / f"{name}.json").read_text())
+
+
+def grid(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def source(name: str, result: dict) -> str:
+    machine = result.get("machine")
+    if machine is None:
+        return (f"*From `results/{name}.json` ({result.get('date', 'undated')}): no load record (the run predates "
+                "benchmarks/machine.py); rerun to have one.*")
+    load_1 = machine.get("load_before", {}).get("1min", "?")
+    state = "quiet" if result.get("quiet") else "**under load**"
+    return (f"*From `results/{name}.json`: run {machine.get('started', result.get('date', '?'))}, {state} "
+            f"(1-min load {load_1} at the start), {machine.get('torch_threads', result.get('threads', '?'))} thread(s).*")
+
+
+def n(value, digits: int = 0) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def models() -> str:
+    result = load("models")
+    rows = [[r["model"], r["call"], n(r["tokens_per_s"]), n(r["ratio_vs_hf"], 2)] for r in result["rows"]]
+    return grid(["model", "call", "tokens/s", "× HF"], rows) + "\n\n" + source("models", result)
+
+
+def train_loop() -> str:
+    result = load("train_loop")
+    by = {(r["variant"], r["compiled"]): r for r in result["rows"]}
+    rows = []
+    for variant in dict.fromkeys(r["variant"] for r in result["rows"]):
+        eager, compiled = by.get((variant, False)), by.get((variant, True))
+        any_row = eager or compiled
+        cells = [variant, n(eager and eager["loop_tokens_per_s"]), n(compiled and compiled["loop_tokens_per_s"]),
+                 f"{n(any_row['model_step_tokens_per_s'])} / {n(any_row.get('model_step_compiled_tokens_per_s'))}",
+                 f"{n(eager and eager['hf_step_tokens_per_s'])}; {n(compiled and compiled['hf_step_tokens_per_s'])}",
+                 n(eager and eager["loop_vs_hf"], 2), n(compiled and compiled["loop_vs_hf"], 2)]
+        cli = [row.get("cli") for row in (eager, compiled)]
+        cells += [f"{n(cli[0] and cli[0]['tokens_per_s'])} / {n(cli[1] and cli[1]['tokens_per_s'])}"]
+        rows.append(cells)
+    header = ["variant", "loop, eager", "loop, compiled", "bare step, eager / compiled",
+              "HF step (eager run; compiled run)", "loop / HF, eager", "loop / HF, compiled",
+              "`dstg-train` as typed, eager / compiled"]
+    return grid(header, rows) + "\n\n" + source("train_loop", result)
+
+
+def training() -> str:
+    result = load("training")
+    rows = [[r["model"], n(r["tokens_per_s"]), n(r["achieved_flops"] / 1e9, 1), f"{r['mfu']:.1%}"] for r in result["rows"]]
+    return (grid(["model", "tokens/s", "GFLOP/s", "MFU"], rows) + f"\n\nPeak (float32 1024³ matmul, same run): "
+            f"{result['peak_flops'] / 1e9:.1f} GFLOP/s.\n\n" + source("training", result))
+
+
+def ridge() -> str:
+    result = load("ridge")
+    sets = ", ".join(f"{n(v)} s for {k}" for k, v in result["sklearn_seconds_per_timed_set"].items())
+    rows = [[f"`fit_ridge_grid`, all {result['feature_sets']} feature sets × {len(result['targets'])} targets",
+             n(result["ours_seconds"], 1)],
+            [f"GridSearchCV, layer 0 only ({sets})", n(result["sklearn_seconds_timed"])],
+            ["GridSearchCV, full grid" + (", extrapolated linearly per width" if result["sklearn_full_grid_extrapolated"]
+                                          else ""), n(result["sklearn_seconds_full_grid"])]]
+    return (grid(["", "seconds"], rows) + f"\n\nSpeed-up {result['speedup']}×; same alpha on {result['same_alpha_rows']} "
+            f"of {result['compared_rows']} compared rows, max |ΔR²| {result['max_abs_delta_cv_r2']:.1e} (CV), "
+            f"{result['max_abs_delta_test_r2']:.1e} (held-out).\n\n" + source("ridge", result))
+
+
+STORE_NAMES = {"plain_encoder": "plain forward, all blocks (no hooks)", "plain_with_head": "plain forward + MLM head",
+               "extract": "`extract`, every layer × sem/ap/full, float16 to disk", "extract_full_only": "`extract`, `full` only",
+               "hf_hidden_states": "HF `BertModel(output_hidden_states=True)`",
+               "bridge_filtered": "TransformerBridge `run_with_cache`, residual filter",
+               "bridge_unfiltered": "TransformerBridge `run_with_cache`, no filter"}
+
+
+def store() -> str:
+    result = load("store")
+    rivals = result["throughput"]["rivals"]
+    plain = rivals["plain_encoder"]["tokens_per_s"]
+    rows = [[STORE_NAMES.get(k, k), n(v["tokens_per_s"]), n(v["tokens_per_s"] / plain, 2)] for k, v in rivals.items()]
+    return grid(["rival", "tokens/s", "× plain forward"], rows) + "\n\n" + source("store", result)
+
+
+def probe_store_table(name: str) -> str:
+    result = load(name)
+    labels = {"before": "every token, per-set route (before)", "all": "every token, one pass per layer (now)",
+              "subsample": "the former 100k subsample"}
+    if "before" not in result["runs"]:  # a run from before the shared pass: its "all" is the per-set route
+        labels["all"] = "every token, per-set route (that commit's)"
+    rows = []
+    for mode, run in result["runs"].items():
+        rows.append([labels.get(mode, f"every token, one pass per layer, sums on {run.get('device')}"),
+                     n(run["n_tokens_probed"]), n(run["seconds"], 1), n(run.get("cpu_seconds"), 1),
+                     f"{n(run['peak_rss_mb'])} MB ({n(run['rss_before_grid_mb'])} MB)", n(run.get("loadavg_before", [None])[0], 2)])
+    text = grid(["probes over", "tokens", "seconds", "CPU seconds", "peak RSS (before the grid)", "1-min load"], rows)
+    same = result.get("same_process")
+    if same:
+        def joined(values):
+            return " / ".join(f"{v:.1f}" for v in values)
+        text += (f"\n\nIn one process, alternately ({same['rounds']} round(s)): before {joined(same['seconds']['before'])} s, "
+                 f"now {joined(same['seconds']['all'])} s: **{same['speedup_before_over_all']}×** (medians)"
+                 + (f"; CPU seconds {joined(same['cpu_seconds']['before'])} vs {joined(same['cpu_seconds']['all'])}: "
+                    f"{same['cpu_speedup_before_over_all']}×" if "cpu_seconds" in same else "")
+                 + f"; largest |Δ test R²| before vs now {result['max_abs_delta_before_vs_all']['test_r2']:.1e}, "
+                 f"|Δ CV R²| {result['max_abs_delta_before_vs_all']['cv_r2']:.1e}.")
+    return text + "\n\n" + source(name, result)
+
+
+def probe_store() -> str:
+    return probe_store_table("probe_store")
+
+
+def probe_store_loaded() -> str:
+    return probe_store_table("probe_store_loaded")
+
+
+def holmes() -> str:
+    result = load("holmes")
+    rows = [[r["dataset"].removeprefix("offline-"), r["task_type"], n(r["ours_s"], 2), n(r["sklearn_s_x10_extrapolated"], 2),
+             n(r["ours_score"], 3), n(r["sklearn_score"], 3)] for r in result["rows"]]
+    rows.append(["**total**", "", f"**{n(result['total_ours_s'], 1)}**", f"**{n(result['total_sklearn_s_x10_extrapolated'], 1)}**",
+                 f"mean abs diff {result['mean_abs_score_diff']:.3f}", f"Spearman {result['spearman_scores']:.2f}"])
+    return grid(["dataset", "task type", "ours, 10 probes (s)", "sklearn ×10 (s)", "ours score", "sklearn score"],
+                rows) + "\n\n" + source("holmes", result)
+
+
+def loop_overhead() -> str:
+    rows, sources = [], []
+    for path in sorted(RESULTS.glob("loop_overhead_*.json")):
+        result = json.loads(path.read_text())
+        rows.append([result["variant"], n(result["bare_cpu_s_per_token"] * 1e6, 1),
+                     n(result["loop_cpu_s_per_real_token"] * 1e6, 1), n(result["loop_over_bare"], 3),
+                     f"{n(result['real_tokens_per_step'])} of {result['batch_positions']:,}"])
+        sources.append(source(path.stem, result))
+    return grid(["variant", "bare step, µs CPU / token", "train(), µs CPU / real token", "loop / bare",
+                 "real tokens per step"], rows) + "\n\n" + "\n".join(sources)
+
+
+def step_profile() -> str:
+    result = load("step_profile")
+    rows = []
+    for r in result["rows"]:
+        def short(key: str) -> str:
+            return "an inductor graph" if key.startswith("## Call CompiledFxGraph") else key.replace("aten::", "")
+        others = ", ".join(f"{short(k)} {v:.1%}" for k, v in list(r["largest_others"].items())[:4])
+        rows.append([r["variant"], "compiled" if r["compiled"] else "eager", f"{r['matmul_share']:.0%}",
+                     n(r["matmul_gflops"], 1), n(r["peak_gflops"], 1), f"{r['matmul_efficiency']:.0%}",
+                     f"{r['mfu_bound']:.0%}", others])
+    return grid(["variant", "mode", "matmul share of the step", "matmul GFLOP/s", "1024³ peak GFLOP/s",
+                 "matmul efficiency", "share × efficiency", "largest others (share)"], rows) + "\n\n" + source(
+        "step_profile", result)
+
+
+RENDERERS = {"models": models, "train_loop": train_loop, "training": training, "ridge": ridge, "store": store,
+             "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
+             "loop_overhead": loop_overhead, "step_profile": step_profile}
+
+
+def rebuilt(text: str) -> str:
+    def fill(match: re.Match) -> str:
+        name = match.group("name")
+        if name not in RENDERERS:
+            raise SystemExit(f"README block {name!r} has no renderer in benchmarks/tables.py")
+        return match.group(1) + RENDERERS[name]() + "\n" + match.group(4)
+    return BLOCK.sub(fill, text)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--write", action="store_true", help="rewrite the README's blocks")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a README block is not what its results give")
+    args = parser.parse_args(argv)
+    text = README.read_text()
+    new = rebuilt(text)
+    if args.check:
+        if new != text:
+            print("benchmarks/README.md tables differ from results/*.json: run python benchmarks/tables.py --write",
+                  file=sys.stderr)
+            return 1
+        return 0
+    if args.write:
+        README.write_text(new)
+        print(f"rewrote {len(BLOCK.findall(text))} table block(s) in {README}")
+        return 0
+    for name, render in RENDERERS.items():
+        print(f"## {name}\n\n{render()}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

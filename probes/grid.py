@@ -1,0 +1,130 @@
+"""The whole probe grid from one pass per feature source: every subspace, target, fold and alpha.
+
+    sets = {(3, "sem"): Columns(full3, slice(0, 112)), (3, "ap"): Columns(full3, slice(112, 128)),
+            (3, "full"): Columns(full3, slice(None))}          # one read of layer 3 serves all three
+    fit_ridge_grid(sets, targets, groups, train_idx, test_idx, device="cuda")   # the pass on the GPU
+    store_feature_sets(store, layers, subspaces)                # the same dict, built from a store
+
+A feature set that is a column block of a wider array (DSTG's ``sem`` and ``ap`` are the two blocks of
+``full``) needs no pass of its own: its Gram sums X'X, X'1, X'Y are the matching blocks of the wider
+array's. So the grid groups feature sets by source, reads each source once, chunk by chunk, and forms per
+part (the CV folds of the training rows plus the held-out test rows as one more part) the sums over all
+its columns; each set's folds are then solved from its block (one eigendecomposition per fold, all alphas
+and targets at once) and its test R² comes from the held-out part's sums, so without predictions to keep
+there is no second pass. Memory: one chunk of rows plus (folds + 1) x p² sums per source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from probes.gram import FoldSums, chunks, primal_solutions, read_rows
+from probes.splits import non_finite_error
+
+
+@dataclass(frozen=True, eq=False)
+class Columns:
+    """Columns ``columns`` (a slice or index array; None: all) of ``source``; sets over one source share a pass.
+
+    ``source`` is what ``fit_ridge_grid`` takes as a feature set (an array, a memmap, a ConcatenatedRows or a
+    zero-argument callable returning one): sets sharing the very same object are read together."""
+
+    source: Any
+    columns: Any = None
+
+
+def load(source):
+    return source() if callable(source) else source
+
+
+def solve_folds(sums: FoldSums, alphas, standardize):
+    """Grouped-CV ridge from one feature set's sums: what ``probes.gram.cv_ridge_streamed`` returns."""
+    n_splits, k = sums.n_folds, sums.y_sum.shape[1]
+    fold_scores = np.empty((n_splits, alphas.size, k))
+    for f in range(n_splits):
+        gram, x_sum, xy, y_sum, n = sums.train(f)
+        W, mean, scale, y_mean = primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize)
+        W_raw = W / scale[:, None, None]
+        offset = y_mean - np.einsum("p,pak->ak", mean, W_raw)  # prediction = x W_raw + offset (shifted x, y)
+        fold_scores[f] = sums.validation_r2(f, W_raw, offset)
+    gram, x_sum, xy, y_sum, n = sums.totals()
+    W, mean, scale, y_mean = primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize)
+    cv_scores = fold_scores.mean(axis=0)
+    best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
+    coef = W[:, best, np.arange(k)]
+    return {"fold_scores": fold_scores, "cv_scores": cv_scores, "best": best, "coef": coef,
+            "intercept": y_mean + sums.y_shift, "mean": mean + sums.x_shift, "scale": scale,
+            "test_r2": held_out_r2(sums, coef, mean, scale, y_mean)}
+
+
+def held_out_r2(sums: FoldSums, coef, mean, scale, y_mean) -> np.ndarray:
+    """Test R² per target from the held-out part's sums (NaN for a constant test target, as before)."""
+    if sums.gram.shape[0] == sums.n_folds or sums.n[-1] == 0:  # no held-out part, or no test rows
+        return np.full(coef.shape[1], np.nan)
+    W_raw = (coef / scale[:, None])[:, None, :]  # (p, 1, k)
+    offset = (y_mean - mean @ W_raw[:, 0, :])[None, :]
+    r2 = sums.validation_r2(sums.n_folds, W_raw, offset)[0]
+    yy, y_sum, n = sums.yy[-1], sums.y_sum[-1], sums.n[-1]
+    constant = yy - y_sum**2 / n <= 1e-12 * np.maximum(yy, 1e-300)
+    return np.where(constant, np.nan, r2)
+
+
+def grouped_by_source(feature_sets) -> list[tuple[Any, list[tuple[Any, Any]]]]:
+    """[(source, [(key, columns), ...]), ...] in the order sources first appear."""
+    groups: dict[int, tuple[Any, list]] = {}
+    for key, value in feature_sets.items():
+        source, columns = (value.source, value.columns) if isinstance(value, Columns) else (value, None)
+        columns = slice(None) if columns is None else columns
+        groups.setdefault(id(source), (source, []))[1].append((key, columns))
+    return list(groups.values())
+
+
+def predictions(X, rows, fits: dict, chunk_rows: int) -> dict:
+    """{key: (len(rows), k) predictions} for every fitted set over X, one read of ``X[rows]`` (any order)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    order = np.argsort(rows, kind="stable")
+    sorted_rows = rows[order]
+    out = {key: np.empty((len(rows), fit["coef"].shape[1])) for key, (_, fit) in fits.items()}
+    for part in chunks(len(rows), chunk_rows):
+        block = read_rows(X, sorted_rows[part])
+        for key, (columns, fit) in fits.items():
+            out[key][order[part]] = ((block[:, columns] - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
+    return out
+
+
+def store_feature_sets(store, layers=None, subspaces=None) -> dict:
+    """{(layer, subspace): feature set} of a store, for ``fit_ridge_grid``; lazily loaded.
+
+    Where the store serves a subspace as the concatenation of others (DSTG ``full`` = [sem | ap]), the
+    requested ones among them become ``Columns`` of that one array, so a layer is read once for all."""
+    layers = store.layers if layers is None else layers
+    subspaces = store.subspaces if subspaces is None else subspaces
+    arrays = getattr(store, "manifest", {}).get("arrays", {})  # (an in-memory stand-in has none: nothing shared)
+    sets: dict = {}
+    for layer in layers:
+        shared = {}
+        for sub in subspaces:  # a served concatenation whose parts are requested subspaces of this layer
+            entry = arrays.get(f"{_layer_name(layer)}/{sub}", {})
+            parts = [part.split("/", 1)[1] for part in entry.get("parts", ())]
+            if parts and all(part in subspaces for part in parts):
+                source = (lambda layer=layer, sub=sub: store.states(layer, sub))
+                widths = [arrays[f"{_layer_name(layer)}/{part}"]["shape"][1] for part in parts]
+                starts = np.cumsum([0] + widths)
+                shared = {part: Columns(source, slice(int(a), int(b))) for part, a, b in zip(parts, starts, starts[1:])}
+                shared[sub] = Columns(source)
+                break
+        for sub in subspaces:
+            sets[(layer, sub)] = shared.get(sub) or (lambda layer=layer, sub=sub: store.states(layer, sub))
+    return sets
+
+
+def _layer_name(layer) -> str:
+    return str(int(layer)) if isinstance(layer, (int, np.integer)) and not isinstance(layer, bool) else str(layer)
+
+
+def check_finite(sums: FoldSums, key) -> None:
+    if sums.non_finite:
+        raise non_finite_error(key, sums.non_finite)

@@ -306,14 +306,22 @@ def erasure_table(figures: Path) -> str:
     text = _markdown(["loss increase: LEACE (random)", *header], rows)
     header, rows = _erasure_cells(erasure, "output_change", 3)
     text += "\n\n" + _markdown(["1 - cos(output): LEACE (random)", *header], rows)
-    probe = []
+    probe, layers = [], sorted(erasure.index.unique("layer"))
     for model, subspace in ERASURE_ENTRIES:
-        keys = [k for k in erasure.index if k[:2] == (model, subspace) and k[3] == "leace"]
-        if keys:
+        keys = [(model, subspace, layer, "leace") for layer in layers]
+        if any(k in erasure.index for k in keys):  # a cell per layer of the widest model ("—" past a model's depth)
             probe.append([_entry(model, subspace) if model != "all-MiniLM-L6-v2" else model,
-                          *(f"{erasure.loc[k, 'r2_before']:.2f} → {erasure.loc[k, 'r2_after']:.3f}" for k in sorted(keys))])
-    layers = sorted(erasure.index.unique("layer"))
+                          *(f"{erasure.loc[k, 'r2_before']:.2f} → {erasure.loc[k, 'r2_after']:.3f}" if k in erasure.index
+                            else "—" for k in keys)])
     return text + "\n\n" + _markdown(["token-position R²: before → after LEACE", *(f"layer {l}" for l in layers)], probe)
+
+
+def _seed_spread(values: pd.Series) -> str:
+    """'+0.301 [+0.115, +0.515] over 3 seeds (> 0 in every seed)': the mean over seeds, the range, the sign."""
+    values = values.dropna()
+    sign = " (> 0 in every seed)" if (values > 0).all() and len(values) > 1 else ""
+    return (f"{values.mean():+.3f} [{values.min():+.3f}, {values.max():+.3f}] over {len(values)} "
+            f"seed{'s' if len(values) > 1 else ''}{sign}")
 
 
 def erasure_reading(figures: Path) -> str:
@@ -333,15 +341,9 @@ def erasure_reading(figures: Path) -> str:
         mean = seeds.mean(axis=1)
         last, peak = int(mean.index.max()), int(mean.idxmax())
 
-        def spread(layer: int) -> str:
-            values = seeds.loc[layer].dropna()
-            sign = " (> 0 in every seed)" if (values > 0).all() and len(values) > 1 else ""
-            return (f"{values.mean():+.3f} [{values.min():+.3f}, {values.max():+.3f}] over {len(values)} "
-                    f"seed{'s' if len(values) > 1 else ''}{sign}")
-
         rows = erasure.xs((model, subspace), level=["model", "subspace"])
-        lines.append(f"- {_entry(model, subspace)}: erasing position costs {spread(peak)} nats more than a random "
-                     f"erasure of the same rank at layer {peak} (the largest), {spread(last)} at the last layer "
+        lines.append(f"- {_entry(model, subspace)}: erasing position costs {_seed_spread(seeds.loc[peak])} nats more than a random "
+                     f"erasure of the same rank at layer {peak} (the largest), {_seed_spread(seeds.loc[last])} at the last layer "
                      f"({last}); the probe falls from R² {rows.loc[(last, 'leace'), 'r2_before']:.2f} to "
                      f"{rows.loc[(last, 'leace'), 'r2_after']:.3f} there.")
     return "\n".join(lines)

@@ -2,6 +2,8 @@
 cannot drift from it), and the Holmes figure script draws from the aggregation's CSVs."""
 
 import json
+import re
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -68,3 +70,23 @@ def test_fig_holmes_draws_each_results_folder(tmp_path):
     assert saved["script"] == "experiments/fig_holmes.py" and saved["out"] == str(folder)
     assert not (tmp_path / "empty").exists()
     assert fig_holmes.run(fig_holmes.HolmesFigureConfig(results=[tmp_path / "empty"])).startswith("skipped")
+
+
+def test_every_committed_markdown_table_is_rectangular():
+    """Every row of every table in the README, the docs, the benchmarks and the gallery has its header's number of
+    cells (a ragged row, e.g. a 5-layer model under a 7-layer header, or a bare | inside code, breaks the table)."""
+    root = Path(__file__).resolve().parents[1]
+    pages = [root / "README.md", *(root / "docs").rglob("*.md"), *(root / "figures").rglob("*.md"),
+             *(root / "benchmarks").rglob("*.md")]
+    ragged = []
+    for page in pages:
+        width = None
+        for number, line in enumerate(page.read_text().splitlines(), 1):
+            if not line.startswith("|"):
+                width = None
+                continue
+            cells = len(re.split(r"(?<!\\)\|", line.strip())) - 2
+            width = cells if width is None else width
+            if cells != width:
+                ragged.append(f"{page.relative_to(root)}:{number}: {cells} cells under a {width}-cell header")
+    assert len(pages) > 5 and not ragged, ragged

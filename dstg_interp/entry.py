@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from dstg_interp.cli.shell import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, raise_terminated
+from dstg_interp.cli.shell import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_after_this_command, raise_terminated
 
 COMMANDS = {  # one module per command, in dstg_interp/cli/
     "dstg-train": "dstg_interp.cli.train",
@@ -26,6 +26,7 @@ COMMANDS = {  # one module per command, in dstg_interp/cli/
     "dstg-eval": "dstg_interp.cli.eval",
     "dstg-erase": "dstg_interp.cli.erase",
     "dstg-export": "dstg_interp.cli.export",
+    "dstg-launch": "dstg_interp.cli.launch",  # torchrun for the commands above
 }
 
 
@@ -44,18 +45,28 @@ def launch(prog: str, argv: list[str] | None = None) -> int:
     return module.main(argv)
 
 
+def run_script(prog: str, argv: list[str] | None = None) -> int:
+    """``launch`` for a process that ends with the command (a console script, ``python -m dstg_interp.entry``):
+    once the outcome is printed, a late signal -- torchrun stopping a rank that already said why it stopped --
+    is ignored on the way out instead of becoming a traceback."""
+    exit_after_this_command()
+    code = launch(prog, argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # SIGTERM: ignored once settled (exit_after_this_command)
+    return code
+
+
 # pyproject.toml's [project.scripts] name these: ``dstg-train = "dstg_interp.entry:train"`` and so on.
 SCRIPTS = {"train": "dstg-train", "cache": "dstg-cache", "probe": "dstg-probe", "holmes": "dstg-holmes",
            "extend": "dstg-extend", "convert": "dstg-convert", "evaluate": "dstg-eval", "erase": "dstg-erase",
-           "export": "dstg-export"}
+           "export": "dstg-export", "launcher": "dstg-launch"}
 
 
 def __getattr__(name: str):
-    """``entry.train`` and the other script entries: ``launch`` of their command (PEP 562)."""
+    """``entry.train`` and the other script entries: ``run_script`` of their command (PEP 562)."""
     if name in SCRIPTS:
-        return functools.partial(launch, SCRIPTS[name])
+        return functools.partial(run_script, SCRIPTS[name])
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":  # python -m dstg_interp.entry dstg-cache --model dstg ...
-    sys.exit(launch(sys.argv[1], sys.argv[2:]))
+    sys.exit(run_script(sys.argv[1], sys.argv[2:]))

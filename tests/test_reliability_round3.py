@@ -3,8 +3,8 @@
 Each test names its case (N18 ... N116, old #27 / #45 / #93) and runs it on tiny models and fixtures.
 """
 
-import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,63 +131,135 @@ def test_seed_and_step_flags_name_the_flag_and_its_range(prog, flag, args, tmp_p
 
 
 # --- 3. torchrun teardown: a dead peer or a signal is one line per rank, never a traceback (N74, N75) ----
+# The ranks' sitecustomize (imported by every python that starts with it on PYTHONPATH): rank 1 meets its
+# fault at its first row write, mid-extraction. "kill": it SIGKILLs itself. "int": it says it is ready and
+# waits, and the test presses Ctrl-C (SIGINT to the launcher's process group, as a terminal does).
 RANK_FAULT = """
-import os, signal, sys
-from dstg_interp.store import npy_writer
-if os.environ["RANK"] == "1":  # rank 1 meets its fault at its first row write, mid-extraction
+import os
+if os.environ.get("RANK") == "1" and os.environ.get("FAULT"):
+    import signal
+    from pathlib import Path
+    from dstg_interp.store import npy_writer
+
     def fault(self, *args, **kwargs):
         if os.environ["FAULT"] == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
-        os.killpg(os.getpgid(os.getppid()), signal.SIGINT)  # Ctrl-C in the terminal: torchrun's group
+        Path(os.environ["READY"]).touch()
         signal.pause()
     npy_writer.NpyWriter.write = fault
-from dstg_interp.cli.cache import main
-sys.exit(main(sys.argv[1:]))
 """
+LAUNCHERS = {  # --shutdown-timeout: a rank slowed by a loaded machine is never SIGKILLed mid-cleanup here
+    "torchrun": [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                 "--shutdown-timeout", "300", "--tee", "2", "-m", "dstg_interp.cli.cache"],
+    "dstg-launch": [sys.executable, "-m", "dstg_interp.entry", "dstg-launch", "--nproc-per-node", "2",
+                    "--shutdown-timeout", "300", "dstg-cache"],
+}
+INTERRUPTED_LINE = r"dstg-cache: interrupted \(Ctrl-C\): extraction into \S+ was interrupted; the partial work was removed"
+# rank 0 after rank 1's SIGKILL: it found the peer gone, or torchrun's SIGTERM came first (mid-extraction, or
+# while it removed the temporary after finding the peer gone: "no store was written")
+RANK0_LINE = (r"dstg-cache: (error: rank 0: another rank stopped \(.*\); no store was written"
+              r"|interrupted \(SIGTERM\): (extraction into \S+ was interrupted|no store was written))")
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("fault, codes", [("kill", {2, 143, -15}), ("int", {130})])
-def test_torchrun_teardown_after_a_dead_or_interrupted_rank(fault, codes, tiny, tmp_path):
-    """N75: after `kill -9` of rank 1, rank 0's cleanup called all_reduce on the broken group (a project
-    traceback); N74: Ctrl-C of both ranks. Now: one line per live rank, exit 2 / 143 / 130, store untouched."""
+def run_with_a_rank_fault(launcher: str, fault: str, tiny, tmp_path: Path):
+    """A second store extracted under ``launcher`` over a complete first one, rank 1 meeting ``fault``:
+    (completed process, the first store's manifest md5 before)."""
     import hashlib
     import os
-    import re
+    import signal
     import subprocess
-    import sys
+    import time
 
     from dstg_interp.cli.cache import main as cache_main
-    from reliability_setup import subprocess_env
+    from reliability_setup import REPO, subprocess_env
 
     checkpoint, corpus = tiny
     out = tmp_path / "store"
     args = ["--model", checkpoint, "--corpus", corpus, "--quiet", "--batch-size", "1", "--out", out]
     assert cache_main([str(a) for a in args]) == 0
     manifest = hashlib.md5((out / "manifest.json").read_bytes()).hexdigest()
-    wrapper = tmp_path / "rank_fault.py"
-    wrapper.write_text(RANK_FAULT)
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "--tee", "2"]
+    (tmp_path / "inject").mkdir()
+    (tmp_path / "inject" / "sitecustomize.py").write_text(RANK_FAULT)
+    ready = tmp_path / "inject" / "rank1-ready"
+    env = subprocess_env(FAULT=fault, READY=str(ready),
+                         PYTHONPATH=os.pathsep.join([str(tmp_path / "inject"), str(REPO)]))
     other_store = ["--overwrite", "--layers", "0,1"]  # another store, so rank 1 gets to write rows
-    run = subprocess.run([*torchrun, str(wrapper), *map(str, args), *other_store], env=subprocess_env(FAULT=fault),
-                         capture_output=True, text=True, timeout=120, start_new_session=True)
-    rank_lines = [line.split("]:", 1)[1] for line in (run.stderr + run.stdout).splitlines()
-                  if line.startswith(("[default0]:", "[rank0]:"))]  # what rank 0 printed (--tee 2)
-    own = [line for line in rank_lines if line.strip()]
-    assert len(own) == 1 and re.match(r"dstg-cache: (error: rank 0: another rank stopped|interrupted \((SIGTERM|Ctrl-C)\))",
-                                      own[0]), run.stderr
-    assert "dstg_interp" not in "\n".join(rank_lines)  # no project traceback on rank 0
-    # torchrun's report: rank 1 died of SIGKILL (-9) or of the same Ctrl-C (130); rank 0 ended with one of ``codes``
-    # (2: it found the peer gone; 143 / -15: torchrun's SIGTERM came first, before or after its one line)
-    # (on Ctrl-C torchrun raises its SignalException before any such report: the ranks' lines say it)
-    exit_codes = {int(code) for code in re.findall(r"exitcode\s*:\s*(-?\d+)", run.stderr)}
-    assert fault == "int" or (exit_codes - {-9} <= codes and exit_codes & codes), run.stderr
+    process = subprocess.Popen([*LAUNCHERS[launcher], *map(str, args), *other_store], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        if fault == "int":  # Ctrl-C once rank 1 is mid-extraction: waits on its signal, however slow the machine
+            deadline = time.monotonic() + 600
+            while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert ready.exists(), process.communicate(timeout=60)
+            os.killpg(process.pid, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=900)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert hashlib.md5((out / "manifest.json").read_bytes()).hexdigest() == manifest  # the first store, untouched
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert left == [], left  # no temporary, no lock left
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, codes", [("kill", {2, 143, -15}), ("int", {130})])
+def test_torchrun_teardown_after_a_dead_or_interrupted_rank(fault, codes, tiny, tmp_path):
+    """N75: after `kill -9` of rank 1, rank 0's cleanup called all_reduce on the broken group (a project
+    traceback); N74: Ctrl-C of torchrun. Now: one line per live rank, exit 2 / 143 / 130, store untouched.
+    (Plain torchrun still ends a Ctrl-C with its own SignalException traceback: dstg-launch, below, does not.)"""
+    import re
+
+    run = run_with_a_rank_fault("torchrun", fault, tiny, tmp_path)
+    lines = (run.stderr + run.stdout).splitlines()
+    rank_lines = {rank: [line.split("]:", 1)[1] for line in lines if line.startswith(f"[default{rank}]:")]
+                  for rank in (0, 1)}  # what each rank printed (--tee 2)
+    own = [line for line in rank_lines[0] if line.strip()]
+    assert len(own) == 1 and re.match(INTERRUPTED_LINE if fault == "int" else RANK0_LINE, own[0]), run.stderr
+    assert "dstg_interp" not in "\n".join(rank_lines[0] + rank_lines[1])  # no project traceback on any rank
     if fault == "int":
-        assert [line for line in run.stderr.splitlines() if line.startswith("[default1]:")] == [
-            line.replace("[default0]:", "[default1]:") for line in run.stderr.splitlines() if line.startswith("[default0]:")]
-    assert hashlib.md5((out / "manifest.json").read_bytes()).hexdigest() == manifest  # the previous store, untouched
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary, no lock left
-    del os
+        assert rank_lines[1] == rank_lines[0], run.stderr  # rank 1: the same one line
+    else:  # torchrun's report: rank 1 died of SIGKILL (-9); rank 0 ended with one of ``codes``
+        # (2: it found the peer gone; 143 / -15: torchrun's SIGTERM came first, before or after its one line)
+        exit_codes = {int(code) for code in re.findall(r"exitcode\s*:\s*(-?\d+)", run.stderr)}
+        assert exit_codes - {-9} <= codes and exit_codes & codes, run.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["int", "kill"])
+def test_dstg_launch_ends_a_ctrl_c_or_a_dead_rank_in_one_line_of_its_own(fault, tiny, tmp_path):
+    """N74: after a clean Ctrl-C of both ranks, torchrun's agent printed its SignalException traceback (exit 1).
+    dstg-launch: the ranks' lines, then one line of the launcher, exit 130; a killed rank: exit 2."""
+    import re
+
+    run = run_with_a_rank_fault("dstg-launch", fault, tiny, tmp_path)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert "Traceback" not in run.stderr + run.stdout and run.stdout == "", run.stderr
+    if fault == "int":
+        assert run.returncode == 130, run.stderr
+        assert len(lines) == 3 and lines[0] == lines[1] and re.match(INTERRUPTED_LINE, lines[0]), run.stderr
+        assert lines[2].startswith("dstg-launch: interrupted (Ctrl-C): the 2 rank(s) of dstg-cache were stopped")
+    else:
+        assert run.returncode == 2, run.stderr
+        assert re.fullmatch(r"dstg-launch: dstg-cache failed: rank 0 (exit code 2|exit code 143 \(SIGTERM\)|killed "
+                            r"by SIGTERM), rank 1 killed by SIGKILL \(each rank's own message is above\)", lines[-1]), lines
+        assert len(lines) <= 2 and all(re.match(RANK0_LINE, line) for line in lines[:-1]), run.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args, says", [
+    (["dstg-cache", "--model", "dstg", "--max-docs", "0", "--out", "x"], "dstg-cache: error: argument --max-docs"),
+    (["dstg-probe", "--task", "segment"], "dstg-launch: error: dstg-probe does not share its work"),
+    (["dstg-nope"], "dstg-launch: error: 'dstg-nope' is not a dstg-* command"),
+])
+def test_dstg_launch_refuses_bad_commands_once_before_any_rank_starts(args, says, tmp_path):
+    from reliability_setup import run_entry
+
+    run = run_entry("dstg-launch", "--nproc-per-node", "2", *args, cwd=tmp_path)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.strip().splitlines()[-1].startswith(says) and run.stderr.count("error:") == 1, run.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- 6. locks follow the real path; dstg-probe and dstg-holmes run lock their --out (N80, N81, N116) ---
@@ -441,6 +513,27 @@ def test_a_full_cache_disk_names_the_cache_not_out(tiny, tmp_path, monkeypatch):
     with pytest.raises(StoreError, match="disk that holds .*cache/stores, or put the store elsewhere .*DSTG_CACHE"):
         extract(load_model(checkpoint), load_corpus(str(corpus), progress=False), store, progress=False)
     assert not store.exists() and not [p for p in (tmp_path / "cache" / "stores").iterdir()]
+
+
+def test_a_cache_disk_too_small_is_said_before_any_write_naming_the_cache(tiny, tmp_path, monkeypatch):
+    """N88 again: the check before any file is reserved said 'choose another folder or export fewer layers'
+    (the export's remedy) for a store dstg-probe caches."""
+    import collections
+
+    from dstg_interp import extract
+    from dstg_interp.data import load_corpus
+    from dstg_interp.model import load_model
+    from dstg_interp.store import export
+    from dstg_interp.store.manifest import StoreError
+
+    checkpoint, corpus = tiny
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(export.shutil, "disk_usage", lambda path: usage(2**20, 2**20, 0))
+    store = tmp_path / "cache" / "stores" / "dstg-0123"
+    with pytest.raises(StoreError, match="needs about .* MiB free; free space on the disk that holds .*cache/stores, put "
+                                         "the store elsewhere .*another DSTG_CACHE") as refused:
+        extract(load_model(checkpoint), load_corpus(str(corpus), progress=False), store, progress=False)
+    assert "export" not in str(refused.value) and not store.exists()
 
 
 def test_a_hub_dataset_without_network_is_one_line_at_once(tmp_path, monkeypatch, capsys):

@@ -40,17 +40,29 @@ def checkpoint_and_corpus(tmp_path_factory):
     return model.save(folder / "ckpt", tokenizer=tokenizer), corpus
 
 
+LAUNCHERS = {  # plain torchrun, and dstg-launch (torchrun with the commands' promise kept to its own end)
+    "torchrun": [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                 "-m", "dstg_interp.cli.cache"],
+    "dstg-launch": [sys.executable, "-m", "dstg_interp.entry", "dstg-launch", "--nproc-per-node", "2", "dstg-cache"],
+}
+
+
 @pytest.mark.slow
-def test_two_gloo_ranks_write_the_one_process_store(checkpoint_and_corpus, tmp_path):
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_two_gloo_ranks_write_the_one_process_store(launcher, checkpoint_and_corpus, tmp_path):
     checkpoint, corpus = checkpoint_and_corpus
     flags = ["--model", str(checkpoint), "--corpus", str(corpus), "--max-length", "24", "--batch-size", "3",
              "--layers", "0,1,2,final", "--quiet"]
     assert cli_main(flags + ["--out", str(tmp_path / "one")]) == 0
-    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    sharded = subprocess.run([*torchrun, "-m", "dstg_interp.cli.cache", *flags, "--out", str(tmp_path / "two")],
-                             env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    env = subprocess_env()
+    if launcher == "dstg-launch":  # torchrun sets OMP_NUM_THREADS=1 itself, with a notice dstg-launch silences
+        del env["OMP_NUM_THREADS"]
+    sharded = subprocess.run([*LAUNCHERS[launcher], *flags, "--out", str(tmp_path / "two")],
+                             env=env, capture_output=True, text=True, timeout=600)
     assert sharded.returncode == 0, sharded.stderr
     assert sharded.stdout.count("tokens, layers") == 1  # rank 0 reports, rank 1 stays quiet
+    if launcher == "dstg-launch":  # none of torchrun's own log (its notice, the agent's reports)
+        assert "OMP_NUM_THREADS" not in sharded.stderr and "torch/distributed/" not in sharded.stderr, sharded.stderr
 
     one, two = ActivationStore(tmp_path / "one"), ActivationStore(tmp_path / "two")
     assert one.n_sequences > 2 * 3  # several batches each side, so both ranks wrote rows

@@ -156,6 +156,43 @@ def test_ctrl_c_leaves_the_last_checkpoint_intact(tmp_path, corpus):
     assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
+def test_ctrl_c_of_dstg_launch_training_is_one_line_per_rank_and_one_of_its_own(tmp_path, corpus):
+    """Two DDP ranks under dstg-launch, Ctrl-C (SIGINT to the launcher's process group, as a terminal sends it)
+    once the first checkpoint exists: each rank's line, the launcher's line, exit 130, the checkpoint loads.
+    (Plain torchrun ends the same way for the ranks, then prints its SignalException traceback.)"""
+    import re
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    assert run_cli(cli_args(tmp_path / "warm", corpus, steps=6), env).returncode == 0  # the cached data, prepared
+    proc = subprocess.Popen([sys.executable, "-m", "dstg_interp.entry", "dstg-launch", "--nproc-per-node", "2",
+                             "--shutdown-timeout", "300", "dstg-train",
+                             *cli_args(tmp_path / "run", corpus, steps=100000), "--no-compile"],
+                            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    state = tmp_path / "run" / "checkpoint" / "train_state.json"
+    try:
+        deadline = time.monotonic() + 600  # waits on the checkpoint, however loaded the machine
+        while not state.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert state.exists(), proc.communicate(timeout=60)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 130 and "Traceback" not in err + out, err
+    assert len(lines) == 3, err
+    for line in lines[:2]:
+        assert re.fullmatch(r"dstg-train: interrupted \(Ctrl-C\): the last complete checkpoint \(step \d+\) in \S+ "
+                            r"is untouched; continue with --resume", line), err
+    assert lines[2].startswith("dstg-launch: interrupted (Ctrl-C): the 2 rank(s) of dstg-train were stopped"), err
+    load_model(tmp_path / "run" / "checkpoint")  # loads: nothing half-written
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.startswith(".")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no lock left beside it
+
+
 def test_random_offset_trains_the_table_beyond_the_sequence_length(tmp_path, corpus):
     """The authors' random_offset: with a 128-row table and 64-token sequences, rows past 64 are trained
     only when each sequence reads the table from a random start."""

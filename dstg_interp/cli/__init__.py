@@ -9,9 +9,11 @@
     eval.py     dstg-eval      masked-token accuracy against the no-context baseline (dstg_interp.evaluation)
     erase.py    dstg-erase     position erased inside the forward pass: what the model loses (probes.erasure_effects)
     export.py   dstg-export    a store as a Hugging Face datasets folder (dstg_interp.store.export)
+    launch.py   dstg-launch    torchrun for dstg-cache / dstg-train; Ctrl-C and failed ranks end in one line
 
 Shared pieces: ``shell.py`` (exit codes, signals, one-line errors: ``run_cli``) and ``flags.py`` (the flags
 every command shares, the argparse types).  ``dstg_interp/entry.py`` is what pyproject.toml's scripts call:
 it takes over Ctrl-C before a command's heavy imports start.  Each module runs as ``python -m`` too
-(``torchrun --nproc_per_node 2 -m dstg_interp.cli.train ...``).
+(``torchrun --nproc_per_node 2 -m dstg_interp.cli.train ...``; ``dstg-launch --nproc-per-node 2 dstg-train ...``
+is the same with a clean end).
 """

@@ -3,7 +3,8 @@
     dstg-cache --model dstg --corpus en-mix --out runs/store-dstg --layers 0,3,last,final --dtype float16
     dstg-cache --model path/to/all-MiniLM-L6-v2 --corpus docs.jsonl --out runs/store-minilm --max-length 128
     dstg-cache --model runs/dstg --sequences runs/seq/validation --out runs/store --attention-summaries
-    torchrun --nproc_per_node 2 -m dstg_interp.cli.cache --model dstg --corpus en-mix --out runs/store-dstg
+    dstg-launch --nproc-per-node 2 dstg-cache --model dstg --corpus en-mix --out runs/store-dstg
+    torchrun --nproc_per_node 2 -m dstg_interp.cli.cache ...     # the same; torchrun's own end is a traceback on Ctrl-C
 
 --model is a zoo name, a dstg-interp checkpoint or a Hugging Face encoder folder. The corpus is
 tokenized with the model's own tokenizer; --sequences takes saved StructuredSequences instead.

@@ -44,8 +44,15 @@ def describe_os_error(err: OSError) -> str:
 
 # "received": set by the handler, so code that re-raises its own KeyboardInterrupt keeps it known;
 # "settled": the command's outcome is decided (and being printed): a late SIGTERM -- torchrun stopping the
-# other ranks after one failed -- is then ignored instead of raising a traceback through the exit path.
-_TERMINATED = {"received": False, "settled": False}
+# other ranks after one failed -- is then ignored instead of raising a traceback through the exit path;
+# "exiting": a console script runs one command and exits, so "settled" holds until the process is gone.
+_TERMINATED = {"received": False, "settled": False, "exiting": False}
+
+
+def exit_after_this_command() -> None:
+    """The process ends when this command does (a console script): once its outcome is settled, a late SIGTERM
+    is ignored through the interpreter's exit too (a rank under torchrun, stopped after printing its line)."""
+    _TERMINATED["exiting"] = True
 
 
 def raise_terminated(signum, frame):
@@ -89,7 +96,8 @@ def run_cli(prog: str, body: Callable[[], int | None], interrupted: Callable[[],
             warnings.showwarning = _show_warning(prog)
             return _settled(prog, body, interrupted)
     finally:  # the handler is restored by now; the next in-process command starts afresh
-        _TERMINATED["settled"] = _TERMINATED["received"] = False
+        if not _TERMINATED["exiting"]:
+            _TERMINATED["settled"] = _TERMINATED["received"] = False
 
 
 def _settled(prog: str, body: Callable[[], int | None], interrupted: Callable[[], str] | None) -> int:

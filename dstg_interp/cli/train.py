@@ -1,7 +1,7 @@
 """dstg-train: MLM pretraining of any variant from the command line (the loop is dstg_interp/train.py).
 
     dstg-train --variant dstg --out runs/dstg --steps 3000               # one process
-    torchrun --nproc_per_node 2 -m dstg_interp.cli.train --variant dstg --out runs/dstg   # DDP (gloo/nccl)
+    dstg-launch --nproc-per-node 2 dstg-train --variant dstg --out runs/dstg   # DDP (gloo/nccl); or plain torchrun -m dstg_interp.cli.train
     dstg-train --out runs/dstg --resume                                   # continue exactly
     dstg-train --config runs/dstg/train_config.json --out runs/dstg2      # a saved recipe
 

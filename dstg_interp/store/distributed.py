@@ -1,6 +1,7 @@
 """Sharded extraction under torchrun: every rank runs a share of the batches into one store.
 
-    torchrun --nproc_per_node 2 -m dstg_interp.cli.cache --model dstg --corpus en-mix --out runs/store-dstg
+    dstg-launch --nproc-per-node 2 dstg-cache --model dstg --corpus en-mix --out runs/store-dstg
+    torchrun --nproc_per_node 2 -m dstg_interp.cli.cache ...     # the same; torchrun's own end is a traceback on Ctrl-C
 
     from dstg_interp.store.distributed import torchrun_ranks
     with torchrun_ranks("cpu") as ranks:          # gloo on CPU, nccl on CUDA; one plain rank outside torchrun

@@ -51,15 +51,17 @@ def export_size(store: ActivationStore, layers=None, subspaces=None) -> int:
     return store.n_tokens * (widths * itemsize + LABEL_BYTES + 4 + longest_id) + 65536  # + doc_id offset and text
 
 
-def check_disk_space(folder: Path, needed: int, what: str) -> None:
-    """Refuse (StoreError) when the disk holding ``folder`` has less than ``needed`` bytes free."""
+def check_disk_space(folder: Path, needed: int, what: str,
+                     remedy: str = "free space, choose another folder or export fewer layers / subspaces") -> None:
+    """Refuse (StoreError) when the disk holding ``folder`` has less than ``needed`` bytes free; ``remedy`` says
+    what to do (the export's own by default)."""
     probe = Path(folder).resolve()
     while not probe.exists():
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     if free < needed:
         raise StoreError(f"{what} needs about {needed / 2**20:.0f} MiB but {probe} has {free / 2**20:.0f} MiB free; "
-                         "free space, choose another folder or export fewer layers / subspaces")
+                         f"{remedy}")
 
 
 def export_store(store, out, layers=None, subspaces=None, progress: bool = True, config: dict | None = None) -> Path:

@@ -96,7 +96,10 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
     needed = _store_bytes(lengths, widths, targets, config.dtype)
     if progress and ranks.first:
         print(f"extract -> {out}: {int(lengths.sum())} tokens, about {needed / 2**20:.1f} MiB on disk", file=sys.stderr)
-    check_disk_space(out.parent, needed, f"the store {out}")  # before any file is reserved
+    # before any file is reserved; the store may be one dstg-probe caches (DSTG_CACHE/stores, N88), not --out
+    check_disk_space(out.parent, needed, f"the store {out}",
+                     remedy=f"free space on the disk that holds {out.parent}, put the store elsewhere (another --out; "
+                            "for the stores dstg-probe caches, another DSTG_CACHE) or extract fewer layers / subspaces")
     _write_store(out, needed, ranks, lambda tmp: _extract_into(tmp, encoder, sequences, lengths, config, targets,
                                                                widths, identity, progress, ranks))
     return ActivationStore(out)

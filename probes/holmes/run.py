@@ -340,7 +340,9 @@ def run_config(cfg: HolmesRunConfig, out: str | os.PathLike, progress: bool = Tr
         benchmark = default_suite_dir()
         if not is_complete_suite(benchmark):  # an interrupted first build is rebuilt, never used
             build_suite(benchmark)
-    with output_lock(Path(out), "dstg-holmes run " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
+    # a second run on --out stops, naming this one by its command line as typed (dstg-holmes run ... or
+    # dstg-probe --task holmes ...; a fixed "dstg-holmes run " + argv[1:] said "dstg-holmes run run ...")
+    with output_lock(Path(out)):
         return run_holmes(models, benchmark, layers=cfg.layers, subspaces=cfg.subspaces, config=cfg.probe,
                           random_init_control=cfg.random_init_control, datasets=cfg.datasets, out_dir=out,
                           progress=progress, device=cfg.device)

@@ -30,6 +30,8 @@ LEVER_SPECS = {
                               "document, from its start, truncated"),
     "mlp": (str, ("dstg",), "DSTG FFN: split (hidden units per stream) or mixed (one SwiGLU writing both)"),
     "rp": ("bool", ("dstg",), "DSTG's learned relative-position bias on (true) or absent (false)"),
+    "tokens": (int, None, "this arm's training tokens (default: the study's --tokens), e.g. the minimal "
+                          "re-implementation's own 8M, for the schedule horizon"),
     "corpus": (str, None, "training corpus spec (default: the study's --corpus), e.g. en-mix:wikipedia, the "
                           "Wikipedia leads the minimal re-implementation trained on; plateau exit and held-out "
                           "gain are then read on that corpus's own validation and held-out documents"),
@@ -38,7 +40,7 @@ LEVER_CHOICES = {"schedule": ("cosine", "linear", "constant"), "mlp": ("split", 
 
 # The former zoo recipe (the one-lever screen's base) and the shipped zoo's recipe (the diagnosis's base).
 FORMER_RECIPE = dict(lr=1e-3, warmup=None, schedule="cosine", batch=32, tie=False, pos_init=None, vocab=8192, d_ap=16,
-                     windows=True, mlp="split", rp=True, corpus=None)
+                     windows=True, mlp="split", rp=True, corpus=None, tokens=None)
 ZOO_RECIPE = dict(FORMER_RECIPE, warmup=200, schedule="constant", batch=16)
 # Named arms of the diagnosis, as lever values over ZOO_RECIPE.  ``reimpl``: the minimal re-implementation
 # of shared/notes/ap-feasibility.md (batch 32, cosine after 200 warm-up steps, tied head, one sequence per

@@ -83,6 +83,8 @@ class RecipeStudyConfig(ScriptConfig):
     n_heads: int = 4
     tiny: bool = field(default=False, metadata={"help": "tiny widths (d 32) for tests and smoke runs"})
     resume: bool = field(default=False, metadata={"help": "read finished runs back, continue interrupted ones"})
+    collect: bool = field(default=False, metadata={
+        "help": "diagnosis: train nothing; write the outputs from the finished runs of the grid and name the missing"})
     no_compile: bool = field(default=False, metadata={"help": "train eager (a cold torch.compile costs minutes on a busy machine)"})
     seed_major: bool = field(default=False, metadata={"help": "diagnosis: seed by seed over every arm (default: arm by arm)"})
     threads: int | None = None
@@ -161,7 +163,7 @@ def arm_config(study: RecipeStudyConfig, arm: Arm, variant: str, seed: int) -> T
     else:
         mean_length = float(np.mean(prepare_training_data(probe).train.lengths))
         per_step = recipe["batch"] * mean_length
-        steps = max(2, round(study.tokens / per_step))
+        steps = max(2, round((recipe.get("tokens") or study.tokens) / per_step))
         eval_every = max(1, round(study.eval_tokens / per_step))
         eval_batches = max(1, study.eval_sequences // recipe["batch"])
     cfg = train_config(study, variant, recipe, name, seed, steps, eval_every, eval_batches)
@@ -179,7 +181,7 @@ def run_once(cfg: TrainConfig, study: RecipeStudyConfig) -> None:
     """Train ``cfg`` unless its checkpoint is complete; an existing run needs ``--resume``."""
     state = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
     if state.is_file():
-        if not study.resume:
+        if not (study.resume or study.collect):
             raise ValueError(f"{cfg.out_dir} already holds a run; pass --resume to read it back and continue the "
                              "study, or choose another --runs")
         if json.loads(state.read_text())["step"] >= cfg.max_steps:
@@ -219,8 +221,16 @@ def is_finished(cfg: TrainConfig) -> bool:
 
 def run_diagnosis(study: RecipeStudyConfig, start: float) -> pd.DataFrame:
     plan = [(item, arm_config(study, *item)) for item in diagnosis_plan(study)]
-    if study.resume:  # finished runs are read back first, so every output written below includes them
+    if study.resume or study.collect:  # finished runs are read back first, so every output below includes them
         plan = sorted(plan, key=lambda entry: not is_finished(entry[1]))
+    if study.collect:
+        missing = [f"{variant}:{arm.label} seed {seed}" for (arm, variant, seed), cfg in plan if not is_finished(cfg)]
+        plan = [entry for entry in plan if is_finished(entry[1])]
+        if missing:
+            print(f"recipe_study: --collect: {len(missing)} run(s) of the grid not finished, left out: "
+                  f"{'; '.join(missing)}", file=sys.stderr)
+        if not plan:
+            raise ValueError("--collect: no run of the grid has finished in --runs; train them first (--resume)")
     runs, curves = [], []
     for number, ((arm, variant, seed), cfg) in enumerate(plan, 1):
         began = time.time()

@@ -145,3 +145,24 @@ def test_diagnosis_and_corpus_tables_quote_the_committed_files():
         text = document.read_text()
         assert "<!-- report:" in text
         assert report.rebuild(text, FIGURES_DIR) == text, f"{document} is out of date; run python -m experiments.report"
+
+
+def test_collect_writes_the_finished_runs_and_names_the_missing(tmp_path, monkeypatch, capsys):
+    """--collect trains nothing: the outputs hold the finished runs, one line names the runs left out; an arm's
+    tokens lever gives it its own budget (and its own run folder)."""
+    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+    corpus = write_synthetic_corpus(tmp_path / "corpus", n_docs=80)
+    common = ["--corpus", str(corpus), "--tiny", "--tokens", "1500", "--eval-tokens", "500", "--eval-sequences", "8",
+              "--max-length", "48", "--threads", "1", "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")]
+    assert main([*common, "--arms", "ap:zoo", "ap:zoo,tokens=3000", "--seeds", "0"]) == 0, capsys.readouterr().err
+    runs = pd.read_csv(tmp_path / "out" / "diagnosis_runs.csv")
+    assert runs.arm.tolist() == ["zoo", "zoo,tokens=3000"]
+    assert abs(runs.train_tokens.iloc[1] - 3000) <= 16 * 48 and abs(runs.train_tokens.iloc[0] - 1500) <= 16 * 48
+    capsys.readouterr()
+    assert main([*common, "--arms", "ap:zoo", "ap:zoo,tokens=3000", "--seeds", "0", "1", "--collect"]) == 0
+    err = capsys.readouterr().err
+    assert "2 run(s) of the grid not finished, left out: ap:zoo seed 1; ap:zoo,tokens=3000 seed 1" in err
+    assert not (tmp_path / "runs" / "ap" / "zoo" / "seed1").exists()
+    assert pd.read_csv(tmp_path / "out" / "diagnosis_runs.csv").equals(runs)
+    assert main([*common, "--arms", "ap:lr=0.002", "--collect"]) == 2
+    assert "--collect: no run of the grid has finished" in capsys.readouterr().err

@@ -1,5 +1,5 @@
 """Fixtures shared by the command-line tests (test_bad_input, test_output_safety, test_interrupts,
-test_reliability_round3, ...): a tiny checkpoint and corpus, CLI helpers."""
+test_launch, ...): a tiny checkpoint and corpus, CLI helpers."""
 
 import os
 import subprocess

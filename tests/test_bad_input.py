@@ -21,6 +21,7 @@ import dstg_interp.model.checkpoint as checkpoint_module
 import dstg_interp.model.saving as saving_module
 from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp import CheckpointError, ModelConfig, StoreError, extract, load_model
+from dstg_interp.cli.convert import main as convert_main
 from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.data import DataError, load_corpus, load_tokenizer
 from dstg_interp.model.checkpoint import NonFiniteWeightsWarning
@@ -36,7 +37,9 @@ from probes.positions import SmallSampleWarning, probe_positions
 from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
 
 torch.set_num_threads(1)
-FIXTURE = Path(__file__).parent / "fixtures" / "holmes" / "benchmark"
+FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURE = FIXTURES / "holmes" / "benchmark"
+AUTHORS = FIXTURES / "authors-format" / "posneobert-dstg"
 
 
 @pytest.fixture(scope="module")
@@ -198,6 +201,58 @@ def test_damaged_en_mix_cache_is_rebuilt(tmp_path, monkeypatch, capsys):
     assert f"{processed} is damaged" in capsys.readouterr().err
 
 
+# --- the one line is the only line: third-party noise silenced, real warnings in our words --------
+def authors_copy(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(AUTHORS, folder)
+    return folder
+
+
+def test_a_pickle_payload_is_refused_in_one_line(tmp_path, capsys):
+    """N9 / N10: torch's 2-line 'Detected pickle protocol 4' UserWarning came before the refusal."""
+    import os
+    import pickle
+
+    class Payload:
+        def __reduce__(self):
+            return os.system, (f"touch {tmp_path / 'PWNED'}",)
+
+    folder = authors_copy(tmp_path, "pickle")
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"embed.weight": Payload()}, protocol=4))
+    code, _, err = run_main(capsys, convert_main, folder, tmp_path / "out", "--no-tokenizer")
+    assert_one_line_error(code, err, "never unpickled", prog="dstg-convert")
+    assert len(err.strip().splitlines()) == 1 and "UserWarning" not in err
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "out").exists()
+
+
+def test_nan_weights_are_one_warning_line_of_our_own(tmp_path, capsys):
+    """N26: dstg-convert reported NaN weights as a raw Python warning with a source line."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    folder = authors_copy(tmp_path, "nan")
+    state = load_file(folder / "model.safetensors")
+    name = next(key for key in state if "embed" in key)
+    state[name] = torch.full_like(state[name], float("nan"))
+    save_file(state, folder / "model.safetensors")
+    code, out, err = run_main(capsys, convert_main, folder, tmp_path / "out", "--no-tokenizer")
+    assert code == 0 and out.startswith("wrote ")
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dstg-convert: warning:") and "NaN" in lines[0], err
+
+
+def test_a_tokenizer_far_smaller_than_the_embedding_is_said(tmp_path, capsys):
+    """N31: a 25-token vocab.txt for a 100-row model was accepted silently."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(20)]) + "\n")
+    code, _, err = run_main(capsys, convert_main, AUTHORS, tmp_path / "out", "--tokenizer", vocab)
+    assert code == 0
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dstg-convert: warning:"), err
+    assert "25 tokens for an embedding of 100 rows" in lines[0] and "another model's tokenizer" in lines[0]
+
+
 # --- disk full ------------------------------------------------------------------------------------
 def full_disk_save_file(*args, **kwargs):
     raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })')
@@ -250,6 +305,50 @@ def test_probe_refuses_an_unusable_out_before_probing(tiny, tmp_path, capsys, mo
                           (foreign, "did not write")):
         code, _, err = run_main(capsys, probe_main, "--model", tiny[0], "--task", "token", "--out", out)
         assert_one_line_error(code, err, fragment, prog="dstg-probe")
+
+
+# --- a full or too small cache disk names the cache, not --out (N88) ------------------------------
+def test_a_full_cache_disk_names_the_cache_not_out(tiny, tmp_path, monkeypatch):
+    """N88: with DSTG_CACHE on a full disk, the remedy said 'choose another out folder'."""
+    import errno
+
+    from dstg_interp import extract
+    from dstg_interp.data import load_corpus
+    from dstg_interp.model import load_model
+    from dstg_interp.store import npy_writer
+    from dstg_interp.store.manifest import StoreError
+
+    checkpoint, corpus = tiny
+
+    def full_disk(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(npy_writer.NpyWriter, "write", full_disk)
+    store = tmp_path / "cache" / "stores" / "dstg-0123"
+    with pytest.raises(StoreError, match="disk that holds .*cache/stores, or put the store elsewhere .*DSTG_CACHE"):
+        extract(load_model(checkpoint), load_corpus(str(corpus), progress=False), store, progress=False)
+    assert not store.exists() and not [p for p in (tmp_path / "cache" / "stores").iterdir()]
+
+
+def test_a_cache_disk_too_small_is_said_before_any_write_naming_the_cache(tiny, tmp_path, monkeypatch):
+    """N88 again: the check before any file is reserved said 'choose another folder or export fewer layers'
+    (the export's remedy) for a store dstg-probe caches."""
+    import collections
+
+    from dstg_interp import extract
+    from dstg_interp.data import load_corpus
+    from dstg_interp.model import load_model
+    from dstg_interp.store import export
+    from dstg_interp.store.manifest import StoreError
+
+    checkpoint, corpus = tiny
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(export.shutil, "disk_usage", lambda path: usage(2**20, 2**20, 0))
+    store = tmp_path / "cache" / "stores" / "dstg-0123"
+    with pytest.raises(StoreError, match="needs about .* MiB free; free space on the disk that holds .*cache/stores, put "
+                                         "the store elsewhere .*another DSTG_CACHE") as refused:
+        extract(load_model(checkpoint), load_corpus(str(corpus), progress=False), store, progress=False)
+    assert "export" not in str(refused.value) and not store.exists()
 
 
 # --- nonsense values ------------------------------------------------------------------------------
@@ -324,6 +423,110 @@ def test_holmes_out_is_a_file(tiny, tmp_path, capsys):
     code, _, err = run_main(capsys, holmes_main, "build", "--out", tmp_path / "plain")
     assert_one_line_error(code, err, "is a file", prog="dstg-holmes")
     assert (tmp_path / "plain").read_text() == "x"
+
+
+# --- seeds and steps are checked on the command line, before any work (N41, N43, N47, N51) --------
+HUGE_SEED = "99999999999999999999"
+
+
+def test_zoo_seed_and_steps_are_refused_before_any_work(tmp_path, capsys):
+    """N41 / N43: a traceback after 21 s of data preparation (and an empty run folder)."""
+    from experiments import pretrain_zoo
+
+    common = ["--out", tmp_path / "zoo", "--runs", tmp_path / "runs", "--variants", "dstg", "--threads", "1"]
+    for extra, needle in ((["--steps", "5", "--seeds", HUGE_SEED], "--seeds must be integers from 0 to 4294967295"),
+                          (["--steps", "0", "--seeds", "0"], "--steps: expected a positive number of steps, got 0"),
+                          (["--steps", "-3", "--seeds", "0"], "--steps: expected a positive number of steps")):
+        code, _, err = run_main(capsys, pretrain_zoo.main, *common, *extra)
+        assert_one_line_error(code, err, needle, prog="pretrain_zoo")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "zoo").exists()
+
+
+def test_no_message_suggests_a_seed_that_would_fail(tmp_path, capsys):
+    """N47: run_all advised `pretrain_zoo --seeds 99999999999999999999`, which then crashed."""
+    from experiments import run_all
+    from experiments.figure_inputs import run_as_command
+
+    command = lambda argv: run_as_command(lambda: run_all.main(argv), "run_all")  # noqa: E731
+    code, _, err = run_main(capsys, command, "--model-seeds", HUGE_SEED, "--out", tmp_path / "gallery")
+    assert_one_line_error(code, err, "--model-seeds", "0 to 4294967295")
+    assert "pretrain_zoo" not in err and not (tmp_path / "gallery").exists()
+
+
+@pytest.mark.parametrize("prog, flag, args", [
+    ("dstg-train", "--seed", ["--steps", "10", "--seed", HUGE_SEED]),
+    ("dstg-train", "--data-seed", ["--steps", "10", "--data-seed", HUGE_SEED]),
+    ("dstg-train", "--steps", ["--steps", "0"]),
+    ("dstg-probe", "--seed", ["--task", "segment", "--seed", HUGE_SEED]),
+    ("dstg-eval", "--seed", ["--model", "dstg", "--seed", HUGE_SEED]),
+    ("dstg-holmes", "--seeds", ["run", "--seeds", f"0,{HUGE_SEED}"]),
+])
+def test_seed_and_step_flags_name_the_flag_and_its_range(prog, flag, args, tmp_path, capsys):
+    """N51: `dstg-train --seed 99999999999999999999` said only 'Overflow when unpacking long long'."""
+    import importlib
+
+    from dstg_interp.entry import COMMANDS
+
+    main = importlib.import_module(COMMANDS[prog]).main
+    code, _, err = run_main(capsys, main, *args, "--out", tmp_path / "out")
+    assert_one_line_error(code, err, f"argument {flag}", "positive" if flag == "--steps" else "0 to 4294967295")
+    assert "Overflow" not in err and not (tmp_path / "out").exists()
+
+
+# --- Holmes configs: sizes bounded before allocation, YAML read strictly (N92, N108, N109, N110) ---
+GOOD_CONFIG = ("control_task_type: NONE\nnum_inputs: 1\nnum_labels: 2\nnum_probe_folds: 1\n"
+               "probe_name: probe-x\nprobe_task_type: SENTENCE\nprobes_samples_path: samples.csv\n")
+HOSTILE_CONFIGS = {  # dataset -> (config-none.yaml, what the skip reason must say)
+    "huge-num-labels": (GOOD_CONFIG.replace("num_labels: 2", "num_labels: 100000000000"),
+                        "key 'num_labels' must be an integer from 1 to 10,000"),
+    "dup-keys": (GOOD_CONFIG + "num_labels: 9\n", "key 'num_labels' appears twice"),
+    "norway": (GOOD_CONFIG.replace("control_task_type: NONE", "control_task_type: NO"),
+               "'NO' (line 1) is a boolean in YAML 1.1"),
+    "num-inputs-0": (GOOD_CONFIG.replace("num_inputs: 1", "num_inputs: 0"), "key 'num_inputs' must be an integer from 1 to 2"),
+    "num-inputs-2": (GOOD_CONFIG.replace("num_inputs: 1", "num_inputs: 2"), "SENTENCE rows hold 1 sentence(s), got 2"),
+    "name-bool": (GOOD_CONFIG.replace("probe_name: probe-x", "probe_name: true"), "key 'probe_name' must be a string"),
+}
+
+
+def hostile_benchmark(root: Path) -> Path:
+    for name, (config, _) in HOSTILE_CONFIGS.items():
+        shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", root / name)
+        (root / name / "config-none.yaml").write_text(config)
+    shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", root / "good")
+    return root
+
+
+def test_hostile_holmes_configs_are_skipped_with_their_reason(tmp_path):
+    from probes.holmes.format import load_benchmark
+
+    loaded, skipped = load_benchmark(hostile_benchmark(tmp_path / "bench"))
+    assert [d.name for d in loaded] == ["good"]
+    reasons = {s.dataset: s.reason for s in skipped}
+    assert set(reasons) == set(HOSTILE_CONFIGS)
+    for name, (_, needle) in HOSTILE_CONFIGS.items():
+        assert needle in reasons[name] and "config-none.yaml" in reasons[name], reasons[name]
+    # quoting the word, or a real boolean where none is expected, reads as the user meant
+    (tmp_path / "bench" / "norway" / "config-none.yaml").write_text(GOOD_CONFIG.replace("NONE", "'NO'"))
+    loaded, _ = load_benchmark(tmp_path / "bench")
+    assert "norway" in [d.name for d in loaded]
+
+
+def test_a_huge_num_labels_skips_one_dataset_and_the_run_goes_on(tiny, tmp_path, capsys):
+    """N92: `num_labels: 100000000000` tried to allocate 6.4 TB; the 19 valid datasets were lost with it."""
+    from dstg_interp.cli.holmes import main as holmes_main
+
+    checkpoint, _ = tiny
+    bench = tmp_path / "bench"
+    shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", bench / "good")
+    shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", bench / "huge")
+    (bench / "huge" / "config-none.yaml").write_text(HOSTILE_CONFIGS["huge-num-labels"][0])
+    code, out, err = run_main(capsys, holmes_main, "run", "--benchmark", bench, "--model", checkpoint, "--seeds", "0",
+                              "--quiet", "--out", tmp_path / "out")
+    assert code == 0, err
+    assert "skipped: holmes dataset 'huge': config-none.yaml, key 'num_labels' must be an integer from 1 to 10,000" in err
+    assert "Traceback" not in err and "1 skipped" in out
+    import pandas as pd
+    assert set(pd.read_csv(tmp_path / "out" / "results.csv").dataset) == {"good"}
 
 
 # --- 6. statistics that mislead -------------------------------------------------------------------
@@ -403,3 +606,49 @@ def test_text_without_sentence_ends_is_cut_at_spaces(monkeypatch):
     sentences = corpora.split_sentences(paragraph)
     assert " ".join(sentences) == paragraph and max(map(len, sentences)) <= 500
     assert all(s.split() == ["word"] * len(s.split()) for s in sentences)  # cut between words only
+
+
+# --- a long single line is streamed: bounded chunks, progress at once (N64) -----------------------
+def test_a_long_one_line_file_is_read_in_bounded_chunks_with_progress(tmp_path, monkeypatch, capsys):
+    """N64: a 200 MB one-line file printed nothing for 150 s while memory passed 4.9 GB."""
+    from dstg_interp.data import corpora, load_corpus
+
+    words = ["alpha", "beta", "Gamma", "délta", "\u201cquoted\u201d", "eta"]
+    text = " ".join(words[i % 6] + ("." if i % 15 == 14 else "") for i in range(30_000))
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "one-line.txt").write_text(text + "\n\nA second paragraph. It is short.")
+    reference = corpora.make_document("one-line.txt", "corpus", corpora.paragraphs_from_text(text + "\n\nA second "
+                                                                                            "paragraph. It is short."))
+    monkeypatch.setattr(corpora, "LARGE_TEXT_BYTES", 1000)  # stream this small file, in small chunks
+    monkeypatch.setattr(corpora, "STREAM_CHUNK_BYTES", 4093)
+    monkeypatch.setattr(corpora, "STREAM_CHUNK_CHARS", 20_000)
+    longest = []
+    normalize = corpora.normalize_text
+    monkeypatch.setattr(corpora, "normalize_text", lambda raw: longest.append(len(raw)) or normalize(raw))
+    (document,) = load_corpus(str(folder), progress=True)
+    assert document.paragraphs == reference.paragraphs  # the same sentences as reading the file whole
+    assert max(longest) <= 20_000 + corpora.SEGMENT_WINDOW_CHARS + 1  # one chunk plus a carried sentence
+    assert "reading one-line.txt" in capsys.readouterr().err  # a progress bar from the first chunk on
+
+
+# --- the Hub without a network: one line at once (old #45) ----------------------------------------
+def test_a_hub_dataset_without_network_is_one_line_at_once(tmp_path, monkeypatch, capsys):
+    """Old #45: huggingface_hub retried for ~28 s (5 'Retrying' lines) before the one-line error."""
+    import socket
+    import time
+
+    from dstg_interp.cli.cache import main as cache_main
+    from dstg_interp.data import corpora
+
+    def no_network(*args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setattr(corpora.socket, "create_connection", no_network)
+    started = time.monotonic()
+    code, _, err = run_main(capsys, cache_main, "--model", "dstg", "--corpus", "hf:nonexistent-org/nonexistent-ds:train",
+                            "--layers", "0", "--quiet", "--out", tmp_path / "out")
+    assert_one_line_error(code, err, "cannot be reached from here (Name or service not known)", "HF_HUB_OFFLINE=1")
+    assert len(err.strip().splitlines()) == 1 and time.monotonic() - started < 20

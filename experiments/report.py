@@ -350,20 +350,33 @@ def erasure_reading(figures: Path) -> str:
 
 
 def interventions_table(figures: Path) -> str:
-    """KL(clean || intervened) of the MLM output (nats, mean ± sd over seeds) per AP intervention and layer, and
-    the mean relative change of the next block's AP logit term (interventions/*.csv)."""
+    """KL(clean || intervened) of the MLM output (nats, mean ± sd over seeds) per AP intervention and layer, the
+    output change (1 - cos of the mean-pooled last-layer output, mean ± sd) and the mean relative change of the
+    next block's AP logit term (interventions/*.csv); all-MiniLM-L6-v2 (no MLM head, no separate logit terms)
+    has the output change only."""
     table = _csv(figures, "interventions/interventions.csv")
     heads = _csv(figures, "interventions/heads.csv")
     term = {"dstg": "ap", "ap": "content"}
+
+    def spread(values: pd.Series, digits: int) -> str:
+        values = values.dropna()
+        if not len(values):
+            return "—"
+        mean = round(float(values.mean()), digits) + 0.0  # + 0.0: a rounding -1e-17 reads 0.0000, not -0.0000
+        return f"{mean:.{digits}f}" + (f" ± {values.std():.{digits}f}" if len(values) > 1 else "")
+
     rows = []
     for (model, layer, kind), group in table.groupby(["model", "layer", "kind"], sort=False):
         first = heads[(heads.model == model) & (heads.layer == layer) & (heads.kind == kind)
                       & (heads.block == layer) & (heads.term == term.get(model, "ap"))]
-        rows.append([DISPLAY.get(model, model), layer, kind, f"{group.mlm_kl.mean():.4f} ± {group.mlm_kl.std():.4f}",
-                     f"{group.top1_agreement.mean():.3f}", f"{first.relative_change.mean():.3f}" if len(first) else "—",
-                     group.seed.nunique()])
+        change = group.output_change if "output_change" in group else pd.Series(dtype=float)
+        agreement = group.top1_agreement.dropna()
+        rows.append([DISPLAY.get(model, model), layer, kind, spread(group.mlm_kl, 4),
+                     f"{agreement.mean():.3f}" if len(agreement) else "—", spread(change, 4),
+                     f"{first.relative_change.mean():.3f}" if len(first) else "—", group.seed.nunique()])
     return _markdown(["model", "layer", "intervention", "MLM KL (nats)", "top-1 agreement",
-                      "next block's AP / content term: relative change", "seeds"], rows)
+                      "output change (1 − cos, pooled)", "next block's AP / content term: relative change", "seeds"],
+                     rows)
 
 
 def corpus_table(figures: Path) -> str:

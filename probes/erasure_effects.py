@@ -43,6 +43,7 @@ import pandas as pd
 import torch
 
 from dstg_interp.config import ConfigIO
+from dstg_interp.analysis.interventions import output_change, pooled_output
 from dstg_interp.data import Document, default_cache_dir, probing_documents, split_documents
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.edits import edit_states
@@ -308,7 +309,6 @@ class _Evaluation:
             scores = self._mlm() if self.has_mlm else {"loss": np.nan, "accuracy": np.nan}
             output = self._pooled_output()
             patterns = self._patterns()
-        change = 1 - torch.nn.functional.cosine_similarity(output.double(), self.clean_output.double(), dim=-1)
         first_block = 0 if layer == "final" else int(layer)
         rows = []
         for block, pattern in patterns.items():
@@ -319,7 +319,7 @@ class _Evaluation:
             per_head = (js.nan_to_num(0) * weights).sum(dim=(0, 2)) / weights.sum(dim=(0, 2))
             rows += [dict(block=block, head=h, js_bits=float(v)) for h, v in enumerate(per_head)]
         heads = pd.DataFrame(rows, columns=["block", "head", "js_bits"])
-        effects = dict(loss=scores["loss"], accuracy=scores["accuracy"], output_change=float(change.mean()),
+        effects = dict(loss=scores["loss"], accuracy=scores["accuracy"], output_change=output_change(self.clean_output, output),
                        attention_js=float(heads.js_bits.mean()) if len(heads) else np.nan)
         return effects, heads
 
@@ -332,11 +332,7 @@ class _Evaluation:
 
     def _pooled_output(self) -> torch.Tensor:
         """[B, d] mean over real tokens of the last layer's states (what a sentence encoder returns)."""
-        last = self.encoder.n_layers
-        subspace = "sem" if "sem" in self.encoder.subspaces else "full"
-        states = self.encoder.states(self.tokens, [last], [subspace], attention_mask=self.mask)[(last, subspace)]
-        weights = self.mask[..., None].to(states.dtype)
-        return (states * weights).sum(dim=1) / weights.sum(dim=1)
+        return pooled_output(self.encoder, self.tokens, self.mask)
 
     def _patterns(self) -> dict:
         n = self.config.attention_sequences

@@ -113,3 +113,54 @@ def test_position_share_is_one_for_position_only_states_and_chance_for_noise(tmp
     assert position_basis(store, 1, "full").summary["position_share"] == pytest.approx(1.0)
     noise = position_basis(store, 2, "full").summary
     assert noise["position_share"] == pytest.approx(noise["chance_share"], abs=0.015)
+
+
+# --- HF encoders with a learned absolute table (BERT-style embeddings.position_embeddings) -------------
+@pytest.fixture(scope="module")
+def tiny_berts(tmp_path_factory):
+    from dstg_interp import load_hf_encoder
+    from dstg_interp.tiny_zoo import tiny_documents
+    from test_hf_encoder_offline import write_tiny_bert
+    documents = tiny_documents(n_docs=8, seed=0)
+    plain, head = tmp_path_factory.mktemp("bert"), tmp_path_factory.mktemp("bert-mlm")
+    write_tiny_bert(plain, documents)
+    write_tiny_bert(head, documents, mlm_head=True)
+    return load_hf_encoder(plain), load_hf_encoder(head, mlm_head=True)
+
+
+def test_hf_identity_changes_nothing_and_a_mirror_changes_the_output(tiny_berts):
+    encoder, with_head = tiny_berts
+    tokens, mask = batch(length=20)
+    identity = intervene(encoder, tokens, mask, 0, "interchange")
+    assert 0 <= identity.summary["output_change"] <= 1e-6 and len(identity.heads) == 0
+    assert np.isnan(identity.summary["mlm_kl"]) and identity.summary["n_tokens"] == tokens.numel()
+    mirror = intervene(encoder, tokens, mask, 0, "interchange", position_map=torch.arange(20).flip(0))
+    shifted = intervene(encoder, tokens, mask, 0, "shift", shift=30)
+    assert mirror.summary["output_change"] > 1e-4 and shifted.summary["output_change"] > 1e-4
+    # the mean of the table rows is the table itself: the 'mean' intervention with the table changes nothing
+    table = encoder.ap_table.detach().numpy()
+    assert intervene(encoder, tokens, mask, 0, "mean", position_means=table).summary["output_change"] <= 1e-6
+    # with an MLM head the KL and top-1 agreement are measured too
+    same = intervene(with_head, tokens, mask, 0, "interchange")
+    assert same.summary["mlm_kl"] == pytest.approx(0, abs=1e-9) and same.summary["top1_agreement"] == 1
+    moved = intervene(with_head, tokens, mask, 0, "interchange", position_map=torch.arange(20).flip(0))
+    assert moved.summary["mlm_kl"] > 0 and moved.summary["output_change"] > 1e-4
+
+
+def test_hf_bad_interventions_are_one_clear_error_and_leave_no_hook(tiny_berts):
+    encoder, _ = tiny_berts
+    table = encoder.model.embeddings.position_embeddings
+    tokens, mask = batch(length=20)
+    with pytest.raises(EncoderError, match="past its 64-row position table"):
+        intervene(encoder, tokens, mask, 0, "shift", shift=45)
+    with pytest.raises(EncoderError, match="only at its input"):
+        intervene(encoder, tokens, mask, 1, "interchange")
+    with pytest.raises(RuntimeError):  # a replacement of the wrong width fails inside the forward
+        intervene(encoder, tokens, mask, 0, "mean", position_means=np.zeros((64, 5)))
+    assert not table._forward_hooks  # removed after the error too
+    untabled = copy.copy(encoder)  # what the adapter records for a rotary / relative HF encoder: no table read
+    untabled.position_offset = None
+    with pytest.raises(EncoderError, match="no hook that holds an absolute-position state"):
+        intervene(untabled, tokens, mask, 0, "interchange")
+    clean = intervene(encoder, tokens, mask, 0, "interchange")
+    assert clean.summary["output_change"] <= 1e-6

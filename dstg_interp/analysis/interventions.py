@@ -4,27 +4,35 @@
     result = intervene(encoder, tokens, mask, layer=2, kind="interchange", position_map=torch.arange(T).flip(0))
     result = intervene(encoder, tokens, mask, layer=2, kind="shift", shift=16)
     result = intervene(encoder, tokens, mask, layer=2, kind="mean", position_means=table)    # [positions, d_ap]
-    result.summary          # mlm_kl (nats), top1_agreement, n_tokens
+    result.summary          # mlm_kl (nats), top1_agreement, output_change, n_tokens
     result.heads            # one row per (block, head, term): mean |change| of the logit term, relative to |term|
 
 Where position lives as a state of its own (``position_hooks``): DSTG's AP stream at any layer (``hooks.py``:
 ``hook_embed_ap``, ``blocks.{l-1}.hook_resid_post_ap``, ``hook_final_ap``); AP-NeoBERT's position embedding at its
-input (``hook_pos_embed``, layer 0 only: above it position is entangled with meaning, which erasure covers).
-RoPE and RP-NeoBERT have no such state (position enters inside attention): asking for one is an EncoderError.
+input (``hook_pos_embed``, layer 0 only: above it position is entangled with meaning, which erasure covers);
+the same for Hugging Face encoders with a learned absolute table (BERT-style ``embeddings.position_embeddings``,
+e.g. all-MiniLM-L6-v2), edited with a PyTorch forward hook on that module that replaces its output rows
+(removed afterwards, also on error).  RoPE, RP-NeoBERT and HF encoders without such a table have no such
+state (position enters inside attention): asking for one is an EncoderError.
 
 Kinds (pyvene's "interchange" on one stream), for every real token i of the base input:
     interchange   state[i] <- the state of ``source_tokens`` (default: the base input) at position position_map[i]
     shift         state[i] <- the state at i of the same tokens read at positions i + shift (``position_offset``)
     mean          state[i] <- position_means[i], the per-position mean of the state over a store
                   (``position_basis.position_basis(store, l, "ap").means``): keeps position, drops what the tokens wrote there.
-Measured: the KL divergence of the MLM distributions (clean || intervened) and their top-1 agreement over real
-tokens, and for every block after the layer, every head and every logit term (``logit_terms``), the mean absolute
-change of the term over valid (query, key) pairs divided by the clean term's mean absolute value.  Interchanging
-a state with an identical one (the identity map, or the layer-0 AP state of other tokens) changes nothing.
+Measured: ``output_change``, 1 - cosine of the mean-pooled last-layer output (``pooled_output``; the same
+definition dstg-erase uses, what a sentence encoder returns), for every model; where the model has an MLM head,
+the KL divergence of the MLM distributions (clean || intervened) and their top-1 agreement over real tokens
+(NaN for an HF encoder loaded without one); and for every block after the layer, every head and every logit
+term (``logit_terms``), the mean absolute change of the term over valid (query, key) pairs divided by the clean
+term's mean absolute value -- models of ours only: HF encoders expose no separate logit terms, so their
+``heads`` table is empty.  Interchanging a state with an identical one (the identity map, or the layer-0 AP
+state of other tokens) changes nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +40,7 @@ import pandas as pd
 import torch
 
 from ..encoders import Encoder, EncoderError, logit_terms
+from ..encoders.hf import HFEncoder, position_table
 from ..encoders.hooks import FINAL
 
 KINDS = ("interchange", "shift", "mean")
@@ -54,9 +63,15 @@ def position_hooks(encoder: Encoder, layer) -> list[str]:
             raise EncoderError(f"{encoder.name}: AP-NeoBERT carries position as a state of its own only at its input "
                                f"(hook_pos_embed, layer 0), not at layer {layer!r}; erase it there instead (dstg-erase)")
         return ["hook_pos_embed"]
+    if isinstance(encoder, HFEncoder) and encoder.position_offset is not None and _hf_table(encoder) is not None:
+        if layer != 0:
+            raise EncoderError(f"{encoder.name}: an HF encoder carries position as a state of its own only at its input "
+                               f"(embeddings.position_embeddings, layer 0), not at layer {layer!r}; erase it there "
+                               "instead (dstg-erase)")
+        return ["embeddings.position_embeddings"]
     raise EncoderError(f"{encoder.name}: this {variant!r} model has no hook that holds an absolute-position state "
-                       "(position enters inside attention); AP interventions need DSTG's AP stream or AP-NeoBERT's "
-                       "hook_pos_embed")
+                       "(position enters inside attention); AP interventions need DSTG's AP stream, AP-NeoBERT's "
+                       "hook_pos_embed or an HF encoder's learned position table")
 
 
 def intervene(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.Tensor, layer, kind: str, *,
@@ -67,17 +82,98 @@ def intervene(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.Tens
         raise EncoderError(f"unknown intervention {kind!r}; use {', '.join(KINDS)}")
     hooks = position_hooks(encoder, layer)
     tokens, mask = tokens.to(encoder.device), attention_mask.to(encoder.device).bool()
+    if isinstance(encoder, HFEncoder):
+        return _intervene_hf(encoder, tokens, mask, kind, position_map, source_tokens, shift, position_means)
     replacement = _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens, shift, position_means)
     fwd_hooks = [(name, lambda tensor, hook, part=part: part(tensor) if callable(part)
                   else part.to(tensor.dtype).expand_as(tensor).clone()) for name, part in zip(hooks, replacement)]
     with torch.inference_mode():
         clean_logits = encoder.mlm_logits(tokens, mask)
+        clean_output = pooled_output(encoder, tokens, mask)
         clean_terms = encoder.attention(tokens, mask)
         with encoder.model.hooks(fwd_hooks=fwd_hooks):
             logits = encoder.mlm_logits(tokens, mask)
+            output = pooled_output(encoder, tokens, mask)
             terms = encoder.attention(tokens, mask)
-    return InterventionResult(_output_change(clean_logits, logits, mask),
-                              _term_change(encoder, clean_terms, terms, mask, None if layer == FINAL else int(layer)))
+    summary = {**_mlm_change(clean_logits, logits, mask), "output_change": output_change(clean_output, output)}
+    return InterventionResult(summary, _term_change(encoder, clean_terms, terms, mask,
+                                                    None if layer == FINAL else int(layer)))
+
+
+def pooled_output(encoder: Encoder, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B, d] mean over real tokens of the last layer's states (what a sentence encoder returns; DSTG: its
+    semantic stream, the one the MLM head reads)."""
+    last = encoder.n_layers
+    subspace = "sem" if "sem" in encoder.subspaces else "full"
+    states = encoder.states(tokens, [last], [subspace], attention_mask=mask)[(last, subspace)]
+    weights = mask[..., None].to(states.dtype)
+    return (states * weights).sum(dim=1) / weights.sum(dim=1)
+
+
+def output_change(clean: torch.Tensor, edited: torch.Tensor) -> float:
+    """1 - cosine of two [B, d] pooled outputs (``pooled_output``), mean over the B sequences."""
+    return float((1 - torch.nn.functional.cosine_similarity(edited.double(), clean.double(), dim=-1)).mean())
+
+
+def _intervene_hf(encoder, tokens, mask, kind, position_map, source_tokens, shift, position_means) -> InterventionResult:
+    """The intervention on an HF encoder's position-embedding output (its rows: the positions of the input)."""
+    table = _hf_table(encoder)
+    assert table is not None  # position_hooks refused an HF encoder without one
+    seq_len = tokens.shape[1]
+    if kind == "mean":
+        if position_means is None:
+            raise EncoderError("intervention 'mean' needs position_means, the per-position mean state [positions, d]")
+        means = torch.as_tensor(np.asarray(position_means), dtype=torch.float32, device=encoder.device)
+        if means.shape[0] < seq_len:
+            raise EncoderError(f"position_means has {means.shape[0]} positions, the input {seq_len}")
+
+        def replace(module, ids, output):
+            return means[:seq_len][None].to(output.dtype).expand_as(output).clone()
+    elif kind == "shift":
+        if shift is None or int(shift) < 0:
+            raise EncoderError(f"intervention 'shift' needs shift >= 0 positions, got {shift!r}")
+        if seq_len + int(shift) > encoder.max_positions:
+            raise EncoderError(f"{encoder.name}: a shift of {int(shift)} moves a {seq_len}-token input past its "
+                               f"{encoder.max_positions}-row position table (at most {encoder.max_positions - seq_len})")
+
+        def replace(module, ids, output):  # the rows the same tokens read shift positions later
+            return module.weight[ids + int(shift)].to(output.dtype).expand_as(output).clone()
+    else:
+        if source_tokens is not None and source_tokens.shape != tokens.shape:
+            raise EncoderError(f"source_tokens must have the base input's shape {list(tokens.shape)}, "
+                               f"got {list(source_tokens.shape)}")
+        # the position embedding does not depend on the tokens: a source input's rows are the base input's own
+        position_map = torch.arange(seq_len) if position_map is None else torch.as_tensor(position_map, dtype=torch.long)
+        if position_map.shape != (seq_len,) or int(position_map.min()) < 0 or int(position_map.max()) >= seq_len:
+            raise EncoderError(f"position_map must give a source position in [0, {seq_len}) for each of the {seq_len} positions")
+
+        def replace(module, ids, output):
+            return output[:, position_map.to(output.device)].clone()
+
+    has_mlm = encoder.has_mlm_head
+    with torch.inference_mode():
+        clean_logits = encoder.mlm_logits(tokens, mask) if has_mlm else None
+        clean_output = pooled_output(encoder, tokens, mask)
+        with _forward_hook(table, lambda module, args, output: replace(module, args[0], output)):
+            logits = encoder.mlm_logits(tokens, mask) if has_mlm else None
+            output = pooled_output(encoder, tokens, mask)
+    mlm = (_mlm_change(clean_logits, logits, mask) if has_mlm
+           else {"mlm_kl": np.nan, "top1_agreement": np.nan, "n_tokens": int(mask.sum())})
+    return InterventionResult({**mlm, "output_change": output_change(clean_output, output)}, _term_change(encoder, {}, {}, mask, 0))
+
+
+def _hf_table(encoder: HFEncoder) -> torch.nn.Embedding | None:
+    base = encoder.model.base_model
+    return position_table(base) if isinstance(base, torch.nn.Module) else None
+
+
+@contextlib.contextmanager
+def _forward_hook(module: torch.nn.Module, hook):
+    handle = module.register_forward_hook(hook)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 def _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens, shift, position_means) -> list:
@@ -119,7 +215,7 @@ def _captured(encoder, hooks, tokens, mask, offset) -> list:
     return [held[name] for name in hooks]
 
 
-def _output_change(clean: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor) -> dict:
+def _mlm_change(clean: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor) -> dict:
     log_p, log_q = clean.double().log_softmax(-1)[mask], logits.double().log_softmax(-1)[mask]
     kl = (log_p.exp() * (log_p - log_q)).sum(-1)
     agreement = (log_p.argmax(-1) == log_q.argmax(-1)).double()

@@ -138,14 +138,16 @@ def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int,
     return spectra
 
 
-def plot_position_share(layers: list, seed: int, out) -> dict:
+def plot_position_share(layers: pd.DataFrame, seed: int, out) -> dict:
     """layers_position_share: the share of each layer's variance that its position basis explains (the
-    between-position variance), by layer, for one seed, against its chance level."""
-    rows = pd.DataFrame([s.summary for s in layers if s.summary["seed"] == seed])
+    between-position variance), by layer, for one seed, against its chance level (``layers``: the layer-state
+    rows of spectra.csv)."""
+    rows = layers[layers.seed == seed]
     long = measurements(rows, ["position_share"])
     chance = float(rows.chance_share.max())
-    return plot_by_layer(long, out, stem="layers_position_share", ylabel="share of variance in the position basis",
-                         reference=chance, reference_label=f"chance, (P - 1) / (n - 1) = {chance:.4f} (the largest)",
+    return plot_by_layer(long, out, stem="layers_position_share", ylabel="position share of variance",
+                         reference=chance, reference_label=f"chance, (P - 1) / (n - 1) = {chance:.4f} (the largest); "
+                         "position share: between-position over total variance of the layer's states",
                          numbers={"seed": seed, "chance_share": rows[["model", "layer", "subspace", "chance_share"]]})
 
 
@@ -175,12 +177,12 @@ def run(config: ApManifoldConfig) -> dict:
     plot_scree(last, config.out, stem="layers_scree")
     plot_pc_curves(last, config.out, stem="layers_pc_curves")
     plot_dct_power(last, config.out, stem="layers_dct")
-    plot_position_share(layers, first, config.out)
 
     summary = spectra_table(tables + random_tables + layers)
     summary.insert(0, "source", ["learned table"] * len(tables) + ["random table"] * len(random_tables)
                    + ["layer states"] * len(layers))
     summary.to_csv(config.out / "spectra.csv", index=False)
+    plot_position_share(summary[summary.source == "layer states"], first, config.out)
     save_config(config, "experiments/fig_ap_manifold.py", min_count_used=min_count, inputs=inputs.description,
                 notes=notes, wall_s=round(time.perf_counter() - started, 1))
     if progress:

@@ -60,7 +60,8 @@ def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str 
     arms = list(dict.fromkeys(curves.arm))
     colors = dict(zip(arms, plt.get_cmap("tab10").colors))
     n_columns = max(len(variants), len(DIAGNOSIS_READINGS))
-    fig, axes = plt.subplots(2, n_columns, figsize=(4.0 * n_columns, 7.0), squeeze=False)
+    fig, axes = plt.subplots(2, n_columns, figsize=(4.0 * n_columns, 8.0), squeeze=False,
+                             gridspec_kw={"hspace": 0.45})
     for ax, variant in zip(axes[0], variants):
         for (arm, seed), curve in curves[curves.variant == variant].groupby(["arm", "seed"], sort=False):
             curve = curve.sort_values("tokens")
@@ -73,7 +74,8 @@ def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str 
         ax.grid(alpha=0.3)
     for ax in axes[0][len(variants):]:
         ax.axis("off")
-    labels = [f"{variant}\n{arm}".replace(" (", "\n(") for variant, arm in dict.fromkeys(zip(runs.variant, runs.arm))]
+    # one lever a line, so long arm specs stay readable under a bar (the ticks are turned for the same reason)
+    labels = [f"{variant}: " + arm.replace(",", "\n").replace(" (", "\n(") for variant, arm in dict.fromkeys(zip(runs.variant, runs.arm))]
     keys = list(dict.fromkeys(zip(runs.variant, runs.arm)))
     for ax, (column, title, chance) in zip(axes[1], DIAGNOSIS_READINGS):
         for x, key in enumerate(keys):
@@ -84,7 +86,7 @@ def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str 
                 ax.scatter(np.full(len(values), x), values, color="black", s=12, zorder=3)
             if chance and chance in group and group[chance].notna().any():
                 ax.plot([x - 0.4, x + 0.4], [group[chance].mean()] * 2, color="grey", linewidth=2)
-        ax.set_xticks(range(len(keys)), labels, fontsize=7)
+        ax.set_xticks(range(len(keys)), labels, fontsize=6.5, rotation=60, ha="right", rotation_mode="anchor")
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3, axis="y")
     for ax in axes[1][len(DIAGNOSIS_READINGS):]:

@@ -74,11 +74,26 @@ SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, ba
               seed=0, eval_every=400, eval_batches=32, save_every=200, log_every=20)
 
 
-def zoo_config(variant: str, runs: Path, steps: int, threads: int | None, seed: int = 0) -> TrainConfig:
+# Named recipes: the shipped zoo's, and the 6-layer retrain the recipe diagnosis recommends
+# (figures/recipe/DIAGNOSIS.md: AP-NeoBERT leaves the unigram plateau at ~7.5M en-mix tokens under a high
+# learning rate, so the budget is twice that, on en-large, about one epoch of it, without repeating text).
+RECIPES = {
+    "4x128": dict(depth=dict(n_layers=4), steps=ZOO_STEPS, shared={}),
+    "6x128": dict(depth=dict(n_layers=6), steps=8000, shared=dict(corpus="en-large")),
+}
+DEFAULT_RECIPE = "4x128"  # the shipped zoo
+
+
+def zoo_config(variant: str, runs: Path, steps: int | None, threads: int | None, seed: int = 0,
+               recipe: str = DEFAULT_RECIPE) -> TrainConfig:
     """The zoo recipe for one (variant, seed): ``seed`` changes the initialisation, data order and masks; the
-    train/validation split and tokenizer (``data_seed``) are the same for every seed."""
-    model = zoo_architecture(VARIANT_WIDTHS.get(variant, variant))
-    shared = dict(SHARED, warmup_steps=min(SHARED["warmup_steps"], steps // 10))  # short smoke runs
+    train/validation split and tokenizer (``data_seed``) are the same for every seed; ``recipe``: a name of
+    ``RECIPES`` (its depth, corpus and steps; ``steps`` overrides the latter)."""
+    named = RECIPES[recipe]
+    steps = named["steps"] if steps is None else steps
+    model = dict(zoo_architecture(VARIANT_WIDTHS.get(variant, variant)), **named["depth"])
+    shared = dict(SHARED, **named["shared"])
+    shared["warmup_steps"] = min(shared["warmup_steps"], steps // 10)  # short smoke runs
     return TrainConfig(out_dir=str(runs / zoo_member(variant, seed)), model=model, max_steps=steps, threads=threads,
                        tokenizer=str(ZOO_TOKENIZER), **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
 
@@ -192,7 +207,10 @@ class PretrainZooConfig(ScriptConfig):
         "help": "default: the reference four; dstg-offset is the random_offset DSTG"})
     seeds: list[int] = field(default_factory=lambda: [0], metadata={
         "help": "training seeds (init, data order, masks); seed k > 0 is exported as <variant>-seed<k>"})
-    steps: int = ZOO_STEPS
+    recipe: str = field(default=DEFAULT_RECIPE, metadata={
+        "choices": list(RECIPES), "help": "4x128: the shipped zoo (en-mix, 4800 steps); 6x128: the 6-layer retrain "
+                                          "(en-large, 8000 steps, figures/recipe/DIAGNOSIS.md)"})
+    steps: int | None = field(default=None, metadata={"help": "training steps (default: the recipe's)"})
     runs: Path = field(default=Path("runs/zoo"), metadata={"help": "training folders (checkpoints, logs)"})
     threads: int | None = None
 
@@ -212,11 +230,12 @@ def run(config: PretrainZooConfig) -> dict:
     collected = config.out / "zoo.json"
     for seed in config.seeds:  # every member is checked before any training starts
         for variant in config.variants:
-            check_zoo_recipe(config.out, variant, zoo_config(variant, config.runs, config.steps, config.threads, seed))
+            check_zoo_recipe(config.out, variant, zoo_config(variant, config.runs, config.steps, config.threads, seed,
+                                                             config.recipe))
     # seed-major: every variant's seed 0 lands (and is exported) before any second seed starts
     for seed in config.seeds:
         for variant in config.variants:
-            cfg = zoo_config(variant, config.runs, config.steps, config.threads, seed)
+            cfg = zoo_config(variant, config.runs, config.steps, config.threads, seed, config.recipe)
             state_file = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
             state = json.loads(state_file.read_text()) if state_file.is_file() else {"step": 0}
             if state["step"] < cfg.max_steps:

@@ -245,3 +245,18 @@ def test_pretrain_zoo_refuses_a_zoo_of_another_recipe(tmp_path, capsys):
     assert code == 2 and len(err) == 1
     assert err[0].startswith(f"pretrain_zoo: error: {zoo} holds ap, trained with another recipe (max_steps 4800 here vs 200")
     assert sorted(p.name for p in zoo.rglob("*")) == before and not (tmp_path / "runs").exists()
+
+
+def test_the_6_layer_recipe_is_the_zoo_recipe_deeper_longer_on_en_large(tmp_path):
+    """--recipe 6x128 changes depth, corpus and steps only, and the shipped 4-layer zoo refuses its members."""
+    from dstg_interp.model.checkpoint import ZOO_DIR
+    from experiments.pretrain_zoo import PretrainZooConfig, check_zoo_recipe, zoo_config
+
+    old, new = (zoo_config("rp", tmp_path, None, None, 0, recipe) for recipe in ("4x128", "6x128"))
+    differing = {k for k, v in new.to_dict().items() if v != old.to_dict()[k]}
+    assert differing == {"model", "corpus", "max_steps"}
+    assert (new.model["n_layers"], new.corpus, new.max_steps, old.max_steps) == (6, "en-large", 8000, 4800)
+    assert {k: v for k, v in new.model.items() if k != "n_layers"} == {k: v for k, v in old.model.items() if k != "n_layers"}
+    with pytest.raises(ValueError, match=r"holds ap, trained with another recipe \(corpus en-mix here vs en-large, max_steps 4800 here vs 8000, n_layers 4 here vs 6\)"):
+        check_zoo_recipe(ZOO_DIR, "rp", new)
+    assert PretrainZooConfig(recipe="6x128").steps is None and zoo_config("ap", tmp_path, 30, None, 0, "6x128").max_steps == 30

@@ -91,3 +91,27 @@ def sword_blocks(blocks: list[str]) -> tuple[bytes, bytes]:
         blob += compressed
     return index, blob
 
+
+class RandomSequences:
+    """Structured sequences of random token ids (5..96), [CLS] = 2 / [SEP] = 3 at the ends, sentences of
+    ``sentence`` tokens and paragraphs of ``paragraph``: what ``extract`` reads, without a tokenizer."""
+
+    def __init__(self, lengths, sentence: int, paragraph: int):
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.sentence, self.paragraph = sentence, paragraph
+        self.meta = {"documents": [{"doc_id": f"doc-{i}"} for i in range(len(self.lengths))]}
+
+    def __len__(self):
+        return len(self.lengths)
+
+    def __getitem__(self, i):
+        n = int(self.lengths[i])
+        ids = np.random.default_rng(i).integers(5, 97, n).astype(np.int32)
+        ids[0], ids[-1] = 2, 3
+        position = np.arange(n, dtype=np.int32)
+        special = np.zeros(n, bool)
+        special[[0, -1]] = True
+        return {"input_ids": ids, "token_position": position, "sentence_index": position // self.sentence,
+                "paragraph_index": position // self.paragraph, "intra_sentence_position": position % self.sentence,
+                "intra_paragraph_position": position % self.paragraph, "doc_index": np.full(n, i, np.int32),
+                "is_special": special}

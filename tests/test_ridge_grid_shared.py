@@ -14,7 +14,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from conftest import tiny_model
+from conftest import RandomSequences, tiny_model
 from dstg_interp import extract
 from probes import fit_ridge_grid, grouped_train_test_split
 from probes.gram import release_pages
@@ -37,26 +37,9 @@ def single_blas_thread():
         yield
 
 
-class Documents:
+def Documents(n=60):
     """60 documents of 12-40 random tokens with sentence structure, [CLS]/[SEP] at the ends."""
-
-    def __init__(self, n=60):
-        self.lengths = np.random.default_rng(0).integers(12, 41, n)
-        self.meta = {"documents": [{"doc_id": f"doc-{i}"} for i in range(n)]}
-
-    def __len__(self):
-        return len(self.lengths)
-
-    def __getitem__(self, i):
-        n = int(self.lengths[i])
-        ids = np.random.default_rng(i).integers(5, 97, n).astype(np.int32)
-        ids[0], ids[-1] = 2, 3
-        position = np.arange(n, dtype=np.int32)
-        special = np.zeros(n, bool)
-        special[[0, -1]] = True
-        return {"input_ids": ids, "token_position": position, "sentence_index": position // 7,
-                "paragraph_index": position // 14, "intra_sentence_position": position % 7,
-                "intra_paragraph_position": position % 14, "doc_index": np.full(n, i, np.int32), "is_special": special}
+    return RandomSequences(np.random.default_rng(0).integers(12, 41, n), sentence=7, paragraph=14)
 
 
 @pytest.fixture(scope="module")

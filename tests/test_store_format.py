@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import tiny_model
+from conftest import RandomSequences, tiny_model
 from dstg_interp import ActivationStore, extract
 from dstg_interp.store import FORMAT_VERSION
 from dstg_interp.store.extract import _contiguous_runs
@@ -20,32 +20,16 @@ torch.set_num_threads(1)
 V1_STORE = Path(__file__).parent / "fixtures" / "store_v1"
 
 
-class V1Sequences:
+def V1Sequences():
     """The five sequences the format-1 fixture was extracted from (random ids, simple structure labels)."""
-
-    lengths = np.array([9, 12, 5, 12, 7], dtype=np.int64)
-    meta = {"documents": [{"doc_id": f"doc-{i}"} for i in range(5)]}
-
-    def __len__(self):
-        return len(self.lengths)
-
-    def __getitem__(self, i):
-        n = int(self.lengths[i])
-        ids = np.random.default_rng(i).integers(5, 97, n).astype(np.int32)
-        ids[0], ids[-1] = 2, 3
-        position = np.arange(n, dtype=np.int32)
-        special = np.zeros(n, bool)
-        special[[0, -1]] = True
-        return {"input_ids": ids, "token_position": position, "sentence_index": position // 4,
-                "paragraph_index": position // 8, "intra_sentence_position": position % 4,
-                "intra_paragraph_position": position % 8, "doc_index": np.full(n, i, np.int32), "is_special": special}
+    return RandomSequences([9, 12, 5, 12, 7], sentence=4, paragraph=8)
 
 
 def cached_states(model, store):
     """run_with_cache over each stored sequence alone, real rows in store order: {hook: [n_tokens, d]}."""
     labels = store.labels
     rows = {}
-    for sequence, table in labels.groupby("sequence", sort=True):
+    for _sequence, table in labels.groupby("sequence", sort=True):
         tokens = torch.tensor(table["input_ids"].to_numpy(), dtype=torch.long)[None]
         with torch.no_grad():
             _, cache = model.run_with_cache(tokens, attention_mask=torch.ones_like(tokens, dtype=torch.bool))

@@ -121,17 +121,12 @@ def _intervene_hf(encoder, tokens, mask, kind, position_map, source_tokens, shif
     assert table is not None  # position_hooks refused an HF encoder without one
     seq_len = tokens.shape[1]
     if kind == "mean":
-        if position_means is None:
-            raise EncoderError("intervention 'mean' needs position_means, the per-position mean state [positions, d]")
-        means = torch.as_tensor(np.asarray(position_means), dtype=torch.float32, device=encoder.device)
-        if means.shape[0] < seq_len:
-            raise EncoderError(f"position_means has {means.shape[0]} positions, the input {seq_len}")
+        means = _checked_means(encoder, position_means, seq_len)
 
         def replace(module, ids, output):
             return means[:seq_len][None].to(output.dtype).expand_as(output).clone()
     elif kind == "shift":
-        if shift is None or int(shift) < 0:
-            raise EncoderError(f"intervention 'shift' needs shift >= 0 positions, got {shift!r}")
+        _check_shift(shift)
         if seq_len + int(shift) > encoder.max_positions:
             raise EncoderError(f"{encoder.name}: a shift of {int(shift)} moves a {seq_len}-token input past its "
                                f"{encoder.max_positions}-row position table (at most {encoder.max_positions - seq_len})")
@@ -167,6 +162,21 @@ def _hf_table(encoder: HFEncoder) -> torch.nn.Embedding | None:
     return position_table(base) if isinstance(base, torch.nn.Module) else None
 
 
+def _checked_means(encoder, position_means, seq_len: int) -> torch.Tensor:
+    """The 'mean' intervention's per-position means as a tensor on the encoder's device, or one EncoderError."""
+    if position_means is None:
+        raise EncoderError("intervention 'mean' needs position_means, the per-position mean state [positions, d]")
+    means = torch.as_tensor(np.asarray(position_means), dtype=torch.float32, device=encoder.device)
+    if means.shape[0] < seq_len:
+        raise EncoderError(f"position_means has {means.shape[0]} positions, the input {seq_len}")
+    return means
+
+
+def _check_shift(shift) -> None:
+    if shift is None or int(shift) < 0:
+        raise EncoderError(f"intervention 'shift' needs shift >= 0 positions, got {shift!r}")
+
+
 @contextlib.contextmanager
 def _forward_hook(module: torch.nn.Module, hook):
     handle = module.register_forward_hook(hook)
@@ -180,15 +190,10 @@ def _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens
     """The tensors the position hooks return instead of their own, one per hook."""
     seq_len = tokens.shape[1]
     if kind == "mean":
-        if position_means is None:
-            raise EncoderError("intervention 'mean' needs position_means, the per-position mean state [positions, d]")
-        means = torch.as_tensor(np.asarray(position_means), dtype=torch.float32, device=encoder.device)
-        if means.shape[0] < seq_len:
-            raise EncoderError(f"position_means has {means.shape[0]} positions, the input {seq_len}")
+        means = _checked_means(encoder, position_means, seq_len)
         return [means[:seq_len][None]]  # every position hook is one tensor (DSTG ap, AP-NeoBERT's embedding)
     if kind == "shift":
-        if shift is None or int(shift) < 0:
-            raise EncoderError(f"intervention 'shift' needs shift >= 0 positions, got {shift!r}")
+        _check_shift(shift)
         offset = torch.full((tokens.shape[0],), int(shift), dtype=torch.long, device=encoder.device)
         return _captured(encoder, hooks, tokens, mask, offset)
     source = tokens if source_tokens is None else source_tokens.to(encoder.device)

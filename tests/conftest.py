@@ -115,3 +115,25 @@ class RandomSequences:
                 "paragraph_index": position // self.paragraph, "intra_sentence_position": position % self.sentence,
                 "intra_paragraph_position": position % self.paragraph, "doc_index": np.full(n, i, np.int32),
                 "is_special": special}
+
+
+def interrupt_when_ready(process, ready: Path, fault: str = "int", ready_timeout: float = 600,
+                         timeout: float = 900) -> tuple[str, str]:
+    """Ctrl-C (SIGINT to the process group of ``process``, started with ``start_new_session``) once ``ready``
+    exists, waiting on that signal however loaded the machine (``fault`` other than "int": no signal), then
+    its (stdout, stderr); the group is killed if it outlives the wait."""
+    import os
+    import signal
+    import time
+
+    try:
+        if fault == "int":
+            deadline = time.monotonic() + ready_timeout
+            while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert ready.exists(), process.communicate(timeout=60)
+            os.killpg(process.pid, signal.SIGINT)
+        return process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import interrupt_when_ready
 from reliability_setup import make_tiny_setup
 
 
@@ -51,9 +52,7 @@ def run_with_a_rank_fault(launcher: str, fault: str, tiny, tmp_path: Path):
     (completed process, the first store's manifest md5 before)."""
     import hashlib
     import os
-    import signal
     import subprocess
-    import time
 
     from dstg_interp.cli.cache import main as cache_main
     from reliability_setup import REPO, subprocess_env
@@ -71,17 +70,7 @@ def run_with_a_rank_fault(launcher: str, fault: str, tiny, tmp_path: Path):
     other_store = ["--overwrite", "--layers", "0,1"]  # another store, so rank 1 gets to write rows
     process = subprocess.Popen([*LAUNCHERS[launcher], *map(str, args), *other_store], env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    try:
-        if fault == "int":  # Ctrl-C once rank 1 is mid-extraction: waits on its signal, however slow the machine
-            deadline = time.monotonic() + 600
-            while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert ready.exists(), process.communicate(timeout=60)
-            os.killpg(process.pid, signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=900)
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
+    stdout, stderr = interrupt_when_ready(process, ready, fault)  # "int": Ctrl-C once rank 1 is mid-extraction
     assert hashlib.md5((out / "manifest.json").read_bytes()).hexdigest() == manifest  # the first store, untouched
     left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
     assert left == [], left  # no temporary, no lock left

@@ -2,10 +2,8 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from dstg_interp import load_model
 from dstg_interp.cli.train import main
 from dstg_interp.train import TrainConfig, train
 
-from conftest import write_synthetic_corpus
+from conftest import interrupt_when_ready, write_synthetic_corpus
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -139,15 +137,10 @@ def test_ctrl_c_leaves_the_last_checkpoint_intact(tmp_path, corpus):
     # a long run compiles by default; this test is about Ctrl-C, so it runs eager and reaches a checkpoint fast
     proc = subprocess.Popen([sys.executable, "-m", "dstg_interp.cli.train", *cli_args(tmp_path / "run", corpus, steps=100000),
                              "--no-compile"],
-                            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     state = tmp_path / "run" / "checkpoint" / "train_state.json"
-    deadline = time.time() + 120
-    while not state.exists() and time.time() < deadline:
-        time.sleep(0.2)
-    assert state.exists(), "no checkpoint was written"
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = interrupt_when_ready(proc, state)  # Ctrl-C once a checkpoint exists, however loaded the machine
     assert proc.returncode == 130
     assert "the last complete checkpoint" in err
     step = json.loads(state.read_text())["step"]
@@ -171,16 +164,7 @@ def test_ctrl_c_of_dstg_launch_training_is_one_line_per_rank_and_one_of_its_own(
                             env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     state = tmp_path / "run" / "checkpoint" / "train_state.json"
-    try:
-        deadline = time.monotonic() + 600  # waits on the checkpoint, however loaded the machine
-        while not state.exists() and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert state.exists(), proc.communicate(timeout=60)
-        os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=900)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    out, err = interrupt_when_ready(proc, state)  # Ctrl-C once the first checkpoint is written
     lines = [line for line in err.splitlines() if line.strip()]
     assert proc.returncode == 130 and "Traceback" not in err + out, err
     assert len(lines) == 3, err

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from probes.holmes.format import TaskType
 from probes.holmes.registry import register_dataset
-from probes.holmes.suite import builders, lexical
+import probes.holmes.suite.builders as builders
+import probes.holmes.suite.lexical as lexical
 
 __all__ = ["SUITE", "SuiteDataset", "SUITE_VERSION", "SOURCE_CARDS"]
 

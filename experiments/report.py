@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from dstg_interp.io import write_text_atomic
+from experiments import zoo_heldout
 from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 
 README = FIGURES_DIR.parent / "README.md"
@@ -105,6 +106,24 @@ def zoo_table(figures: Path) -> str:
                          f"**{members.val_loss.mean():.3f} ± {members.val_loss.std():.3f}**",
                          f"**{members.val_accuracy.mean():.1%}**",
                          *(f"**({g.mean():+.1f} ± {g.std():.1f})**" for g in gains)])
+    return _markdown(header, rows)
+
+
+def zoo_targets(figures: Path) -> str:
+    """The zoo issue's targets per held-out corpus (``zoo_heldout.zoo_targets`` on figures/zoo/heldout.csv, as in
+    figures/zoo/targets.csv): each value with its 95% interval and threshold, and the verdict (met / missed, and
+    whether the interval clears the threshold)."""
+    targets = zoo_heldout.zoo_targets(_csv(figures, "zoo/heldout.csv"))
+    header = ["corpus", "target", "model", "seeds", "value [95% interval]", "threshold", "compared with", "verdict"]
+    rows = []
+    for t in targets.to_dict("records"):
+        sign = -1 if t["target"] == "AP-NeoBERT seed sd" else 1  # stored as -sd so that every target is value >= threshold
+        low, high = sorted((sign * t["low"], sign * t["high"])) if not pd.isna(t["low"]) else (np.nan, np.nan)
+        interval = f" [{low:{'+' if sign > 0 else ''}.1f}, {high:{'+' if sign > 0 else ''}.1f}]" if not pd.isna(low) else " (one seed: no interval)"
+        verdict = ("met" if t["met"] else "missed") + ("" if t["outside_noise"] else ", inside the noise")
+        rows.append([t["corpus"], t["target"], DISPLAY.get(t["variant"], t["variant"]), t["n_seeds"],
+                     f"{sign * t['value']:{'+' if sign > 0 else ''}.1f}{interval}", f"≤ {-t['threshold']:.0f}" if sign < 0 else f"≥ {t['threshold']:+.0f}",
+                     DISPLAY.get(t["compared_with"], t["compared_with"]), verdict])
     return _markdown(header, rows)
 
 
@@ -430,6 +449,7 @@ def recipe_diagnosis(figures: Path) -> str:
 
 TABLES = {
     "zoo": zoo_table,
+    "zoo_targets": zoo_targets,
     "probes_final": probes_final,
     "segment_by_layer": segment_by_layer,
     "segment_controls": segment_controls,

@@ -11,7 +11,8 @@ Writes into ``--out`` (default dstg-results/figures/zoo/; the committed gallery:
 train_tokens, train_seconds, val_loss, val_accuracy, most_frequent_accuracy, and per corpus its held-out
 accuracy, most-frequent rate and gain in points), heldout.csv (tidy: one row per member x corpus),
 heldout_gain (PNG + PDF + JSON: gain per variant and corpus, mean bar and one dot per seed, the zoo
-issue's +8-point target) and config.json.  ``run_all`` runs it first; README's zoo table is rebuilt from
+issue's +8-point target), targets.csv (the zoo issue's three targets per corpus, each with its value, threshold,
+seed spread and verdict: ``zoo_targets``) and config.json.  ``run_all`` runs it first; README's zoo table is rebuilt from
 zoo.csv by ``experiments/report.py``.
 """
 
@@ -22,7 +23,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from scipy.stats import chi2
 from tqdm.auto import tqdm
 
 from dstg_interp.data import build_structured_sequences, load_corpus
@@ -31,6 +34,13 @@ from dstg_interp.plots.recipe import plot_heldout_gain
 from dstg_interp.tiny_zoo import tiny_documents
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, parse_config, run_as_command,
                                        save_config)
+
+# the zoo issue's targets (#21), over the training seeds of every held-out corpus, in points of gain over the
+# most-frequent-token rate on the same masked tokens
+TARGET_GAIN = 8.0  # every variant, in every seed
+TARGET_DSTG_GAP = 2.0  # DSTG's mean gain at most this far below the best baseline's mean
+TARGET_AP_SD = 1.0  # AP-NeoBERT's seed-to-seed sd
+BASELINES = ("rope", "ap", "rp")
 
 ZOO_COLUMNS = ["steps", "train_tokens", "train_seconds", "val_loss", "val_accuracy", "unigram_loss",
                "most_frequent_accuracy"]
@@ -93,6 +103,51 @@ def zoo_rows(inputs, heldout: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def zoo_targets(heldout: pd.DataFrame) -> pd.DataFrame:
+    """The zoo issue's targets on each corpus of ``heldout`` (``heldout_table``: one row per member x corpus),
+    one row per (corpus, target): ``value`` against ``threshold`` (``met`` when value >= threshold), the seeds it
+    reads, what it is ``compared_with``, and its noise: ``low`` / ``high``, a 95% interval of the value, and
+    ``outside_noise`` when the whole interval lies on one side of the threshold.
+
+    - ``gain, every seed``: per variant, its lowest gain over seeds (target: >= +8 points); interval: that
+      seed's gain +- 1.96 standard errors of a paired difference on its ``n_tokens`` masked tokens (an upper
+      bound: sqrt((p + q - (p - q)^2) / n) for accuracy p and most-frequent rate q);
+    - ``DSTG minus best baseline``: DSTG's mean gain minus the best of RoPE / AP / RP (target: >= -2 points);
+      interval: +- 1.96 standard errors of a difference of two means over independent seeds (needs two each);
+    - ``AP-NeoBERT seed sd``: as ``-sd`` against ``-1`` (target: sd <= 1 point); interval: the chi-square
+      interval of a standard deviation over n - 1 degrees of freedom (needs two seeds).
+    A target whose members are missing is left out."""
+    rows = []
+    for corpus, table in heldout.groupby("corpus", sort=False):
+        gains = table.groupby("variant").gain_points
+        n, mean, sd = gains.size(), gains.mean(), gains.std()
+        for variant, members in table.groupby("variant", sort=False):
+            lowest = members.loc[members.gain_points.idxmin()]
+            p, q = lowest.accuracy, lowest.most_frequent_accuracy
+            half = 1.96 * 100 * np.sqrt((p + q - (p - q) ** 2) / lowest.n_tokens)
+            rows.append(dict(corpus=corpus, target="gain, every seed", variant=variant, n_seeds=n[variant],
+                             value=lowest.gain_points, threshold=TARGET_GAIN, low=lowest.gain_points - half,
+                             high=lowest.gain_points + half, compared_with="most frequent"))
+        baselines = [b for b in BASELINES if b in mean.index]
+        if "dstg" in mean.index and baselines:
+            best = max(baselines, key=lambda b: mean[b])
+            gap = mean["dstg"] - mean[best]
+            half = 1.96 * np.sqrt(sd["dstg"] ** 2 / n["dstg"] + sd[best] ** 2 / n[best])  # NaN below two seeds
+            rows.append(dict(corpus=corpus, target="DSTG minus best baseline", variant="dstg", n_seeds=n["dstg"],
+                             value=gap, threshold=-TARGET_DSTG_GAP, low=gap - half, high=gap + half,
+                             compared_with=best))
+        if "ap" in mean.index and n["ap"] > 1:
+            dof = n["ap"] - 1
+            high_sd, low_sd = (sd["ap"] * np.sqrt(dof / chi2.ppf(tail, dof)) for tail in (0.025, 0.975))
+            rows.append(dict(corpus=corpus, target="AP-NeoBERT seed sd", variant="ap", n_seeds=n["ap"], value=-sd["ap"],
+                             threshold=-TARGET_AP_SD, low=-high_sd, high=-low_sd, compared_with="its own seeds"))
+    targets = pd.DataFrame(rows, columns=["corpus", "target", "variant", "n_seeds", "value", "threshold", "low", "high",
+                                          "compared_with"])
+    targets["met"] = targets.value >= targets.threshold
+    targets["outside_noise"] = (targets.low > targets.threshold) | (targets.high < targets.threshold)
+    return targets
+
+
 def run(config: ZooHeldoutConfig) -> dict:
     started = time.perf_counter()
     inputs = inputs_for(config)
@@ -101,6 +156,7 @@ def run(config: ZooHeldoutConfig) -> dict:
     config.out.mkdir(parents=True, exist_ok=True)
     heldout.to_csv(config.out / "heldout.csv", index=False)
     table.to_csv(config.out / "zoo.csv", index=False)
+    zoo_targets(heldout).to_csv(config.out / "targets.csv", index=False)
     plot_heldout_gain(heldout, config.out)
     save_config(config, "experiments/zoo_heldout.py", inputs={k: v for k, v in inputs.description.items() if k != "zoo"},
                 wall_s=round(time.perf_counter() - started, 1))

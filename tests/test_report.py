@@ -90,3 +90,38 @@ def test_every_committed_markdown_table_is_rectangular():
             if cells != width:
                 ragged.append(f"{page.relative_to(root)}:{number}: {cells} cells under a {width}-cell header")
     assert len(pages) > 5 and not ragged, ragged
+
+
+def _heldout(gains: dict[str, list[float]], n_tokens: int = 10_000, most_frequent: float = 0.05) -> pd.DataFrame:
+    """A held-out table (``zoo_heldout.heldout_table``'s columns) with the given gains in points per seed."""
+    rows = [dict(variant=variant, seed=seed, corpus="en-mix", accuracy=most_frequent + gain / 100,
+                 most_frequent_accuracy=most_frequent, n_tokens=n_tokens, gain_points=gain)
+            for variant, seeds in gains.items() for seed, gain in enumerate(seeds)]
+    return pd.DataFrame(rows)
+
+
+def test_zoo_targets_verdicts_and_their_noise():
+    from experiments.zoo_heldout import zoo_targets
+
+    targets = zoo_targets(_heldout({"dstg": [12.0, 12.4, 11.6], "rope": [13.0, 13.2, 12.8], "ap": [9.0, 7.9, 8.5],
+                                    "rp": [10.0, 10.0, 10.0]}))
+    by = {(t.target, t.variant): t for t in targets.itertuples()}
+    # lowest seed: AP's 7.9 misses +8, but its interval (sampling error of 10,000 masked tokens) straddles it
+    ap = by[("gain, every seed", "ap")]
+    assert ap.value == pytest.approx(7.9) and not ap.met and not ap.outside_noise and ap.low < 8 < ap.high
+    assert by[("gain, every seed", "dstg")].met and by[("gain, every seed", "dstg")].outside_noise
+    # DSTG's mean 12.0 against the best baseline's (RoPE, 13.0): -1.0 >= -2, clear of the noise of three seeds each
+    gap = by[("DSTG minus best baseline", "dstg")]
+    assert gap.compared_with == "rope" and gap.value == pytest.approx(-1.0) and gap.met and gap.outside_noise
+    assert gap.high - gap.value == pytest.approx(1.96 * (0.4 ** 2 / 3 + 0.2 ** 2 / 3) ** 0.5)
+    # AP's sd 0.55 <= 1, but three seeds cannot tell: the chi-square interval of an sd reaches past 1
+    sd = by[("AP-NeoBERT seed sd", "ap")]
+    assert -sd.value == pytest.approx(pd.Series([9.0, 7.9, 8.5]).std()) and sd.met and not sd.outside_noise
+    # one seed: no interval for the gap, no sd at all
+    single = zoo_targets(_heldout({"dstg": [12.0], "rope": [20.0], "ap": [9.0]}))
+    assert "AP-NeoBERT seed sd" not in set(single.target)
+    one_gap = single[single.target == "DSTG minus best baseline"].iloc[0]
+    assert one_gap.value == pytest.approx(-8.0) and not one_gap.met and not one_gap.outside_noise
+    # the report's table reads the same function on the committed gallery
+    text = report.zoo_targets(FIGURES_DIR)
+    assert "| en-mix | DSTG minus best baseline | DSTG |" in text and "| AP-NeoBERT seed sd |" in text

@@ -76,6 +76,9 @@ def test_zoo_table_outputs(gallery):
     assert heldout.groupby(["variant", "corpus"]).n_tokens.nunique().eq(1).all()
     table = pd.read_csv(folder / "zoo.csv")
     assert len(table) == 8 and {"en-mix_gain_points", "pydocs_gain_points"} <= set(table.columns)
+    targets = pd.read_csv(folder / "targets.csv")  # per corpus: 4 per-seed minima, DSTG's gap, AP's sd
+    assert len(targets) == 2 * 6 and set(targets.corpus) == {"en-mix", "pydocs"}
+    assert (targets.met == (targets.value >= targets.threshold)).all() and (targets.low <= targets.high).all()
 
 
 def test_ap_manifold_outputs(gallery):

@@ -9,7 +9,8 @@ Data: corpus -> structured sequences (``data/prepare.py``, cached; the train/val
 ``data_seed`` so every training seed sees the same split).  Each epoch is cut into length-bucketed batches
 (``LengthBucketedBatches``: a permutation seeded by (seed, epoch), sorted by length inside chunks of 64
 batches, batch order shuffled), so a batch pads little and a full-length batch runs without an attention
-mask; each step masks its batch with a generator seeded by (seed, step) and gives every rank its rows, so
+mask (``--batch-tokens N``: batches cut to about N token positions each instead of a fixed number of
+sequences); each step masks its batch with a generator seeded by (seed, step) and gives every rank its rows, so
 the data a step sees depends on the step number only: ``--resume`` and DDP reproduce a single
 uninterrupted run.  The next batch is collated and masked in a background thread while the current step
 runs.  Masking as NeoBERT: 20% of tokens, all replaced by [MASK].  ``--compile`` compiles the encoder
@@ -26,6 +27,7 @@ every ``save_every`` steps and at the end; Ctrl-C leaves the last complete check
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
 import json
 import math
@@ -82,6 +84,18 @@ class TrainConfig(ConfigIO):
     seeds to compare runs on the same held-out documents).  ``bucket_by_length``: batches of similar
     lengths (less padding); ``compile``: ``torch.compile`` the encoder (None: on for runs of at least
     ``COMPILE_MIN_STEPS`` steps when a C++ compiler is there, see ``use_compile``).
+
+    ``batch_tokens`` (None: off, every step a batch of ``batch_size`` sequences): token-budget batches.  Each
+    length-sorted chunk of ``LengthBucketedBatches`` (still ``64 x batch_size`` sequences) is cut greedily so
+    that (sequences in the batch) x (its longest sequence) <= ``batch_tokens``: every step then carries about
+    ``batch_tokens`` token positions (padding included), and a batch of short sequences holds more of them.
+    What changes: the number of sequences per step varies, and so the number of steps per epoch (the plan is
+    still a function of lengths, budget, seed and epoch, so ``--resume`` and DDP see the same batches);
+    ``max_steps``, warm-up and the schedule stay in steps; the masking and the loss (the mean over a batch's
+    masked tokens) are as before; ``batch_size`` still sets the validation batches and the chunk size.  The
+    budget must hold one full-length sequence (``>= max_length``) and needs ``bucket_by_length``.  Under DDP
+    a batch of fewer sequences than ranks is split as ``rank_share`` says (the others step on a placeholder
+    with no loss).
     """
 
     # The metadata makes dstg-train's flags (dstg_interp/cli/config_args.py): a field is written once.
@@ -102,6 +116,10 @@ class TrainConfig(ConfigIO):
     tokenizer: str | None = field(default=None, metadata={"help": "reuse this tokenizer.json instead of training one"})
     val_fraction: float = field(default=ZOO_VAL_FRACTION, metadata={"help": "share of documents held out for validation"})
     batch_size: int = field(default=32, metadata={"help": "global batch (split over DDP ranks)"})
+    batch_tokens: int | None = field(default=None, metadata={
+        "min": 1, "help": "token-budget batches: as many sequences per step as fit (sequences x the batch's longest "
+                          "<= N positions); --batch-size then sets the validation batches and the length-sorted chunks",
+        "shown": "off: --batch-size sequences per step"})
     max_steps: int = field(default=2000, metadata={"flag": "--steps", "min": 1, "help": "optimizer steps"})
     lr: float = field(default=1e-3, metadata={"help": "peak learning rate"})
     min_lr_ratio: float = field(default=0.1, metadata={"help": "final learning rate / peak (cosine, linear, constant)"})
@@ -157,6 +175,13 @@ class TrainConfig(ConfigIO):
         if self.vocab_size < MIN_VOCAB_SIZE and self.tokenizer is None:
             raise ValueError(f"TrainConfig.vocab_size: at least {MIN_VOCAB_SIZE} (the special tokens, the ASCII alphabet and "
                              f"its subword continuations), got {self.vocab_size}")
+        if self.batch_tokens is not None:
+            if int(self.batch_tokens) < self.max_length:
+                raise ValueError(f"TrainConfig.batch_tokens: a batch must hold one sequence of max_length={self.max_length} "
+                                 f"tokens, got {self.batch_tokens}; set --batch-tokens to at least {self.max_length}")
+            if not self.bucket_by_length:
+                raise ValueError("TrainConfig.batch_tokens: token-budget batches are cut from length-sorted chunks; "
+                                 "drop --no-bucket-by-length or --batch-tokens")
         if self.max_docs is not None and int(self.max_docs) <= 0:
             raise ValueError(f"TrainConfig.max_docs: must be a positive number of documents (or null for all), got {self.max_docs}")
         if self.threads is not None and int(self.threads) <= 0:
@@ -288,21 +313,31 @@ def global_batch_indices(n_sequences: int, batch_size: int, step: int, seed: int
 class LengthBucketedBatches:
     """The step-th global batch of an epoch plan in which each batch holds sequences of similar length.
 
-    Per epoch: a permutation seeded by (seed, epoch) is cut into chunks of ``chunk_batches`` batches, each
-    chunk is sorted by length and cut into batches, and the order of all batches is shuffled.  Every
-    sequence is in exactly one batch per epoch (the epoch's last batch may be smaller); a chunk mixes
-    sequences from the whole corpus, so a batch is no less random in content than an unbucketed one.
-    The plan depends on (lengths, batch size, seed, epoch) only, so ``--resume`` and DDP see the same batches.
+    Per epoch: a permutation seeded by (seed, epoch) is cut into chunks of ``chunk_batches x batch_size``
+    sequences, each chunk is sorted by length and cut into batches, and the order of all batches is
+    shuffled.  Every sequence is in exactly one batch per epoch; a chunk mixes sequences from the whole
+    corpus, so a batch is no less random in content than an unbucketed one.  A chunk is cut into batches of
+    ``batch_size`` sequences (the epoch's last batch may be smaller), or, with ``batch_tokens``, greedily in
+    length order: a batch takes the next sequence while (its sequences) x (its longest) stays within the
+    budget, so the batches of an epoch carry about the same number of token positions and their count varies
+    from epoch to epoch (the cumulative count is kept per epoch, computed as steps reach it).  The plan depends
+    on (lengths, batch size, budget, seed, epoch) only, so ``--resume`` and DDP see the same batches.
     """
 
-    def __init__(self, lengths: np.ndarray, batch_size: int, seed: int, chunk_batches: int = 64):
+    def __init__(self, lengths: np.ndarray, batch_size: int, seed: int, chunk_batches: int = 64,
+                 batch_tokens: int | None = None):
         self.lengths = np.asarray(lengths)
-        self.batch_size, self.seed, self.chunk_batches = batch_size, seed, chunk_batches
+        self.batch_size, self.seed, self.chunk_batches, self.batch_tokens = batch_size, seed, chunk_batches, batch_tokens
         if len(self.lengths) < batch_size:
             raise ValueError(f"only {len(self.lengths)} training sequences for a batch of {batch_size}; lower --batch-size or add text")
+        if batch_tokens is not None and batch_tokens < int(self.lengths.max()):
+            raise ValueError(f"batch_tokens={batch_tokens} is less than the longest training sequence "
+                             f"({int(self.lengths.max())} tokens): a batch must hold at least one; raise --batch-tokens")
         # every chunk but the last holds whole batches, so an epoch has ceil(n / batch_size) of them
-        self.batches_per_epoch = -(-len(self.lengths) // batch_size)
-        self._epoch, self._plan = None, []
+        self.batches_per_epoch = -(-len(self.lengths) // batch_size) if batch_tokens is None else None
+        self._epoch: int | None = None
+        self._plan: list[np.ndarray] = []
+        self._epoch_ends: list[int] = []  # token budget: the steps that end epochs 0, 1, ... (cumulative batch counts)
 
     def epoch_plan(self, epoch: int) -> list[np.ndarray]:
         order = np.random.default_rng([self.seed, epoch]).permutation(len(self.lengths))
@@ -311,21 +346,61 @@ class LengthBucketedBatches:
         for start in range(0, len(order), chunk):
             part = order[start : start + chunk]
             part = part[np.argsort(self.lengths[part], kind="stable")]
-            batches += [part[i : i + self.batch_size] for i in range(0, len(part), self.batch_size)]
+            if self.batch_tokens is None:
+                batches += [part[i : i + self.batch_size] for i in range(0, len(part), self.batch_size)]
+            else:
+                batches += within_budget(part, self.lengths[part], self.batch_tokens)
         shuffle = np.random.default_rng([self.seed, epoch, 1]).permutation(len(batches))
         return [batches[i] for i in shuffle]
 
-    def __call__(self, step: int) -> np.ndarray:
-        epoch, position = divmod(step, self.batches_per_epoch)
+    def _load(self, epoch: int) -> None:
         if epoch != self._epoch:
             self._epoch, self._plan = epoch, self.epoch_plan(epoch)
+
+    def batches_in_epoch(self, epoch: int) -> int:
+        if self.batches_per_epoch is not None:
+            return self.batches_per_epoch
+        return self._epoch_end(epoch) - (self._epoch_end(epoch - 1) if epoch else 0)
+
+    def _epoch_end(self, epoch: int) -> int:
+        while len(self._epoch_ends) <= epoch:
+            self._load(len(self._epoch_ends))
+            self._epoch_ends.append((self._epoch_ends[-1] if self._epoch_ends else 0) + len(self._plan))
+        return self._epoch_ends[epoch]
+
+    def locate(self, step: int) -> tuple[int, int]:
+        """(epoch, position in that epoch's plan) of ``step``."""
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        if self.batches_per_epoch is not None:
+            return divmod(step, self.batches_per_epoch)
+        while not self._epoch_ends or self._epoch_ends[-1] <= step:
+            self._epoch_end(len(self._epoch_ends))
+        epoch = bisect.bisect_right(self._epoch_ends, step)
+        return epoch, step - (self._epoch_ends[epoch - 1] if epoch else 0)
+
+    def __call__(self, step: int) -> np.ndarray:
+        epoch, position = self.locate(step)
+        self._load(epoch)
         return self._plan[position]
+
+
+def within_budget(part: np.ndarray, lengths: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
+    """``part`` (sorted by length; ``lengths`` its lengths) cut greedily: each sequence joins the open batch
+    while the batch's sequences x its longest (the one joining: lengths ascend) stay within ``batch_tokens``."""
+    batches, first = [], 0
+    for i, length in enumerate(lengths.tolist()):
+        if (i - first + 1) * length > batch_tokens:
+            batches.append(part[first:i])
+            first = i
+    batches.append(part[first:])
+    return batches
 
 
 def batch_order(train_set, cfg: "TrainConfig"):
     """step -> indices of that step's global batch, bucketed by length unless ``bucket_by_length`` is off."""
     if cfg.bucket_by_length:
-        return LengthBucketedBatches(train_set.lengths, cfg.batch_size, cfg.seed)
+        return LengthBucketedBatches(train_set.lengths, cfg.batch_size, cfg.seed, batch_tokens=cfg.batch_tokens)
     return lambda step: global_batch_indices(len(train_set), cfg.batch_size, step, cfg.seed)
 
 
@@ -382,9 +457,29 @@ def init_distributed(cfg: TrainConfig):
         device = torch.device("cpu")
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-    if cfg.batch_size % world_size:
+    if cfg.batch_tokens is None and cfg.batch_size % world_size:  # token budgets: any size, see rank_share
         raise ValueError(f"batch_size {cfg.batch_size} is not divisible by the {world_size} processes")
     return rank, world_size, device
+
+
+def rank_share(ids, mask, labels, offsets, rank: int, world_size: int):
+    """This rank's rows of a global batch (rows ``rank``, ``rank + world_size``, ...) and the factor on its
+    loss: (ids, mask, labels, offsets, loss_scale); ``loss_scale`` None: the loss as it is.
+
+    A batch of n < world_size sequences (token-budget batches of long sequences, an epoch's last batch)
+    leaves ranks n, n+1, ... without a row.  Each of them steps on a placeholder instead: the batch's first
+    row with no masked token, so a zero loss and zero gradients through the same collectives as the others.
+    The n ranks with a sequence scale their loss by world_size / n, so that DDP's average of the
+    world_size gradients is the mean over those n ranks: the step the batch gets on n ranks.  Single
+    process and every batch of at least world_size sequences: the rows as they are, no scaling.
+    """
+    n_rows = ids.shape[0]
+    if n_rows >= world_size:
+        return (*(t[rank::world_size] for t in (ids, mask, labels)),
+                offsets[rank::world_size] if offsets is not None else None, None)
+    row = slice(rank, rank + 1) if rank < n_rows else slice(0, 1)
+    labels = labels[row] if rank < n_rows else torch.full_like(labels[row], -100)
+    return ids[row], mask[row], labels, offsets[row] if offsets is not None else None, world_size / n_rows
 
 
 def barrier(world_size: int) -> None:
@@ -532,21 +627,20 @@ def _next_batch(run: _Run, batches, step: int):
     max_positions = int(run.model.config.max_positions)  # type: ignore[union-attr, arg-type]
     offsets = random_offsets(mask, max_positions, seed + OFFSET_SEED_SHIFT) if cfg.random_offset else None
     n_tokens = int(mask.sum())  # all ranks, counted on the host before the step (no device sync)
-    ids, mask, labels = (t[run.rank::run.world_size] for t in (ids, mask, labels))
-    offsets = offsets[run.rank::run.world_size] if offsets is not None else None
+    ids, mask, labels, offsets, loss_scale = rank_share(ids, mask, labels, offsets, run.rank, run.world_size)
     # A batch without padding needs no mask: SDPA can then take its fused kernels.
     mask = None if bool(mask.all()) else mask
     if run.device.type == "cuda":  # page-locked here, in the prefetch thread: the step's copies are then async
         ids, labels = ids.pin_memory(), labels.pin_memory()
         mask = mask.pin_memory() if mask is not None else None
         offsets = offsets.pin_memory() if offsets is not None else None
-    return ids, mask, labels, offsets, n_tokens
+    return ids, mask, labels, offsets, loss_scale, n_tokens
 
 
 def _train_step(run: _Run, batch, step: int):
-    """One optimizer step on ``batch``; returns (loss, gradient norm) as tensors."""
+    """One optimizer step on ``batch``; returns (loss, gradient norm) as tensors (the loss unscaled)."""
     cfg, device = run.cfg, run.device
-    ids, mask, labels, offsets, _ = batch
+    ids, mask, labels, offsets, loss_scale, _ = batch
     ids, labels = ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)
     mask = mask.to(device, non_blocking=True) if mask is not None else None
     offsets = offsets.to(device, non_blocking=True) if offsets is not None else None
@@ -555,7 +649,7 @@ def _train_step(run: _Run, batch, step: int):
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
         loss = run.ddp_model(ids, mask, labels, masked_logits_only=True, position_offset=offsets).loss
     run.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    (loss if loss_scale is None else loss * loss_scale).backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
     run.optimizer.step()
     return loss, grad_norm

@@ -57,13 +57,14 @@ def test_tiny_run_lowers_validation_loss(tmp_path, corpus, variant):
     assert saved["max_steps"] == 40 and saved["model"]["variant"] == variant
 
 
-def test_resume_reproduces_a_straight_run(tmp_path, corpus):
-    straight = tiny_train_config(tmp_path / "straight", corpus)
+@pytest.mark.parametrize("batch_tokens", [None, 8 * 64])  # fixed batches of 8, token-budget batches
+def test_resume_reproduces_a_straight_run(tmp_path, corpus, batch_tokens):
+    straight = tiny_train_config(tmp_path / "straight", corpus, batch_tokens=batch_tokens)
     train(straight)
-    interrupted = tiny_train_config(tmp_path / "resumed", corpus)
+    interrupted = tiny_train_config(tmp_path / "resumed", corpus, batch_tokens=batch_tokens)
     train(interrupted, stop_after_step=6)
     assert max(train_losses(tmp_path / "resumed")) == 6
-    train(tiny_train_config(tmp_path / "resumed", corpus), resume=True)
+    train(tiny_train_config(tmp_path / "resumed", corpus, batch_tokens=batch_tokens), resume=True)
     a, b = train_losses(tmp_path / "straight"), train_losses(tmp_path / "resumed")
     assert a.keys() == b.keys() == set(range(1, 13))
     for step in a:
@@ -127,6 +128,36 @@ def test_two_process_gloo_ddp_matches_single_process(tmp_path, corpus):
     for step in a:  # mean of per-rank means vs one mean over the batch: close, not bit-equal
         assert a[step] == pytest.approx(b[step], abs=0.05), step
     assert load_model(tmp_path / "ddp" / "checkpoint").config.variant == "dstg"
+
+
+@pytest.mark.slow
+def test_ddp_token_budget_batches_with_fewer_sequences_than_ranks(tmp_path, corpus):
+    """--batch-tokens 64 at --max-length 64: a sequence of over 32 tokens is a batch of its own (this corpus's
+    are: every one of the 12 steps here), so on 2 ranks rank 1 steps on a placeholder and rank 0 doubles its
+    loss (rank_share): DDP's average is then rank 0's gradient, and the run is the single-process run."""
+    from dstg_interp.train import LengthBucketedBatches, prepare_training_data
+
+    lengths = prepare_training_data(tiny_train_config(tmp_path / "data", corpus)).train.lengths
+    plan = LengthBucketedBatches(lengths, 8, 0, batch_tokens=64)
+    assert [len(plan(step)) for step in range(12)] == [1] * 12  # the case under test, at every step
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    args = lambda out: [*cli_args(out, corpus), "--batch-tokens", "64", "--no-compile", "--log-every", "1"]  # noqa: E731
+    single = run_cli(args(tmp_path / "single"), env)
+    assert single.returncode == 0, single.stderr
+    ddp = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29518", "-m", "dstg_interp.cli.train",
+         *args(tmp_path / "ddp")], env=env, cwd=REPO, capture_output=True, text=True,
+    )
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    logs = {name: read_log(tmp_path / name) for name in ("single", "ddp")}
+    seen = {name: [r["tokens_seen"] for r in log if "loss" in r] for name, log in logs.items()}
+    assert seen["single"] == seen["ddp"] and len(seen["ddp"]) == 12  # the same batches, step by step
+    a, b = train_losses(tmp_path / "single"), train_losses(tmp_path / "ddp")
+    assert a.keys() == b.keys() == set(range(1, 13))
+    for step in a:
+        assert a[step] == pytest.approx(b[step], abs=1e-5), step
+    validation = {name: [r["val_loss"] for r in log if "val_loss" in r] for name, log in logs.items()}
+    assert validation["single"] == pytest.approx(validation["ddp"], abs=1e-5)
 
 
 @pytest.mark.slow

@@ -58,6 +58,151 @@ def test_bucketed_batches_refuse_a_corpus_smaller_than_a_batch():
         LengthBucketedBatches(np.array([4, 5, 6]), batch_size=8, seed=0)
 
 
+def old_epoch_plan(lengths, batch_size, seed, epoch, chunk_batches=64):
+    """LengthBucketedBatches.epoch_plan as it was before token budgets (commit 0e580ff), copied verbatim."""
+    order = np.random.default_rng([seed, epoch]).permutation(len(lengths))
+    chunk = batch_size * chunk_batches
+    batches = []
+    for start in range(0, len(order), chunk):
+        part = order[start : start + chunk]
+        part = part[np.argsort(lengths[part], kind="stable")]
+        batches += [part[i : i + batch_size] for i in range(0, len(part), batch_size)]
+    shuffle = np.random.default_rng([seed, epoch, 1]).permutation(len(batches))
+    return [batches[i] for i in shuffle]
+
+
+def test_default_plan_is_the_plan_before_token_budgets():
+    lengths = np.random.default_rng(5).integers(5, 129, size=1003)
+    for batch_size, seed, chunk_batches in ((32, 3, 4), (7, 0, 64), (16, 11, 2)):
+        batches = LengthBucketedBatches(lengths, batch_size=batch_size, seed=seed, chunk_batches=chunk_batches)
+        per_epoch = batches.batches_per_epoch
+        for epoch in (0, 1, 4):
+            old = old_epoch_plan(lengths, batch_size, seed, epoch, chunk_batches)
+            assert per_epoch == len(old)
+            assert all(np.array_equal(batches(epoch * per_epoch + i), b) for i, b in enumerate(old))
+    # and a plan recorded from the code before the change, in case the copy above and the class drift together
+    small = LengthBucketedBatches(np.array([9, 3, 7, 5, 8, 2, 6, 4, 1, 10]), batch_size=3, seed=0, chunk_batches=2)
+    assert [small(s).tolist() for s in range(5)] == [[9], [6, 2, 4], [8, 1, 0], [5, 7, 3], [8, 1, 7]]
+
+
+# --- token-budget batches ------------------------------------------------------------------------------
+def budget_epoch(batches, epoch):
+    first = sum(batches.batches_in_epoch(e) for e in range(epoch))
+    return [batches(first + i) for i in range(batches.batches_in_epoch(epoch))]
+
+
+def test_budget_batches_cover_every_sequence_once_within_the_budget():
+    lengths = np.random.default_rng(0).integers(5, 129, size=1003)
+    batches = LengthBucketedBatches(lengths, batch_size=32, seed=3, chunk_batches=4, batch_tokens=32 * 128)
+    counts = [batches.batches_in_epoch(e) for e in range(3)]
+    assert len(set(counts)) > 1  # the number of batches varies from epoch to epoch
+    for epoch in range(3):
+        plan = budget_epoch(batches, epoch)
+        assert sorted(np.concatenate(plan).tolist()) == list(range(1003))
+        assert all(len(b) * lengths[b].max() <= 32 * 128 for b in plan)
+        positions = [len(b) * lengths[b].max() for b in plan]
+        assert np.median(positions) > 0.9 * 32 * 128  # about the budget: few positions left empty
+    sizes = [len(b) for b in budget_epoch(batches, 0)]
+    assert max(sizes) > 2 * min(sizes) and max(sizes) > 32  # short sequences come many to a batch
+
+
+def test_budget_cut_is_greedy():
+    from dstg_interp.train import within_budget
+
+    lengths = np.sort(np.random.default_rng(4).integers(1, 40, size=300))
+    part = np.arange(1000, 1300)
+    cut = within_budget(part, lengths, 100)
+    assert np.array_equal(np.concatenate(cut), part)
+    for batch, following in zip(cut, cut[1:]):  # each batch is full: the next (longer) sequence would not fit
+        assert len(batch) * lengths[batch - 1000].max() <= 100 < (len(batch) + 1) * lengths[following[0] - 1000]
+    assert [b.tolist() for b in within_budget(np.arange(5), np.array([2, 3, 3, 5, 9]), 9)] == [[0, 1, 2], [3], [4]]
+
+
+def test_budget_batches_are_deterministic_and_resumable():
+    lengths = np.random.default_rng(2).integers(3, 65, size=500)
+    batches = LengthBucketedBatches(lengths, batch_size=8, seed=7, chunk_batches=8, batch_tokens=256)
+    straight = [batches(s) for s in range(400)]  # several epochs
+    assert batches.batches_in_epoch(0) < 400
+    for step in (0, 399, 123, batches.batches_in_epoch(0), batches.batches_in_epoch(0) - 1):
+        fresh = LengthBucketedBatches(lengths, batch_size=8, seed=7, chunk_batches=8, batch_tokens=256)
+        assert np.array_equal(fresh(step), straight[step]), step  # a resumed run starts anywhere
+    other = LengthBucketedBatches(lengths, batch_size=8, seed=8, chunk_batches=8, batch_tokens=256)
+    assert not np.array_equal(other(0), straight[0])
+    # the budget's epoch boundaries: the first batch of epoch 1 is epoch 1's plan's first
+    assert np.array_equal(straight[batches.batches_in_epoch(0)], batches.epoch_plan(1)[0])
+
+
+def test_budget_smaller_than_the_longest_sequence_is_refused(tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"batch_tokens=99 is less than the longest training sequence \(100 tokens\)"):
+        LengthBucketedBatches(np.array([4, 100, 6, 7]), batch_size=2, seed=0, batch_tokens=99)
+    with pytest.raises(ValueError, match="TrainConfig.batch_tokens: a batch must hold one sequence of max_length=256"):
+        TrainConfig(batch_tokens=255)
+    with pytest.raises(ValueError, match="drop --no-bucket-by-length"):
+        TrainConfig(batch_tokens=4096, bucket_by_length=False)
+    from dstg_interp.cli.train import main
+
+    code = main(["--out", str(tmp_path / "run"), "--max-length", "64", "--batch-tokens", "63", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "set --batch-tokens to at least 64" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_tiny_run_with_token_budget_batches(tmp_path, corpus):
+    cfg = tiny_train_config(tmp_path / "run", corpus, batch_tokens=8 * 64, max_steps=6, eval_every=6, save_every=6,
+                            compile=False)
+    result = train(cfg)
+    assert result["step"] == 6 and json.loads((tmp_path / "run" / "train_config.json").read_text())["batch_tokens"] == 512
+    batches = LengthBucketedBatches(prepare_training_data(cfg).train.lengths, 8, cfg.seed, batch_tokens=512)
+    lengths = prepare_training_data(cfg).train.lengths
+    real = [int(lengths[batches(s)].sum()) for s in range(6)]
+    assert np.diff([0] + [r["tokens_seen"] for r in read_log(tmp_path / "run") if "loss" in r]).tolist() == real
+    assert any(len(batches(s)) != 8 for s in range(6))
+
+
+# --- DDP: a batch of fewer sequences than ranks ------------------------------------------------------------
+def test_rank_share_of_a_batch_smaller_than_the_ranks():
+    from dstg_interp.train import rank_share
+
+    ids = torch.arange(12).reshape(3, 4)
+    mask, labels, offsets = torch.ones(3, 4, dtype=torch.bool), ids.clone(), torch.tensor([5, 6, 7])
+    for rank in range(2):  # enough rows: rows rank::world_size, as ever, no scaling
+        share = rank_share(ids, mask, labels, offsets, rank, 2)
+        assert torch.equal(share[0], ids[rank::2]) and torch.equal(share[3], offsets[rank::2]) and share[4] is None
+    shares = [rank_share(ids, mask, labels, offsets, rank, 5) for rank in range(5)]
+    for rank, (r_ids, r_mask, r_labels, r_offsets, scale) in enumerate(shares):
+        assert scale == 5 / 3 and r_mask.shape == (1, 4)
+        if rank < 3:  # a sequence each
+            assert torch.equal(r_ids, ids[rank : rank + 1]) and torch.equal(r_labels, labels[rank : rank + 1])
+        else:  # a placeholder: the first row, no loss taken anywhere
+            assert torch.equal(r_ids, ids[:1]) and bool((r_labels == -100).all()) and torch.equal(r_offsets, offsets[:1])
+
+
+def test_ddp_average_over_a_small_batch_is_its_mean_over_the_ranks_with_a_sequence():
+    """What DDP computes for a batch of 2 sequences on 4 ranks (the mean of the 4 ranks' gradients of their
+    scaled losses), written out in one process: the mean of the 2 per-sequence gradients, as on 2 ranks."""
+    from dstg_interp.train import rank_share
+
+    model = build_model(ModelConfig(variant="dstg", vocab_size=50, max_positions=16, n_layers=1, n_heads=4, d_sem=24, d_ap=8))
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 50, (2, 10), generator=generator)
+    labels = torch.where(torch.rand(2, 10, generator=generator) < 0.4, ids, torch.full_like(ids, -100))
+    mask = torch.ones(2, 10, dtype=torch.bool)
+
+    def gradients(r_ids, r_mask, r_labels, scale):
+        model.zero_grad(set_to_none=True)
+        loss = model(r_ids, r_mask, r_labels, masked_logits_only=True).loss
+        (loss if scale is None else loss * scale).backward()
+        return torch.cat([p.grad.flatten() if p.grad is not None else torch.zeros(p.numel()) for p in model.parameters()])
+
+    shares = [rank_share(ids, mask, labels, None, rank, 4) for rank in range(4)]
+    assert [share[4] for share in shares] == [2.0] * 4
+    per_rank = [gradients(r_ids, r_mask, r_labels, scale) for r_ids, r_mask, r_labels, _, scale in shares]
+    assert float(per_rank[2].abs().max()) == float(per_rank[3].abs().max()) == 0.0  # the placeholders
+    ddp = torch.stack(per_rank).mean(0)  # DDP's allreduce: the mean of the ranks' gradients
+    two_ranks = torch.stack([gradients(ids[i : i + 1], mask[i : i + 1], labels[i : i + 1], None) for i in range(2)]).mean(0)
+    assert torch.allclose(ddp, two_ranks, atol=1e-7) and float(two_ranks.abs().max()) > 0
+
+
 # --- seeds --------------------------------------------------------------------------------------------
 def test_seeds_change_init_and_data_order_but_not_the_split(tmp_path, corpus):
     runs = {}
@@ -260,3 +405,23 @@ def test_the_6_layer_recipe_is_the_zoo_recipe_deeper_longer_on_en_large(tmp_path
     with pytest.raises(ValueError, match=r"holds ap, trained with another recipe \(corpus en-mix here vs en-large, max_steps 4800 here vs 8000, n_layers 4 here vs 6\)"):
         check_zoo_recipe(ZOO_DIR, "rp", new)
     assert PretrainZooConfig(recipe="6x128").steps is None and zoo_config("ap", tmp_path, 30, None, 0, "6x128").max_steps == 30
+
+
+def test_zoo_members_trained_before_token_budgets_keep_their_recipe(tmp_path):
+    """The zoo's train_config.json files predate ``batch_tokens``: recipe_of fills the default (None, fixed
+    batches), so they keep the recipe of the zoo command, and a token-budget member would be another recipe."""
+    from dstg_interp.model.checkpoint import ZOO_DIR
+    from experiments.pretrain_zoo import check_zoo_recipe, recipe_of, zoo_config
+
+    current = TrainConfig().to_dict()
+    before = {k: v for k, v in current.items() if k != "batch_tokens"}
+    assert recipe_of(before) == recipe_of(current) and recipe_of(current)["batch_tokens"] is None
+    saved = json.loads((ZOO_DIR / "ap" / "train_config.json").read_text())
+    assert "batch_tokens" not in saved
+    wanted = zoo_config("ap", tmp_path, 4800, None, 0)
+    assert wanted.batch_tokens is None and recipe_of(saved) == recipe_of(wanted.to_dict())
+    check_zoo_recipe(ZOO_DIR, "ap", wanted)
+    budget = zoo_config("ap", tmp_path, 4800, None, 0)
+    budget.batch_tokens = 16 * 128
+    with pytest.raises(ValueError, match=r"batch_tokens None here vs 2048"):
+        check_zoo_recipe(ZOO_DIR, "ap", budget)

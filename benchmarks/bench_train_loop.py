@@ -1,7 +1,7 @@
 """The training loop (``dstg-train``'s ``train()``) against the bare model step and a matched HF
 ``BertForMaskedLM`` training step, for every variant, eager and compiled.
 
-    python benchmarks/bench_train_loop.py                      # zoo size on en-mix: ~8 min on 2 cores
+    python benchmarks/bench_train_loop.py                      # zoo size on en-mix: ~8 min on 2 cores without the budget arm (--no-budget)
     python benchmarks/bench_train_loop.py --variants rope --steps 30 --no-compile --allow-load   # a smoke run
 
 Rows, per variant:
@@ -12,6 +12,10 @@ Rows, per variant:
   on 2 cores with a cold cache; three graphs in a run, see ``compile_for_training``) and may fall in the
   measured window, so the rate is given twice: over every measured step, and steady (without the steps
   that took over 5x the median step: compile steps, listed with their seconds);
+- ``loop, token budget`` (eager and compiled, each beside its loop run): ``train()`` again with
+  ``batch_tokens = 32 x 128`` (``--batch-tokens 4096``: every step about 4,096 token positions, a batch of
+  short sequences holding more than 32 of them; ``budget`` in each JSON row, with its ratio to the bare step
+  and to HF; ``--no-budget`` skips it): what length-bucketed batches of fewer real tokens cost the loop;
 - ``model step`` / ``model step, compiled``: our model alone on one random full-length 32 x 128 batch
   (masked logits, AdamW), the number the loop aims at;
 - ``dstg-train``: the command itself in a subprocess, as a user types it for a zoo-size run (the model's
@@ -71,10 +75,14 @@ def training_step(model, tokens, labels, **kwargs):
     return step
 
 
-def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path) -> dict:
+BATCH, LENGTH = 32, 128  # the loop's batch (the budget arm: BATCH x LENGTH token positions a step)
+
+
+def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path, batch_tokens: int | None = None) -> dict:
     """Run train() for --steps steps and read real tokens / step seconds after --skip steps from its log."""
-    cfg = TrainConfig(out_dir=str(folder / f"{variant}-{'compiled' if compiled else 'eager'}"),
-                      model=zoo_architecture(variant), max_length=128, batch_size=32,
+    name = f"{variant}-{'compiled' if compiled else 'eager'}" + (f"-budget{batch_tokens}" if batch_tokens else "")
+    cfg = TrainConfig(out_dir=str(folder / name), model=zoo_architecture(variant), max_length=LENGTH, batch_size=BATCH,
+                      batch_tokens=batch_tokens,
                       max_steps=args.steps, warmup_steps=1, eval_every=10 * args.steps, save_every=10 * args.steps,
                       log_every=1, progress=False, compile=compiled, threads=args.threads)
     train(cfg)
@@ -134,6 +142,7 @@ def main() -> None:
     parser.add_argument("--skip", type=int, default=20, help="warm-up steps left out of the loop's rate")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled loop rows")
     parser.add_argument("--no-cli", action="store_true", help="skip the dstg-train subprocess beside each train() run")
+    parser.add_argument("--no-budget", action="store_true", help="skip the token-budget train() run beside each train() run")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "train_loop.json"))
     add_load_arguments(parser)
@@ -145,7 +154,7 @@ def main() -> None:
     prepare_training_data(TrainConfig(max_length=128))  # build the cache first: not part of any timing
 
     gen = torch.Generator().manual_seed(0)
-    tokens = torch.randint(5, 8192, (32, 128), generator=gen)
+    tokens = torch.randint(5, 8192, (BATCH, LENGTH), generator=gen)
     labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
     d_mlp = ModelConfig(**ZOO_WIDTHS["rope"]).d_mlp
     hf = transformers.BertForMaskedLM(transformers.BertConfig(
@@ -165,6 +174,8 @@ def main() -> None:
             for compiled in ([False] if args.no_compile else [False, True]):
                 hf_before = median_step_seconds(hf_step)
                 loop = loop_tokens_per_s(variant, args, compiled, Path(scratch))
+                budget = (loop_tokens_per_s(variant, args, compiled, Path(scratch), batch_tokens=BATCH * LENGTH)
+                          if not args.no_budget else None)
                 cli = cli_tokens_per_s(variant, args, compiled, Path(scratch)) if not args.no_cli else None
                 hf_after = median_step_seconds(hf_step)
                 hf_tokens_per_s = tokens.numel() / statistics.mean([hf_before, hf_after])
@@ -176,18 +187,24 @@ def main() -> None:
                                  loop_vs_hf_with_compile_steps=loop["tokens_per_s"] / hf_tokens_per_s,
                                  loop_vs_model_step=loop["steady_tokens_per_s"] / model_tokens_per_s[compiled],
                                  real_tokens_per_step=loop["real_tokens_per_step"], measured_steps=loop["measured_steps"],
-                                 cli=cli, cli_vs_hf=cli["tokens_per_s"] / hf_tokens_per_s if cli else None))
+                                 cli=cli, cli_vs_hf=cli["tokens_per_s"] / hf_tokens_per_s if cli else None,
+                                 budget=dict(budget, batch_tokens=BATCH * LENGTH,
+                                             vs_hf=budget["steady_tokens_per_s"] / hf_tokens_per_s,
+                                             vs_model_step=budget["steady_tokens_per_s"] / model_tokens_per_s[compiled])
+                                 if budget else None))
                 row = rows[-1]
                 print(f"{variant:<5} {'compiled' if compiled else 'eager':<9} loop {row['loop_tokens_per_s']:>8.0f} tok/s "
                       f"({row['loop_tokens_per_s_with_compile_steps']:.0f} with compile steps {row['compile_steps']})  "
                       f"model step {model_tokens_per_s[compiled]:>8.0f}  HF {row['hf_step_tokens_per_s']:>8.0f}  "
                       f"loop/HF {row['loop_vs_hf']:.2f}  loop/model {row['loop_vs_model_step']:.2f}"
-                      + (f"  dstg-train {cli['tokens_per_s']:.0f} ({row['cli_vs_hf']:.2f}x HF)" if cli else ""), flush=True)
+                      + (f"  dstg-train {cli['tokens_per_s']:.0f} ({row['cli_vs_hf']:.2f}x HF)" if cli else "")
+                      + (f"  budget loop {budget['steady_tokens_per_s']:.0f} ({row['budget']['vs_model_step']:.2f}x model step, "
+                         f"{budget['real_tokens_per_step']:.0f} real tokens a step)" if budget else ""), flush=True)
     met = {f"{r['variant']}{' compiled' if r['compiled'] else ''}": r["loop_vs_hf"] >= 2.0 for r in rows}
     result = dict(benchmark="dstg-train loop vs bare model step vs HF BertForMaskedLM training step (AdamW), zoo size",
                   rate="loop_tokens_per_s: real tokens per second of step time, compile steps (over 5x the median step) left out",
-                  shape=dict(batch=32, max_length=128, d_model=128, layers=4, heads=4, vocab=8192, swiglu_hidden=d_mlp,
-                             bert_intermediate=int(1.5 * d_mlp)),
+                  shape=dict(batch=BATCH, max_length=LENGTH, budget_batch_tokens=BATCH * LENGTH, d_model=128, layers=4,
+                             heads=4, vocab=8192, swiglu_hidden=d_mlp, bert_intermediate=int(1.5 * d_mlp)),
                   cli_defaults=CLI_DEFAULTS,
                   steps=args.steps, skip=args.skip, threads=args.threads, torch=torch.__version__,
                   transformers=transformers.__version__, date=time.strftime("%Y-%m-%d"), rows=rows,

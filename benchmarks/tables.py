@@ -67,10 +67,15 @@ def train_loop() -> str:
                  n(eager and eager["loop_vs_hf"], 2), n(compiled and compiled["loop_vs_hf"], 2)]
         cli = [row.get("cli") for row in (eager, compiled)]
         cells += [f"{n(cli[0] and cli[0]['tokens_per_s'])} / {n(cli[1] and cli[1]['tokens_per_s'])}"]
+        # the token-budget arm: absent from runs before it existed ('–')
+        budget = [row.get("budget") if row else None for row in (eager, compiled)]
+        cells += [f"{n(budget[0] and budget[0]['steady_tokens_per_s'])} / {n(budget[1] and budget[1]['steady_tokens_per_s'])}",
+                  f"{n(compiled and compiled['loop_vs_model_step'], 2)} / {n(budget[1] and budget[1]['vs_model_step'], 2)}"]
         rows.append(cells)
     header = ["variant", "loop, eager", "loop, compiled", "bare step, eager / compiled",
               "HF step (eager run; compiled run)", "loop / HF, eager", "loop / HF, compiled",
-              "`dstg-train` as typed, eager / compiled"]
+              "`dstg-train` as typed, eager / compiled", "loop with `--batch-tokens 4096`, eager / compiled",
+              "loop / bare step, compiled: fixed / budget batches"]
     return grid(header, rows) + "\n\n" + source("train_loop", result)
 
 

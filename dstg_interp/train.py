@@ -117,9 +117,10 @@ class TrainConfig(ConfigIO):
     val_fraction: float = field(default=ZOO_VAL_FRACTION, metadata={"help": "share of documents held out for validation"})
     batch_size: int = field(default=32, metadata={"help": "global batch (split over DDP ranks)"})
     batch_tokens: int | None = field(default=None, metadata={
-        "min": 1, "help": "token-budget batches: as many sequences per step as fit (sequences x the batch's longest "
-                          "<= N positions); --batch-size then sets the validation batches and the length-sorted chunks",
-        "shown": "off: --batch-size sequences per step"})
+        "min": 1, "metavar": "N", "help": "token-budget batches: each step as many sequences as fit in N token "
+                                          "positions (sequences x the batch's longest); --batch-size then sets the "
+                                          "validation batches and the chunk size only",
+        "shown": "off, --batch-size sequences a step"})
     max_steps: int = field(default=2000, metadata={"flag": "--steps", "min": 1, "help": "optimizer steps"})
     lr: float = field(default=1e-3, metadata={"help": "peak learning rate"})
     min_lr_ratio: float = field(default=0.1, metadata={"help": "final learning rate / peak (cosine, linear, constant)"})

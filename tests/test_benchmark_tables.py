@@ -27,6 +27,16 @@ def test_a_changed_result_shows_in_its_table(tmp_path, monkeypatch):
     assert "123,456" in tables.training()
 
 
+def test_the_train_loop_table_shows_the_budget_arm_when_a_run_has_it(tmp_path, monkeypatch):
+    result = tables.load("train_loop")
+    assert "– / –" in tables.train_loop().splitlines()[2]  # the committed run predates the arm
+    for row in result["rows"]:
+        row["budget"] = dict(steady_tokens_per_s=54321.0 if row["compiled"] else 43210.0, vs_model_step=0.97)
+    (tmp_path / "train_loop.json").write_text(__import__("json").dumps(result))
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    assert "43,210 / 54,321" in tables.train_loop() and "/ 0.97 |" in tables.train_loop()
+
+
 # committed before benchmarks/machine.py existed; a rerun writes the record (bench_holmes.py uses write_result)
 NO_LOAD_RECORD = {"holmes.json"}
 

@@ -278,7 +278,8 @@ def compile_for_training(model) -> None:
     loss.  Training then compiles three graphs: the encoder on full-width unpadded batches (most of them,
     with static-width kernels, a little faster than symbolic ones), the encoder on padded batches of any
     width, and the loss.  Validation runs eager (``evaluate``): graphs for ``no_grad`` would not pay back
-    their compile time.
+    their compile time.  A batch of one sequence (a chunk's last token-budget batch may be one, as may an
+    epoch's last fixed batch or a DDP placeholder) gets graphs of its own: dynamo specializes a size of 1.
     """
     encode, masked_lm_loss = torch.compile(model.encode), torch.compile(model.masked_lm_loss)
 
@@ -320,7 +321,7 @@ class LengthBucketedBatches:
     corpus, so a batch is no less random in content than an unbucketed one.  A chunk is cut into batches of
     ``batch_size`` sequences (the epoch's last batch may be smaller), or, with ``batch_tokens``, greedily in
     length order: a batch takes the next sequence while (its sequences) x (its longest) stays within the
-    budget, so the batches of an epoch carry about the same number of token positions and their count varies
+    budget (each chunk's last batch, of its longest sequences, may be smaller), so the batches of an epoch carry about the same number of token positions and their count varies
     from epoch to epoch (the cumulative count is kept per epoch, computed as steps reach it).  The plan depends
     on (lengths, batch size, budget, seed, epoch) only, so ``--resume`` and DDP see the same batches.
     """

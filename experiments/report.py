@@ -119,10 +119,11 @@ def zoo_targets(figures: Path) -> str:
     for t in targets.to_dict("records"):
         sign = -1 if t["target"] == "AP-NeoBERT seed sd" else 1  # stored as -sd so that every target is value >= threshold
         low, high = sorted((sign * t["low"], sign * t["high"])) if not pd.isna(t["low"]) else (np.nan, np.nan)
-        interval = f" [{low:{'+' if sign > 0 else ''}.1f}, {high:{'+' if sign > 0 else ''}.1f}]" if not pd.isna(low) else " (one seed: no interval)"
+        number = "{:+.1f}" if sign > 0 else "{:.1f}"  # gains and gaps signed, an sd not
+        interval = f" [{number.format(low)}, {number.format(high)}]" if not pd.isna(low) else " (one seed: no interval)"
         verdict = ("met" if t["met"] else "missed") + ("" if t["outside_noise"] else ", inside the noise")
         rows.append([t["corpus"], t["target"], DISPLAY.get(t["variant"], t["variant"]), t["n_seeds"],
-                     f"{sign * t['value']:{'+' if sign > 0 else ''}.1f}{interval}", f"≤ {-t['threshold']:.0f}" if sign < 0 else f"≥ {t['threshold']:+.0f}",
+                     number.format(sign * t["value"]) + interval, f"≤ {-t['threshold']:.0f}" if sign < 0 else f"≥ {t['threshold']:+.0f}",
                      DISPLAY.get(t["compared_with"], t["compared_with"]), verdict])
     return _markdown(header, rows)
 

@@ -27,8 +27,8 @@ from dstg_interp.io import RESULTS_DIR
 from dstg_interp.plots.recipe import plot_zoo_curves
 from experiments.recipe_readings import PLATEAU_MARGIN, plateau_exit
 
-NEW_RECIPE = "new (lr 1e-3, batch 16, constant + decay)"  # the 4x128 recipe, as the recipe study named it
-RECIPE_LABELS = {"4x128": NEW_RECIPE, "6x128": "6x128 (6 layers, en-large, 8000 steps)"}
+NEW_RECIPE = "new (lr 1e-3, batch 16, constant + decay)"  # the 4x128 recipe, as the recipe study's CSVs name it
+RECIPE_LABELS = {"4x128": "4x128 (4 layers, en-mix, 4800 steps)", "6x128": "6x128 (6 layers, en-large, 8000 steps)"}
 
 
 def recipe_label(train_config: dict) -> str:
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     against = args.against if args.against is not None else [args.out / "former_zoo_curves.csv"]
     try:
         new, summaries = zoo_curves(args.zoo)
-        earlier = [pd.read_csv(path) for path in against]
+        earlier = [pd.read_csv(path).replace({"recipe": {NEW_RECIPE: RECIPE_LABELS["4x128"]}}) for path in against]
     except (ValueError, OSError) as err:
         print(f"zoo_curves: error: {err}", file=sys.stderr)
         return 2
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     (args.out / f"{args.prefix}_runs.json").write_text(json.dumps(summaries, indent=2) + "\n")
     exits = plateau_exits(curves)
     exits.to_csv(args.out / f"{args.prefix}_plateau_exits.csv", index=False)
-    plot_zoo_curves(curves, args.out, stem=args.stem)
+    plot_zoo_curves(curves, args.out, stem=args.stem, exits=exits, margin=PLATEAU_MARGIN)
     print(pd.DataFrame(summaries)[["variant", "seed", "steps", "train_tokens", "train_seconds", "val_loss", "val_accuracy",
                                    "unigram_loss", "most_frequent_accuracy"]].to_string(index=False))
     print(exits.to_string(index=False))

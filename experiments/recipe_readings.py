@@ -118,12 +118,17 @@ def summarize_arms(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-SHIPPED_ARM = "shipped zoo (8.3M tokens)"
+def shipped_arm(zoo: dict) -> str:
+    """The shipped zoo's arm label, with its members' mean training budget (``zoo.json``): the zoo the diagnosis
+    compared with had 8.3M tokens per member, the one shipped since 14.2M."""
+    tokens = [s["train_tokens"] for s in zoo.values() if "seed" in s and s.get("train_tokens")]
+    return f"shipped zoo ({sum(tokens) / len(tokens) / 1e6:.1f}M tokens)" if tokens else "shipped zoo"
 
 
 def shipped_zoo_curves(zoo_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
     """Validation curves of the shipped zoo's members (``log.jsonl``), tidy as ``diagnosis_curves.csv``."""
     zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    arm = shipped_arm(zoo)
     curves = []
     for member, summary in zoo.items():
         if summary["variant"] not in variants or "seed" not in summary:
@@ -133,13 +138,13 @@ def shipped_zoo_curves(zoo_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
         curve = pd.DataFrame([dict(step=r["step"], val_loss=r["val_loss"], val_accuracy=r.get("val_accuracy"))
                               for r in records if "val_loss" in r])
         curve["tokens"] = np.interp(curve.step, [0] + [s for s, _ in logged], [0] + [t for _, t in logged]).round().astype(int)
-        curves.append(curve.assign(variant=summary["variant"], arm=SHIPPED_ARM, seed=int(summary["seed"]),
+        curves.append(curve.assign(variant=summary["variant"], arm=arm, seed=int(summary["seed"]),
                                    unigram_loss=summary["unigram_loss"]))
     return pd.concat(curves, ignore_index=True)
 
 
 def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
-    """The shipped zoo's members (the zoo recipe at its full 8.3M-token budget, three seeds) read as the
+    """The shipped zoo's members (the zoo recipe at its full budget, three seeds) read as the
     diagnosis reads a run, from committed files only: the plateau exit from each member's ``log.jsonl``
     against the unigram loss of ``zoo.json`` (the same validation batches), the held-out gain from
     ``figures/zoo/zoo.csv``, PC1+PC2 from ``figures/ap_manifold/spectra.csv`` and the token-position R^2
@@ -165,7 +170,7 @@ def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dst
         r2 = probes[(probes.model == variant) & (probes.seed == seed) & (probes.subspace == subspace)].set_index("layer").r2
         last = int(r2.index.max()) if len(r2) else None
         matched = matched_spectrum(load_model(zoo_dir / member).ap_table.detach())
-        rows.append(dict(variant=variant, arm=SHIPPED_ARM, seed=seed, steps=summary["steps"],
+        rows.append(dict(variant=variant, arm=shipped_arm(zoo), seed=seed, steps=summary["steps"],
                          batch=16, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
                          unigram_loss=summary["unigram_loss"], plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens,
                          heldout_gain_points=float(gain.iloc[0]) if len(gain) else np.nan,

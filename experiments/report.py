@@ -85,28 +85,35 @@ def _entry(model: str, subspace: str) -> str:
 
 
 # --- the tables ------------------------------------------------------------------------------------
-def zoo_table(figures: Path) -> str:
-    """The zoo, one row per member (variant x training seed): size, budget, validation MLM and held-out
-    accuracy on every corpus of figures/zoo/zoo.csv (``experiments/zoo_heldout.py``), then the mean gain per
-    variant."""
-    zoo = _csv(figures, "zoo/zoo.csv")
+def zoo_table(figures: Path, relative: str = "zoo/zoo.csv") -> str:
+    """The zoo, one row per member (variant x training seed): size (layers, positions, parameters), budget,
+    validation MLM and held-out accuracy on every corpus of figures/zoo/zoo.csv (``experiments/zoo_heldout.py``),
+    then the mean gain per variant."""
+    zoo = _csv(figures, relative)
     corpora = [c[:-len("_gain_points")] for c in zoo.columns if c.endswith("_gain_points")]
-    header = ["model", "seed", "params", "train tokens", "train wall", "val MLM loss", "val accuracy",
-              *(f"{corpus}: accuracy (gain)" for corpus in corpora)]
+    header = ["model", "seed", "layers", "positions", "params", "train tokens", "train wall", "val MLM loss",
+              "val accuracy", *(f"{corpus}: accuracy (gain)" for corpus in corpora)]
     rows = []
     for variant in [m for m in ZOO_ROWS if m in set(zoo.variant)]:
         members = zoo[zoo.variant == variant].sort_values("seed")
         for z in members.to_dict("records"):
-            rows.append([ZOO_ROWS[variant], z["seed"], f"{z['params'] / 1e6:.2f} M", f"{z['train_tokens'] / 1e6:.1f} M",
-                         f"{z['train_seconds']:.0f} s", f"{z['val_loss']:.3f}", f"{z['val_accuracy']:.1%}",
+            rows.append([ZOO_ROWS[variant], z["seed"], z["n_layers"], z["max_positions"], f"{z['params'] / 1e6:.2f} M",
+                         f"{z['train_tokens'] / 1e6:.1f} M", f"{z['train_seconds']:.0f} s", f"{z['val_loss']:.3f}",
+                         f"{z['val_accuracy']:.1%}",
                          *(f"{z[corpus + '_accuracy']:.1%} ({z[corpus + '_gain_points']:+.1f})" for corpus in corpora)])
         if len(members) > 1:
             gains = [members[f"{corpus}_gain_points"] for corpus in corpora]
-            rows.append([f"**{ZOO_ROWS[variant]}, mean ± sd**", "", "", "", "",
+            rows.append([f"**{ZOO_ROWS[variant]}, mean ± sd**", "", "", "", "", "", "",
                          f"**{members.val_loss.mean():.3f} ± {members.val_loss.std():.3f}**",
                          f"**{members.val_accuracy.mean():.1%}**",
                          *(f"**({g.mean():+.1f} ± {g.std():.1f})**" for g in gains)])
     return _markdown(header, rows)
+
+
+def zoo_former(figures: Path) -> str:
+    """The former 4-layer zoo (recipe 4x128), the same table from the zoo.csv it had when it left the tree
+    (figures/zoo/former-4x128/, its README says from which commit)."""
+    return zoo_table(figures, "zoo/former-4x128/zoo.csv")
 
 
 def zoo_targets(figures: Path) -> str:
@@ -450,6 +457,7 @@ def recipe_diagnosis(figures: Path) -> str:
 
 TABLES = {
     "zoo": zoo_table,
+    "zoo_former": zoo_former,
     "zoo_targets": zoo_targets,
     "probes_final": probes_final,
     "segment_by_layer": segment_by_layer,

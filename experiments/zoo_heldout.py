@@ -7,7 +7,7 @@ on the same masked tokens (``dstg_interp.evaluation.mlm_accuracy``).
     python -m experiments.zoo_heldout --zoo runs/zoo-next --model-seeds 0 --out /tmp/zoo
     python -m experiments.zoo_heldout --tiny --out /tmp/zoo    # tiny random models with a train config, seconds
 
-Writes into ``--out`` (default dstg-results/figures/zoo/; the committed gallery: --out figures/zoo): zoo.csv (one row per member: variant, seed, params,
+Writes into ``--out`` (default dstg-results/figures/zoo/; the committed gallery: --out figures/zoo): zoo.csv (one row per member: variant, seed, n_layers, max_positions, params,
 train_tokens, train_seconds, val_loss, val_accuracy, most_frequent_accuracy, and per corpus its held-out
 accuracy, most-frequent rate and gain in points), heldout.csv (tidy: one row per member x corpus),
 heldout_gain (PNG + PDF + JSON: gain per variant and corpus, mean bar and one dot per seed, the zoo
@@ -93,7 +93,9 @@ def zoo_rows(inputs, heldout: pd.DataFrame) -> pd.DataFrame:
     for name in inputs.models:
         variant, model_seed = inputs.member(name)
         summary = summaries.get(name, {})
-        row = dict(variant=variant, seed=model_seed, params=inputs.models[name].n_params(),
+        model = inputs.models[name]
+        row = dict(variant=variant, seed=model_seed, n_layers=model.config.n_layers,
+                   max_positions=model.config.max_positions, params=model.n_params(),
                    **{k: summary.get(k) for k in ZOO_COLUMNS})
         for result in heldout[(heldout.variant == variant) & (heldout.seed == model_seed)].itertuples():
             row[f"{result.corpus}_accuracy"] = result.accuracy

@@ -166,3 +166,39 @@ def test_collect_writes_the_finished_runs_and_names_the_missing(tmp_path, monkey
     assert pd.read_csv(tmp_path / "out" / "diagnosis_runs.csv").equals(runs)
     assert main([*common, "--arms", "ap:lr=0.002", "--collect"]) == 2
     assert "--collect: no run of the grid has finished" in capsys.readouterr().err
+
+
+def test_zoo_curves_label_each_run_by_its_recipe_and_find_its_plateau_exit(tmp_path, capsys):
+    """zoo_curves on an exported zoo: each run labelled by the named recipe it was trained with, its plateau exit
+    (first validation 0.5 nats below unigram; none for a run that never gets there), the earlier curves beside."""
+    from experiments import zoo_curves
+    from experiments.pretrain_zoo import zoo_config
+
+    zoo = tmp_path / "zoo"
+    for name, variant, recipe, losses in [("ap", "ap", "6x128", [6.6, 6.4, 5.9, 5.0]),
+                                         ("rope", "rope", "6x128", [6.0, 5.5, 5.0, 4.5]),
+                                         ("rp", "rp", "4x128", [6.7, 6.7, 6.6, 6.5])]:
+        cfg = zoo_config(variant, tmp_path / "runs", None, None, 0, recipe)
+        (zoo / name).mkdir(parents=True)
+        (zoo / name / "train_config.json").write_text(json.dumps(cfg.to_dict()))
+        (zoo / name / "training.json").write_text(json.dumps(dict(
+            variant=variant, seed=0, steps=4, train_tokens=400, train_seconds=1.0, val_loss=losses[-1], val_accuracy=0.2,
+            unigram_loss=6.7, most_frequent_accuracy=0.05)))
+        log = [dict(step=s, tokens_seen=100 * s) for s in (1, 2, 3, 4)]
+        log += [dict(step=s, val_loss=loss, val_accuracy=0.1) for s, loss in zip((1, 2, 3, 4), losses)]
+        (zoo / name / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log))
+    earlier = tmp_path / "earlier.csv"
+    pd.DataFrame([dict(variant="ap", recipe="older", seed=0, step=1, tokens=100, val_loss=6.9, val_accuracy=0.05,
+                       unigram_loss=6.8)]).to_csv(earlier, index=False)
+    out = tmp_path / "out"
+    assert zoo_curves.main(["--zoo", str(zoo), "--out", str(out), "--against", str(earlier), "--prefix", "training",
+                            "--stem", "by_recipe"]) == 0
+    exits = pd.read_csv(out / "training_plateau_exits.csv").set_index(["variant", "recipe"])
+    six, four = zoo_curves.RECIPE_LABELS["6x128"], zoo_curves.RECIPE_LABELS["4x128"]
+    assert exits.loc[("ap", six), "exit_step"] == 3 and exits.loc[("ap", six), "exit_tokens"] == 300  # 5.9 <= 6.7 - 0.5
+    assert exits.loc[("rope", six), "exit_step"] == 1
+    assert math.isnan(exits.loc[("rp", four), "exit_step"]) and math.isnan(exits.loc[("ap", "older"), "exit_step"])
+    assert (out / "by_recipe.png").is_file() and (out / "by_recipe.json").is_file()
+    assert set(pd.read_csv(out / "training_curves.csv").recipe) == {six, four}
+    assert zoo_curves.main(["--zoo", str(tmp_path / "nothing"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("zoo_curves: error:")

@@ -333,7 +333,7 @@ def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
     from dstg_interp.model.checkpoint import zoo_member
     from experiments.pretrain_zoo import zoo_config
 
-    configs = {seed: zoo_config("ap", tmp_path, 4800, None, seed) for seed in (0, 1, 2)}
+    configs = {seed: zoo_config("ap", tmp_path, None, None, seed) for seed in (0, 1, 2)}
     assert [Path(c.out_dir).name for c in configs.values()] == ["ap", "ap-seed1", "ap-seed2"] == [zoo_member("ap", s) for s in configs]
     differing = {k for c in configs.values() for k, v in c.to_dict().items() if v != configs[0].to_dict()[k]}
     assert differing == {"seed", "out_dir"}
@@ -350,7 +350,8 @@ def test_the_one_zoo_architecture_is_the_shipped_zoo_s_and_the_recipe_s():
     fields = ("variant", "d_sem", "d_ap", "d_model", "n_layers", "n_heads")
     for variant in (*ZOO_NAMES, "dstg-offset"):
         shipped = json.loads((ZOO_DIR / variant / "config.json").read_text())  # what the zoo was trained as
-        made = zoo_config(variant, Path("runs"), 4800, None).model_config(8192).to_dict()
+        recipe = "4x128" if variant == "dstg-offset" else "6x128"  # dstg-offset: still the first zoo's 4 layers
+        made = zoo_config(variant, Path("runs"), None, None, 0, recipe).model_config(8192).to_dict()
         assert {k: made[k] for k in fields} == {k: shipped[k] for k in fields}, variant
         assert zoo_architecture(variant.split("-")[0]).items() <= made.items()
     assert TrainConfig().model == dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4)  # its default, as before
@@ -373,14 +374,14 @@ def test_compile_is_on_by_default_only_where_it_pays_back(monkeypatch):
 
 
 def test_pretrain_zoo_refuses_a_zoo_of_another_recipe(tmp_path, capsys):
-    """A zoo folder whose member was trained otherwise (here: 4800 steps) gets no member of this recipe (200
+    """A zoo folder whose member was trained otherwise (here: 8000 steps) gets no member of this recipe (200
     steps): one line naming the member and what differs, before anything is trained or written."""
     from dstg_interp.model.checkpoint import ZOO_DIR
     from experiments.pretrain_zoo import check_zoo_recipe, main as pretrain_zoo_main, zoo_config
 
     for variant in ("dstg", "rope", "ap", "rp"):  # the shipped zoo is one recipe (dstg-offset: its own)
         for seed in (0, 3):
-            check_zoo_recipe(ZOO_DIR, variant, zoo_config(variant, tmp_path, 4800, None, seed))
+            check_zoo_recipe(ZOO_DIR, variant, zoo_config(variant, tmp_path, None, None, seed))
     zoo = tmp_path / "zoo"
     (zoo / "ap").mkdir(parents=True)
     shutil.copy(ZOO_DIR / "ap" / "train_config.json", zoo / "ap" / "train_config.json")
@@ -388,23 +389,27 @@ def test_pretrain_zoo_refuses_a_zoo_of_another_recipe(tmp_path, capsys):
     code = pretrain_zoo_main(["--variants", "rp", "--steps", "200", "--out", str(zoo), "--runs", str(tmp_path / "runs")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
-    assert err[0].startswith(f"pretrain_zoo: error: {zoo} holds ap, trained with another recipe (max_steps 4800 here vs 200")
+    assert err[0].startswith(f"pretrain_zoo: error: {zoo} holds ap, trained with another recipe (max_steps 8000 here vs 200")
     assert sorted(p.name for p in zoo.rglob("*")) == before and not (tmp_path / "runs").exists()
 
 
-def test_the_6_layer_recipe_is_the_zoo_recipe_deeper_longer_on_en_large(tmp_path):
-    """--recipe 6x128 changes depth, corpus and steps only, and the shipped 4-layer zoo refuses its members."""
+def test_the_6_layer_recipe_is_the_former_zoo_recipe_deeper_longer_on_en_large(tmp_path):
+    """--recipe 6x128 (the shipped zoo's, the default) changes depth, corpus and steps only from the former
+    4x128, and the shipped zoo refuses a member of the former recipe."""
     from dstg_interp.model.checkpoint import ZOO_DIR
-    from experiments.pretrain_zoo import PretrainZooConfig, check_zoo_recipe, zoo_config
+    from experiments.pretrain_zoo import DEFAULT_RECIPE, PretrainZooConfig, check_zoo_recipe, recipe_of, zoo_config
 
     old, new = (zoo_config("rp", tmp_path, None, None, 0, recipe) for recipe in ("4x128", "6x128"))
     differing = {k for k, v in new.to_dict().items() if v != old.to_dict()[k]}
     assert differing == {"model", "corpus", "max_steps"}
     assert (new.model["n_layers"], new.corpus, new.max_steps, old.max_steps) == (6, "en-large", 8000, 4800)
     assert {k: v for k, v in new.model.items() if k != "n_layers"} == {k: v for k, v in old.model.items() if k != "n_layers"}
-    with pytest.raises(ValueError, match=r"holds ap, trained with another recipe \(corpus en-mix here vs en-large, max_steps 4800 here vs 8000, n_layers 4 here vs 6\)"):
-        check_zoo_recipe(ZOO_DIR, "rp", new)
-    assert PretrainZooConfig(recipe="6x128").steps is None and zoo_config("ap", tmp_path, 30, None, 0, "6x128").max_steps == 30
+    assert DEFAULT_RECIPE == "6x128" and PretrainZooConfig().recipe == "6x128"
+    shipped = json.loads((ZOO_DIR / "rp" / "train_config.json").read_text())
+    assert recipe_of(shipped) == recipe_of(new.to_dict())  # the shipped zoo is the default recipe
+    with pytest.raises(ValueError, match=r"holds ap, trained with another recipe \(corpus en-large here vs en-mix, max_steps 8000 here vs 4800, n_layers 6 here vs 4\)"):
+        check_zoo_recipe(ZOO_DIR, "rp", old)
+    assert PretrainZooConfig(recipe="4x128").steps is None and zoo_config("ap", tmp_path, 30, None, 0, "6x128").max_steps == 30
 
 
 def test_zoo_members_trained_before_token_budgets_keep_their_recipe(tmp_path):
@@ -418,10 +423,10 @@ def test_zoo_members_trained_before_token_budgets_keep_their_recipe(tmp_path):
     assert recipe_of(before) == recipe_of(current) and recipe_of(current)["batch_tokens"] is None
     saved = json.loads((ZOO_DIR / "ap" / "train_config.json").read_text())
     assert "batch_tokens" not in saved
-    wanted = zoo_config("ap", tmp_path, 4800, None, 0)
+    wanted = zoo_config("ap", tmp_path, None, None, 0)
     assert wanted.batch_tokens is None and recipe_of(saved) == recipe_of(wanted.to_dict())
     check_zoo_recipe(ZOO_DIR, "ap", wanted)
-    budget = zoo_config("ap", tmp_path, 4800, None, 0)
+    budget = zoo_config("ap", tmp_path, None, None, 0)
     budget.batch_tokens = 16 * 128
     with pytest.raises(ValueError, match=r"batch_tokens None here vs 2048"):
         check_zoo_recipe(ZOO_DIR, "ap", budget)

@@ -95,7 +95,9 @@ def fetch_artifact(command: list[str], artifact_name: str, artifact_sha256: str,
             raise PieceUnavailable(f"'{' '.join(command[:3])}' timed out after {FETCH_TIMEOUT_S}s") from None
         except subprocess.CalledProcessError as error:
             last_line = (error.stderr or "").strip().splitlines()[-1:] or ["no output"]
-            raise PieceUnavailable(f"'{' '.join(command[:3])}' failed: {last_line[0]}") from None
+            stale = command[0] == "apt-get" and "was not found" in last_line[0]  # a pinned version the lists lack
+            hint = "; the package lists may predate the pinned version: run 'apt-get update' and retry" if stale else ""
+            raise PieceUnavailable(f"'{' '.join(command[:3])}' failed: {last_line[0]}{hint}") from None
         fetched = Path(work) / artifact_name
         if not fetched.exists():
             raise PieceUnavailable(f"{artifact_name} missing after download")

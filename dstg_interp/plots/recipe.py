@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .output import ordered_models, require_columns, save_figure, shared_legend
+from .output import display_name, ordered_models, require_columns, save_figure, shared_legend
 
 
 def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves") -> dict:
@@ -99,32 +99,53 @@ def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str 
     return save_figure(fig, out_dir, stem, numbers)
 
 
-def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves") -> dict:
-    """Validation loss against tokens for every variant, one line per (recipe, seed): the former zoo's recipe
-    dashed, the new one solid, so the plateau each variant leaves (or not) is visible side by side.
+def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves", exits: pd.DataFrame | None = None,
+                    margin: float | None = None) -> dict:
+    """Validation loss against tokens for every variant, one line per (recipe, seed): line style = recipe (the
+    first dashed, the next solid, ...), colour = training seed, so the plateau each variant leaves (or not) is
+    visible side by side.  A grey line is a recipe's unigram loss on its own validation masks (same style);
+    with ``exits`` (variant, recipe, seed, exit_tokens: ``experiments.zoo_curves.plateau_exits``) a dot marks
+    where each run first falls ``margin`` nats below it.
 
     ``curves``: tidy rows with variant, recipe, seed, tokens, val_loss.
     """
+    from matplotlib.lines import Line2D
+
     require_columns(curves, ["variant", "recipe", "seed", "tokens", "val_loss"], "zoo curves")
     variants = ordered_models(curves.variant.unique())
     recipes = list(dict.fromkeys(curves.recipe))
     styles = dict(zip(recipes, ["--", "-", ":", "-."]))
-    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 3.6), sharey=True, squeeze=False)
+    colors = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # a ListedColormap
+    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 3.8), sharey=True, squeeze=False)
     for ax, variant in zip(axes[0], variants):
         for (recipe, seed), curve in curves[curves.variant == variant].groupby(["recipe", "seed"], sort=False):
             curve = curve.sort_values("tokens")
-            ax.plot(curve.tokens / 1e6, curve.val_loss, linestyle=styles[recipe], color=plt.get_cmap("tab10").colors[int(seed) % 10],  # type: ignore[attr-defined]
-                    label=f"{recipe}, seed {seed}")
-        if "unigram_loss" in curves:
-            unigram = curves[curves.variant == variant].unigram_loss.dropna()
+            ax.plot(curve.tokens / 1e6, curve.val_loss, linestyle=styles[recipe], color=colors[int(seed) % 10])
+        for recipe in recipes if "unigram_loss" in curves else ():  # each recipe's validation batches have their own
+            unigram = curves[(curves.variant == variant) & (curves.recipe == recipe)].unigram_loss.dropna()
             if len(unigram):
-                ax.axhline(float(unigram.iloc[0]), color="grey", linewidth=0.8, label="unigram")
-        ax.set_title(variant)
+                ax.axhline(float(unigram.iloc[0]), color="grey", linewidth=0.8, linestyle=styles[recipe])
+        if exits is not None:
+            for e in exits[(exits.variant == variant) & exits.exit_tokens.notna()].to_dict("records"):
+                level = curves[(curves.variant == variant) & (curves.recipe == e["recipe"]) & (curves.seed == e["seed"])
+                               & (curves.tokens == e["exit_tokens"])].val_loss
+                if len(level):
+                    ax.plot(e["exit_tokens"] / 1e6, float(level.iloc[0]), "o", color=colors[int(e["seed"]) % 10], markersize=4)
+        ax.set_title(display_name(variant))
         ax.set_xlabel("training tokens (millions)")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("validation MLM loss")
-    shared_legend(fig, axes[0], max_columns=6)
-    return save_figure(fig, out_dir, stem, curves.to_dict(orient="records"))
+    handles = [Line2D([], [], color="black", linestyle=styles[r], label=r) for r in recipes]
+    handles += [Line2D([], [], color=colors[int(s) % 10], label=f"seed {s}") for s in sorted(curves.seed.unique())]
+    handles.append(Line2D([], [], color="grey", linewidth=0.8, label="unigram loss (the recipe's validation masks)"))
+    if exits is not None and margin is not None:
+        handles.append(Line2D([], [], color="grey", marker="o", linestyle="none",
+                              label=f"plateau exit: first validation {margin:g} nats below unigram"))
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 4), fontsize=8, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 0.86))
+    numbers = dict(curves=curves.to_dict(orient="records"),
+                   plateau_exits=None if exits is None else exits.to_dict(orient="records"), margin=margin)
+    return save_figure(fig, out_dir, stem, numbers)
 
 
 def plot_heldout_gain(heldout: pd.DataFrame, out_dir, stem: str = "heldout_gain", target: float | None = 0.08) -> dict:

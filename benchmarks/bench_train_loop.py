@@ -48,7 +48,7 @@ import transformers
 from dstg_interp import ModelConfig, build_model
 from dstg_interp.model.checkpoint import ZOO_WIDTHS, zoo_architecture
 from dstg_interp.train import TrainConfig, compile_for_training, prepare_training_data, train
-from machine import LoadWatch, add_load_arguments, write_result
+from machine import BENCH_DEPTH, LoadWatch, add_load_arguments, write_result
 
 
 
@@ -81,7 +81,7 @@ BATCH, LENGTH = 32, 128  # the loop's batch (the budget arm: BATCH x LENGTH toke
 def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path, batch_tokens: int | None = None) -> dict:
     """Run train() for --steps steps and read real tokens / step seconds after --skip steps from its log."""
     name = f"{variant}-{'compiled' if compiled else 'eager'}" + (f"-budget{batch_tokens}" if batch_tokens else "")
-    cfg = TrainConfig(out_dir=str(folder / name), model=zoo_architecture(variant), max_length=LENGTH, batch_size=BATCH,
+    cfg = TrainConfig(out_dir=str(folder / name), model=dict(zoo_architecture(variant), **BENCH_DEPTH), max_length=LENGTH, batch_size=BATCH,
                       batch_tokens=batch_tokens,
                       max_steps=args.steps, warmup_steps=1, eval_every=10 * args.steps, save_every=10 * args.steps,
                       log_every=1, progress=False, compile=compiled, threads=args.threads)
@@ -158,7 +158,7 @@ def main() -> None:
     labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
     d_mlp = ModelConfig(**ZOO_WIDTHS["rope"]).d_mlp
     hf = transformers.BertForMaskedLM(transformers.BertConfig(
-        vocab_size=8192, hidden_size=128, num_hidden_layers=4, num_attention_heads=4, intermediate_size=int(1.5 * d_mlp),
+        vocab_size=8192, hidden_size=128, num_hidden_layers=BENCH_DEPTH["n_layers"], num_attention_heads=BENCH_DEPTH["n_heads"], intermediate_size=int(1.5 * d_mlp),
         max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=1)).train()
     hf_step = training_step(hf, tokens, labels)
 
@@ -167,7 +167,7 @@ def main() -> None:
         for variant in args.variants:
             model_tokens_per_s = {}
             for compiled in ([False] if args.no_compile else [False, True]):
-                model = build_model(ModelConfig(vocab_size=8192, max_positions=128, **zoo_architecture(variant))).train()
+                model = build_model(ModelConfig(vocab_size=8192, max_positions=128, **dict(zoo_architecture(variant), **BENCH_DEPTH))).train()
                 if compiled:
                     compile_for_training(model)
                 model_tokens_per_s[compiled] = tokens.numel() / median_step_seconds(training_step(model, tokens, labels, masked_logits_only=True))

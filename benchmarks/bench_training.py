@@ -20,7 +20,7 @@ import torch
 from dstg_interp import ModelConfig, build_model
 from dstg_interp.model.checkpoint import ZOO_WIDTHS, zoo_architecture
 from bench_models import interleaved_median_seconds  # noqa: E402 (sibling script)
-from machine import LoadWatch, add_load_arguments, write_result
+from machine import BENCH_DEPTH, LoadWatch, add_load_arguments, write_result
 from dstg_interp.flops import training_flops_per_token
 from dstg_interp.train import TrainConfig, make_optimizer
 
@@ -42,7 +42,7 @@ def main() -> None:
     a, b = torch.randn(size, size, generator=gen), torch.randn(size, size, generator=gen)
     steps, configs = {"matmul": lambda: a @ b}, {}
     for name, widths in ZOO_WIDTHS.items():
-        cfg = ModelConfig(vocab_size=8192, max_positions=args.seq_len, **zoo_architecture(name))
+        cfg = ModelConfig(vocab_size=8192, max_positions=args.seq_len, **dict(zoo_architecture(name), **BENCH_DEPTH))
         model = build_model(cfg).train()
         optimizer = make_optimizer(model, TrainConfig(model=widths))
         tokens = torch.randint(5, 8192, (args.batch, args.seq_len), generator=gen)

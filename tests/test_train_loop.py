@@ -344,7 +344,7 @@ def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
 def test_the_one_zoo_architecture_is_the_shipped_zoo_s_and_the_recipe_s():
     from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_WIDTHS, zoo_architecture
     from dstg_interp.tiny_zoo import TINY_WIDTHS, tiny_config
-    from experiments.pretrain_zoo import zoo_config
+    from experiments.pretrain_zoo import DEFAULT_RECIPE, RECIPES, zoo_config
 
     assert set(ZOO_WIDTHS) == set(TINY_WIDTHS) == set(ZOO_NAMES)
     fields = ("variant", "d_sem", "d_ap", "d_model", "n_layers", "n_heads")
@@ -353,7 +353,8 @@ def test_the_one_zoo_architecture_is_the_shipped_zoo_s_and_the_recipe_s():
         recipe = "4x128" if variant == "dstg-offset" else "6x128"  # dstg-offset: still the first zoo's 4 layers
         made = zoo_config(variant, Path("runs"), None, None, 0, recipe).model_config(8192).to_dict()
         assert {k: made[k] for k in fields} == {k: shipped[k] for k in fields}, variant
-        assert zoo_architecture(variant.split("-")[0]).items() <= made.items()
+        assert dict(zoo_architecture(variant.split("-")[0]), **RECIPES[recipe]["depth"]).items() <= made.items()
+    assert zoo_architecture("dstg")["n_layers"] == RECIPES[DEFAULT_RECIPE]["depth"]["n_layers"] == 6  # the shipped zoo's
     assert TrainConfig().model == dict(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4)  # its default, as before
     assert {k: tiny_config("dstg-offset", 97).to_dict()[k] for k in ("variant", "d_sem", "d_ap", "d_model")} == \
         dict(variant="dstg", d_sem=24, d_ap=8, d_model=32)

@@ -48,7 +48,7 @@ ZOO_WIDTHS = {
     "ap": dict(variant="ap", d_model=128),
     "rp": dict(variant="rp", d_model=128),
 }
-ZOO_DEPTH = dict(n_layers=4, n_heads=4)
+ZOO_DEPTH = dict(n_layers=6, n_heads=4)  # the shipped zoo (recipe 6x128; the former zoo had 4 layers)
 
 
 def zoo_architecture(variant: str) -> dict:

@@ -134,14 +134,16 @@ def table_paths(models: dict, factor: float) -> tuple[pd.DataFrame, pd.DataFrame
 
 def summarize(mlm: pd.DataFrame, ranges: pd.DataFrame, trained: int) -> pd.DataFrame:
     """One row per (model, method, length): MLM accuracy/loss inside and beyond the trained range (masked-token
-    weighted) and the final-layer full-state probes beyond it (R² within that range and MAE)."""
+    weighted) and the final-layer full-state probes beyond it (R² within that range and MAE), each model at its
+    own last layer."""
     mlm = mlm.assign(range=np.where(mlm.bucket_start < trained, "inside", "beyond"),
                      hits=mlm.accuracy * mlm.n_masked, loss_sum=mlm.loss * mlm.n_masked)
     grouped = mlm.groupby(["model", "method", "length", "range"])[["hits", "loss_sum", "n_masked"]].sum()
     grouped["accuracy"], grouped["loss"] = grouped.hits / grouped.n_masked, grouped.loss_sum / grouped.n_masked
     table = grouped[["accuracy", "loss"]].unstack("range")
     table.columns = [f"{metric}_{part}" for metric, part in table.columns]
-    last = ranges[(ranges.layer == ranges.layer.max()) & (ranges.subspace == "full") & (ranges.range == "beyond")]
+    final = ranges.groupby("model").layer.transform("max")  # each model's own last layer (dstg-offset has 4, the zoo 6)
+    last = ranges[(ranges.layer == final) & (ranges.subspace == "full") & (ranges.range == "beyond")]
     probes = last.pivot_table(index=["model", "method", "length"], columns=["target", "fit_on"], values=["r2", "mae"])
     probes.columns = [f"{metric}_beyond_{target}_fit_{fit}" for metric, target, fit in probes.columns]
     return table.join(probes).reset_index()

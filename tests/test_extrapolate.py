@@ -190,3 +190,24 @@ def test_probe_by_range_splits_inside_and_beyond(long_corpus, tmp_path):
     assert beyond["repeat"].max() <= 0.0
     with pytest.raises(ValueError, match="no token of the store lies beyond"):
         probe_by_range(store, trained_length=80)
+
+
+def test_extrapolation_summary_and_figure_read_each_model_at_its_own_last_layer(tmp_path):
+    """A 4-layer model beside 6-layer ones (the shipped dstg-offset beside the zoo): its final-layer probe is
+    its layer 4, not a missing layer 6 (the summary had NaN for it and its bars were not drawn)."""
+    import pandas as pd
+
+    from dstg_interp.plots import plot_probe_ranges
+    from experiments.fig_extrapolation import summarize
+
+    ranges = pd.DataFrame([dict(model=model, method="native", length=256, layer=layer, subspace="full",
+                                target="token_position", fit_on="all", range=part, r2=0.1 * layer, mae=10.0 - layer)
+                           for model, depth in (("dstg", 6), ("dstg-offset", 4)) for layer in range(depth + 1)
+                           for part in ("inside", "beyond")])
+    mlm = pd.DataFrame([dict(model=model, method="native", length=256, bucket_start=start, accuracy=0.2, loss=5.0,
+                             n_masked=10) for model in ("dstg", "dstg-offset") for start in (0, 128)])
+    summary = summarize(mlm, ranges, trained=128).set_index("model")
+    assert summary.loc["dstg", "mae_beyond_token_position_fit_all"] == 4.0
+    assert summary.loc["dstg-offset", "mae_beyond_token_position_fit_all"] == 6.0
+    drawn = plot_probe_ranges(ranges, tmp_path, trained_length=128)
+    assert (tmp_path / "probe_ranges.png").is_file() and drawn

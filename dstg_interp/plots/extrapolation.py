@@ -72,13 +72,13 @@ def plot_mlm_by_position(mlm: pd.DataFrame, out_dir, trained_length: int, stem: 
 
 def plot_probe_ranges(ranges: pd.DataFrame, out_dir, trained_length: int, layer=None, fit_on: str = "all",
                       metric: str = "mae", stem: str = "probe_ranges") -> dict:
-    """Bars of a held-out probe metric inside vs beyond the trained range at ``layer`` (default: the last),
+    """Bars of a held-out probe metric inside vs beyond the trained range at ``layer`` (default: each model's last),
     per arm; panels = targets x lengths.  Every model's full state (DSTG: [sem, ap]).  ``metric``: ``mae``
     (mean absolute error in positions / sentences; lower is better) or ``r2`` (within each range)."""
     require_columns(ranges, ["model", "method", "length", "layer", "subspace", "target", "fit_on", "range", metric],
                     "the probe-range table")
-    layer = int(ranges.layer.max()) if layer is None else layer
-    rows = ranges[(ranges.layer == layer) & (ranges.subspace == "full") & (ranges.fit_on == fit_on)]
+    at = ranges.groupby("model").layer.transform("max") if layer is None else layer  # each model's own last layer
+    rows = ranges[(ranges.layer == at) & (ranges.subspace == "full") & (ranges.fit_on == fit_on)]
     if rows.empty:
         raise ValueError(f"no full-subspace rows at layer {layer} with fit_on={fit_on!r}")
     targets, lengths = sorted(rows.target.unique()), sorted(rows.length.unique())
@@ -102,7 +102,8 @@ def plot_probe_ranges(ranges: pd.DataFrame, out_dir, trained_length: int, layer=
             ax.axhline(0, color="black", linewidth=0.6)
             ax.set_xticks(x, [arm_label(*arm) for arm in arms], rotation=60, ha="right", fontsize=7)
             ylabel = "R² within the range" if metric == "r2" else f"mean abs. error ({units.get(target, 'units')})"
-            ax.set(ylabel=ylabel if j == 0 else None, title=f"{target}: {length}-token windows, layer {layer}")
+            ax.set(ylabel=ylabel if j == 0 else None,
+                   title=f"{target}: {length}-token windows, " + ("last layer" if layer is None else f"layer {layer}"))
             if metric == "r2":
                 ax.set_ylim(-0.2, 1.0)
     axes[0, 0].legend(fontsize=7, frameon=False)

@@ -25,6 +25,7 @@ import pandas as pd
 
 from dstg_interp.io import RESULTS_DIR
 from dstg_interp.plots.recipe import plot_zoo_curves
+from experiments.pretrain_zoo import RECIPES, ZOO_WIDTHS, recipe_of, zoo_config
 from experiments.recipe_readings import PLATEAU_MARGIN, plateau_exit
 
 NEW_RECIPE = "new (lr 1e-3, batch 16, constant + decay)"  # the 4x128 recipe, as the recipe study's CSVs name it
@@ -33,8 +34,6 @@ RECIPE_LABELS = {"4x128": "4x128 (4 layers, en-mix, 4800 steps)", "6x128": "6x12
 
 def recipe_label(train_config: dict) -> str:
     """The label of the named recipe a run was trained with (``pretrain_zoo.RECIPES``), else its depth and steps."""
-    from experiments.pretrain_zoo import RECIPES, ZOO_WIDTHS, recipe_of, zoo_config
-
     variant = train_config.get("model", {}).get("variant")
     held = recipe_of(train_config)
     for name in RECIPES if variant in ZOO_WIDTHS else ():

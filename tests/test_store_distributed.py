@@ -119,7 +119,10 @@ def test_a_failing_rank_stops_every_rank_and_leaves_nothing(tmp_path):
     mp.spawn(_rank_main, args=(2, tmp_path / "rendezvous", out, 1, V1Sequences(), tmp_path / "report"), nprocs=2)
     assert (tmp_path / "report.0").read_text() == "other rank failed"
     assert (tmp_path / "report.1").read_text() == "own error: disk went away"
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["report.0", "report.1"]  # no store, no temp folder
+    # no store, no temp folder; "rendezvous" is this test's own torch FileStore file, which torch removes only when
+    # every rank closes it cleanly (a rank that dies first may leave it: seen once in CI)
+    left = sorted(path.name for path in tmp_path.iterdir() if path.name != "rendezvous")
+    assert left == ["report.0", "report.1"]
 
 
 @pytest.mark.slow

@@ -11,7 +11,8 @@ Reads ``<zoo>/*/training.json`` and ``log.jsonl`` (what ``pretrain_zoo`` exports
 study); writes ``<prefix>_curves.csv``, ``<prefix>_runs.json``, ``<prefix>_plateau_exits.csv`` (per variant,
 recipe and seed: the first validation step and token count ``PLATEAU_MARGIN`` nats below the unigram loss, empty
 where a run never gets there) and the figure ``<stem>`` (PNG + PDF + JSON).  A run is labelled by its recipe:
-the name of ``pretrain_zoo.RECIPES`` it was trained with (the 4x128 one keeps the label the recipe study gave it).
+the name of ``pretrain_zoo.RECIPES`` it was trained with (``RECIPE_LABELS``; the earlier CSVs' ``NEW_RECIPE``
+label, the recipe study's name for 4x128, is shown as 4x128's).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from tqdm.auto import tqdm
 from dstg_interp.analysis.extrapolate import METHODS, extend_positions, fit_ap_curve, with_max_positions
 from dstg_interp.analysis.length_eval import long_windows, mlm_by_position
 from dstg_interp.analysis.spectra import analyze_table
-from dstg_interp.plots import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
+from dstg_interp.plots import at_last_layer, plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.tiny_zoo import tiny_long_documents
 from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
@@ -142,8 +142,7 @@ def summarize(mlm: pd.DataFrame, ranges: pd.DataFrame, trained: int) -> pd.DataF
     grouped["accuracy"], grouped["loss"] = grouped.hits / grouped.n_masked, grouped.loss_sum / grouped.n_masked
     table = grouped[["accuracy", "loss"]].unstack("range")
     table.columns = [f"{metric}_{part}" for metric, part in table.columns]
-    final = ranges.groupby("model").layer.transform("max")  # each model's own last layer (dstg-offset has 4, the zoo 6)
-    last = ranges[(ranges.layer == final) & (ranges.subspace == "full") & (ranges.range == "beyond")]
+    last = ranges[at_last_layer(ranges) & (ranges.subspace == "full") & (ranges.range == "beyond")]
     probes = last.pivot_table(index=["model", "method", "length"], columns=["target", "fit_on"], values=["r2", "mae"])
     probes.columns = [f"{metric}_beyond_{target}_fit_{fit}" for metric, target, fit in probes.columns]
     return table.join(probes).reset_index()

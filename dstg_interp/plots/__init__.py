@@ -17,7 +17,7 @@ by layer read the measurement layout of ``plots.tidy`` (one row per model x subs
     length extrapolation           plot_mlm_by_position, plot_probe_ranges, plot_extended_tables
 """
 
-from .extrapolation import plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
+from .extrapolation import at_last_layer, plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
 from .heads import plot_head_map, plot_head_sweep, plot_share_scatter
 from .holmes import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
 from .invariance import plot_invariance_by_layer, plot_recall_by_layer
@@ -49,5 +49,6 @@ __all__ = [
     "plot_recall_by_layer",
     "plot_mlm_by_position",
     "plot_probe_ranges",
+    "at_last_layer",
     "plot_extended_tables",
 ]

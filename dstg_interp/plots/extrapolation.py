@@ -70,6 +70,12 @@ def plot_mlm_by_position(mlm: pd.DataFrame, out_dir, trained_length: int, stem: 
     return save_figure(grid.figure, out_dir, stem, {"trained_length": trained_length, "rows": mlm})
 
 
+def at_last_layer(ranges: pd.DataFrame) -> pd.Series:
+    """Which rows of a probe-range table are at their model's own last layer (models of different depths
+    share the table: the shipped dstg-offset has 4 layers beside the zoo's 6)."""
+    return ranges.layer == ranges.groupby("model").layer.transform("max")
+
+
 def plot_probe_ranges(ranges: pd.DataFrame, out_dir, trained_length: int, layer=None, fit_on: str = "all",
                       metric: str = "mae", stem: str = "probe_ranges") -> dict:
     """Bars of a held-out probe metric inside vs beyond the trained range at ``layer`` (default: each model's last),
@@ -77,8 +83,8 @@ def plot_probe_ranges(ranges: pd.DataFrame, out_dir, trained_length: int, layer=
     (mean absolute error in positions / sentences; lower is better) or ``r2`` (within each range)."""
     require_columns(ranges, ["model", "method", "length", "layer", "subspace", "target", "fit_on", "range", metric],
                     "the probe-range table")
-    at = ranges.groupby("model").layer.transform("max") if layer is None else layer  # each model's own last layer
-    rows = ranges[(ranges.layer == at) & (ranges.subspace == "full") & (ranges.fit_on == fit_on)]
+    chosen = at_last_layer(ranges) if layer is None else ranges.layer == layer
+    rows = ranges[chosen & (ranges.subspace == "full") & (ranges.fit_on == fit_on)]
     if rows.empty:
         raise ValueError(f"no full-subspace rows at layer {layer} with fit_on={fit_on!r}")
     targets, lengths = sorted(rows.target.unique()), sorted(rows.length.unique())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -109,8 +110,6 @@ def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves", exi
 
     ``curves``: tidy rows with variant, recipe, seed, tokens, val_loss.
     """
-    from matplotlib.lines import Line2D
-
     require_columns(curves, ["variant", "recipe", "seed", "tokens", "val_loss"], "zoo curves")
     variants = ordered_models(curves.variant.unique())
     recipes = list(dict.fromkeys(curves.recipe))

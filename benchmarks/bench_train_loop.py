@@ -29,6 +29,12 @@ Rows, per variant:
   timed just before and just after each loop run (the mean is the ratio's reference).
 Ratios: loop tokens/s (steady) / HF tokens/s; target >= 2.0 for every variant (issue: training speed).
 Results: benchmarks/results/train_loop.json (with the machine's load; an under-load run is set aside).
+
+``--bf16``: every row of ours under bfloat16 autocast (``dstg-train --bf16``: the loop, the bare steps, the
+subprocess), each beside a float32 ``train()`` run of the same seed and batches, timed too, whose losses it
+must match (``loss_vs_float32``: the float32 run's rate, mean loss over the last --skip steps of each, and
+their largest per-step relative difference); HF is timed in float32 and in bfloat16 and the faster of the two is the reference (what a
+user would pick for it). Results: benchmarks/results/train_loop_bf16.json.
 """
 
 from __future__ import annotations
@@ -63,11 +69,12 @@ def median_step_seconds(step, warmup: int = 2, rounds: int = 6) -> float:
     return statistics.median(times)
 
 
-def training_step(model, tokens, labels, **kwargs):
+def training_step(model, tokens, labels, bf16: bool = False, **kwargs):
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # the loop's optimizer (make_optimizer)
 
     def step():
-        loss = model(tokens, labels=labels, **kwargs).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(tokens, labels=labels, **kwargs).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -78,11 +85,13 @@ def training_step(model, tokens, labels, **kwargs):
 BATCH, LENGTH = 32, 128  # the loop's batch (the budget arm: BATCH x LENGTH token positions a step)
 
 
-def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path, batch_tokens: int | None = None) -> dict:
+def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path, batch_tokens: int | None = None,
+                      bf16: bool = False) -> dict:
     """Run train() for --steps steps and read real tokens / step seconds after --skip steps from its log."""
-    name = f"{variant}-{'compiled' if compiled else 'eager'}" + (f"-budget{batch_tokens}" if batch_tokens else "")
+    name = (f"{variant}-{'compiled' if compiled else 'eager'}" + (f"-budget{batch_tokens}" if batch_tokens else "")
+            + ("-bf16" if bf16 else ""))
     cfg = TrainConfig(out_dir=str(folder / name), model=dict(zoo_architecture(variant), **BENCH_DEPTH), max_length=LENGTH, batch_size=BATCH,
-                      batch_tokens=batch_tokens,
+                      batch_tokens=batch_tokens, bf16=bf16,
                       max_steps=args.steps, warmup_steps=1, eval_every=10 * args.steps, save_every=10 * args.steps,
                       log_every=1, progress=False, compile=compiled, threads=args.threads)
     train(cfg)
@@ -96,7 +105,14 @@ def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path, batch_to
     return dict(tokens_per_s=sum(tokens.values()) / sum(seconds.values()),
                 steady_tokens_per_s=sum(tokens[s] for s in steady) / sum(seconds[s] for s in steady),
                 compile_steps={s: round(seconds[s], 1) for s in sorted(slow)},
-                real_tokens_per_step=sum(tokens.values()) / len(measured), measured_steps=len(measured))
+                real_tokens_per_step=sum(tokens.values()) / len(measured), measured_steps=len(measured),
+                losses=[steps[s]["loss"] for s in sorted(steps)])
+
+
+def loss_agreement(own: list[float], reference: list[float], last: int) -> dict:
+    """How far a bfloat16 run's losses are from the float32 run's (same seed, same batches)."""
+    return dict(mean_last=statistics.mean(own[-last:]), float32_mean_last=statistics.mean(reference[-last:]),
+                last_steps=last, max_rel_diff=max(abs(a - b) / abs(b) for a, b in zip(own, reference)))
 
 
 def cli_command(variant: str, args, compiled: bool, out: Path) -> list[str]:
@@ -106,6 +122,8 @@ def cli_command(variant: str, args, compiled: bool, out: Path) -> list[str]:
     command = [str(Path(sys.executable).with_name("dstg-train")), "--variant", variant, "--d-model", str(d_model),
                "--n-layers", "4", "--n-heads", "4", "--max-length", "128", "--steps", str(args.steps),
                "--compile" if compiled else "--no-compile", "--out", str(out), "--quiet"]
+    if args.bf16:
+        command += ["--bf16"]
     if args.threads:
         command += ["--threads", str(args.threads)]
     return command
@@ -143,10 +161,13 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled loop rows")
     parser.add_argument("--no-cli", action="store_true", help="skip the dstg-train subprocess beside each train() run")
     parser.add_argument("--no-budget", action="store_true", help="skip the token-budget train() run beside each train() run")
+    parser.add_argument("--bf16", action="store_true", help="our rows under bfloat16 autocast, beside float32 "
+                        "runs for the losses; HF at its faster precision (results/train_loop_bf16.json)")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "train_loop.json"))
+    parser.add_argument("--out", default=None, help="default: results/train_loop.json (--bf16: train_loop_bf16.json)")
     add_load_arguments(parser)
     args = parser.parse_args()
+    args.out = args.out or str(Path(__file__).parent / "results" / ("train_loop_bf16.json" if args.bf16 else "train_loop.json"))
     if not 0 < args.skip < args.steps:
         parser.error(f"--skip must be in (0, --steps={args.steps}), got {args.skip}")
     torch.set_num_threads(args.threads)
@@ -160,7 +181,12 @@ def main() -> None:
     hf = transformers.BertForMaskedLM(transformers.BertConfig(
         vocab_size=8192, hidden_size=128, num_hidden_layers=BENCH_DEPTH["n_layers"], num_attention_heads=BENCH_DEPTH["n_heads"], intermediate_size=int(1.5 * d_mlp),
         max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, type_vocab_size=1)).train()
-    hf_step = training_step(hf, tokens, labels)
+    hf_steps = {False: training_step(hf, tokens, labels)}
+    if args.bf16:
+        hf_steps[True] = training_step(hf, tokens, labels, bf16=True)
+
+    def hf_seconds() -> dict:
+        return {bf16: median_step_seconds(step) for bf16, step in hf_steps.items()}
 
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -170,25 +196,36 @@ def main() -> None:
                 model = build_model(ModelConfig(vocab_size=8192, max_positions=128, **dict(zoo_architecture(variant), **BENCH_DEPTH))).train()
                 if compiled:
                     compile_for_training(model)
-                model_tokens_per_s[compiled] = tokens.numel() / median_step_seconds(training_step(model, tokens, labels, masked_logits_only=True))
+                model_tokens_per_s[compiled] = tokens.numel() / median_step_seconds(
+                    training_step(model, tokens, labels, bf16=args.bf16, masked_logits_only=True))
             for compiled in ([False] if args.no_compile else [False, True]):
-                hf_before = median_step_seconds(hf_step)
-                loop = loop_tokens_per_s(variant, args, compiled, Path(scratch))
-                budget = (loop_tokens_per_s(variant, args, compiled, Path(scratch), batch_tokens=BATCH * LENGTH)
+                hf_before = hf_seconds()
+                loop = loop_tokens_per_s(variant, args, compiled, Path(scratch), bf16=args.bf16)
+                budget = (loop_tokens_per_s(variant, args, compiled, Path(scratch), batch_tokens=BATCH * LENGTH, bf16=args.bf16)
                           if not args.no_budget else None)
                 cli = cli_tokens_per_s(variant, args, compiled, Path(scratch)) if not args.no_cli else None
-                hf_after = median_step_seconds(hf_step)
-                hf_tokens_per_s = tokens.numel() / statistics.mean([hf_before, hf_after])
+                hf_after = hf_seconds()
+                hf_rates = {bf16: tokens.numel() / statistics.mean([hf_before[bf16], hf_after[bf16]]) for bf16 in hf_steps}
+                hf_tokens_per_s = max(hf_rates.values())  # HF at its faster precision (float32 only without --bf16)
+                losses = None
+                if args.bf16:  # the same run in float32: its rate beside the bf16 one, and the losses bf16 must match
+                    reference = loop_tokens_per_s(variant, args, compiled, Path(scratch))
+                    losses = dict(loss_agreement(loop["losses"], reference["losses"], args.skip),
+                                  float32_loop_tokens_per_s=reference["steady_tokens_per_s"],
+                                  vs_float32_loop=loop["steady_tokens_per_s"] / reference["steady_tokens_per_s"])
                 rows.append(dict(variant=variant, compiled=compiled, loop_tokens_per_s=loop["steady_tokens_per_s"],
                                  loop_tokens_per_s_with_compile_steps=loop["tokens_per_s"], compile_steps=loop["compile_steps"],
                                  model_step_tokens_per_s=model_tokens_per_s[False], model_step_compiled_tokens_per_s=model_tokens_per_s.get(True),
-                                 hf_step_tokens_per_s=hf_tokens_per_s,
+                                 hf_step_tokens_per_s=hf_tokens_per_s, precision="bfloat16" if args.bf16 else "float32",
+                                 hf_step_tokens_per_s_by_precision={"bfloat16" if bf16 else "float32": rate
+                                                                    for bf16, rate in hf_rates.items()},
+                                 loss_vs_float32=losses,
                                  loop_vs_hf=loop["steady_tokens_per_s"] / hf_tokens_per_s,
                                  loop_vs_hf_with_compile_steps=loop["tokens_per_s"] / hf_tokens_per_s,
                                  loop_vs_model_step=loop["steady_tokens_per_s"] / model_tokens_per_s[compiled],
                                  real_tokens_per_step=loop["real_tokens_per_step"], measured_steps=loop["measured_steps"],
                                  cli=cli, cli_vs_hf=cli["tokens_per_s"] / hf_tokens_per_s if cli else None,
-                                 budget=dict(budget, batch_tokens=BATCH * LENGTH,
+                                 budget=dict({k: v for k, v in budget.items() if k != "losses"}, batch_tokens=BATCH * LENGTH,
                                              vs_hf=budget["steady_tokens_per_s"] / hf_tokens_per_s,
                                              vs_model_step=budget["steady_tokens_per_s"] / model_tokens_per_s[compiled])
                                  if budget else None))
@@ -199,10 +236,14 @@ def main() -> None:
                       f"loop/HF {row['loop_vs_hf']:.2f}  loop/model {row['loop_vs_model_step']:.2f}"
                       + (f"  dstg-train {cli['tokens_per_s']:.0f} ({row['cli_vs_hf']:.2f}x HF)" if cli else "")
                       + (f"  budget loop {budget['steady_tokens_per_s']:.0f} ({row['budget']['vs_model_step']:.2f}x model step, "
-                         f"{budget['real_tokens_per_step']:.0f} real tokens a step)" if budget else ""), flush=True)
+                         f"{budget['real_tokens_per_step']:.0f} real tokens a step)" if budget else "")
+                      + (f"  float32 loop {losses['float32_loop_tokens_per_s']:.0f} ({losses['vs_float32_loop']:.2f}x)"
+                         f"  losses vs float32: max rel diff {losses['max_rel_diff']:.1e}, last {args.skip} steps "
+                         f"{losses['mean_last']:.4f} vs {losses['float32_mean_last']:.4f}" if losses else ""), flush=True)
     met = {f"{r['variant']}{' compiled' if r['compiled'] else ''}": r["loop_vs_hf"] >= 2.0 for r in rows}
     result = dict(benchmark="dstg-train loop vs bare model step vs HF BertForMaskedLM training step (AdamW), zoo size",
                   rate="loop_tokens_per_s: real tokens per second of step time, compile steps (over 5x the median step) left out",
+                  precision="bfloat16 autocast (ours); HF at its faster precision" if args.bf16 else "float32",
                   shape=dict(batch=BATCH, max_length=LENGTH, budget_batch_tokens=BATCH * LENGTH, d_model=128, layers=4,
                              heads=4, vocab=8192, swiglu_hidden=d_mlp, bert_intermediate=int(1.5 * d_mlp)),
                   cli_defaults=CLI_DEFAULTS,

@@ -79,11 +79,41 @@ def train_loop() -> str:
     return grid(header, rows) + "\n\n" + source("train_loop", result)
 
 
+def train_loop_bf16() -> str:
+    """The --bf16 run: our loop, bare step and dstg-train under bfloat16 autocast, HF at its faster precision."""
+    result = load("train_loop_bf16")
+    rows = []
+    for r in result["rows"]:
+        hf = r["hf_step_tokens_per_s_by_precision"]
+        losses = r["loss_vs_float32"]
+        rows.append([r["variant"], "compiled" if r["compiled"] else "eager", n(r["loop_tokens_per_s"]),
+                     f"{n(losses.get('float32_loop_tokens_per_s'))} ({n(losses.get('vs_float32_loop'), 2)}×)",
+                     n(r["model_step_compiled_tokens_per_s"] if r["compiled"] else r["model_step_tokens_per_s"]),
+                     f"{n(hf.get('float32'))} / {n(hf.get('bfloat16'))}", n(r["loop_vs_hf"], 2),
+                     n(r["cli"] and r["cli"]["tokens_per_s"]), n(r["cli_vs_hf"], 2),
+                     f"{losses['mean_last']:.4f} vs {losses['float32_mean_last']:.4f} ({losses['max_rel_diff']:.1e})"])
+    header = ["variant", "mode", "loop, bf16", "float32 loop, same run (bf16 ×)", "bare step, bf16", "HF step, float32 / bf16", "loop / HF (faster)",
+              "`dstg-train --bf16` as typed", "`dstg-train --bf16` / HF",
+              "loss, last steps: bf16 vs float32 run (largest relative step difference)"]
+    return grid(header, rows) + "\n\n" + source("train_loop_bf16", result)
+
+
 def training() -> str:
     result = load("training")
-    rows = [[r["model"], n(r["tokens_per_s"]), n(r["achieved_flops"] / 1e9, 1), f"{r['mfu']:.1%}"] for r in result["rows"]]
-    return (grid(["model", "tokens/s", "GFLOP/s", "MFU"], rows) + f"\n\nPeak (float32 1024³ matmul, same run): "
-            f"{result['peak_flops'] / 1e9:.1f} GFLOP/s.\n\n" + source("training", result))
+    rows = []
+    for r in result["rows"]:  # runs before the compiled and bfloat16 arms have float32 eager rows only
+        bf16 = r.get("precision", "float32") == "bfloat16"
+        diff = r.get("max_rel_loss_diff_vs_float32")
+        rows.append([r["model"], "compiled" if r.get("compiled") else "eager", r.get("precision", "float32"),
+                     n(r["tokens_per_s"]), n(r["achieved_flops"] / 1e9, 1), f"{r['mfu']:.1%}",
+                     f"{r['mfu_vs_float32_peak']:.1%}" if bf16 and "mfu_vs_float32_peak" in r else "",
+                     n(r.get("vs_float32"), 2), f"{diff:.1e}" if bf16 and diff is not None else ""])
+    peaks = f"float32 {result['peak_flops'] / 1e9:.1f} GFLOP/s"
+    if result.get("peak_flops_bfloat16"):
+        peaks += f", bfloat16 {result['peak_flops_bfloat16'] / 1e9:.1f} GFLOP/s"
+    header = ["model", "mode", "precision", "tokens/s", "GFLOP/s", "MFU (own precision's peak)",
+              "MFU against the float32 peak", "× float32, same mode", "largest relative loss difference vs float32"]
+    return (grid(header, rows) + f"\n\nPeaks (1024³ matmul, same run): {peaks}.\n\n" + source("training", result))
 
 
 def ridge() -> str:
@@ -103,7 +133,10 @@ STORE_NAMES = {"plain_encoder": "plain forward, all blocks (no hooks)", "plain_w
                "extract": "`extract`, every layer × sem/ap/full, float16 to disk", "extract_full_only": "`extract`, `full` only",
                "hf_hidden_states": "HF `BertModel(output_hidden_states=True)`",
                "bridge_filtered": "TransformerBridge `run_with_cache`, residual filter",
-               "bridge_unfiltered": "TransformerBridge `run_with_cache`, no filter"}
+               "bridge_unfiltered": "TransformerBridge `run_with_cache`, no filter",
+               "capture": "where `extract`'s time goes, 1: the hooked forward keeping every layer × sem/ap",
+               "capture_rows": "2: + the float16 rows it writes (no disk)",
+               "extract_tmpfs": "3: `extract` whole, into memory (/dev/shm)"}
 
 
 def store() -> str:
@@ -184,7 +217,7 @@ def step_profile() -> str:
         "step_profile", result)
 
 
-RENDERERS = {"models": models, "train_loop": train_loop, "training": training, "ridge": ridge, "store": store,
+RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": train_loop_bf16, "training": training, "ridge": ridge, "store": store,
              "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
              "loop_overhead": loop_overhead, "step_profile": step_profile}
 

@@ -28,12 +28,17 @@ def test_a_changed_result_shows_in_its_table(tmp_path, monkeypatch):
 
 
 def test_the_train_loop_table_shows_the_budget_arm_when_a_run_has_it(tmp_path, monkeypatch):
+    import json
+
     result = tables.load("train_loop")
-    assert "– / –" in tables.train_loop().splitlines()[2]  # the committed run predates the arm
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    for row in result["rows"]:
+        row.pop("budget", None)  # a run from before the arm
+    (tmp_path / "train_loop.json").write_text(json.dumps(result))
+    assert "– / –" in tables.train_loop().splitlines()[2]
     for row in result["rows"]:
         row["budget"] = dict(steady_tokens_per_s=54321.0 if row["compiled"] else 43210.0, vs_model_step=0.97)
-    (tmp_path / "train_loop.json").write_text(__import__("json").dumps(result))
-    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    (tmp_path / "train_loop.json").write_text(json.dumps(result))
     assert "43,210 / 54,321" in tables.train_loop() and "/ 0.97 |" in tables.train_loop()
 
 
@@ -54,3 +59,19 @@ def test_every_result_keeps_its_load_record():
         assert result["quiet"] == (machine["load_before"]["1min"] <= 0.5), path.name
     for script in sorted(BENCHMARKS.glob("bench_*.py")):
         assert "write_result(" in script.read_text(), script.name  # every benchmark writes through machine.py
+
+
+def test_the_training_table_reads_runs_before_and_after_the_bf16_arms(tmp_path, monkeypatch):
+    import json
+
+    result = tables.load("training")
+    bf16 = [row for row in result["rows"] if row.get("precision") == "bfloat16"]
+    assert bf16 and all(row["max_rel_loss_diff_vs_float32"] < 1e-3 for row in bf16)  # a bf16 speed counts only so
+    lines = tables.training().splitlines()
+    assert all(("bfloat16" in line) == (line.count("e-0") == 1) for line in lines[2:2 + len(result["rows"])])
+    old = dict(result, rows=[{k: v for k, v in row.items() if k in ("model", "tokens_per_s", "achieved_flops", "mfu")}
+                             for row in result["rows"] if row.get("precision") != "bfloat16" and not row.get("compiled")])
+    old.pop("peak_flops_bfloat16")
+    (tmp_path / "training.json").write_text(json.dumps(old))
+    monkeypatch.setattr(tables, "RESULTS", tmp_path)
+    assert "| dstg | eager | float32 |" in tables.training() and "bfloat16" not in tables.training()

@@ -106,7 +106,17 @@ def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path, batch_to
                 steady_tokens_per_s=sum(tokens[s] for s in steady) / sum(seconds[s] for s in steady),
                 compile_steps={s: round(seconds[s], 1) for s in sorted(slow)},
                 real_tokens_per_step=sum(tokens.values()) / len(measured), measured_steps=len(measured),
-                losses=[steps[s]["loss"] for s in sorted(steps)])
+                losses=[steps[s]["loss"] for s in sorted(steps)], **step_seconds_by_batch(tokens, seconds, steady))
+
+
+def step_seconds_by_batch(tokens: dict, seconds: dict, steady: list) -> dict:
+    """Median step seconds of the full batches (>= 95% of BATCH x LENGTH real tokens) and of the shorter
+    ones, with their counts: where a loop's time goes when its batches are not all full."""
+    full = [s for s in steady if tokens[s] >= 0.95 * BATCH * LENGTH]
+    short = [s for s in steady if s not in full]
+    return dict(full_batch_steps=len(full), full_batch_median_s=statistics.median(seconds[s] for s in full) if full else None,
+                short_batch_steps=len(short), short_batch_median_s=statistics.median(seconds[s] for s in short) if short else None,
+                short_batch_mean_real_tokens=statistics.mean(tokens[s] for s in short) if short else None)
 
 
 def loss_agreement(own: list[float], reference: list[float], last: int) -> dict:
@@ -212,6 +222,8 @@ def main() -> None:
                     reference = loop_tokens_per_s(variant, args, compiled, Path(scratch))
                     losses = dict(loss_agreement(loop["losses"], reference["losses"], args.skip),
                                   float32_loop_tokens_per_s=reference["steady_tokens_per_s"],
+                                  float32_full_batch_median_s=reference["full_batch_median_s"],
+                                  float32_short_batch_median_s=reference["short_batch_median_s"],
                                   vs_float32_loop=loop["steady_tokens_per_s"] / reference["steady_tokens_per_s"])
                 rows.append(dict(variant=variant, compiled=compiled, loop_tokens_per_s=loop["steady_tokens_per_s"],
                                  loop_tokens_per_s_with_compile_steps=loop["tokens_per_s"], compile_steps=loop["compile_steps"],
@@ -224,6 +236,8 @@ def main() -> None:
                                  loop_vs_hf_with_compile_steps=loop["tokens_per_s"] / hf_tokens_per_s,
                                  loop_vs_model_step=loop["steady_tokens_per_s"] / model_tokens_per_s[compiled],
                                  real_tokens_per_step=loop["real_tokens_per_step"], measured_steps=loop["measured_steps"],
+                                 **{key: loop[key] for key in ("full_batch_steps", "full_batch_median_s", "short_batch_steps",
+                                                               "short_batch_median_s", "short_batch_mean_real_tokens")},
                                  cli=cli, cli_vs_hf=cli["tokens_per_s"] / hf_tokens_per_s if cli else None,
                                  budget=dict({k: v for k, v in budget.items() if k != "losses"}, batch_tokens=BATCH * LENGTH,
                                              vs_hf=budget["steady_tokens_per_s"] / hf_tokens_per_s,

@@ -88,11 +88,14 @@ def train_loop_bf16() -> str:
         losses = r["loss_vs_float32"]
         rows.append([r["variant"], "compiled" if r["compiled"] else "eager", n(r["loop_tokens_per_s"]),
                      f"{n(losses.get('float32_loop_tokens_per_s'))} ({n(losses.get('vs_float32_loop'), 2)}×)",
+                     f"{n(r['budget'] and r['budget']['steady_tokens_per_s'])} ({n(r['budget'] and r['budget']['vs_hf'], 2)}× HF)",
                      n(r["model_step_compiled_tokens_per_s"] if r["compiled"] else r["model_step_tokens_per_s"]),
                      f"{n(hf.get('float32'))} / {n(hf.get('bfloat16'))}", n(r["loop_vs_hf"], 2),
                      n(r["cli"] and r["cli"]["tokens_per_s"]), n(r["cli_vs_hf"], 2),
                      f"{losses['mean_last']:.4f} vs {losses['float32_mean_last']:.4f} ({losses['max_rel_diff']:.1e})"])
-    header = ["variant", "mode", "loop, bf16", "float32 loop, same run (bf16 ×)", "bare step, bf16", "HF step, float32 / bf16", "loop / HF (faster)",
+    header = ["variant", "mode", "loop, bf16", "float32 loop, same run (bf16 ×)",
+              "loop, bf16, `--batch-tokens 4096` (× HF)",
+"bare step, bf16", "HF step, float32 / bf16", "loop / HF (faster)",
               "`dstg-train --bf16` as typed", "`dstg-train --bf16` / HF",
               "loss, last steps: bf16 vs float32 run (largest relative step difference)"]
     return grid(header, rows) + "\n\n" + source("train_loop_bf16", result)

@@ -86,7 +86,7 @@ def main() -> None:
     seconds = interleaved_median_seconds(steps, warmup=1, rounds=args.steps)
     peaks = {False: 2 * size**3 / seconds["matmul float32"], True: 2 * size**3 / seconds["matmul bfloat16"]}
     rows = []
-    for name, compiled, bf16 in (key for key in steps if isinstance(key, tuple)):
+    for name, compiled, bf16 in losses:  # every arm, in the order it was built
         cfg = configs[name]
         tokens_per_s = args.batch * args.seq_len / seconds[(name, compiled, bf16)]
         flops = training_flops_per_token(cfg, args.seq_len)

@@ -86,7 +86,8 @@ def plot_probe_ranges(ranges: pd.DataFrame, out_dir, trained_length: int, layer=
     chosen = at_last_layer(ranges) if layer is None else ranges.layer == layer
     rows = ranges[chosen & (ranges.subspace == "full") & (ranges.fit_on == fit_on)]
     if rows.empty:
-        raise ValueError(f"no full-subspace rows at layer {layer} with fit_on={fit_on!r}")
+        where = "each model's last layer" if layer is None else f"layer {layer}"
+        raise ValueError(f"no full-subspace rows at {where} with fit_on={fit_on!r}")
     targets, lengths = sorted(rows.target.unique()), sorted(rows.length.unique())
     models = ordered_models(rows.model)
     arms = _arms(rows)

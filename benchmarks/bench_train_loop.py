@@ -33,8 +33,10 @@ Results: benchmarks/results/train_loop.json (with the machine's load; an under-l
 ``--bf16``: every row of ours under bfloat16 autocast (``dstg-train --bf16``: the loop, the bare steps, the
 subprocess), each beside a float32 ``train()`` run of the same seed and batches, timed too, whose losses it
 must match (``loss_vs_float32``: the float32 run's rate, mean loss over the last --skip steps of each, and
-their largest per-step relative difference); HF is timed in float32 and in bfloat16 and the faster of the two is the reference (what a
-user would pick for it). Results: benchmarks/results/train_loop_bf16.json.
+their largest per-step relative difference), and beside a bf16 run without the padding that bf16 turns on
+(``--pad-to-multiple-of 1``: every new batch width and masked-token count a new oneDNN kernel; ``unpadded_bf16``);
+HF is timed in float32 and in bfloat16 and the faster of the two is the reference (what a user would pick for
+it). Results: benchmarks/results/train_loop_bf16.json.
 """
 
 from __future__ import annotations
@@ -86,12 +88,12 @@ BATCH, LENGTH = 32, 128  # the loop's batch (the budget arm: BATCH x LENGTH toke
 
 
 def loop_tokens_per_s(variant: str, args, compiled: bool, folder: Path, batch_tokens: int | None = None,
-                      bf16: bool = False) -> dict:
+                      bf16: bool = False, pad_to_multiple_of: int | None = None) -> dict:
     """Run train() for --steps steps and read real tokens / step seconds after --skip steps from its log."""
     name = (f"{variant}-{'compiled' if compiled else 'eager'}" + (f"-budget{batch_tokens}" if batch_tokens else "")
-            + ("-bf16" if bf16 else ""))
+            + ("-bf16" if bf16 else "") + (f"-pad{pad_to_multiple_of}" if pad_to_multiple_of else ""))
     cfg = TrainConfig(out_dir=str(folder / name), model=dict(zoo_architecture(variant), **BENCH_DEPTH), max_length=LENGTH, batch_size=BATCH,
-                      batch_tokens=batch_tokens, bf16=bf16,
+                      batch_tokens=batch_tokens, bf16=bf16, pad_to_multiple_of=pad_to_multiple_of,
                       max_steps=args.steps, warmup_steps=1, eval_every=10 * args.steps, save_every=10 * args.steps,
                       log_every=1, progress=False, compile=compiled, threads=args.threads)
     train(cfg)
@@ -217,9 +219,13 @@ def main() -> None:
                 hf_after = hf_seconds()
                 hf_rates = {bf16: tokens.numel() / statistics.mean([hf_before[bf16], hf_after[bf16]]) for bf16 in hf_steps}
                 hf_tokens_per_s = max(hf_rates.values())  # HF at its faster precision (float32 only without --bf16)
-                losses = None
+                losses = unpadded = None
                 if args.bf16:  # the same run in float32: its rate beside the bf16 one, and the losses bf16 must match
                     reference = loop_tokens_per_s(variant, args, compiled, Path(scratch))
+                    # and in bf16 without the default padding (--pad-to-multiple-of 1): what padding buys
+                    plain = loop_tokens_per_s(variant, args, compiled, Path(scratch), bf16=True, pad_to_multiple_of=1)
+                    unpadded = dict({k: v for k, v in plain.items() if k != "losses"},
+                                    padded_vs_unpadded=loop["steady_tokens_per_s"] / plain["steady_tokens_per_s"])
                     losses = dict(loss_agreement(loop["losses"], reference["losses"], args.skip),
                                   float32_loop_tokens_per_s=reference["steady_tokens_per_s"],
                                   float32_full_batch_median_s=reference["full_batch_median_s"],
@@ -231,7 +237,8 @@ def main() -> None:
                                  hf_step_tokens_per_s=hf_tokens_per_s, precision="bfloat16" if args.bf16 else "float32",
                                  hf_step_tokens_per_s_by_precision={"bfloat16" if bf16 else "float32": rate
                                                                     for bf16, rate in hf_rates.items()},
-                                 loss_vs_float32=losses,
+                                 loss_vs_float32=losses, pad_to_multiple_of=TrainConfig(bf16=args.bf16).padding_multiple(),
+                                 unpadded_bf16=unpadded,
                                  loop_vs_hf=loop["steady_tokens_per_s"] / hf_tokens_per_s,
                                  loop_vs_hf_with_compile_steps=loop["tokens_per_s"] / hf_tokens_per_s,
                                  loop_vs_model_step=loop["steady_tokens_per_s"] / model_tokens_per_s[compiled],
@@ -251,6 +258,8 @@ def main() -> None:
                       + (f"  dstg-train {cli['tokens_per_s']:.0f} ({row['cli_vs_hf']:.2f}x HF)" if cli else "")
                       + (f"  budget loop {budget['steady_tokens_per_s']:.0f} ({row['budget']['vs_model_step']:.2f}x model step, "
                          f"{budget['real_tokens_per_step']:.0f} real tokens a step)" if budget else "")
+                      + (f"  unpadded bf16 loop {unpadded['steady_tokens_per_s']:.0f} (padded {unpadded['padded_vs_unpadded']:.2f}x)"
+                         if unpadded else "")
                       + (f"  float32 loop {losses['float32_loop_tokens_per_s']:.0f} ({losses['vs_float32_loop']:.2f}x)"
                          f"  losses vs float32: max rel diff {losses['max_rel_diff']:.1e}, last {args.skip} steps "
                          f"{losses['mean_last']:.4f} vs {losses['float32_mean_last']:.4f}" if losses else ""), flush=True)

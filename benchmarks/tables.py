@@ -86,14 +86,17 @@ def train_loop_bf16() -> str:
     for r in result["rows"]:
         hf = r["hf_step_tokens_per_s_by_precision"]
         losses = r["loss_vs_float32"]
+        unpadded = r.get("unpadded_bf16")  # runs before 2026-12-02 had no padding and no such arm
         rows.append([r["variant"], "compiled" if r["compiled"] else "eager", n(r["loop_tokens_per_s"]),
+                     f"{n(unpadded['steady_tokens_per_s'])} ({n(unpadded['padded_vs_unpadded'], 2)}×)" if unpadded else "",
                      f"{n(losses.get('float32_loop_tokens_per_s'))} ({n(losses.get('vs_float32_loop'), 2)}×)",
                      f"{n(r['budget'] and r['budget']['steady_tokens_per_s'])} ({n(r['budget'] and r['budget']['vs_hf'], 2)}× HF)",
                      n(r["model_step_compiled_tokens_per_s"] if r["compiled"] else r["model_step_tokens_per_s"]),
                      f"{n(hf.get('float32'))} / {n(hf.get('bfloat16'))}", n(r["loop_vs_hf"], 2),
                      n(r["cli"] and r["cli"]["tokens_per_s"]), n(r["cli_vs_hf"], 2),
                      f"{losses['mean_last']:.4f} vs {losses['float32_mean_last']:.4f} ({losses['max_rel_diff']:.1e})"])
-    header = ["variant", "mode", "loop, bf16", "float32 loop, same run (bf16 ×)",
+    header = ["variant", "mode", "loop, bf16", "bf16 loop unpadded, `--pad-to-multiple-of 1` (padded ×)",
+              "float32 loop, same run (bf16 ×)",
               "loop, bf16, `--batch-tokens 4096` (× HF)",
 "bare step, bf16", "HF step, float32 / bf16", "loop / HF (faster)",
               "`dstg-train --bf16` as typed", "`dstg-train --bf16` / HF",

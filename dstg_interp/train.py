@@ -49,7 +49,7 @@ from safetensors.torch import load_file
 from .config import (OFFSET_SEED_SHIFT, VALIDATION_MASK_SEED, ConfigIO, ModelConfig, check_seed,
                      step_seed)
 from .data.corpora import ZOO_SPLIT_SEED, ZOO_VAL_FRACTION
-from .data.mlm import collate, mask_tokens
+from .data.mlm import collate, mask_tokens, pad_width_to_multiple
 from .data.prepare import PreparedData, prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import clean_stale_temporaries, write_text_atomic
@@ -63,6 +63,10 @@ OPTIMIZER_FILE, STATE_FILE = "optimizer.safetensors", "train_state.json"
 RESUMABLE_DIFFERENCES = {"out_dir", "device", "threads", "progress", "compile"}
 SCHEDULES = ("cosine", "linear", "constant")
 COMPILE_MIN_STEPS = 1000  # below this a run spends more on compiling than compiling saves
+# Under bf16 a CPU matmul goes through oneDNN, which builds (JIT-compiles) a kernel for each new shape:
+# unpadded, every new batch width and masked-token count pays that, about a third of a bf16 step
+# (benchmarks/README.md).  Padded to multiples of 16 the shapes come in a few sizes.
+BF16_PAD_MULTIPLE = 16
 # A trained WordPiece always holds the specials, the ASCII alphabet and its 36 "##" continuations:
 # a smaller vocab_size would be silently exceeded.
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(INITIAL_ALPHABET) + 36
@@ -135,6 +139,11 @@ class TrainConfig(ConfigIO):
     mask_strategy: str = field(default="all", metadata={
         "choices": ["all", "80-10-10"], "help": "all masked tokens to [MASK] (NeoBERT) or BERT's 80-10-10"})
     bf16: bool = field(default=False, metadata={"help": "bfloat16 autocast"})
+    pad_to_multiple_of: int | None = field(default=None, metadata={
+        "min": 1, "metavar": "N", "help": "pad each batch's width (up to --max-length) and its count of masked "
+                                          "tokens to a multiple of N; the loss and gradients stay those of the "
+                                          "unpadded batch",
+        "shown": f"{BF16_PAD_MULTIPLE} with --bf16, else 1 (no padding)"})
     seed: int = field(default=0, metadata={"shown": "--config's, else 0; model init, data order and masks"})
     data_seed: int = field(default=ZOO_SPLIT_SEED, metadata={"seed": True, "help": "train/validation split (keep fixed to compare seeds)"})
     bucket_by_length: bool = field(default=True, metadata={
@@ -183,6 +192,9 @@ class TrainConfig(ConfigIO):
             if not self.bucket_by_length:
                 raise ValueError("TrainConfig.batch_tokens: token-budget batches are cut from length-sorted chunks; "
                                  "drop --no-bucket-by-length or --batch-tokens")
+        if self.pad_to_multiple_of is not None and int(self.pad_to_multiple_of) <= 0:
+            raise ValueError(f"TrainConfig.pad_to_multiple_of: must be a positive integer (or null for the default), "
+                             f"got {self.pad_to_multiple_of}")
         if self.max_docs is not None and int(self.max_docs) <= 0:
             raise ValueError(f"TrainConfig.max_docs: must be a positive number of documents (or null for all), got {self.max_docs}")
         if self.threads is not None and int(self.threads) <= 0:
@@ -201,6 +213,12 @@ class TrainConfig(ConfigIO):
                              f"(max_positions > max_length={self.max_length}), or there is no room to shift; "
                              "set --max-positions")
         self.model_config()  # validates the model fields early, naming the bad one
+
+    def padding_multiple(self) -> int:
+        """What ``pad_to_multiple_of`` comes to: the value given, else ``BF16_PAD_MULTIPLE`` under bf16, else 1."""
+        if self.pad_to_multiple_of is not None:
+            return int(self.pad_to_multiple_of)
+        return BF16_PAD_MULTIPLE if self.bf16 else 1
 
     def model_config(self, vocab_size: int | None = None) -> ModelConfig:
         """The model's config; ``vocab_size`` is the trained tokenizer's (a small corpus can give fewer)."""
@@ -626,6 +644,7 @@ def _next_batch(run: _Run, batches, step: int):
     cfg, vocab_size = run.cfg, run.prepared.tokenizer.get_vocab_size()
     seed = step_seed(cfg.seed, step)
     ids, mask, labels = masked_batch(run.prepared.train, batches(step), cfg, vocab_size, generator_seed=seed)
+    ids, mask, labels = pad_width_to_multiple(ids, mask, labels, cfg.padding_multiple(), cfg.max_length)
     max_positions = int(run.model.config.max_positions)  # type: ignore[union-attr, arg-type]
     offsets = random_offsets(mask, max_positions, seed + OFFSET_SEED_SHIFT) if cfg.random_offset else None
     n_tokens = int(mask.sum())  # all ranks, counted on the host before the step (no device sync)
@@ -649,7 +668,8 @@ def _train_step(run: _Run, batch, step: int):
     for group in run.optimizer.param_groups:
         group["lr"] = learning_rate(cfg, step)
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-        loss = run.ddp_model(ids, mask, labels, masked_logits_only=True, position_offset=offsets).loss
+        loss = run.ddp_model(ids, mask, labels, masked_logits_only=True, masked_rows_multiple=cfg.padding_multiple(),
+                             position_offset=offsets).loss
     run.optimizer.zero_grad(set_to_none=True)
     (loss if loss_scale is None else loss * loss_scale).backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)

@@ -47,6 +47,32 @@ def test_masked_logits_only_gives_same_loss(variant, padded_batch):
     torch.testing.assert_close(full.loss, masked.loss)
 
 
+def test_masked_rows_padded_to_a_multiple_give_the_same_loss_logits_and_gradients(variant, padded_batch):
+    """6 masked rows padded to 16 (zero rows, targets the loss ignores): what training under bf16 runs."""
+    tokens, mask = padded_batch
+    labels = labels_at(tokens, 2, 5)
+    runs = []
+    for multiple in (1, 16):
+        model = tiny_model(variant)
+        out = model(tokens, mask, labels=labels, masked_logits_only=True, masked_rows_multiple=multiple)
+        out.loss.backward()
+        runs.append((out, {name: p.grad for name, p in model.named_parameters() if p.grad is not None}))
+    (plain, plain_grads), (padded, padded_grads) = runs
+    assert padded.logits.shape == plain.logits.shape == (6, 97)
+    torch.testing.assert_close(padded.logits, plain.logits)
+    torch.testing.assert_close(padded.loss, plain.loss)
+    assert padded_grads.keys() == plain_grads.keys()
+    for name in plain_grads:
+        torch.testing.assert_close(padded_grads[name], plain_grads[name], msg=name)
+
+
+@pytest.mark.parametrize("multiple", [0, -4, 2.0, True])
+def test_masked_rows_multiple_must_be_a_positive_integer(multiple, padded_batch):
+    tokens, mask = padded_batch
+    with pytest.raises(ValueError, match="masked_rows_multiple must be a positive integer"):
+        tiny_model("dstg")(tokens, mask, labels=labels_at(tokens, 2, 5), masked_logits_only=True, masked_rows_multiple=multiple)
+
+
 def test_seeded_build_is_reproducible(variant):
     a, b = tiny_model(variant), tiny_model(variant)
     c = tiny_model(variant, seed=1)

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from dstg_interp import ModelConfig, build_model, load_model
+from dstg_interp.data.mlm import pad_width_to_multiple
 from dstg_interp.train import LengthBucketedBatches, TrainConfig, learning_rate, prepare_training_data, train
 
 from conftest import write_synthetic_corpus
@@ -157,6 +158,57 @@ def test_a_tiny_run_with_token_budget_batches(tmp_path, corpus):
     real = [int(lengths[batches(s)].sum()) for s in range(6)]
     assert np.diff([0] + [r["tokens_seen"] for r in read_log(tmp_path / "run") if "loss" in r]).tolist() == real
     assert any(len(batches(s)) != 8 for s in range(6))
+
+
+# --- padding to a multiple (bf16) ---------------------------------------------------------------------------
+def test_pad_width_to_multiple_adds_only_ignored_padding():
+    ids = torch.tensor([[2, 7, 8, 3, 0], [2, 9, 3, 0, 0]])
+    mask = ids != 0
+    labels = torch.tensor([[-100, 7, -100, -100, -100], [-100, 9, -100, -100, -100]])
+    padded_ids, padded_mask, padded_labels = pad_width_to_multiple(ids, mask, labels, 4, limit=64)
+    assert padded_ids.shape == padded_mask.shape == padded_labels.shape == (2, 8)
+    assert torch.equal(padded_ids[:, :5], ids) and not padded_ids[:, 5:].any()
+    assert torch.equal(padded_mask[:, :5], mask) and not padded_mask[:, 5:].any()
+    assert torch.equal(padded_labels[:, :5], labels) and (padded_labels[:, 5:] == -100).all()
+    assert pad_width_to_multiple(ids, mask, labels, 4, limit=6)[0].shape == (2, 6)  # never past the longest batch
+    assert pad_width_to_multiple(ids, mask, labels, 5, limit=64)[0] is ids  # already a multiple
+    with pytest.raises(ValueError, match="multiple must be a positive integer"):
+        pad_width_to_multiple(ids, mask, labels, 0, limit=64)
+
+
+def test_padding_is_16_under_bf16_and_off_in_float32_unless_given(tmp_path, capsys):
+    assert TrainConfig().padding_multiple() == 1
+    assert TrainConfig(bf16=True).padding_multiple() == 16
+    assert TrainConfig(bf16=True, pad_to_multiple_of=1).padding_multiple() == 1
+    assert TrainConfig(pad_to_multiple_of=8).padding_multiple() == 8
+    with pytest.raises(ValueError, match="pad_to_multiple_of: must be a positive integer"):
+        TrainConfig(pad_to_multiple_of=0)
+    from dstg_interp.cli.train import main
+
+    with pytest.raises(SystemExit) as exit_info:  # argparse: its usage, then the one error line
+        main(["--out", str(tmp_path / "run"), "--pad-to-multiple-of", "0", "--quiet"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2 and last == "dstg-train: error: argument --pad-to-multiple-of: expected a positive integer, got 0"
+    assert not (tmp_path / "run").exists()
+
+
+def test_padded_batches_train_as_the_unpadded_ones(tmp_path, corpus):
+    """Widths and masked-row counts padded to multiples of 16: the same real tokens, the same masks, the
+    same losses (float32, where only the arithmetic's order can differ)."""
+    runs = {}
+    for multiple in (1, 16):
+        cfg = tiny_train_config(tmp_path / f"pad{multiple}", corpus, max_steps=8, eval_every=8, save_every=8,
+                                compile=False, pad_to_multiple_of=multiple)
+        train(cfg)
+        runs[multiple] = read_log(cfg.out_dir)
+    lengths = prepare_training_data(cfg).train.lengths
+    plan = LengthBucketedBatches(lengths, cfg.batch_size, cfg.seed)
+    assert any(int(lengths[plan(s)].max()) % 16 for s in range(8))  # some batches were padded
+    assert [r["tokens_seen"] for r in runs[1] if "loss" in r] == [r["tokens_seen"] for r in runs[16] if "loss" in r]
+    a, b = train_losses(tmp_path / "pad1"), train_losses(tmp_path / "pad16")
+    assert a.keys() == b.keys() and all(abs(a[s] - b[s]) < 1e-4 for s in a), (a, b)
+    assert [r["val_loss"] for r in runs[1] if "val_loss" in r] == pytest.approx(
+        [r["val_loss"] for r in runs[16] if "val_loss" in r], abs=1e-4)
 
 
 # --- DDP: a batch of fewer sequences than ranks ------------------------------------------------------------

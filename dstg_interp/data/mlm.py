@@ -47,6 +47,27 @@ def collate(sequences_ids, pad_id: int = PAD_ID,
     return input_ids, attention_mask, special_mask
 
 
+def pad_width_to_multiple(input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+                           multiple: int, limit: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad a masked batch to the next multiple of ``multiple`` positions, at most ``limit`` (the
+    longest a batch may be): [PAD] ids, False in the mask, ``IGNORE_INDEX`` labels, so no real token, mask
+    or loss term changes.  A batch already that wide (or wider) is returned as it is.
+
+    Padding after masking keeps the masks those of the unpadded batch.  Used under bf16 (``TrainConfig.
+    pad_to_multiple_of``): oneDNN builds a kernel for each new matmul shape it meets, so batch widths that
+    come in a few sizes save that cost on most steps.
+    """
+    if multiple < 1:
+        raise ValueError(f"pad_width_to_multiple: multiple must be a positive integer, got {multiple}")
+    width = input_ids.shape[1]
+    extra = min(-(-width // multiple) * multiple, max(limit, width)) - width
+    if extra <= 0:
+        return input_ids, attention_mask, labels
+    pad = torch.nn.functional.pad
+    return (pad(input_ids, (0, extra), value=PAD_ID), pad(attention_mask, (0, extra), value=False),
+            pad(labels, (0, extra), value=IGNORE_INDEX))
+
+
 def mask_tokens(input_ids: torch.Tensor, special_mask: torch.Tensor, generator: torch.Generator,
                 mask_prob: float = 0.2, mask_token_id: int = MASK_ID, vocab_size: int | None = None,
                 strategy: str = "all") -> tuple[torch.Tensor, torch.Tensor]:

@@ -190,6 +190,7 @@ class EncoderForMLM(HookedRootModule):
         *,
         stop_at_layer: int | None = None,
         masked_logits_only: bool = False,
+        masked_rows_multiple: int = 1,
         position_offset: torch.Tensor | None = None,
     ) -> MaskedLMOutput | EncoderOnlyOutput:
         """Run the encoder (and the MLM head unless ``stop_at_layer`` is set).
@@ -201,12 +202,18 @@ class EncoderForMLM(HookedRootModule):
             stop_at_layer: run blocks ``0 .. stop_at_layer-1`` only (for caching); no logits then.
             masked_logits_only: with labels, compute logits only where labels != -100 ([n_masked, vocab]);
                 the MLM head is the costliest matmul at small widths, and training needs nothing else.
+            masked_rows_multiple: with ``masked_logits_only``, the head and the loss see the masked rows padded
+                with zero rows (targets -100, which the loss ignores) up to a multiple of this, and the logits
+                come back without them: the same loss and gradients, in a few row counts instead of one per
+                batch (training under bf16, ``TrainConfig.pad_to_multiple_of``).
             position_offset: [batch] ints: sequence i starts at absolute position offset[i] of the learned
                 table (DSTG, AP-NeoBERT; relative models ignore it: it changes no offset between tokens).
         """
         tokens, attention_mask, position_offset = self.check_inputs(tokens, attention_mask, position_offset)
         if self.mlm_head is None and labels is not None:
             raise NoMLMHeadError(self.no_head_reason())
+        if isinstance(masked_rows_multiple, bool) or not isinstance(masked_rows_multiple, int) or masked_rows_multiple < 1:
+            raise ValueError(f"masked_rows_multiple must be a positive integer, got {masked_rows_multiple!r}")
         if stop_at_layer is not None and not 0 <= stop_at_layer <= self.config.n_layers:
             raise ValueError(f"stop_at_layer must be in [0, {self.config.n_layers}], got {stop_at_layer}")
         final = self.encode(tokens, attention_mask, stop_at_layer, position_offset)
@@ -222,11 +229,15 @@ class EncoderForMLM(HookedRootModule):
         if masked_logits_only:
             selected = labels != -100
             hidden, targets = final[selected], labels[selected]
-            if not hidden.shape[0]:  # no masked token: a zero loss that still reaches the graph
+            n_masked = hidden.shape[0]
+            if not n_masked:  # no masked token: a zero loss that still reaches the graph
                 logits = self.mlm_head(hidden)
                 return MaskedLMOutput(logits=logits, loss=logits.sum() * 0.0)
+            extra = -n_masked % masked_rows_multiple
+            if extra:
+                hidden, targets = F.pad(hidden, (0, 0, 0, extra)), F.pad(targets, (0, extra), value=-100)
             logits, loss = self.masked_lm_loss(hidden, targets)
-            return MaskedLMOutput(logits=logits, loss=loss)
+            return MaskedLMOutput(logits=logits[:n_masked], loss=loss)
         logits = self.mlm_head(final)
         loss = F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), ignore_index=-100)
         return MaskedLMOutput(logits=logits, loss=loss)

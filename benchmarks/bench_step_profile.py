@@ -1,13 +1,14 @@
 """Where a training step's time goes, by operator: the matmuls against everything else (the MFU question).
 
-    python benchmarks/bench_step_profile.py                       # DSTG, eager and compiled, 1 thread: ~1.5 min
-    python benchmarks/bench_step_profile.py --variants dstg rope --allow-load
+    python benchmarks/bench_step_profile.py                       # DSTG, eager and compiled, float32 and bf16, 1 thread: ~3 min
+    python benchmarks/bench_step_profile.py --variants dstg rope --precisions float32 --allow-load
 
 The zoo-size training step (32 x 128 random batch, masked logits, backward, clip, fused AdamW) under the
 torch profiler (CPU, FLOPs counted by the profiler for the matmul operators), one thread, eager and
-compiled (``compile_for_training``). Reported per variant and mode: the share of the step's self CPU time
-spent in the matmul operators (mm, bmm, addmm, baddbmm), their achieved GFLOP/s against a float32 1024³
-matmul timed in the same process, and the largest other operators. Shares of one process's time are what
+compiled (``compile_for_training``), in float32 and under bfloat16 autocast (``dstg-train --bf16``; its
+batch is the float32 one). Reported per variant, mode and precision: the share of the step's self CPU time
+spent in the matmul operators (mm, bmm, addmm, baddbmm), their achieved GFLOP/s against a 1024³ matmul of
+that precision timed in the same process, and the largest other operators. Shares of one process's time are what
 a loaded machine distorts least; the GFLOP/s are as noisy as the machine. MFU is at most the matmul share
 times the matmuls' efficiency: which of the two stands between a variant and 50% is what this shows.
 Results: benchmarks/results/step_profile.json.
@@ -31,8 +32,8 @@ WIDTHS = {"dstg": dict(variant="dstg", d_sem=112, d_ap=16), "rope": dict(variant
 MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
 
 
-def matmul_peak() -> float:
-    a, b = torch.randn(1024, 1024), torch.randn(1024, 1024)
+def matmul_peak(dtype: torch.dtype = torch.float32) -> float:
+    a, b = torch.randn(1024, 1024, dtype=dtype), torch.randn(1024, 1024, dtype=dtype)
     for _ in range(3):
         a @ b
     best = float("inf")
@@ -43,7 +44,7 @@ def matmul_peak() -> float:
     return 2 * 1024**3 / best
 
 
-def profile_step(variant: str, compiled: bool, steps: int) -> dict:
+def profile_step(variant: str, compiled: bool, steps: int, bf16: bool = False) -> dict:
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(5, 8192, (32, 128), generator=gen)
     labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
@@ -53,7 +54,8 @@ def profile_step(variant: str, compiled: bool, steps: int) -> dict:
     optimizer = make_optimizer(model, TrainConfig(model=WIDTHS[variant]))
 
     def step():
-        loss = model(tokens, labels=labels, masked_logits_only=True).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(tokens, labels=labels, masked_logits_only=True).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -63,7 +65,7 @@ def profile_step(variant: str, compiled: bool, steps: int) -> dict:
     with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
         for _ in range(steps):
             step()
-    peak = matmul_peak()
+    peak = matmul_peak(torch.bfloat16 if bf16 else torch.float32)
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events) / 1e6
     mm = [e for e in events if e.key in MATMULS]
@@ -81,6 +83,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", choices=list(WIDTHS), default=["dstg"])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--no-compile", action="store_true")
+    parser.add_argument("--precisions", nargs="+", choices=["float32", "bfloat16"], default=["float32", "bfloat16"])
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "step_profile.json"))
     add_load_arguments(parser)
     args = parser.parse_args()
@@ -88,12 +91,14 @@ def main() -> None:
     watch = LoadWatch.start(args)
     rows = []
     for variant in args.variants:
-        for compiled in (False,) if args.no_compile else (False, True):
-            row = dict(variant=variant, compiled=compiled, **profile_step(variant, compiled, args.steps))
-            rows.append(row)
-            print(f"{variant} {'compiled' if compiled else 'eager'}: matmuls {row['matmul_share']:.0%} of the step at "
-                  f"{row['matmul_efficiency']:.0%} of the 1024³ peak ({row['peak_gflops']:.0f} GFLOP/s); "
-                  f"others {row['largest_others']}", flush=True)
+        for precision in args.precisions:
+            for compiled in (False,) if args.no_compile else (False, True):
+                row = dict(variant=variant, compiled=compiled, precision=precision,
+                           **profile_step(variant, compiled, args.steps, bf16=precision == "bfloat16"))
+                rows.append(row)
+                print(f"{variant} {precision} {'compiled' if compiled else 'eager'}: matmuls {row['matmul_share']:.0%} of the step at "
+                      f"{row['matmul_efficiency']:.0%} of the 1024³ peak ({row['peak_gflops']:.0f} GFLOP/s); "
+                      f"others {row['largest_others']}", flush=True)
     write_result(args.out, dict(benchmark="training-step time by operator (torch profiler, 1 thread)", threads=1,
                                 steps=args.steps, rows=rows), watch, args)
 

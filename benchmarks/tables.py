@@ -215,10 +215,10 @@ def step_profile() -> str:
         def short(key: str) -> str:
             return "an inductor graph" if key.startswith("## Call CompiledFxGraph") else key.replace("aten::", "")
         others = ", ".join(f"{short(k)} {v:.1%}" for k, v in list(r["largest_others"].items())[:4])
-        rows.append([r["variant"], "compiled" if r["compiled"] else "eager", f"{r['matmul_share']:.0%}",
-                     n(r["matmul_gflops"], 1), n(r["peak_gflops"], 1), f"{r['matmul_efficiency']:.0%}",
-                     f"{r['mfu_bound']:.0%}", others])
-    return grid(["variant", "mode", "matmul share of the step", "matmul GFLOP/s", "1024³ peak GFLOP/s",
+        rows.append([r["variant"], "compiled" if r["compiled"] else "eager", r.get("precision", "float32"),
+                     f"{r['matmul_share']:.0%}", n(r["matmul_gflops"], 1), n(r["peak_gflops"], 1),
+                     f"{r['matmul_efficiency']:.0%}", f"{r['mfu_bound']:.0%}", others])
+    return grid(["variant", "mode", "precision", "matmul share of the step", "matmul GFLOP/s", "1024³ peak GFLOP/s (same precision)",
                  "matmul efficiency", "share × efficiency", "largest others (share)"], rows) + "\n\n" + source(
         "step_profile", result)
 

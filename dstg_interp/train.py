@@ -454,8 +454,10 @@ def evaluate(model, validation, cfg: TrainConfig, device) -> dict:
     total_loss, correct, count = 0.0, 0, 0
     for b, indices in enumerate(validation_batches(len(validation), cfg)):
         ids, mask, labels = masked_batch(validation, indices, cfg, model.config.vocab_size, generator_seed=VALIDATION_MASK_SEED + b)
+        ids, mask, labels = pad_width_to_multiple(ids, mask, labels, cfg.padding_multiple(), cfg.max_length)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-            out = model(ids.to(device), mask.to(device), labels.to(device), masked_logits_only=True)
+            out = model(ids.to(device), mask.to(device), labels.to(device), masked_logits_only=True,
+                        masked_rows_multiple=cfg.padding_multiple())
         targets = labels[labels != -100].to(device)
         total_loss += float(torch.nn.functional.cross_entropy(out.logits.float(), targets, reduction="sum"))
         correct += int((out.logits.argmax(-1) == targets).sum())

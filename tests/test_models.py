@@ -4,9 +4,10 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from dstg_interp import ModelConfig, build_model
-from dstg_interp.model.layers import t5_relative_buckets
+from dstg_interp.model.layers import fused_attention, t5_relative_buckets
 
 from conftest import VARIANTS, tiny_config, tiny_model
 
@@ -150,6 +151,31 @@ def test_fused_attention_matches_reference(variant, padded_batch):
         tokens, attention_mask=mask, fwd_hooks=[(lambda n: n.endswith("hook_pattern"), lambda t, hook: t)]
     ).logits
     torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_bf16_training_attention_on_a_cpu_runs_the_fused_kernel_in_float32(with_mask):
+    """RoPE's and AP's training attention under bf16 autocast: the CPU flash kernel's bf16 backward is
+    slow, so ``fused_attention`` runs it in float32 and hands back bf16; without gradients it stays bf16."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 8, generator=gen, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    mask = torch.zeros(2, 1, 1, 16, dtype=torch.bfloat16) if with_mask else None
+    if mask is not None:
+        mask[1, ..., 11:] = torch.finfo(torch.bfloat16).min
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = fused_attention(q, k, v, mask, 8 ** -0.5)
+    z.float().square().sum().backward()
+    reference_inputs = [t.detach().float().requires_grad_() for t in (q, k, v)]
+    reference = F.scaled_dot_product_attention(*reference_inputs, attn_mask=None if mask is None else mask.float(), scale=8 ** -0.5)
+    reference.to(torch.bfloat16).float().square().sum().backward()
+    assert z.dtype == torch.bfloat16
+    torch.testing.assert_close(z, reference.to(torch.bfloat16))
+    for t, r in zip((q, k, v), reference_inputs):
+        assert t.grad.dtype == torch.bfloat16
+        torch.testing.assert_close(t.grad, r.grad.to(torch.bfloat16))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.testing.assert_close(fused_attention(q, k, v, mask, 8 ** -0.5),
+                                   F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=8 ** -0.5))
 
 
 @pytest.mark.parametrize("variant", ["dstg", "rp"])

@@ -12,14 +12,13 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformer_lens.hook_points import HookPoint
 
 from ..config import ModelConfig
 from .base import EncoderForMLM
 from .layers import (RelativePositionBias, RMSNorm, Rotary, SwiGLU, additive_key_mask, attention_with_learned_bias,
-                     is_hooked, merge_heads, split_heads, through_head_hook)
+                     fused_attention, is_hooked, merge_heads, split_heads, through_head_hook)
 
 
 class NeoBERTAttention(nn.Module):
@@ -64,7 +63,7 @@ class NeoBERTAttention(nn.Module):
             z = attention_with_learned_bias(q, k, v, rp, key_mask, scale)
         else:
             mask = key_mask if rp is None else (rp if key_mask is None else rp + key_mask)
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+            z = fused_attention(q, k, v, mask, scale)
         return self.out(merge_heads(through_head_hook(self.hook_z, z)))
 
 

@@ -155,6 +155,23 @@ def attention_with_learned_bias(q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
     return z.view(batch, heads, seq_len, v.shape[-1])
 
 
+def fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                    scale: float) -> torch.Tensor:
+    """``F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)``, except when training in bfloat16
+    on a CPU: then it runs in float32 and returns bfloat16.  The CPU flash kernel's bfloat16 backward takes
+    about 6x its float32 backward at zoo size (75 against 12 ms a layer, one thread: benchmarks/README.md,
+    the step profile), more than all the step's matmuls; its float32 forward costs 1.4x the bfloat16 one.
+    """
+    training_bf16_on_cpu = (q.dtype == torch.bfloat16 and q.device.type == "cpu" and torch.is_grad_enabled()
+                            and (q.requires_grad or k.requires_grad or v.requires_grad))
+    if not training_bf16_on_cpu:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    with torch.autocast("cpu", enabled=False):  # autocast would cast the inputs back to bfloat16
+        z = F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                           attn_mask=None if mask is None else mask.float(), scale=scale)
+    return z.to(q.dtype)
+
+
 def additive_key_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
     """[B, T] bool (True = real token) -> [B, 1, 1, T] additive mask (0 or a large negative)."""
     if attention_mask is None:

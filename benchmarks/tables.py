@@ -79,9 +79,9 @@ def train_loop() -> str:
     return grid(header, rows) + "\n\n" + source("train_loop", result)
 
 
-def train_loop_bf16() -> str:
-    """The --bf16 run: our loop, bare step and dstg-train under bfloat16 autocast, HF at its faster precision."""
-    result = load("train_loop_bf16")
+def train_loop_bf16(name: str = "train_loop_bf16") -> str:
+    """A --bf16 run: our loop, bare step and dstg-train under bfloat16 autocast, HF at its faster precision."""
+    result = load(name)
     rows = []
     for r in result["rows"]:
         hf = r["hf_step_tokens_per_s_by_precision"]
@@ -101,7 +101,7 @@ def train_loop_bf16() -> str:
 "bare step, bf16", "HF step, float32 / bf16", "loop / HF (faster)",
               "`dstg-train --bf16` as typed", "`dstg-train --bf16` / HF",
               "loss, last steps: bf16 vs float32 run (largest relative step difference)"]
-    return grid(header, rows) + "\n\n" + source("train_loop_bf16", result)
+    return grid(header, rows) + "\n\n" + source(name, result)
 
 
 def training() -> str:
@@ -223,7 +223,8 @@ def step_profile() -> str:
         "step_profile", result)
 
 
-RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": train_loop_bf16, "training": training, "ridge": ridge, "store": store,
+RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": train_loop_bf16,
+             "train_loop_bf16_baselines": lambda: train_loop_bf16("train_loop_bf16_baselines"), "training": training, "ridge": ridge, "store": store,
              "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
              "loop_overhead": loop_overhead, "step_profile": step_profile}
 

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from dstg_interp import ModelConfig, build_model
-from dstg_interp.train import TrainConfig, compile_for_training, make_optimizer
+from dstg_interp import ModelConfig
+from bench_training import training_step  # noqa: E402 (sibling script)
 from machine import LoadWatch, add_load_arguments, write_result
 
 WIDTHS = {"dstg": dict(variant="dstg", d_sem=112, d_ap=16), "rope": dict(variant="rope", d_model=128),
@@ -48,18 +48,8 @@ def profile_step(variant: str, compiled: bool, steps: int, bf16: bool = False) -
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(5, 8192, (32, 128), generator=gen)
     labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
-    model = build_model(ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **WIDTHS[variant])).train()
-    if compiled:
-        compile_for_training(model)
-    optimizer = make_optimizer(model, TrainConfig(model=WIDTHS[variant]))
-
-    def step():
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = model(tokens, labels=labels, masked_logits_only=True).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+    cfg = ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **WIDTHS[variant])
+    step = training_step(variant, cfg, tokens, labels, compiled, bf16)  # bench_training's: the step dstg-train runs
     for _ in range(3):  # compiles, when compiled
         step()
     with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:

@@ -283,6 +283,17 @@ def use_compile(cfg: "TrainConfig") -> tuple[bool, str | None]:
     return True, None
 
 
+def bf16_emulation_note(cfg: TrainConfig, device: torch.device) -> str | None:
+    """One line when ``--bf16`` will be slow rather than fast: on a CPU without native bfloat16 (AVX512-BF16 or
+    AMX; oneDNN reports none) autocast emulates it, and a step took 17x its float32 time on an AVX2 AMD EPYC
+    (eager, one thread: 266 vs ~4,500 tokens/s).  The run goes on as asked: bf16 changes the numbers it gives."""
+    if not cfg.bf16 or device.type != "cpu" or torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return None
+    capability = torch.backends.cpu.get_cpu_capability()
+    return (f"dstg-train: note: --bf16 on a CPU without native bfloat16 ({capability}; no AVX512-BF16/AMX) is "
+            "emulated and runs many times slower than float32; drop --bf16 on this machine")
+
+
 def compile_for_training(model) -> None:
     """``torch.compile`` what a training step runs, in place: the encoder (``encode``) and the masked-token
     MLM loss (``masked_lm_loss``).  The input checks (host-side ``int(tokens.min())``) and the selection of
@@ -627,6 +638,9 @@ def _setup(cfg: TrainConfig, resume: bool) -> _Run:
         compile_for_training(model)
     elif note and is_main:
         print(note, file=sys.stderr)
+    slow_bf16 = bf16_emulation_note(cfg, device)
+    if slow_bf16 and is_main:
+        print(slow_bf16, file=sys.stderr)
     if resume:
         load_optimizer_tensors(optimizer, load_file(str(checkpoint / OPTIMIZER_FILE)))
     # DSTG's final AP stream feeds no loss, so its last writers get no gradient: DDP must expect that.
@@ -685,14 +699,16 @@ def _write_log(log, record: dict) -> None:
 
 
 def _evaluate_and_save(run: _Run, log, step: int, last_step: int, tokens_seen: int, elapsed: float,
-                       metrics: dict) -> dict:
-    """Validation every ``eval_every`` steps and at the end, a checkpoint every ``save_every`` steps and at
-    the last; returns the latest validation metrics."""
+                       metrics: dict, on_eval=None) -> dict:
+    """Validation every ``eval_every`` steps and at the end (and ``on_eval`` then, on the main rank), a
+    checkpoint every ``save_every`` steps and at the last; returns the latest validation metrics."""
     cfg = run.cfg
     if step % cfg.eval_every == 0 or step == cfg.max_steps:
         if run.is_main:
             metrics = evaluate(run.model, run.prepared.validation, cfg, run.device)
             _write_log(log, dict(step=step, **{k: round(v, 5) for k, v in metrics.items()}))
+            if on_eval is not None:
+                on_eval(run.model, step, tokens_seen)
         barrier(run.world_size)
     if step % cfg.save_every == 0 or step == last_step:
         if run.is_main:
@@ -701,10 +717,13 @@ def _evaluate_and_save(run: _Run, log, step: int, last_step: int, tokens_seen: i
     return metrics
 
 
-def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = None) -> dict:
+def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = None, on_eval=None) -> dict:
     """Run (or continue) pretraining; returns the final validation metrics and throughput.
 
-    ``stop_after_step`` ends the run early after that step's checkpoint (used to test resuming).
+    ``stop_after_step`` ends the run early after that step's checkpoint and validation (used to test
+    resuming, and by the recipe study to train part of a longer schedule).  ``on_eval(model, step,
+    tokens_seen)`` is called on the main rank after each validation (the model is in train mode again), e.g. to
+    read the position table's spectrum as training goes (``experiments/recipe_study.py``).
     """
     run = _setup(cfg, resume)
     log = open(run.out_dir / LOG_FILE, "a") if run.is_main else None
@@ -739,7 +758,7 @@ def train(cfg: TrainConfig, resume: bool = False, stop_after_step: int | None = 
                 bar.set_postfix(loss=f"{loss_value:.3f}", tok_s=f"{tokens_per_s:.0f}")
             bar.update(1)
             pause_start = time.perf_counter()
-            metrics = _evaluate_and_save(run, log, step, last_step, tokens_seen, elapsed, metrics)
+            metrics = _evaluate_and_save(run, log, step, last_step, tokens_seen, elapsed, metrics, on_eval)
             window_start += time.perf_counter() - pause_start  # tokens/s counts training steps, not validation or saving
     finally:  # Ctrl-C: main() reports it in one line, naming the last complete checkpoint
         prefetch.shutdown(wait=True, cancel_futures=True)

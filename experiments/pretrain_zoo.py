@@ -78,9 +78,15 @@ SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, ba
 # Named recipes: the former 4-layer zoo's, and the 6-layer one the recipe diagnosis recommends (the shipped zoo)
 # (figures/recipe/DIAGNOSIS.md: AP-NeoBERT leaves the unigram plateau at ~7.5M en-mix tokens under a high
 # learning rate, so the budget is twice that, on en-large, about one epoch of it, without repeating text).
+# ``authors``: the choices of the authors' public code as far as they are known, scaled to a CPU budget; each
+# choice, its source and each departure with its reason: figures/recipe/AUTHORS_RECIPE.md.  ``model``: the
+# architecture choices per variant, where they apply (the normed residual exists in DSTG only).
 RECIPES = {
     "4x128": dict(depth=dict(n_layers=4), steps=ZOO_STEPS, shared={}),
     "6x128": dict(depth=dict(n_layers=6), steps=8000, shared=dict(corpus="en-large")),
+    "authors": dict(depth=dict(n_layers=6), steps=8000, model=dict(dstg=dict(residual_from_normed=True)),
+                    shared=dict(corpus="en-large", windows=False, batch_size=32, schedule="cosine", min_lr_ratio=0.1,
+                                weight_decay=0.01, betas=(0.9, 0.95), bf16=True)),
 }
 DEFAULT_RECIPE = "6x128"  # the shipped zoo
 
@@ -92,7 +98,8 @@ def zoo_config(variant: str, runs: Path, steps: int | None, threads: int | None,
     ``RECIPES`` (its depth, corpus and steps; ``steps`` overrides the latter)."""
     named = RECIPES[recipe]
     steps = named["steps"] if steps is None else steps
-    model = dict(zoo_architecture(VARIANT_WIDTHS.get(variant, variant)), **named["depth"])
+    architecture = VARIANT_WIDTHS.get(variant, variant)
+    model = dict(zoo_architecture(architecture), **named["depth"], **named.get("model", {}).get(architecture, {}))
     shared = dict(SHARED, **named["shared"])
     shared["warmup_steps"] = min(shared["warmup_steps"], steps // 10)  # short smoke runs
     return TrainConfig(out_dir=str(runs / zoo_member(variant, seed)), model=model, max_steps=steps, threads=threads,
@@ -210,7 +217,8 @@ class PretrainZooConfig(ScriptConfig):
         "help": "training seeds (init, data order, masks); seed k > 0 is exported as <variant>-seed<k>"})
     recipe: str = field(default=DEFAULT_RECIPE, metadata={
         "choices": list(RECIPES), "help": "6x128: the shipped zoo (6 layers, en-large, 8000 steps, figures/recipe/DIAGNOSIS.md); "
-                                          "4x128: the former zoo (4 layers, en-mix, 4800 steps)"})
+                                          "4x128: the former zoo (4 layers, en-mix, 4800 steps); authors: the "
+                                          "authors' public code at CPU scale (figures/recipe/AUTHORS_RECIPE.md)"})
     steps: int | None = field(default=None, metadata={"help": "training steps (default: the recipe's)"})
     runs: Path = field(default=Path("runs/zoo"), metadata={"help": "training folders (checkpoints, logs)"})
     threads: int | None = None

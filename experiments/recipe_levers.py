@@ -32,6 +32,14 @@ LEVER_SPECS = {
     "rp": ("bool", ("dstg",), "DSTG's learned relative-position bias on (true) or absent (false)"),
     "tokens": (int, None, "this arm's training tokens (default: the study's --tokens), e.g. the minimal "
                           "re-implementation's own 8M, for the schedule horizon"),
+    "horizon": (int, None, "training tokens the learning-rate schedule is planned over (default: the run's own "
+                           "tokens); a run with horizon > tokens stops part-way through its schedule, so the "
+                           "budget at a high learning rate is a lever of its own"),
+    "wd": (float, None, "AdamW weight decay on matrices and embeddings (the position table included)"),
+    "normed": ("bool", ("dstg",), "the authors' normed residual, x <- norm(x) + f(norm(x)) (ModelConfig."
+                                  "residual_from_normed), instead of plain pre-norm"),
+    "layers": (int, None, "encoder blocks (default: the study's --n-layers)"),
+    "beta2": (float, None, "AdamW's second-moment decay (the zoo's 0.98; NeoBERT's configs 0.95)"),
     "corpus": (str, None, "training corpus spec (default: the study's --corpus), e.g. en-mix:wikipedia, the "
                           "Wikipedia leads the minimal re-implementation trained on; plateau exit and held-out "
                           "gain are then read on that corpus's own validation and held-out documents"),
@@ -40,7 +48,8 @@ LEVER_CHOICES = {"schedule": ("cosine", "linear", "constant"), "mlp": ("split", 
 
 # The former zoo recipe (the one-lever screen's base) and the shipped zoo's recipe (the diagnosis's base).
 FORMER_RECIPE = dict(lr=1e-3, warmup=None, schedule="cosine", batch=32, tie=False, pos_init=None, vocab=8192, d_ap=16,
-                     windows=True, mlp="split", rp=True, corpus=None, tokens=None)
+                     windows=True, mlp="split", rp=True, corpus=None, tokens=None, horizon=None, wd=0.1, normed=False,
+                     layers=None, beta2=0.98)
 ZOO_RECIPE = dict(FORMER_RECIPE, warmup=200, schedule="constant", batch=16)
 # Named arms of the diagnosis, as lever values over ZOO_RECIPE.  ``reimpl``: the minimal re-implementation
 # of shared/notes/ap-feasibility.md (batch 32, cosine after 200 warm-up steps, tied head, one sequence per
@@ -48,6 +57,16 @@ ZOO_RECIPE = dict(FORMER_RECIPE, warmup=200, schedule="constant", batch=16)
 ARMS = {
     "zoo": {},
     "reimpl": dict(batch=32, schedule="cosine", tie=True, windows=False, vocab=4096, mlp="mixed", rp=False),
+    # the lever study's base (issue 35): reimpl on the Wikipedia leads with the 8M-token cosine it was planned
+    # over, the run that collapses the table to PC1+PC2 0.86 by 4.1M tokens (shared/notes/science-turn4.md, run 2)
+    "reimpl-wiki": dict(batch=32, schedule="cosine", tie=True, windows=False, vocab=4096, mlp="mixed", rp=False,
+                        corpus="en-mix:wikipedia", horizon=8_000_000),
+    # the authors' public code as far as it is known (figures/recipe/AUTHORS_RECIPE.md; the 6-layer zoo's
+    # recipe is experiments/pretrain_zoo.RECIPES["authors"]): one document per sequence from its start, cosine
+    # after warm-up, untied head, their block-masked FFN (split), RP bias, the normed residual, AdamW betas
+    # (0.9, 0.95) and weight decay 0.01 (NeoBERT's configs); baselines take every choice that applies to them
+    "authors": dict(batch=32, schedule="cosine", tie=False, windows=False, mlp="split", rp=True, normed=True, wd=0.01,
+                    beta2=0.95),
     "mixed": dict(mlp="mixed"),
     "no-rp": dict(rp=False),
     "tied": dict(tie=True),

@@ -39,7 +39,8 @@ PLATEAU_MARGIN = 0.5  # nats below the unigram loss: clearly off the plateau (th
 HELDOUT_DOCS = 200
 PROBE_DOCS = 200
 READINGS_FILE = "readings.json"
-READINGS_VERSION = 1
+READINGS_VERSION = 2  # 2: participation ratio and each PC's low-frequency share
+TABLE_CURVE_FILE = "table_curve.jsonl"  # the table's reading at every validation of a study run
 MATCHED_WIDTH = 16  # DSTG's AP width: every table is also read projected onto random 16-dim subspaces
 
 
@@ -82,10 +83,38 @@ def run_readings(cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, probe_docs:
     if model.config.variant in ("dstg", "ap"):
         spectrum = analyze_table(model.ap_table.detach(), name="position table", n_control_draws=50)
         readings.update(pc1_pc2=spectrum.summary["pc1_pc2"], pc1_pc2_chance=spectrum.summary["control"]["pc1_pc2"],
-                        low_freq_share=spectrum.summary["low_freq_share"], **matched_spectrum(model.ap_table.detach()))
+                        participation_ratio=spectrum.summary["participation_ratio"],
+                        participation_ratio_chance=spectrum.summary["control"]["participation_ratio"],
+                        low_freq_share=spectrum.summary["low_freq_share"],
+                        low_freq_share_chance=spectrum.summary["control"]["low_freq_share"],
+                        pc1_low_freq_share=spectrum.summary["pc1_low_freq_share"],
+                        pc2_low_freq_share=spectrum.summary["pc2_low_freq_share"], **matched_spectrum(model.ap_table.detach()))
         readings.update(position_r2(model, cfg, probe_docs))
     write_text_atomic(cached, json.dumps(dict(version=READINGS_VERSION, step=step, readings=readings), indent=1) + "\n")
     return readings
+
+
+def table_reading(model) -> dict:
+    """The learned position table's spectrum now (PC1+PC2, participation ratio, pooled and per-PC share of
+    DCT power in the first bins, mean row norm); empty for a variant without a table.  Cheap (one SVD of a
+    [positions, d] table): the study reads it at every validation, so the table's collapse is a curve
+    against tokens and not only an end point."""
+    if model.config.variant not in ("dstg", "ap"):
+        return {}
+    table = model.ap_table.detach().float()
+    summary = analyze_table(table, n_control_draws=0).summary
+    return dict(pc1_pc2=summary["pc1_pc2"], participation_ratio=summary["participation_ratio"],
+                low_freq_share=summary["low_freq_share"], pc1_low_freq_share=summary["pc1_low_freq_share"],
+                pc2_low_freq_share=summary["pc2_low_freq_share"], row_norm=float(table.norm(dim=1).mean()))
+
+
+def read_table_curve(run_dir: Path) -> pd.DataFrame:
+    """A run's ``table_curve.jsonl`` (one row per validation; a resumed run's repeated steps keep the last)."""
+    path = Path(run_dir) / TABLE_CURVE_FILE
+    if not path.is_file():
+        return pd.DataFrame()
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return pd.DataFrame(rows).drop_duplicates("step", keep="last").sort_values("step").reset_index(drop=True)
 
 
 def position_r2(model, cfg: TrainConfig, probe_docs: int) -> dict:

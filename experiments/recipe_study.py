@@ -30,6 +30,7 @@ interrupted ones from their last checkpoint.  ``config.json`` holds the whole co
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import platform
@@ -53,8 +54,8 @@ from experiments.figure_inputs import FIGURES_DIR, ZOO_DIR, ScriptConfig, parse_
 from experiments.pretrain_zoo import unigram_baseline
 from experiments.recipe_levers import (ARMS, FORMER_RECIPE, LEVER_SPECS, SCREEN_VALUES, ZOO_RECIPE, Arm, parse_arm,
                                        recipe_for)
-from experiments.recipe_readings import (plateau_exit, run_readings, shipped_zoo_curves, shipped_zoo_reference,
-                                         summarize_arms)
+from experiments.recipe_readings import (TABLE_CURVE_FILE, plateau_exit, read_table_curve, run_readings,
+                                         shipped_zoo_curves, shipped_zoo_reference, summarize_arms, table_reading)
 
 LEVERS = SCREEN_VALUES  # the screen's levers (kept under this name: figures/recipe/study.json records it)
 BASE_RECIPE = FORMER_RECIPE
@@ -85,6 +86,8 @@ class RecipeStudyConfig(ScriptConfig):
     resume: bool = field(default=False, metadata={"help": "read finished runs back, continue interrupted ones"})
     collect: bool = field(default=False, metadata={
         "help": "diagnosis: train nothing; write the outputs from the finished runs of the grid and name the missing"})
+    bf16: bool = field(default=False, metadata={"help": "train under bfloat16 autocast (the authors' precision; "
+                                                        "1.5-1.8x faster on an AMX CPU)"})
     no_compile: bool = field(default=False, metadata={"help": "train eager (a cold torch.compile costs minutes on a busy machine)"})
     seed_major: bool = field(default=False, metadata={"help": "diagnosis: seed by seed over every arm (default: arm by arm)"})
     threads: int | None = None
@@ -114,21 +117,27 @@ class RecipeStudyConfig(ScriptConfig):
 # --- one run's TrainConfig ---------------------------------------------------------------------------------
 def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str, seed: int, steps: int,
                  eval_every: int, eval_batches: int) -> TrainConfig:
-    """The TrainConfig of one run of ``recipe`` (lever values, ``recipe_levers.LEVER_SPECS``)."""
+    """The TrainConfig of one run of ``recipe`` (lever values, ``recipe_levers.LEVER_SPECS``); ``steps`` is the
+    schedule's length (a ``horizon`` run stops before it, ``run_once``)."""
     widths = dict((TINY_WIDTHS if study.tiny else ZOO_WIDTHS)[variant])
     if variant == "dstg" and not study.tiny:
         widths.update(d_sem=128 - recipe["d_ap"], d_ap=recipe["d_ap"])
-    model = dict(widths, n_layers=study.n_layers, n_heads=study.n_heads, tie_embeddings=recipe["tie"])
+    model = dict(widths, n_layers=recipe.get("layers") or study.n_layers, n_heads=study.n_heads,
+                 tie_embeddings=recipe["tie"])
     if variant == "dstg":
         model.update(mlp_mode=recipe["mlp"], rp_bias=recipe["rp"])
+        if recipe.get("normed"):
+            model["residual_from_normed"] = True
     if recipe["pos_init"] is not None:
         model["pos_init_std"] = recipe["pos_init"]
     warmup = recipe["warmup"] if recipe["warmup"] is not None else steps // 10
     return TrainConfig(out_dir=str(Path(study.runs) / variant / name), model=model, corpus=recipe.get("corpus") or study.corpus,
                        max_length=study.max_length, windows=recipe["windows"], vocab_size=recipe["vocab"],
                        batch_size=recipe["batch"], max_steps=steps, lr=recipe["lr"], warmup_steps=min(warmup, steps - 1),
-                       schedule=recipe["schedule"], seed=seed, eval_every=eval_every, eval_batches=eval_batches,
-                       save_every=max(1, min(steps, 200)), log_every=math.gcd(eval_every, max(1, steps // 20)),
+                       schedule=recipe["schedule"], weight_decay=recipe.get("wd", 0.1),
+                       betas=(0.9, recipe.get("beta2", 0.98)), seed=seed, eval_every=eval_every,
+                       eval_batches=eval_batches, save_every=max(1, min(steps, 200)),
+                       log_every=math.gcd(eval_every, max(1, steps // 20)), bf16=study.bf16,
                        threads=study.threads, progress=False, compile=False if study.no_compile else None)
 
 
@@ -148,25 +157,39 @@ def screen_config(study: RecipeStudyConfig, variant: str, lever: str | None, val
     return train_config(study, variant, recipe, name, seed, steps, eval_every, study.eval_batches)
 
 
+STOP_FILE = "study_stop.json"  # a run's stop step when its schedule is planned past its budget (``horizon``)
+
+
 def arm_config(study: RecipeStudyConfig, arm: Arm, variant: str, seed: int) -> TrainConfig | None:
     """The diagnosis's run of ``arm`` for ``variant`` and ``seed``: steps from the token budget and the
-    training split's mean sequence length (the data are prepared, or read from the cache, here)."""
+    training split's mean sequence length (the data are prepared, or read from the cache, here).  With a
+    ``horizon`` lever the schedule's ``max_steps`` come from the horizon and the run stops at the budget's
+    step (``stop_step``, kept in the run folder's ``study_stop.json``)."""
     recipe = recipe_for(arm, variant, ZOO_RECIPE)
     if recipe is None:
         return None
     name = f"{arm.label}/seed{seed}"
     probe = train_config(study, variant, recipe, name, seed, steps=2, eval_every=1, eval_batches=1)
     saved = Path(probe.out_dir) / CONFIG_FILE
+    tokens = recipe.get("tokens") or study.tokens
     if saved.is_file():  # a started run keeps the step budget it started with (another tokenizer: other lengths)
         record = json.loads(saved.read_text())
         steps, eval_every, eval_batches = record["max_steps"], record["eval_every"], record["eval_batches"]
+        stop_file = Path(probe.out_dir) / STOP_FILE
+        stop = json.loads(stop_file.read_text())["stop_step"] if stop_file.is_file() else steps
     else:
         mean_length = float(np.mean(prepare_training_data(probe).train.lengths))
         per_step = recipe["batch"] * mean_length
-        steps = max(2, round((recipe.get("tokens") or study.tokens) / per_step))
+        stop = max(2, round(tokens / per_step))
+        horizon = recipe.get("horizon") or tokens
+        if horizon < tokens:
+            raise ValueError(f"arm {arm.label!r}: horizon={horizon} is shorter than the run's {tokens} tokens; a "
+                             "schedule cannot end before its run")
+        steps = max(stop, round(horizon / per_step))
         eval_every = max(1, round(study.eval_tokens / per_step))
         eval_batches = max(1, study.eval_sequences // recipe["batch"])
     cfg = train_config(study, variant, recipe, name, seed, steps, eval_every, eval_batches)
+    cfg.stop_step = stop  # type: ignore[attr-defined]  # read by run_once and is_finished, not a TrainConfig field
     if saved.is_file():
         differing = sorted(k for k, v in json.loads(saved.read_text()).items()
                            if k not in RESUMABLE_DIFFERENCES and cfg.to_dict().get(k) != v and k != "betas")
@@ -176,17 +199,34 @@ def arm_config(study: RecipeStudyConfig, arm: Arm, variant: str, seed: int) -> T
     return cfg
 
 
+def stop_step(cfg: TrainConfig) -> int:
+    return getattr(cfg, "stop_step", cfg.max_steps)
+
+
 # --- running -----------------------------------------------------------------------------------------------
 def run_once(cfg: TrainConfig, study: RecipeStudyConfig) -> None:
-    """Train ``cfg`` unless its checkpoint is complete; an existing run needs ``--resume``."""
+    """Train ``cfg`` to its stop step unless its checkpoint is there; an existing run needs ``--resume``.
+    Every validation also reads the position table's spectrum into ``table_curve.jsonl`` (``table_reading``)."""
     state = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
     if state.is_file():
         if not (study.resume or study.collect):
             raise ValueError(f"{cfg.out_dir} already holds a run; pass --resume to read it back and continue the "
                              "study, or choose another --runs")
-        if json.loads(state.read_text())["step"] >= cfg.max_steps:
+        if json.loads(state.read_text())["step"] >= stop_step(cfg):
             return
-    train(cfg, resume=state.is_file())
+    stop = stop_step(cfg)
+    if stop < cfg.max_steps:
+        Path(cfg.out_dir).mkdir(parents=True, exist_ok=True)
+        write_text_atomic(Path(cfg.out_dir) / STOP_FILE, json.dumps(dict(stop_step=stop, max_steps=cfg.max_steps)) + "\n")
+    curve_file = Path(cfg.out_dir) / TABLE_CURVE_FILE
+
+    def record_table(model, step: int, tokens_seen: int) -> None:
+        reading = table_reading(model)
+        if reading:
+            with open(curve_file, "a") as out:
+                out.write(json.dumps(dict(step=step, tokens=tokens_seen, **reading)) + "\n")
+
+    train(cfg, resume=state.is_file(), stop_after_step=stop if stop < cfg.max_steps else None, on_eval=record_table)
 
 
 def read_curve(cfg: TrainConfig) -> pd.DataFrame:
@@ -216,41 +256,90 @@ def diagnosis_plan(study: RecipeStudyConfig) -> list[tuple[Arm, str, int]]:
 
 def is_finished(cfg: TrainConfig) -> bool:
     state = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
-    return state.is_file() and json.loads(state.read_text())["step"] >= cfg.max_steps
+    return state.is_file() and json.loads(state.read_text())["step"] >= stop_step(cfg)
+
+
+def run_key(cfg: TrainConfig) -> str:
+    """What makes two runs the same run: the TrainConfig less what may differ on resume, and the stop step."""
+    record = {k: v for k, v in cfg.to_dict().items() if k not in RESUMABLE_DIFFERENCES}
+    text = json.dumps(dict(record, stop_step=stop_step(cfg)), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def read_record(out: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The runs, validation curves and table curves an earlier invocation wrote into ``out`` (committed, so a
+    later session's ``--resume`` reuses a finished run whose training folder is gone: the ledger)."""
+    tables = []
+    for name in ("diagnosis_runs.csv", "diagnosis_curves.csv", "diagnosis_table_curves.csv"):
+        path = Path(out) / name
+        tables.append(pd.read_csv(path) if path.is_file() and path.stat().st_size else pd.DataFrame())
+    runs = tables[0]
+    if not runs.empty and "run_key" not in runs:
+        runs = pd.DataFrame()  # written before the ledger existed: nothing to match a run by
+    return runs, tables[1], tables[2]
 
 
 def run_diagnosis(study: RecipeStudyConfig, start: float) -> pd.DataFrame:
     plan = [(item, arm_config(study, *item)) for item in diagnosis_plan(study)]
-    if study.resume or study.collect:  # finished runs are read back first, so every output below includes them
-        plan = sorted(plan, key=lambda entry: not is_finished(entry[1]))
+    reuse = study.resume or study.collect
+    recorded_runs, recorded_curves, recorded_tables = read_record(study.out) if reuse else (pd.DataFrame(),) * 3
+    recorded = set(recorded_runs.run_key) if not recorded_runs.empty else set()
+
+    def done(cfg: TrainConfig) -> bool:
+        return is_finished(cfg) or run_key(cfg) in recorded
+
+    if reuse:  # finished runs are read back first, so every output below includes them
+        plan = sorted(plan, key=lambda entry: not done(entry[1]))
     if study.collect:
-        missing = [f"{variant}:{arm.label} seed {seed}" for (arm, variant, seed), cfg in plan if not is_finished(cfg)]
-        plan = [entry for entry in plan if is_finished(entry[1])]
+        missing = [f"{variant}:{arm.label} seed {seed}" for (arm, variant, seed), cfg in plan if not done(cfg)]
+        plan = [entry for entry in plan if done(entry[1])]
         if missing:
             print(f"recipe_study: --collect: {len(missing)} run(s) of the grid not finished, left out: "
                   f"{'; '.join(missing)}", file=sys.stderr)
         if not plan:
             raise ValueError("--collect: no run of the grid has finished in --runs; train them first (--resume)")
-    runs, curves = [], []
+    # runs recorded in --out by earlier invocations with other arms stay in every output (the ledger accumulates)
+    planned = {run_key(cfg) for _, cfg in plan}
+    others = recorded_runs[~recorded_runs.run_key.isin(planned)] if not recorded_runs.empty else pd.DataFrame()
+    runs, curves, tables = [row.to_dict() for _, row in others.iterrows()], [], []
+    for table, store in ((recorded_curves, curves), (recorded_tables, tables)):
+        if not table.empty and not others.empty:
+            store.append(table.merge(others[["variant", "arm", "seed"]], on=["variant", "arm", "seed"]))
+    if runs:
+        print(f"recipe_study: {len(runs)} earlier run(s) of other arms kept from {study.out}", file=sys.stderr)
     for number, ((arm, variant, seed), cfg) in enumerate(plan, 1):
-        began = time.time()
-        run_once(cfg, study)
-        unigram = unigram_baseline(cfg, tokenizer=load_tokenizer(Path(cfg.out_dir) / CHECKPOINT_DIR / "tokenizer.json"))
-        curve = read_curve(cfg).assign(variant=variant, arm=arm.label, seed=seed, unigram_loss=unigram["unigram_loss"])
-        exit_step, exit_tokens = plateau_exit(curve)
-        state = json.loads((Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).read_text())
-        runs.append(dict(variant=variant, arm=arm.label, seed=seed, steps=state["step"], batch=cfg.batch_size,
-                         train_tokens=state["tokens_seen"], train_seconds=round(state["train_seconds"], 1),
-                         final_val_loss=curve.val_loss.iloc[-1], unigram_loss=unigram["unigram_loss"],
-                         plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens, **run_readings(cfg),
-                         run_dir=cfg.out_dir))
-        curves.append(curve)
-        print(f"[{number}/{len(plan)}] {variant} {arm.label} seed {seed}: {time.time() - began:.0f} s", file=sys.stderr, flush=True)
-        write_diagnosis(study, pd.DataFrame(runs), pd.concat(curves, ignore_index=True), start, finished=number == len(plan))
+        began, key = time.time(), run_key(cfg)
+        labels = dict(variant=variant, arm=arm.label, seed=seed)
+        if not is_finished(cfg) and key in recorded:  # the ledger: finished in an earlier session
+            runs.append(recorded_runs[recorded_runs.run_key == key].iloc[-1].to_dict())
+            for table, store in ((recorded_curves, curves), (recorded_tables, tables)):
+                if not table.empty:
+                    store.append(table[(table.variant == variant) & (table.arm == arm.label) & (table.seed == seed)])
+            print(f"[{number}/{len(plan)}] {variant} {arm.label} seed {seed}: read from {study.out} (run key {key})",
+                  file=sys.stderr, flush=True)
+        else:
+            run_once(cfg, study)
+            unigram = unigram_baseline(cfg, tokenizer=load_tokenizer(Path(cfg.out_dir) / CHECKPOINT_DIR / "tokenizer.json"))
+            curve = read_curve(cfg).assign(**labels, unigram_loss=unigram["unigram_loss"])
+            exit_step, exit_tokens = plateau_exit(curve)
+            state = json.loads((Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE).read_text())
+            runs.append(dict(labels, steps=state["step"], schedule_steps=cfg.max_steps, batch=cfg.batch_size,
+                             train_tokens=state["tokens_seen"], train_seconds=round(state["train_seconds"], 1),
+                             final_val_loss=curve.val_loss.iloc[-1], unigram_loss=unigram["unigram_loss"],
+                             plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens, **run_readings(cfg),
+                             run_dir=cfg.out_dir, run_key=key))
+            curves.append(curve)
+            tables.append(read_table_curve(Path(cfg.out_dir)).assign(**labels))
+            print(f"[{number}/{len(plan)}] {variant} {arm.label} seed {seed}: {time.time() - began:.0f} s",
+                  file=sys.stderr, flush=True)
+        write_diagnosis(study, pd.DataFrame(runs), pd.concat(curves, ignore_index=True),
+                        pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(), start,
+                        finished=number == len(plan))
     return pd.DataFrame(runs)
 
 
-def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.DataFrame, start: float, finished: bool) -> None:
+def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.DataFrame, table_curves: pd.DataFrame,
+                    start: float, finished: bool) -> None:
     """Rewrite every output from the runs so far (each file atomically): a partial grid is a valid result."""
     out = study.out
     out.mkdir(parents=True, exist_ok=True)
@@ -262,7 +351,8 @@ def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.Dat
         write_text_atomic(out / "diagnosis_shipped_zoo.csv", reference.to_csv(index=False))
         plotted_runs = pd.concat([runs, reference], ignore_index=True)
         plotted_curves = pd.concat([curves, shipped_zoo_curves(ZOO_DIR, tuple(study.variants))], ignore_index=True)
-    for name, table in (("diagnosis_runs.csv", runs), ("diagnosis_arms.csv", arms), ("diagnosis_curves.csv", curves)):
+    for name, table in (("diagnosis_runs.csv", runs), ("diagnosis_arms.csv", arms), ("diagnosis_curves.csv", curves),
+                        ("diagnosis_table_curves.csv", table_curves)):
         write_text_atomic(out / name, table.to_csv(index=False))
     arm_levers = {arm.label: dict(arm.levers) for arm in study.parsed_arms}
     write_text_atomic(out / "diagnosis_study.json", json.dumps(dict(

@@ -455,6 +455,63 @@ def recipe_diagnosis(figures: Path) -> str:
     return _markdown(header, rows)
 
 
+LEVER_BASE = "reimpl-wiki"  # the lever study's base arm (experiments/recipe_levers.ARMS)
+# the readings the lever study's verdicts are drawn on: a lever "moves" a reading when every seed of its arm lies
+# outside the base arm's seed range on the same side (2 seeds an arm: the only interval two seeds give)
+LEVER_VERDICT_READINGS = (("pc1_pc2", "PC1+PC2"), ("low_freq_share", "DCT share"), ("position_r2_last", "R² last"))
+
+
+def _seed_range(values: pd.Series, digits: int = 2) -> str:
+    values = values.dropna()
+    if values.empty:
+        return "—"
+    if len(values) == 1:
+        return f"{values.iloc[0]:.{digits}f}"
+    return f"{values.mean():.{digits}f} [{values.min():.{digits}f}, {values.max():.{digits}f}]"
+
+
+def lever_verdict(arm: pd.DataFrame, base: pd.DataFrame, column: str) -> str:
+    """'↑' / '↓' when every seed of ``arm`` lies above / below every seed of ``base`` (and both have >= 2 seeds),
+    '=' when the ranges overlap, '?' with fewer than two seeds on either side."""
+    a, b = arm[column].dropna(), base[column].dropna()
+    if len(a) < 2 or len(b) < 2:
+        return "?"
+    if a.min() > b.max():
+        return "↑"
+    if a.max() < b.min():
+        return "↓"
+    return "="
+
+
+def recipe_levers(figures: Path) -> str:
+    """The lever study (issue 35): one row per arm of ``recipe/levers/diagnosis_runs.csv``, each reading as the
+    mean over seeds [min, max], chance in brackets where it has one, and which readings the arm moves against the
+    base arm (``lever_verdict``)."""
+    runs = _csv(figures, "recipe/levers/diagnosis_runs.csv")
+    arms = list(dict.fromkeys(runs.arm))
+    base_label = next((arm for arm in arms if arm.split(",")[0] == LEVER_BASE and "," not in arm), None)
+    base = runs[runs.arm == base_label] if base_label else runs.iloc[:0]
+    header = ["arm (one lever over the base)", "seeds", "PC1+PC2 (chance)", "participation ratio (chance)",
+              "DCT share, 4 bins: pooled (PC1 / PC2)", "AP-stream position R² first → last", "held-out gain (points)",
+              "plateau exit (M tokens)", "moves vs base: " + ", ".join(name for _, name in LEVER_VERDICT_READINGS)]
+    rows = []
+    for label in arms:
+        arm = runs[runs.arm == label]
+        shown = "base: " + label if label == base_label else label.replace(f"{LEVER_BASE},", "+ ")
+        exits = arm.plateau_exit_tokens.dropna() / 1e6
+        verdicts = "—" if label == base_label else " ".join(lever_verdict(arm, base, c) for c, _ in LEVER_VERDICT_READINGS)
+        rows.append([shown, " ".join(map(str, sorted(arm.seed))),
+                     f"{_seed_range(arm.pc1_pc2)} ({arm.pc1_pc2_chance.mean():.2f})",
+                     f"{_seed_range(arm.participation_ratio, 1)} ({arm.participation_ratio_chance.mean():.1f})",
+                     f"{_seed_range(arm.low_freq_share)} ({arm.pc1_low_freq_share.mean():.2f} / "
+                     f"{arm.pc2_low_freq_share.mean():.2f})",
+                     f"{_seed_range(arm.position_r2_first)} → {_seed_range(arm.position_r2_last)}",
+                     _seed_range(arm.heldout_gain_points, 1),
+                     f"{_seed_range(exits)} ({len(exits)}/{len(arm)} left)", verdicts])
+    return _markdown(header, rows) + ("\n\nMoves: ↑ / ↓ every seed above / below the base arm's seed range, = the "
+                                      "ranges overlap, ? fewer than two seeds.")
+
+
 TABLES = {
     "zoo": zoo_table,
     "zoo_former": zoo_former,
@@ -471,12 +528,14 @@ TABLES = {
     "invariance": invariance_table,
     "corpus": corpus_table,
     "recipe_diagnosis": recipe_diagnosis,
+    "recipe_levers": recipe_levers,
     "erasure": erasure_table,
     "erasure_reading": erasure_reading,
     "interventions": interventions_table,
 }
 # documents beside README whose marked tables come from the repository's own gallery
-REPOSITORY_DOCUMENTS = [FIGURES_DIR.parent / "docs" / "training.md", FIGURES_DIR / "recipe" / "DIAGNOSIS.md"]
+REPOSITORY_DOCUMENTS = [FIGURES_DIR.parent / "docs" / "training.md", FIGURES_DIR / "recipe" / "DIAGNOSIS.md",
+                        FIGURES_DIR / "recipe" / "LEVERS.md"]
 BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /report:(?P=name) -->)", re.DOTALL)
 
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from dstg_interp import ModelConfig, build_model
-from dstg_interp.model.layers import fused_attention, t5_relative_buckets
+from dstg_interp.model.layers import additive_key_mask, fused_attention, t5_relative_buckets
 
 from conftest import VARIANTS, tiny_config, tiny_model
 
@@ -295,6 +295,28 @@ def test_quirk_option_changes_the_residual(padded_batch):
     quirk = tiny_model("dstg", residual_from_normed=True).eval()
     quirk.load_state_dict(standard.state_dict())
     assert not torch.allclose(standard(tokens, mask).logits, quirk(tokens, mask).logits)
+
+
+def test_normed_residual_block_is_norm_x_plus_f_norm_x(padded_batch):
+    """The authors' residual form, written out by hand for one block and both streams:
+    x <- norm_attn(x) + attn(norm_attn(x)); x <- norm_mlp(x) + mlp(norm_mlp(x)), against the block's forward."""
+    tokens, mask = padded_batch
+    model = tiny_model("dstg", residual_from_normed=True).eval()
+    block = model.blocks[0]
+    with torch.no_grad():
+        x_sem = torch.randn(*tokens.shape, model.config.d_sem) * 3
+        x_ap = torch.randn(*tokens.shape, model.config.d_ap) * 0.1
+        key_mask = additive_key_mask(mask, torch.float32)
+        n_sem, n_ap = block.norm_attn_sem(x_sem), block.norm_attn_ap(x_ap)
+        a_sem, a_ap = block.attn(n_sem, n_ap, key_mask)
+        h_sem, h_ap = n_sem + a_sem, n_ap + a_ap
+        m_sem, m_ap = block.mlp(block.norm_mlp_sem(h_sem), block.norm_mlp_ap(h_ap))
+        want_sem, want_ap = block.norm_mlp_sem(h_sem) + m_sem, block.norm_mlp_ap(h_ap) + m_ap
+        got_sem, got_ap = block(x_sem, x_ap, key_mask)
+    torch.testing.assert_close(got_sem, want_sem, rtol=0, atol=1e-6)
+    torch.testing.assert_close(got_ap, want_ap, rtol=0, atol=1e-6)
+    # and the carried AP residual has RMS ~1 plus the update: the raw input's small scale is gone
+    assert got_ap.pow(2).mean().sqrt() > 0.5 > x_ap.pow(2).mean().sqrt()
 
 
 def test_stop_at_layer_skips_later_blocks(variant, padded_batch):

@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 
 import pandas as pd
 import pytest
@@ -203,3 +204,41 @@ def test_zoo_curves_label_each_run_by_its_recipe_and_find_its_plateau_exit(tmp_p
     assert set(pd.read_csv(out / "training_curves.csv").recipe) == {six, four}
     assert zoo_curves.main(["--zoo", str(tmp_path / "nothing"), "--out", str(out)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("zoo_curves: error:")
+
+
+def test_a_horizon_run_stops_part_way_and_the_ledger_outlives_the_run_folders(tmp_path, monkeypatch, capsys):
+    """horizon > tokens: the schedule is planned over the horizon and the run stops at its budget; the table's
+    reading is a curve over the validations; the new levers reach the TrainConfig; finished runs are read back
+    from --out once their training folders are gone (a later session), and a later invocation with other arms
+    keeps them in every output."""
+    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+    corpus = write_synthetic_corpus(tmp_path / "corpus", n_docs=80)
+    common = ["--corpus", str(corpus), "--tiny", "--seeds", "0", "--tokens", "1500", "--eval-tokens", "400",
+              "--eval-sequences", "8", "--max-length", "48", "--threads", "1", "--out", str(tmp_path / "out"),
+              "--runs", str(tmp_path / "runs")]
+    arm = "dstg:zoo,tokens=3000,horizon=6000,wd=0.01,normed=true,layers=3,beta2=0.95"
+    assert main([*common, "--arms", arm]) == 0, capsys.readouterr().err
+    run_dir = tmp_path / "runs" / "dstg" / arm.split(":", 1)[1] / "seed0"
+    saved = json.loads((run_dir / "train_config.json").read_text())
+    assert (saved["weight_decay"], saved["betas"], saved["model"]["n_layers"]) == (0.01, [0.9, 0.95], 3)
+    assert saved["model"]["residual_from_normed"] is True
+    stop = json.loads((run_dir / "study_stop.json").read_text())
+    runs = pd.read_csv(tmp_path / "out" / "diagnosis_runs.csv")
+    assert runs.steps.iloc[0] == stop["stop_step"] < runs.schedule_steps.iloc[0] == saved["max_steps"]
+    assert 1.6 <= saved["max_steps"] / stop["stop_step"] <= 2.4  # the schedule spans twice the run's tokens
+    table = pd.read_csv(tmp_path / "out" / "diagnosis_table_curves.csv")
+    assert len(table) >= 2 and table.pc1_pc2.between(0, 1).all() and (table.step.diff().dropna() > 0).all()
+
+    shutil.rmtree(tmp_path / "runs")  # a later session: the training folders are gone, --out is committed
+    capsys.readouterr()
+    assert main([*common, "--arms", arm, "dstg:zoo", "--resume"]) == 0
+    assert "read from" in capsys.readouterr().err
+    assert not run_dir.exists()  # read from the ledger, not retrained
+    both = pd.read_csv(tmp_path / "out" / "diagnosis_runs.csv")
+    assert both.arm.tolist() == [arm.split(":", 1)[1], "zoo"]
+    assert both.iloc[0].equals(runs.iloc[0])
+    assert main([*common, "--arms", "dstg:zoo,wd=0.05", "--resume"]) == 0  # other arms: the earlier rows stay
+    assert pd.read_csv(tmp_path / "out" / "diagnosis_runs.csv").arm.tolist() == [*both.arm, "zoo,wd=0.05"]
+    capsys.readouterr()
+    assert main([*common, "--arms", "dstg:zoo,horizon=1000"]) == 2
+    assert "horizon=1000 is shorter than the run's 1500 tokens" in capsys.readouterr().err

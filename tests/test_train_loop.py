@@ -483,3 +483,18 @@ def test_zoo_members_trained_before_token_budgets_keep_their_recipe(tmp_path):
     budget.batch_tokens = 16 * 128
     with pytest.raises(ValueError, match=r"batch_tokens None here vs 2048"):
         check_zoo_recipe(ZOO_DIR, "ap", budget)
+
+
+def test_bf16_on_a_cpu_without_native_bfloat16_says_it_will_be_slow(tmp_path, monkeypatch):
+    """--bf16 is emulated on an AVX2 CPU (17x a float32 step measured here): one line says so; not in float32,
+    not where oneDNN has bfloat16, not on another device."""
+    from dstg_interp.train import bf16_emulation_note
+
+    cfg = tiny_train_config(tmp_path / "run", tmp_path, bf16=True)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    note = bf16_emulation_note(cfg, torch.device("cpu"))
+    assert note is not None and "\n" not in note and "drop --bf16" in note
+    assert bf16_emulation_note(tiny_train_config(tmp_path / "f32", tmp_path), torch.device("cpu")) is None
+    assert bf16_emulation_note(cfg, torch.device("meta")) is None
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    assert bf16_emulation_note(cfg, torch.device("cpu")) is None

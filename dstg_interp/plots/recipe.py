@@ -169,3 +169,75 @@ def plot_heldout_gain(heldout: pd.DataFrame, out_dir, stem: str = "heldout_gain"
     ax.grid(axis="y", alpha=0.3)
     ax.legend(frameon=False, fontsize=8)
     return save_figure(fig, out_dir, stem, table.to_dict(orient="records"))
+
+
+# the lever study's end readings: (column, title, its chance column or None)
+LEVER_READINGS = (("pc1_pc2", "AP table PC1+PC2", "pc1_pc2_chance"),
+                  ("participation_ratio", "AP table participation ratio", "participation_ratio_chance"),
+                  ("low_freq_share", "AP table DCT share, first 4 bins\n(PC1 and PC2 pooled)", "low_freq_share_chance"),
+                  ("position_r2_last", "token-position R$^2$ of the AP stream,\nlast block", None),
+                  ("heldout_gain_points", "held-out gain over the\nmost-frequent token (points)", None))
+
+
+def plot_lever_study(table_curves: pd.DataFrame, runs: pd.DataFrame, out_dir, base: str, stem: str = "levers") -> dict:
+    """The lever study: left, the AP table's PC1+PC2 against training tokens, one colour per arm (the line: mean
+    over seeds at each validation; the band: the seeds' range), the base arm in black; right, each end reading
+    per arm (bar: mean over seeds, dots: seeds, whisker: the seeds' range, grey tick: Gaussian tables of the
+    same shape, i.e. chance), with the base arm's range shaded across the panel so an arm outside it stands out.
+
+    ``table_curves``: variant, arm, seed, tokens, pc1_pc2 (``diagnosis_table_curves.csv``); ``runs``: one row per
+    run (``diagnosis_runs.csv``); ``base``: the arm every other arm changes one lever of.
+    """
+    require_columns(table_curves, ["arm", "seed", "tokens", "pc1_pc2"], "lever study table curves")
+    require_columns(runs, ["arm", "seed"], "lever study runs")
+    arms = list(dict.fromkeys(runs.arm))
+    if base in arms:
+        arms = [base] + [arm for arm in arms if arm != base]
+    palette = dict(zip([a for a in arms if a != base], sns.color_palette("tab20", max(1, len(arms) - 1))))
+    palette[base] = (0.0, 0.0, 0.0)
+    short = {arm: "base" if arm == base else arm.replace(base + ",", "+ ") for arm in arms}
+    fig = plt.figure(figsize=(17.0, 7.5))
+    grid = fig.add_gridspec(2, 4, width_ratios=[2.2, 1, 1, 1], hspace=0.75, wspace=0.35)
+    ax = fig.add_subplot(grid[:, 0])
+    for arm in arms:
+        curve = table_curves[table_curves.arm == arm]
+        if curve.empty:
+            continue
+        # seeds validate at slightly different token counts: align them on the validation's index
+        curve = curve.sort_values("step").assign(index=lambda c: c.groupby("seed").cumcount())
+        by_step = curve.groupby("index").agg(tokens=("tokens", "mean"), mean=("pc1_pc2", "mean"),
+                                             low=("pc1_pc2", "min"), high=("pc1_pc2", "max"))
+        ax.plot(by_step.tokens / 1e6, by_step["mean"], color=palette[arm], linewidth=2.2 if arm == base else 1.3,
+                label=f"{short[arm]} ({curve.seed.nunique()} seeds)")
+        ax.fill_between(by_step.tokens / 1e6, by_step.low, by_step.high, color=palette[arm], alpha=0.15, linewidth=0)
+    ax.set_xlabel("training tokens (millions)")
+    ax.set_ylabel("AP table PC1+PC2")
+    ax.set_title("the table's collapse as it trains")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    for index, (column, title, chance) in enumerate(LEVER_READINGS):
+        panel = fig.add_subplot(grid[index // 3, 1 + index % 3])
+        base_values = runs.loc[runs.arm == base, column].dropna() if column in runs else pd.Series(dtype=float)
+        if len(base_values):
+            panel.axhspan(base_values.min(), base_values.max(), color="black", alpha=0.08, linewidth=0)
+        for x, arm in enumerate(arms):
+            values = runs.loc[runs.arm == arm, column].dropna() if column in runs else pd.Series(dtype=float)
+            if len(values):
+                panel.bar(x, values.mean(), color=palette[arm], alpha=0.6)
+                panel.plot([x, x], [values.min(), values.max()], color="black", linewidth=1)
+                panel.scatter(np.full(len(values), x), values, color="black", s=10, zorder=3)
+            if chance and chance in runs and runs.loc[runs.arm == arm, chance].notna().any():
+                panel.plot([x - 0.4, x + 0.4], [runs.loc[runs.arm == arm, chance].mean()] * 2, color="grey", linewidth=2)
+        panel.set_xticks(range(len(arms)), [short[a] for a in arms], fontsize=6.5, rotation=60, ha="right",
+                         rotation_mode="anchor")
+        panel.set_title(title, fontsize=9)
+        panel.grid(alpha=0.3, axis="y")
+    fig.text(0.5, -0.04, f"base = {base}. Bars: mean over seeds; dots: seeds; whiskers and bands: the seeds' range; "
+             "shaded across a panel: the base arm's range; grey ticks: Gaussian tables of the same shape (chance).",
+             ha="center", fontsize=8)
+    numbers = dict(base=base, table_curves=table_curves.to_dict(orient="records"), runs=runs.to_dict(orient="records"),
+                   bands={"band around a curve": "the seeds' range at that validation",
+                          "whisker": "the seeds' range of an end reading",
+                          "shaded band": "the base arm's range of that reading",
+                          "grey tick": "the same reading for Gaussian tables of the same shape (chance)"})
+    return save_figure(fig, out_dir, stem, numbers)

@@ -17,8 +17,14 @@ with fixed masks.  After each run the readings of ``experiments/recipe_readings.
 held-out gain over the most-frequent token, position-table PC1+PC2 against chance, token-position R^2 of
 the position stream) are added and the outputs rewritten, so a partial grid is a valid result: in
 ``--out``, ``diagnosis_runs.csv`` (one row per run), ``diagnosis_arms.csv`` (mean and sd over seeds),
-``diagnosis_curves.csv`` (one row per validation), ``diagnosis_study.json`` (config, arms, versions),
-``diagnosis_config.json`` (the config and wall time) and the figure ``diagnosis`` (PNG + PDF + JSON).
+``diagnosis_curves.csv`` (one row per validation), ``diagnosis_table_curves.csv`` (the position table's
+spectrum at every validation), ``diagnosis_study.json`` (config, arms, versions), ``diagnosis_config.json``
+(the config and wall time), the figure ``diagnosis`` and, where the runs have a position table, the figure
+``levers`` (each arm against the first arm given; PNG + PDF + JSON).  ``--out`` is also the study's ledger: with
+``--resume`` a run recorded there is read back even when its training folder is gone (another session), and
+the rows of arms not in this invocation are kept.  An arm's ``horizon`` plans its schedule past its budget
+(``python -m experiments.recipe_study --arms dstg:reimpl-wiki "dstg:reimpl-wiki,windows=true" ...``, the
+lever study of figures/recipe/LEVERS.md).
 
 **Screen** (no ``--arms``): each run changes ONE lever of the former zoo recipe (``SCREEN_VALUES``) for
 ``--steps`` batch-32 steps' worth of sequences; outputs ``curves.csv``, ``summary.csv``, ``study.json``,
@@ -46,7 +52,7 @@ import torch
 from dstg_interp.io import RESULTS_DIR, write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_WIDTHS
 from dstg_interp.tiny_zoo import TINY_WIDTHS
-from dstg_interp.plots.recipe import plot_diagnosis, plot_recipe_curves
+from dstg_interp.plots.recipe import plot_diagnosis, plot_lever_study, plot_recipe_curves
 from dstg_interp.data.tokenizer import load_tokenizer
 from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, RESUMABLE_DIFFERENCES, STATE_FILE, TrainConfig,
                              prepare_training_data, train)
@@ -360,6 +366,8 @@ def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.Dat
         levers={k: v[2] for k, v in LEVER_SPECS.items()}, torch=torch.__version__, python=platform.python_version()),
         indent=1, default=str) + "\n")
     plot_diagnosis(plotted_curves, plotted_runs, out)
+    if not table_curves.empty and "pc1_pc2" in runs:  # the lever figure: every arm against the first one given
+        plot_lever_study(table_curves, runs[runs.pc1_pc2.notna()], out, base=study.parsed_arms[0].label)
     save_config(study, "experiments/recipe_study.py", name="diagnosis_config.json", wall_s=round(time.time() - start, 1))
 
 

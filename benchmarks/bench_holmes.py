@@ -26,7 +26,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from dstg_interp import load_model
-from probes.holmes import ProbeConfig, encode_dataset, evaluate_features, load_benchmark
+from probes.holmes import HolmesProbeConfig, encode_dataset, evaluate_features, load_benchmark
 from probes.holmes.protocol import probe_metric
 from probes.holmes.suite import build_suite, default_suite_dir
 from machine import LoadWatch, add_load_arguments, write_result
@@ -52,7 +52,7 @@ def main(model_name="dstg", suite=None, n_datasets=10, args=None, out=RESULTS):
         X = next(iter(features.values()))
         y = dataset.labels()
         splits = {s: dataset.split_indices(s) for s in ("train", "dev", "test")}
-        config = ProbeConfig(flash_fraction=None)
+        config = HolmesProbeConfig(flash_fraction=None)
         started = time.process_time()
         ours = evaluate_features(X, y, splits, dataset.config.num_labels, config)
         ours_s = time.process_time() - started

@@ -26,7 +26,7 @@ import torch
 
 from experiments import fig_holmes
 from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, save_config
-from probes.holmes import ProbeConfig, run_holmes
+from probes.holmes import HolmesProbeConfig, run_holmes
 from probes.holmes.protocol import PROTOCOLS
 from probes.holmes.run import HolmesRunConfig, write_tables
 
@@ -99,7 +99,7 @@ def run(config: HolmesSuiteConfig) -> dict:
         config.out.mkdir(parents=True, exist_ok=True)
         write_tables(results, config.out, run_config)
     else:
-        probe = ProbeConfig(flash_fraction=None if config.full else 1 / 32, protocol=config.protocol)
+        probe = HolmesProbeConfig(flash_fraction=None if config.full else 1 / 32, protocol=config.protocol)
         results = run_holmes(config.models, config.suite_dir, config=probe, random_init_control=config.random_init,
                              datasets=config.datasets, out_dir=config.out)
     areas = pd.read_csv(config.out / "areas.csv")

@@ -2,9 +2,33 @@
 
     from probes import probe_positions, RidgeProbe
     table = probe_positions("dstg", task="segment")      # tidy DataFrame, one row per layer x subspace
+
+The public names load on first use (PEP 562), as in ``dstg_interp``: ``from probes import RidgeProbe`` loads
+numpy and the ridge module only, not torch or the Holmes runner.
 """
 
-from probes.ridge import DEFAULT_ALPHAS, RidgeProbe, fit_ridge_grid
-from probes.splits import bootstrap_r2_ci, check_enough_groups, grouped_train_test_split
-from probes.holmes import HolmesProbe, ProbeConfig, load_benchmark, run_holmes
-from probes.positions import PositionProbeConfig, SmallSampleWarning, probe_positions, probe_store
+import importlib
+
+_EXPORTS = {
+    "DEFAULT_ALPHAS": "probes.ridge", "RidgeProbe": "probes.ridge", "fit_ridge_grid": "probes.ridge",
+    "bootstrap_r2_ci": "probes.splits", "check_enough_groups": "probes.splits",
+    "grouped_train_test_split": "probes.splits",
+    "HolmesProbe": "probes.holmes", "HolmesProbeConfig": "probes.holmes", "load_benchmark": "probes.holmes",
+    "run_holmes": "probes.holmes",
+    "PositionProbeConfig": "probes.positions", "SmallSampleWarning": "probes.positions",
+    "probe_positions": "probes.positions", "probe_store": "probes.positions",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'probes' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)  # lazy: PEP 562, on first use
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

@@ -179,7 +179,7 @@ def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: st
     for column in ("token_position", "doc_index", cfg.target_column):
         if column not in labels:
             raise ValueError(f"the store has no {column!r} labels (it has {', '.join(map(str, labels.columns))}); "
-                             "position probes need the structured-sequence labels: re-extract it with dstg-extract")
+                             "position probes need the structured-sequence labels: re-extract it with dstg-cache")
     tokens = select_tokens(store, cfg)  # store rows, sorted
     y = labels[cfg.target_column].to_numpy()[tokens].astype(np.float64)
     groups = labels["doc_index"].to_numpy()[tokens]  # windows of one document share it

@@ -12,7 +12,7 @@ import torch
 from conftest import tiny_model
 from dstg_interp.entry import launch
 from dstg_interp.data import build_tokenizer, train_tokenizer
-from probes.holmes import (HolmesProbe, HolmesRow, ProbeConfig, Target, TaskType, a_vs_b, area_table,
+from probes.holmes import (HolmesProbe, HolmesRow, HolmesProbeConfig, Target, TaskType, a_vs_b, area_table,
                            encode_dataset, load_benchmark, load_dataset, register_dataset, run_holmes,
                            winning_rates)
 from probes.holmes.encode import span_token_indices, tokenize_segments
@@ -111,7 +111,7 @@ def _separable(n=480, d=32, seed=0):
 def test_probe_separable_task_and_randomized_control():
     X, y = _separable()
     splits = {"train": np.arange(320), "dev": np.arange(320, 400), "test": np.arange(400, 480)}
-    table = evaluate_features(X, y, splits, 2, ProbeConfig(seeds=(0, 1, 2)))
+    table = evaluate_features(X, y, splits, 2, HolmesProbeConfig(seeds=(0, 1, 2)))
     real = table[table.control == "none"]["score"]
     assert real.min() > 0.97
     # A permuted-label probe cannot beat chance (binary macro-F1 <= ~0.5) by much.
@@ -171,7 +171,7 @@ def test_run_holmes_continues_past_bad_datasets(tmp_path):
     for variant in ("dstg", "rope"):
         models[variant] = tiny_model(variant, vocab_size=tokenizer.get_vocab_size(), max_positions=64)
         models[variant].tokenizer = tokenizer
-    results = run_holmes(models, FIXTURE, config=ProbeConfig(seeds=(0,), max_epochs=2, flash_fraction=None),
+    results = run_holmes(models, FIXTURE, config=HolmesProbeConfig(seeds=(0,), max_epochs=2, flash_fraction=None),
                          out_dir=tmp_path, progress=False)
     assert set(results["dataset"]) == {d.name for d in datasets}
     assert set(results.loc[results.model == "dstg", "subspace"]) == {"ap", "sem", "full"}

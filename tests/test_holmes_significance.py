@@ -11,7 +11,7 @@ import pytest
 import torch
 from sklearn.metrics import f1_score
 
-from probes.holmes.protocol import ProbeConfig, evaluate_features
+from probes.holmes.protocol import HolmesProbeConfig, evaluate_features
 from probes.holmes.run import flash_fraction_for
 from probes.holmes.significance import seed_test, seed_test_counts, variant_of
 
@@ -140,27 +140,27 @@ def fixture(regression: bool, seed: int = 0):
 def test_reference_protocol_reproduces_the_reference_algorithm(regression):
     X, y, splits, n_labels = fixture(regression)
     seeds = (0, 1, 2, 3, 4)
-    ours = evaluate_features(X, y, splits, n_labels, ProbeConfig(seeds=seeds, randomized_control=False))
+    ours = evaluate_features(X, y, splits, n_labels, HolmesProbeConfig(seeds=seeds, randomized_control=False))
     ours = ours.score.to_numpy()
     reference = reference_probe_scores(X, y, splits, n_labels, seeds)
     noise = math.sqrt(ours.var(ddof=1) / 5 + reference.var(ddof=1) / 5)
     assert abs(ours.mean() - reference.mean()) < 2 * noise + 0.01, (ours, reference)
     if not regression:  # the standardised variant scores another number on the same fixture: the protocol matters
-        standardised = evaluate_features(X, y, splits, n_labels, ProbeConfig(seeds=seeds, randomized_control=False,
+        standardised = evaluate_features(X, y, splits, n_labels, HolmesProbeConfig(seeds=seeds, randomized_control=False,
                                                                              protocol="standardised")).score.to_numpy()
         assert standardised.mean() - reference.mean() > 2 * noise + 0.01, (standardised, reference)
 
 
 def test_protocol_names_and_fields():
-    assert ProbeConfig().protocol == "reference" and ProbeConfig().standardize is False and ProbeConfig().double_softmax
-    standardised = ProbeConfig(protocol="standardised")
+    assert HolmesProbeConfig().protocol == "reference" and HolmesProbeConfig().standardize is False and HolmesProbeConfig().double_softmax
+    standardised = HolmesProbeConfig(protocol="standardised")
     assert standardised.standardize is True and standardised.double_softmax is False
     with pytest.raises(ValueError, match="unknown Holmes protocol 'ours'"):
-        ProbeConfig(protocol="ours")
+        HolmesProbeConfig(protocol="ours")
 
 
 def test_benchmark_folders_are_never_cut_by_default():
-    assert ProbeConfig().flash_fraction is None
+    assert HolmesProbeConfig().flash_fraction is None
     assert flash_fraction_for("some/flash-holmes") is None  # FlashHolmes files are already cut
     assert flash_fraction_for(None) == 1 / 32 and flash_fraction_for(None, full=True) is None  # the offline suite
     assert flash_fraction_for("some/holmes", 0.25) == 0.25

@@ -3,7 +3,7 @@
 import numpy as np
 import torch
 
-from probes.holmes import ProbeConfig, evaluate_features, load_dataset
+from probes.holmes import HolmesProbeConfig, evaluate_features, load_dataset
 from probes.holmes.format import TaskType
 from probes.holmes.suite import SUITE
 from probes.holmes.suite.build import _to_rows
@@ -94,7 +94,7 @@ def test_mdl_online_code_in_bits():
     y = rng.integers(0, 2, 600)
     X = (rng.normal(size=(600, 16)) + np.where(y == 1, 1.0, -1.0)[:, None]).astype(np.float32)
     splits = {"train": np.arange(400), "dev": np.arange(400, 500), "test": np.arange(500, 600)}
-    table = evaluate_features(X, y, splits, 2, ProbeConfig(seeds=(0,), mdl=True, randomized_control=False,
+    table = evaluate_features(X, y, splits, 2, HolmesProbeConfig(seeds=(0,), mdl=True, randomized_control=False,
                                                            max_epochs=5))
     code = table.set_index("metric")["score"]
     assert code["mdl_uniform_bits"] == 400.0

@@ -23,6 +23,9 @@ Files:
                     command.
     invariance.py   position-free semantic states: how far a passage's states move when only its offset or
                     its context changes, and retrieval recall of passages encoded alone.
+    interventions.py  AP-stream interventions (interchange, shift, mean) and their effect on the MLM output.
+    position_basis.py the position basis of a layer's hidden states (per-position means, their spectrum),
+                    for models without a learned table.
     length_eval.py  evaluation past the trained length: full-length windows and MLM loss / accuracy by
                     position bucket (with a chunked reference).  The probes by range are in ``probes.by_range``.
 

@@ -21,7 +21,7 @@ import torch
 from dstg_interp.config import MAX_SEED
 from dstg_interp.io import RESULTS_DIR
 from probes.holmes.aggregate import dataset_scores
-from probes.holmes.protocol import PROTOCOLS, ProbeConfig
+from probes.holmes.protocol import PROTOCOLS, HolmesProbeConfig
 from probes.holmes.run import HOLMES_THREADS, HolmesRunConfig, flash_fraction_for, run_config
 from probes.holmes.suite import build_suite
 
@@ -81,7 +81,7 @@ def config_from_args(args: argparse.Namespace) -> HolmesRunConfig:
     holmes = build_config(HolmesFlags, args)
     seed = args.seed if args.seed is not None else 0
     seeds = holmes.seeds if holmes.seeds is not None else tuple(range(seed, seed + 5))
-    probe = ProbeConfig(seeds=seeds, flash_fraction=flash_fraction_for(holmes.benchmark, holmes.flash_fraction,
+    probe = HolmesProbeConfig(seeds=seeds, flash_fraction=flash_fraction_for(holmes.benchmark, holmes.flash_fraction,
                                                                        holmes.full),
                         mdl=holmes.mdl, protocol=holmes.protocol)
     layers = args.layers if args.layers is not None else "last"

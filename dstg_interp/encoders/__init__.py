@@ -7,8 +7,11 @@
     for batch in encoder.iter_states(sequences, layers=[4]): ...                # length-sorted batches
     encoder.attention(tokens, attention_mask)[0]["ap"]   # [B, H, T, T] logit term (ours) / "pattern"
 
-Files: hooks.py (the hook-name table), inputs.py (special tokens, batching, padding), base.py (the
-shared API), hooked.py (models with hook points), hf.py (transformers Auto classes), open.py (open_encoder).
+Files: hooks.py (the hook-name table), edits.py (edit a layer's states in the forward pass: the table's write
+side), inputs.py (special tokens, batching, padding), base.py (the shared API), hooked.py (models with hook
+points), hf.py (transformers Auto classes), hub.py (hub ids through the Hugging Face cache), naming.py (how a
+model is named in tables and messages), selection.py (the layer grammar, the device check), open.py
+(open_encoder).
 """
 
 from .base import EncodedBatch, Encoder, EncoderError

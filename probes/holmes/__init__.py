@@ -8,6 +8,6 @@ from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomen
 from probes.holmes.encode import encode_dataset
 from probes.holmes.format import (HolmesConfig, HolmesDataset, HolmesFormatError, HolmesRow, SkippedDataset,
                                   Target, TaskType, load_benchmark, load_dataset, write_dataset)
-from probes.holmes.protocol import HolmesProbe, ProbeConfig, evaluate_features, online_code_length
+from probes.holmes.protocol import HolmesProbe, HolmesProbeConfig, evaluate_features, online_code_length
 from probes.holmes.registry import AREAS, DATASETS, PHENOMENA, area_of, phenomenon_of, register_dataset
 from probes.holmes.run import HolmesRunConfig, run_holmes, summary_tables, write_tables

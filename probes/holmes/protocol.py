@@ -1,10 +1,10 @@
 """The Holmes probe protocol on precomputed features: a linear probe trained for several seeds at once.
 
-    from probes.holmes.protocol import HolmesProbe, ProbeConfig, evaluate_features
+    from probes.holmes.protocol import HolmesProbe, HolmesProbeConfig, evaluate_features
     probe = HolmesProbe(n_labels=2).fit(X_train, y_train, X_dev, y_dev)   # seeds 0-4 in one go
     probe.score(X_test, y_test)                                            # mean macro-F1 over seeds
 
-Two protocols (``ProbeConfig.protocol``), both the reference's training loop (holmes-evaluation,
+Two protocols (``HolmesProbeConfig.protocol``), both the reference's training loop (holmes-evaluation,
 ``GeneralProbeWorker``):
 - probe = Dropout(0.2) -> Linear(d_in, K), or one output for regression (`num_labels: 1`), SmoothL1/Huber;
 - Adam lr 1e-3, batch 16, linear warm-up over 10% of `20 x steps_per_epoch`, then linear decay to 0;
@@ -47,12 +47,12 @@ from sklearn.metrics import f1_score
 
 PROTOCOLS = ("reference", "standardised")
 
-__all__ = ["PROTOCOLS", "ProbeConfig", "HolmesProbe", "train_linear_probes", "flash_subsample", "standardize", "evaluate_features",
+__all__ = ["PROTOCOLS", "HolmesProbeConfig", "HolmesProbe", "train_linear_probes", "flash_subsample", "standardize", "evaluate_features",
            "online_code_length", "probe_metric"]
 
 
 @dataclass
-class ProbeConfig:
+class HolmesProbeConfig:
     """Hyper-parameters of the protocol; saved next to every result table."""
 
     dropout: float = 0.2
@@ -75,7 +75,7 @@ class ProbeConfig:
     def __post_init__(self):
         self.seeds = tuple(int(s) for s in self.seeds)
         if not self.seeds:
-            raise ValueError("ProbeConfig.seeds must not be empty")
+            raise ValueError("HolmesProbeConfig.seeds must not be empty")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.learning_rate <= 0 or self.batch_size < 1 or self.max_epochs < 1 or self.patience < 1:
@@ -96,7 +96,7 @@ class ProbeConfig:
         return json.dumps(asdict(self), indent=2)
 
     @classmethod
-    def from_json(cls, text: str) -> "ProbeConfig":
+    def from_json(cls, text: str) -> "HolmesProbeConfig":
         return cls(**json.loads(text))
 
 
@@ -109,7 +109,7 @@ def _lr_factor(step: int, total: int, warmup: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-def _loss_per_run(logits, targets, regression: bool, n_out: int, config: ProbeConfig):
+def _loss_per_run(logits, targets, regression: bool, n_out: int, config: HolmesProbeConfig):
     """logits [R, B, K], targets [R, B] -> the mean loss of each run [R]."""
     if regression:
         return F.smooth_l1_loss(logits[..., 0], targets, reduction="none", beta=config.huber_beta).mean(1)
@@ -127,7 +127,7 @@ def _initial_probes(generators, d: int, n_out: int):
 
 
 def _train_epoch(X, Y_train, train_idx, weight, bias, optimizer, generators, step: int, total_steps: int,
-                 warmup: int, regression: bool, n_out: int, config: ProbeConfig) -> int:
+                 warmup: int, regression: bool, n_out: int, config: HolmesProbeConfig) -> int:
     """One epoch of every run (its own order and dropout masks); returns the step count after it."""
     runs, d, n_train = len(generators), X.shape[1], len(train_idx)
     run_index = torch.arange(runs)[:, None]
@@ -152,7 +152,7 @@ def _train_epoch(X, Y_train, train_idx, weight, bias, optimizer, generators, ste
 
 def train_linear_probes(X: torch.Tensor, Y: torch.Tensor, train_idx: np.ndarray, dev_idx: np.ndarray,
                         seeds: Sequence[int], n_out: int,
-                        regression: bool, config: ProbeConfig):
+                        regression: bool, config: HolmesProbeConfig):
     """Train R = len(seeds) probes on shared features X [n, d] with per-run labels Y [R, n].
 
     Returns (weight [R, d, K], bias [R, K], best dev loss [R], epochs run [R]) with the best-dev-loss
@@ -228,8 +228,8 @@ class HolmesProbe(BaseEstimator):
     def regression(self) -> bool:
         return self.n_labels == 1
 
-    def _config(self) -> ProbeConfig:
-        return ProbeConfig(dropout=self.dropout, learning_rate=self.learning_rate, batch_size=self.batch_size,
+    def _config(self) -> HolmesProbeConfig:
+        return HolmesProbeConfig(dropout=self.dropout, learning_rate=self.learning_rate, batch_size=self.batch_size,
                            max_epochs=self.max_epochs, patience=self.patience,
                            warmup_fraction=self.warmup_fraction, seeds=tuple(self.seeds),
                            huber_beta=self.huber_beta, protocol=self.protocol, standardize=False)
@@ -292,7 +292,7 @@ def flash_subsample(train_idx: np.ndarray, fraction: float | None, seed: int = 0
     return np.sort(train_idx[chosen])
 
 
-def online_code_length(X: np.ndarray, y: np.ndarray, train_idx: np.ndarray, dev_idx: np.ndarray, n_labels: int, config: ProbeConfig) -> dict:
+def online_code_length(X: np.ndarray, y: np.ndarray, train_idx: np.ndarray, dev_idx: np.ndarray, n_labels: int, config: HolmesProbeConfig) -> dict:
     """Online code (Voita & Titov 2020) in bits, blocks at 2^-10 .. 2^-1 of the train rows in file order
     plus the final block to N; each block's probe is trained on everything before it (same protocol,
     all seeds at once) and codes the next block with log2-probabilities of plain logits."""
@@ -316,7 +316,7 @@ def online_code_length(X: np.ndarray, y: np.ndarray, train_idx: np.ndarray, dev_
 
 
 def evaluate_features(features: np.ndarray, labels: np.ndarray, splits: dict[str, np.ndarray], n_labels: int,
-                      config: ProbeConfig, label_seed: int = 0) -> pd.DataFrame:
+                      config: HolmesProbeConfig, label_seed: int = 0) -> pd.DataFrame:
     """Run the protocol on one feature matrix: one row per (control, seed) with the test metric.
 
     `splits` holds row indices for train/dev/test (train already Flash-subsampled if wanted). The

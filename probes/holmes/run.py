@@ -43,7 +43,7 @@ from dstg_interp.io import OutputError, check_output_location, created_folder, o
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
 from probes.holmes.encode import UnpoolableRow, encode_dataset
 from probes.holmes.format import HolmesFormatError, load_benchmark
-from probes.holmes.protocol import ProbeConfig, evaluate_features, flash_subsample
+from probes.holmes.protocol import HolmesProbeConfig, evaluate_features, flash_subsample
 from probes.holmes.registry import DATASETS
 from probes.holmes.significance import seed_test, seed_test_counts, variant_of
 from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
@@ -66,13 +66,13 @@ class HolmesRunConfig:
     subspaces: list[str] | None = None
     random_init_control: bool = False
     datasets: list[str] | None = None
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    probe: HolmesProbeConfig = field(default_factory=HolmesProbeConfig)
     device: str = "cpu"
     names: list[str] | None = None  # how the tables name each model, in order (None: the naming rule)
 
     def __post_init__(self):
         if isinstance(self.probe, dict):
-            self.probe = ProbeConfig(**self.probe)
+            self.probe = HolmesProbeConfig(**self.probe)
         if isinstance(self.layers, str) and self.layers not in ("last", "all"):
             raise ValueError(f"layers must be 'last', 'all' or a list of ints, got {self.layers!r}")
         if not isinstance(self.layers, str):
@@ -130,7 +130,7 @@ def _protocol_rows(dataset, flash_fraction):
     return subset, local, subset.labels()
 
 
-def _probe_encoder(dataset, subset, local, labels, name: str, control: str, model, config: ProbeConfig, layers,
+def _probe_encoder(dataset, subset, local, labels, name: str, control: str, model, config: HolmesProbeConfig, layers,
                    subspaces, batch_size: int) -> list[pd.DataFrame]:
     """Every probe of one (dataset, encoder): one table per layer x subspace (raises UnpoolableRow)."""
     started = time.perf_counter()
@@ -173,7 +173,7 @@ def _layers_record(layers: LayerSelection) -> str | list:
 
 
 def run_holmes(models: Mapping | Sequence, benchmark_dir: str | os.PathLike, *, layers: LayerSelection = "last",
-               subspaces: Sequence[str] | None = None, config: ProbeConfig | None = None,
+               subspaces: Sequence[str] | None = None, config: HolmesProbeConfig | None = None,
                random_init_control: bool = False, datasets: list[str] | None = None,
                out_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
                device: str | None = None) -> pd.DataFrame:
@@ -188,7 +188,7 @@ def run_holmes(models: Mapping | Sequence, benchmark_dir: str | os.PathLike, *, 
     `phenomenon`; `.attrs["skipped"]` is a list of {dataset, model, reason} for what could not run.
     With `out_dir`, also writes the tables of `write_tables` and config.json.
     """
-    config = config or ProbeConfig()
+    config = config or HolmesProbeConfig()
     pool = _as_encoders(models, device)
     for encoder in pool.values():
         encoder.model.eval()

@@ -26,6 +26,7 @@ COMMANDS = {  # one module per command, in dstg_interp/cli/
     "dstg-eval": "dstg_interp.cli.eval",
     "dstg-erase": "dstg_interp.cli.erase",
     "dstg-export": "dstg_interp.cli.export",
+    "dstg-verify": "dstg_interp.cli.verify",
     "dstg-launch": "dstg_interp.cli.launch",  # torchrun for the commands above
 }
 
@@ -58,7 +59,7 @@ def run_script(prog: str, argv: list[str] | None = None) -> int:
 # pyproject.toml's [project.scripts] name these: ``dstg-train = "dstg_interp.entry:train"`` and so on.
 SCRIPTS = {"train": "dstg-train", "cache": "dstg-cache", "probe": "dstg-probe", "holmes": "dstg-holmes",
            "extend": "dstg-extend", "convert": "dstg-convert", "evaluate": "dstg-eval", "erase": "dstg-erase",
-           "export": "dstg-export", "launcher": "dstg-launch"}
+           "export": "dstg-export", "verify": "dstg-verify", "launcher": "dstg-launch"}
 
 
 def __getattr__(name: str):

@@ -96,6 +96,21 @@ def foreign_entries(path: Path, allowed: Iterable[str], required: Iterable[str] 
     return [name for name in names if name not in set(allowed)]
 
 
+def foreign_now(path: Path, owned: Callable[[Path], bool | list[str]] | None) -> list[str]:
+    """What ``path`` holds at this moment that the tool did not write: [] when it is absent, an empty folder or
+    one ``owned`` recognises (True, or an empty list of entries that are not ours); a file or a link is foreign
+    as a whole.  ``owned`` None: nothing in it is ours."""
+    if not path.exists() and not path.is_symlink():
+        return []
+    if path.is_symlink() or not path.is_dir():
+        return [path.name]
+    entries = folder_entries(path)
+    if not entries:
+        return []
+    verdict = owned(path) if owned is not None else False
+    return entries if verdict is False else [] if verdict is True else list(verdict)
+
+
 def files_listed(path: Path, allowed: Iterable[str], required: Iterable[str] = ()) -> bool:
     """True when ``path`` holds every ``required`` name and nothing but ``allowed`` ones: a folder we wrote."""
     return not foreign_entries(path, allowed, required)
@@ -118,6 +133,16 @@ def free_sibling(path: str | Path, suffix: str = "new") -> Path:
 def _contains(folder: Path, inner: Path) -> bool:
     folder, inner = Path(os.path.realpath(folder)), Path(os.path.realpath(inner))
     return folder == inner or folder in inner.parents
+
+
+def check_outside_inputs(path: str | Path, inputs: Iterable[tuple[str, str | Path]], flag: str = "--out",
+                         suffix: str = "new") -> None:
+    """Refuse an output that lies inside one of its inputs (``(what, folder)`` pairs: "the store", ...): it would
+    become a foreign entry of the input, or be read while written (round 4, X7)."""
+    for what, source in inputs:
+        if Path(source).exists() and _contains(Path(source), Path(path)):
+            raise OutputError(f"{flag} {path} is inside {what} {source}; write it outside, such as "
+                              f"{free_sibling(Path(os.path.abspath(source)), suffix)}")
 
 
 def check_replaceable(path: str | Path, kind: str, owned: Callable[[Path], bool | list[str]], overwrite: bool,
@@ -145,11 +170,9 @@ def check_replaceable(path: str | Path, kind: str, owned: Callable[[Path], bool 
             inside = free_sibling(path / Path(os.path.realpath(source)).name, suffix) if what == "holds" else None
             raise OutputError(f"{flag} {path} {what} the input {source}; it is never replaced: "
                               + (f"choose a new folder, such as {inside}" if inside else instead))
-    entries = folder_entries(path)
-    if not entries:
+    if not folder_entries(path):
         return False
-    verdict = owned(path)
-    foreign = entries if verdict is False else [] if verdict is True else list(verdict)
+    foreign = foreign_now(path, owned)
     if foreign:
         shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
         raise OutputError(f"{flag} {path} exists and is not {kind} written by dstg-interp (it holds {shown}); "
@@ -207,35 +230,67 @@ def _load_libc():
 _LIBC = _load_libc() if sys.platform.startswith("linux") else None
 
 
-def commit_directory(tmp: Path, path: str | Path) -> None:
+def commit_directory(tmp: Path, path: str | Path, owned: Callable[[Path], bool | list[str]] | None = None,
+                     kind: str = "output") -> None:
     """Put the complete folder ``tmp`` in place of ``path``: at every moment ``path`` is either the old
     complete content or the new one.  On Linux the two are swapped atomically; elsewhere a crash between
-    the two renames leaves the old one as ``.NAME.old-HOST-PID``, which the next run on ``path`` restores."""
+    the two renames leaves the old one as ``.NAME.old-HOST-PID``, which the next run on ``path`` restores.
+
+    What is replaced is checked at the swap itself, not only when the run began (round 4, T1): ``path`` must be
+    absent, empty or a folder ``owned`` recognises as one the tool wrote (None: holding only names that ``tmp``
+    holds too), and no reader may hold it (``reading_lock``).  Otherwise ``path`` is left as it is, the new
+    ``kind`` is moved to a free sibling and OutputError says where."""
     path = _resolved(path)
+    owned = owned or (lambda old: foreign_entries(old, folder_entries(tmp)))
     for file in tmp.iterdir():
         if file.is_file():
             os.chmod(file, 0o644)
-    if not path.exists():
+    with _swap_lock(path, tmp, kind):
+        _refuse_foreign(tmp, path, foreign_now(path, owned), kind)
+        if not path.exists() and not path.is_symlink():
+            try:
+                os.rename(tmp, path)  # onto nothing (or a folder that became empty): never onto content
+                return
+            except OSError as err:
+                if err.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+                    raise
+                _refuse_foreign(tmp, path, foreign_now(path, owned) or [path.name], kind)  # it appeared just now
+        if _exchange(tmp, path):
+            swapped_out = foreign_now(tmp, owned)  # the old content as it was at the instant of the swap
+            if swapped_out:
+                _exchange(tmp, path)  # put it back, untouched
+                _refuse_foreign(tmp, path, swapped_out, kind)
+            shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old content
+            return
+        old = path.with_name(f".{path.name}.old-{_HOST}-{os.getpid()}")
+        os.replace(path, old)
         os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _refuse_foreign(tmp: Path, path: Path, foreign: list[str], kind: str, why: str | None = None) -> None:
+    """Keep both: ``path`` as it is, the new ``kind`` in a free sibling; one OutputError line saying where."""
+    if not foreign and why is None:
         return
-    if _exchange(tmp, path):
-        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old content
-        return
-    old = path.with_name(f".{path.name}.old-{_HOST}-{os.getpid()}")
-    os.replace(path, old)
-    os.replace(tmp, path)
-    shutil.rmtree(old, ignore_errors=True)
+    new = free_sibling(path)
+    os.rename(tmp, new)
+    if why is None:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        what = "is a file or a link now" if foreign == [path.name] and not path.is_dir() else f"now holds {shown}"
+        why = f"{path} changed while this run wrote it: it {what}, which dstg-interp did not write"
+    raise OutputError(f"{why}; it was left as it is and the new {kind} is in {new}")
 
 
 @contextlib.contextmanager
-def written_atomically(path: str | Path):
+def written_atomically(path: str | Path, owned: Callable[[Path], bool | list[str]] | None = None,
+                       kind: str = "output"):
     """A scratch folder beside ``path`` (``atomic_directory``) to write into: when the block ends it replaces
-    ``path`` in one swap (``commit_directory``); on any error, Ctrl-C or SIGTERM it is removed, and ``path``
-    stays as it was."""
+    ``path`` in one swap (``commit_directory``, which checks again that ``path`` holds only what ``owned``
+    recognises); on any error, Ctrl-C or SIGTERM it is removed, and ``path`` stays as it was."""
     tmp = atomic_directory(path)
     try:
         yield tmp
-        commit_directory(tmp, path)
+        commit_directory(tmp, path, owned, kind)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -333,41 +388,72 @@ def lock_path(path: str | Path) -> Path:
     return path.with_name(f".{path.name}.lock")
 
 
-@contextlib.contextmanager
-def output_lock(path: str | Path, command: str | None = None, flag: str = "--out"):
-    """Hold an exclusive lock on the output folder ``path`` (a ``.NAME.lock`` file beside it, so the
-    folder itself can still be swapped atomically) for the duration; a second run raises OutputLocked
-    naming the holder (pid, host, command, start time).  The kernel drops the lock when a process dies."""
-    lock = lock_path(path)
-    made = [folder for folder in [lock.parent, *lock.parent.parents] if not folder.exists()]  # removed again if empty
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    command = command or " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
+_HELD: set[Path] = set()  # lock files this process holds exclusively (output_lock): a swap under it needs no other
+
+
+class _Busy(Exception):
+    def __init__(self, holders: str):
+        self.holders = holders
+
+
+def _take(lock: Path, mode: int):
+    """An open handle on ``lock`` holding flock ``mode`` (LOCK_EX / LOCK_SH, never waiting); _Busy naming the
+    holders otherwise.  A holder may remove the file between our open and our lock: then lock the live one."""
     while True:
         handle = open(lock, "a+")
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, mode | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            holder = _read_holder(handle.read())
+            holders = _read_holders(handle.read())
             handle.close()
-            raise OutputLocked(f"{flag} {path} is in use by another run ({holder}); wait for it to finish or "
-                               f"choose another {flag}") from None
-        # The previous holder may have removed the file between our open and our lock: lock the live one.
+            raise _Busy(holders) from None
         try:
-            same = os.fstat(handle.fileno()).st_ino == os.stat(lock).st_ino
+            if os.fstat(handle.fileno()).st_ino == os.stat(lock).st_ino:
+                return handle
         except FileNotFoundError:
-            same = False
-        if same:
-            break
+            pass
         handle.close()
+
+
+def _holder_line(command: str | None) -> str:
+    command = command or " ".join([Path(sys.argv[0]).name] + sys.argv[1:])
+    return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
+                       "started": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n"
+
+
+def _release(lock: Path, handle) -> None:
+    """Drop our lock; the file goes with the last holder (a reader that finds others still there leaves it)."""
+    with contextlib.suppress(OSError):
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if os.fstat(handle.fileno()).st_ino == os.stat(lock).st_ino:
+            lock.unlink()
+    handle.close()
+
+
+@contextlib.contextmanager
+def output_lock(path: str | Path, command: str | None = None, flag: str = "--out"):
+    """Hold an exclusive lock on the output folder ``path`` (a ``.NAME.lock`` file beside it, so the
+    folder itself can still be swapped atomically) for the duration; a second run -- or a reader of a store
+    there (``reading_lock``) -- raises OutputLocked naming the holder (pid, host, command, start time).  The
+    kernel drops the lock when a process dies."""
+    lock = lock_path(path)
+    made = [folder for folder in [lock.parent, *lock.parent.parents] if not folder.exists()]  # removed again if empty
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        handle = _take(lock, fcntl.LOCK_EX)
+    except _Busy as busy:
+        raise OutputLocked(f"{flag} {path} is in use by another run ({busy.holders}); wait for it to finish or "
+                           f"choose another {flag}") from None
+    _HELD.add(lock)
     try:
         handle.seek(0)
         handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": command,
-                                 "started": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
+        handle.write(_holder_line(command))
         handle.flush()
         yield lock
     finally:
+        _HELD.discard(lock)
         with contextlib.suppress(OSError):
             lock.unlink()
         handle.close()
@@ -376,9 +462,57 @@ def output_lock(path: str | Path, command: str | None = None, flag: str = "--out
                 folder.rmdir()
 
 
-def _read_holder(text: str) -> str:
+@contextlib.contextmanager
+def reading_lock(path: str | Path, what: str = "the store", command: str | None = None):
+    """Hold a shared lock on the folder ``path`` while reading it: writers (``output_lock``, the swap of
+    ``commit_directory``) cannot replace it meanwhile, and a folder being written is refused here in one
+    OutputLocked line naming the writer.  Readers share; where no lock file can be made (a read-only disk)
+    nothing can replace the folder either, and it is read without one."""
+    lock = lock_path(path)
     try:
-        holder = json.loads(text)
-        return f"pid {holder['pid']} on {holder['host']}, started {holder['started']}: {holder['command']}"
-    except (ValueError, KeyError, TypeError):
-        return "a process that is still starting"
+        handle = _take(lock, fcntl.LOCK_SH)
+    except _Busy as busy:
+        raise OutputLocked(f"{what} {path} is being written by another run ({busy.holders}); wait for it to "
+                           "finish, then read it") from None
+    except OSError:  # read-only, or no permission to make the lock file
+        yield None
+        return
+    try:
+        with contextlib.suppress(OSError):
+            with open(lock, "a") as appended:  # O_APPEND: readers' lines do not overwrite each other
+                appended.write(_holder_line(command))
+        yield lock
+    finally:
+        _release(lock, handle)
+
+
+@contextlib.contextmanager
+def _swap_lock(path: Path, tmp: Path, kind: str):
+    """Exclusive hold on ``path`` for the instant of a swap: no reader may be reading it (round 4, X5)."""
+    lock = lock_path(path)
+    if lock in _HELD:  # this process's output_lock already keeps everyone else out
+        yield
+        return
+    try:
+        handle = _take(lock, fcntl.LOCK_EX)
+    except _Busy as busy:
+        _refuse_foreign(tmp, path, [], kind, why=f"{path} is in use by another run ({busy.holders}), so it was not "
+                                                 "replaced")
+    try:
+        yield
+    finally:
+        _release(lock, handle)
+
+
+def _read_holders(text: str) -> str:
+    """The live holders recorded in a lock file (one JSON line each), or what to say when none is readable."""
+    described = []
+    for line in text.splitlines():
+        try:
+            holder = json.loads(line)
+            if holder["host"] == socket.gethostname() and not _pid_alive(int(holder["pid"])):
+                continue  # a reader that left its line behind
+            described.append(f"pid {holder['pid']} on {holder['host']}, started {holder['started']}: {holder['command']}")
+        except (ValueError, KeyError, TypeError):
+            continue
+    return "; ".join(dict.fromkeys(described)) or "a process that is still starting"

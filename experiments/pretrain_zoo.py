@@ -47,7 +47,7 @@ from dstg_interp.config import MAX_SEED, VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import RESULTS_DIR, check_replaceable, write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_NAMES, ZOO_TOKENIZER, ZOO_WIDTHS, zoo_architecture, zoo_member
-from dstg_interp.model.saving import checkpoint_foreign_entries
+from dstg_interp.model.saving import checkpoint_foreign_entries, save_checkpoint
 from dstg_interp.train import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -190,7 +190,7 @@ def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
                    **{k: round(v, 4) for k, v in unigram_baseline(cfg).items()})
     # the replacement rule: a member folder this script wrote is replaced, a folder with anything else never
     check_replaceable(zoo_dir / name, "a zoo member", member_foreign_entries, overwrite=True, suffix="new")
-    model.save(zoo_dir / name, dtype=torch.float16)
+    save_checkpoint(model, zoo_dir / name, dtype=torch.float16, tokenizer=model.tokenizer, owned=member_foreign_entries)
     shutil.copy(run / CONFIG_FILE, zoo_dir / name / CONFIG_FILE)
     shutil.copy(run / LOG_FILE, zoo_dir / name / LOG_FILE)
     (zoo_dir / name / "training.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -23,7 +23,7 @@ value of a ``base`` dict, e.g. a saved ``train_config.json``) for it.  Field met
     invert     a bool field set False by a store_true flag (``progress`` <- ``--quiet``, ``windows`` <- ``--no-windows``)
     negatable  a bool field with ``--x`` / ``--no-x`` (argparse.BooleanOptionalAction)
     csv        a tuple field read from one comma-separated value (``--names a,b``) instead of several words
-    positional an argument without a flag (``dstg-convert SRC OUT``)
+    positional an argument without a flag (``dstg-convert SRC OUT``); nargs: how many (``dstg-verify STORE...``)
     repeatable a list flag that may be given several times, each adding to the list (as --model)
     exclusive  (group, required): the flags of one group exclude each other; with True one of them is needed
     shown      the default as --help shows it, where the field's default is None or not the whole story
@@ -147,7 +147,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_class, prefix: 
             target = groups[name]
         text = (prefix + meta.get("help", "")).replace("%", "%%")  # argparse formats help with %
         if meta.get("positional"):
-            target.add_argument(spec.name, metavar=meta.get("metavar"), help=text or None)
+            target.add_argument(spec.name, metavar=meta.get("metavar"), help=text or None,
+                                **({"nargs": meta["nargs"]} if "nargs" in meta else {}))
             continue
         if _add_shared(target, flag, spec):
             continue

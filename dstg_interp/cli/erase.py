@@ -22,6 +22,7 @@ import argparse
 import json
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +31,8 @@ import torch
 from dstg_interp.config import ConfigIO
 from dstg_interp.encoders.naming import model_label
 from dstg_interp.encoders.selection import check_device
-from dstg_interp.io import OutputError, check_output_location, folder_entries, output_lock, written_atomically
+from dstg_interp.io import (OutputError, check_output_location, folder_entries, foreign_entries, output_lock,
+                            written_atomically)
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.manifest import versions
 from probes.erasure_effects import ErasureConfig, erase_positions
@@ -72,16 +74,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def erase_foreign_entries(out: Path) -> list[str]:
+    """What makes ``out`` not an earlier dstg-erase result (all of it without its results.json); empty if it is one."""
+    try:
+        ours = json.loads((out / "results.json").read_text()).get("command") == "dstg-erase"
+    except (OSError, ValueError, AttributeError):
+        ours = False
+    return foreign_entries(out, RESULT_FILES) if ours else folder_entries(out)
+
+
 def check_out(out: Path) -> None:
     """Before any work: --out is new, empty, or an earlier dstg-erase result (replaced)."""
     check_output_location(out)
     if not out.exists() or not folder_entries(out):
         return
-    try:
-        ours = json.loads((out / "results.json").read_text()).get("command") == "dstg-erase"
-    except (OSError, ValueError, AttributeError):
-        ours = False
-    if not ours or set(folder_entries(out)) - set(RESULT_FILES):
+    if erase_foreign_entries(out):
         raise OutputError(f"--out {out} is not empty and not an earlier dstg-erase result; it is never replaced: "
                           "choose another --out")
 
@@ -93,17 +100,18 @@ def _main(command: EraseCommand) -> int:
     if command.threads:
         torch.set_num_threads(command.threads)
     model = one_model(command.model, "dstg-erase")
-    store = ActivationStore(command.store) if command.store else None
     config = command.erasure
     started = time.time()
-    with output_lock(out, "dstg-erase " + " ".join(sys.argv[1:])):
+    with ExitStack() as held, output_lock(out, "dstg-erase " + " ".join(sys.argv[1:])):
+        # the store is held for reading throughout: no dstg-cache --overwrite replaces it under the erasure (X5)
+        store = held.enter_context(ActivationStore(command.store)) if command.store else None
         name = command.name or model_label(model)
         result = erase_positions(model, config, store=store, model_name=name, device=command.device,
                                  progress=command.progress)
         record = dict(command="dstg-erase", config=config.to_dict(), model=model, model_name=name, store=command.store,
                       versions=versions(), seconds=round(time.time() - started, 1),
                       results=result.table.to_dict(orient="records"))
-        with written_atomically(out) as tmp:
+        with written_atomically(out, erase_foreign_entries, "dstg-erase result") as tmp:
             result.table.to_csv(tmp / "results.csv", index=False)
             result.heads.to_csv(tmp / "heads.csv", index=False)
             (tmp / "results.json").write_text(json.dumps(record, indent=1, default=str) + "\n")

@@ -43,15 +43,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _main(command: ExportCommand) -> int:
-    store = ActivationStore(command.store)
+    with ActivationStore(command.store) as store:  # held: a dstg-cache --overwrite waits for nobody, it is refused
+        out = _export(command, store)
+    print(f"wrote {out} (datasets.load_from_disk({str(out)!r}))")
+    return 0
+
+
+def _export(command: ExportCommand, store: ActivationStore):
     layers = None  # "all" or not given: every layer the store has
     if command.layers not in (None, ALL):
         n_layers = store.manifest["identity"]["model"]["config"].get("n_layers", 0)  # "last" = the model's last
         layers = resolve_layers(command.layers, n_layers)
-    out = export_store(store, command.out, layers=layers, subspaces=command.subspaces, progress=command.progress,
-                       config=command.to_dict())
-    print(f"wrote {out} (datasets.load_from_disk({str(out)!r}))")
-    return 0
+    return export_store(store, command.out, layers=layers, subspaces=command.subspaces, progress=command.progress,
+                        config=command.to_dict())
 
 
 def main(argv=None) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -33,11 +34,13 @@ def save_checkpoint(
     tokenizer=None,
     extra_files: dict | None = None,
     extra_tensors: dict[str, dict[str, torch.Tensor]] | None = None,
+    owned: Callable[[Path], bool | list[str]] | None = None,
 ) -> Path:
     """Write config + weights (+ tokenizer, + extra JSON/text files, + extra safetensors files such as
-    optimizer state) atomically into ``path``."""
+    optimizer state) atomically into ``path``.  What ``path`` holds is replaced only if it is such a checkpoint
+    (the files this call writes; ``owned`` recognises more, say a zoo member's), checked at the swap."""
     path = Path(path)
-    with written_atomically(path) as tmp:
+    with written_atomically(path, owned, "checkpoint") as tmp:
         try:
             # clone: a tied MLM head shares the embedding's storage, which safetensors refuses to write twice
             state = {k: v.detach().to("cpu", dtype=dtype or v.dtype).contiguous().clone() for k, v in model.state_dict().items()}

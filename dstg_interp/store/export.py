@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from dstg_interp.io import folder_entries, written_atomically
+from dstg_interp.io import check_output_location, check_outside_inputs, folder_entries, written_atomically
 
 from .manifest import StoreError
 from .reader import ActivationStore
@@ -66,12 +66,17 @@ def check_disk_space(folder: Path, needed: int, what: str,
 
 def export_store(store, out, layers=None, subspaces=None, progress: bool = True, config: dict | None = None) -> Path:
     """Write the Arrow dataset of ``store`` (an ActivationStore or its folder) into ``out`` (module docstring);
-    ``config`` (dstg-export's, say) is written with it as ``config.json``, in the same atomic step."""
+    ``config`` (dstg-export's, say) is written with it as ``config.json``, in the same atomic step.  A folder is
+    held for reading throughout (``with ActivationStore(...)``), so no writer replaces it half-way (round 4, X5)."""
+    if not isinstance(store, ActivationStore):
+        with ActivationStore(store) as held:
+            return export_store(held, out, layers, subspaces, progress, config)
     import datasets  # a dependency, but heavy: the store room loads it only for an export
     from datasets.arrow_writer import ArrowWriter
 
-    store = store if isinstance(store, ActivationStore) else ActivationStore(store)
     out = Path(out)
+    check_output_location(out)  # a file, under a file, read-only, /proc: said as such, not as a lack of space
+    check_outside_inputs(out, [("the store", store.directory)], suffix="hf")
     if out.exists() and (not out.is_dir() or folder_entries(out)):
         raise StoreError(f"{out} exists and is not an empty folder; export into a new folder")
     keys = _selected(store, layers, subspaces)
@@ -85,7 +90,7 @@ def export_store(store, out, layers=None, subspaces=None, progress: bool = True,
     row_bytes = max(needed // max(store.n_tokens, 1), 1)
     shard_rows = max(CHUNK_ROWS, (MAX_SHARD_BYTES // row_bytes) // CHUNK_ROWS * CHUNK_ROWS)
     bounds = list(range(0, store.n_tokens, shard_rows)) + [store.n_tokens]
-    with written_atomically(out) as tmp:
+    with written_atomically(out, owned=lambda folder: False, kind="dataset") as tmp:  # only onto nothing / empty
         files = []
         for shard, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:])):
             name = f"data-{shard:05d}-of-{len(bounds) - 1:05d}.arrow"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ from dstg_interp.io import (DISK_FULL, OutputError, atomic_directory, check_repl
                             folder_entries, foreign_entries, remove_tree)
 
 from .attention import AttentionAccumulator
+from .checksums import checksum_damage, store_checksums
 from .config import ExtractionConfig
 from .distributed import Ranks
 from .export import LABEL_BYTES, check_disk_space
@@ -144,7 +146,7 @@ def _write_store(out: Path, needed: int, ranks: Ranks, fill: Callable[[Path], di
         def commit():
             if ranks.first:
                 write_manifest(tmp, manifest)
-                commit_directory(tmp, out)
+                commit_directory(tmp, out, store_foreign_entries, "activation store")
 
         ranks.together(commit)
     except KeyboardInterrupt:
@@ -256,6 +258,8 @@ def _finish(plan: _Plan, config, targets, widths, identity, attention) -> dict:
         "model_name": plan.encoder.name,  # how the model was named when the store was written (naming.py, --name)
         "corpus": {key: meta.get(key) for key in ("corpus_spec", "tokenizer_hash", "max_length", "windows")},
         "layers": [layer for layer in config.layers], "subspaces": list(config.subspaces), "names": list(config.names),
+        # every file but the manifest, read back once while still in the page cache (checksums.py)
+        "checksums": store_checksums(folder, sorted(path.name for path in folder.iterdir() if path.is_file())),
     }
     return build_manifest(identity, arrays, labels, attention, n_tokens, len(lengths), extra)
 
@@ -413,7 +417,8 @@ def is_store_folder(path: Path) -> bool:
 
 
 def store_damage(out: Path, manifest: dict) -> str | None:
-    """What is wrong with the files of a complete-looking store (missing or cut short), or None."""
+    """What is wrong with the files of a complete-looking store (missing, cut short, or bytes other than those
+    it was written with: its sampled checksums), or None."""
     expected = [(entry["file"], int(np.prod(entry["shape"])) * (2 if entry.get("dtype") == "float16" else 4))
                 for entry in manifest.get("arrays", {}).values() if "file" in entry]  # DSTG full is served from its parts
     expected += [(file, int(manifest.get("n_tokens", 0)) * np.dtype(LABEL_COLUMNS.get(column, np.int32)).itemsize)
@@ -424,7 +429,7 @@ def store_damage(out: Path, manifest: dict) -> str | None:
             return f"{path} is missing"
         if path.stat().st_size < data_bytes:
             return f"{path} is cut short ({path.stat().st_size} bytes, needs over {data_bytes})"
-    return None
+    return checksum_damage(out, manifest)
 
 
 def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
@@ -444,7 +449,10 @@ def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
         same_format = None if manifest is None else {**manifest.get("identity", {}), "format_version": identity["format_version"],
                                                      "model": _current_model_identity(manifest.get("identity", {}).get("model"))}
         if manifest is not None and same_format == json.loads(json.dumps(identity)):
-            return store_damage(out, manifest) is None
+            damage = store_damage(out, manifest)
+            if damage:  # this same store, damaged: said, and rebuilt rather than read (round 4, P2)
+                warnings.warn(f"{damage}; the store {out} is damaged and is extracted again", stacklevel=2)
+            return damage is None
         if manifest is not None and not overwrite:
             differs = [key for key in ("model", "sequences", "extraction") if manifest["identity"].get(key) != identity[key]]
             raise StoreError(f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder "

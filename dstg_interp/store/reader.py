@@ -9,6 +9,11 @@
     rows = store.subsample(20_000, seed=0)         # sorted token rows, the same for the same seed
     X[rows], table.iloc[rows]
     store.attention.to_dataframe()                 # per (layer, head, term) summaries, if extracted
+    with ActivationStore("runs/store-dstg") as store:   # held: no dstg-interp writer replaces it meanwhile
+        ...
+
+Opening a store checks that its files hold the bytes it was written with (sampled checksums, checksums.py;
+``verify="full"`` reads every byte, ``"none"`` skips it): a damaged store is one StoreError naming the file.
 """
 
 from __future__ import annotations
@@ -22,17 +27,46 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dstg_interp.io import reading_lock
+
 from .attention import AttentionSummaries
+from .checksums import checksum_damage
 from .layout import ConcatenatedRows
 from .manifest import StoreError, read_manifest
 
 
 class ActivationStore:
-    def __init__(self, directory: str | Path):
-        self.directory = Path(directory)
+    def __init__(self, directory: str | Path, verify: Literal["sample", "full", "none"] = "sample"):
+        self.directory, self.verify = Path(directory), verify
+        self._open()
+        self._held = None
+
+    def _open(self) -> None:
         self.manifest = read_manifest(self.directory)
         self.n_tokens = int(self.manifest["n_tokens"])
         self.n_sequences = int(self.manifest["n_sequences"])
+        damage = None if self.verify == "none" else checksum_damage(self.directory, self.manifest, self.verify == "full")
+        if damage:
+            raise StoreError(f"{damage}; the store is damaged: delete {self.directory} and re-run the extraction")
+
+    def __enter__(self) -> ActivationStore:
+        """Hold the store for reading (a shared lock, ``dstg_interp.io.reading_lock``): a store being written is
+        refused here, and no writer replaces it until the block ends.  Read again under the lock, so what is
+        read is the store as it is held (round 4, X5)."""
+        self._held = reading_lock(self.directory, "the store")
+        self._held.__enter__()
+        try:
+            self._open()
+            self.__dict__.pop("labels", None), self.__dict__.pop("documents", None)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            held.__exit__(None, None, None)
 
     def __repr__(self) -> str:
         return (f"ActivationStore({str(self.directory)!r}, {self.n_tokens} tokens, layers={list(self.layers)}, "

@@ -92,7 +92,7 @@ def build_suite(out_dir: str | Path | None = None, seed: int = 0, n_per_dataset:
         sources["enmix"] = load_paragraphs(cache_dir)
     if "wordnet" in needs:
         sources["wordnet"] = load_wordnet(cache_dir)
-    with written_atomically(out) as tmp:
+    with written_atomically(out, suite_foreign_entries, "Holmes suite") as tmp:
         cards = _build_into(tmp, chosen, sources, seed, n_per_dataset)
         (tmp / SUITE_FILE).write_text(json.dumps({"version": SUITE_VERSION, "seed": seed, "n_per_dataset": n_per_dataset,
                                                   "datasets": cards}, indent=2))

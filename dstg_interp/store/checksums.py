@@ -1,0 +1,85 @@
+"""Stores that prove their own bytes: a checksum of every array and label file, kept in the manifest.
+
+    from dstg_interp.store.checksums import file_checksums, checksum_damage
+    manifest["checksums"] = {"algorithm": ALGORITHM, "files": {name: file_checksums(folder / name), ...}}
+    checksum_damage(folder, manifest)               # None, or "PATH: ..." naming the first damaged file
+    checksum_damage(folder, manifest, full=True)    # every byte (dstg-verify)
+
+Two digests per file, both xxh3-128 (a checksum against bit rot, a bad copy or an edit from outside, not a
+defence against an adversary): ``full`` over every byte, and ``sample`` over the file's size and
+SAMPLE_BLOCKS blocks of SAMPLE_BYTES spread evenly from its first byte to its last (the whole file when it
+is smaller).  Writing a store computes both in one read of each file, which is still in the page cache
+(benchmarks/bench_store.py measures it against extraction).  Opening a store checks ``sample`` (about 1 MiB
+per file, so a whole file zeroed, overwritten or swapped for another store's is caught at once); ``full``
+is checked by ``dstg-verify``.  Stores written before checksums existed have none and are read as before.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import xxhash
+
+ALGORITHM = "xxh3_128"
+SAMPLE_BLOCKS = 16
+SAMPLE_BYTES = 1 << 16
+_READ = 1 << 23
+
+
+def _sample_offsets(size: int) -> list[int]:
+    if size <= SAMPLE_BLOCKS * SAMPLE_BYTES:
+        return [0]  # one block: the whole file
+    last = size - SAMPLE_BYTES
+    return [last * i // (SAMPLE_BLOCKS - 1) for i in range(SAMPLE_BLOCKS)]
+
+
+def _sample_digest(handle, size: int) -> str:
+    digest = xxhash.xxh3_128(str(size).encode())
+    length = size if size <= SAMPLE_BLOCKS * SAMPLE_BYTES else SAMPLE_BYTES
+    for offset in _sample_offsets(size):
+        digest.update(os.pread(handle.fileno(), length, offset))
+    return digest.hexdigest()
+
+
+def file_checksums(path: Path) -> dict:
+    """{"bytes", "sample", "full"} of one file, in one read."""
+    full = xxhash.xxh3_128()
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        while block := handle.read(_READ):
+            full.update(block)
+        return {"bytes": size, "sample": _sample_digest(handle, size), "full": full.hexdigest()}
+
+
+def store_checksums(folder: Path, files: list[str]) -> dict:
+    """The manifest's ``checksums`` entry for ``files`` of the store being written in ``folder``."""
+    return {"algorithm": ALGORITHM, "sample_blocks": SAMPLE_BLOCKS, "sample_bytes": SAMPLE_BYTES,
+            "files": {name: file_checksums(folder / name) for name in files}}
+
+
+def checksum_damage(folder: Path, manifest: dict, full: bool = False) -> str | None:
+    """The first file of the store whose bytes are not those it was written with, in one line; None when
+    every file matches (or the store has no checksums: written before they existed)."""
+    recorded = manifest.get("checksums") or {}
+    if recorded.get("algorithm") != ALGORITHM:
+        return None
+    blocks, block_bytes = recorded.get("sample_blocks"), recorded.get("sample_bytes")
+    for name, expected in (recorded.get("files") or {}).items():
+        path = Path(folder) / name
+        try:
+            with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if size != expected.get("bytes"):
+                    return f"{path} has {size} bytes but the store was written with {expected.get('bytes')}"
+                if full:
+                    actual = file_checksums(path)["full"]
+                elif (blocks, block_bytes) == (SAMPLE_BLOCKS, SAMPLE_BYTES):
+                    actual = _sample_digest(handle, size)
+                else:  # sampled another way by another version: only the full digest compares
+                    continue
+        except OSError as err:
+            return f"{path} cannot be read ({err.strerror or err})"
+        if actual != expected.get("full" if full else "sample"):
+            return f"{path} does not hold the bytes the store was written with (its {ALGORITHM} checksum differs)"
+    return None

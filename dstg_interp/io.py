@@ -34,6 +34,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -316,6 +317,54 @@ def remove_tree(path: str | Path) -> None:
                 handler(signum, None)  # e.g. raises KeyboardInterrupt / Terminated now
             elif handler == signal.SIG_DFL:
                 os.kill(os.getpid(), signum)
+
+
+class SignalWatch:
+    """Ctrl-C and SIGTERM during a wait inside C++ (torch's rendezvous and TCPStore), where Python's handlers run
+    only once the wait returns -- after up to 15 minutes (round 4, L11).  Between ``start`` and ``stop`` the two
+    signals go to a thread of their own, which prints ``line`` (``{how}``: Ctrl-C / SIGTERM) and ends the process
+    at once, 130 / 143.  Only for waits before any work: nothing is cleaned up on that way out.
+
+        watch = SignalWatch("dstg-launch: interrupted ({how}) while waiting for the other nodes")
+        with watch:  # or watch.start() ... watch.stop(), which may come from elsewhere (twice is harmless)
+            ...
+    """
+
+    _SIGNALS = {signal.SIGINT: ("Ctrl-C", 130), signal.SIGTERM: ("SIGTERM", 143)}
+    _WAKE = signal.SIGUSR1  # sent to the watching thread alone, to end the watch
+
+    def __init__(self, line: str):
+        self.line, self._thread, self._mask = line, None, None
+
+    def start(self) -> None:
+        if self._thread is not None or threading.current_thread() is not threading.main_thread():
+            return
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, {*self._SIGNALS, self._WAKE})  # the thread inherits it
+        self._thread = threading.Thread(target=self._watch, name="signal-watch", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        signum = signal.sigwait({*self._SIGNALS, self._WAKE})
+        if signum == self._WAKE:
+            return
+        how, code = self._SIGNALS[signal.Signals(signum)]
+        print(self.line.format(how=how), file=sys.stderr, flush=True)
+        os._exit(code)
+
+    def stop(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        signal.pthread_kill(thread.ident, self._WAKE)
+        thread.join()
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)  # a signal held meanwhile is handled as usual now
+
+    def __enter__(self) -> SignalWatch:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 def _pid_alive(pid: int) -> bool:

@@ -55,6 +55,7 @@ from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import clean_stale_temporaries, write_text_atomic
 from .model.checkpoint import RUN_CHECKPOINT, ZOO_WIDTHS, CheckpointError, build_model, load_model, save_checkpoint
 from .model.files import TOKENIZER_FILE
+from .torchrun_env import torchrun_environment
 
 CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = RUN_CHECKPOINT, "log.jsonl", "train_config.json"
 DEFAULT_WARMUP_STEPS = 200  # the most warm-up a default run gets: 10% of max_steps, at most this
@@ -195,6 +196,10 @@ class TrainConfig(ConfigIO):
         if self.pad_to_multiple_of is not None and int(self.pad_to_multiple_of) <= 0:
             raise ValueError(f"TrainConfig.pad_to_multiple_of: must be a positive integer (or null for the default), "
                              f"got {self.pad_to_multiple_of}")
+        if self.pad_to_multiple_of is not None and int(self.pad_to_multiple_of) > self.max_length:
+            # the masked-token count is padded too: unbounded, 1e7 took 22.7 GB before any step (round 4, B7, B6)
+            raise ValueError(f"TrainConfig.pad_to_multiple_of (--pad-to-multiple-of): at most max_length="
+                             f"{self.max_length}, got {self.pad_to_multiple_of}")
         if self.max_docs is not None and int(self.max_docs) <= 0:
             raise ValueError(f"TrainConfig.max_docs: must be a positive number of documents (or null for all), got {self.max_docs}")
         if self.threads is not None and int(self.threads) <= 0:
@@ -479,9 +484,9 @@ def evaluate(model, validation, cfg: TrainConfig, device) -> dict:
 
 # --- distributed helpers ------------------------------------------------------------------------
 def init_distributed(cfg: TrainConfig):
-    """(rank, world_size, device); under torchrun a process group with gloo (CPU) or nccl (CUDA)."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
+    """(rank, world_size, device); under torchrun a process group with gloo (CPU) or nccl (CUDA).  torchrun's
+    variables without torchrun are refused in one line (torchrun_env)."""
+    rank, world_size = torchrun_environment() or (0, 1)
     if cfg.device.startswith("cuda"):
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         device = torch.device(f"cuda:{local_rank}" if world_size > 1 else cfg.device)

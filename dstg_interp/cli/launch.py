@@ -20,6 +20,11 @@ unless ``LOGLEVEL`` is set (``LOGLEVEL=INFO dstg-launch ...`` shows all of it). 
 the ranks clean up is held: the cleanup the first one started is not cut short (the agent still
 SIGKILLs a rank that outlives ``--shutdown-timeout``).  Plain ``torchrun`` keeps working the same way
 for the ranks; only its own traceback remains.
+
+Waiting for the other nodes (``--nnodes 2`` ...) is bounded and answers Ctrl-C at once: the rendezvous
+times out after RENDEZVOUS_TIMEOUT_S (300) seconds unless ``--rdzv-conf timeout=SECONDS`` (static rendezvous) or
+``join_timeout=SECONDS`` (c10d) says otherwise (torchrun's own defaults are 900 and 600 s), and a Ctrl-C or SIGTERM while it waits -- inside torch's C++ store, where Python's
+handlers do not run -- ends the launcher in one line at once (``dstg_interp.io.SignalWatch``; round 4, L11).
 """
 
 from __future__ import annotations
@@ -33,11 +38,13 @@ from pathlib import Path
 
 from dstg_interp.cli.shell import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
 from dstg_interp.entry import COMMANDS
+from dstg_interp.io import SignalWatch
 
 PROG = "dstg-launch"
 DISTRIBUTED = ("dstg-cache", "dstg-train")  # the commands whose ranks share the work (the others would run twice)
 SIGNAL_EXITS = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+RENDEZVOUS_TIMEOUT_S = 300  # waiting for the other nodes; torchrun's own default is 900
 
 
 def _import_torchrun():
@@ -50,6 +57,7 @@ def _import_torchrun():
         from torch.distributed import run as torchrun
         from torch.distributed.elastic.multiprocessing import api as multiprocessing_api
         from torch.distributed.elastic.multiprocessing.api import SignalException
+        from torch.distributed.elastic.agent.server.api import SimpleElasticAgent
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.elastic.rendezvous.api import RendezvousError
     finally:
@@ -60,7 +68,26 @@ def _import_torchrun():
             if name.startswith("torch.distributed"):
                 logging.getLogger(name).setLevel(logging.CRITICAL)
     _hold_repeated_signals(multiprocessing_api)
+    _watch_signals_while_rendezvousing(SimpleElasticAgent)
     return torchrun, SignalException, ChildFailedError, RendezvousError
+
+
+# Started before torchrun.run (the rendezvous handler may connect to a store first), stopped when a rendezvous
+# ends -- before any rank starts, which would inherit the blocked signals -- and started again for a restart's.
+WAITING = SignalWatch(f"{PROG}: interrupted ({{how}}) while waiting for the other nodes (no rank was started)")
+
+
+def _watch_signals_while_rendezvousing(agent_class) -> None:
+    rendezvous = agent_class._rendezvous
+
+    def watched(self, worker_group):
+        WAITING.start()
+        try:
+            return rendezvous(self, worker_group)
+        finally:
+            WAITING.stop()
+
+    agent_class._rendezvous = watched
 
 
 def _hold_repeated_signals(multiprocessing_api) -> None:
@@ -85,6 +112,12 @@ def parse(argv, torchrun):
     parser.description = ("torchrun for the dstg-* commands: every torchrun flag, then a dstg-* command (or a "
                           "script) and its arguments; Ctrl-C and failed ranks end in one line")
     args = parser.parse_args(argv)
+    if str(args.nproc_per_node).lstrip("-").isdigit() and int(args.nproc_per_node) < 1:  # torch: an AssertionError (L5)
+        parser.error(f"--nproc-per-node: expected a positive number of ranks (or auto, cpu, gpu), got {args.nproc_per_node}")
+    if str(args.nnodes) != "1":  # waiting for other nodes: bounded (static: timeout, c10d: join_timeout; L11)
+        given = {item.split("=", 1)[0].strip() for item in (args.rdzv_conf or "").split(",") if item}
+        bounds = [f"{key}={RENDEZVOUS_TIMEOUT_S}" for key in ("timeout", "join_timeout") if key not in given]
+        args.rdzv_conf = ",".join(filter(None, [args.rdzv_conf, *bounds]))
     script = args.training_script
     if script in COMMANDS and not (args.module or args.no_python or Path(script).exists()):
         if script not in DISTRIBUTED:
@@ -128,6 +161,7 @@ def main(argv=None) -> int:
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     workers = f"the {args.nproc_per_node} rank(s) of {name}" if str(args.nproc_per_node).isdigit() else f"the ranks of {name}"
     try:
+        WAITING.start()
         torchrun.run(args)
     except SignalException as err:
         _ignore_signals()
@@ -150,6 +184,8 @@ def main(argv=None) -> int:
         print(f"{PROG}: error: torchrun could not run {name}: {text} ({type(err).__name__}); "
               "LOGLEVEL=INFO shows the launcher's log", file=sys.stderr)
         return EXIT_ERROR
+    finally:
+        WAITING.stop()
     return 0
 
 

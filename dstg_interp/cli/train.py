@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import torch.distributed as dist
 
 from dstg_interp.config import VARIANTS
 from dstg_interp.io import check_output_location, folder_entries, output_lock
+from dstg_interp.torchrun_env import torchrun_environment
 from dstg_interp.train import CHECKPOINT_DIR, CONFIG_FILE, STATE_FILE, TrainConfig, train
 
 from . import flags
@@ -118,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     _check_device(cfg)
     out_dir = Path(cfg.out_dir)
-    is_main = int(os.environ.get("RANK", "0")) == 0
+    is_main = (torchrun_environment() or (0, 1))[0] == 0  # stale torchrun variables: one line (torchrun_env)
     if not is_main:  # rank 0 checks and holds the output folder for all ranks
         train(cfg, resume=bool(args.resume))
         return 0

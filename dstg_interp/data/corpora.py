@@ -19,6 +19,7 @@ import json
 import os
 import re
 import socket
+import stat
 import sys
 import unicodedata
 from dataclasses import dataclass, field
@@ -230,17 +231,44 @@ def _utf8_prefix_end(data: bytes) -> int:
     return end
 
 
+_NOT_PLAIN = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+              (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def open_corpus_file(path: Path):
+    """(binary handle, size) of a plain file of a corpus.  A FIFO, a device, a socket (or a link to one) is
+    refused in one DataError line naming it: reading a FIFO blocked forever, a link to /dev/zero read without
+    end (round 4, K2, K1).  Readers read ``size`` bytes, the size at opening: a file growing meanwhile is
+    bounded too."""
+    def refuse(mode: int) -> None:
+        kind = next((what for test, what in _NOT_PLAIN if test(mode)), "not a plain file")
+        raise DataError(f"{path} is {kind}, not a plain file; a corpus holds plain text files only: "
+                        "remove it from the corpus or point --corpus elsewhere")
+
+    mode = os.stat(path).st_mode  # follows links: where one points decides
+    if not stat.S_ISREG(mode):
+        refuse(mode)
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there since does not block the open
+    info = os.fstat(descriptor)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(descriptor)
+        refuse(info.st_mode)
+    os.set_blocking(descriptor, True)
+    return os.fdopen(descriptor, "rb"), info.st_size
+
+
 def read_text_document(path: Path, doc_id: str, source: str, progress: bool = False) -> Document | None:
     """One .txt file as a Document (blank lines separate paragraphs).  A file above LARGE_TEXT_BYTES is
     streamed in bounded chunks with a progress bar of the bytes read (see _StreamedParagraph)."""
-    size = path.stat().st_size
+    handle, size = open_corpus_file(path)
     if size <= LARGE_TEXT_BYTES:
-        return make_document(doc_id, source, paragraphs_from_text(decode_utf8(path.read_bytes(), str(path))))
+        with handle:
+            return make_document(doc_id, source, paragraphs_from_text(decode_utf8(handle.read(size), str(path))))
     paragraphs, current, pending, carry, offset = [], _StreamedParagraph(), "", b"", 0
-    with open(path, "rb") as handle, tqdm(total=size, unit="B", unit_scale=True, desc=f"reading {path.name}",
-                                          disable=not progress, file=sys.stderr) as bar:
+    with handle, tqdm(total=size, unit="B", unit_scale=True, desc=f"reading {path.name}",
+                      disable=not progress, file=sys.stderr) as bar:
         while True:
-            data = handle.read(STREAM_CHUNK_BYTES)
+            data = handle.read(min(STREAM_CHUNK_BYTES, size - offset - len(carry)))
             chunk = carry + data
             end = _utf8_prefix_end(chunk) if data else len(chunk)
             pending += decode_utf8(chunk[:end], str(path), base_offset=offset).replace("\r\n", "\n")
@@ -278,9 +306,11 @@ def load_text_folder(folder: Path, progress: bool = False) -> list[Document]:
 
 def load_jsonl(path: Path, text_field: str = "text") -> list[Document]:
     """One JSON object per line with a `text_field` and an optional `id` (default: the line number)."""
-    documents, offset = [], 0
-    with open(path, "rb") as handle:
-        for line_number, raw_line in enumerate(handle, start=1):
+    documents, offset, line_number = [], 0, 0
+    handle, size = open_corpus_file(path)
+    with handle:
+        while raw_line := handle.readline(size - offset):  # no further than the size at opening
+            line_number += 1
             line = decode_utf8(raw_line, str(path), base_offset=offset).strip()
             offset += len(raw_line)
             if line_number == 1:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
+from dstg_interp.torchrun_env import torchrun_environment
+
 from .manifest import StoreError
 
 
@@ -117,10 +119,14 @@ def torchrun_ranks(device: str = "cpu"):
         raise StoreError(f"device {device!r} is not supported; use cpu or cuda")
     if device == "cuda" and not torch.cuda.is_available():
         raise StoreError("device cuda: no CUDA device is available here; use --device cpu")
-    if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:  # not started by torchrun
+    try:
+        placement = torchrun_environment()
+    except ValueError as err:  # leftovers of another job (round 4, ENV2, ENV3)
+        raise StoreError(str(err)) from None
+    if placement is None:  # not started by torchrun
         yield Ranks(device=torch.device(device))
         return
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    rank, world_size = placement
     torch_device = torch.device("cpu")
     if device == "cuda":
         torch_device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))

@@ -35,7 +35,6 @@ Bad input on the command line: one line on stderr, exit code 2, nothing written.
 from __future__ import annotations
 
 import hashlib
-import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +52,7 @@ from dstg_interp.data.structure import StructuredSequences
 from dstg_interp.data.tokenizer import tokenizer_hash
 from dstg_interp.encoders import Encoder, EncoderError
 from dstg_interp.encoders.inputs import TOOLKIT_SPECIAL_TOKENS, SpecialTokens
-from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data
+from dstg_interp.train import CONFIG_FILE, TrainConfig, prepare_training_data, read_train_config
 
 MASK_PROB = 0.2  # NeoBERT's training rate; fixed (not read from each model) so all models share masks
 # Below this many documents an accuracy is said to rest on them alone (the probes' rule for intervals).
@@ -97,7 +96,7 @@ def training_config(model) -> TrainConfig | None:
     path = getattr(model, "checkpoint_path", None)
     if path is None or not (Path(path) / CONFIG_FILE).is_file():
         return None
-    return TrainConfig.from_dict(json.loads((Path(path) / CONFIG_FILE).read_text()))
+    return read_train_config(Path(path) / CONFIG_FILE)
 
 
 def training_unigram(model, cfg: TrainConfig, cache_dir: str | Path | None = None) -> Unigram:

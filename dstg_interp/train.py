@@ -543,6 +543,30 @@ def save_training_checkpoint(model, optimizer, tokenizer, cfg: TrainConfig, step
     )
 
 
+def read_train_config(path: str | Path) -> TrainConfig:
+    """A saved ``train_config.json``; a relative ``tokenizer`` in it is relative to the folder that holds it, so a
+    model folder copied elsewhere (the shipped zoo in any checkout) still finds its tokenizer (round 4, N71)."""
+    path = Path(path)
+    fields = json.loads(path.read_text())
+    if isinstance(fields, dict) and isinstance(fields.get("tokenizer"), str) and not Path(fields["tokenizer"]).is_absolute():
+        fields["tokenizer"] = str(path.parent / fields["tokenizer"])
+    return TrainConfig.from_dict(fields)
+
+
+def portable_train_config(cfg: TrainConfig, folder: str | Path) -> dict:
+    """``cfg`` as ``folder/train_config.json`` is written for other machines: no absolute path of this one.  The
+    tokenizer is named relative to ``folder`` when ``folder`` holds the same file (``tokenizer.json``), the run
+    folder by its name."""
+    fields, folder = cfg.to_dict(), Path(folder)
+    own = folder / TOKENIZER_FILE
+    if fields.get("tokenizer") and own.is_file() and Path(fields["tokenizer"]).is_file() \
+            and own.read_bytes() == Path(fields["tokenizer"]).read_bytes():
+        fields["tokenizer"] = TOKENIZER_FILE
+    if Path(fields["out_dir"]).is_absolute():
+        fields["out_dir"] = Path(fields["out_dir"]).name
+    return fields
+
+
 def read_resume_state(cfg: TrainConfig) -> tuple[dict, Path]:
     checkpoint = Path(cfg.out_dir) / CHECKPOINT_DIR
     clean_stale_temporaries(checkpoint)  # also puts back a checkpoint a crash left between two renames

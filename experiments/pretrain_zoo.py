@@ -56,7 +56,9 @@ from dstg_interp.train import (
     TrainConfig,
     evaluate,
     masked_batch,
+    portable_train_config,
     prepare_training_data,
+    read_train_config,
     train,
     validation_batches,
 )
@@ -191,7 +193,8 @@ def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
     # the replacement rule: a member folder this script wrote is replaced, a folder with anything else never
     check_replaceable(zoo_dir / name, "a zoo member", member_foreign_entries, overwrite=True, suffix="new")
     save_checkpoint(model, zoo_dir / name, dtype=torch.float16, tokenizer=model.tokenizer, owned=member_foreign_entries)
-    shutil.copy(run / CONFIG_FILE, zoo_dir / name / CONFIG_FILE)
+    saved = read_train_config(run / CONFIG_FILE)  # no absolute path of this machine in the shipped zoo (N71)
+    (zoo_dir / name / CONFIG_FILE).write_text(json.dumps(portable_train_config(saved, zoo_dir / name), indent=2) + "\n")
     shutil.copy(run / LOG_FILE, zoo_dir / name / LOG_FILE)
     (zoo_dir / name / "training.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary

@@ -358,3 +358,24 @@ def test_dstg_eval_reads_a_hub_id_from_the_hugging_face_cache(setup, hf_folders,
     assert list(table["model"]) == ["org/bert-mlm", "bert-shared"]
     assert table["loss"][0] == table["loss"][1]  # the same weights, the same masks: the same numbers
     assert "identical for all 2 model(s)" in capsys.readouterr().out
+
+
+def test_the_shipped_zoo_finds_its_tokenizer_in_any_checkout(tmp_path):
+    """N71 (round 4): the zoo's train_config.json held the absolute tokenizer path of the machine that trained it,
+    so `dstg-eval --model dstg` failed in every other checkout (`TrainConfig.tokenizer: ... does not exist`)."""
+    import shutil
+
+    from dstg_interp.evaluation import training_config
+    from dstg_interp.model.checkpoint import ZOO_DIR
+    from dstg_interp.train import portable_train_config
+
+    for path in sorted(Path(ZOO_DIR).glob("*/train_config.json")):
+        fields = json.loads(path.read_text())
+        assert not any(Path(fields[key]).is_absolute() for key in ("tokenizer", "out_dir") if fields.get(key)), path
+    copy = shutil.copytree(Path(ZOO_DIR) / "dstg", tmp_path / "elsewhere" / "dstg")
+    cfg = training_config(load_model(copy))
+    assert Path(cfg.tokenizer) == copy / "tokenizer.json"
+    # what pretrain_zoo writes into a member: the tokenizer by the member's own copy, the run folder by its name
+    cfg.out_dir = str(tmp_path / "runs" / "dstg")
+    written = portable_train_config(cfg, copy)
+    assert (written["tokenizer"], written["out_dir"]) == ("tokenizer.json", "dstg")

@@ -103,3 +103,24 @@ def test_a_gated_repository_is_one_line_naming_what_to_do(tmp_path, monkeypatch)
     with pytest.raises(EncoderError, match=r"org/gated: a gated repository; accept its terms .* \(hf auth login\)") as error:
         open_encoder("org/gated")
     assert "\n" not in str(error.value) and not (tmp_path / "hub").exists()
+
+
+def test_a_cut_short_safetensors_file_is_one_line(hub_cache, tmp_path, capsys):
+    """H5, H6 (round 4): a cut-short model.safetensors in an HF folder or a hub snapshot was a 50-line
+    SafetensorError traceback, exit 1."""
+    cache, source = hub_cache
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for file in source.iterdir():
+        data = file.read_bytes()
+        (cut / file.name).write_bytes(data[: len(data) // 2] if file.name == "model.safetensors" else data)
+    cache_repo(cache, "org/cut", cut)
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "one.txt").write_text(tiny_documents(n_docs=1, seed=2)[0].text)
+    for model in (str(cut), "org/cut"):
+        assert launch("dstg-cache", ["--model", model, "--corpus", str(corpus), "--out", str(tmp_path / "s"),
+                                     "--quiet"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "safetensors weights are damaged or cut short" in err, err
+        assert "Traceback" not in err and not (tmp_path / "s").exists()

@@ -235,3 +235,29 @@ def test_export_into_its_own_store_is_refused(store, capsys):
     code, _, err = run_main(capsys, export_main, "--store", store, "--out", store / "hf", "--quiet")
     assert_one_line_error(code, err, f"--out {store / 'hf'} is inside the store {store}", prog="dstg-export")
     assert not (store / "hf").exists()
+
+
+def test_a_manifest_claiming_more_tokens_than_its_files_hold_is_named(store, tmp_path, capsys):
+    """C1: a manifest claiming 10^12 tokens was blamed on the disk (`needs about 288963318 MiB`)."""
+    manifest = json.loads((store / "manifest.json").read_text())
+    manifest["n_tokens"] = 10**12
+    for entry in manifest["arrays"].values():
+        entry["shape"][0] = 10**12
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    code, _, err = run_main(capsys, export_main, "--store", store, "--out", tmp_path / "c1", "--quiet")
+    assert_one_line_error(code, err, "is cut short", "the store is damaged", prog="dstg-export")
+    assert "MiB" not in err and not (tmp_path / "c1").exists()
+
+
+@pytest.mark.parametrize("where", ["under a file", "/proc"])
+def test_an_unusable_export_folder_is_said_as_such(where, store, tmp_path, capsys):
+    """X3: --out under a file said `<absolute path>: File exists`; X6, RO2: /proc or a read-only disk were blamed
+    on free space."""
+    if where == "/proc":
+        out, said = Path("/proc/x6"), "cannot write in /proc"
+    else:
+        (tmp_path / "a-file").write_text("a file")
+        out, said = tmp_path / "a-file" / "sub", f"lies under {tmp_path / 'a-file'}, which is a file"
+    code, _, err = run_main(capsys, export_main, "--store", store, "--out", out, "--quiet")
+    assert_one_line_error(code, err, said, prog="dstg-export")
+    assert "MiB" not in err

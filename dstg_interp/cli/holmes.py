@@ -37,6 +37,9 @@ def _seeds_arg(text: str) -> tuple[int, ...]:
     parts = [part.strip() for part in str(text).split(",") if part.strip()]
     if not parts or not all(part.isdigit() and int(part) <= MAX_SEED for part in parts):
         raise argparse.ArgumentTypeError(f"expected comma-separated seeds from 0 to {MAX_SEED}, got {text!r}")
+    repeated = sorted({int(part) for part in parts if [int(p) for p in parts].count(int(part)) > 1})
+    if repeated:  # round 4, HO4: 0,0 ran each probe twice and reported score_std 0.0 as two agreeing seeds
+        raise argparse.ArgumentTypeError(f"seed {repeated[0]} is given twice in {text!r}; each seed once")
     return tuple(int(part) for part in parts)
 
 

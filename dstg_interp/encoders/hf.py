@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
 from transformers import AutoModel, AutoModelForMaskedLM
@@ -275,6 +276,9 @@ def load_hf_encoder(path: str | Path, device: str | torch.device = "cpu", dtype:
         raise EncoderError(f"{path}: cannot load the weights as safetensors ({str(err).splitlines()[0]})") from None
     except (OSError, KeyError) as err:
         raise EncoderError(f"{path}: cannot load the weights as safetensors ({str(err).splitlines()[0]})") from None
+    except SafetensorError as err:  # a cut-short or damaged model.safetensors (round 4, H5, H6)
+        raise EncoderError(f"{path}: its safetensors weights are damaged or cut short ({str(err).splitlines()[0]}); "
+                           "download or copy the model again") from None
     finally:
         hf_logging.set_verbosity(verbosity)
         if bars:

@@ -45,20 +45,17 @@ from dstg_interp.io import (DISK_FULL, OutputError, atomic_directory, check_repl
                             folder_entries, foreign_entries, remove_tree)
 
 from .attention import AttentionAccumulator
-from .checksums import checksum_damage, store_checksums
+from .checksums import store_checksums
 from .config import ExtractionConfig
 from .distributed import Ranks
 from .export import LABEL_BYTES, check_disk_space
 from .layout import derived_parts
-from .manifest import (FORMAT_VERSION, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
+from .manifest import (FORMAT_VERSION, LABEL_COLUMNS, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
                        sequences_sha256, weights_sha256, write_manifest)
 from .npy_writer import NpyWriter
-from .reader import ActivationStore
+from .reader import ActivationStore, store_damage
 from .targets import Target, plan_targets
 
-LABEL_COLUMNS = {"sequence": np.int32, "input_ids": np.int32, "token_position": np.int32,
-                 "sentence_index": np.int32, "paragraph_index": np.int32, "intra_sentence_position": np.int32,
-                 "intra_paragraph_position": np.int32, "doc_index": np.int32, "is_special": np.bool_}
 
 
 def extract(model, sequences, out, config: ExtractionConfig | None = None, *, progress: bool = True,
@@ -414,22 +411,6 @@ def _current_model_identity(model: dict | None):
 def is_store_folder(path: Path) -> bool:
     """A folder extraction wrote: a manifest, and nothing that the manifest does not account for."""
     return (path / MANIFEST_FILE).is_file() and not store_foreign_entries(path)
-
-
-def store_damage(out: Path, manifest: dict) -> str | None:
-    """What is wrong with the files of a complete-looking store (missing, cut short, or bytes other than those
-    it was written with: its sampled checksums), or None."""
-    expected = [(entry["file"], int(np.prod(entry["shape"])) * (2 if entry.get("dtype") == "float16" else 4))
-                for entry in manifest.get("arrays", {}).values() if "file" in entry]  # DSTG full is served from its parts
-    expected += [(file, int(manifest.get("n_tokens", 0)) * np.dtype(LABEL_COLUMNS.get(column, np.int32)).itemsize)
-                 for column, file in manifest.get("labels", {}).get("files", {}).items()]
-    for file, data_bytes in expected:
-        path = out / file
-        if not path.is_file():
-            return f"{path} is missing"
-        if path.stat().st_size < data_bytes:
-            return f"{path} is cut short ({path.stat().st_size} bytes, needs over {data_bytes})"
-    return checksum_damage(out, manifest)
 
 
 def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:

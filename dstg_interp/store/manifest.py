@@ -27,6 +27,10 @@ import dstg_interp
 FORMAT_VERSION = 2  # 2: DSTG full = [sem | ap] is served on read, not written (layout.py)
 READABLE_VERSIONS = (1, 2)  # 1: full written as its own file; the reader serves both
 MANIFEST_FILE = "manifest.json"
+# one file of per-token labels each, [n_tokens]
+LABEL_COLUMNS = {"sequence": np.int32, "input_ids": np.int32, "token_position": np.int32,
+                 "sentence_index": np.int32, "paragraph_index": np.int32, "intra_sentence_position": np.int32,
+                 "intra_paragraph_position": np.int32, "doc_index": np.int32, "is_special": np.bool_}
 
 
 class StoreError(ValueError):

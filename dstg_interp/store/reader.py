@@ -32,7 +32,29 @@ from dstg_interp.io import reading_lock
 from .attention import AttentionSummaries
 from .checksums import checksum_damage
 from .layout import ConcatenatedRows
-from .manifest import StoreError, read_manifest
+from .manifest import LABEL_COLUMNS, MANIFEST_FILE, StoreError, read_manifest
+
+
+def store_damage(out: Path, manifest: dict, checksums: Literal["sample", "full", "none"] = "sample") -> str | None:
+    """What is wrong with the files of a complete-looking store, or None: a file missing or smaller than the
+    manifest's shapes say (a manifest claiming 10^12 tokens, round 4 C1), arrays that disagree with its token
+    count, or bytes other than those it was written with (its checksums; checksums.py)."""
+    n_tokens = int(manifest.get("n_tokens", 0))
+    arrays = [entry for entry in manifest.get("arrays", {}).values() if "file" in entry]  # DSTG full: from its parts
+    for entry in manifest.get("arrays", {}).values():
+        if list(entry.get("shape", [n_tokens]))[:1] != [n_tokens]:
+            return f"{out / MANIFEST_FILE} gives an array of shape {entry.get('shape')} for {n_tokens} tokens"
+    expected = [(entry["file"], int(np.prod(entry["shape"])) * (2 if entry.get("dtype") == "float16" else 4))
+                for entry in arrays]
+    expected += [(file, n_tokens * np.dtype(LABEL_COLUMNS.get(column, np.int32)).itemsize)
+                 for column, file in manifest.get("labels", {}).get("files", {}).items()]
+    for file, data_bytes in expected:
+        path = out / file
+        if not path.is_file():
+            return f"{path} is missing"
+        if path.stat().st_size < data_bytes:
+            return f"{path} is cut short ({path.stat().st_size} bytes, the manifest's shape needs over {data_bytes})"
+    return None if checksums == "none" else checksum_damage(out, manifest, full=checksums == "full")
 
 
 class ActivationStore:
@@ -45,7 +67,7 @@ class ActivationStore:
         self.manifest = read_manifest(self.directory)
         self.n_tokens = int(self.manifest["n_tokens"])
         self.n_sequences = int(self.manifest["n_sequences"])
-        damage = None if self.verify == "none" else checksum_damage(self.directory, self.manifest, self.verify == "full")
+        damage = store_damage(self.directory, self.manifest, self.verify)
         if damage:
             raise StoreError(f"{damage}; the store is damaged: delete {self.directory} and re-run the extraction")
 

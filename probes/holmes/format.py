@@ -337,17 +337,42 @@ def load_benchmark(directory: str | Path, datasets: list[str] | None = None,
     if not directory.is_dir():
         raise HolmesFormatError(f"holmes benchmark folder {directory} does not exist; "
                                 "build one with `dstg-holmes build --out DIR`")
-    folders = sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if datasets is not None:
-        wanted = set(datasets)
-        folders = [p for p in folders if p.name in wanted]
-    loaded, skipped = [], []
+    folders, skipped = _dataset_folders(directory, datasets)
+    loaded = []
     for folder in folders:
         try:
             loaded.append(load_dataset(folder, control))
         except HolmesFormatError as error:
             skipped.append(SkippedDataset(folder.name, str(error)))
     return loaded, skipped
+
+
+def _dataset_folders(directory: Path, datasets: list[str] | None) -> tuple[list[Path], list[SkippedDataset]]:
+    """The dataset folders of a benchmark (sorted), each real folder once: a symbolic link to a folder already
+    listed, or one that leads to no folder (a loop, a dangling link), is skipped with its reason (round 4,
+    HM2: a chain of 41 links probed one dataset under 41 names, and dropped the rest without a word)."""
+    entries = [p for p in directory.iterdir() if not p.name.startswith(".")
+               and (datasets is None or p.name in set(datasets))]
+    folders, skipped, seen = [], [], {}
+    for entry in sorted(entries, key=lambda p: (p.is_symlink(), p.name)):  # a real folder keeps its own name
+        try:
+            real = Path(os.path.realpath(entry, strict=True))
+        except (OSError, RuntimeError) as error:
+            if entry.is_symlink():
+                reason = getattr(error, "strerror", None) or str(error)
+                skipped.append(SkippedDataset(entry.name, f"holmes dataset {entry.name!r}: a symbolic link that leads "
+                                                          f"to no folder ({reason}); remove it or point it at one"))
+            continue
+        if not real.is_dir():
+            continue  # a plain file beside the datasets (a README)
+        if real in seen:
+            skipped.append(SkippedDataset(entry.name, f"holmes dataset {entry.name!r}: the same folder as "
+                                                      f"{seen[real]!r} (through a symbolic link); probed once, "
+                                                      f"as {seen[real]!r}"))
+            continue
+        seen[real] = entry.name
+        folders.append(entry)
+    return sorted(folders), sorted(skipped, key=lambda s: s.dataset)
 
 
 # ----------------------------------------------------------------------------- writing

@@ -76,6 +76,8 @@ class HolmesProbeConfig:
         self.seeds = tuple(int(s) for s in self.seeds)
         if not self.seeds:
             raise ValueError("HolmesProbeConfig.seeds must not be empty")
+        if len(set(self.seeds)) != len(self.seeds):  # a repeated seed is no second opinion (round 4, HO4)
+            raise ValueError(f"HolmesProbeConfig.seeds: each seed once, got {list(self.seeds)}")
         if not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.learning_rate <= 0 or self.batch_size < 1 or self.max_epochs < 1 or self.patience < 1:

@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,7 @@ from probes.holmes.encode import UnpoolableRow, encode_dataset
 from probes.holmes.format import HolmesFormatError, load_benchmark
 from probes.holmes.protocol import HolmesProbeConfig, evaluate_features, flash_subsample
 from probes.holmes.registry import DATASETS
+from probes.positions import SmallSampleWarning
 from probes.holmes.significance import seed_test, seed_test_counts, variant_of
 from probes.holmes.suite import build_suite, default_suite_dir, is_complete_suite  # (also registers its areas)
 from dstg_interp.encoders.naming import model_label, table_names
@@ -105,12 +107,19 @@ def random_init_twin(encoder: Encoder) -> Encoder:
     return encoder.random_init(seed=getattr(encoder.config, "seed", 0) + RANDOM_INIT_SEED_SHIFT)
 
 
+SKIPPED_LINES = 20  # skipped datasets said on stderr; the rest are counted in one line (all in skipped.csv)
+FEW_TRAIN_ROWS = 10  # fewer training rows than this after the flash cut is said (the few-documents rule's count)
+
+
 def _load(benchmark_dir, datasets) -> tuple[list, list[dict]]:
     """The loadable datasets of ``benchmark_dir`` and a {dataset, model, reason} row per skipped one."""
     loaded, skipped = load_benchmark(benchmark_dir, datasets)
     skipped_rows = [{"dataset": s.dataset, "model": "*", "reason": s.reason} for s in skipped]
-    for s in skipped:
+    for s in skipped[:SKIPPED_LINES]:
         print(f"skipped: {s.reason}", file=sys.stderr)
+    if len(skipped) > SKIPPED_LINES:  # round 4, HM1: 3,000 junk folders were 3,000 lines
+        print(f"skipped: {len(skipped) - SKIPPED_LINES:,} more dataset folders; every reason is in skipped.csv "
+              "(results.attrs['skipped'])", file=sys.stderr)
     if not loaded:
         raise HolmesFormatError(f"holmes benchmark {benchmark_dir}: no dataset could be loaded ({len(skipped)} skipped"
                                 + (", reasons above" if skipped else "; it has no dataset folders") + "); "
@@ -123,6 +132,10 @@ def _protocol_rows(dataset, flash_fraction):
     and labels."""
     splits_full = {s: dataset.split_indices(s) for s in ("train", "dev", "test")}
     train = flash_subsample(splits_full["train"], flash_fraction)
+    if len(train) < min(FEW_TRAIN_ROWS, len(splits_full["train"])):  # round 4, HO2: 1e-9 probed on 2, silently
+        warnings.warn(f"holmes dataset {dataset.name!r}: flash fraction {flash_fraction:g} keeps {len(train)} of its "
+                      f"{len(splits_full['train'])} training rows; its probes rest on them alone (raise "
+                      "--flash-fraction)", SmallSampleWarning, stacklevel=2)
     used = np.concatenate([train, splits_full["dev"], splits_full["test"]])
     subset = dataset.subset(used)
     local = {"train": np.arange(len(train)), "dev": np.arange(len(train), len(train) + len(splits_full["dev"])),

@@ -135,6 +135,37 @@ def test_commit_directory_onto_nothing_or_an_empty_folder_needs_no_recogniser(tm
     assert target.read_text() == "a file appeared where the folder goes"
 
 
+@pytest.mark.parametrize("writer", ["checkpoint", "holmes suite"])
+def test_every_other_writer_checks_at_the_swap(writer, tiny, tmp_path, monkeypatch):
+    """The same check for the other folders a command replaces: a training checkpoint, a Holmes suite."""
+    out = tmp_path / "target"
+    if writer == "checkpoint":
+        from dstg_interp.model import saving
+
+        model = load_model(tiny[0])
+        saving.save_checkpoint(model, out)
+        module, step = saving, "save_file"
+        write = lambda: saving.save_checkpoint(model, out)  # noqa: E731
+    else:
+        from probes.holmes.suite import build as suite_build
+
+        suite_build.build_suite(out, n_per_dataset=40, names=["offline-age_comparison"])
+        module, step = suite_build, "write_dataset"
+        write = lambda: suite_build.build_suite(out, n_per_dataset=40, names=["offline-age_comparison"],  # noqa: E731
+                                                overwrite=True)
+    before = snapshot(out)
+    real = getattr(module, step)
+
+    def user_writes_meanwhile(*args, **kwargs):
+        (out / "notes.txt").write_text("mine")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, step, user_writes_meanwhile)
+    with pytest.raises(OutputError, match=f"notes.txt, which dstg-interp did not write; .* is in {out}-new"):
+        write()
+    assert snapshot(out) == {**before, "notes.txt": b"mine"} and (tmp_path / "target-new").is_dir()
+
+
 # --- X5: a store being read holds still ------------------------------------------------------------
 def test_a_store_being_exported_is_not_replaced_under_the_export(store, tiny, tmp_path, capsys, monkeypatch):
     """X5: dstg-cache --overwrite replaced the store while dstg-export read it: rows of two models, both exit 0."""

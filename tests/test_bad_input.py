@@ -170,7 +170,7 @@ def test_damaged_store_is_named_and_rebuilt(tiny, tmp_path):
     path = store.directory / "layer00_ap.npy"
     intact = path.read_bytes()
     path.write_bytes(intact[: len(intact) // 2])
-    with pytest.raises(StoreError, match="layer00_ap.npy: damaged .*delete"):
+    with pytest.raises(StoreError, match="layer00_ap.npy is cut short .*damaged: delete"):  # found on opening now
         ActivationStore(tmp_path / "s").states(0, "ap")
     extract(model, documents, tmp_path / "s", layers=(0,), progress=False)  # same identity: rebuilt, not reused
     assert path.read_bytes() == intact

@@ -7,7 +7,8 @@
 
 Files: extract.py (the loop), targets.py (what to store, by the encoders' hook table), npy_writer.py
 (bounded-memory writes), layout.py (which arrays are files, which are served as concatenations),
-distributed.py (torchrun shards), attention.py (streaming head summaries), reader.py, manifest.py,
+distributed.py (torchrun shards), attention.py (streaming head summaries), reader.py (reading, held
+and checked on opening), manifest.py, checksums.py (each file's checksums, in the manifest),
 config.py (ExtractionConfig), cache.py (the store cache: one key, one folder), export.py (a store as a
 Hugging Face ``datasets`` folder). The command is dstg-cache (dstg_interp/cli/cache.py). Models run through
 dstg_interp.encoders.

@@ -4,6 +4,10 @@
     python -m experiments.fig_probes --tiny --out /tmp/fig  # tiny random models, seconds
     python -m experiments.fig_probes --variants dstg --model-seeds 1 --out /tmp/p/dstg1   # one part of the run ...
     python -m experiments.fig_probes --combine /tmp/p/dstg1 /tmp/p/ap0 ...                # ... and the parts merged
+    python -m experiments.fig_probes --model runs/mine path/to/all-MiniLM-L6-v2 --name mine MiniLM   # your models
+
+With ``--model`` (any models ``dstg-probe --model`` takes, named by ``--name``) the members are those models, each
+under its name; a model with one entangled stream is probed as its full state, and the script says so.
 
 For each zoo member (variant x training seed, ``--model-seeds``) and each probe -- token position; segment index (sentence, paragraph); intra-segment
 position (sentence, paragraph) -- ``probes.positions.probe_store`` fits a ridge probe per layer x subspace
@@ -37,8 +41,8 @@ from tqdm.auto import tqdm
 
 from dstg_interp.plots import plot_r2_by_layer
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, over_seeds,
-                                       parse_config, random_init_store, run_as_command, save_config,
-                                       with_member_columns)
+                                       parse_config, random_init_store, run_as_command, save_config, say_not_applicable,
+                                       stream_notes, with_member_columns)
 from probes.positions import PositionProbeConfig, probe_store, reads_paragraph_windows
 
 # token position is the same target whatever the segment: probed once
@@ -56,7 +60,8 @@ class ProbesFigureConfig(SeedsFigureConfig):
         "help": "a seeded subsample of tokens per probe (default: every token of the store, as dstg-probe)"})
     n_boot: int = field(default=PROBE_DEFAULTS.n_boot, metadata={"help": "bootstrap resamples of test documents"})
     variants: list[str] | None = field(default=None, metadata={
-        "help": "probe only these zoo variants (default: all four); with --model-seeds, a part of the run"})
+        "help": "probe only these zoo variants (with --model: these names) (default: all); with --model-seeds, a part "
+                "of the run"})
     combine: list[Path] | None = field(default=None, metadata={
         "help": "no probing: merge the probes.csv of these earlier runs (parts of one run, the same settings) and "
                 "write the tables and figures from them"})
@@ -99,8 +104,10 @@ def run(config: ProbesFigureConfig) -> dict:
         description = {"combined": [str(folder) for folder in config.combine]}
     else:
         inputs = inputs_for(config, n_docs=config.n_docs)
+        notes = stream_notes(inputs)
+        say_not_applicable("fig_probes", notes, config.quiet)
         results = probe_all(inputs, config)
-        description = inputs.description
+        description = dict(inputs.description, notes=notes) if notes else inputs.description
     config.out.mkdir(parents=True, exist_ok=True)
     results.to_csv(config.out / "probes.csv", index=False)
     keys = ["model", "task", "segment", "layer", "subspace"]

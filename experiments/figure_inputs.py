@@ -5,6 +5,8 @@ the activation stores.
     inputs = load_figure_inputs(tiny=False, seed=0)     # the shipped zoo (seed 0) on en-mix's held-out documents
     store = model_store(inputs, "dstg")                  # every layer and subspace, the probes' store
     inputs = load_figure_inputs(model_seeds=[0, 1, 2])   # every training seed: members dstg, ..., rp-seed2
+    inputs = load_figure_inputs(models=["runs/mine", "path/to/all-MiniLM-L6-v2"], names=["mine", "MiniLM"])
+                                                         # any encoders (--model / --name), named as given
 
 The stores come from the same path as ``dstg-probe`` (``probes.positions.cached_store``, and
 ``encoder.random_init()`` for the control), over the same documents (``dstg_interp.data.probing_documents``,
@@ -15,6 +17,13 @@ store of their own (``attention_store``).  Stores are never committed.
 
 ``tiny=True`` replaces the zoo by four random 2-layer models (d = 32) and en-mix by a synthetic corpus
 (``dstg_interp.tiny_zoo``), so tests and smoke runs go through every script in seconds, offline.
+
+Every figure script takes ``--model SPEC [SPEC ...]`` (and ``--name``) instead of the zoo: whatever
+``open_encoder`` opens -- zoo names, checkpoint and ``dstg-train`` run folders, the authors' PosNeoBERT /
+NeoBERT folders, Hugging Face folders and hub ids.  ``model_list`` resolves such a list in one place: each
+member is named by ``--name`` or the naming rule (``dstg_interp.encoders.naming``), never by a variant slot,
+and every table's ``model`` column holds that name.  What a study cannot read in a model is said by the
+script in one line (``say_not_applicable``); a list of which no model can be read is one error line (exit 2).
 """
 
 from __future__ import annotations
@@ -22,11 +31,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -35,11 +46,14 @@ from dstg_interp import ModelConfig, build_model, load_model, open_encoder
 from dstg_interp.config import MAX_SEED, check_seed
 from dstg_interp.cli.shell import run_cli
 from dstg_interp.data import default_cache_dir, probing_documents
+from dstg_interp.encoders import Encoder, EncoderError, HFEncoder
+from dstg_interp.encoders.naming import table_names
 from dstg_interp.io import RESULTS_DIR, write_text_atomic
-from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_SEEDS, missing_zoo_members, zoo_member
+from dstg_interp.model.checkpoint import (ZOO_DIR, ZOO_NAMES, ZOO_SEEDS, missing_tokenizer_message, missing_zoo_members,
+                                          zoo_member)
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.store.extract import as_sequences
-from dstg_interp.tiny_zoo import tiny_config, tiny_zoo
+from dstg_interp.tiny_zoo import tiny_config, tiny_documents, tiny_zoo
 from probes.positions import PROBE_MAX_LENGTH, cached_store
 
 FIGURES_DIR = Path(__file__).resolve().parents[1] / "figures"  # the committed gallery: read, rewritten only when asked
@@ -57,6 +71,8 @@ class ScriptConfig:
     """
 
     out: Path = field(default=OUTPUT_DIR, metadata={"help": "output folder"})
+    # fields a script inherits but does not offer on its command line (run_all draws the zoo's gallery only)
+    FLAGS_LEFT_OUT: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -81,11 +97,21 @@ class FigureConfig(ScriptConfig):
     store_root: Path | None = field(default=None, metadata={"help": "activation-store folder (default: the cache)"})
     quiet: bool = field(default=False, metadata={"help": "no progress bars or printed summary"})
     zoo: Path = field(default=ZOO_DIR, metadata={"help": "zoo folder: <variant>/ (seed 0) and <variant>-seed<k>/"})
+    model: list[str] | None = field(default=None, metadata={
+        "help": "draw these models instead of the zoo: zoo names, checkpoint or dstg-train run folders, the authors' "
+                "PosNeoBERT/NeoBERT folders, Hugging Face folders or hub ids (what dstg-probe --model takes); "
+                "--zoo and --model-seeds are then not read"})
+    name: list[str] | None = field(default=None, metadata={
+        "help": "how tables and figures name each --model, in order (default: the zoo name, hub id, model-card "
+                "title or folder name)"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.store_root = Path(self.store_root) if self.store_root is not None else None
         self.zoo = Path(self.zoo)
+        if self.model is not None:
+            self.model = [str(spec) for spec in self.model]
+        model_names(self.model, self.name)  # a --name list that does not fit is refused before any work
 
 
 @dataclass
@@ -150,6 +176,8 @@ def parse_config(config_class, argv=None, doc: str = ""):
     parser = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
     hints = typing.get_type_hints(config_class)
     for spec in dataclasses.fields(config_class):
+        if spec.name in config_class.FLAGS_LEFT_OUT:
+            continue
         flag, hint = "--" + spec.name.replace("_", "-"), hints[spec.name]
         help_text = spec.metadata.get("help")
         default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
@@ -182,7 +210,9 @@ def save_config(config: ScriptConfig, script: str, name: str = "config.json", **
 class FigureInputs:
     """The models (member name -> model, each with its tokenizer), the documents they are read on, and where
     their stores go.  A member is one (variant, training seed) of the zoo: ``members`` maps its name
-    (``dstg``, ``dstg-seed1``, ...) to that pair, in seed-major order."""
+    (``dstg``, ``dstg-seed1``, ...) to that pair, in seed-major order.  With a model list (``--model``) a
+    member is one model under its own name (``given``): ``members`` maps it to (its name, 0), and a model is
+    one of ours (a torch module with ``.tokenizer``) or an ``HFEncoder``."""
 
     models: dict
     documents: list
@@ -191,22 +221,33 @@ class FigureInputs:
     description: dict = field(default_factory=dict)  # what was loaded, for the config files
     members: dict = field(default_factory=dict)
     zoo: Path = ZOO_DIR
+    given: bool = False  # the models of --model, not zoo members
 
     def member(self, name: str) -> tuple[str, int]:
-        """(variant, training seed) of member ``name``."""
+        """(variant, training seed) of member ``name``; a --model member: (its name, 0)."""
         return self.members.get(name, (name, 0))
+
+    def encoder(self, name: str) -> Encoder:
+        """Member ``name`` as an encoder adapter, under its name."""
+        return open_encoder(self.models[name], name=name)
 
 
 def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None = None, seed: int = 0,
-                       store_root=None, corpus: str = "en-mix", zoo=ZOO_DIR, model_seeds=(0,)) -> FigureInputs:
+                       store_root=None, corpus: str = "en-mix", zoo=ZOO_DIR, model_seeds=(0,),
+                       names: list[str] | None = None, given: bool = False) -> FigureInputs:
     """The zoo's members -- every variant of ``models`` at every training seed of ``model_seeds`` -- (or tiny
     stand-ins) and the held-out documents ``dstg-probe`` reads (``n_docs``: a seeded sample of them instead,
     for quick runs; a seeded draw keeps every en-mix source in it).  A member missing from ``zoo`` raises
     ZooIncomplete naming it and the command that trains it.
 
+    ``given``: ``models`` is a model list (``--model``: anything ``open_encoder`` takes) named by ``names``
+    (``--name``; default: the naming rule), read on the same documents (``tiny``: on the synthetic corpus).
+
     Models and documents are loaded once per process and shared by every script run_all calls (the tiny
     tokenizer is not bit-reproducible across trainings, and another tokenizer would mean other stores).
     """
+    if given:
+        return _given_models(list(models), names, tiny, n_docs, seed, store_root, corpus)
     model_seeds = check_model_seeds(model_seeds)
     members = {zoo_member(variant, s): (variant, s) for s in model_seeds for variant in models}
     if tiny:
@@ -222,11 +263,8 @@ def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None 
         raise ZooIncomplete(
             f"zoo folder {zoo} has no {', '.join(m + '/' for m in missing)}; train them with python -m "
             f"experiments.pretrain_zoo --seeds {' '.join(map(str, seeds))} --out {zoo}, or read fewer seeds "
-            f"(--model-seeds) or pass --tiny for a smoke run")
-    documents = _shared_probing_documents(corpus)
-    if n_docs is not None and n_docs < len(documents):
-        chosen = np.sort(np.random.default_rng(seed).choice(len(documents), size=n_docs, replace=False))
-        documents = [documents[i] for i in chosen]
+            f"(--model-seeds) or pass --tiny for a smoke run; your own models: --model PATH ...")
+    documents = _documents(corpus, n_docs, seed)
     zoo_models = {name: _shared_zoo_model(str(zoo / name)) for name in members}
     root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
     zoo_json = zoo / "zoo.json"
@@ -237,9 +275,109 @@ def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None 
 
 def inputs_for(config: FigureConfig, n_docs: int | None = None) -> FigureInputs:
     """``load_figure_inputs`` with a figure config's fields (tiny, seed, store_root, zoo; model_seeds if it has
-    them, else seed 0)."""
+    them, else seed 0; the model list and its names when ``--model`` is given)."""
+    if config.model is not None:
+        return load_figure_inputs(tiny=config.tiny, models=config.model, names=config.name, given=True, n_docs=n_docs,
+                                  seed=config.seed, store_root=config.store_root)
     return load_figure_inputs(tiny=config.tiny, n_docs=n_docs, seed=config.seed, store_root=config.store_root,
                               zoo=config.zoo, model_seeds=getattr(config, "model_seeds", [0]))
+
+
+# --- a model list (--model / --name) ----------------------------------------------------------------
+def model_names(specs: list[str] | None, given: list[str] | None) -> list[str]:
+    """The name of each --model in tables and figures (``naming.table_names``: --name, else the naming rule),
+    or one clear error: --name without --model, a --name count that does not fit, one name twice."""
+    if specs is None:
+        if given is not None:
+            raise ValueError("--name names the models of --model; give --model too (the zoo's members are named "
+                             "after their variants)")
+        return []
+    if not specs:
+        raise ValueError("--model needs at least one model")
+    names = table_names(specs, given)
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(f"two --model entries are both named {twice[0]!r}; each model of one figure needs its own "
+                         "name: give each once, or name them with --name")
+    return names
+
+
+def _given_models(specs: list[str], names, tiny: bool, n_docs, seed: int, store_root, corpus: str) -> FigureInputs:
+    names = model_names(specs, names)
+    models = {name: _shared_given_model(str(spec)) for name, spec in zip(names, specs)}
+    if tiny:
+        documents = tiny_documents(40, seed)
+        root = Path(store_root) if store_root is not None else default_cache_dir() / "stores" / "figures-tiny"
+    else:
+        documents = _documents(corpus, n_docs, seed)
+        root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
+    description = {"models": dict(zip(names, specs)), "corpus": "synthetic" if tiny else corpus,
+                   "n_docs": len(documents)}
+    return FigureInputs(models, documents, root, tiny, description, {name: (name, 0) for name in names}, given=True)
+
+
+@lru_cache(maxsize=None)
+def _shared_given_model(spec: str):
+    """One --model, opened once per process: ours as the torch module (with its tokenizer), an HF encoder as
+    its adapter -- with its masked-LM head where the checkpoint has one (the studies that read MLM
+    outputs need it), else without."""
+    try:
+        encoder = open_encoder(spec, mlm_head=True)
+    except EncoderError:
+        encoder = open_encoder(spec)  # no head, or not openable at all: then this raises the reason
+    if encoder.tokenizer is None:
+        path = encoder.checkpoint_path
+        raise EncoderError(missing_tokenizer_message(path) if path is not None else
+                           f"{spec}: the model has no tokenizer; the figures tokenise documents with the model's own")
+    return encoder if isinstance(encoder, HFEncoder) else encoder.model.eval()
+
+
+def has_mlm_head(model) -> bool:
+    """Whether a member can give masked-LM outputs: ours unless saved encoder-only, an HF encoder if it was
+    loaded with its head."""
+    if isinstance(model, HFEncoder):
+        return model.has_mlm_head
+    return not getattr(model.config, "encoder_only", False)
+
+
+class FigureCannotRead(ValueError):
+    """No model of a figure's list holds what the figure draws (one line, exit 2, nothing written)."""
+
+
+def readable_members(inputs: FigureInputs, figure: str, needs: str, reason, quiet: bool = False) -> tuple[list, dict]:
+    """The members ``figure`` can read, and a note for each one it cannot: ``reason(name, model)`` says in a
+    few words why a model does not apply (None: it does).  Each note is printed as one line; when no member
+    applies, FigureCannotRead names the figure and what it ``needs``."""
+    readable, notes = [], {}
+    for name, model in inputs.models.items():
+        why = reason(name, model)
+        if why is None:
+            readable.append(name)
+        else:
+            notes[name] = why
+    if not readable:
+        models = "; ".join(f"{name}: {why}" for name, why in notes.items())
+        raise FigureCannotRead(f"{figure} needs {needs}, and no model given has it ({models})")
+    say_not_applicable(figure, notes, quiet)
+    return readable, notes
+
+
+ENTANGLED = "one entangled stream: read as its full state, no AP / semantic split"
+
+
+def stream_notes(inputs: FigureInputs) -> dict:
+    """For a model list: the members without DSTG's separate streams, each with the ENTANGLED note (the zoo's
+    baselines are entangled by design and go unsaid)."""
+    if not inputs.given:
+        return {}
+    return {name: ENTANGLED for name in inputs.models if "sem" not in inputs.encoder(name).subspaces}
+
+
+def say_not_applicable(figure: str, notes: dict, quiet: bool = False) -> None:
+    """One line per model: what of ``figure`` does not apply to it (stderr, unless quiet)."""
+    if not quiet:
+        for name, why in notes.items():
+            print(f"[{figure}] {name}: {why}", file=sys.stderr, flush=True)
 
 
 def with_member_columns(table: pd.DataFrame, inputs: FigureInputs, name: str) -> pd.DataFrame:
@@ -292,6 +430,14 @@ def _shared_probing_documents(corpus: str):
     return probing_documents(corpus)
 
 
+def _documents(corpus: str, n_docs: int | None, seed: int) -> list:
+    documents = _shared_probing_documents(corpus)
+    if n_docs is not None and n_docs < len(documents):
+        chosen = np.sort(np.random.default_rng(seed).choice(len(documents), size=n_docs, replace=False))
+        documents = [documents[i] for i in chosen]
+    return documents
+
+
 @lru_cache(maxsize=None)
 def _shared_zoo_model(path: str):
     return load_model(Path(path)).eval()
@@ -301,6 +447,8 @@ def with_offset_model(inputs: FigureInputs) -> dict:
     """The figure models plus the random_offset DSTG: shipped in the zoo, or for --tiny a random DSTG with a
     table four times the tiny models' length.  The studies beyond the paper read it; the paper figures do not."""
     models = dict(inputs.models)
+    if inputs.given:  # a model list is drawn as given
+        return models
     if inputs.tiny:
         reference = models["dstg"]
         config = ModelConfig.from_dict({**reference.config.to_dict(), "max_positions": 4 * reference.config.max_positions})

@@ -31,6 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 
@@ -48,6 +49,8 @@ class RunAllConfig(SeedsFigureConfig):
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents for "
                                                                 "stores and probes (default: all, as dstg-probe)"})
     threads: int = field(default=2, metadata={"help": "torch threads"})
+    # the zoo's gallery (claims, report): your own models go to each figure script's --model
+    FLAGS_LEFT_OUT: ClassVar[tuple[str, ...]] = ("model", "name")
 
     def __post_init__(self) -> None:
         super().__post_init__()

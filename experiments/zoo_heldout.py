@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,7 @@ class ZooHeldoutConfig(SeedsFigureConfig):
     corpora: list[str] = field(default_factory=lambda: ["en-mix", "pydocs"], metadata={
         "help": "held-out corpora: the training corpus's validation split, then sources no model was trained on"})
     heldout_docs: int = field(default=200, metadata={"help": "documents per corpus (a seeded choice by id)"})
+    FLAGS_LEFT_OUT: ClassVar[tuple[str, ...]] = ("model", "name")  # the zoo's own table: variants x seeds
 
     def __post_init__(self) -> None:
         super().__post_init__()

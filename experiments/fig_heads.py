@@ -2,6 +2,11 @@
 
     python -m experiments.fig_heads                        # the zoo (extracts the stores it lacks)
     python -m experiments.fig_heads --tiny --out /tmp/fig  # tiny random models, seconds
+    python -m experiments.fig_heads --model runs/mine models/posneobert-dstg --name mine PosNeoBERT   # your models
+
+With ``--model`` the members are those models under their names (``--name``).  Heads are classified from the
+separate attention-logit terms of our model classes (DSTG, the RoPE / AP / RP baselines, the authors' formats):
+a Hugging Face encoder exposes only its patterns, so it is left out with one line saying so (none left: exit 2).
 
 Per zoo member (variant x training seed, ``--model-seeds``), the attention summaries of its store (held-out documents, ``figure_inputs.attention_store``)
 give each head's logit-term variances and the pattern change when a term is removed
@@ -31,8 +36,11 @@ from tqdm.auto import tqdm
 from dstg_interp.analysis.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store, threshold_sweep
 from dstg_interp.plots import plot_head_map, plot_head_sweep, plot_share_scatter
 from dstg_interp.model.checkpoint import zoo_member
+from dstg_interp.encoders import HFEncoder
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, parse_config,
-                                       run_as_command, save_config, with_member_columns)
+                                       readable_members, run_as_command, save_config, with_member_columns)
+
+NEEDS = "separate attention-logit terms (DSTG, a RoPE / AP / RP baseline or the authors' formats)"
 
 
 @dataclass
@@ -45,11 +53,18 @@ class HeadsFigureConfig(SeedsFigureConfig):
                 "same, so are the statistics) and write the tables and figures from them"})
 
 
-def head_labels(inputs, progress: bool) -> pd.DataFrame:
+def no_logit_terms(name: str, model) -> str | None:
+    """Why a model's heads cannot be classified here (None: they can)."""
+    if isinstance(model, HFEncoder):
+        return "a Hugging Face encoder exposes its attention patterns only, no logit terms: no head classification"
+    return None
+
+
+def head_labels(inputs, progress: bool, members: list | None = None) -> pd.DataFrame:
     """The classified head table of every zoo member (``model`` = variant, ``seed`` = training seed), from its
-    store's attention summaries."""
+    store's attention summaries; ``members``: these only."""
     tables = []
-    for name in tqdm(list(inputs.models), desc="heads", disable=not progress):
+    for name in tqdm(list(inputs.models) if members is None else members, desc="heads", disable=not progress):
         store = attention_store(inputs, name, progress=progress)
         stats = head_stats_from_store(store, model_name=name)
         stats["n_documents"] = len(store.documents)
@@ -81,8 +96,9 @@ def run(config: HeadsFigureConfig) -> dict:
         description = {"from_heads": str(config.from_heads)}
     else:
         inputs = inputs_for(config, n_docs=config.n_docs)
-        heads = head_labels(inputs, progress=not config.quiet)
-        description = inputs.description
+        members, notes = readable_members(inputs, "fig_heads", NEEDS, no_logit_terms, config.quiet)
+        heads = head_labels(inputs, progress=not config.quiet, members=members)
+        description = dict(inputs.description, notes=notes) if notes else inputs.description
     config.out.mkdir(parents=True, exist_ok=True)
     heads.to_csv(config.out / "heads.csv", index=False)
     counts = heads.groupby(["model", "seed", "label"], sort=False).size().rename("n_heads").reset_index()

@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from .output import LABEL_COLORS, model_color, ordered_models, require_columns, save_figure
+from .output import LABEL_COLORS, display_name, model_color, ordered_models, require_columns, save_figure
 
 _SHARE_LETTERS = (("share_sem", "S"), ("share_ap", "A"), ("share_rp", "R"))
 _NUMBER_COLUMNS = ["model", "layer", "head", "label", "share_sem", "share_ap", "share_rp", "share_content",
@@ -103,9 +103,11 @@ def plot_head_sweep(sweep: pd.DataFrame, heads: pd.DataFrame, out_dir, threshold
     (a dot per head and seed; the dashed line is the threshold the labels use).  Right: heads per label as the
     threshold sweeps (``analysis.heads.threshold_sweep``): mean over training seeds, band = min to max seed."""
     require_columns(sweep, ["model", "threshold", "label", "n_heads"], "the head threshold sweep")
-    dstg_sweep = sweep[sweep.model == "dstg"]
     stream_heads = heads[heads[[c for c in ("share_sem", "share_ap") if c in heads]].notna().all(axis=1)] \
         if {"share_sem", "share_ap"} <= set(heads.columns) else heads.iloc[:0]
+    # the zoo's DSTG; for a list of other models, the first one with DSTG's streams
+    swept = "dstg" if (sweep.model == "dstg").any() else next(iter(stream_heads.model.unique()), None)
+    dstg_sweep = sweep[sweep.model == swept]
     fig, (ax_shares, ax_sweep) = plt.subplots(1, 2, figsize=(9, 3.8))
     terms = [("share_sem", "semantic"), ("share_ap", "structure"), ("share_rp", "RP")]
     rng = np.random.default_rng(0)
@@ -129,9 +131,10 @@ def plot_head_sweep(sweep: pd.DataFrame, heads: pd.DataFrame, out_dir, threshold
         ax_sweep.plot(rows.threshold, rows["mean"], color=color, marker="o", ms=3, label=label)
         ax_sweep.fill_between(rows.threshold, rows["min"], rows["max"], color=color, alpha=0.2)
     ax_sweep.axvline(threshold, color="black", lw=0.9, ls="--")
-    ax_sweep.set(xlabel="dominant-share threshold", ylabel="DSTG heads (mean over seeds; band: min-max)",
+    ax_sweep.set(xlabel="dominant-share threshold", ylabel=f"{display_name(swept or 'dstg')} heads (mean over seeds; band: min-max)",
                  title="labels as the threshold sweeps")
-    ax_sweep.legend(fontsize=7)
+    if len(bands):
+        ax_sweep.legend(fontsize=7)
     for ax in (ax_shares, ax_sweep):
         ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -2,6 +2,7 @@
 
     python -m experiments.fig_ap_manifold                 # the zoo + MiniLM (extracts the stores)
     python -m experiments.fig_ap_manifold --tiny --out /tmp/fig   # tiny random models, seconds
+    python -m experiments.fig_ap_manifold --model runs/mine path/to/all-MiniLM-L6-v2 --name mine MiniLM   # your models
 
 Two families of position tables (rows = positions), each analysed by ``dstg_interp.analysis.spectra.analyze_table``
 (PCA centred over positions, DCT-II of PC1/PC2, share of power in the first 4 bins, Gaussian control):
@@ -14,6 +15,11 @@ Two families of position tables (rows = positions), each analysed by ``dstg_inte
    layer; the spectra figures show the last layer, ``layers_position_share``
    every layer: the share of the layer's variance the basis explains, against its chance level.  Positions
    held by fewer than ``--min-count`` documents are dropped (late positions come from few long documents).
+
+With ``--model`` the models are those given, under their names (``--name``), without the MiniLM reference (give
+it as one of them): each learned table (DSTG's AP table, an entangled model's or a Hugging Face encoder's
+position table) in part 1, every model in part 2; a model with no table (RoPE, RP) is said in one line, and so
+is an entangled one (its layer states are read whole, with no AP / semantic split).
 
 Tables of different widths (DSTG's 16-wide AP table, AP-NeoBERT's 128-wide one, per-position means of
 16 to 128 dims) are compared width-matched: every table is also projected onto ``--projections`` random
@@ -43,7 +49,7 @@ from dstg_interp.analysis.spectra import DEFAULT_PROJECTIONS, analyze_table, pos
 from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import measurements, plot_by_layer, plot_dct_power, plot_pc_curves, plot_scree
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
-                                       save_config)
+                                       save_config, say_not_applicable, stream_notes)
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
 MINILM = "all-MiniLM-L6-v2"  # the real-world reference: its learned table and its layers' position basis
@@ -58,7 +64,7 @@ class ApManifoldConfig(SeedsFigureConfig):
                                                                 "(default: all of them, as the probes)"})
     min_count: int = field(default=20, metadata={"help": "drop positions held by fewer documents (layer states)"})
     control_draws: int = field(default=20, metadata={"help": "Gaussian tables averaged for each control"})
-    no_minilm: bool = field(default=False, metadata={"help": "skip the MiniLM reference table"})
+    no_minilm: bool = field(default=False, metadata={"help": "skip the MiniLM reference table (always with --model)"})
     projections: int = field(default=DEFAULT_PROJECTIONS, metadata={
         "help": "random subspaces of the narrowest table's width, for the width-matched numbers"})
 
@@ -77,11 +83,11 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
     for name, model in inputs.models.items():
         variant, model_seed = inputs.member(name)
         try:
-            label = TABLE_NAMES.get(variant, f"{variant} table") + (f" (seed {model_seed})" if model_seed else "")
+            label = table_label(inputs, name)
             tables[label] = position_table(model)
             members[label] = (variant, model_seed)
         except ValueError as err:  # RoPE / RP: no table; their layer-state version is in part 2
-            notes[variant] = str(err).split(" -- ")[0] + " (layers_* below)"
+            notes[variant] = (NO_TABLE if inputs.given else str(err).split(" -- ")[0] + " (layers_* below)")
     if with_minilm:
         try:
             tables[f"MiniLM table ({MINILM})"] = load_hf_encoder(fetch_minilm()).ap_table.detach().double().numpy()
@@ -103,6 +109,20 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
         random_spectra.append(analyze_table(random_table, name=f"random {shape[0]}x{shape[1]}",
                                             n_control_draws=0, seed=seed))
     return spectra, random_spectra, notes
+
+
+NO_TABLE = ("no learned position table (position enters inside attention): its spectra come from the position "
+            "basis of its hidden states (layers_* figures)")
+
+
+def table_label(inputs, name: str) -> str:
+    """How the tables figures title a member's learned table: the zoo's by variant (``dstg AP table``), a
+    --model member by its name (``mine AP table``, ``MiniLM position table (entangled)``)."""
+    variant, model_seed = inputs.member(name)
+    if not inputs.given:
+        return TABLE_NAMES.get(variant, f"{variant} table") + (f" (seed {model_seed})" if model_seed else "")
+    streams = "sem" in inputs.encoder(name).subspaces
+    return f"{name} AP table" if streams else f"{name} position table (entangled)"
 
 
 def match_width(tables) -> int | None:
@@ -157,12 +177,12 @@ def run(config: ApManifoldConfig) -> dict:
     min_count = min(config.min_count, 3) if config.tiny else config.min_count  # the tiny corpus has 40 documents
     inputs = inputs_for(config, n_docs=config.n_docs)
 
-    with_minilm = not (config.no_minilm or config.tiny)
+    with_minilm = not (config.no_minilm or config.tiny or inputs.given)
     tables, random_tables, notes = learned_table_spectra(inputs, config.seed, config.control_draws,
                                                         with_minilm=with_minilm, n_projections=config.projections)
     width = min((s.summary["matched_width"] for s in tables if "matched_width" in s.summary), default=None)
-    for model, note in notes.items():
-        print(f"[fig_ap_manifold] {model}: {note}")
+    entangled = stream_notes(inputs)
+    say_not_applicable("fig_ap_manifold", notes, entangled, quiet=config.quiet)
     first = min(config.model_seeds)  # the figures show one seed; spectra.csv has them all
     shown = [s for s in tables if s.summary.get("seed", first) == first]
     if tables:
@@ -184,7 +204,7 @@ def run(config: ApManifoldConfig) -> dict:
     summary.to_csv(config.out / "spectra.csv", index=False)
     plot_position_share(summary[summary.source == "layer states"], first, config.out)
     save_config(config, "experiments/fig_ap_manifold.py", min_count_used=min_count, inputs=inputs.description,
-                notes=notes, wall_s=round(time.perf_counter() - started, 1))
+                notes=notes, **({"stream_notes": entangled} if entangled else {}), wall_s=round(time.perf_counter() - started, 1))
     if progress:
         columns = ["source", "name", "pc1_pc2", "control_pc1_pc2", "matched_pc1_pc2", "matched_control_pc1_pc2",
                    "participation_ratio", "matched_participation_ratio", "low_freq_share", "pc2_low_freq_share"]

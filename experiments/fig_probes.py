@@ -105,7 +105,7 @@ def run(config: ProbesFigureConfig) -> dict:
     else:
         inputs = inputs_for(config, n_docs=config.n_docs)
         notes = stream_notes(inputs)
-        say_not_applicable("fig_probes", notes, config.quiet)
+        say_not_applicable("fig_probes", notes, quiet=config.quiet)
         results = probe_all(inputs, config)
         description = dict(inputs.description, notes=notes) if notes else inputs.description
     config.out.mkdir(parents=True, exist_ok=True)

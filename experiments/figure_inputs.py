@@ -358,7 +358,7 @@ def readable_members(inputs: FigureInputs, figure: str, needs: str, reason, quie
     if not readable:
         models = "; ".join(f"{name}: {why}" for name, why in notes.items())
         raise FigureCannotRead(f"{figure} needs {needs}, and no model given has it ({models})")
-    say_not_applicable(figure, notes, quiet)
+    say_not_applicable(figure, notes, quiet=quiet)
     return readable, notes
 
 
@@ -373,10 +373,15 @@ def stream_notes(inputs: FigureInputs) -> dict:
     return {name: ENTANGLED for name in inputs.models if "sem" not in inputs.encoder(name).subspaces}
 
 
-def say_not_applicable(figure: str, notes: dict, quiet: bool = False) -> None:
-    """One line per model: what of ``figure`` does not apply to it (stderr, unless quiet)."""
+def say_not_applicable(figure: str, *notes: dict, quiet: bool = False) -> None:
+    """One line per model: what of ``figure`` does not apply to it (stderr, unless quiet); several dicts of
+    notes are joined per model."""
+    joined: dict = {}
+    for part in notes:
+        for name, why in part.items():
+            joined[name] = f"{joined[name]}; {why}" if name in joined else why
     if not quiet:
-        for name, why in notes.items():
+        for name, why in joined.items():
             print(f"[{figure}] {name}: {why}", file=sys.stderr, flush=True)
 
 

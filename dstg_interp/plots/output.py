@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 import zlib
 from pathlib import Path
@@ -46,11 +47,15 @@ def display_name(model) -> str:
         if name.lower() == key:
             return shown
         for joiner in ("-", "_", " "):
-            if name.lower().startswith(key + joiner):
-                rest = name[len(key) + 1:]
+            rest = name[len(key) + 1:]
+            if name.lower().startswith(key + joiner) and _ZOO_SUFFIX.match(rest):
                 rest = f"seed {rest[4:]}" if rest.startswith("seed") and rest[4:].isdigit() else rest
                 return f"{shown} {rest}"
-    return name
+    return name  # a model of the user's own ("ap-mine", "rope_large") is drawn under its own name
+
+
+# what follows a zoo variant in the zoo's own member names: a training seed, the random_offset model, a control
+_ZOO_SUFFIX = re.compile(r"^(seed\d+|offset\S*|\(random init\)|random[- ]init)$")
 
 
 def subspace_name(subspace) -> str:

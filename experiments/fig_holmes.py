@@ -42,10 +42,13 @@ def draw(folder: Path) -> dict:
     missing = [name for name in TABLES if not (folder / name).is_file()]
     if missing:
         return {}
+    counts = pd.read_csv(folder / "a_vs_b.csv")
     drawn = {
         "areas": plot_holmes_areas(pd.read_csv(folder / "winning_rates.csv"), folder, stem="holmes_areas"),
-        "a_vs_b": plot_holmes_counts(pd.read_csv(folder / "a_vs_b.csv"), folder, stem="holmes_a_vs_b",
-                                     title="Holmes, training seed 0: phenomena won / tied / lost (any difference)"),
+        # no pair to count on datasets outside the Holmes catalogue (no phenomena): no A-vs-B figure
+        **({"a_vs_b": plot_holmes_counts(counts, folder, stem="holmes_a_vs_b",
+                                         title="Holmes, training seed 0: phenomena won / tied / lost (any difference)")}
+           if len(counts) else {}),
         "scores": plot_holmes_scores(pd.read_csv(folder / "scores.csv"), folder, stem="holmes_scores"),
     }
     if (folder / "seed_test_counts.csv").is_file():

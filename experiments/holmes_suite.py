@@ -2,6 +2,7 @@
 
     python -m experiments.holmes_suite                     # the 12 zoo members (4 variants x 3 seeds), Flash cut
     python -m experiments.holmes_suite --models dstg rope  # a subset; --full for the whole train split
+    python -m experiments.holmes_suite --model runs/mine path/to/all-MiniLM-L6-v2 --name mine MiniLM   # your models
     python -m experiments.holmes_suite --datasets offline-pos offline-tense --out /tmp/h1   # a part of the run ...
     python -m experiments.holmes_suite --combine /tmp/h1 /tmp/h2 ...                        # ... the parts merged
 
@@ -12,11 +13,15 @@ Protocol: ``--protocol reference`` (default; holmes-evaluation's: raw features, 
 as hidden_states[-1], the final-normed state of our pre-norm models) or ``standardised``; every table says
 which.  DSTG also per subspace (ap / sem / full).  With several training seeds per variant (the default
 pool), seed_test.csv / seed_test_counts.csv hold the test over seeds (``probes.holmes.significance``).
+``--model`` probes any models instead of zoo members (what ``dstg-probe --model`` takes: checkpoint and run
+folders, the authors' formats, Hugging Face folders and hub ids), named by ``--name``; the tables and figures
+carry those names.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,19 +30,26 @@ import pandas as pd
 import torch
 
 from experiments import fig_holmes
-from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, save_config
+from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, model_names, parse_config, run_as_command, save_config
 from probes.holmes import HolmesProbeConfig, run_holmes
 from probes.holmes.protocol import PROTOCOLS
 from probes.holmes.run import HolmesRunConfig, write_tables
 
-ZOO_MEMBERS = tuple(f"{variant}{suffix}" for variant in ("dstg", "rope", "ap", "rp") for suffix in ("", "-seed1", "-seed2"))
 from probes.holmes.suite import build_suite, default_suite_dir
+
+ZOO_MEMBERS = tuple(f"{variant}{suffix}" for variant in ("dstg", "rope", "ap", "rp") for suffix in ("", "-seed1", "-seed2"))
 
 
 @dataclass
 class HolmesSuiteConfig(ScriptConfig):
     out: Path | None = field(default=None, metadata={"help": "default dstg-results/figures/holmes (Flash) or .../holmes/full; the committed ones: --out figures/holmes[/full]"})
     models: list[str] = field(default_factory=lambda: list(ZOO_MEMBERS), metadata={"help": "zoo members"})
+    model: list[str] | None = field(default=None, metadata={
+        "help": "probe these models instead of zoo members: checkpoint or dstg-train run folders, the authors' "
+                "PosNeoBERT/NeoBERT folders, Hugging Face folders or hub ids (what dstg-probe --model takes)"})
+    name: list[str] | None = field(default=None, metadata={
+        "help": "how tables and figures name each --model, in order (default: the zoo name, hub id, model-card "
+                "title or folder name)"})
     protocol: str = field(default="reference", metadata={"help": "reference or standardised (probes.holmes.protocol)"})
     datasets: list[str] | None = field(default=None, metadata={"help": "only these suite datasets (a part of the run)"})
     combine: list[Path] | None = field(default=None, metadata={
@@ -57,6 +69,13 @@ class HolmesSuiteConfig(ScriptConfig):
             raise ValueError(f"threads must be at least 1, got {self.threads}")
         if self.protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {self.protocol!r}; choose {' or '.join(PROTOCOLS)}")
+        if self.model is not None:
+            self.model = [str(spec) for spec in self.model]
+        model_names(self.model, self.name)  # a --name list that does not fit is refused before any work
+
+    def pool(self) -> list | dict:
+        """What run_holmes probes: the zoo members, or {name: spec} of --model."""
+        return self.models if self.model is None else dict(zip(model_names(self.model, self.name), self.model))
 
 
 def _markdown(frame, digits=1) -> str:
@@ -100,7 +119,7 @@ def run(config: HolmesSuiteConfig) -> dict:
         write_tables(results, config.out, run_config)
     else:
         probe = HolmesProbeConfig(flash_fraction=None if config.full else 1 / 32, protocol=config.protocol)
-        results = run_holmes(config.models, config.suite_dir, config=probe, random_init_control=config.random_init,
+        results = run_holmes(config.pool(), config.suite_dir, config=probe, random_init_control=config.random_init,
                              datasets=config.datasets, out_dir=config.out)
     areas = pd.read_csv(config.out / "areas.csv")
     counts = pd.read_csv(config.out / "a_vs_b.csv") if (config.out / "a_vs_b.csv").exists() else pd.DataFrame()
@@ -129,4 +148,4 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_as_command(main, "holmes_suite"))

@@ -29,6 +29,13 @@ OVERALL = "overall"
 CHANCE = "chance (randomised labels)"
 
 
+NO_AREA = "no area"  # a dataset outside the Holmes catalogue (a benchmark of one's own): drawn, under this name
+
+
+def _with_areas(table: pd.DataFrame) -> pd.DataFrame:
+    return table.assign(area=table.area.fillna(NO_AREA)) if table.area.isna().any() else table
+
+
 def _areas(present) -> list[str]:
     present = list(dict.fromkeys(present))
     return [a for a in AREA_ORDER if a in present] + sorted(set(present) - set(AREA_ORDER) - {OVERALL})
@@ -49,6 +56,7 @@ def plot_holmes_areas(winning_rates: pd.DataFrame, out_dir, stem: str = "holmes_
     """Grouped bars: each entry's mean winning rate (x100) per area and overall, with ± one standard error
     over the area's datasets (a dataset on which every entry ties has no rate and is left out)."""
     require_columns(winning_rates, ["dataset", "entry", "area", "winning_rate"], "the Holmes winning rates")
+    winning_rates = _with_areas(winning_rates)
     rates = winning_rates.dropna(subset=["winning_rate"])
     if rates.empty:
         raise ValueError("the Holmes winning rates are all empty (every dataset tied): nothing to plot")
@@ -101,6 +109,7 @@ def plot_holmes_counts(counts: pd.DataFrame, out_dir, stem: str = "holmes_a_vs_b
 def plot_holmes_scores(scores: pd.DataFrame, out_dir, stem: str = "holmes_scores") -> dict:
     """Heat map of every entry's seed-mean score (macro-F1 or Pearson r) per dataset, datasets grouped by area."""
     require_columns(scores, ["dataset", "entry", "area", "score"], "the Holmes scores")
+    scores = _with_areas(scores)
     entries = list(_entry_palette(sorted(set(scores.entry), key=lambda e: (e.split(":")[0] != "dstg", e))))
     areas = _areas(scores.area)
     datasets = (scores.drop_duplicates("dataset").assign(_area=lambda t: t.area.map(areas.index))

@@ -294,6 +294,9 @@ def model_names(specs: list[str] | None, given: list[str] | None) -> list[str]:
         return []
     if not specs:
         raise ValueError("--model needs at least one model")
+    repeated = next((spec for spec in specs if specs.count(spec) > 1), None)
+    if given is None and repeated is not None:
+        raise ValueError(f"--model gives {repeated} twice; list each model once (or name each with --name)")
     names = table_names(specs, given)
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:

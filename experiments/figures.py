@@ -1,0 +1,78 @@
+"""``dstg-figures NAME [flags]``: every experiment script as one command, so a ``pip install`` draws the paper's
+figures without a clone (the scripts ship in the wheel as the ``experiments`` package, and
+``python -m experiments.fig_probes`` works there too).
+
+    dstg-figures                                   # the list of figures
+    dstg-figures probes --model runs/mine path/to/all-MiniLM-L6-v2 --name mine MiniLM --out my-figures/probes
+    dstg-figures heads --help                      # a figure's flags: its script's config, as with python -m
+
+NAME is a figure of ``FIGURES`` (or its module's name, ``fig_probes``); the flags after it are the script's own.
+Bad input is one ``dstg-figures NAME: error: ...`` line and exit code 2, Ctrl-C 130, as every dstg-* command.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from dstg_interp.cli.shell import run_cli
+
+# name -> (module, what it draws); the order of the list ``dstg-figures`` prints
+FIGURES = {
+    "ap-manifold": ("experiments.fig_ap_manifold", "PCA and DCT of learned position tables and of layer states"),
+    "heads": ("experiments.fig_heads", "attention heads classified structure / semantic / RP / mixed"),
+    "probes": ("experiments.fig_probes", "linear position probes by layer and subspace"),
+    "holmes-suite": ("experiments.holmes_suite", "the offline Holmes suite probed, tabled and drawn"),
+    "holmes": ("experiments.fig_holmes", "the Holmes figures of a results folder"),
+    "erasure": ("experiments.fig_erasure", "loss and output change when position is erased at a layer"),
+    "interventions": ("experiments.fig_interventions", "AP-stream interventions: MLM and attention change"),
+    "extrapolation": ("experiments.fig_extrapolation", "length extrapolation along the AP manifold"),
+    "invariance": ("experiments.fig_invariance", "position-free semantic states and retrieval"),
+    "gallery": ("experiments.run_all", "the whole gallery of the shipped zoo (run_all)"),
+}
+PROG = "dstg-figures"
+EXIT_BAD_INPUT, EXIT_INTERRUPTED = 2, 130
+
+
+def listing() -> str:
+    width = max(map(len, FIGURES))
+    lines = [f"usage: {PROG} NAME [flags]   ({PROG} NAME --help: the figure's flags)", "", "figures:"]
+    lines += [f"  {name:<{width}}  {what} ({module})" for name, (module, what) in FIGURES.items()]
+    return "\n".join(lines)
+
+
+def module_of(name: str) -> str | None:
+    """The module of figure ``name`` (``probes``, ``ap_manifold``, ``fig_probes`` all name one), or None."""
+    key = name.replace("_", "-")
+    key = key[4:] if key.startswith("fig-") else key
+    if key in FIGURES:
+        return FIGURES[key][0]
+    return next((module for module, _ in FIGURES.values() if module.rsplit(".", 1)[1] == name), None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0] in ("-h", "--help", "--list"):
+        print(listing())
+        return 0 if argv else EXIT_BAD_INPUT
+    name, flags = argv[0], argv[1:]
+    module_name = module_of(name)
+    if module_name is None:
+        print(f"{PROG}: error: no figure named {name!r}; choose one of {', '.join(FIGURES)} ({PROG} lists them)",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        module = importlib.import_module(module_name)  # torch & co. load here, after Ctrl-C is ours
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted (Ctrl-C) while starting; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    prog = f"{PROG} {name}"
+    program, sys.argv[0] = sys.argv[0], prog  # argparse's usage line names the figure
+    try:
+        return run_cli(prog, lambda: module.main(flags) and 0)  # as each script's own run_as_command
+    finally:
+        sys.argv[0] = program
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Every figure script on a researcher's own models (``--model`` / ``--name``): a mixed list -- a tiny DSTG
+checkpoint folder, the authors' formats and a tiny Hugging Face encoder -- drawn under the names given, what
+does not apply said in one line, and what cannot be drawn at all refused in one line (exit 2, nothing written).
+
+The models are ``tests/your_models.py``'s (docs/your-models.md lays out the same), on the synthetic corpus
+(``--tiny``) with the studies cut to a few documents: each script runs in seconds to a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from experiments import (fig_ap_manifold, fig_erasure, fig_extrapolation, fig_heads, fig_interventions, fig_invariance,
+                         fig_probes, holmes_suite)
+from experiments.figure_inputs import run_as_command
+from your_models import write_your_models
+
+torch.set_num_threads(1)
+FIXTURE_BENCHMARK = Path(__file__).resolve().parents[1] / "fixtures" / "holmes" / "benchmark"
+NAMES = ["mine", "PosNeoBERT", "MiniLM-like"]  # a DSTG of one's own, the authors' DSTG, an HF encoder
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    root = tmp_path_factory.mktemp("your-models")
+    return write_your_models(root / "models"), root
+
+
+def run(script, prog: str, argv: list[str]) -> int:
+    return run_as_command(lambda: script.main(argv), prog)
+
+
+def mixed(models, out, *extra, names=NAMES, folders=("tiny-dstg", "posneobert-dstg", "tiny-bert")) -> list[str]:
+    folders_of, root = models
+    return ["--tiny", "--model", *[str(folders_of[f]) for f in folders], "--name", *names, "--out", str(out),
+            "--store-root", str(root / "stores"), "--quiet", *extra]
+
+
+def test_probes_name_every_model_of_the_list(models, tmp_path):
+    out = tmp_path / "probes"
+    assert run(fig_probes, "fig_probes", mixed(models, out, "--n-boot", "10", "--max-tokens", "1500")) == 0
+    probes = pd.read_csv(out / "probes.csv")
+    assert list(dict.fromkeys(probes.model)) == NAMES and set(probes.seed) == {0}
+    assert set(probes[probes.model == "PosNeoBERT"].subspace) == {"ap", "sem", "full"}  # DSTG's streams
+    assert set(probes[probes.model == "MiniLM-like"].subspace) == {"full"}  # entangled: the whole state only
+    assert set(pd.read_csv(out / "probes_over_seeds.csv").model) == set(NAMES)
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["model"][0].endswith("tiny-dstg") and saved["name"] == NAMES
+    assert "no AP / semantic split" in saved["inputs"]["notes"]["MiniLM-like"]
+    figure = json.loads((out / "r2_by_layer.json").read_text())
+    assert "PosNeoBERT" in json.dumps(figure) and "DSTG-NeoBERT" not in json.dumps(figure)  # never a slot's name
+
+
+def test_heads_leave_out_the_hf_encoder_in_one_line(models, tmp_path, capsys):
+    out = tmp_path / "heads"
+    argv = [a for a in mixed(models, out) if a != "--quiet"]
+    assert run(fig_heads, "fig_heads", argv) == 0
+    heads = pd.read_csv(out / "heads.csv")
+    assert list(dict.fromkeys(heads.model)) == ["mine", "PosNeoBERT"]
+    assert set(json.loads((out / "summary.json").read_text())["models"]) == {"mine", "PosNeoBERT"}
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[fig_heads]")]
+    assert said == ["[fig_heads] MiniLM-like: a Hugging Face encoder exposes its attention patterns only, no logit "
+                    "terms: no head classification"]
+
+
+def test_ap_manifold_titles_tables_by_model_name(models, tmp_path, capsys):
+    out = tmp_path / "ap_manifold"
+    argv = mixed(models, out, "--control-draws", "2", "--projections", "2",
+                 folders=("tiny-dstg", "posneobert-dstg", "neobert-hf", "tiny-bert"),
+                 names=["mine", "PosNeoBERT", "NeoBERT", "MiniLM-like"])
+    assert run(fig_ap_manifold, "fig_ap_manifold", [a for a in argv if a != "--quiet"]) == 0
+    spectra = pd.read_csv(out / "spectra.csv")
+    assert set(spectra[spectra.source == "learned table"].name) == {
+        "mine AP table", "PosNeoBERT AP table", "MiniLM-like position table (entangled)"}
+    layers = spectra[spectra.source == "layer states"]
+    assert set(layers.model) == {"mine", "PosNeoBERT", "NeoBERT", "MiniLM-like"}
+    err = capsys.readouterr().err
+    assert "[fig_ap_manifold] NeoBERT: no learned position table" in err and "position basis of its hidden states" in err
+    config = json.loads((out / "config.json").read_text())
+    assert set(config["notes"]) == {"NeoBERT"} and set(config["stream_notes"]) == {"NeoBERT", "MiniLM-like"}
+
+
+def test_interventions_on_every_model_with_a_position_state(models, tmp_path, capsys):
+    out = tmp_path / "interventions"
+    argv = mixed(models, out, "--n-sequences", "4", folders=("tiny-dstg", "posneobert-dstg-encoder", "neobert-hf", "tiny-bert"),
+                 names=["mine", "PosNeoBERT-encoder", "NeoBERT", "MiniLM-like"])
+    assert run(fig_interventions, "fig_interventions", [a for a in argv if a != "--quiet"]) == 0
+    table = pd.read_csv(out / "interventions.csv")
+    assert list(dict.fromkeys(table.model)) == ["mine", "PosNeoBERT-encoder", "MiniLM-like"]
+    assert table[table.model == "mine"].mlm_kl.notna().all()  # an MLM head: KL measured
+    assert table[table.model != "mine"].mlm_kl.isna().all() and table.output_change.notna().all()
+    err = capsys.readouterr().err
+    assert "[fig_interventions] NeoBERT: no absolute-position state" in err
+    assert "[fig_interventions] PosNeoBERT-encoder: no MLM head" in err and "[fig_interventions] MiniLM-like: no MLM head" in err
+
+
+def test_erasure_names_every_model(models, tmp_path):
+    out = tmp_path / "erasure"
+    assert run(fig_erasure, "fig_erasure", mixed(models, out)) == 0
+    table = pd.read_csv(out / "erasure.csv")
+    assert list(dict.fromkeys(table.model)) == NAMES
+    assert table[table.model == "MiniLM-like"].loss_increase.isna().all()  # no MLM loss for an HF encoder here
+
+
+def test_extrapolation_arms_of_our_models(models, tmp_path):
+    out = tmp_path / "extrapolation"
+    argv = mixed(models, out, "--factors", "2", "--max-windows", "16", "--n-draws", "1", "--max-tokens", "1500",
+                 folders=("tiny-dstg", "neobert-hf", "tiny-bert"), names=["mine", "NeoBERT", "MiniLM-like"])
+    assert run(fig_extrapolation, "fig_extrapolation", argv) == 0
+    summary = pd.read_csv(out / "summary.csv")
+    assert set(zip(summary.model, summary.method)) == {("mine", m) for m in ("chunked", "curve", "repeat", "stretch")} \
+        | {("NeoBERT", "chunked"), ("NeoBERT", "native")}
+
+
+def test_invariance_names_every_model(models, tmp_path, capsys):
+    out = tmp_path / "invariance"
+    assert run(fig_invariance, "fig_invariance", [a for a in mixed(models, out) if a != "--quiet"]) == 0
+    invariance = pd.read_csv(out / "invariance.csv")
+    assert list(dict.fromkeys(invariance.model)) == NAMES
+    assert "[fig_invariance] passages: 16-21 tokens" in capsys.readouterr().err  # cut to the 32 positions
+
+
+def test_holmes_suite_takes_a_model_list(models, tmp_path):
+    suite = tmp_path / "suite"
+    for dataset in ("fx-sentence", "fx-tokens"):  # two datasets of the Holmes-format fixtures, as a built suite
+        shutil.copytree(FIXTURE_BENCHMARK / dataset, suite / dataset)
+    (suite / "suite.json").write_text("{}")
+    out = tmp_path / "holmes"
+    folders = models[0]
+    argv = ["--model", str(folders["tiny-dstg"]), str(folders["tiny-bert"]), "--name", "mine", "MiniLM-like",
+            "--suite-dir", str(suite), "--out", str(out)]
+    assert run(holmes_suite, "holmes_suite", argv) == 0
+    assert set(pd.read_csv(out / "results.csv").model) == {"mine", "MiniLM-like"}
+    assert (out / "holmes_areas.png").is_file()
+
+
+# --- bad input: one line, exit 2, nothing written ---------------------------------------------------------
+@pytest.mark.parametrize("script, prog, argv, message", [
+    (fig_probes, "fig_probes", ["--name", "a", "a"], "--name gives 'a' twice"),
+    (fig_probes, "fig_probes", ["--name", "a"], "--name gives 1 name(s) for 2 --model(s)"),
+    (holmes_suite, "holmes_suite", ["--name", "a", "a"], "--name gives 'a' twice"),
+])
+def test_one_name_twice_is_one_line(models, tmp_path, capsys, script, prog, argv, message):
+    folders = models[0]
+    out = tmp_path / "out"
+    code = run(script, prog, ["--model", str(folders["tiny-dstg"]), str(folders["tiny-bert"]), *argv, "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+    assert not out.exists()
+
+
+def test_the_same_model_twice_is_one_line(models, tmp_path, capsys):
+    folder = str(models[0]["tiny-dstg"])
+    assert run(fig_heads, "fig_heads", ["--model", folder, folder, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"--model gives {folder} twice" in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("script, prog, folder, needs", [
+    (fig_heads, "fig_heads", "tiny-bert", "fig_heads needs separate attention-logit terms"),
+    (fig_interventions, "fig_interventions", "neobert-hf", "fig_interventions needs a position state of its own"),
+    (fig_extrapolation, "fig_extrapolation", "posneobert-dstg-encoder", "fig_extrapolation needs a model of ours with an MLM head"),
+])
+def test_a_model_the_figure_cannot_read_is_one_line(models, tmp_path, capsys, script, prog, folder, needs):
+    folders, root = models
+    out = tmp_path / "out"
+    argv = ["--tiny", "--model", str(folders[folder]), "--out", str(out), "--store-root", str(root / "stores")]
+    assert run(script, prog, argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"{prog}: error: {needs}"), err
+    assert not out.exists()
+
+
+def test_models_of_two_trained_lengths_are_one_line_for_extrapolation(models, tmp_path, capsys):
+    folders, root = models
+    out = tmp_path / "out"
+    argv = ["--tiny", "--model", "dstg", str(folders["tiny-dstg"]), "--out", str(out)]
+    assert run(fig_extrapolation, "fig_extrapolation", argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "run it once per length" in err and not out.exists()

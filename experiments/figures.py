@@ -2,7 +2,7 @@
 figures without a clone (the scripts ship in the wheel as the ``experiments`` package, and
 ``python -m experiments.fig_probes`` works there too).
 
-    dstg-figures                                   # the list of figures
+    dstg-figures --list                            # the figures (without a NAME: the same, exit code 2)
     dstg-figures probes --model runs/mine path/to/all-MiniLM-L6-v2 --name mine MiniLM --out my-figures/probes
     dstg-figures heads --help                      # a figure's flags: its script's config, as with python -m
 

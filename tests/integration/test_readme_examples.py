@@ -4,7 +4,8 @@ runs as written, offline, in a sandbox folder (``tests/readme_examples.py`` extr
 What makes them fast and offline, and nothing else:
 - each document runs in its own fresh working folder, holding what the examples name: ``docs.jsonl`` (synthetic
   documents), ``path/to/all-MiniLM-L6-v2`` (a tiny random BERT folder in the Hub's layout), ``path/to/bert-base-uncased``
-  (the same, saved with its masked-LM head), ``PATH`` (a
+  (the same, saved with its masked-LM head), ``models/`` (the authors' formats and a DSTG checkpoint folder,
+  ``tests/your_models.py``), ``PATH`` (a
   Holmes-format benchmark: the test fixtures), ``figures/`` (the committed gallery's tables), and a HOME
   whose cache holds that benchmark as ``~/.cache/dstg-interp/holmes-suite/v1``;
 - the registry corpora (en-mix, pydocs) are replaced by 300 synthetic documents (``tiny_documents``);
@@ -38,7 +39,9 @@ from dstg_interp import load_model, open_encoder
 from dstg_interp.data import catalog
 from dstg_interp.entry import COMMANDS, launch
 from dstg_interp.tiny_zoo import tiny_documents
+from experiments import figures
 from test_hf_encoder_offline import write_tiny_bert
+from your_models import write_your_models
 
 torch.set_num_threads(1)
 EXAMPLES = readme_examples.collect()
@@ -52,6 +55,14 @@ SHRINK = {  # appended to the example's own flags: the same code path on a toy b
     "dstg-holmes": ["--quiet"],
     "experiments.recipe_study": ["--tiny", "--steps", "4"],
     "experiments.fig_probes": ["--tiny", "--quiet", "--model-seeds", "0"],
+    # docs/your-models.md: each figure on the synthetic corpus, its study cut to a few documents
+    "dstg-figures probes": ["--tiny", "--quiet", "--n-boot", "10", "--max-tokens", "1500"],
+    "dstg-figures ap-manifold": ["--tiny", "--quiet", "--control-draws", "2", "--projections", "2"],
+    "dstg-figures heads": ["--tiny", "--quiet"],
+    "dstg-figures erasure": ["--tiny", "--quiet"],
+    "dstg-figures interventions": ["--tiny", "--quiet", "--n-sequences", "4"],
+    "dstg-figures extrapolation": ["--tiny", "--quiet", "--max-windows", "16", "--n-draws", "1", "--max-tokens", "1500"],
+    "dstg-figures invariance": ["--tiny", "--quiet"],
 }
 
 
@@ -65,6 +76,7 @@ def sandbox(tmp_path_factory):
     (root / "path" / "to").mkdir(parents=True)
     write_tiny_bert(root / "path" / "to" / "all-MiniLM-L6-v2", synthetic[:20])
     write_tiny_bert(root / "path" / "to" / "bert-base-uncased", synthetic[:20], mlm_head=True)  # a masked-LM
+    write_your_models(root / "models")  # docs/your-models.md: the authors' formats, each with a tokenizer
     benchmark = readme_examples.ROOT / "tests" / "fixtures" / "holmes" / "benchmark"
     for target in (root / "PATH", root / "home" / ".cache" / "dstg-interp" / "holmes-suite" / "v1"):
         for dataset in benchmark.glob("fx-*"):
@@ -96,6 +108,8 @@ def run_shell(argv: list[str], root) -> int:
     argv = [str(root / arg[1:]) if arg.startswith("/tmp/") else arg for arg in argv]  # /tmp/x -> the sandbox's
     if argv[0] in COMMANDS:
         return launch(argv[0], argv[1:] + SHRINK.get(argv[0], []))
+    if argv[0] == "dstg-figures":  # experiments.figures, the figure scripts' command
+        return figures.main(argv[1:] + SHRINK.get(" ".join(argv[:2]), []))
     if argv[:2] == ["python", "-m"] and len(argv) > 2:
         module = argv[2]
         old = sys.argv
@@ -110,7 +124,7 @@ def run_shell(argv: list[str], root) -> int:
     raise AssertionError(f"{argv[0]!r} is not a command this runner knows; mark the line '# not run offline: why'")
 
 
-FIXTURES = ("docs.jsonl", "path", "PATH", "figures")
+FIXTURES = ("docs.jsonl", "path", "PATH", "figures", "models")
 
 
 def page_folder(root, page):

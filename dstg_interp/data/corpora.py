@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pysbd
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 # Bump when sentence splitting or normalisation changes: it keys the processed-corpus cache.
 SPLITTER_VERSION = f"pysbd-{pysbd.__version__}-nfkc-quotes-v2"
@@ -237,8 +237,8 @@ def read_text_document(path: Path, doc_id: str, source: str, progress: bool = Fa
     if size <= LARGE_TEXT_BYTES:
         return make_document(doc_id, source, paragraphs_from_text(decode_utf8(path.read_bytes(), str(path))))
     paragraphs, current, pending, carry, offset = [], _StreamedParagraph(), "", b"", 0
-    with open(path, "rb") as handle, tqdm(total=size, unit="B", unit_scale=True, desc=f"reading {path.name}",
-                                          disable=not progress, file=sys.stderr) as bar:
+    with open(path, "rb") as handle, progress_bar(total=size, unit="B", unit_scale=True, desc=f"reading {path.name}",
+                                                  disable=not progress) as bar:
         while True:
             data = handle.read(STREAM_CHUNK_BYTES)
             chunk = carry + data

@@ -324,6 +324,11 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     encoder = open_encoder(model_or_store, device=device)
     if layers is not None:  # "last", "all" (dstg_interp.encoders.selection) -> this model's layer numbers
         layers = selection.resolve_layers(layers, encoder.n_layers)
+        missing = [layer for layer in layers if layer not in encoder.layers or isinstance(layer, bool)]
+        if missing:  # before the corpus is read and tokenized
+            final = " and 'final'" if "final" in encoder.layers else ""
+            raise ValueError(f"layer {missing[0]} does not exist in {name!r}: it has layers 0..{encoder.n_layers} "
+                             f"(0 = embeddings){final}")
         cfg = dataclasses.replace(cfg, layers=layers)
     if subspaces is not None:
         missing = [s for s in subspaces if s not in encoder.subspaces]

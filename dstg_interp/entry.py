@@ -13,8 +13,11 @@ import importlib
 import os
 import signal
 import sys
+import threading
 
 from dstg_interp.cli.shell import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_after_this_command, raise_terminated
+
+SLOW_START_S = 3.0  # a command still importing after this long says what it is doing
 
 COMMANDS = {  # one module per command, in dstg_interp/cli/
     "dstg-train": "dstg_interp.cli.train",
@@ -33,15 +36,22 @@ COMMANDS = {  # one module per command, in dstg_interp/cli/
 def launch(prog: str, argv: list[str] | None = None) -> int:
     """Import the module of ``prog`` and run its ``main(argv)``; interruptions while loading are one line."""
     signal.signal(signal.SIGTERM, raise_terminated)
+    # On a busy machine the imports can take 10-20 s: say so if they take long (never for a quick --help).
+    slow_start = threading.Timer(SLOW_START_S, lambda: print(f"{prog}: loading torch and transformers ...",
+                                                            file=sys.stderr, flush=True))
+    slow_start.daemon = True
+    slow_start.start()
     try:
         module = importlib.import_module(COMMANDS[prog])  # lazy: torch & co. load after Ctrl-C is ours
     except KeyboardInterrupt as err:
+        slow_start.cancel()
         name = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
         print(f"{prog}: interrupted ({name}) while starting; nothing was written", file=sys.stderr)
         sys.stderr.flush()
         # A half-imported torch can re-deliver the signal while the interpreter shuts down (exit -2 instead of
         # 130); nothing was opened or written yet, so leave at once with the documented code.
         os._exit(EXIT_TERMINATED if isinstance(err, Terminated) else EXIT_INTERRUPTED)
+    slow_start.cancel()
     return module.main(argv)
 
 

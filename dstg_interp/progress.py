@@ -5,21 +5,25 @@
     with progress_bar(total=n_bytes, unit="B", unit_scale=True, desc="fetch wikipedia") as bar: bar.update(k)
 
 On a terminal it is tqdm's bar, redrawn in place at most every 0.5 s (at 100 columns when the terminal reports
-a width of 0, where tqdm would draw nothing).  When stderr is not a terminal (a log file, a pipe, CI), each
-redraw is a line of its own and comes at most every ``LOG_INTERVAL_S`` seconds: a few lines per bar, never
-hundreds of carriage-return updates, and still no more than that many seconds without a word.
+a width of 0, where tqdm would draw nothing), and at least every 2 s: a heartbeat thread redraws its elapsed
+time while one long step (a batch, a document) holds the count.  When stderr is not a terminal (a log file, a pipe, CI), each
+redraw is a line of its own and comes every ``LOG_INTERVAL_S`` seconds, no more and (the heartbeat) no less: a
+few lines per bar, never hundreds of carriage-return updates.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
+from tqdm import tqdm as std_tqdm
 from tqdm.auto import tqdm
 
 LOG_INTERVAL_S = 8.0  # the longest a bar stays silent in a log (stderr not a terminal)
 TERMINAL_INTERVAL_S = 0.5
+TERMINAL_HEARTBEAT_S = 2.0  # on a terminal a bar's elapsed time moves at least this often
 FALLBACK_COLUMNS = 100
 
 
@@ -54,6 +58,27 @@ def _terminal_columns(stream) -> int | None:
         return None
 
 
+class Bar(std_tqdm):
+    """tqdm whose elapsed time keeps ticking while one step takes long (a forward of a long batch, a long
+    document's sentence split): a daemon thread redraws it every ``heartbeat_s`` without a redraw."""
+
+    def __init__(self, *args, heartbeat_s: float | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._stop_beat = threading.Event()
+        if heartbeat_s and not self.disable:
+            threading.Thread(target=self._beat, args=(heartbeat_s,), daemon=True, name="progress-heartbeat").start()
+
+    def _beat(self, every: float) -> None:
+        while not self._stop_beat.wait(every):
+            if not self.disable and time.time() - self.last_print_t >= every:
+                self.refresh()  # under tqdm's lock, as update's redraws
+                self.last_print_t = time.time()
+
+    def close(self) -> None:
+        self._stop_beat.set()
+        super().close()
+
+
 def progress_bar(iterable=None, **kwargs) -> tqdm:
     """``tqdm(iterable, **kwargs)`` with the package's settings (module docstring); every tqdm keyword works,
     and an explicit ``file``, ``mininterval`` or ``ncols`` wins."""
@@ -63,12 +88,12 @@ def progress_bar(iterable=None, **kwargs) -> tqdm:
     if _is_terminal(stream):
         kwargs.setdefault("mininterval", TERMINAL_INTERVAL_S)
         kwargs.setdefault("ncols", _terminal_columns(stream))
-        return tqdm(iterable, file=stream, **kwargs)
+        return Bar(iterable, file=stream, heartbeat_s=TERMINAL_HEARTBEAT_S, **kwargs)
     kwargs.setdefault("mininterval", LOG_INTERVAL_S)
     kwargs.setdefault("ncols", FALLBACK_COLUMNS)
     kwargs.setdefault("ascii", True)
     kwargs["leave"] = True  # a log keeps each bar's last line (clearing it writes nothing)
-    return tqdm(iterable, file=LineStream(stream), dynamic_ncols=False, **kwargs)
+    return Bar(iterable, file=LineStream(stream), dynamic_ncols=False, heartbeat_s=LOG_INTERVAL_S, **kwargs)
 
 
 def heartbeat(bar: tqdm) -> None:

@@ -4,11 +4,12 @@ the probe fits and the corpus fetch have bars whose count reaches its total."""
 import io
 import re
 import sys
+import time
 
 import pytest
 
 from dstg_interp.data import en_mix
-from dstg_interp.progress import LOG_INTERVAL_S, heartbeat, progress_bar
+from dstg_interp.progress import LOG_INTERVAL_S, Bar, LineStream, heartbeat, progress_bar
 from probes.positions import PositionProbeConfig, probe_store
 from test_ridge_streaming import FakeStore
 
@@ -54,3 +55,14 @@ def test_a_fetch_shows_a_byte_bar_and_keeps_the_pinned_file(tmp_path, capsys):
     with pytest.raises(en_mix.PieceUnavailable, match="failed: boom"):
         en_mix.fetch_artifact([sys.executable, "-c", "import sys; sys.exit('boom')"], "b.bin", sha, tmp_path / "d")
     assert not [p for p in (tmp_path / "d").iterdir() if p.name.startswith(".fetch-")]
+
+
+def test_the_heartbeat_thread_redraws_a_bar_whose_step_is_long():
+    """progress_bar's bars beat every LOG_INTERVAL_S in a log; the same thread, beating every 0.1 s here."""
+    log = io.StringIO()
+    with Bar(total=2, desc="long step", file=LineStream(log), heartbeat_s=0.1, mininterval=0.05) as bar:
+        lines = log.getvalue().count("\n")
+        time.sleep(0.5)  # one step that takes long: no update
+        assert log.getvalue().count("\n") >= lines + 2
+        bar.update(2)
+    assert "2/2" in log.getvalue().splitlines()[-1]

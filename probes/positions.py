@@ -211,9 +211,6 @@ def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: st
     def feature_sets(source):  # a DSTG layer's sem / ap / full: one pass over [sem | ap] serves all three
         return store_feature_sets(source, layers, subspaces)
 
-    baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[tokens], y, groups, train_idx, test_idx,
-                                    n_splits=cfg.n_splits, n_boot=cfg.n_boot, seed=cfg.seed,
-                                    name=cfg.target_column) if cfg.position_baseline else None
     common = dict(groups=on_store_rows(groups), train_idx=tokens[train_idx], test_idx=tokens[test_idx],
                   alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False,
                   device=None if device == "cpu" else device)
@@ -221,9 +218,13 @@ def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: st
     n_sets = len(layers) * len(subspaces)
     work = n_sets * (2 if cfg.n_boot else 1)  # fit_ridge_grid's count: each set fitted, then bootstrapped
     work += n_sets if cfg.controls and control_store is not None else 0
-    work += n_sets * (2 if cfg.n_boot else 1) if baseline is not None else 0
+    work += 1 + n_sets * (2 if cfg.n_boot else 1) if cfg.position_baseline else 0  # its own fit, then the partial R²
     with progress_bar(total=work, desc=f"{model_name}: {n_sets} ridge probe{'s' if n_sets != 1 else ''}",
                       unit="fit", disable=not progress, leave=False) as bar:
+        baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[tokens], y, groups, train_idx, test_idx,
+                                        n_splits=cfg.n_splits, n_boot=cfg.n_boot, seed=cfg.seed,
+                                        name=cfg.target_column) if cfg.position_baseline else None
+        bar.update(1 if baseline is not None else 0)
         fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, progress=bar.update,
                                 **dict(common, keep_predictions=True))
         main = fitted[fitted.target == "target"].set_index("key")

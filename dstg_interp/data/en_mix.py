@@ -391,7 +391,9 @@ def load_piece(piece: Piece, cache_dir: Path, progress: bool = True) -> list[Doc
         write_line(f"{piece.corpus}: fetching {piece.name} ({piece.artifact_name}), once: later runs read the cache")
     artifact = fetch_artifact(piece.fetch_command, piece.artifact_name, piece.artifact_sha256,
                               cache_dir / "downloads", progress=progress, size=piece.artifact_size)
-    units = piece.extract(artifact)
+    with progress_bar(total=None, desc=f"{piece.corpus}: {piece.name}: extracting the text", bar_format="{desc}: {elapsed}",
+                      disable=not progress, leave=False):
+        units = piece.extract(artifact)
     text_sha256 = units_sha256(units)
     if text_sha256 != piece.text_sha256:
         raise PieceUnavailable(f"extracted text sha256 {text_sha256} != pinned {piece.text_sha256}")

@@ -70,7 +70,8 @@ class Bar(std_tqdm):
 
     def _beat(self, every: float) -> None:
         while not self._stop_beat.wait(every):
-            if not self.disable and time.time() - self.last_print_t >= every:
+            last: float = getattr(self, "last_print_t", 0.0)
+            if not self.disable and time.time() - last >= every:
                 self.refresh()  # under tqdm's lock, as update's redraws
                 self.last_print_t = time.time()
 

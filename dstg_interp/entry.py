@@ -13,8 +13,12 @@ import importlib
 import os
 import signal
 import sys
+import threading
+import time
 
 from dstg_interp.cli.shell import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_after_this_command, raise_terminated
+
+SLOW_START_S = 3.0  # a command still importing after this long says what it is doing
 
 COMMANDS = {  # one module per command, in dstg_interp/cli/
     "dstg-train": "dstg_interp.cli.train",
@@ -31,18 +35,54 @@ COMMANDS = {  # one module per command, in dstg_interp/cli/
 }
 
 
+class ImportNotice:
+    """On a busy machine the imports (torch, transformers, transformer-lens) can take half a minute: once they
+    have taken ``SLOW_START_S``, say so, and keep the elapsed time moving (a terminal: one line redrawn every
+    2 s; a log: a line every 8 s) until they are done. A quick start (``--help``) prints nothing."""
+
+    def __init__(self, prog: str):
+        self.prog, self.done, self.shown, self.lock = prog, threading.Event(), False, threading.Lock()
+        self.terminal = sys.stderr.isatty()
+        self.started = time.monotonic()
+        threading.Thread(target=self._run, daemon=True, name="import-notice").start()
+
+    def _run(self) -> None:
+        if self.done.wait(SLOW_START_S):
+            return
+        while True:
+            with self.lock:  # never after stop() has ended the line
+                if self.done.is_set():
+                    return
+                text = f"{self.prog}: loading torch and transformers ... {time.monotonic() - self.started:.0f} s"
+                sys.stderr.write(f"\r{text}" if self.terminal else f"{text}\n")
+                sys.stderr.flush()
+                self.shown = True
+            if self.done.wait(2.0 if self.terminal else 8.0):
+                return
+
+    def stop(self) -> None:
+        with self.lock:
+            self.done.set()
+            if self.shown and self.terminal:
+                sys.stderr.write("\n")
+                sys.stderr.flush()
+
+
 def launch(prog: str, argv: list[str] | None = None) -> int:
     """Import the module of ``prog`` and run its ``main(argv)``; interruptions while loading are one line."""
     signal.signal(signal.SIGTERM, raise_terminated)
+    slow_start = ImportNotice(prog)
     try:
         module = importlib.import_module(COMMANDS[prog])  # lazy: torch & co. load after Ctrl-C is ours
     except KeyboardInterrupt as err:
+        slow_start.stop()
         name = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
         print(f"{prog}: interrupted ({name}) while starting; nothing was written", file=sys.stderr)
         sys.stderr.flush()
         # A half-imported torch can re-deliver the signal while the interpreter shuts down (exit -2 instead of
         # 130); nothing was opened or written yet, so leave at once with the documented code.
         os._exit(EXIT_TERMINATED if isinstance(err, Terminated) else EXIT_INTERRUPTED)
+    slow_start.stop()
     return module.main(argv)
 
 

@@ -176,11 +176,14 @@ class PositionBaseline:
         probed tokens (default: its first rows, in order)."""
         return self.partial_r2_sets({name: states}, rows)[name]
 
-    def partial_r2_sets(self, feature_sets, rows: np.ndarray | None = None, device: str | None = None) -> dict:
+    def partial_r2_sets(self, feature_sets, rows: np.ndarray | None = None, device: str | None = None,
+                        progress=None) -> dict:
         """{key: (partial R², CI low, CI high)} for every feature set, as ``fit_ridge_grid`` takes them:
         sets given as ``Columns`` of one source (``probes.grid.store_feature_sets``) share its passes (one
         for the per-position means, one for the probe), and no residual states are ever held whole."""
         if self.exact:
+            if progress is not None:
+                progress(len(feature_sets) * (2 if self.n_boot else 1))
             return dict.fromkeys(feature_sets, (0.0, 0.0, 0.0))
         sets = {}
         for source, members in grouped_by_source(feature_sets):  # (``device``: as fit_ridge_grid's)
@@ -190,7 +193,7 @@ class PositionBaseline:
             sets |= {key: Columns(residuals, columns) for key, columns in members}
         fitted = fit_ridge_grid(sets, {"residual": self.residual}, self.groups, self.train_idx, self.test_idx,
                                 alphas=DEFAULT_ALPHAS, n_splits=self.n_splits, n_boot=self.n_boot, seed=self.seed,
-                                keep_predictions=False, device=device)
+                                keep_predictions=False, device=device, progress=progress)
         return {row.key: (float(row.test_r2), float(getattr(row, "r2_ci_low", np.nan)),
                           float(getattr(row, "r2_ci_high", np.nan))) for row in fitted.itertuples()}
 

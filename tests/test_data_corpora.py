@@ -140,19 +140,24 @@ def test_wikipedia_fetch_extract_and_cache(tmp_path, capsys):
 def test_a_pinned_debian_version_the_package_lists_lack_names_apt_get_update(tmp_path, monkeypatch):
     """apt-get download of a version newer than the machine's package lists fails with 'was not found': the
     line says to refresh the lists (seen on a fresh machine whose lists predated perl-doc's pinned update)."""
-    import subprocess
+    def failing(stderr):
+        class FailedFetch:  # subprocess.Popen of a download command that exits 100 with ``stderr``
+            returncode = 100
 
-    def stale_lists(command, **kwargs):
-        raise subprocess.CalledProcessError(100, command, stderr="E: Version '5.36.0-7+deb12u4' for 'perl-doc' was not found")
+            def __init__(self, command, **kwargs):
+                pass
 
-    monkeypatch.setattr(en_mix.subprocess, "run", stale_lists)
+            def communicate(self, timeout=None):
+                return "", stderr
+        return FailedFetch
+
+    monkeypatch.setattr(en_mix.subprocess, "Popen", failing("E: Version '5.36.0-7+deb12u4' for 'perl-doc' was not found"))
     piece = en_mix.Piece("perl", ["apt-get", "download", "perl-doc=5.36.0-7+deb12u4"], "perl.deb", "0" * 64, "1" * 64,
                          en_mix.extract_austen)
     with pytest.raises(en_mix.PieceUnavailable, match=r"was not found; the package lists may predate the pinned "
                                                       r"version: run 'apt-get update' and retry$"):
         en_mix.load_piece(piece, tmp_path, progress=False)
-    monkeypatch.setattr(en_mix.subprocess, "run", lambda command, **kwargs: (_ for _ in ()).throw(
-        subprocess.CalledProcessError(1, command, stderr="E: Unable to locate package nope")))
+    monkeypatch.setattr(en_mix.subprocess, "Popen", failing("E: Unable to locate package nope"))
     with pytest.raises(en_mix.PieceUnavailable, match=r"Unable to locate package nope$"):  # no hint for other failures
         en_mix.load_piece(piece, tmp_path, progress=False)
 

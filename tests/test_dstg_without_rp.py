@@ -44,12 +44,12 @@ def test_equals_a_model_whose_bias_is_zero_on_every_path(padded_batch):
         torch.testing.assert_close(param.grad, dict(reference.named_parameters())[name].grad, atol=1e-6, rtol=1e-5)
     without.eval(), reference.eval()
     with torch.no_grad():
-        torch.testing.assert_close(without(tokens, mask).logits, reference(tokens, mask).logits, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(without(tokens, mask), reference(tokens, mask), atol=1e-5, rtol=1e-5)
         hooked = without.run_with_hooks(tokens, attention_mask=mask,
-                                        fwd_hooks=[(lambda n: n.endswith("hook_pattern"), lambda t, hook: t)]).logits
-        torch.testing.assert_close(hooked, without(tokens, mask).logits, atol=1e-5, rtol=1e-5)
+                                        fwd_hooks=[(lambda n: n.endswith("hook_pattern"), lambda t, hook: t)])
+        torch.testing.assert_close(hooked, without(tokens, mask), atol=1e-5, rtol=1e-5)
         reference.blocks[0].attn.rel_bias.bias.normal_()
-        assert (reference(tokens, mask).logits - without(tokens, mask).logits).abs().max() > 1e-3
+        assert (reference(tokens, mask) - without(tokens, mask)).abs().max() > 1e-3
 
 
 def test_checkpoint_round_trip(tmp_path, padded_batch):
@@ -59,7 +59,7 @@ def test_checkpoint_round_trip(tmp_path, padded_batch):
     assert loaded.config.rp_bias is False and loaded.config.mlp_mode == "mixed"
     assert loaded.state_dict().keys() == model.state_dict().keys()
     tokens, mask = padded_batch
-    torch.testing.assert_close(loaded(tokens, mask).logits, model(tokens, mask).logits, rtol=0, atol=0)
+    torch.testing.assert_close(loaded(tokens, mask), model(tokens, mask), rtol=0, atol=0)
     assert ModelConfig.from_json(model.config.to_json()) == model.config
 
 

@@ -50,7 +50,7 @@ def our_outputs(model, ids, mask) -> dict[str, np.ndarray]:
     dstg = cfg.variant == "dstg"
     with torch.no_grad():
         _, cache = model.run_with_cache(ids, attention_mask=mask)
-        out = {} if cfg.encoder_only else {"logits": model(ids, mask).logits}  # the fused, hook-free path
+        out = {} if cfg.encoder_only else {"logits": model(ids, mask)}  # the fused, hook-free path
     layers = range(cfg.n_layers)
     if dstg:
         out["hidden_states"] = torch.stack([torch.cat([cache[f"blocks.{l}.hook_resid_post_ap"],
@@ -142,7 +142,7 @@ def test_each_convention_matters():
         other = build_model(type(model.config).from_dict({**model.config.to_dict(), **change}))
         other.load_state_dict(model.state_dict())
         with torch.no_grad():
-            logits = other.eval()(ids, mask).logits.numpy()[mask.numpy()]
+            logits = other.eval()(ids, mask).numpy()[mask.numpy()]
         assert np.abs(logits - reference).max() > 0.1, change
 
 
@@ -206,7 +206,7 @@ def test_training_code_layout_with_rp_does_not_zero_the_bias(tmp_path):
     twin.load_state_dict(fork.state_dict())
     ids, mask = batch("a")
     with torch.no_grad():
-        torch.testing.assert_close(a2(ids, mask).logits, twin.eval()(ids, mask).logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(a2(ids, mask), twin.eval()(ids, mask), rtol=0, atol=1e-5)
 
 
 def test_pytorch_bin_is_read_weights_only(tmp_path):
@@ -463,14 +463,14 @@ def test_options_round_trip_and_shape_the_model(tmp_path, padded_batch):
     tokens, mask = padded_batch
     full_head = tiny_model("dstg", mlp_mode="mixed", mlm_head_input="full", rp_zero_boundary=True)
     assert full_head.mlm_head.weight.shape == (97, 32) and full_head.blocks[0].mlp.w_out.weight.shape == (32, full_head.config.d_mlp)
-    before = full_head(tokens, mask).logits
+    before = full_head(tokens, mask)
     with torch.no_grad():
         full_head.final_norm_ap.weight.mul_(2)  # the head reads the AP stream too
-    assert not torch.allclose(before, full_head(tokens, mask).logits)
+    assert not torch.allclose(before, full_head(tokens, mask))
     full_head.save(tmp_path / "mixed")
     reloaded = load_model(tmp_path / "mixed")
     assert reloaded.config == full_head.config
-    torch.testing.assert_close(reloaded(tokens, mask).logits, full_head.eval()(tokens, mask).logits, rtol=0, atol=0)
+    torch.testing.assert_close(reloaded(tokens, mask), full_head.eval()(tokens, mask), rtol=0, atol=0)
     explicit = tiny_model("dstg", mlp_ap_units=16)
     assert explicit.blocks[0].mlp.w_out_ap.weight.shape == (8, 16)
     assert explicit.blocks[0].mlp.w_out_sem.weight.shape == (24, explicit.config.d_mlp - 16)

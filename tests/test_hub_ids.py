@@ -124,3 +124,24 @@ def test_a_cut_short_safetensors_file_is_one_line(hub_cache, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "safetensors weights are damaged or cut short" in err, err
         assert "Traceback" not in err and not (tmp_path / "s").exists()
+
+
+def test_a_mistyped_local_path_is_answered_about_the_path_not_the_network(tmp_path, monkeypatch):
+    """``runs/nope`` looks like a hub id, but ``runs/`` is a local folder: the line names the folder and its
+    close names, and no download is tried; a hub-shaped id under no local folder says to check the path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "tiny-dstg").mkdir(parents=True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+
+    def no_network(repo_id, local_files_only=False, **kwargs):
+        if local_files_only:
+            raise LocalEntryNotFoundError(f"{repo_id} is not cached")
+        raise LocalEntryNotFoundError("ConnectError: [Errno -2] Name or service not known")
+
+    monkeypatch.setattr(hub, "snapshot_download", no_network)
+    with pytest.raises(EncoderError, match=r"runs/tiny-dtsg: no such folder: runs/ exists .*did you mean runs/tiny-dstg\?") as error:
+        open_encoder("runs/tiny-dtsg")
+    assert "network" not in str(error.value) and "\n" not in str(error.value)
+    with pytest.raises(EncoderError, match=r"nowhere/model: no such local folder \(check the path\).*cannot be reached"):
+        open_encoder("nowhere/model")

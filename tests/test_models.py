@@ -33,8 +33,8 @@ def test_forward_backward_with_padding(variant, padded_batch):
 def test_padding_does_not_change_real_tokens(variant, padded_batch):
     model = tiny_model(variant).eval()
     tokens, mask = padded_batch
-    full = model(tokens, mask).logits[1, :11]
-    alone = model(tokens[1:, :11]).logits[0]
+    full = model(tokens, mask)[1, :11]
+    alone = model(tokens[1:, :11])[0]
     torch.testing.assert_close(full, alone, atol=1e-5, rtol=1e-5)
 
 
@@ -146,10 +146,10 @@ def test_fused_attention_matches_reference(variant, padded_batch):
             for block in model.blocks:
                 block.attn.rel_bias.bias.normal_()
     tokens, mask = padded_batch
-    fused = model(tokens, mask).logits
+    fused = model(tokens, mask)
     reference = model.run_with_hooks(
         tokens, attention_mask=mask, fwd_hooks=[(lambda n: n.endswith("hook_pattern"), lambda t, hook: t)]
-    ).logits
+    )
     torch.testing.assert_close(fused, reference, atol=1e-5, rtol=1e-5)
 
 
@@ -202,7 +202,7 @@ def test_the_three_attention_paths_agree_in_values_and_gradients(variant, padded
     training_logits, training_grads = loss_and_grads()
     reference_logits, reference_grads = loss_and_grads(fwd_hooks=hooked)
     with torch.no_grad():
-        fused_logits = model(tokens, mask).logits
+        fused_logits = model(tokens, mask)
     torch.testing.assert_close(training_logits, reference_logits, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fused_logits, reference_logits, atol=1e-5, rtol=1e-5)
     assert training_grads.keys() == reference_grads.keys()
@@ -282,10 +282,10 @@ def test_ap_table_is_ignored_when_ap_qk_are_zero(padded_batch):
             block.attn.qkv_ap.weight[:hd].zero_()
             block.mlp.w_in.weight[:, model.config.d_sem :].zero_()
     tokens, mask = padded_batch
-    before = model(tokens, mask).logits
+    before = model(tokens, mask)
     with torch.no_grad():
         model.ap_embed.weight.normal_(std=5.0)
-    after = model(tokens, mask).logits
+    after = model(tokens, mask)
     assert torch.equal(before, after)
 
 
@@ -294,7 +294,7 @@ def test_quirk_option_changes_the_residual(padded_batch):
     standard = tiny_model("dstg").eval()
     quirk = tiny_model("dstg", residual_from_normed=True).eval()
     quirk.load_state_dict(standard.state_dict())
-    assert not torch.allclose(standard(tokens, mask).logits, quirk(tokens, mask).logits)
+    assert not torch.allclose(standard(tokens, mask), quirk(tokens, mask))
 
 
 def test_normed_residual_block_is_norm_x_plus_f_norm_x(padded_batch):
@@ -416,7 +416,7 @@ def test_position_offset_reads_the_table_from_a_start(variant):
     torch.testing.assert_close(cache[hook][0], model.ap_table[:10])
     torch.testing.assert_close(cache[hook][1], model.ap_table[7:17])
     with torch.inference_mode():  # offset 0 everywhere is the plain forward
-        torch.testing.assert_close(model(tokens, position_offset=torch.zeros(2, dtype=torch.long)).logits, model(tokens).logits)
+        torch.testing.assert_close(model(tokens, position_offset=torch.zeros(2, dtype=torch.long)), model(tokens))
     with pytest.raises(ValueError, match=r"position_offset must lie in \[0, max_positions - seq_len\] = \[0, 30\]"):
         model(tokens, position_offset=torch.tensor([0, 31]))
     with pytest.raises(ValueError, match="one shift per sequence"):

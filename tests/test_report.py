@@ -2,6 +2,7 @@
 cannot drift from it), and the Holmes figure script draws from the aggregation's CSVs."""
 
 import json
+import shutil
 import re
 from pathlib import Path
 
@@ -70,6 +71,12 @@ def test_fig_holmes_draws_each_results_folder(tmp_path):
     assert saved["script"] == "experiments/fig_holmes.py" and saved["out"] == str(folder)
     assert not (tmp_path / "empty").exists()
     assert fig_holmes.run(fig_holmes.HolmesFigureConfig(results=[tmp_path / "empty"])).startswith("skipped")
+    # --out: the figures go there, the results folder keeps only its tables
+    fresh = tmp_path / "fresh"
+    shutil.copytree(folder, fresh, ignore=shutil.ignore_patterns("holmes_*", "figure_config.json"))
+    assert fig_holmes.main(["--results", str(fresh), "--out", str(tmp_path / "figs")]) == "ok"
+    assert (tmp_path / "figs" / "holmes_areas.png").stat().st_size > 100
+    assert not list(fresh.glob("holmes_*")) and not (fresh / "figure_config.json").exists()
 
 
 def test_every_committed_markdown_table_is_rectangular():

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from ..encoders import Encoder, SpecialTokens, open_encoder
 from ..encoders.inputs import TOOLKIT_SPECIAL_TOKENS
@@ -228,7 +228,7 @@ def measure_invariance(model, passages: list[Passage], *, name: str | None = Non
     pooled = {(c, key): [] for c in runs for key in keys}  # -> [n, d] float64
     token_metrics = {(c, key): [] for c in conditions for key in keys}  # -> [n, 2] (cosine, rel. L2)
     batches = range(0, n, batch_size)
-    for begin in tqdm(batches, desc=f"invariance {name}", disable=not progress):
+    for begin in progress_bar(batches, desc=f"invariance {name}", disable=not progress):
         batch = encodings[begin:begin + batch_size]
         lengths = [len(p.tokens) for p in passages[begin:begin + batch_size]]
         alone_states = None

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from ..data.mlm import collate, mask_tokens
 from ..data.structure import StructuredSequences, build_structured_sequences
@@ -86,7 +86,7 @@ def mlm_by_position(model, sequences: StructuredSequences, bucket_width: int = 3
     batches = [np.arange(start, min(start + batch_size, len(lengths))) for start in range(0, len(lengths), batch_size)]
     for draw in range(n_draws):
         generator = torch.Generator().manual_seed(seed * 1000 + draw)  # masks depend on the data only, not the model
-        for batch in tqdm(batches, desc=f"mlm draw {draw}", disable=not progress, leave=False):
+        for batch in progress_bar(batches, desc=f"mlm draw {draw}", disable=not progress, leave=False):
             ids, attention_mask, is_special = collate([sequences[int(i)]["input_ids"] for i in batch], special.pad,
                                                       special.ids)
             masked, labels = mask_tokens(ids, is_special, generator, mask_prob=mask_rate, mask_token_id=special.mask)

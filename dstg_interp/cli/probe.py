@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -87,17 +88,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
 
+TABLE_WIDTH = 120  # where the compact table wraps when the terminal says nothing
+
+
 def compact_table(results: pd.DataFrame) -> str:
-    """Layer rows, (model, subspace) columns, 'R² ± half-CI' cells."""
+    """Layer rows, subspace (model/subspace) columns, 'R² ± half-CI' cells; a table wider than the terminal is
+    printed in blocks of columns, each with its layer rows."""
     cells = results.assign(cell=[
         f"{r:.3f} ± {(hi - lo) / 2:.3f}" if pd.notna(lo) else f"{r:.3f} ± n/a"
         for r, lo, hi in zip(results.r2, results.ci_low, results.ci_high)
     ])
     several_models = results.model.nunique() > 1
-    cells["column"] = [f"{m}/{s}" if several_models else s for m, s in zip(cells.model, cells.subspace)]
-    order = list(dict.fromkeys(cells.column))
-    table = cells.pivot(index="layer", columns="column", values="cell")[order]
-    return table.to_string()
+    header = "model/subspace" if several_models else "subspace"
+    cells[header] = [f"{m}/{s}" if several_models else s for m, s in zip(cells.model, cells.subspace)]
+    order = list(dict.fromkeys(cells[header]))
+    table = cells.pivot(index="layer", columns=header, values="cell")[order]
+    return table.to_string(line_width=max(80, shutil.get_terminal_size((TABLE_WIDTH, 24)).columns))  # wrapped
 
 
 def _with_ci(value, low, high) -> str:

@@ -77,13 +77,14 @@ def corpus_version(spec: str) -> str | None:
     return None
 
 
-def probing_documents(corpus: str = "en-mix", max_docs: int | None = None) -> list[Document]:
+def probing_documents(corpus: str = "en-mix", max_docs: int | None = None, progress: bool = True) -> list[Document]:
     """The documents to probe on.  For ``en-mix`` the held-out validation documents of the zoo's
     training split (``split_documents`` with ``ZOO_VAL_FRACTION`` and ``ZOO_SPLIT_SEED``, TrainConfig's defaults:
-    the models never saw them); for any other corpus, all of its documents."""
+    the models never saw them); for any other corpus, all of its documents.  ``progress``: bars while a
+    registry corpus is fetched and split the first time (a cached one reads silently)."""
     if max_docs is not None and (not isinstance(max_docs, int) or max_docs <= 0):
         raise ValueError(f"max_docs must be a positive number of documents (or None for all), got {max_docs!r}")
-    documents = load_corpus(corpus, progress=False)
+    documents = load_corpus(corpus, progress=progress)
     if corpus == "en-mix":
         _, documents = split_documents(documents, val_fraction=ZOO_VAL_FRACTION, seed=ZOO_SPLIT_SEED)
     return documents[:max_docs] if max_docs else documents

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pysbd
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 # Bump when sentence splitting or normalisation changes: it keys the processed-corpus cache.
 SPLITTER_VERSION = f"pysbd-{pysbd.__version__}-nfkc-quotes-v2"
@@ -265,8 +265,8 @@ def read_text_document(path: Path, doc_id: str, source: str, progress: bool = Fa
         with handle:
             return make_document(doc_id, source, paragraphs_from_text(decode_utf8(handle.read(size), str(path))))
     paragraphs, current, pending, carry, offset = [], _StreamedParagraph(), "", b"", 0
-    with handle, tqdm(total=size, unit="B", unit_scale=True, desc=f"reading {path.name}",
-                      disable=not progress, file=sys.stderr) as bar:
+    with handle, progress_bar(total=size, unit="B", unit_scale=True, desc=f"reading {path.name}",
+                              disable=not progress) as bar:
         while True:
             data = handle.read(min(STREAM_CHUNK_BYTES, size - offset - len(carry)))
             chunk = carry + data

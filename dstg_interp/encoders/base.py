@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from tokenizers import Tokenizer
 
@@ -235,7 +235,7 @@ class Encoder:
         """``states`` over length-sorted batches of ``sequences`` (StructuredSequences or id sequences)."""
         layers, subspaces = self.check_request(layers, subspaces)
         total = len(sequence_lengths(sequences))
-        with tqdm(total=total, unit="seq", desc=desc or f"encode {self.name}", disable=not progress, leave=False) as bar:
+        with progress_bar(total=total, unit="seq", desc=desc or f"encode {self.name}", disable=not progress, leave=False) as bar:
             for indices, tokens, mask in self.batches(sequences, batch_size):
                 yield EncodedBatch(indices, mask, self.states(tokens, layers, subspaces, attention_mask=mask))
                 bar.update(len(indices))

@@ -113,7 +113,7 @@ class HookedEncoder(Encoder):
 
     def mlm_logits(self, tokens: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         # an encoder-only checkpoint raises NoMLMHeadError (a ValueError) here, saying why
-        return self.model(tokens.to(self.device), attention_mask=attention_mask.to(self.device)).logits
+        return self.model(tokens.to(self.device), attention_mask=attention_mask.to(self.device), return_type="logits")
 
     def _attention_hooks(self, blocks, on_layer: AttentionCallback) -> list:
         """Hooks that collect each block's logit terms and hand them, with its pattern, to ``on_layer``."""
@@ -136,7 +136,7 @@ class HookedEncoder(Encoder):
     def _run(self, tokens, attention_mask, fwd_hooks, stop_at_layer) -> None:
         with self.model.hooks(fwd_hooks=fwd_hooks):
             try:
-                self.model(tokens, attention_mask=attention_mask, stop_at_layer=stop_at_layer)
+                self.model(tokens, attention_mask=attention_mask, stop_at_layer=stop_at_layer, return_type=None)
             except _StopForward:
                 pass
 

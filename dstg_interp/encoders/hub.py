@@ -13,6 +13,7 @@ refused), gated or missing repositories refused in one line.
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 
@@ -44,11 +45,24 @@ def resolve_hub_id(repo_id: str) -> Path:
     except (OSError, ValueError) as err:
         raise EncoderError(f"{repo_id}: cannot read it from the Hugging Face cache ({_first_line(err)})") from None
     if folder is None or not (folder / "config.json").is_file():
+        _check_not_a_mistyped_path(repo_id)
         folder = _download(repo_id)
     if not any(folder.glob("*.safetensors")):
         raise EncoderError(f"{repo_id}: the hub repository has no safetensors weights; this toolkit never unpickles "
                            "a downloaded file: convert it to safetensors or use a repository that ships them")
     return folder
+
+
+def _check_not_a_mistyped_path(spec: str) -> None:
+    """``runs/nope`` where ``runs/`` is a local folder is a path with a typo, not a hub id: say so, offline."""
+    parent = Path(spec).parent
+    if parent.is_dir():
+        names = sorted(child.name for child in parent.iterdir() if child.is_dir() and not child.name.startswith("."))
+        close = difflib.get_close_matches(Path(spec).name, names, n=3)
+        hint = f"; did you mean {' or '.join(str(parent / name) for name in close)}?" if close else \
+            (f"; it holds {', '.join(names[:6])}{', ...' if len(names) > 6 else ''}" if names else "; it is empty")
+        raise EncoderError(f"{spec}: no such folder: {parent}/ exists but has no {Path(spec).name!r}{hint} (not tried "
+                           f"as a Hugging Face hub id: {parent}/ is a local folder)")
 
 
 def _download(repo_id: str) -> Path:
@@ -65,9 +79,9 @@ def _download(repo_id: str) -> Path:
     except RepositoryNotFoundError:
         raise EncoderError(f"{repo_id}: no such model on the Hugging Face hub (nor a local folder of that name)") from None
     except (HfHubHTTPError, LocalEntryNotFoundError, OSError, ValueError) as err:
-        raise EncoderError(f"{repo_id}: not a local folder, not in the Hugging Face cache ({cache}), and the hub cannot "
-                           f"be reached ({_first_line(err)}); download it where there is a network, or pass a "
-                           "local folder") from None
+        raise EncoderError(f"{repo_id}: no such local folder (check the path), and as a hub id it is not in the Hugging "
+                           f"Face cache ({cache}) and the hub cannot be reached ({_first_line(err)}): download it where "
+                           "there is a network, or pass a local folder") from None
 
 
 def _first_line(err: Exception) -> str:

@@ -6,18 +6,21 @@ normed state the MLM head reads (``None`` when stopped early).
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformer_lens import ActivationCache, HookedRootModule
-from transformer_lens.utilities import get_act_name
+from transformer_lens import HookedRootModule
 
 from ..config import ModelConfig
+from .cache import StreamActivationCache
 from .layers import init_weights
 from .saving import save_checkpoint
+from .text import TextInputs
 
 
 @dataclass
@@ -47,44 +50,53 @@ class EncoderOnlyOutput:
         raise NoMLMHeadError(self.reason)
 
 
-STREAMS = ("sem", "ap")
+# What a forward returns (``return_type``): TransformerLens' "logits", "loss", "both" and None, plus "output",
+# the MaskedLMOutput; "auto" (the default) is "logits" when there are logits to give and no labels, else "output".
+RETURN_TYPES = ("auto", "logits", "loss", "both", "output", None)
 
 
-class StreamActivationCache(ActivationCache):
-    """TransformerLens' ``ActivationCache`` that also reads DSTG's two streams by TransformerLens shorthand:
+class TransformerLensConfig:
+    """``model.cfg``: the ModelConfig's fields, plus the TransformerLens names its helpers read (``device``,
+    ``d_vocab``, ``n_ctx``, ...) derived from it and the model."""
 
-        cache["resid_post", 1]       # blocks.1.hook_resid_post (baselines); DSTG: [sem | ap], its 'full' state
-        cache["resid_post_ap", 1]    # blocks.1.hook_resid_post_ap
-        cache["q_sem", 0]            # blocks.0.attn.hook_q_sem   [batch, pos, head, d_head]
-        cache.stack_activation("resid_post")   # [n_layers, batch, pos, d]
+    def __init__(self, model):
+        self._model = model
 
-    A name of the table with a ``_sem`` / ``_ap`` suffix resolves like the name without it, suffix kept;
-    a stream-less name that DSTG has only per stream is the concatenation [sem | ap] (both must be cached).
-    """
+    def __getattr__(self, name: str) -> Any:
+        config = self._model.config
+        derived = {"d_vocab": config.vocab_size, "d_vocab_out": config.vocab_size, "n_ctx": config.max_positions,
+                   "n_key_value_heads": None, "attn_only": False, "normalization_type": "RMS", "act_fn": "silu",
+                   "positional_embedding_type": {"ap": "standard", "rope": "rotary"}.get(config.variant, config.variant)}
+        if name == "device":
+            return next(self._model.parameters()).device
+        if name in derived:
+            return derived[name]
+        return getattr(config, name)
 
-    def __getitem__(self, key) -> torch.Tensor:
-        if isinstance(key, str) and key in self.cache_dict:
-            return self.cache_dict[key]
-        parts = (key,) if isinstance(key, str) else tuple(key)
-        if len(parts) > 1 and parts[1] is not None and parts[1] < 0:
-            parts = (parts[0], self.model.cfg.n_layers + parts[1], *parts[2:])
-        name, stream = parts[0], None
-        for suffix in STREAMS:
-            if name.endswith(f"_{suffix}") and "." not in name:
-                name, stream = name[: -len(suffix) - 1], suffix
-        full = get_act_name(name, *parts[1:])
-        if stream is not None:
-            return self.cache_dict[f"{full}_{stream}"]
-        if full in self.cache_dict:
-            return self.cache_dict[full]
-        if all(f"{full}_{s}" in self.cache_dict for s in STREAMS):
-            return torch.cat([self.cache_dict[f"{full}_{s}"] for s in STREAMS], dim=-1)
-        raise KeyError(f"{key!r} -> {full!r} is not in this cache (cached: {len(self.cache_dict)} names, e.g. "
-                       f"{', '.join(list(self.cache_dict)[:3])}); widen names_filter")
+    def __repr__(self) -> str:
+        return f"TransformerLensConfig({self._model.config!r})"
 
 
-class EncoderForMLM(HookedRootModule):
-    """Base class: a ``transformer_lens.HookedRootModule`` with an MLM head (linear + bias, untied)."""
+def unknown_hook_message(model, name: str) -> str:
+    """One line for a hook name this model lacks: the per-stream names DSTG has instead, or the closest names."""
+    hooks = list(model.hook_dict)
+    stem = name.rsplit(".", 1)[-1]
+    if stem == "hook_attn_scores":
+        prefix = name[: -len(stem)]
+        terms = [h for h in hooks if h.startswith(prefix + "hook_logits")]
+        return (f"{name!r}: these models hook the pre-softmax logits term by term: {', '.join(terms) or 'hook_logits*'} "
+                f"(their sum is cache['attn_scores', layer]); or hook {prefix}hook_pattern")
+    streams = [f"{name}_{s}" for s in ("sem", "ap") if f"{name}_{s}" in model.hook_dict]
+    if streams:
+        return f"{name!r}: DSTG has this hook once per stream: {' and '.join(streams)}"
+    close = difflib.get_close_matches(name, hooks, n=3, cutoff=0.6)
+    return (f"{name!r}: no such hook in this {model.config.variant!r} model"
+            f"{'; did you mean ' + ' or '.join(close) if close else ''} (every name: model.hook_dict)")
+
+
+class EncoderForMLM(TextInputs, HookedRootModule):
+    """Base class: a ``transformer_lens.HookedRootModule`` with an MLM head (linear + bias, untied), reading
+    token ids or text (``TextInputs``: ``to_tokens``, ``to_str_tokens``, ``to_string``)."""
 
     config: ModelConfig
 
@@ -107,17 +119,45 @@ class EncoderForMLM(HookedRootModule):
         self.setup()
 
     def run_with_cache(self, *model_args, return_cache_object: bool = True, **kwargs):
-        """``HookedRootModule.run_with_cache``, returning a ``StreamActivationCache`` (a TransformerLens
-        ``ActivationCache``) as ``HookedTransformer`` does; ``return_cache_object=False`` gives the plain dict."""
+        """``HookedRootModule.run_with_cache``: (logits, cache) as ``HookedTransformer`` gives them, the cache a
+        ``StreamActivationCache`` (a TransformerLens ``ActivationCache``); ``return_cache_object=False`` gives the
+        plain dict, ``return_type="output"`` the MaskedLMOutput first (see ``forward``)."""
         output, cache = super().run_with_cache(*model_args, **kwargs)
         if not return_cache_object:
             return output, cache
         return output, StreamActivationCache(cache, self, has_batch_dim=not kwargs.get("remove_batch_dim", False))
 
+    def _enable_hook_with_name(self, name: str, hook, dir):
+        """TransformerLens' lookup of a hook by name, with a KeyError that says which names exist."""
+        if name not in self.mod_dict:
+            raise KeyError(unknown_hook_message(self, name))
+        return super()._enable_hook_with_name(name, hook, dir)
+
     # TransformerLens helpers read ``model.cfg``.
     @property
-    def cfg(self) -> ModelConfig:
-        return self.config
+    def cfg(self) -> "TransformerLensConfig":
+        return TransformerLensConfig(self)
+
+    @property
+    def W_U(self) -> torch.Tensor:
+        """The MLM head as TransformerLens' unembedding: [head width, vocab] (DSTG: the semantic stream's width)."""
+        return self._head().weight.T
+
+    @property
+    def b_U(self) -> torch.Tensor:
+        return self._head().bias
+
+    def tokens_to_residual_directions(self, tokens) -> torch.Tensor:
+        """The MLM head's row of each token (an int, a one-token string or an id tensor): [*tokens.shape, head width]."""
+        if isinstance(tokens, str):
+            tokens = self.to_single_token(tokens)
+        ids = torch.as_tensor(tokens, dtype=torch.long, device=self._head().weight.device)
+        return self._head().weight[ids]
+
+    def _head(self) -> nn.Linear:
+        if self.mlm_head is None:
+            raise NoMLMHeadError(self.no_head_reason())
+        return self.mlm_head
 
     @property
     def subspaces(self) -> tuple[str, ...]:
@@ -151,7 +191,7 @@ class EncoderForMLM(HookedRootModule):
     # --- input checks: one clear error instead of a shape mismatch deep in torch ----------------
     def check_inputs(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None, position_offset=None):
         if not isinstance(tokens, torch.Tensor) or tokens.dtype not in (torch.long, torch.int, torch.int32, torch.int16):
-            raise TypeError("tokens must be an integer torch.Tensor of shape [batch, pos]")
+            raise TypeError("tokens must be an integer torch.Tensor of shape [batch, pos], a string or a list of strings")
         if tokens.dim() == 1:
             tokens = tokens[None]
             if attention_mask is not None and attention_mask.dim() == 1:
@@ -184,21 +224,28 @@ class EncoderForMLM(HookedRootModule):
 
     def forward(
         self,
-        tokens: torch.Tensor,
+        tokens: torch.Tensor | str | list[str],
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         *,
+        return_type: str | None = "auto",
         stop_at_layer: int | None = None,
         masked_logits_only: bool = False,
         masked_rows_multiple: int = 1,
         position_offset: torch.Tensor | None = None,
-    ) -> MaskedLMOutput | EncoderOnlyOutput:
+    ):
         """Run the encoder (and the MLM head unless ``stop_at_layer`` is set).
 
         Args:
-            tokens: [batch, pos] token ids, right-padded.
+            tokens: [batch, pos] token ids, right-padded; or a string / list of strings (``to_tokens``, with
+                the attention mask of its padding).
             attention_mask: [batch, pos], 1/True for real tokens (None = all real).
             labels: [batch, pos] target ids, -100 where no loss is taken.
+            return_type: as TransformerLens: "logits" ([batch, pos, vocab]), "loss" (needs ``labels``),
+                "both" ((logits, loss)), None (nothing: a forward for its hooks); "output" the
+                ``MaskedLMOutput`` (``.logits``, ``.loss``). The default, "auto", is "logits" for a plain
+                call and "output" with ``labels`` (training), ``stop_at_layer`` (no logits: ``.logits`` is None)
+                or an encoder-only model (``EncoderOnlyOutput``, whose ``.logits`` says why there are none).
             stop_at_layer: run blocks ``0 .. stop_at_layer-1`` only (for caching); no logits then.
             masked_logits_only: with labels, compute logits only where labels != -100 ([n_masked, vocab]);
                 the MLM head is the costliest matmul at small widths, and training needs nothing else.
@@ -209,6 +256,38 @@ class EncoderForMLM(HookedRootModule):
             position_offset: [batch] ints: sequence i starts at absolute position offset[i] of the learned
                 table (DSTG, AP-NeoBERT; relative models ignore it: it changes no offset between tokens).
         """
+        tokens, attention_mask = self.text_input(tokens, attention_mask)
+        return_type = self._return_type(return_type, labels, stop_at_layer)
+        output = self._forward(tokens, attention_mask, labels, stop_at_layer, masked_logits_only, masked_rows_multiple,
+                               position_offset, head=return_type is not None)
+        if return_type == "output":
+            return output
+        if return_type == "logits":
+            return output.logits
+        if return_type == "loss":
+            return output.loss
+        if return_type == "both":
+            return output.logits, output.loss
+        return None
+
+    def _return_type(self, return_type, labels, stop_at_layer):
+        if return_type not in RETURN_TYPES:
+            raise ValueError(f"return_type must be one of {', '.join(map(repr, RETURN_TYPES))}, got {return_type!r}")
+        if return_type == "auto":
+            plain = labels is None and stop_at_layer is None and self.mlm_head is not None
+            return "logits" if plain else "output"
+        if return_type in ("loss", "both") and labels is None:
+            raise ValueError(f"return_type={return_type!r} needs labels: the MLM loss is taken where labels != -100")
+        if return_type in ("logits", "loss", "both"):
+            if stop_at_layer is not None:
+                raise ValueError(f"return_type={return_type!r}: stop_at_layer stops before the MLM head, so there are "
+                                 "no logits; pass return_type=None and read the states with hooks or run_with_cache")
+            if self.mlm_head is None:
+                raise NoMLMHeadError(self.no_head_reason())
+        return return_type
+
+    def _forward(self, tokens, attention_mask, labels, stop_at_layer, masked_logits_only, masked_rows_multiple,
+                 position_offset, head: bool = True) -> MaskedLMOutput | EncoderOnlyOutput:
         tokens, attention_mask, position_offset = self.check_inputs(tokens, attention_mask, position_offset)
         if self.mlm_head is None and labels is not None:
             raise NoMLMHeadError(self.no_head_reason())
@@ -217,7 +296,7 @@ class EncoderForMLM(HookedRootModule):
         if stop_at_layer is not None and not 0 <= stop_at_layer <= self.config.n_layers:
             raise ValueError(f"stop_at_layer must be in [0, {self.config.n_layers}], got {stop_at_layer}")
         final = self.encode(tokens, attention_mask, stop_at_layer, position_offset)
-        if final is None:
+        if final is None or not head:
             return MaskedLMOutput(logits=None)
         if self.mlm_head is None:
             return EncoderOnlyOutput(self.no_head_reason())

@@ -1,7 +1,7 @@
 """The three entangled baselines on one NeoBERT block: RoPE-, AP- and RP-NeoBERT.
 
     model = build_model(ModelConfig(variant="rope", d_model=128, n_layers=6, n_heads=4))
-    out = model(tokens, attention_mask)                  # out.logits: [batch, pos, vocab]
+    logits = model(tokens, attention_mask)               # [batch, pos, vocab]
     _, cache = model.run_with_cache(tokens, names_filter=lambda n: n.endswith("hook_resid_post"))
 
 Block: pre-RMSNorm -> attention (SDPA) -> residual; pre-RMSNorm -> SwiGLU -> residual; no biases.

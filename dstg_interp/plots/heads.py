@@ -12,12 +12,30 @@ import pandas as pd
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch
 
-from .output import LABEL_COLORS, display_name, model_color, ordered_models, require_columns, save_figure
+from ..analysis.heads import CONTENT_SCORE_MAX_POSITIONAL, DOMINANT_SHARE, POSITIONAL_SCORE_MIN
+from .output import LABEL_COLORS, caption, display_name, model_color, ordered_models, require_columns, save_figure
 
 _SHARE_LETTERS = (("share_sem", "S"), ("share_ap", "A"), ("share_rp", "R"))
 _NUMBER_COLUMNS = ["model", "layer", "head", "label", "share_sem", "share_ap", "share_rp", "share_content",
                    "cov_share", "js_without_sem", "js_without_ap", "js_without_rp", "js_without_content",
                    "positional_score", "content_score"]
+
+
+# What each label means (analysis.heads' rule), for the legends.
+_DOMINATES = f"carries >= {DOMINANT_SHARE:g} of the head's logit-term variance and drives its pattern"
+LABEL_KEY = {
+    "structure": f"structure: the AP term {_DOMINATES}",
+    "semantic": f"semantic: the semantic term {_DOMINATES}",
+    "RP": f"RP: the relative-position term {_DOMINATES}",
+    "mixed": f"mixed: no term dominates (DSTG), or offset explains {CONTENT_SCORE_MAX_POSITIONAL:g}-{POSITIONAL_SCORE_MIN:g} "
+             "of the pattern (entangled baselines)",
+    "positional": f"positional: relative offset explains >= {POSITIONAL_SCORE_MIN:g} of the pattern (entangled baselines)",
+    "content": f"content: offset explains < {CONTENT_SCORE_MAX_POSITIONAL:g} of the pattern, so tokens decide "
+               "(entangled baselines, whose one q.k term mixes position and meaning)",
+}
+CELL_KEY = ("Cell text, DSTG heads: S / A / R = the semantic, AP and RP terms' shares of the head's summed logit-term "
+            "variance (.38 = 0.38). Entangled baselines: pos = positional score, the share of the attention pattern's "
+            "variance explained by relative offset; R = the RP term's share (RP-NeoBERT).")
 
 
 def _cell_text(row: pd.Series) -> str:
@@ -54,12 +72,13 @@ def plot_head_map(heads: pd.DataFrame, out_dir, stem: str = "head_map") -> dict:
         ax.imshow(np.ma.masked_invalid(grid), cmap=colormap, vmin=-0.5, vmax=len(labels) - 0.5, aspect="auto")
         ax.set_xticks(range(n_heads))
         ax.set_yticks(range(n_layers))
-        ax.set(xlabel="head", ylabel="layer", title=str(model))
+        ax.set(xlabel="head", ylabel="layer", title=display_name(model))
         ax.title.set_color(model_color(model, models))
     used = [label for label in labels if label in set(heads.label)]
-    fig.legend(handles=[Patch(color=LABEL_COLORS[label], label=label) for label in used],
-               loc="lower center", ncol=len(used), fontsize=7, bbox_to_anchor=(0.5, -0.02))
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.legend(handles=[Patch(color=LABEL_COLORS[label], label=LABEL_KEY[label]) for label in used],
+               loc="upper center", ncol=1 if len(models) < 3 else 2, fontsize=6, bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout()
+    caption(fig, CELL_KEY, y=-0.03 - 0.035 * len(used))
     counts = heads.groupby(["model", "label"]).size().rename("n_heads").reset_index()
     numbers = {"heads": heads[[c for c in _NUMBER_COLUMNS if c in heads.columns]], "label_counts": counts}
     return save_figure(fig, out_dir, stem, numbers)
@@ -87,13 +106,19 @@ def plot_share_scatter(heads: pd.DataFrame, out_dir, stem: str = "head_shares") 
             rows = heads[heads.model == model]
             jitter = (i - (len(models) - 1) / 2) * 0.08  # keep overlapping models visible
             ax_positional.scatter(rows.layer + jitter, rows.positional_score, color=model_color(model, models),
-                                  label=str(model), s=16)
+                                  label=display_name(model), s=16)
         ax_positional.legend(fontsize=7)
-    ax_positional.set(xlabel="layer", ylabel="positional score (R² on offset)", ylim=(-0.03, 1.03),
+        ax_positional.set_xticks(range(int(heads.layer.max()) + 1))  # layers are blocks: whole numbers
+    ax_positional.set(xlabel="layer (block)", ylabel="positional score (R² on offset)", ylim=(-0.03, 1.03),
                       title="pattern explained by relative offset")
     for ax in (ax_shares, ax_positional):
         ax.grid(alpha=0.3)
     fig.tight_layout()
+    caption(fig, "Left: each DSTG head's semantic and AP shares of its summed logit-term variance, coloured by label "
+                 f"(structure / semantic / RP: that term carries >= {DOMINANT_SHARE:g} of the variance and drives the "
+                 "pattern; mixed: none does); the dashed diagonal is a head with no RP share. Right: every head's "
+                 "positional score, the share of its attention pattern's variance explained by relative offset, by "
+                 "block (models side by side within a block).")
     numbers = {"heads": heads[[c for c in _NUMBER_COLUMNS if c in heads.columns]]}
     return save_figure(fig, out_dir, stem, numbers)
 

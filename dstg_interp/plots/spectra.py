@@ -34,8 +34,8 @@ def plot_scree(spectra, out_dir, stem: str = "scree", n_components: int = 10) ->
     for spectrum in spectra:
         head = spectrum.variance.head(n_components)
         color = _color(spectrum, spectra)
-        ax_ratio.plot(head.component, head.ratio, "o-", color=color, label=spectrum.name, ms=3)
-        ax_cumulative.plot(head.component, head.cumulative, "o-", color=color, label=spectrum.name, ms=3)
+        ax_ratio.plot(head.component, head.ratio, "o-", color=color, label=_title(spectrum.name), ms=3)
+        ax_cumulative.plot(head.component, head.cumulative, "o-", color=color, label=_title(spectrum.name), ms=3)
         control = spectrum.summary.get("control")
         if control:
             ax_cumulative.axhline(control["pc1_pc2"], color=color, ls=":", lw=1)
@@ -58,7 +58,7 @@ def plot_pc_curves(spectra, out_dir, stem: str = "pc_curves") -> dict:
         curves = spectrum.curves.pivot(index="position", columns="pc", values="score")  # [P, n_pcs]
         for pc, style in zip(curves.columns[:2], ("-", "--")):
             ax_curve.plot(curves.index, curves[pc], style, color=_color(spectrum, spectra), label=f"PC{pc}")
-        ax_curve.set(xlabel="position", ylabel="score", title=f"{spectrum.name}: PCs along position")
+        ax_curve.set(xlabel="position", ylabel="score", title=f"{_title(spectrum.name)}: PCs along position")
         ax_curve.legend(fontsize=7)
         ax_curve.grid(alpha=0.3)
         if curves.shape[1] >= 2:
@@ -67,9 +67,13 @@ def plot_pc_curves(spectra, out_dir, stem: str = "pc_curves") -> dict:
             fig.colorbar(points, ax=ax_manifold, label="position")
         ratios = spectrum.summary
         ax_manifold.set(xlabel=f"PC1 ({ratios['pc1']:.1%})", ylabel=f"PC2 ({ratios['pc2']:.1%})",
-                        title=f"manifold: PC1+PC2 = {ratios['pc1_pc2']:.1%}")
+                        title=f"{_title(spectrum.name)}: PC1+PC2 = {ratios['pc1_pc2']:.1%}")
         numbers[spectrum.name] = {"curves": spectrum.curves, "pc1": ratios["pc1"], "pc2": ratios["pc2"]}
     fig.tight_layout()
+    caption(fig, "Left: each position's score on the table's first two principal components (solid: PC1, dashed: PC2). "
+                 "Right: the same positions as points in the PC1-PC2 plane, coloured by position; the grey line joins "
+                 "consecutive positions, so a smooth curve is a table that changes smoothly along position. "
+                 "Percentages: the share of the table's variance each PC explains.", y=-0.01)
     return save_figure(fig, out_dir, stem, numbers)
 
 
@@ -108,7 +112,9 @@ def plot_dct_power(spectra, out_dir, stem: str = "dct_power", n_bins: int = 16) 
         control = spectrum.summary.get("control", {}).get("low_freq_share")
         note = f"; random {control:.1%}" if control is not None else ""
         top = float(table.share.max()) if len(table) else 1.0
-        ax.set(xlabel="DCT-II bin (frequency along position)", ylabel="share of the PC's power",
+        total = int(spectrum.dct.bin.max()) + 1 if len(spectrum.dct) else drawn
+        shown = "" if drawn >= total else f"; bins 0-{drawn - 1} of {total}"
+        ax.set(xlabel=f"DCT-II bin (frequency along position{shown})", ylabel="share of the PC's power",
                ylim=(0, min(1.02, max(0.1, top * 1.15))), xlim=(-0.7, drawn - 0.3),
                title=f"{_title(spectrum.name)}\nfirst {k} bins: {spectrum.summary['low_freq_share']:.1%}{note}")
         ax.set_xticks(np.unique(np.linspace(0, drawn - 1, min(drawn, 9)).round().astype(int)))
@@ -119,7 +125,8 @@ def plot_dct_power(spectra, out_dir, stem: str = "dct_power", n_bins: int = 16) 
     fig.tight_layout()
     caption(fig, "Bars: each leading PC's share of its DCT-II power per frequency bin (dark: PC1, light: PC2); "
                  "grey band: the low-frequency bins the title's share counts; 'random': the same share for a Gaussian "
-                 "table of equal shape (the control).")
+                 "table of equal shape (the control). A panel draws the bins that hold 95% of each PC's power "
+                 "(at least 16); the bins beyond it, up to one per position, hold the rest.")
     return save_figure(fig, out_dir, stem, numbers)
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from dstg_interp.config import ModelConfig, config_or_fields
 from dstg_interp.data import Document, tokenizer_hash
@@ -226,9 +226,9 @@ def _write_my_batches(plan: _Plan, config, accumulator, progress: bool, ranks: R
         for key, (file, shape, file_dtype) in plan.files.items():
             writers[key] = NpyWriter(plan.folder / file, shape, file_dtype, create=False)
         batches = ranks.share(length_sorted_batches(plan.lengths, config.batch_size))
-        bar = tqdm(total=int(sum(plan.lengths[batch].sum() for batch in batches)), unit="tok", disable=not progress,
-                   desc=f"extract -> {plan.folder.name.split('.tmp-')[0].lstrip('.')}"
-                        + (f" (rank {ranks.rank}/{ranks.world_size})" if ranks.grouped else ""))
+        bar = progress_bar(total=int(sum(plan.lengths[batch].sum() for batch in batches)), unit="tok", disable=not progress,
+                           desc=f"extract -> {plan.folder.name.split('.tmp-')[0].lstrip('.')}"
+                                + (f" (rank {ranks.rank}/{ranks.world_size})" if ranks.grouped else ""))
         with torch.inference_mode():
             for batch in batches:
                 _write_batch(plan, writers, batch, accumulator)

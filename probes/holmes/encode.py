@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from tokenizers import Tokenizer
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from dstg_interp.encoders import FINAL, Encoder, SpecialTokens, open_encoder, selection, special_tokens
 from dstg_interp.encoders.selection import LayerSelection
@@ -169,9 +169,9 @@ def _pool_pieces(encoder, sequences, pieces, layers, subspaces, batch_size: int,
     for piece_id, (sequence_id, _) in enumerate(pieces):
         pieces_of_sequence[sequence_id].append(piece_id)
     piece_vectors: dict = {}
-    for batch, tokens, mask in tqdm(encoder.batches([sequence.ids for sequence in sequences], batch_size),
-                                    desc=f"encode {name}", disable=not progress, leave=False,
-                                    total=-(-len(sequences) // batch_size)):
+    for batch, tokens, mask in progress_bar(encoder.batches([sequence.ids for sequence in sequences], batch_size),
+                                            desc=f"encode {name}", disable=not progress, leave=False,
+                                            total=-(-len(sequences) // batch_size)):
         batch, width = batch.tolist(), tokens.shape[1]
         states = encoder.states(tokens, layers, subspaces, attention_mask=mask)
         # One pooling matrix [n_pieces, batch*pos] per batch: all piece means in one matmul.

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from dstg_interp.config import RANDOM_INIT_SEED_SHIFT
 from dstg_interp.encoders import Encoder, open_encoder
@@ -214,7 +214,7 @@ def run_holmes(models: Mapping | Sequence, benchmark_dir: str | os.PathLike, *, 
         if random_init_control:
             encoders[(name, "random-init")] = random_init_twin(model)
     frames = []
-    bar = tqdm(total=len(loaded) * len(encoders), desc="holmes", disable=not progress)
+    bar = progress_bar(total=len(loaded) * len(encoders), desc="holmes", disable=not progress)
     try:  # closed on Ctrl-C too, so the bar does not redraw after the one-line message
         for dataset in loaded:
             subset, local, labels = _protocol_rows(dataset, config.flash_fraction)

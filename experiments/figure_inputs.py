@@ -42,6 +42,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+import dstg_interp
 from dstg_interp import ModelConfig, build_model, load_model, open_encoder
 from dstg_interp.config import MAX_SEED, check_seed
 from dstg_interp.cli.shell import run_cli
@@ -169,6 +170,16 @@ def _plain(value):
     return value
 
 
+def _package_relative(path: Path) -> str:
+    """An absolute default shown in ``--help`` as the installed package sees it (``<dstg_interp>/zoo``), or
+    relative to the working folder, never as one machine's absolute path."""
+    package = Path(dstg_interp.__file__).resolve().parent
+    for anchor, label in ((package, "<dstg_interp>"), (package.parent, "<checkout>"), (Path.cwd(), ".")):
+        if path.is_relative_to(anchor):
+            return f"{label}/{path.relative_to(anchor)}"
+    return path.name
+
+
 def parse_config(config_class, argv=None, doc: str = ""):
     """One ``--flag`` per field of ``config_class`` (underscores become dashes; help from the field's
     metadata), parsed into an instance: every script's command line is its config, nothing else.
@@ -187,7 +198,9 @@ def parse_config(config_class, argv=None, doc: str = ""):
         optional = typing.get_origin(hint) in (typing.Union, types.UnionType)
         element = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint  # X | None -> X
         is_list = typing.get_origin(element) in (list, tuple)
-        shown = " ".join(map(str, default)) if is_list and default is not None else default
+        shown = spec.metadata.get("shown", " ".join(map(str, default)) if is_list and default is not None else default)
+        if isinstance(shown, Path) and shown.is_absolute():  # the package's own folders, not this machine's path
+            shown = _package_relative(shown)
         help_text = f"{help_text or ''}{f' (default: {shown})' if default is not None else ''}".strip()
         if is_list:
             parser.add_argument(flag, nargs="+", type=typing.get_args(element)[0], default=default, help=help_text)

@@ -45,3 +45,16 @@ def test_messages_name_only_commands_that_exist():
     not_commands = {"dstg-interp", "dstg-offset", "dstg-results"}  # the package, a zoo member, the output folder
     unknown = {name: str(where) for name, where in named.items() if name not in scripts | not_commands}
     assert not unknown, f"commands named but not installed: {unknown}"
+
+
+@pytest.mark.parametrize("script", ["fig_probes", "fig_ap_manifold", "fig_heads", "recipe_study", "pretrain_zoo"])
+def test_no_help_text_shows_this_machines_absolute_paths(script, capsys):
+    """A default folder of the package is shown as <dstg_interp>/... or <checkout>/..., not /home/someone/..."""
+    import importlib
+
+    module = importlib.import_module(f"experiments.{script}")
+    with pytest.raises(SystemExit) as done:
+        module.main(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "(default:" in text and str(ROOT) not in text

@@ -334,7 +334,9 @@ class SignalWatch:
     _WAKE = signal.SIGUSR1  # sent to the watching thread alone, to end the watch
 
     def __init__(self, line: str):
-        self.line, self._thread, self._mask = line, None, None
+        self.line = line
+        self._thread: threading.Thread | None = None
+        self._mask: set | None = None
 
     def start(self) -> None:
         if self._thread is not None or threading.current_thread() is not threading.main_thread():

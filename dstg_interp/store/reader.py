@@ -75,8 +75,8 @@ class ActivationStore:
         """Hold the store for reading (a shared lock, ``dstg_interp.io.reading_lock``): a store being written is
         refused here, and no writer replaces it until the block ends.  Read again under the lock, so what is
         read is the store as it is held (round 4, X5)."""
-        self._held = reading_lock(self.directory, "the store")
-        self._held.__enter__()
+        held = self._held = reading_lock(self.directory, "the store")
+        held.__enter__()
         try:
             self._open()
             self.__dict__.pop("labels", None), self.__dict__.pop("documents", None)

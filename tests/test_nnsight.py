@@ -126,3 +126,21 @@ def test_hf_encoder_read_by_the_adapter_traces(tmp_path):
         patched = traced.output.save()
     assert torch.equal(patched.last_hidden_state, expected)
     assert not torch.equal(expected, encoder.model(input_ids=tokens, attention_mask=mask.long()).last_hidden_state)
+
+
+def test_logit_terms_in_a_trace_need_a_transformer_lens_hook_to_be_materialised():
+    """A wrapped model keeps its fused attention (nnsight wraps forward, it registers no hook), so the term hook
+    points never run and nnsight says the forward ran past them; a no-op TransformerLens hook on them turns the
+    materialised path on, and the trace then reads what run_with_cache reads."""
+    model, (tokens, mask) = tiny_model("dstg").eval(), batch()
+    traced = NNsight(model)
+    with pytest.raises(Exception, match="already ran past"):
+        with traced.trace(tokens, mask):
+            traced.blocks[0].attn.hook_pattern.output.save()
+    with model.hooks(fwd_hooks=[(lambda name: ".attn.hook_" in name, lambda x, hook: x)]):
+        with traced.trace(tokens, mask):
+            ap_term = traced.blocks[0].attn.hook_logits_ap.output.save()
+            pattern = traced.blocks[0].attn.hook_pattern.output.save()
+    _, cache = model.run_with_cache(tokens, mask)
+    assert torch.equal(ap_term, cache["blocks.0.attn.hook_logits_ap"])
+    assert torch.equal(pattern, cache["blocks.0.attn.hook_pattern"])

@@ -3,7 +3,7 @@
     from dstg_interp.plots.attention_view import attention_view
     view = attention_view("dstg", "The miller mended the door.")   # a zoo name, a folder, a model, an encoder
     view                                   # in Jupyter: displays itself (``_repr_html_``)
-    view.save("dstg-attention.html")       # one standalone file: data and script inline, nothing fetched
+    view.save("views/dstg.html")          # one standalone file: data and script inline, nothing fetched
     dstg-figures attention-view --model dstg --text "The miller mended the door." --out views/dstg
 
 One card per (block, head): its class from the head-classification rule (``dstg_interp.analysis.heads``: computed
@@ -90,9 +90,9 @@ class AttentionView:
 
     def fragment(self) -> str:
         """The view as an HTML fragment (a div, its style and its script), as a notebook cell shows it."""
-        root = f"dstg-attention-{uuid.uuid4().hex[:10]}"
+        root = f"attention-view-{uuid.uuid4().hex[:10]}"
         payload = json.dumps(self.data()).replace("</", "<\\/")  # no "</script>" inside the script
-        return (f'<div id="{root}" class="dstg-attention-view"></div>\n<style>{_STYLE}</style>\n'
+        return (f'<div id="{root}" class="attention-view"></div>\n<style>{_STYLE}</style>\n'
                 f"<script>\n{_SCRIPT}\ndstgAttentionView(document.getElementById({json.dumps(root)}), {payload});\n"
                 "</script>\n")
 
@@ -161,17 +161,17 @@ def attention_view(model, text: str, panels: list[str] | tuple[str, ...] | None 
 
 
 _STYLE = """
-.dstg-attention-view{font:12px/1.35 system-ui,sans-serif;color:#222}
-.dstg-attention-view .controls{margin:4px 0 8px}
-.dstg-attention-view .grid{display:grid;gap:8px}
-.dstg-attention-view .head{border:1px solid #ccc;border-radius:4px;padding:4px 6px;background:#fff}
-.dstg-attention-view .head h4{margin:0 0 3px;font-size:12px}
-.dstg-attention-view .label{padding:0 4px;border-radius:3px;color:#fff;font-weight:600}
-.dstg-attention-view .maps{display:grid;grid-template-columns:repeat(2,max-content);gap:4px 6px}
-.dstg-attention-view .shares{font-size:10px;color:#444;margin-bottom:2px}
-.dstg-attention-view .map span{display:block;font-size:10px;color:#555}
-.dstg-attention-view canvas{image-rendering:pixelated;border:1px solid #eee;cursor:crosshair}
-.dstg-attention-view .tip{min-height:16px;font-family:monospace;margin:2px 0 6px}
+.attention-view{font:12px/1.35 system-ui,sans-serif;color:#222}
+.attention-view .controls{margin:4px 0 8px}
+.attention-view .grid{display:grid;gap:8px}
+.attention-view .head{border:1px solid #ccc;border-radius:4px;padding:4px 6px;background:#fff}
+.attention-view .head h4{margin:0 0 3px;font-size:12px}
+.attention-view .label{padding:0 4px;border-radius:3px;color:#fff;font-weight:600}
+.attention-view .maps{display:grid;grid-template-columns:repeat(2,max-content);gap:4px 6px}
+.attention-view .shares{font-size:10px;color:#444;margin-bottom:2px}
+.attention-view .map span{display:block;font-size:10px;color:#555}
+.attention-view canvas{image-rendering:pixelated;border:1px solid #eee;cursor:crosshair}
+.attention-view .tip{min-height:16px;font-family:monospace;margin:2px 0 6px}
 """
 
 # The renderer: plain DOM and canvas, no library (the page must open where nothing can be fetched).

@@ -28,6 +28,7 @@ FIGURES = {
     "interventions": ("experiments.fig_interventions", "AP-stream interventions: MLM and attention change"),
     "extrapolation": ("experiments.fig_extrapolation", "length extrapolation along the AP manifold"),
     "invariance": ("experiments.fig_invariance", "position-free semantic states and retrieval"),
+    "attention-view": ("experiments.fig_attention_view", "one text's attention by head and logit term, as an HTML page"),
     "gallery": ("experiments.run_all", "the whole gallery of the shipped zoo (run_all)"),
 }
 PROG = "dstg-figures"

@@ -23,6 +23,7 @@ and reported as skips with that reason.
 from __future__ import annotations
 
 import json
+import linecache
 import runpy
 import shutil
 import subprocess
@@ -148,6 +149,9 @@ def test_example_runs_as_written(example, sandbox, capsys, monkeypatch):
     monkeypatch.chdir(page_folder(root, example.path))
     if example.kind == "python":
         namespace = namespaces.setdefault(example.path, python_namespace(root))
+        # the block's source where a traceback -- and nnsight, which compiles a trace's body from its source --
+        # looks it up, as IPython registers a notebook cell
+        linecache.cache[example.where] = (len(example.code), None, example.code.splitlines(True), example.where)
         exec(compile(example.code, example.where, "exec"), namespace)
         return
     rc = run_shell(readme_examples.argv_of(example.code), root)

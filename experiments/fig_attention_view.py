@@ -1,0 +1,102 @@
+"""Figure: one text's attention through one model, every head's pattern and logit terms side by side, as a
+standalone HTML page (``dstg_interp.plots.attention_view``), and optionally its screenshot by headless Chromium.
+
+    dstg-figures attention-view --model dstg --text "The miller mended the door." --out views/dstg
+    python -m experiments.fig_attention_view --model dstg --heads figures/heads/heads.csv --screenshot \\
+        --out figures/attention_view                 # the committed view: the study's head classes, a PNG beside it
+
+Writes into ``--out`` (default dstg-results/figures/attention_view/): ``attention_view.html`` (open it in any
+browser; nothing is fetched), ``config.json``, and with ``--screenshot`` ``attention_view.png`` (needs ``chromium``
+on the PATH: Debian's package).  Bad input (a text longer than the model's positions, a panel the model does not
+have, no chromium for ``--screenshot``) is one line and exit code 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from dstg_interp.plots.attention_view import AttentionViewError, attention_view
+from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, run_as_command, save_config
+
+DEFAULT_TEXT = ("The miller mended the green door at dawn. Her cousin lost a copper pot after supper.\n\n"
+                "The captain counted the long rope before the storm.")
+HTML_NAME, PNG_NAME = "attention_view.html", "attention_view.png"
+
+
+@dataclass
+class AttentionViewConfig(ScriptConfig):
+    out: Path = OUTPUT_DIR / "attention_view"
+    model: str = field(default="dstg", metadata={"help": "a zoo name, checkpoint or run folder, HF folder or hub id "
+                                                           "(what dstg-probe --model takes)"})
+    text: str = field(default=DEFAULT_TEXT, metadata={"help": "the text to show (at most the model's positions)"})
+    panels: list[str] | None = field(default=None, metadata={
+        "help": "what each head shows: pattern and the model's logit terms (DSTG: sem ap rp; default: all)"})
+    heads: Path | None = field(default=None, metadata={
+        "help": "head classes from this heads.csv (dstg-figures heads) instead of classifying on the text"})
+    name: str | None = field(default=None, metadata={"help": "the model's name on the page and in --heads"})
+    screenshot: bool = field(default=False, metadata={"help": "also attention_view.png, drawn by headless chromium"})
+    width: int = field(default=1050, metadata={"help": "screenshot width in pixels"})
+    height: int = field(default=2100, metadata={"help": "screenshot height in pixels"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.heads = Path(self.heads) if self.heads is not None else None
+        if self.heads is not None and not self.heads.is_file():
+            raise AttentionViewError(f"--heads {self.heads}: no such file (a heads.csv written by dstg-figures heads)")
+        if self.screenshot and chromium() is None:
+            raise AttentionViewError("--screenshot needs chromium on the PATH (apt-get install chromium)")
+        if self.width < 100 or self.height < 100:
+            raise AttentionViewError(f"--width and --height are pixels, at least 100; got {self.width} x {self.height}")
+
+
+def chromium() -> str | None:
+    return next((path for path in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if path), None)
+
+
+def headless(*flags: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Headless Chromium with ``flags``; stderr carries the page's console lines (``--enable-logging=stderr``)."""
+    command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+               "--enable-logging=stderr", "--v=0", *flags]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def run(config: AttentionViewConfig) -> dict:
+    started = time.perf_counter()
+    heads = pd.read_csv(config.heads) if config.heads is not None else None
+    view = attention_view(config.model, config.text, panels=config.panels, heads=heads, name=config.name)
+    if config.heads is not None:
+        view.label_source = f"from {config.heads}"
+    config.out.mkdir(parents=True, exist_ok=True)
+    page = view.save(config.out / HTML_NAME)
+    written = [page]
+    if config.screenshot:
+        with tempfile.TemporaryDirectory() as scratch:
+            shot = Path(scratch) / PNG_NAME
+            done = headless(f"--window-size={config.width},{config.height}", f"--screenshot={shot}", page.resolve().as_uri())
+            if not shot.is_file():
+                raise AttentionViewError(f"chromium wrote no screenshot (exit {done.returncode}): "
+                                         f"{done.stderr.strip().splitlines()[-1:] or ''}")
+            shutil.move(str(shot), config.out / PNG_NAME)
+        written.append(config.out / PNG_NAME)
+    save_config(config, "experiments/fig_attention_view.py", model_name=view.model_name, n_tokens=len(view.tokens),
+                n_blocks=view.n_blocks, n_heads=view.n_heads, panels=list(view.panels),
+                head_classes=view.label_source, wall_s=round(time.perf_counter() - started, 1))
+    print(f"{view.model_name}: {view.n_blocks} blocks x {view.n_heads} heads, {len(view.tokens)} tokens -> "
+          + ", ".join(map(str, written)))
+    return {"view": view, "files": written}
+
+
+def main(argv=None) -> dict:
+    return run(parse_config(AttentionViewConfig, argv, __doc__))
+
+
+if __name__ == "__main__":
+    sys.exit(run_as_command(main, "fig_attention_view"))

@@ -28,6 +28,8 @@ def _markdown(header: list, rows: list) -> str:
 
 
 def _entry(model: str, subspace: str) -> str:
+    if model.endswith("-random init"):
+        return _entry(model[: -len("-random init")], subspace) + " (random init)"
     name = DISPLAY.get(model, model)
     return f"{name} {subspace}" if model == "dstg" else name
 
@@ -125,7 +127,7 @@ def bands_table(figures: Path) -> str:
         positional = sweep[(sweep.model == model) & (sweep.seed == seed) & (sweep.label == "positional")]
         over = positional.set_index("threshold").n_heads.reindex(sorted(sweep.threshold.unique()), fill_value=0)
         by_layer = group.groupby("layer").high_share.mean()
-        rows.append([DISPLAY.get(model, model), seed, int(counts.get("positional", 0)), int(counts.get("semantic", 0)),
+        rows.append([_entry(model, "full"), seed, int(counts.get("positional", 0)), int(counts.get("semantic", 0)),
                      int(counts.get("mixed", 0)), f"{int(over.max())}–{int(over.min())}",
                      " ".join(_number(by_layer.get(layer)) for layer in layers)])
     return _markdown(["model", "seed", "positional", "semantic", "mixed", "positional, thresholds 0.5–0.9",

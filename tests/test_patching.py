@@ -5,6 +5,7 @@ recovery; attribution is the derivative of the exact patch), the authors' format
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import tiny_model
@@ -13,6 +14,7 @@ from test_hf_encoder_offline import write_tiny_bert
 from dstg_interp import EncoderError
 from dstg_interp.analysis import attribution_patch, compare_attribution, patch_heads, patch_states, patching_pair
 from dstg_interp.encoders import open_encoder
+from dstg_interp.plots import plot_attribution_agreement, plot_band_shares, plot_patching_map
 from dstg_interp.tiny_zoo import tiny_documents
 
 torch.set_num_threads(1)
@@ -119,3 +121,16 @@ def test_bad_input_is_one_clear_error(dstg, tmp_path):
     same = patching_pair(dstg, tokens, corrupted_tokens=tokens)
     with pytest.raises(EncoderError, match="does not change"):
         patch_states(dstg, same)
+
+
+def test_the_patching_and_band_figures_write_their_files(dstg, tmp_path):
+    pair = patching_pair(dstg, batch(), n_masked=2)
+    exact = patch_states(dstg, pair, layers=[1, 2]).assign(model="dstg")
+    _, merged = compare_attribution(exact, attribution_patch(dstg, pair, layers=[1, 2]))
+    curve = pd.DataFrame({"model": ["dstg"] * 2, "fraction": [0.01, 1.0], "r": [1.0, 0.5]})
+    heads = pd.DataFrame({"model": "rope", "layer": [0, 0], "head": [0, 1], "label": ["positional", "semantic"],
+                          "share_band0": [0.9, 0.1], "share_band1": [0.1, 0.9]})
+    for paths in (plot_patching_map(exact, tmp_path, stem="map"),
+                  plot_attribution_agreement(merged.assign(model="dstg"), curve, tmp_path, stem="agreement"),
+                  plot_band_shares(heads, tmp_path, stem="bands")):
+        assert all(path.stat().st_size > 0 for path in paths.values())

@@ -21,8 +21,9 @@ def plot_patching_map(exact: pd.DataFrame, out_dir, stem: str = "patching_map", 
     panels = list(exact.groupby(["model", "subspace"], sort=False))
     columns = min(3, len(panels))
     rows = int(np.ceil(len(panels) / columns))
-    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 2.4 * rows), squeeze=False)
-    limit = float(np.nanmax(np.abs(exact.recovery))) or 1.0
+    fig, axes = plt.subplots(rows, columns, figsize=(3.4 * columns, 2.9 * rows), squeeze=False,
+                             gridspec_kw={"hspace": 0.7})
+    limit = 1.0  # recovery 1 = the whole clean output; larger effects (a broken position sequence) saturate
     for ax, ((model, subspace), panel) in zip(axes.ravel(), panels):
         grid = panel.pivot_table(index="layer", columns="position", values="recovery")
         image = ax.imshow(grid.to_numpy(), aspect="auto", origin="lower", cmap="RdBu_r", vmin=-limit, vmax=limit)
@@ -36,9 +37,9 @@ def plot_patching_map(exact: pd.DataFrame, out_dir, stem: str = "patching_map", 
         ax.set_ylabel("layer", fontsize=7)
     for ax in axes.ravel()[len(panels):]:
         ax.axis("off")
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="recovery of the clean output")
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, extend="both", label="recovery of the clean output")
     caption(fig, "Denoising patches: the corrupted input runs with one (layer, position) state of the clean input; "
-                 "1 = the clean output comes back, 0 = no effect.", y=-0.01)
+                 "1 = the clean output comes back, 0 = no effect; colours saturate beyond +-1.", y=-0.01)
     return save_figure(fig, out_dir, stem, {**(numbers or {}), "patches": exact})
 
 

@@ -18,7 +18,7 @@ fraction of the state difference, from 1e-3 to 1 (``attribution_curve.csv``).
 Writes into ``--out`` (default dstg-results/figures/patching/): patching.csv (every exact patch), attribution.csv,
 heads.csv, controls.csv, agreement.csv (r per model x corruption x subspace), attribution_curve.csv, summary.csv
 (recovery summed over positions, masked and other, per layer x subspace), patching_map_<corruption> and
-attribution (PNG + PDF + JSON), config.json.
+attribution (PNG + PDF + JSON, the first seed), config.json.
 """
 
 from __future__ import annotations
@@ -116,6 +116,24 @@ def summarise(patching: pd.DataFrame) -> pd.DataFrame:
     return summed
 
 
+def draw(results: dict, out: Path) -> None:
+    """The figures from the tables (``results``: name -> DataFrame, as written; the first seed is drawn)."""
+    patching, attribution = results["patching"], results["attribution"]
+    first = patching.seed.min()
+    for corruption, table in patching[patching.seed == first].groupby("corruption", sort=False):
+        plot_patching_map(table, out, stem=f"patching_map_{corruption}",
+                          numbers={"corruption": corruption, "metric": table.metric.iloc[0], "seed": int(first)})
+    merged = []
+    for (model, corruption), exact in patching[patching.seed == first].groupby(["model", "corruption"], sort=False):
+        approximate = attribution[(attribution.model == model) & (attribution.corruption == corruption)
+                                  & (attribution.seed == first)]
+        merged.append(compare_attribution(exact, approximate)[1].assign(model=f"{model}-{corruption}"))
+    curve = results["attribution_curve"]
+    points = pd.concat(merged).round(4)
+    plot_attribution_agreement(points, curve[curve.subspace == "all"], out, stem="attribution",
+                               numbers={"seed": int(first), "agreement": results["agreement"]})
+
+
 def run(config: PatchingFigureConfig) -> dict:
     started = time.perf_counter()
     torch.manual_seed(config.seed)
@@ -134,17 +152,7 @@ def run(config: PatchingFigureConfig) -> dict:
     config.out.mkdir(parents=True, exist_ok=True)
     for key, table in results.items():
         table.to_csv(config.out / f"{key}.csv", index=False)
-    for corruption, table in results["patching"].groupby("corruption", sort=False):
-        plot_patching_map(table[table.seed == table.seed.min()], config.out, stem=f"patching_map_{corruption}",
-                          numbers={"corruption": corruption, "metric": table.metric.iloc[0]})
-    merged = []
-    for (model, corruption), exact in results["patching"].groupby(["model", "corruption"], sort=False):
-        approximate = results["attribution"][(results["attribution"].model == model)
-                                             & (results["attribution"].corruption == corruption)]
-        merged.append(compare_attribution(exact, approximate)[1].assign(model=f"{model}-{corruption}"))
-    curve = results["attribution_curve"]
-    plot_attribution_agreement(pd.concat(merged), curve[curve.subspace == "all"], config.out, stem="attribution",
-                               numbers={"agreement": results["agreement"]})
+    draw(results, config.out)
     save_config(config, "experiments/fig_patching.py", wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         print(results["agreement"].pivot_table(index=["model", "corruption"], columns="subspace", values="r")

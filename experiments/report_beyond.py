@@ -38,45 +38,67 @@ def _number(value: float, digits: int = 2) -> str:
     return "—" if pd.isna(value) else f"{round(float(value), digits) + 0.0:.{digits}f}"
 
 
+def _seed_cell(values: pd.Series, digits: int = 2) -> str:
+    """The mean over training seeds, with the seed range when there is more than one."""
+    values = values.dropna()
+    if not len(values):
+        return "—"
+    if len(values) == 1:
+        return _number(values.iloc[0], digits)
+    return f"{_number(values.mean(), digits)} [{_number(values.min(), digits)}, {_number(values.max(), digits)}]"
+
+
 def patching_table(figures: Path) -> str:
-    """Recovery of the clean output by layer: the exact patches summed over the masked positions / over the others
-    (patching/summary.csv, seed 0)."""
+    """Recovery of the clean output by layer: the exact patches summed over the masked positions / over the others,
+    mean over training seeds (patching/summary.csv)."""
     summary = _csv(figures, "patching/summary.csv")
     layers = sorted(summary.layer.unique())
     rows = []
     for (model, corruption, subspace), group in summary.groupby(["model", "corruption", "subspace"], sort=False):
-        by_layer = group.set_index("layer")
-        rows.append([_entry(model, subspace), corruption, group.metric.iloc[0]]
+        by_layer = group.groupby("layer")[["recovery_masked", "recovery_other"]].mean()
+        rows.append([_entry(model, subspace), corruption, group.metric.iloc[0], group.seed.nunique()]
                     + [f"{_number(by_layer.recovery_masked.get(layer))} / {_number(by_layer.recovery_other.get(layer))}"
                        for layer in layers])
-    return _markdown(["model", "corruption", "metric", *[f"layer {layer}" for layer in layers]], rows)
+    return _markdown(["model", "corruption", "metric", "seeds", *[f"layer {layer}" for layer in layers]], rows)
 
 
 def patching_agreement(figures: Path) -> str:
-    """Pearson r of attribution patching against the exact patches (patching/agreement.csv), and on the tiny random
-    models against exact patches of a fraction of the state difference (patching/attribution_curve.csv)."""
+    """Pearson r of attribution patching against the exact patches (patching/agreement.csv; mean [range] over
+    seeds), the same without layer 0 (patching.csv, attribution.csv), and on the tiny random models against exact
+    patches of a fraction of the state difference (patching/attribution_curve.csv)."""
     agreement = _csv(figures, "patching/agreement.csv")
+    exact, approximate = _csv(figures, "patching/patching.csv"), _csv(figures, "patching/attribution.csv")
+    keys = ["model", "seed", "corruption", "layer", "subspace", "position"]
+    merged = exact[keys + ["recovery"]].merge(approximate[keys + ["recovery"]], on=keys, suffixes=("_exact", "_attr"))
+    past_input = merged[merged.layer > 0].groupby(["model", "corruption", "seed"]).apply(
+        lambda g: g.recovery_exact.corr(g.recovery_attr), include_groups=False)
     rows = []
     for (model, corruption), group in agreement.groupby(["model", "corruption"], sort=False):
-        r = group.set_index("subspace").r
-        rows.append([DISPLAY.get(model, model), corruption, group.metric.iloc[0], _number(r.get("all"), 3),
-                     _number(r.get("sem"), 3), _number(r.get("ap"), 3), int(group.n.iloc[0])])
+        r = {subspace: _seed_cell(part.r, 3) for subspace, part in group.groupby("subspace")}
+        rows.append([DISPLAY.get(model, model), corruption, group.metric.iloc[0], group.seed.nunique(), r["all"],
+                     _seed_cell(past_input.loc[(model, corruption)], 3), r.get("sem", "—"), r.get("ap", "—"),
+                     int(group.n.iloc[0])])
     curve = _csv(figures, "patching/attribution_curve.csv")
     curve = curve[curve.subspace == "all"]
     for model, group in curve.groupby("model", sort=False):
         cells = ", ".join(f"{fraction:g}: {_number(r, 3)}" for fraction, r in zip(group.fraction, group.r))
-        rows.append([model, "shuffle, patched fraction", "logit_diff", cells, "", "", ""])
-    return _markdown(["model", "corruption", "metric", "r (all)", "r (sem)", "r (AP)", "patches"], rows)
+        rows.append([model, "shuffle, patched fraction", "logit_diff", 1, cells, "", "", "", ""])
+    return _markdown(["model", "corruption", "metric", "seeds", "r (all)", "r (layers ≥ 1)", "r (sem)", "r (AP)",
+                      "patches per seed"], rows)
 
 
 def patching_controls(figures: Path) -> str:
-    """At the masked positions, recovery summed over them and averaged over the layers: the clean state of the
-    window itself, of another window, and the random-init twin's own patch (patching/summary.csv, controls.csv)."""
+    """At the masked positions, recovery summed over them and averaged over layers 1..L (mean over seeds): the clean
+    state of the window itself, of another window, and the random-init twin's own patch, with the twin's clean −
+    corrupted metric (patching/summary.csv, controls.csv)."""
     summary = _csv(figures, "patching/summary.csv")
     controls = _csv(figures, "patching/controls.csv")
-    summed = controls[controls.masked].groupby(["model", "corruption", "subspace", "control", "layer"]).recovery.sum()
+    summary, controls = summary[summary.layer > 0], controls[controls.layer > 0]  # layer 0: the [MASK] embedding
+    summed = controls[controls.masked].groupby(["model", "corruption", "subspace", "control", "seed", "layer"]).recovery.sum()
     controls_mean = summed.groupby(["model", "corruption", "subspace", "control"]).mean()
-    spans = controls.assign(span=controls.clean - controls.corrupted).groupby(["model", "corruption", "control"]).span.first()
+    spans = (controls.assign(span=controls.clean - controls.corrupted)
+             .groupby(["model", "corruption", "control", "seed"]).span.first().groupby(["model", "corruption", "control"])
+             .apply(lambda v: v.abs().max()))
     rows = []
     for (model, corruption, subspace), group in summary.groupby(["model", "corruption", "subspace"], sort=False):
         other, twin = (controls_mean.get((model, corruption, subspace, name), float("nan"))
@@ -85,18 +107,21 @@ def patching_controls(figures: Path) -> str:
         rows.append([_entry(model, subspace), corruption, _number(group.recovery_masked.mean()), _number(other),
                      _number(twin), _number(span, 4)])
     return _markdown(["model", "corruption", "own clean state", "another window's state", "random init",
-                      "random init: clean − corrupted metric"], rows)
+                      "random init: largest gap, clean vs corrupted metric"], rows)
 
 
 def patching_heads(figures: Path) -> str:
-    """Per-head patches (hook_z): the recovery of every head summed per stream, and the strongest head."""
+    """Per-head patches (hook_z): the recovery of every head summed per stream (mean over seeds), and the strongest
+    head of the first seed."""
     heads = _csv(figures, "patching/heads.csv")
     rows = []
     for (model, corruption, stream), group in heads.groupby(["model", "corruption", "stream"], sort=False):
-        best = group.loc[group.recovery.idxmax()]
-        rows.append([_entry(model, stream), corruption, _number(group.recovery.sum()),
+        first = group[group.seed == group.seed.min()]
+        best = first.loc[first.recovery.idxmax()]
+        rows.append([_entry(model, stream), corruption, _seed_cell(group.groupby("seed").recovery.sum()),
                      f"{int(best.block)}.{int(best['head'])}: {_number(best.recovery)}"])
-    return _markdown(["model, stream", "corruption", "sum over heads", "strongest head (block.head: recovery)"], rows)
+    return _markdown(["model, stream", "corruption", "sum over heads", "strongest head, first seed (block.head: recovery)"],
+                     rows)
 
 
 def lens_table(figures: Path) -> str:

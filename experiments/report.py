@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from dstg_interp.io import write_text_atomic
-from experiments import zoo_heldout
+from experiments import report_beyond, zoo_heldout
 from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 
 README = FIGURES_DIR.parent / "README.md"
@@ -532,6 +532,7 @@ TABLES = {
     "erasure": erasure_table,
     "erasure_reading": erasure_reading,
     "interventions": interventions_table,
+    **report_beyond.TABLES,  # patching, the logit lens, RoPE bands, the position / context decomposition
 }
 # documents beside README whose marked tables come from the repository's own gallery
 REPOSITORY_DOCUMENTS = [FIGURES_DIR.parent / "docs" / "training.md", FIGURES_DIR / "recipe" / "DIAGNOSIS.md",
@@ -547,7 +548,7 @@ def rebuild(text: str, figures: Path) -> str:
             raise ValueError(f"unknown report table {name!r}; known: {', '.join(TABLES)}")
         try:
             body = TABLES[name](figures)
-        except MissingInput as missing:
+        except (MissingInput, report_beyond.MissingInput) as missing:
             body = f"(not measured: {missing} is not in the gallery)"
         return f"{match[1]}{body}\n{match[4]}"
 

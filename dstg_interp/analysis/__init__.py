@@ -5,6 +5,7 @@
     from dstg_interp.analysis.extrapolate import extend_positions          # also: dstg-extend --model dstg ...
     from dstg_interp.analysis.invariance import measure_invariance, select_passages
     from dstg_interp.analysis.length_eval import long_windows, mlm_by_position
+    from dstg_interp.analysis import patch_states, logit_lens, band_stats, decompose   # loaded on first use
 
 Where it sits: data -> model -> encoders / store -> probes / analysis -> plots -> experiments.  This package
 reads from the layers below it (documents and structured sequences from ``dstg_interp.data``, models
@@ -28,7 +29,36 @@ Files:
                     for models without a learned table.
     length_eval.py  evaluation past the trained length: full-length windows and MLM loss / accuracy by
                     position bucket (with a chunked reference).  The probes by range are in ``probes.by_range``.
+    masked_inputs.py  masked batches (the same masked positions in every row) and the MLM-head check the
+                    studies below share.
+    patching.py     activation patching per stream (layer x position x sem / AP / full, and per head through
+                    hook_z) on clean / corrupted pairs, scored on the MLM output at masked positions, and
+                    attribution patching (one forward/backward pair) with its agreement to the exact patches.
+    mlm_lens.py     an MLM logit lens: every layer's state through the model's own final norm and MLM head.
+    rope_bands.py   RoPE heads split by frequency band (Barbero et al.): each band's share of a head's logit
+                    variance over keys, heads labelled positional / semantic / mixed, a threshold sweep.
+    decomposition.py  Song & Zhong's h = mean + position + context + residual per layer: variance shares, the
+                    position part's rank, the position-context incoherence (max |cos|) against chance.
 
 This package imports none of its modules itself: import the one you need, so that reading a spectrum
-does not load the encoders (and transformers) that heads and invariance run on.
+does not load the encoders (and transformers) that heads and invariance run on.  The functions of the
+studies beyond position reading (``EXPORTS``) are also names of the package, each module loaded on first use.
 """
+
+import importlib
+
+EXPORTS = {
+    "patching_pair": "patching", "patch_states": "patching", "patch_heads": "patching",
+    "attribution_patch": "patching", "compare_attribution": "patching",
+    "logit_lens": "mlm_lens",
+    "band_stats": "rope_bands", "classify_band_heads": "rope_bands", "band_sweep": "rope_bands",
+    "decompose": "decomposition", "decomposition_by_layer": "decomposition",
+    "masked_batch": "masked_inputs",
+}
+__all__ = sorted(EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in EXPORTS:
+        return getattr(importlib.import_module(f".{EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

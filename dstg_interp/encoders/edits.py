@@ -18,7 +18,7 @@ of the embeddings (l = 0) or of encoder layer l-1, edited with a PyTorch forward
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import torch
 
@@ -40,6 +40,21 @@ def edit_states(encoder: Encoder, layer: int | str, subspace: str, edit: StateEd
     if missing:
         raise EncoderError(f"{encoder.name}: no hook named {missing[0]!r} to edit in this {encoder.variant!r} model")
     with encoder.model.hooks(fwd_hooks=_joint_hooks(hooks, edit, _widths(encoder, hooks))):
+        yield
+
+
+@contextlib.contextmanager
+def edit_hooks(encoder: Encoder, edits: Mapping[str, StateEdit]) -> Iterator[None]:
+    """Run every forward inside the block with each named hook point's tensor replaced by ``edit(tensor)``
+    (models of ours only: HF encoders have no hook points below their layers; use ``edit_states`` there)."""
+    if encoder.kind == "hf":
+        raise EncoderError(f"{encoder.name}: an HF encoder has no hook points to edit by name; edit its "
+                           "hidden_states.{l} with edit_states")
+    missing = [name for name in edits if name not in encoder.model.hook_dict]
+    if missing:
+        raise EncoderError(f"{encoder.name}: no hook named {missing[0]!r} to edit in this {encoder.variant!r} model")
+    hooks = [hook for name, edit in edits.items() for hook in _joint_hooks([name], edit, [0])]
+    with encoder.model.hooks(fwd_hooks=hooks):
         yield
 
 
@@ -96,7 +111,7 @@ def _hf_edit(encoder: Encoder, layer: int, edit: StateEdit):
 
 def _hf_module(encoder: Encoder, layer: int) -> torch.nn.Module:
     """The module whose output is ``hidden_states[layer]`` of a BERT-family model."""
-    model = encoder.model
+    model = getattr(encoder.model, "base_model", encoder.model)  # a ...ForMaskedLM holds its encoder there
     if layer == 0:
         embeddings = getattr(model, "embeddings", None)
         if isinstance(embeddings, torch.nn.Module):

@@ -63,6 +63,11 @@ class HookedEncoder(Encoder):
     def ap_table(self) -> torch.Tensor:
         return self.model.ap_table
 
+    @property
+    def has_mlm_head(self) -> bool:
+        """False for an encoder-only checkpoint (saved without its MLM decoder), as ``HFEncoder.has_mlm_head``."""
+        return getattr(self.model, "mlm_head", None) is not None
+
     def random_init(self, seed: int | None = None) -> "HookedEncoder":
         config = self.config if seed is None else dataclasses.replace(self.config, seed=seed)
         twin = build_model(config).to(device=self.device, dtype=self.dtype).eval()

@@ -15,12 +15,14 @@ by layer read the measurement layout of ``plots.tidy`` (one row per model x subs
                                    plot_holmes_scores (scores)
     invariance tables              plot_invariance_by_layer (cosine / rel. L2), plot_recall_by_layer (recall@k)
     length extrapolation           plot_mlm_by_position, plot_probe_ranges, plot_extended_tables
+    patching and RoPE bands        plot_patching_map, plot_attribution_agreement, plot_band_shares
 """
 
 from .extrapolation import at_last_layer, plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
 from .heads import plot_head_map, plot_head_sweep, plot_share_scatter
 from .holmes import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
 from .invariance import plot_invariance_by_layer, plot_recall_by_layer
+from .patching import plot_attribution_agreement, plot_band_shares, plot_patching_map
 from .output import LABEL_COLORS, MODEL_COLORS, FigureOutputError, model_color, model_palette, save_figure
 from .probes import plot_r2_by_layer
 from .spectra import plot_dct_power, plot_pc_curves, plot_scree
@@ -51,4 +53,7 @@ __all__ = [
     "plot_probe_ranges",
     "at_last_layer",
     "plot_extended_tables",
+    "plot_patching_map",
+    "plot_attribution_agreement",
+    "plot_band_shares",
 ]

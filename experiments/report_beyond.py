@@ -1,0 +1,197 @@
+"""The REPORT tables of the studies beyond position reading, round 2 (issue 40): patching, the logit lens, RoPE
+bands, the position / context decomposition.  ``experiments.report.TABLES`` names them; each reads the gallery's
+CSV files only (``figures/patching``, ``logit_lens``, ``rope_bands``, ``decomposition``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+DISPLAY = {"dstg": "DSTG", "rope": "RoPE", "ap": "AP-NeoBERT", "rp": "RP", "all-MiniLM-L6-v2": "all-MiniLM-L6-v2"}
+
+
+class MissingInput(Exception):
+    """A table's input file is not in the gallery (``report.rebuild`` says so in the table's place)."""
+
+
+def _csv(figures: Path, relative: str) -> pd.DataFrame:
+    path = figures / relative
+    if not path.is_file():
+        raise MissingInput(relative)
+    return pd.read_csv(path)
+
+
+def _markdown(header: list, rows: list) -> str:
+    lines = ["| " + " | ".join(str(h) for h in header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows])
+
+
+def _entry(model: str, subspace: str) -> str:
+    if model.endswith("-random init"):
+        return _entry(model[: -len("-random init")], subspace) + " (random init)"
+    name = DISPLAY.get(model, model)
+    return f"{name} {subspace}" if model == "dstg" else name
+
+
+def _number(value: float, digits: int = 2) -> str:
+    return "—" if pd.isna(value) else f"{round(float(value), digits) + 0.0:.{digits}f}"
+
+
+def _seed_cell(values: pd.Series, digits: int = 2) -> str:
+    """The mean over training seeds, with the seed range when there is more than one."""
+    values = values.dropna()
+    if not len(values):
+        return "—"
+    if len(values) == 1:
+        return _number(values.iloc[0], digits)
+    return f"{_number(values.mean(), digits)} [{_number(values.min(), digits)}, {_number(values.max(), digits)}]"
+
+
+def patching_table(figures: Path) -> str:
+    """Recovery of the clean output by layer: the exact patches summed over the masked positions / over the others,
+    mean over training seeds (patching/summary.csv)."""
+    summary = _csv(figures, "patching/summary.csv")
+    layers = sorted(summary.layer.unique())
+    rows = []
+    for (model, corruption, subspace), group in summary.groupby(["model", "corruption", "subspace"], sort=False):
+        by_layer = group.groupby("layer")[["recovery_masked", "recovery_other"]].mean()
+        rows.append([_entry(model, subspace), corruption, group.metric.iloc[0], group.seed.nunique()]
+                    + [f"{_number(by_layer.recovery_masked.get(layer))} / {_number(by_layer.recovery_other.get(layer))}"
+                       for layer in layers])
+    return _markdown(["model", "corruption", "metric", "seeds", *[f"layer {layer}" for layer in layers]], rows)
+
+
+def patching_agreement(figures: Path) -> str:
+    """Pearson r of attribution patching against the exact patches (patching/agreement.csv; mean [range] over
+    seeds), the same without layer 0 (patching.csv, attribution.csv), and on the tiny random models against exact
+    patches of a fraction of the state difference (patching/attribution_curve.csv)."""
+    agreement = _csv(figures, "patching/agreement.csv")
+    exact, approximate = _csv(figures, "patching/patching.csv"), _csv(figures, "patching/attribution.csv")
+    keys = ["model", "seed", "corruption", "layer", "subspace", "position"]
+    merged = exact[keys + ["recovery"]].merge(approximate[keys + ["recovery"]], on=keys, suffixes=("_exact", "_attr"))
+    past_input = merged[merged.layer > 0].groupby(["model", "corruption", "seed"]).apply(
+        lambda g: g.recovery_exact.corr(g.recovery_attr), include_groups=False)
+    rows = []
+    for (model, corruption), group in agreement.groupby(["model", "corruption"], sort=False):
+        r = {subspace: _seed_cell(part.r, 3) for subspace, part in group.groupby("subspace")}
+        rows.append([DISPLAY.get(model, model), corruption, group.metric.iloc[0], group.seed.nunique(), r["all"],
+                     _seed_cell(past_input.loc[(model, corruption)], 3), r.get("sem", "—"), r.get("ap", "—"),
+                     int(group.n.iloc[0])])
+    curve = _csv(figures, "patching/attribution_curve.csv")
+    curve = curve[curve.subspace == "all"]
+    for model, group in curve.groupby("model", sort=False):
+        cells = ", ".join(f"{fraction:g}: {_number(r, 3)}" for fraction, r in zip(group.fraction, group.r))
+        rows.append([model, "shuffle, patched fraction", "logit_diff", 1, cells, "", "", "", ""])
+    return _markdown(["model", "corruption", "metric", "seeds", "r (all)", "r (layers ≥ 1)", "r (sem)", "r (AP)",
+                      "patches per seed"], rows)
+
+
+def patching_controls(figures: Path) -> str:
+    """At the masked positions, recovery summed over them and averaged over layers 1..L (mean over seeds): the clean
+    state of the window itself, of another window, and the random-init twin's own patch, with the twin's clean −
+    corrupted metric (patching/summary.csv, controls.csv)."""
+    summary = _csv(figures, "patching/summary.csv")
+    controls = _csv(figures, "patching/controls.csv")
+    summary, controls = summary[summary.layer > 0], controls[controls.layer > 0]  # layer 0: the [MASK] embedding
+    summed = controls[controls.masked].groupby(["model", "corruption", "subspace", "control", "seed", "layer"]).recovery.sum()
+    controls_mean = summed.groupby(["model", "corruption", "subspace", "control"]).mean()
+    spans = (controls.assign(span=controls.clean - controls.corrupted)
+             .groupby(["model", "corruption", "control", "seed"]).span.first().groupby(["model", "corruption", "control"])
+             .apply(lambda v: v.abs().max()))
+    rows = []
+    for (model, corruption, subspace), group in summary.groupby(["model", "corruption", "subspace"], sort=False):
+        other, twin = (controls_mean.get((model, corruption, subspace, name), float("nan"))
+                       for name in ("other window", "random init"))
+        span = spans.get((model, corruption, "random init"), float("nan"))
+        rows.append([_entry(model, subspace), corruption, _number(group.recovery_masked.mean()), _number(other),
+                     _number(twin), _number(span, 4)])
+    return _markdown(["model", "corruption", "own clean state", "another window's state", "random init",
+                      "random init: largest gap, clean vs corrupted metric"], rows)
+
+
+def patching_heads(figures: Path) -> str:
+    """Per-head patches (hook_z): the recovery of every head summed per stream (mean over seeds), and the strongest
+    head of the first seed."""
+    heads = _csv(figures, "patching/heads.csv")
+    rows = []
+    for (model, corruption, stream), group in heads.groupby(["model", "corruption", "stream"], sort=False):
+        first = group[group.seed == group.seed.min()]
+        best = first.loc[first.recovery.idxmax()]
+        rows.append([_entry(model, stream), corruption, _seed_cell(group.groupby("seed").recovery.sum()),
+                     f"{int(best.block)}.{int(best['head'])}: {_number(best.recovery)}"])
+    return _markdown(["model, stream", "corruption", "sum over heads", "strongest head, first seed (block.head: recovery)"],
+                     rows)
+
+
+def lens_table(figures: Path) -> str:
+    """Top-1 accuracy on the masked tokens / KL(final || lens) by layer, mean over training seeds; the random-init
+    twins and chance below (logit_lens/logit_lens.csv)."""
+    lens = _csv(figures, "logit_lens/logit_lens.csv")
+    layers = sorted(lens.layer.unique())
+    rows = []
+    for (control, model, subspace), group in lens.groupby(["control", "model", "subspace"], sort=False):
+        mean = group.groupby("layer")[["top1_accuracy", "kl_to_final"]].mean()
+        name = _entry(model, subspace) + ("" if control == "trained" else " (random init)")
+        rows.append([name, group.seed.nunique()] + [f"{_number(mean.top1_accuracy.get(layer), 3)} / "
+                                                    f"{_number(mean.kl_to_final.get(layer))}" for layer in layers])
+    rows.append(["chance (the batch's most frequent masked token)", lens.seed.nunique(),
+                 *[_number(lens.chance_accuracy.mean(), 3)] * len(layers)])
+    return _markdown(["model", "seeds", *[f"layer {layer}" for layer in layers]], rows)
+
+
+def bands_table(figures: Path) -> str:
+    """RoPE heads by label at the 0.6 threshold, per training seed, the positional count over the sweep, and the
+    mean high-half share by layer (rope_bands/heads.csv, sweep.csv)."""
+    heads = _csv(figures, "rope_bands/heads.csv")
+    sweep = _csv(figures, "rope_bands/sweep.csv")
+    layers = sorted(heads.layer.unique())
+    rows = []
+    for (model, seed), group in heads.groupby(["model", "seed"], sort=False):
+        counts = group.label.value_counts()
+        positional = sweep[(sweep.model == model) & (sweep.seed == seed) & (sweep.label == "positional")]
+        over = positional.set_index("threshold").n_heads.reindex(sorted(sweep.threshold.unique()), fill_value=0)
+        by_layer = group.groupby("layer").high_share.mean()
+        rows.append([_entry(model, "full"), seed, int(counts.get("positional", 0)), int(counts.get("semantic", 0)),
+                     int(counts.get("mixed", 0)), f"{int(over.max())}–{int(over.min())}",
+                     " ".join(_number(by_layer.get(layer)) for layer in layers)])
+    return _markdown(["model", "seed", "positional", "semantic", "mixed", "positional, thresholds 0.5–0.9",
+                      f"high-half share by layer ({layers[0]}–{layers[-1]})"], rows)
+
+
+def decomposition_table(figures: Path) -> str:
+    """Centred position / context share by layer, mean over seeds (decomposition/decomposition.csv)."""
+    table = _csv(figures, "decomposition/decomposition.csv")
+    layers = sorted(table.layer.unique())
+    rows = []
+    for (control, model, subspace), group in table.groupby(["control", "model", "subspace"], sort=False):
+        mean = group.groupby("layer")[["centred_share_position", "centred_share_context"]].mean()
+        name = _entry(model, subspace) + ("" if control == "trained" else " (random init)")
+        rows.append([name, group.seed.nunique()] + [
+            f"{_number(mean.centred_share_position.get(layer))} / {_number(mean.centred_share_context.get(layer))}"
+            if layer in mean.index else "—" for layer in layers])
+    return _markdown(["model", "seeds", *[f"layer {layer}" for layer in layers]], rows)
+
+
+def incoherence_table(figures: Path) -> str:
+    """max |cos| between position and context vectors by layer (mean over seeds), Gaussian chance, and the position
+    part's rank (95% of its sum of squares) at the last layer (decomposition/decomposition.csv, trained models)."""
+    table = _csv(figures, "decomposition/decomposition.csv")
+    table = table[table.control == "trained"]
+    layers = sorted(table.layer.unique())
+    rows = []
+    for (model, subspace), group in table.groupby(["model", "subspace"], sort=False):
+        mean = group.groupby("layer")[["max_cos_vectors", "chance_max_cos_vectors", "position_rank_95",
+                                       "max_cos_bases"]].mean()
+        last = mean.index.max()
+        rows.append([_entry(model, subspace)] + [_number(mean.max_cos_vectors.get(layer)) if layer in mean.index
+                                                 else "—" for layer in layers]
+                    + [_number(mean.chance_max_cos_vectors.mean()), _number(mean.max_cos_bases.get(last)),
+                       _number(mean.position_rank_95.get(last), 1)])
+    return _markdown(["model", *[f"layer {layer}" for layer in layers], "chance", "bases, last layer",
+                      "position rank (95%), last layer"], rows)
+
+
+TABLES = {"patching": patching_table, "patching_agreement": patching_agreement, "patching_controls": patching_controls,
+          "patching_heads": patching_heads, "logit_lens": lens_table, "rope_bands": bands_table,
+          "decomposition": decomposition_table, "incoherence": incoherence_table}

@@ -57,7 +57,11 @@ def logit_lens(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.Ten
     for layer in layers:
         for subspace in subspaces:
             state = states[(layer, subspace)]
-            with torch.no_grad(), edit_states(encoder, last, subspace, lambda x, state=state: state.to(x.dtype).clone()):
+
+            def replace(x: torch.Tensor, state: torch.Tensor = state) -> torch.Tensor:  # this layer's state instead
+                return state.to(x.dtype).clone()
+
+            with torch.no_grad(), edit_states(encoder, last, subspace, replace):
                 lens = mlm_logits(encoder, batch.tokens, batch.attention_mask).float()[batch.scored]
             log_q = lens.log_softmax(-1)
             top = lens.argmax(-1)

@@ -93,4 +93,4 @@ def mlm_logits(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.Ten
         raise EncoderError(f"{encoder.name}: reading an input at another absolute offset needs a model of ours")
     offset = torch.full((tokens.shape[0],), int(position_offset), dtype=torch.long, device=encoder.device)
     return encoder.model(tokens.to(encoder.device), attention_mask=attention_mask.to(encoder.device),
-                         position_offset=offset).logits
+                         position_offset=offset, return_type="logits")

@@ -208,7 +208,7 @@ def plot_lever_study(table_curves: pd.DataFrame, runs: pd.DataFrame, out_dir, ba
         by_step = curve.groupby("index").agg(tokens=("tokens", "mean"), mean=("pc1_pc2", "mean"),
                                              low=("pc1_pc2", "min"), high=("pc1_pc2", "max"))
         ax.plot(by_step.tokens / 1e6, by_step["mean"], color=palette[arm], linewidth=2.2 if arm == base else 1.3,
-                label=f"{short[arm]} ({curve.seed.nunique()} seeds)")
+                label=f"{short[arm]} ({curve.seed.nunique()} seed{'s' if curve.seed.nunique() > 1 else ''})")
         ax.fill_between(by_step.tokens / 1e6, by_step.low, by_step.high, color=palette[arm], alpha=0.15, linewidth=0)
     ax.set_xlabel("training tokens (millions)")
     ax.set_ylabel("AP table PC1+PC2")

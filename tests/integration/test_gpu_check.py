@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
 
 
@@ -22,8 +24,12 @@ def test_the_gpu_check_dry_run_fills_every_section(tmp_path):
     assert sections["peak"]["bf16_flops"] > 0 and sections["peak"]["fp32_flops"] > 0
     training = sections["training"]
     assert set(training["variants"]) == {"dstg", "rope", "ap", "rp"}
+    # MFU against the measured bf16 peak is below 1 where bfloat16 is native; on a CPU that emulates it (AVX2)
+    # the "peak" matmul is emulated too while much of a tiny training step stays in float32, so it can exceed 1
+    native_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()
     for row in training["variants"].values():
-        assert row["eager_tokens_per_s"] > 0 and 0 < row["eager_mfu_bf16"] < 1 and row["eager_vs_hf"] > 0
+        assert row["eager_tokens_per_s"] > 0 and row["eager_mfu_bf16"] > 0 and row["eager_vs_hf"] > 0
+        assert row["eager_mfu_bf16"] < 1 or not native_bf16, row
     for curves in sections["loss"]["variants"].values():
         assert len(curves["fp32"]) == len(curves["bf16"]) == sections["loss"]["steps"]
         assert curves["max_rel_diff"] < 0.05  # bf16 autocast follows the fp32 losses over the first steps

@@ -37,14 +37,16 @@ COMMANDS = {  # one module per command, in dstg_interp/cli/
 
 class ImportNotice:
     """On a busy machine the imports (torch, transformers, transformer-lens) can take half a minute: once they
-    have taken ``SLOW_START_S``, say so, and keep the elapsed time moving (a terminal: one line redrawn every
-    2 s; a log: a line every 8 s) until they are done. A quick start (``--help``) prints nothing."""
+    have taken ``SLOW_START_S``, say so on a terminal, one line redrawn every 2 s, until they are done.  Not in
+    a log or a pipe: there a command's stderr is read as its outcome (bad input: one line, exit 2), and a
+    start-up line would become a second line.  A quick start (``--help``) prints nothing."""
 
     def __init__(self, prog: str):
         self.prog, self.done, self.shown, self.lock = prog, threading.Event(), False, threading.Lock()
         self.terminal = sys.stderr.isatty()
         self.started = time.monotonic()
-        threading.Thread(target=self._run, daemon=True, name="import-notice").start()
+        if self.terminal:
+            threading.Thread(target=self._run, daemon=True, name="import-notice").start()
 
     def _run(self) -> None:
         if self.done.wait(SLOW_START_S):
@@ -54,10 +56,10 @@ class ImportNotice:
                 if self.done.is_set():
                     return
                 text = f"{self.prog}: loading torch and transformers ... {time.monotonic() - self.started:.0f} s"
-                sys.stderr.write(f"\r{text}" if self.terminal else f"{text}\n")
+                sys.stderr.write(f"\r{text}")
                 sys.stderr.flush()
                 self.shown = True
-            if self.done.wait(2.0 if self.terminal else 8.0):
+            if self.done.wait(2.0):
                 return
 
     def stop(self) -> None:

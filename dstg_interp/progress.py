@@ -80,11 +80,19 @@ class Bar(std_tqdm):
         super().close()
 
 
+def _in_notebook() -> bool:
+    """A running Jupyter kernel, not merely ``ipykernel`` imported somewhere in the process (a test, a tool)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
 def progress_bar(iterable=None, **kwargs) -> tqdm:
     """``tqdm(iterable, **kwargs)`` with the package's settings (module docstring); every tqdm keyword works,
     and an explicit ``file``, ``mininterval`` or ``ncols`` wins."""
-    stream = kwargs.pop("file", None) or sys.stderr
-    if "ipykernel" in sys.modules:  # a notebook: tqdm.auto's widget
+    given = kwargs.pop("file", None)
+    stream = given or sys.stderr
+    if given is None and _in_notebook():  # a notebook: tqdm.auto's widget
         return tqdm(iterable, **kwargs)
     if _is_terminal(stream):
         kwargs.setdefault("mininterval", TERMINAL_INTERVAL_S)

@@ -28,6 +28,10 @@ FIGURES = {
     "interventions": ("experiments.fig_interventions", "AP-stream interventions: MLM and attention change"),
     "extrapolation": ("experiments.fig_extrapolation", "length extrapolation along the AP manifold"),
     "invariance": ("experiments.fig_invariance", "position-free semantic states and retrieval"),
+    "patching": ("experiments.fig_patching", "activation and attribution patching per layer, position and stream"),
+    "logit-lens": ("experiments.fig_logit_lens", "each layer decoded through the model's own MLM head"),
+    "rope-bands": ("experiments.fig_rope_bands", "RoPE heads classified by the frequency bands of their q.k"),
+    "decomposition": ("experiments.fig_decomposition", "hidden states split into mean, position, context, residual"),
     "attention-view": ("experiments.fig_attention_view", "one text's attention by head and logit term, as an HTML page"),
     "gallery": ("experiments.run_all", "the whole gallery of the shipped zoo (run_all)"),
 }

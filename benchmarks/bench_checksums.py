@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from bench_store import RandomSequences, dstg_config
+from bench_store import RandomSequences, add_dstg_size_arguments, dstg_config
 from machine import LoadWatch, add_load_arguments, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -36,14 +36,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--layers", type=int, default=6)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--d-head", type=int, default=32)
-    parser.add_argument("--d-sem", type=int, default=112)
-    parser.add_argument("--d-ap", type=int, default=16)
-    parser.add_argument("--vocab", type=int, default=8192)
-    parser.add_argument("--length", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=32)
+    add_dstg_size_arguments(parser)
     add_load_arguments(parser)
     args = parser.parse_args()
     if args.quick:

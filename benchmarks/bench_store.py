@@ -83,6 +83,19 @@ class RandomSequences:
             yield tokens, torch.ones_like(tokens, dtype=torch.bool)
 
 
+def add_dstg_size_arguments(parser) -> None:
+    """The DSTG the store benchmarks extract from (the zoo's widths at 6 layers, 256 positions); ``dstg_config``
+    builds it.  Shared by bench_store and bench_checksums, so both time the same model."""
+    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--d-head", type=int, default=32)
+    parser.add_argument("--d-sem", type=int, default=112)
+    parser.add_argument("--d-ap", type=int, default=16)
+    parser.add_argument("--vocab", type=int, default=8192)
+    parser.add_argument("--length", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+
+
 def dstg_config(args):
     from dstg_interp import ModelConfig
 
@@ -305,14 +318,7 @@ def main() -> None:
     parser.add_argument("--rss-tokens", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--layers", type=int, default=6)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--d-head", type=int, default=32)
-    parser.add_argument("--d-sem", type=int, default=112)
-    parser.add_argument("--d-ap", type=int, default=16)
-    parser.add_argument("--vocab", type=int, default=8192)
-    parser.add_argument("--length", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=32)
+    add_dstg_size_arguments(parser)
     parser.add_argument("--rss-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--rss-out", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ranks-child", type=int, default=None, help=argparse.SUPPRESS)

@@ -90,7 +90,9 @@ SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, ba
 RECIPES = {
     "4x128": dict(depth=dict(n_layers=4), steps=ZOO_STEPS, shared={}),
     "6x128": dict(depth=dict(n_layers=6), steps=8000, shared=dict(corpus="en-large")),
-    "authors": dict(depth=dict(n_layers=6), steps=8000, model=dict(dstg=dict(residual_from_normed=True)),
+    # authors: 3,900 steps of 32 sequences = the shipped zoo's 14.2M tokens, 2.7 epochs of en-large's 46,316
+    # training documents (5.27M tokens as document starts of <= 128 tokens), so the two zoos compare at one budget
+    "authors": dict(depth=dict(n_layers=6), steps=3900, model=dict(dstg=dict(residual_from_normed=True)),
                     shared=dict(corpus="en-large", windows=False, batch_size=32, schedule="cosine", min_lr_ratio=0.1,
                                 weight_decay=0.01, betas=(0.9, 0.95), bf16=True)),
 }

@@ -62,14 +62,14 @@ def main() -> None:
                                           train_batch_size_samples=args.batch_size, lr=lr, lr_end=lr, device="cpu",
                                           n_batches_for_norm_estimate=20),
                          sae=sae, data_provider=batches())
-    fit_started = time.perf_counter()
+    fit_started, fit_cpu = time.perf_counter(), time.process_time()
     sae = trainer.fit()
-    train_s = time.perf_counter() - fit_started
+    train_s, train_cpu_s = time.perf_counter() - fit_started, time.process_time() - fit_cpu
     with torch.no_grad():
         reconstruction = sae(torch.from_numpy(test)).numpy().astype(np.float64)
     fvu = float(((test - reconstruction) ** 2).sum() / ((test - test.mean(0)) ** 2).sum())
     print(json.dumps({"library": "sae-lens", "version": sae_lens.__version__, "torch": torch.__version__,
-                      "import_s": round(import_s, 2), "train_s": round(train_s, 2),
+                      "import_s": round(import_s, 2), "train_s": round(train_s, 2), "train_cpu_s": round(train_cpu_s, 2),
                       "steps_per_s": round(args.steps / train_s, 1), "fvu": round(fvu, 4)}))
 
 

@@ -92,3 +92,23 @@ def test_position_r2_of_columns_finds_a_position_latent():
     r2 = position_r2_of_columns(values, position, doc, np.flatnonzero(~test), np.flatnonzero(test), n_splits=3,
                                 min_nonzero=5)
     assert r2[0] > 0.95 and abs(r2[1]) < 0.1 and np.isnan(r2[2])
+
+
+def test_sparsify_trainer_trains_on_our_hook_points(tmp_path):
+    """sparsify's own Trainer, on a model of ours: it needs base_model, device and dummy_inputs (the
+    PreTrainedModel conventions EncoderForMLM gives), finds the hook point by name and learns its width."""
+    from datasets import Dataset
+
+    torch.manual_seed(0)
+    model = tiny_model("dstg").eval()
+    tokens = torch.randint(5, 97, (64, 24), generator=torch.Generator().manual_seed(0))
+    tokens[:, 0], tokens[:, -1] = 2, 3
+    dataset = Dataset.from_dict({"input_ids": tokens.tolist()}).with_format("torch")
+    config = sparsify.TrainConfig(sparsify.SaeConfig(num_latents=16, k=2), batch_size=8, log_to_wandb=False,
+                                  hookpoints=["blocks.1.hook_resid_post_ap"], exclude_tokens=[0, 2, 3],
+                                  save_dir=str(tmp_path / "saes"), save_every=10_000)
+    trainer = sparsify.Trainer(config, dataset, model)
+    trainer.fit()
+    sae = trainer.saes["blocks.1.hook_resid_post_ap"]
+    assert (sae.d_in, sae.num_latents) == (model.config.d_ap, 16)
+    assert trainer.global_step == 8 and (tmp_path / "saes").is_dir()

@@ -25,19 +25,18 @@ from pathlib import Path
 import torch
 
 from dstg_interp import ModelConfig, build_model
+from dstg_interp.model.checkpoint import ZOO_WIDTHS  # the zoo's widths, named once in the library
 from dstg_interp.train import TrainConfig, make_optimizer, prepare_training_data, train
 from machine import LoadWatch, add_load_arguments, write_result
 
-WIDTHS = {"dstg": dict(variant="dstg", d_sem=112, d_ap=16), "rope": dict(variant="rope", d_model=128),
-          "ap": dict(variant="ap", d_model=128), "rp": dict(variant="rp", d_model=128)}
 
 
 def bare_cpu_per_token(variant: str, steps: int) -> float:
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(5, 8192, (32, 128), generator=gen)
     labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
-    model = build_model(ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **WIDTHS[variant])).train()
-    optimizer = make_optimizer(model, TrainConfig(model=WIDTHS[variant]))
+    model = build_model(ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **ZOO_WIDTHS[variant])).train()
+    optimizer = make_optimizer(model, TrainConfig(model=dict(ZOO_WIDTHS[variant])))
 
     def step():
         loss = model(tokens, labels=labels, masked_logits_only=True).loss
@@ -55,7 +54,7 @@ def bare_cpu_per_token(variant: str, steps: int) -> float:
 
 def loop_cpu(variant: str, steps: int, folder: Path) -> tuple[float, int]:
     """(CPU seconds of the whole train() call, real tokens trained on)."""
-    cfg = TrainConfig(out_dir=str(folder / f"run-{steps}"), model=dict(WIDTHS[variant], n_layers=4, n_heads=4),
+    cfg = TrainConfig(out_dir=str(folder / f"run-{steps}"), model=dict(ZOO_WIDTHS[variant], n_layers=4, n_heads=4),
                       max_length=128, batch_size=32, max_steps=steps, warmup_steps=1, eval_every=10 * steps,
                       save_every=10 * steps, log_every=1, progress=False, compile=False, threads=1)
     start = time.process_time()
@@ -67,7 +66,7 @@ def loop_cpu(variant: str, steps: int, folder: Path) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variant", choices=list(WIDTHS), default="rope")
+    parser.add_argument("--variant", choices=list(ZOO_WIDTHS), default="rope")
     parser.add_argument("--short", type=int, default=20)
     parser.add_argument("--long", type=int, default=60)
     parser.add_argument("--bare-steps", type=int, default=20)

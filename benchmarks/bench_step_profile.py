@@ -24,11 +24,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from dstg_interp import ModelConfig
+from dstg_interp.model.checkpoint import ZOO_WIDTHS  # the zoo's widths, named once in the library
 from bench_training import training_step  # noqa: E402 (sibling script)
 from machine import LoadWatch, add_load_arguments, write_result
 
-WIDTHS = {"dstg": dict(variant="dstg", d_sem=112, d_ap=16), "rope": dict(variant="rope", d_model=128),
-          "ap": dict(variant="ap", d_model=128), "rp": dict(variant="rp", d_model=128)}
 MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
 
 
@@ -48,7 +47,7 @@ def profile_step(variant: str, compiled: bool, steps: int, bf16: bool = False) -
     gen = torch.Generator().manual_seed(0)
     tokens = torch.randint(5, 8192, (32, 128), generator=gen)
     labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))
-    cfg = ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **WIDTHS[variant])
+    cfg = ModelConfig(vocab_size=8192, max_positions=128, n_layers=4, n_heads=4, **ZOO_WIDTHS[variant])
     step = training_step(variant, cfg, tokens, labels, compiled, bf16)  # bench_training's: the step dstg-train runs
     for _ in range(3):  # compiles, when compiled
         step()
@@ -70,7 +69,7 @@ def profile_step(variant: str, compiled: bool, steps: int, bf16: bool = False) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--variants", nargs="+", choices=list(WIDTHS), default=["dstg"])
+    parser.add_argument("--variants", nargs="+", choices=list(ZOO_WIDTHS), default=["dstg"])
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--no-compile", action="store_true")
     parser.add_argument("--precisions", nargs="+", choices=["float32", "bfloat16"], default=["float32", "bfloat16"])

@@ -57,16 +57,14 @@ from machine import LoadWatch  # noqa: E402
 
 from dstg_interp import ActivationStore, ModelConfig, build_model, extract  # noqa: E402
 from dstg_interp.flops import training_flops_per_token  # noqa: E402
+from dstg_interp.model.checkpoint import ZOO_WIDTHS  # noqa: E402 (the zoo's widths, named once)
+from dstg_interp.tiny_zoo import TINY_WIDTHS  # noqa: E402 (the dry run's: the tiny zoo's)
 from dstg_interp.train import TrainConfig, compile_for_training, make_optimizer  # noqa: E402
 from probes import fit_ridge_grid, grouped_train_test_split  # noqa: E402
 from probes.grid import store_feature_sets  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT_PATH = Path(__file__).parent / "results" / "gpu_check.json"
-WIDTHS = {"dstg": dict(variant="dstg", d_sem=112, d_ap=16), "rope": dict(variant="rope", d_model=128),
-          "ap": dict(variant="ap", d_model=128), "rp": dict(variant="rp", d_model=128)}
-TINY_WIDTHS = {"dstg": dict(variant="dstg", d_sem=24, d_ap=8), "rope": dict(variant="rope", d_model=32),
-               "ap": dict(variant="ap", d_model=32), "rp": dict(variant="rp", d_model=32)}
 TARGETS = ("token_position", "sentence_index", "intra_sentence_position")
 
 
@@ -76,7 +74,7 @@ class Sizes:
     def __init__(self, dry: bool, args):
         self.dry = dry
         self.matmul = 256 if dry else 8192
-        self.widths = TINY_WIDTHS if dry else WIDTHS
+        self.widths = TINY_WIDTHS if dry else ZOO_WIDTHS
         self.variants = [v for v in self.widths if v in args.variants]
         self.layers, self.heads = (2, 2) if dry else (4, 4)
         self.vocab = 512 if dry else 8192
@@ -416,7 +414,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget", type=float, default=480.0, help="seconds: sections that would start later are skipped")
     parser.add_argument("--sections", nargs="+", choices=list(SECTIONS), default=list(SECTIONS))
     parser.add_argument("--batch", type=int, default=256, help="training batch (sequences of 128)")
-    parser.add_argument("--variants", nargs="+", choices=list(WIDTHS), default=list(WIDTHS),
+    parser.add_argument("--variants", nargs="+", choices=list(ZOO_WIDTHS), default=list(ZOO_WIDTHS),
                         help="the variants of the training and loss sections")
     parser.add_argument("--steps", type=int, default=20, help="timed training steps per variant and mode")
     parser.add_argument("--loss-steps", type=int, default=10, help="steps of the bf16 vs fp32 loss comparison")

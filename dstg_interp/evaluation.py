@@ -223,15 +223,31 @@ def mlm_accuracy(model, corpus: str, n_docs: int = 200, max_length: int | None =
                                                corpus_spec=corpus)
         special = TOOLKIT_SPECIAL_TOKENS
         model.eval()
-        device = next(model.parameters()).device
     else:  # the same documents and windows in the encoder's own token ids, [CLS] / [SEP] / [PAD] / [MASK]
         sequences = encoder.structured_sequences(chosen, max_length=max_length, windows=True, corpus_spec=corpus)
         special = encoder.special
     rows = masked_sequences(sequences, seed, special=special)
+    loss_sum, correct, unigram_nll, most_frequent_correct, n_tokens = _score_masked(
+        rows, model if encoder is None else encoder, special.pad, batch_size, unigram)
+    if len(chosen) < MIN_EVAL_DOCUMENTS:
+        warnings.warn(f"{corpus}: only {len(chosen)} document(s) ({n_tokens} masked tokens); the accuracy rests on them "
+                      f"alone (a comparison needs at least {MIN_EVAL_DOCUMENTS}): add documents before reading "
+                      "differences between models", SmallEvaluationWarning, stacklevel=2)
+    no_baseline = unigram is None  # an HF model with no training record: no training frequencies to compare with
+    return dict(loss=loss_sum / n_tokens, accuracy=correct / n_tokens,
+                most_frequent_accuracy=float("nan") if no_baseline else most_frequent_correct / n_tokens,
+                unigram_loss=float("nan") if no_baseline else unigram_nll / n_tokens, n_tokens=n_tokens,
+                n_docs=len(chosen), split=split, masks=mask_fingerprint(rows))
 
+
+def _score_masked(rows, model, pad: int, batch_size: int, unigram: Unigram | None) -> tuple:
+    """(summed loss, correct, summed unigram NLL, most-frequent-token hits, masked tokens) of ``model`` -- one of
+    ours (its own forward, logits at the masked positions only) or an Encoder -- over the masked ``rows``."""
+    encoder = model if isinstance(model, Encoder) else None
+    device = None if encoder is not None else next(model.parameters()).device
     loss_sum, correct, unigram_nll, most_frequent_correct, n_tokens = 0.0, 0, 0.0, 0, 0
     for start in range(0, len(rows), batch_size):
-        ids, attention_mask, labels = padded_batch(rows[start:start + batch_size], special.pad)
+        ids, attention_mask, labels = padded_batch(rows[start:start + batch_size], pad)
         selected = labels != IGNORE_INDEX
         targets = labels[selected]
         if encoder is None:
@@ -245,15 +261,7 @@ def mlm_accuracy(model, corpus: str, n_docs: int = 200, max_length: int | None =
             nll, hits = unigram.score(targets.numpy())
             unigram_nll, most_frequent_correct = unigram_nll + nll, most_frequent_correct + hits
         n_tokens += len(targets)
-    if len(chosen) < MIN_EVAL_DOCUMENTS:
-        warnings.warn(f"{corpus}: only {len(chosen)} document(s) ({n_tokens} masked tokens); the accuracy rests on them "
-                      f"alone (a comparison needs at least {MIN_EVAL_DOCUMENTS}): add documents before reading "
-                      "differences between models", SmallEvaluationWarning, stacklevel=2)
-    no_baseline = unigram is None  # an HF model with no training record: no training frequencies to compare with
-    return dict(loss=loss_sum / n_tokens, accuracy=correct / n_tokens,
-                most_frequent_accuracy=float("nan") if no_baseline else most_frequent_correct / n_tokens,
-                unigram_loss=float("nan") if no_baseline else unigram_nll / n_tokens, n_tokens=n_tokens,
-                n_docs=len(chosen), split=split, masks=mask_fingerprint(rows))
+    return loss_sum, correct, unigram_nll, most_frequent_correct, n_tokens
 
 
 # --------------------------------------------------------------------------- the table

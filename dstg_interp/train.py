@@ -53,7 +53,8 @@ from .data.mlm import collate, mask_tokens, pad_width_to_multiple
 from .data.prepare import PreparedData, prepare_data
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import clean_stale_temporaries, write_text_atomic
-from .model.checkpoint import RUN_CHECKPOINT, ZOO_WIDTHS, CheckpointError, build_model, load_model, save_checkpoint
+from .model.checkpoint import (RUN_CHECKPOINT, CheckpointError, build_model, load_model, save_checkpoint,
+                               zoo_architecture)
 from .model.files import TOKENIZER_FILE
 from .torchrun_env import torchrun_environment
 
@@ -107,7 +108,7 @@ class TrainConfig(ConfigIO):
     out_dir: str = field(default="runs/dstg", metadata={
         "flag": "--out", "help": "a folder for checkpoint/, log.jsonl, train_config.json",
         "shown": "--config's, else runs/dstg"})
-    model: dict = field(default_factory=lambda: dict(ZOO_WIDTHS["dstg"], n_layers=6, n_heads=4),
+    model: dict = field(default_factory=lambda: zoo_architecture("dstg"),
                         metadata={"cli": False})  # dstg-train: --variant, --d-model, --d-ap, --n-layers, --n-heads
     corpus: str = field(default="en-mix", metadata={"help": "en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT"})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "use the first N documents only"})

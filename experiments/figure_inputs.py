@@ -52,8 +52,8 @@ from dstg_interp.encoders.naming import table_names
 from dstg_interp.io import RESULTS_DIR, write_text_atomic
 from dstg_interp.model.checkpoint import (ZOO_DIR, ZOO_NAMES, ZOO_SEEDS, missing_tokenizer_message, missing_zoo_members,
                                           zoo_member)
+from dstg_interp.store import as_sequences
 from dstg_interp.store.cache import cached_extract
-from dstg_interp.store.extract import as_sequences
 from dstg_interp.tiny_zoo import tiny_config, tiny_documents, tiny_zoo
 from probes.positions import PROBE_MAX_LENGTH, cached_store
 

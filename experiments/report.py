@@ -225,8 +225,9 @@ def holmes_a_vs_b(figures: Path) -> str:
     return _markdown(["phenomena", "wins", "ties", "losses", "of"], rows)
 
 
-def claims_table(figures: Path) -> str:
-    """The claims table (claims.json, computed by experiments/claims.py)."""
+def claims_table(figures: Path, brief: bool = False) -> str:
+    """The claims table (claims.json, computed by experiments/claims.py); ``brief``: without the control, the
+    rule and the detail (the README's; REPORT.md has them all)."""
     claims = _json(figures / "claims.json", "claims.json")
 
     def number(value):
@@ -237,8 +238,16 @@ def claims_table(figures: Path) -> str:
     rows = [[c["claim"], number(c["paper"]), number(c["ours"]),
              f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]" if c["ci"] else "—", len(c.get("seeds") or []) or "—",
              c["verdict"], c.get("control") or "—", c.get("rule") or "—", c["detail"]] for c in claims]
-    return _markdown(["claim", "paper", "ours (mean over seeds)", "interval (seeds x 95% CI)", "seeds", "verdict",
-                      "control", "rule", "detail"], rows)
+    header = ["claim", "paper", "ours (mean over seeds)", "interval (seeds x 95% CI)", "seeds", "verdict",
+              "control", "rule", "detail"]
+    if brief:
+        return _markdown(header[:6], [row[:6] for row in rows])
+    return _markdown(header, rows)
+
+
+def claims_brief(figures: Path) -> str:
+    """The claims table without its control, rule and detail columns (README.md; REPORT.md has the whole)."""
+    return claims_table(figures, brief=True)
 
 
 def extrapolation_mlm(figures: Path) -> str:
@@ -523,6 +532,7 @@ TABLES = {
     "holmes_a_vs_b": holmes_a_vs_b,
     "holmes_seed_test": holmes_seed_test,
     "claims": claims_table,
+    "claims_brief": claims_brief,
     "extrapolation_mlm": extrapolation_mlm,
     "extrapolation_probes": extrapolation_probes,
     "invariance": invariance_table,

@@ -53,9 +53,8 @@ from dstg_interp.data import Document, StructuredSequences, default_cache_dir, p
 from dstg_interp.encoders import Encoder, open_encoder, selection
 from dstg_interp.encoders.naming import model_label
 from dstg_interp.progress import progress_bar, write_line
-from dstg_interp.store import ActivationStore
+from dstg_interp.store import ActivationStore, as_sequences
 from dstg_interp.store.cache import cached_extract
-from dstg_interp.store.extract import as_sequences
 from probes.position_baseline import BASELINE_COLUMNS, PositionBaseline
 from probes.grid import store_feature_sets
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
@@ -176,27 +175,8 @@ def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: st
     over the fits (the probes, their bootstrap, the random-init control and the partial R² over position)."""
     layers, subspaces = _check_request(store, cfg)
     labels = store.labels
-    for column in ("token_position", "doc_index", cfg.target_column):
-        if column not in labels:
-            raise ValueError(f"the store has no {column!r} labels (it has {', '.join(map(str, labels.columns))}); "
-                             "position probes need the structured-sequence labels: re-extract it with dstg-cache")
-    tokens = select_tokens(store, cfg)  # store rows, sorted
-    y = labels[cfg.target_column].to_numpy()[tokens].astype(np.float64)
-    groups = labels["doc_index"].to_numpy()[tokens]  # windows of one document share it
-    n_docs, needed = len(np.unique(groups)), minimum_documents(cfg.n_splits, cfg.test_fraction)
-    if n_docs < needed:
-        raise ValueError(f"the corpus has {n_docs} documents with probe-able tokens; {cfg.n_splits}-fold grouped CV plus a "
-                         f"held-out {cfg.test_fraction:.0%} of documents needs at least {needed}; add documents")
-    if np.ptp(y) == 0:
-        raise ValueError(f"the target {cfg.target_column} is constant ({y[0]:g}) on this corpus; "
-                         f"task {cfg.task!r} needs documents with more than one {cfg.segment if cfg.task != 'token' else 'token'}")
-    train_idx, test_idx = grouped_train_test_split(groups, test_fraction=cfg.test_fraction, seed=cfg.seed)
+    tokens, y, groups, train_idx, test_idx, ci_defined = _probe_split(store, cfg, model_name)
     n_test_docs = len(np.unique(groups[test_idx]))
-    ci_defined = n_test_docs >= MIN_CI_DOCUMENTS
-    if not ci_defined:
-        warnings.warn(f"{model_name}: only {n_test_docs} held-out document(s); R² rests on them alone and its interval "
-                      f"is undefined (needs {MIN_CI_DOCUMENTS}): add documents before reading layer-to-layer differences",
-                      SmallSampleWarning, stacklevel=2)
     targets = {"target": y}
     if cfg.controls:
         targets["shuffled"] = shuffle_within_documents(y, groups, cfg.seed)
@@ -237,23 +217,57 @@ def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: st
         # the partial R² of every set, one pass per layer for its subspaces (as the probes above)
         partials = (baseline.partial_r2_sets(feature_sets(store), tokens, device=common["device"], progress=bar.update)
                     if baseline is not None else {})
+    context = dict(model=model_name, task=cfg.task, segment=cfg.segment)
+    sample = dict(n_tokens=len(tokens), n_docs=len(np.unique(groups)), n_test_docs=n_test_docs)
+    return _result_table(main, shuffled, random_init, baseline, partials, ci_defined, context, sample)
+
+
+def _probe_split(store: ActivationStore, cfg: PositionProbeConfig, model_name: str) -> tuple:
+    """(store rows probed, target, document per row, train and test indices into them, whether the held-out
+    documents are enough for an interval), or one ValueError naming what the corpus lacks."""
+    labels = store.labels
+    for column in ("token_position", "doc_index", cfg.target_column):
+        if column not in labels:
+            raise ValueError(f"the store has no {column!r} labels (it has {', '.join(map(str, labels.columns))}); "
+                             "position probes need the structured-sequence labels: re-extract it with dstg-cache")
+    tokens = select_tokens(store, cfg)  # store rows, sorted
+    y = labels[cfg.target_column].to_numpy()[tokens].astype(np.float64)
+    groups = labels["doc_index"].to_numpy()[tokens]  # windows of one document share it
+    n_docs, needed = len(np.unique(groups)), minimum_documents(cfg.n_splits, cfg.test_fraction)
+    if n_docs < needed:
+        raise ValueError(f"the corpus has {n_docs} documents with probe-able tokens; {cfg.n_splits}-fold grouped CV plus a "
+                         f"held-out {cfg.test_fraction:.0%} of documents needs at least {needed}; add documents")
+    if np.ptp(y) == 0:
+        raise ValueError(f"the target {cfg.target_column} is constant ({y[0]:g}) on this corpus; "
+                         f"task {cfg.task!r} needs documents with more than one {cfg.segment if cfg.task != 'token' else 'token'}")
+    train_idx, test_idx = grouped_train_test_split(groups, test_fraction=cfg.test_fraction, seed=cfg.seed)
+    n_test_docs = len(np.unique(groups[test_idx]))
+    ci_defined = n_test_docs >= MIN_CI_DOCUMENTS
+    if not ci_defined:
+        warnings.warn(f"{model_name}: only {n_test_docs} held-out document(s); R² rests on them alone and its interval "
+                      f"is undefined (needs {MIN_CI_DOCUMENTS}): add documents before reading layer-to-layer differences",
+                      SmallSampleWarning, stacklevel=3)
+    return tokens, y, groups, train_idx, test_idx, ci_defined
+
+
+def _result_table(main: pd.DataFrame, shuffled, random_init, baseline, partials: dict, ci_defined: bool,
+                  context: dict, sample: dict) -> pd.DataFrame:
+    """One row per (layer, subspace) of ``main`` (the probes' fits), with its controls and the R² over position."""
     rows = []
     for (layer, sub), result in main.iterrows():
         controls = [c[(layer, sub)] for c in (random_init, shuffled) if c is not None]
         control = max(controls) if controls else np.nan
         over_position = dict.fromkeys(BASELINE_COLUMNS, np.nan)
         if baseline is not None:
-            partial = partials[(layer, sub)]
-            over_position = baseline.columns(result.test_r2, result.y_pred_test, partial, ci_defined)
+            over_position = baseline.columns(result.test_r2, result.y_pred_test, partials[(layer, sub)], ci_defined)
         rows.append(dict(
-            model=model_name, task=cfg.task, segment=cfg.segment, layer=int(layer), subspace=sub,
+            **context, layer=int(layer), subspace=sub,
             r2=result.test_r2, ci_low=result.get("r2_ci_low", np.nan) if ci_defined else np.nan,
             ci_high=result.get("r2_ci_high", np.nan) if ci_defined else np.nan,
             control_r2=control, selectivity=result.test_r2 - control if controls else np.nan,
             random_init_r2=random_init[(layer, sub)] if random_init is not None else np.nan,
             shuffled_r2=shuffled[(layer, sub)] if shuffled is not None else np.nan, **over_position,
-            cv_r2=result.cv_r2, n_tokens=len(tokens), n_docs=len(np.unique(groups)), n_test_docs=n_test_docs,
-            alpha=result.alpha,
+            cv_r2=result.cv_r2, **sample, alpha=result.alpha,
         ))
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from numpy.typing import ArrayLike
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -314,6 +315,8 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
 
 
 # ----------------------------------------------------------------------------- batched grid
+# Over 60 lines by its signature and numpy-style docstring alone (15 public keywords, each documented where a
+# user looks); the body is three named stages: _GridRows.of, _fit_source (one pass per source), _grid_table.
 def fit_ridge_grid(
     feature_sets: Mapping,
     targets: Mapping[str, ArrayLike],
@@ -378,83 +381,115 @@ def fit_ridge_grid(
         ``test_idx``, so ``bootstrap_r2_ci(y[test_idx], row.y_pred_test, groups[test_idx])``
         can be run later. (A column, not ``df.attrs``: pandas compares attrs on concat.)
     """
-    groups = np.asarray(groups)
-    train_idx = np.asarray(train_idx, dtype=np.int64)
-    test_idx = np.asarray(test_idx, dtype=np.int64)
-    shared = np.intersect1d(groups[train_idx], groups[test_idx])
-    if shared.size:
-        raise ValueError(f"train and test share {shared.size} document(s) (e.g. {shared[0]!r}); split by whole groups")
-    names = list(targets)
-    Y = np.column_stack([np.asarray(targets[t], dtype=np.float64).ravel() for t in names])
-    if len(Y) != len(groups):
-        raise ValueError(f"targets have {len(Y)} rows but groups has {len(groups)}")
-    check_nonconstant_target(Y[train_idx], names)
-    fold = grouped_folds(groups[train_idx], n_splits)
-    by_row = np.argsort(train_idx, kind="stable")  # read the training rows in store order
-    rows_train, fold_train = train_idx[by_row], fold[by_row]
-    Y_train, Y_test = Y[rows_train], Y[test_idx]
-    alphas = np.asarray(alphas, dtype=np.float64).ravel()
-
-    # One pass per source over the training rows (each in its CV fold) and the test rows (one more part).
-    rows_all = np.concatenate([rows_train, test_idx])
-    by_store_row = np.argsort(rows_all, kind="stable")
-    rows_all, part_all = rows_all[by_store_row], np.r_[fold_train, np.full(len(test_idx), n_splits)][by_store_row]
-    Y_all = np.concatenate([Y_train, Y_test])[by_store_row]
+    rows = _GridRows.of(targets, groups, train_idx, test_idx, alphas, n_splits)
     want_predictions = keep_predictions or n_boot > 0
-
     fitted = {}
     for source, members in grouped_by_source(feature_sets):
-        X = load(source)
-        if X.ndim != 2 or X.shape[0] != len(groups):
-            raise ValueError(f"feature set {members[0][0]!r} has shape {X.shape}; expected ({len(groups)}, p)")
-        if _needs_dual(X.shape[1], fold_train, n_splits):  # fewer rows than features: small, in memory
-            order, bounds = grouped_fold_bounds(groups[rows_train], n_splits)
-            for key, columns in members:
-                X_train = _gather_float64(X, rows_train[order])[:, columns]
-                X_test = _gather_float64(X, test_idx)[:, columns]
-                check_finite_features(X_train, key)
-                check_finite_features(X_test, key)
-                res = cv_ridge(X_train, Y_train[order], bounds, alphas, standardize)
-                pred = ((X_test - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
-                res["test_r2"] = _test_r2(Y_test, pred)
-                fitted[key] = (res, pred)
-            if progress is not None:
-                progress(len(members))
-            continue
-        sums = FoldSums.accumulate(X, rows_all, part_all, Y_all, n_splits, chunk_rows, device, held_out=True)
-        fits = {}
-        for key, columns in members:
-            block = sums.columns(columns)
-            check_finite(block, key)
-            fits[key] = (columns, solve_folds(block, alphas, standardize))
-        preds = predictions(X, test_idx, fits, chunk_rows) if want_predictions else {}
-        for key, (_, res) in fits.items():
-            if key in preds:  # the R² of the predictions the table keeps (and the bootstrap resamples)
-                res["test_r2"] = _test_r2(Y_test, preds[key])
-            fitted[key] = (res, preds.get(key))
-        del X  # drop a lazily loaded source before the next one is loaded
+        fitted.update(_fit_source(load(source), members, rows, standardize, chunk_rows, device, want_predictions))
         if progress is not None:
             progress(len(members))
+    return _grid_table(feature_sets, fitted, rows, n_boot, level, seed, keep_predictions, progress)
 
+
+@dataclass
+class _GridRows:
+    """The rows of one grid: the training rows in store order with their CV fold, the test rows, and one pass's
+    order over both (the test rows are part ``n_splits``); targets as columns [n, n_targets] in ``names`` order."""
+
+    names: list
+    groups: np.ndarray
+    train_idx: np.ndarray
+    test_idx: np.ndarray
+    alphas: np.ndarray
+    n_splits: int
+    rows_train: np.ndarray
+    fold_train: np.ndarray
+    Y_train: np.ndarray
+    Y_test: np.ndarray
+    rows_all: np.ndarray
+    part_all: np.ndarray
+    Y_all: np.ndarray
+
+    @classmethod
+    def of(cls, targets, groups, train_idx, test_idx, alphas, n_splits: int) -> "_GridRows":
+        groups = np.asarray(groups)
+        train_idx = np.asarray(train_idx, dtype=np.int64)
+        test_idx = np.asarray(test_idx, dtype=np.int64)
+        shared = np.intersect1d(groups[train_idx], groups[test_idx])
+        if shared.size:
+            raise ValueError(f"train and test share {shared.size} document(s) (e.g. {shared[0]!r}); split by whole groups")
+        names = list(targets)
+        Y = np.column_stack([np.asarray(targets[t], dtype=np.float64).ravel() for t in names])
+        if len(Y) != len(groups):
+            raise ValueError(f"targets have {len(Y)} rows but groups has {len(groups)}")
+        check_nonconstant_target(Y[train_idx], names)
+        fold = grouped_folds(groups[train_idx], n_splits)
+        by_row = np.argsort(train_idx, kind="stable")  # read the training rows in store order
+        rows_train, fold_train = train_idx[by_row], fold[by_row]
+        Y_train, Y_test = Y[rows_train], Y[test_idx]
+        # One pass per source over the training rows (each in its CV fold) and the test rows (one more part).
+        rows_all = np.concatenate([rows_train, test_idx])
+        by_store_row = np.argsort(rows_all, kind="stable")
+        part_all = np.r_[fold_train, np.full(len(test_idx), n_splits)][by_store_row]
+        return cls(names, groups, train_idx, test_idx, np.asarray(alphas, dtype=np.float64).ravel(), n_splits,
+                   rows_train, fold_train, Y_train, Y_test, rows_all[by_store_row], part_all,
+                   np.concatenate([Y_train, Y_test])[by_store_row])
+
+
+def _fit_source(X, members, rows: _GridRows, standardize: bool, chunk_rows: int, device, want_predictions: bool) -> dict:
+    """key -> (the CV fit with its ``test_r2``, the test predictions or None) for every set over one source ``X``."""
+    if X.ndim != 2 or X.shape[0] != len(rows.groups):
+        raise ValueError(f"feature set {members[0][0]!r} has shape {X.shape}; expected ({len(rows.groups)}, p)")
+    fitted = {}
+    if _needs_dual(X.shape[1], rows.fold_train, rows.n_splits):  # fewer rows than features: small, in memory
+        order, bounds = grouped_fold_bounds(rows.groups[rows.rows_train], rows.n_splits)
+        for key, columns in members:
+            X_train = _gather_float64(X, rows.rows_train[order])[:, columns]
+            X_test = _gather_float64(X, rows.test_idx)[:, columns]
+            check_finite_features(X_train, key)
+            check_finite_features(X_test, key)
+            res = cv_ridge(X_train, rows.Y_train[order], bounds, rows.alphas, standardize)
+            pred = ((X_test - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
+            res["test_r2"] = _test_r2(rows.Y_test, pred)
+            fitted[key] = (res, pred)
+        return fitted
+    sums = FoldSums.accumulate(X, rows.rows_all, rows.part_all, rows.Y_all, rows.n_splits, chunk_rows, device,
+                               held_out=True)
+    fits = {}
+    for key, columns in members:
+        block = sums.columns(columns)
+        check_finite(block, key)
+        fits[key] = (columns, solve_folds(block, rows.alphas, standardize))
+    preds = predictions(X, rows.test_idx, fits, chunk_rows) if want_predictions else {}
+    for key, (_, res) in fits.items():
+        if key in preds:  # the R² of the predictions the table keeps (and the bootstrap resamples)
+            res["test_r2"] = _test_r2(rows.Y_test, preds[key])
+        fitted[key] = (res, preds.get(key))
+    return fitted
+
+
+def _grid_table(feature_sets, fitted: dict, rows: _GridRows, n_boot: int, level: float, seed: int,
+                keep_predictions: bool, progress) -> pd.DataFrame:
+    """``fit_ridge_grid``'s table: one row per (key, target), with the bootstrap interval when ``n_boot``."""
     records = []
     for key in feature_sets:
         res, pred = fitted[key]
-        for j, name in enumerate(names):
-            y_true = Y_test[:, j]
+        for j, name in enumerate(rows.names):
+            best = res["best"][j]
             row = {
                 "key": key,
                 "target": name,
-                "alpha": alphas[res["best"][j]],
-                "cv_r2": res["cv_scores"][res["best"][j], j],
-                "cv_r2_sd": res["fold_scores"][:, res["best"][j], j].std(),
+                "alpha": rows.alphas[best],
+                "cv_r2": res["cv_scores"][best, j],
+                "cv_r2_sd": res["fold_scores"][:, best, j].std(),
                 "test_r2": res["test_r2"][j],
                 "n_features": res["coef"].shape[0],
-                "n_train": len(train_idx),
-                "n_test": len(test_idx),
+                "n_train": len(rows.train_idx),
+                "n_test": len(rows.test_idx),
             }
             if n_boot:
                 row["r2_ci_low"], row["r2_ci_high"] = bootstrap_r2_ci(
-                    y_true, pred[:, j], groups[test_idx], n_boot=n_boot, level=level, seed=seed
+                    rows.Y_test[:, j], pred[:, j], rows.groups[rows.test_idx], n_boot=n_boot, level=level, seed=seed
                 )
             if keep_predictions:
                 row["y_pred_test"] = pred[:, j].copy()

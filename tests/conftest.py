@@ -6,13 +6,14 @@ in tests/integration/ and are marked ``slow`` here, so ``pytest -m "not slow"`` 
 and CI (``python -m pytest tests``) runs both.
 """
 
+import functools
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from dstg_interp import ModelConfig, build_model
+from dstg_interp import build_model
 from dstg_interp.tiny_zoo import tiny_config as library_tiny_config
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
@@ -26,9 +27,9 @@ def pytest_collection_modifyitems(config, items):
 VARIANTS = ("dstg", "rope", "ap", "rp")
 
 
-def tiny_config(variant: str, **overrides) -> ModelConfig:
-    """The library's tiny model (``dstg_interp.tiny_zoo.tiny_config``) with the unit tests' sizes."""
-    return library_tiny_config(variant, overrides.pop("vocab_size", 97), **{"max_positions": 40, **overrides})
+# The library's tiny model (``dstg_interp.tiny_zoo.tiny_config``, defined once) at the unit tests' sizes;
+# any keyword, these two included, is the caller's to override.
+tiny_config = functools.partial(library_tiny_config, vocab_size=97, max_positions=40)
 
 
 def tiny_model(variant: str, **overrides):

@@ -11,8 +11,8 @@ Where position lives as a state of its own (``position_hooks``): DSTG's AP strea
 ``hook_embed_ap``, ``blocks.{l-1}.hook_resid_post_ap``, ``hook_final_ap``); AP-NeoBERT's position embedding at its
 input (``hook_pos_embed``, layer 0 only: above it position is entangled with meaning, which erasure covers);
 the same for Hugging Face encoders with a learned absolute table (BERT-style ``embeddings.position_embeddings``,
-e.g. all-MiniLM-L6-v2), edited with a PyTorch forward hook on that module that replaces its output rows
-(removed afterwards, also on error).  RoPE, RP-NeoBERT and HF encoders without such a table have no such
+e.g. all-MiniLM-L6-v2), whose output rows are replaced.  Every edit is handed to ``encoders.edits``
+(``edit_hooks``, ``edit_position_rows``), the one module that hooks a model.  RoPE, RP-NeoBERT and HF encoders without such a table have no such
 state (position enters inside attention): asking for one is an EncoderError.
 
 Kinds (pyvene's "interchange" on one stream), for every real token i of the base input:
@@ -32,7 +32,6 @@ state of other tokens) changes nothing.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +39,8 @@ import pandas as pd
 import torch
 
 from ..encoders import Encoder, EncoderError, logit_terms
-from ..encoders.hf import HFEncoder, position_table
+from ..encoders.edits import RowsEdit, edit_hooks, edit_position_rows, position_rows_module
+from ..encoders.hf import HFEncoder
 from ..encoders.hooks import FINAL
 
 KINDS = ("interchange", "shift", "mean")
@@ -63,7 +63,7 @@ def position_hooks(encoder: Encoder, layer) -> list[str]:
             raise EncoderError(f"{encoder.name}: AP-NeoBERT carries position as a state of its own only at its input "
                                f"(hook_pos_embed, layer 0), not at layer {layer!r}; erase it there instead (dstg-erase)")
         return ["hook_pos_embed"]
-    if isinstance(encoder, HFEncoder) and encoder.position_offset is not None and _hf_table(encoder) is not None:
+    if isinstance(encoder, HFEncoder) and encoder.position_offset is not None and position_rows_module(encoder) is not None:
         if layer != 0:
             raise EncoderError(f"{encoder.name}: an HF encoder carries position as a state of its own only at its input "
                                f"(embeddings.position_embeddings, layer 0), not at layer {layer!r}; erase it there "
@@ -82,20 +82,22 @@ def intervene(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.Tens
         raise EncoderError(f"unknown intervention {kind!r}; use {', '.join(KINDS)}")
     hooks = position_hooks(encoder, layer)
     tokens, mask = tokens.to(encoder.device), attention_mask.to(encoder.device).bool()
-    if isinstance(encoder, HFEncoder):
-        return _intervene_hf(encoder, tokens, mask, kind, position_map, source_tokens, shift, position_means)
-    replacement = _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens, shift, position_means)
-    fwd_hooks = [(name, lambda tensor, hook, part=part: part(tensor) if callable(part)
-                  else part.to(tensor.dtype).expand_as(tensor).clone()) for name, part in zip(hooks, replacement)]
-    has_mlm = not encoder.config.encoder_only  # a checkpoint saved without its decoder: no MLM outputs
+    if encoder.kind == "hf":  # its position table's rows: they do not depend on the tokens
+        edit = edit_position_rows(encoder, _rows_edit(encoder, tokens, kind, position_map, source_tokens, shift,
+                                                      position_means))
+    else:
+        edit = edit_hooks(encoder, dict(zip(hooks, _state_edits(encoder, hooks, tokens, mask, kind, position_map,
+                                                                 source_tokens, shift, position_means))))
+    has_mlm = getattr(encoder, "has_mlm_head", False)  # False: an HF encoder without its head, a checkpoint saved encoder-only
+    has_terms = encoder.kind != "hf"  # HF encoders expose no separate logit terms
     with torch.inference_mode():
         clean_logits = encoder.mlm_logits(tokens, mask) if has_mlm else None
         clean_output = pooled_output(encoder, tokens, mask)
-        clean_terms = encoder.attention(tokens, mask)
-        with encoder.model.hooks(fwd_hooks=fwd_hooks):
+        clean_terms = encoder.attention(tokens, mask) if has_terms else {}
+        with edit:
             logits = encoder.mlm_logits(tokens, mask) if has_mlm else None
             output = pooled_output(encoder, tokens, mask)
-            terms = encoder.attention(tokens, mask)
+            terms = encoder.attention(tokens, mask) if has_terms else {}
     mlm = _mlm_change(clean_logits, logits, mask) if has_mlm else _mlm_not_measured(mask)
     summary = {**mlm, "output_change": output_change(clean_output, output)}
     return InterventionResult(summary, _term_change(encoder, clean_terms, terms, mask,
@@ -119,55 +121,73 @@ def output_change(clean: torch.Tensor, edited: torch.Tensor) -> float:
     return float((1 - cosine).mean())
 
 
-def _intervene_hf(encoder, tokens, mask, kind, position_map, source_tokens, shift, position_means) -> InterventionResult:
-    """The intervention on an HF encoder's position-embedding output (its rows: the positions of the input)."""
-    table = _hf_table(encoder)
-    assert table is not None  # position_hooks refused an HF encoder without one
+# --- the edits, one per kind (handed to encoders.edits, the one place that hooks the model) ---------------
+def _rows_edit(encoder, tokens, kind, position_map, source_tokens, shift, position_means) -> RowsEdit:
+    """The edit of an HF encoder's position-table rows (one per input position) for ``kind``."""
     seq_len = tokens.shape[1]
     if kind == "mean":
         means = _checked_means(encoder, position_means, seq_len)
-
-        def replace(module, ids, output):
-            return means[:seq_len][None].to(output.dtype).expand_as(output).clone()
-    elif kind == "shift":
+        return lambda rows, ids: means[:seq_len][None].to(rows.dtype).expand_as(rows).clone()
+    if kind == "shift":
         _check_shift(shift)
         if seq_len + int(shift) > encoder.max_positions:
             raise EncoderError(f"{encoder.name}: a shift of {int(shift)} moves a {seq_len}-token input past its "
                                f"{encoder.max_positions}-row position table (at most {encoder.max_positions - seq_len})")
+        table = position_rows_module(encoder)
+        assert table is not None  # position_hooks refused an HF encoder without one
+        # the rows the same tokens read shift positions later
+        return lambda rows, ids: table.weight[ids + int(shift)].to(rows.dtype).expand_as(rows).clone()
+    if source_tokens is not None and source_tokens.shape != tokens.shape:
+        raise EncoderError(f"source_tokens must have the base input's shape {list(tokens.shape)}, "
+                           f"got {list(source_tokens.shape)}")
+    # the position embedding does not depend on the tokens: a source input's rows are the base input's own
+    position_map = _checked_map(position_map, seq_len)
+    return lambda rows, ids: rows[:, position_map.to(rows.device)].clone()
 
-        def replace(module, ids, output):  # the rows the same tokens read shift positions later
-            return module.weight[ids + int(shift)].to(output.dtype).expand_as(output).clone()
-    else:
-        if source_tokens is not None and source_tokens.shape != tokens.shape:
-            raise EncoderError(f"source_tokens must have the base input's shape {list(tokens.shape)}, "
-                               f"got {list(source_tokens.shape)}")
-        # the position embedding does not depend on the tokens: a source input's rows are the base input's own
-        position_map = torch.arange(seq_len) if position_map is None else torch.as_tensor(position_map, dtype=torch.long)
-        if position_map.shape != (seq_len,) or int(position_map.min()) < 0 or int(position_map.max()) >= seq_len:
-            raise EncoderError(f"position_map must give a source position in [0, {seq_len}) for each of the {seq_len} positions")
 
-        def replace(module, ids, output):
-            return output[:, position_map.to(output.device)].clone()
+def _state_edits(encoder, hooks, tokens, mask, kind, position_map, source_tokens, shift, position_means) -> list:
+    """The edits of the position hooks (models of ours) for ``kind``, one per hook."""
+    seq_len = tokens.shape[1]
+    if kind == "mean":
+        means = _checked_means(encoder, position_means, seq_len)
+        return [_replace_with(means[:seq_len][None])]  # every position hook is one tensor (DSTG ap, AP's embedding)
+    if kind == "shift":
+        _check_shift(shift)
+        offset = torch.full((tokens.shape[0],), int(shift), dtype=torch.long, device=encoder.device)
+        return [_replace_with(state) for state in _captured(encoder, hooks, tokens, mask, offset)]
+    source = tokens if source_tokens is None else source_tokens.to(encoder.device)
+    if source.shape != tokens.shape:
+        raise EncoderError(f"source_tokens must have the base input's shape {list(tokens.shape)}, got {list(source.shape)}")
+    position_map = _checked_map(position_map, seq_len)
+    if source_tokens is None:  # the base input's own states, permuted inside the same forward
+        return [lambda tensor: tensor[:, position_map.to(tensor.device)].clone() for _ in hooks]
+    states = _captured(encoder, hooks, source, mask, None)
+    return [_replace_with(state[:, position_map.to(state.device)]) for state in states]
 
-    has_mlm = encoder.has_mlm_head
-    with torch.inference_mode():
-        clean_logits = encoder.mlm_logits(tokens, mask) if has_mlm else None
-        clean_output = pooled_output(encoder, tokens, mask)
-        with _forward_hook(table, lambda module, args, output: replace(module, args[0], output)):
-            logits = encoder.mlm_logits(tokens, mask) if has_mlm else None
-            output = pooled_output(encoder, tokens, mask)
-    mlm = _mlm_change(clean_logits, logits, mask) if has_mlm else _mlm_not_measured(mask)
-    return InterventionResult({**mlm, "output_change": output_change(clean_output, output)}, _term_change(encoder, {}, {}, mask, 0))
+
+def _replace_with(state: torch.Tensor):
+    """An edit that hands on ``state`` (broadcast over the batch) instead of the hook's own tensor."""
+    return lambda tensor: state.to(tensor.dtype).expand_as(tensor).clone()
+
+
+def _captured(encoder, hooks, tokens, mask, offset) -> list:
+    """The position hooks' tensors in a clean forward (``offset``: read at shifted positions)."""
+    held: dict[str, torch.Tensor] = {}
+
+    def keeping(name):  # an edit that changes nothing and keeps a copy
+        def keep(tensor):
+            held[name] = tensor.detach().clone()
+            return tensor
+        return keep
+
+    with torch.inference_mode(), edit_hooks(encoder, {name: keeping(name) for name in hooks}):
+        encoder.model(tokens, attention_mask=mask, position_offset=offset)
+    return [held[name] for name in hooks]
 
 
 def _mlm_not_measured(mask: torch.Tensor) -> dict:
     """The MLM columns of a model without an MLM head: not measured."""
     return {"mlm_kl": np.nan, "top1_agreement": np.nan, "n_tokens": int(mask.sum())}
-
-
-def _hf_table(encoder: HFEncoder) -> torch.nn.Embedding | None:
-    base = encoder.model.base_model
-    return position_table(base) if isinstance(base, torch.nn.Module) else None
 
 
 def _checked_means(encoder, position_means, seq_len: int) -> torch.Tensor:
@@ -180,52 +200,17 @@ def _checked_means(encoder, position_means, seq_len: int) -> torch.Tensor:
     return means
 
 
-def _check_shift(shift) -> None:
-    if shift is None or int(shift) < 0:
-        raise EncoderError(f"intervention 'shift' needs shift >= 0 positions, got {shift!r}")
-
-
-@contextlib.contextmanager
-def _forward_hook(module: torch.nn.Module, hook):
-    handle = module.register_forward_hook(hook)
-    try:
-        yield
-    finally:
-        handle.remove()
-
-
-def _replacement(encoder, hooks, tokens, mask, kind, position_map, source_tokens, shift, position_means) -> list:
-    """The tensors the position hooks return instead of their own, one per hook."""
-    seq_len = tokens.shape[1]
-    if kind == "mean":
-        means = _checked_means(encoder, position_means, seq_len)
-        return [means[:seq_len][None]]  # every position hook is one tensor (DSTG ap, AP-NeoBERT's embedding)
-    if kind == "shift":
-        _check_shift(shift)
-        offset = torch.full((tokens.shape[0],), int(shift), dtype=torch.long, device=encoder.device)
-        return _captured(encoder, hooks, tokens, mask, offset)
-    source = tokens if source_tokens is None else source_tokens.to(encoder.device)
-    if source.shape != tokens.shape:
-        raise EncoderError(f"source_tokens must have the base input's shape {list(tokens.shape)}, got {list(source.shape)}")
+def _checked_map(position_map, seq_len: int) -> torch.Tensor:
+    """The 'interchange' source position of every position (None: the identity), or one EncoderError."""
     position_map = torch.arange(seq_len) if position_map is None else torch.as_tensor(position_map, dtype=torch.long)
     if position_map.shape != (seq_len,) or int(position_map.min()) < 0 or int(position_map.max()) >= seq_len:
         raise EncoderError(f"position_map must give a source position in [0, {seq_len}) for each of the {seq_len} positions")
-    if source_tokens is None:  # the base input's own states, permuted inside the same forward
-        return [lambda tensor: tensor[:, position_map.to(tensor.device)].clone() for _ in hooks]
-    states = _captured(encoder, hooks, source, mask, None)
-    return [state[:, position_map.to(state.device)] for state in states]
+    return position_map
 
 
-def _captured(encoder, hooks, tokens, mask, offset) -> list:
-    """The position hooks' tensors in a clean forward (``offset``: read at shifted positions)."""
-    held = {}
-
-    def save(tensor, hook):
-        held[hook.name] = tensor.detach().clone()
-
-    with torch.inference_mode(), encoder.model.hooks(fwd_hooks=[(name, save) for name in hooks]):
-        encoder.model(tokens, attention_mask=mask, position_offset=offset)
-    return [held[name] for name in hooks]
+def _check_shift(shift) -> None:
+    if shift is None or int(shift) < 0:
+        raise EncoderError(f"intervention 'shift' needs shift >= 0 positions, got {shift!r}")
 
 
 def _mlm_change(clean: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor) -> dict:

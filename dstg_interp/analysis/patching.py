@@ -48,6 +48,7 @@ import torch
 
 from ..encoders import Encoder, EncoderError
 from ..encoders.edits import edit_hooks, edit_states
+from ..encoders.hooks import head_values
 from .masked_inputs import MaskedBatch, checked_batch, masked_batch, mlm_logits, require_mlm_head
 
 CORRUPTIONS = ("shuffle", "offset")
@@ -216,7 +217,7 @@ def head_hooks(encoder: Encoder) -> dict[str, str]:
     if encoder.kind == "hf":
         raise EncoderError(f"{encoder.name}: per-head patching reads the heads' mixed values (hook_z) of a model of "
                            "ours; an HF encoder has no such hook (patch its hidden states with patch_states)")
-    return {"sem": "hook_z_sem", "ap": "hook_z_ap"} if encoder.variant == "dstg" else {"full": "hook_z"}
+    return head_values(encoder.variant)
 
 
 def _capture_heads(encoder, tokens, mask, names) -> dict:

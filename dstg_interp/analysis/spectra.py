@@ -187,25 +187,7 @@ def analyze_table(
     power = dct_power(scores[:, :n_pcs])  # [P bins, n_pcs]
     shares = low_frequency_share(power, n_low_bins)  # [n_pcs]
 
-    variance = pd.DataFrame(
-        {"component": np.arange(1, len(ratios) + 1), "ratio": ratios, "cumulative": np.cumsum(ratios)}
-    )
-    curves = pd.DataFrame(
-        {
-            "position": np.tile(positions, n_pcs),
-            "pc": np.repeat(np.arange(1, n_pcs + 1), n_positions),
-            "score": scores[:, :n_pcs].T.ravel(),
-        }
-    )
-    totals = power.sum(axis=0, keepdims=True)
-    dct_table = pd.DataFrame(
-        {
-            "pc": np.repeat(np.arange(1, n_pcs + 1), n_positions),
-            "bin": np.tile(np.arange(n_positions), n_pcs),
-            "power": power.T.ravel(),
-            "share": (power / np.where(totals > 0, totals, 1.0)).T.ravel(),
-        }
-    )
+    variance, curves, dct_table = _spectrum_tables(ratios, scores[:, :n_pcs], power, positions)
     summary = {
         "name": name,
         "n_positions": int(n_positions),
@@ -223,6 +205,32 @@ def analyze_table(
                                      max(n_control_draws, 1), seed))
     return TableSpectrum(name=name, shape=(n_positions, width), variance=variance, curves=curves, dct=dct_table,
                          summary=summary)
+
+
+def _spectrum_tables(ratios, scores, power, positions) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``analyze_table``'s three tidy tables: explained variance per component, the leading PCs' curves over
+    position (``scores`` [P, n_pcs]) and their DCT power per bin (``power`` [P bins, n_pcs]) with its share."""
+    n_positions, n_pcs = scores.shape
+    variance = pd.DataFrame(
+        {"component": np.arange(1, len(ratios) + 1), "ratio": ratios, "cumulative": np.cumsum(ratios)}
+    )
+    curves = pd.DataFrame(
+        {
+            "position": np.tile(positions, n_pcs),
+            "pc": np.repeat(np.arange(1, n_pcs + 1), n_positions),
+            "score": scores.T.ravel(),
+        }
+    )
+    totals = power.sum(axis=0, keepdims=True)
+    dct_table = pd.DataFrame(
+        {
+            "pc": np.repeat(np.arange(1, n_pcs + 1), n_positions),
+            "bin": np.tile(np.arange(n_positions), n_pcs),
+            "power": power.T.ravel(),
+            "share": (power / np.where(totals > 0, totals, 1.0)).T.ravel(),
+        }
+    )
+    return variance, curves, dct_table
 
 
 def random_control(

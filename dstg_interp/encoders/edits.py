@@ -13,6 +13,14 @@ ours are edited through their TransformerLens hook points (``model.hooks``, whic
 copy that the second one overwrites in place with its part of the edited concatenation (the two streams
 are not read between the two hooks).  HF encoders have no hook points: ``hidden_states.{l}`` is the output
 of the embeddings (l = 0) or of encoder layer l-1, edited with a PyTorch forward hook on that module.
+
+Three sites, one file that hooks the model (nnsight / pyvene: an edit is a function handed to one place):
+    edit_states(encoder, layer, subspace, edit)   a layer's state, by the hook table (every model)
+    edit_hooks(encoder, {hook name: edit})        any named hook point (models of ours: heads' values, position
+                                                  embeddings)
+    edit_position_rows(encoder, edit)             the rows an HF encoder's learned position table hands on
+                                                  (``embeddings.position_embeddings``; edit(rows, position_ids))
+The analyses (interventions, erasure, patching, the MLM lens) build their edits and hand them here.
 """
 
 from __future__ import annotations
@@ -23,8 +31,10 @@ from collections.abc import Callable, Iterator, Mapping
 import torch
 
 from .base import Encoder, EncoderError
+from .hf import position_table
 
 StateEdit = Callable[[torch.Tensor], torch.Tensor]  # [batch, pos, d] -> [batch, pos, d]
+RowsEdit = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (rows [batch, pos, d], ids [batch, pos]) -> rows
 
 
 @contextlib.contextmanager
@@ -56,6 +66,28 @@ def edit_hooks(encoder: Encoder, edits: Mapping[str, StateEdit]) -> Iterator[Non
     hooks = [hook for name, edit in edits.items() for hook in _joint_hooks([name], edit, [0])]
     with encoder.model.hooks(fwd_hooks=hooks):
         yield
+
+
+@contextlib.contextmanager
+def edit_position_rows(encoder: Encoder, edit: RowsEdit) -> Iterator[None]:
+    """Run every forward inside the block with the rows an HF encoder's learned absolute-position table hands
+    on replaced by ``edit(rows, position_ids)`` (rows [batch or 1, pos, d], the ids the model looked up)."""
+    table = position_rows_module(encoder)
+    if table is None:
+        raise EncoderError(f"{encoder.name}: no learned absolute-position table (embeddings.position_embeddings) "
+                           "to edit in this model")
+
+    def on_output(module, args, output):
+        return _checked(edit(output, args[0]), output, "embeddings.position_embeddings")
+
+    with _forward_hook(table, on_output):
+        yield
+
+
+def position_rows_module(encoder: Encoder) -> torch.nn.Embedding | None:
+    """An HF encoder's learned absolute-position table (BERT-style ``embeddings.position_embeddings``), or None."""
+    base = getattr(encoder.model, "base_model", None) if encoder.kind == "hf" else None
+    return position_table(base) if isinstance(base, torch.nn.Module) else None
 
 
 def _widths(encoder: Encoder, hooks: list[str]) -> list[int]:
@@ -95,14 +127,19 @@ def _checked(edited: torch.Tensor, original: torch.Tensor, where: str) -> torch.
 
 @contextlib.contextmanager
 def _hf_edit(encoder: Encoder, layer: int, edit: StateEdit):
-    module = _hf_module(encoder, layer)
-
     def on_output(module, inputs, output):
         if isinstance(output, tuple):
             return (_checked(edit(output[0]), output[0], f"hidden_states.{layer}"),) + output[1:]
         return _checked(edit(output), output, f"hidden_states.{layer}")
 
-    handle = module.register_forward_hook(on_output)
+    with _forward_hook(_hf_module(encoder, layer), on_output):
+        yield
+
+
+@contextlib.contextmanager
+def _forward_hook(module: torch.nn.Module, hook):
+    """A PyTorch forward hook on ``module`` for the block, removed afterwards (also on error)."""
+    handle = module.register_forward_hook(hook)
     try:
         yield
     finally:

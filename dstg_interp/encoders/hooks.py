@@ -1,21 +1,19 @@
-"""The hook-name table: which captured tensors are a layer's states, per model family.
+"""The hook-name table: which captured tensors are a layer's states, per model family (``HOOK_TABLE``, data).
 
     layer_hooks("dstg", 3, "full")      # ["blocks.2.hook_resid_post_sem", "blocks.2.hook_resid_post_ap"]
     layer_hooks("hf:bert", 3, "full")   # ["hidden_states.3"]
-
-    layer   DSTG (sem | ap; full = [sem, ap])          baselines (full)              HF encoder (full)
-    0       hook_embed_sem | hook_embed_ap              blocks.0.hook_resid_pre       hidden_states.0
-    l >= 1  blocks.{l-1}.hook_resid_post_sem | _ap      blocks.{l-1}.hook_resid_post  hidden_states.{l}
-    final   hook_final_sem | hook_final_ap              hook_final                    (not defined)
+    HOOK_TABLE["rp"]["logit_terms"]     # {"content": "hook_logits", "rp": "hook_logits_rp"}
 
 A state is a list of hook names concatenated on the last axis: DSTG ``full`` is [sem | ap], in the order
 the DSTG feed-forward concatenates them. Baselines read layer 0 at ``blocks.0.hook_resid_pre`` because
 for AP-NeoBERT the embedding is the sum of two hooks (token + position); the cost is running one block
 when layer 0 alone is asked for. ``hidden_states.{l}`` is not a HookPoint but the l-th entry of a
-transformers model's ``output_hidden_states``; the HF adapter serves it under that name.
+transformers model's ``output_hidden_states``; the HF adapter serves it under that name (an HF encoder has
+no ``final`` layer: its layers stop at the last block).
 
 Attention (``logit_terms``): the additive logit terms under ``blocks.{l}.attn.``, scaled as they enter the
-softmax, and ``hook_pattern`` (the softmax weights), all [batch, head, query_pos, key_pos].
+softmax, and ``hook_pattern`` (the softmax weights), all [batch, head, query_pos, key_pos]; ``head_values``:
+each head's mixed values under the same prefix, [batch, pos, head, d] (what per-head patching replaces).
 """
 
 from __future__ import annotations
@@ -26,35 +24,72 @@ FINAL = "final"
 DSTG_SUBSPACES = ("sem", "ap", "full")
 ENTANGLED_SUBSPACES = ("full",)
 PATTERN_HOOK = "hook_pattern"
+HF_FAMILY = "hf"
+
+
+def _baseline(logit_terms: dict[str, str]) -> dict:
+    """A single-stream baseline (RoPE, AP, RP): one state per layer, read as ``full``."""
+    return {
+        "states": {0: "blocks.0.hook_resid_pre", "block": "blocks.{block}.hook_resid_post", FINAL: "hook_final"},
+        "parts": {},
+        "subspaces": ENTANGLED_SUBSPACES,
+        "final_hook": "hook_final",
+        "logit_terms": logit_terms,
+        "head_values": {"full": "hook_z"},
+    }
+
+
+# Per family: where layer 0, the output of block l-1 (layer l >= 1) and the final norm are read ("{part}": each
+# stream of the subspace, ``parts``; a subspace not listed is its own one part), the subspaces it has, the last
+# hook before the MLM head (a forward that needs nothing later stops there), the logit terms and the heads' values.
+HOOK_TABLE: dict[str, dict] = {
+    "dstg": {
+        "states": {0: "hook_embed_{part}", "block": "blocks.{block}.hook_resid_post_{part}", FINAL: "hook_final_{part}"},
+        "parts": {"full": ("sem", "ap")},
+        "subspaces": DSTG_SUBSPACES,
+        "final_hook": "hook_final_sem",
+        "logit_terms": {"sem": "hook_logits_sem", "ap": "hook_logits_ap", "rp": "hook_logits_rp"},
+        "head_values": {"sem": "hook_z_sem", "ap": "hook_z_ap"},
+    },
+    "rope": _baseline({"content": "hook_logits"}),
+    "ap": _baseline({"content": "hook_logits"}),
+    "rp": _baseline({"content": "hook_logits", "rp": "hook_logits_rp"}),
+    HF_FAMILY: {
+        "states": {0: "hidden_states.{layer}", "block": "hidden_states.{layer}", FINAL: "hidden_states.{layer}"},
+        "parts": {},
+        "subspaces": ENTANGLED_SUBSPACES,
+        "logit_terms": {},  # HF attention returns the softmax weights only
+        "head_values": {},
+    },
+}
 
 
 def is_hf(variant: str) -> bool:
     return variant.startswith("hf:")
 
 
+def family(variant: str) -> dict:
+    """The ``HOOK_TABLE`` entry of a model of ``variant`` ("hf:<model_type>" for any Hugging Face encoder)."""
+    return HOOK_TABLE[HF_FAMILY] if is_hf(variant) else HOOK_TABLE.get(variant, HOOK_TABLE["rope"])
+
+
 def subspaces_of(variant: str) -> tuple[str, ...]:
     """The subspaces a model of ``variant`` has: DSTG's two streams and their concatenation, else one."""
-    return DSTG_SUBSPACES if variant == "dstg" else ENTANGLED_SUBSPACES
+    return family(variant)["subspaces"]
 
 
 def layer_hooks(variant: str, layer: int | str, subspace: str) -> list[str]:
-    """Hook names whose tensors, concatenated on the last axis, are ``subspace`` at ``layer`` (table above)."""
-    if is_hf(variant):
-        return [f"hidden_states.{layer}"]
-    if variant == "dstg":
-        if subspace == "full":
-            return layer_hooks(variant, layer, "sem") + layer_hooks(variant, layer, "ap")
-        if layer == FINAL:
-            return [f"hook_final_{subspace}"]
-        return [f"hook_embed_{subspace}"] if layer == 0 else [f"blocks.{layer - 1}.hook_resid_post_{subspace}"]
-    if layer == FINAL:
-        return ["hook_final"]
-    return ["blocks.0.hook_resid_pre"] if layer == 0 else [f"blocks.{layer - 1}.hook_resid_post"]
+    """Hook names whose tensors, concatenated on the last axis, are ``subspace`` at ``layer`` (``HOOK_TABLE``)."""
+    entry = family(variant)
+    where = layer if layer in (0, FINAL) else "block"
+    template = entry["states"][where]
+    block = None if where != "block" else int(layer) - 1
+    return [template.format(part=part, block=block, layer=layer) for part in entry["parts"].get(subspace, (subspace,))]
 
 
 def final_hook(variant: str) -> str:
     """The last hook before the MLM head: a forward that needs nothing later can stop there."""
-    return "hook_final_sem" if variant == "dstg" else "hook_final"
+    return family(variant)["final_hook"]
 
 
 def is_final_hook(name: str) -> bool:
@@ -75,10 +110,12 @@ def blocks_needed(hook: str) -> int:
 def logit_terms(variant: str, rp_bias: bool = True) -> dict[str, str]:
     """term -> hook name under ``blocks.{l}.attn.`` for one of our variants (README.md, "Hook names");
     ``rp_bias=False``: a DSTG built without its relative term (``ModelConfig.rp_bias``)."""
-    if variant == "dstg":
-        terms = {"sem": "hook_logits_sem", "ap": "hook_logits_ap"}
-        return {**terms, "rp": "hook_logits_rp"} if rp_bias else terms
-    terms = {"content": "hook_logits"}
-    if variant == "rp":
-        terms["rp"] = "hook_logits_rp"
+    terms = dict(family(variant)["logit_terms"])
+    if variant == "dstg" and not rp_bias:
+        del terms["rp"]
     return terms
+
+
+def head_values(variant: str) -> dict[str, str]:
+    """stream -> hook name under ``blocks.{l}.attn.`` of each head's mixed values ([batch, pos, head, d])."""
+    return dict(family(variant)["head_values"])

@@ -205,7 +205,22 @@ def plot_lever_study(table_curves: pd.DataFrame, runs: pd.DataFrame, out_dir, ba
     short = {arm: "base" if arm == base else arm.replace(base + ",", "+ ") for arm in arms}
     fig = plt.figure(figsize=(17.0, 7.5))
     grid = fig.add_gridspec(2, 4, width_ratios=[2.2, 1, 1, 1], hspace=0.75, wspace=0.35)
-    ax = fig.add_subplot(grid[:, 0])
+    _draw_table_curves(fig.add_subplot(grid[:, 0]), table_curves, arms, palette, short, base)
+    for index, reading in enumerate(LEVER_READINGS):
+        _draw_reading(fig.add_subplot(grid[index // 3, 1 + index % 3]), runs, reading, arms, palette, short, base)
+    fig.text(0.5, -0.04, f"base = {base}. Bars: mean over seeds; dots: seeds; whiskers and bands: the seeds' range; "
+             "shaded across a panel: the base arm's range; grey ticks: Gaussian tables of the same shape (chance).",
+             ha="center", fontsize=8)
+    numbers = dict(base=base, table_curves=table_curves.to_dict(orient="records"), runs=runs.to_dict(orient="records"),
+                   bands={"band around a curve": "the seeds' range at that validation",
+                          "whisker": "the seeds' range of an end reading",
+                          "shaded band": "the base arm's range of that reading",
+                          "grey tick": "the same reading for Gaussian tables of the same shape (chance)"})
+    return save_figure(fig, out_dir, stem, numbers)
+
+
+def _draw_table_curves(ax, table_curves: pd.DataFrame, arms: list, palette: dict, short: dict, base: str) -> None:
+    """The lever study's left panel: each arm's AP-table PC1+PC2 against training tokens (seeds' mean and range)."""
     for arm in arms:
         curve = table_curves[table_curves.arm == arm]
         if curve.empty:
@@ -222,29 +237,23 @@ def plot_lever_study(table_curves: pd.DataFrame, runs: pd.DataFrame, out_dir, ba
     ax.set_title("the table's collapse as it trains")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    for index, (column, title, chance) in enumerate(LEVER_READINGS):
-        panel = fig.add_subplot(grid[index // 3, 1 + index % 3])
-        base_values = runs.loc[runs.arm == base, column].dropna() if column in runs else pd.Series(dtype=float)
-        if len(base_values):
-            panel.axhspan(base_values.min(), base_values.max(), color="black", alpha=0.08, linewidth=0)
-        for x, arm in enumerate(arms):
-            values = runs.loc[runs.arm == arm, column].dropna() if column in runs else pd.Series(dtype=float)
-            if len(values):
-                panel.bar(x, values.mean(), color=palette[arm], alpha=0.6)
-                panel.plot([x, x], [values.min(), values.max()], color="black", linewidth=1)
-                panel.scatter(np.full(len(values), x), values, color="black", s=10, zorder=3)
-            if chance and chance in runs and runs.loc[runs.arm == arm, chance].notna().any():
-                panel.plot([x - 0.4, x + 0.4], [runs.loc[runs.arm == arm, chance].mean()] * 2, color="grey", linewidth=2)
-        panel.set_xticks(range(len(arms)), [short[a] for a in arms], fontsize=6.5, rotation=60, ha="right",
-                         rotation_mode="anchor")
-        panel.set_title(title, fontsize=9)
-        panel.grid(alpha=0.3, axis="y")
-    fig.text(0.5, -0.04, f"base = {base}. Bars: mean over seeds; dots: seeds; whiskers and bands: the seeds' range; "
-             "shaded across a panel: the base arm's range; grey ticks: Gaussian tables of the same shape (chance).",
-             ha="center", fontsize=8)
-    numbers = dict(base=base, table_curves=table_curves.to_dict(orient="records"), runs=runs.to_dict(orient="records"),
-                   bands={"band around a curve": "the seeds' range at that validation",
-                          "whisker": "the seeds' range of an end reading",
-                          "shaded band": "the base arm's range of that reading",
-                          "grey tick": "the same reading for Gaussian tables of the same shape (chance)"})
-    return save_figure(fig, out_dir, stem, numbers)
+
+
+def _draw_reading(panel, runs: pd.DataFrame, reading: tuple, arms: list, palette: dict, short: dict, base: str) -> None:
+    """One end-reading panel (``LEVER_READINGS``): per arm, the seeds' mean, values and range, and chance."""
+    column, title, chance = reading
+    base_values = runs.loc[runs.arm == base, column].dropna() if column in runs else pd.Series(dtype=float)
+    if len(base_values):
+        panel.axhspan(base_values.min(), base_values.max(), color="black", alpha=0.08, linewidth=0)
+    for x, arm in enumerate(arms):
+        values = runs.loc[runs.arm == arm, column].dropna() if column in runs else pd.Series(dtype=float)
+        if len(values):
+            panel.bar(x, values.mean(), color=palette[arm], alpha=0.6)
+            panel.plot([x, x], [values.min(), values.max()], color="black", linewidth=1)
+            panel.scatter(np.full(len(values), x), values, color="black", s=10, zorder=3)
+        if chance and chance in runs and runs.loc[runs.arm == arm, chance].notna().any():
+            panel.plot([x - 0.4, x + 0.4], [runs.loc[runs.arm == arm, chance].mean()] * 2, color="grey", linewidth=2)
+    panel.set_xticks(range(len(arms)), [short[a] for a in arms], fontsize=6.5, rotation=60, ha="right",
+                     rotation_mode="anchor")
+    panel.set_title(title, fontsize=9)
+    panel.grid(alpha=0.3, axis="y")

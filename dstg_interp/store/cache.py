@@ -20,7 +20,8 @@ from dstg_interp.config import config_or_fields
 from dstg_interp.encoders import Encoder, open_encoder
 
 from .config import ExtractionConfig
-from .extract import as_sequences, extract
+from .extract import extract
+from .inputs import as_sequences
 from .manifest import sequences_sha256, weights_sha256
 from .reader import ActivationStore
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,23 +36,22 @@ import numpy as np
 import torch
 from dstg_interp.progress import progress_bar
 
-from dstg_interp.config import ModelConfig, config_or_fields
-from dstg_interp.data import Document, tokenizer_hash
-from dstg_interp.encoders import Encoder, EncoderError, open_encoder
+from dstg_interp.config import config_or_fields
+from dstg_interp.encoders import Encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
-from dstg_interp.io import (DISK_FULL, OutputError, atomic_directory, check_replaceable, commit_directory,
-                            folder_entries, foreign_entries, remove_tree)
+from dstg_interp.io import DISK_FULL, atomic_directory, commit_directory, remove_tree
 
 from .attention import AttentionAccumulator
 from .checksums import store_checksums
 from .config import ExtractionConfig
 from .distributed import Ranks
 from .export import LABEL_BYTES, check_disk_space
+from .identity import extraction_identity, is_reusable, store_foreign_entries
+from .inputs import as_sequences, check_tokenizer, store_encoder
 from .layout import derived_parts
-from .manifest import (FORMAT_VERSION, LABEL_COLUMNS, MANIFEST_FILE, StoreError, StoreInterrupted, build_manifest, read_manifest,
-                       sequences_sha256, weights_sha256, write_manifest)
+from .manifest import LABEL_COLUMNS, StoreError, StoreInterrupted, build_manifest, write_manifest
 from .npy_writer import NpyWriter
-from .reader import ActivationStore, store_damage
+from .reader import ActivationStore
 from .targets import Target, plan_targets
 
 
@@ -75,9 +73,9 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
         with the same arguments and gets the same store. None = one process.
     """
     config = config_or_fields(ExtractionConfig, config, fields)
-    encoder = _encoder(model)
+    encoder = store_encoder(model)
     sequences = as_sequences(encoder, sequences, max_length, windows)
-    _check_tokenizer(encoder, sequences)
+    check_tokenizer(encoder, sequences)
     config = config.resolve(encoder.n_layers, tuple(encoder.subspaces), encoder.variant)
     if config.attention_summaries and encoder.kind == "hf":
         raise StoreError("attention_summaries needs the separate logit-term hooks of a dstg-interp model; "
@@ -87,8 +85,8 @@ def extract(model, sequences, out, config: ExtractionConfig | None = None, *, pr
     lengths = sequence_lengths(sequences)
     _check_sequences(encoder, sequences, lengths)
     out = Path(out)
-    identity = _identity(encoder, sequences, lengths, config)
-    if _reusable(out, identity, overwrite):
+    identity = extraction_identity(encoder, sequences, lengths, config)
+    if is_reusable(out, identity, overwrite):
         return ActivationStore(out)
 
     ranks = ranks or Ranks()
@@ -115,17 +113,6 @@ def _check_sequences(encoder: Encoder, sequences, lengths: np.ndarray) -> None:
     if arrays is not None and len(arrays["input_ids"]) and int(arrays["input_ids"].max()) >= encoder.vocab_size:
         raise StoreError(f"token id {int(arrays['input_ids'].max())} is outside the model's vocabulary of "
                          f"{encoder.vocab_size}; the sequences were built with another tokenizer")
-
-
-def _identity(encoder: Encoder, sequences, lengths: np.ndarray, config: ExtractionConfig) -> dict:
-    """What makes a store this store: format, weights, sequences and extraction config (the manifest's identity)."""
-    return {
-        "format_version": FORMAT_VERSION,
-        "model": {"kind": encoder.kind, "weights_sha256": weights_sha256(encoder.weights_module),
-                  "config": encoder.config.to_dict()},
-        "sequences": {"sha256": sequences_sha256(sequences), "n_sequences": len(lengths), "n_tokens": int(lengths.sum())},
-        "extraction": config.to_dict(),
-    }
 
 
 def _write_store(out: Path, needed: int, ranks: Ranks, fill: Callable[[Path], dict]) -> None:
@@ -349,98 +336,3 @@ def _probe_widths(encoder: Encoder, targets: list[Target]) -> dict[str, int]:
                                  "only token-level hooks can be stored")
         widths[target.key] = sum(int(captured[hook].shape[-1]) for hook in target.hooks)
     return widths
-
-
-def _encoder(model) -> Encoder:
-    try:
-        return open_encoder(model)
-    except EncoderError as err:
-        raise StoreError(f"cannot extract: {err}") from None
-
-
-def as_sequences(model, sequences, max_length: int, windows: bool):
-    """Documents are tokenized here, with the model's own tokenizer (``Encoder.structured_sequences``);
-    sequences pass through."""
-    if sequences is None or isinstance(sequences, str) or (
-            isinstance(sequences, (list, tuple)) and sequences and not isinstance(sequences[0], (Document, dict))):
-        found = type(sequences).__name__ if not isinstance(sequences, (list, tuple)) else f"a list of {type(sequences[0]).__name__}"
-        raise StoreError(f"sequences must be StructuredSequences or a list of Documents (see load_corpus), got {found}")
-    if not isinstance(sequences, (list, tuple)) or not sequences or not isinstance(sequences[0], Document):
-        return sequences
-    try:
-        return _encoder(model).structured_sequences(sequences, max_length=max_length, windows=windows)
-    except EncoderError as err:
-        raise StoreError(str(err)) from None
-
-
-def _check_tokenizer(encoder: Encoder, sequences) -> None:
-    expected = getattr(sequences, "meta", {}).get("tokenizer_hash")
-    if encoder.tokenizer is None or not expected:
-        return
-    actual = tokenizer_hash(encoder.tokenizer)
-    if actual != expected:
-        raise StoreError(f"the sequences were tokenized with tokenizer {expected[:12]} but the model's tokenizer is "
-                         f"{actual[:12]}; pass the documents instead (they are then tokenized with the model's own)")
-
-
-def store_foreign_entries(path: Path) -> list[str]:
-    """Entries of ``path`` that are not part of a store (all of them when it has no readable manifest)."""
-    try:
-        manifest = json.loads((path / MANIFEST_FILE).read_text())
-    except (OSError, ValueError):
-        return folder_entries(path)
-    if not isinstance(manifest, dict) or "format_version" not in manifest:
-        return folder_entries(path)
-    listed = {MANIFEST_FILE, "documents.json", "extraction.json", "attention.npz", "attention.json"}
-    listed |= {entry.get("file") for entry in (manifest.get("arrays") or {}).values() if isinstance(entry, dict)}
-    listed |= set(((manifest.get("labels") or {}).get("files") or {}).values())
-    return foreign_entries(path, listed)
-
-
-def _current_model_identity(model: dict | None):
-    """A stored model identity with its config read through today's ModelConfig: fields added since (all with
-    defaults that keep the old behaviour) must not make an old store look like another model's."""
-    if not isinstance(model, dict) or model.get("kind") != "dstg-interp" or not isinstance(model.get("config"), dict):
-        return model
-    try:
-        return {**model, "config": ModelConfig.from_dict(model["config"]).to_dict()}
-    except (TypeError, ValueError):
-        return model
-
-
-def is_store_folder(path: Path) -> bool:
-    """A folder extraction wrote: a manifest, and nothing that the manifest does not account for."""
-    return (path / MANIFEST_FILE).is_file() and not store_foreign_entries(path)
-
-
-def _reusable(out: Path, identity: dict, overwrite: bool) -> bool:
-    """True when ``out`` already holds this exact, undamaged store; raises when it holds something that may
-    not be replaced (see dstg_interp.io.check_replaceable): a file, a folder we did not write, or without
-    ``overwrite`` a different store.  A damaged copy of this same store is rebuilt: nothing is lost."""
-    if not out.exists() or (out.is_dir() and not folder_entries(out)):
-        return False
-    if out.is_dir() and is_store_folder(out):
-        try:
-            manifest = read_manifest(out)
-        except StoreError:  # another format version or an incomplete manifest: replaceable with overwrite only
-            if not overwrite:
-                raise
-            manifest = None
-        # An older format that still reads holds the same arrays: reuse it rather than extract again.
-        same_format = None if manifest is None else {**manifest.get("identity", {}), "format_version": identity["format_version"],
-                                                     "model": _current_model_identity(manifest.get("identity", {}).get("model"))}
-        if manifest is not None and same_format == json.loads(json.dumps(identity)):
-            damage = store_damage(out, manifest)
-            if damage:  # this same store, damaged: said, and rebuilt rather than read (round 4, P2)
-                warnings.warn(f"{damage}; the store {out} is damaged and is extracted again", stacklevel=2)
-            return damage is None
-        if manifest is not None and not overwrite:
-            differs = [key for key in ("model", "sequences", "extraction") if manifest["identity"].get(key) != identity[key]]
-            raise StoreError(f"{out} holds a different store ({', '.join(differs)} differ); choose another out folder "
-                             "or pass --overwrite (overwrite=True)")
-    try:
-        check_replaceable(out, "an activation store", store_foreign_entries, overwrite, flag="out folder",
-                          overwrite_flag="--overwrite (overwrite=True)")
-    except OutputError as err:
-        raise StoreError(str(err)) from None
-    return False

@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(config, items):
         if INTEGRATION in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.slow)
 
-VARIANTS = ("dstg", "rope", "ap", "rp")
+VARIANTS = ("dstg", "rope", "ap", "rp", "nope")  # nope: the floor, no positional input
 
 
 def tiny_config(variant: str, **overrides) -> ModelConfig:

@@ -8,7 +8,7 @@ from experiments.pretrain_zoo import RECIPES, zoo_config
 from experiments.recipe_levers import ARMS, parse_arm, recipe_for
 from experiments.recipe_study import RecipeStudyConfig, train_config
 
-VARIANTS = ("dstg", "rope", "ap", "rp")
+VARIANTS = ("dstg", "rope", "ap", "rp", "nope")
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

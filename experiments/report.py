@@ -286,7 +286,7 @@ def invariance_table(figures: Path) -> str:
     ranked = retrieval[(retrieval.k == 1) & (retrieval.layer == retrieval.groupby("model").layer.transform("max"))]
     recall = ranked.set_index(["model", "subspace", "condition"]).recall
     entries = list(dict.fromkeys(zip(last.model, last.subspace)))
-    order = {m: i for i, m in enumerate(("dstg", "dstg-offset", "rope", "ap", "rp"))}
+    order = {m: i for i, m in enumerate(("dstg", "dstg-offset", "rope", "ap", "rp", "nope"))}
     entries.sort(key=lambda e: (order.get(e[0], 9), ("sem", "ap", "full").index(e[1]) if e[1] in ("sem", "ap", "full") else 9))
     conditions = [c for c in CONDITIONS if c in set(last.condition)]
     header = ["model / subspace"] + [f"rel. L2: {c}" for c in conditions] + [f"recall@1: {c}" for c in conditions]

@@ -247,8 +247,8 @@ class FigureInputs:
 
 
 def floor_members_of(model_seeds) -> dict:
-    """The NoPE floor's members at the seeds of ``model_seeds`` it is trained at (``ZOO_FLOOR_SEEDS``; seed 0 of
-    the floor stands for any run that reads seed 0)."""
+    """The NoPE floor's members among ``model_seeds``: those at the seeds it is trained at (``ZOO_FLOOR_SEEDS``,
+    seed 0 so far), so a run of seeds 0 1 2 reads the floor once and a run of seeds 1 2 does not read it."""
     return {zoo_member(ZOO_FLOOR, s): (ZOO_FLOOR, s) for s in model_seeds if s in ZOO_FLOOR_SEEDS}
 
 

@@ -241,3 +241,15 @@ def test_model_config_accepts_nope_and_refuses_position_options():
         ModelConfig(variant="nope", d_model=32, n_heads=4, rp_zero_boundary=True)
     with pytest.raises(ValueError, match="mixed"):
         ModelConfig(variant="nope", d_model=32, n_heads=4, mlp_mode="mixed")
+
+
+def test_the_report_floor_table_reads_the_margins_or_says_how_to_train_the_floor(tmp_path):
+    from experiments.report_beyond import floor_table
+    (tmp_path / "probes").mkdir()
+    rows = probe_rows("dstg", "ap", "token", "sentence", 0.6) + probe_rows("rope", "full", "token", "sentence", 0.3)
+    pd.DataFrame(rows).to_csv(tmp_path / "probes" / "probes_over_seeds.csv", index=False)
+    assert "not measured" in floor_table(tmp_path) and FLOOR_TRAIN_COMMAND in floor_table(tmp_path)
+    rows += probe_rows("nope", "full", "token", "sentence", 0.2)
+    pd.DataFrame(rows).to_csv(tmp_path / "probes" / "probes_over_seeds.csv", index=False)
+    token = next(line for line in floor_table(tmp_path).splitlines() if line.startswith("| token position"))
+    assert token == "| token position | 0.200 | 0.600 (+0.400) | 0.300 (+0.100) | — | — |"

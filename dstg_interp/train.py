@@ -288,11 +288,19 @@ def use_compile(cfg: "TrainConfig") -> tuple[bool, str | None]:
     return True, None
 
 
+def bf16_is_native(device: torch.device) -> bool:
+    """Whether bfloat16 autocast runs natively on ``device``: a GPU that supports it, or a CPU with AVX512-BF16
+    or AMX (oneDNN says which); elsewhere autocast emulates it, many times slower than float32."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 def bf16_emulation_note(cfg: TrainConfig, device: torch.device) -> str | None:
     """One line when ``--bf16`` will be slow rather than fast: on a CPU without native bfloat16 (AVX512-BF16 or
     AMX; oneDNN reports none) autocast emulates it, and a step took 17x its float32 time on an AVX2 AMD EPYC
     (eager, one thread: 266 vs ~4,500 tokens/s).  The run goes on as asked: bf16 changes the numbers it gives."""
-    if not cfg.bf16 or device.type != "cpu" or torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if not cfg.bf16 or device.type != "cpu" or bf16_is_native(device):
         return None
     capability = torch.backends.cpu.get_cpu_capability()
     return (f"dstg-train: note: --bf16 on a CPU without native bfloat16 ({capability}; no AVX512-BF16/AMX) is "

@@ -6,6 +6,7 @@ hyper-parameters, and ship each as a half-precision checkpoint in ``dstg_interp/
     python -m experiments.pretrain_zoo --variants dstg-offset   # DSTG with random_offset, 512-row AP table
     python -m experiments.pretrain_zoo --seeds 0 1 2            # seed-major; seed k > 0 ships as <variant>-seed<k>
     python -m experiments.pretrain_zoo --variants nope --seeds 0 --out dstg_interp/zoo --threads 1   # the floor
+    python -m experiments.pretrain_zoo --recipe authors --out results/zoo-authors   # figures/recipe/AUTHORS_RECIPE.md
 
 ``nope`` (NoPE-NeoBERT: the same block with no positional input at all) is the floor of the probe tables and
 claims; it is not one of the reference four (the default ``--variants``) but is trained with exactly their
@@ -32,7 +33,8 @@ A zoo holds one recipe: a member is refused (one line, before any training) wher
 member of the reference four (or of the same extra arm) trained otherwise.
 Each run is resumable (rerunning this script continues unfinished runs); the export writes, per variant,
 the checkpoint (float16), its ``train_config.json``, ``log.jsonl`` and ``training.json`` (validation MLM
-loss/accuracy, unigram baseline on the same masked tokens, training tokens and wall time), plus
+loss/accuracy, unigram baseline on the same masked tokens, training tokens and wall time; for DSTG and
+AP-NeoBERT the position table's spectrum at every validation, ``table_curve``), plus
 ``dstg_interp/zoo/zoo.json`` collecting all of them.
 """
 
@@ -64,11 +66,13 @@ from dstg_interp.train import (
     masked_batch,
     portable_train_config,
     prepare_training_data,
+    bf16_is_native,
     read_train_config,
     train,
     validation_batches,
 )
 from experiments.figure_inputs import ScriptConfig, parse_config
+from experiments.recipe_readings import TABLE_CURVE_FILE, read_table_curve, table_reading
 
 # The architecture is the library's (dstg_interp.model.checkpoint.zoo_architecture).  Beyond the reference
 # four: DSTG trained with the authors' random_offset option on a 512-row AP table
@@ -95,24 +99,42 @@ SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, ba
 RECIPES = {
     "4x128": dict(depth=dict(n_layers=4), steps=ZOO_STEPS, shared={}),
     "6x128": dict(depth=dict(n_layers=6), steps=8000, shared=dict(corpus="en-large")),
-    "authors": dict(depth=dict(n_layers=6), steps=8000, model=dict(dstg=dict(residual_from_normed=True)),
+    # authors: 3,900 steps of 32 sequences = the shipped zoo's 14.2M tokens, 2.7 epochs of en-large's 46,316
+    # training documents (5.27M tokens as document starts of <= 128 tokens), so the two zoos compare at one budget
+    "authors": dict(depth=dict(n_layers=6), steps=3900, model=dict(dstg=dict(residual_from_normed=True)),
                     shared=dict(corpus="en-large", windows=False, batch_size=32, schedule="cosine", min_lr_ratio=0.1,
                                 weight_decay=0.01, betas=(0.9, 0.95), bf16=True)),
 }
 DEFAULT_RECIPE = "6x128"  # the shipped zoo
+# How a recipe that asks for bf16 runs: ``auto`` in bf16 where this machine has it natively (a GPU, a CPU with
+# AVX512-BF16 or AMX), in float32 where autocast would emulate it (17x slower than float32 on an AVX2 EPYC,
+# dstg_interp.train.bf16_emulation_note); ``bf16`` / ``float32`` force one.  The precision is part of a zoo's
+# recipe (``check_zoo_recipe``): the members of one zoo share it, whichever machine trained them.
+PRECISIONS = ("auto", "bf16", "float32")
+
+
+def run_precision(recipe_bf16: bool, precision: str) -> bool:
+    """Whether a run of a recipe (``recipe_bf16``: whether it asks for bf16) trains under bf16 autocast."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+    if precision == "auto":
+        return recipe_bf16 and bf16_is_native(torch.device("cuda" if torch.cuda.is_available() else "cpu"))
+    return precision == "bf16"
 
 
 def zoo_config(variant: str, runs: Path, steps: int | None, threads: int | None, seed: int = 0,
-               recipe: str = DEFAULT_RECIPE) -> TrainConfig:
+               recipe: str = DEFAULT_RECIPE, precision: str = "auto") -> TrainConfig:
     """The zoo recipe for one (variant, seed): ``seed`` changes the initialisation, data order and masks; the
     train/validation split and tokenizer (``data_seed``) are the same for every seed; ``recipe``: a name of
-    ``RECIPES`` (its depth, corpus and steps; ``steps`` overrides the latter)."""
+    ``RECIPES`` (its depth, corpus and steps; ``steps`` overrides the latter); ``precision``: how a recipe's
+    bf16 runs on this machine (``PRECISIONS``)."""
     named = RECIPES[recipe]
     steps = named["steps"] if steps is None else steps
     architecture = VARIANT_WIDTHS.get(variant, variant)
     model = dict(zoo_architecture(architecture), **named["depth"], **named.get("model", {}).get(architecture, {}))
     shared = dict(SHARED, **named["shared"])
     shared["warmup_steps"] = min(shared["warmup_steps"], steps // 10)  # short smoke runs
+    shared["bf16"] = run_precision(shared.get("bf16", False), precision)
     return TrainConfig(out_dir=str(runs / zoo_member(variant, seed)), model=model, max_steps=steps, threads=threads,
                        tokenizer=str(ZOO_TOKENIZER), **dict(shared, seed=seed), **VARIANT_OPTIONS.get(variant, {}))
 
@@ -189,6 +211,21 @@ def member_foreign_entries(path: Path) -> list[str]:
     return checkpoint_foreign_entries(path, extra=MEMBER_FILES)
 
 
+def table_recorder(run_dir: Path):
+    """An ``on_eval`` for ``train``: the position table's spectrum (PC1+PC2, participation ratio, DCT low-bin
+    shares, row norm: ``recipe_readings.table_reading``) at every validation into the run's
+    ``table_curve.jsonl``, so a member's collapse is a curve against tokens (exported into ``training.json``);
+    nothing for a variant without a table."""
+
+    def record(model, step: int, tokens_seen: int) -> None:
+        reading = table_reading(model)
+        if reading:
+            with open(run_dir / TABLE_CURVE_FILE, "a") as out:
+                out.write(json.dumps(dict(step=step, tokens=tokens_seen, **reading)) + "\n")
+
+    return record
+
+
 def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
     """Write the float16 checkpoint, its train_config.json, log.jsonl and training.json into the zoo."""
     run = Path(cfg.out_dir)
@@ -199,6 +236,10 @@ def export(variant: str, cfg: TrainConfig, zoo_dir: Path) -> dict:
     summary = dict(variant=variant, seed=cfg.seed, params=model.n_params(), steps=state["step"], train_tokens=state["tokens_seen"],
                    train_seconds=round(state["train_seconds"], 1), **{k: round(v, 4) for k, v in metrics.items()},
                    **{k: round(v, 4) for k, v in unigram_baseline(cfg).items()})
+    curve = read_table_curve(run)  # the table's spectrum at every validation (DSTG, AP-NeoBERT); empty otherwise
+    if not curve.empty:
+        summary["table_curve"] = [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
+                                  for row in curve.to_dict("records")]
     # the replacement rule: a member folder this script wrote is replaced, a folder with anything else never
     check_replaceable(zoo_dir / name, "a zoo member", member_foreign_entries, overwrite=True, suffix="new")
     save_checkpoint(model, zoo_dir / name, dtype=torch.float16, tokenizer=model.tokenizer, owned=member_foreign_entries)
@@ -235,6 +276,10 @@ class PretrainZooConfig(ScriptConfig):
     steps: int | None = field(default=None, metadata={"help": "training steps (default: the recipe's)"})
     runs: Path = field(default=Path("runs/zoo"), metadata={"help": "training folders (checkpoints, logs)"})
     threads: int | None = None
+    precision: str = field(default="auto", metadata={
+        "choices": list(PRECISIONS), "help": "how a recipe's bf16 (authors) runs: auto = bf16 where this machine has "
+                                             "it natively (a GPU, AVX512-BF16/AMX), else float32; bf16 / float32 "
+                                             "force one (the members of one zoo share one)"})
 
     def __post_init__(self) -> None:
         check_seeds(self.seeds)  # before the generic check, for its message listing every seed
@@ -253,21 +298,22 @@ def run(config: PretrainZooConfig) -> dict:
     for seed in config.seeds:  # every member is checked before any training starts
         for variant in config.variants:
             check_zoo_recipe(config.out, variant, zoo_config(variant, config.runs, config.steps, config.threads, seed,
-                                                             config.recipe))
+                                                             config.recipe, config.precision))
     # seed-major: every variant's seed 0 lands (and is exported) before any second seed starts
     for seed in config.seeds:
         for variant in config.variants:
-            cfg = zoo_config(variant, config.runs, config.steps, config.threads, seed, config.recipe)
+            cfg = zoo_config(variant, config.runs, config.steps, config.threads, seed, config.recipe, config.precision)
             state_file = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
             state = json.loads(state_file.read_text()) if state_file.is_file() else {"step": 0}
             if state["step"] < cfg.max_steps:
                 start = time.time()
-                train(cfg, resume=state_file.is_file())
+                train(cfg, resume=state_file.is_file(), on_eval=table_recorder(Path(cfg.out_dir)))
                 print(f"{zoo_member(variant, seed)}: trained to step {cfg.max_steps} in {time.time() - start:.0f} s",
                       file=sys.stderr)
             summary = summaries[zoo_member(variant, seed)] = export(variant, cfg, config.out)
             print(json.dumps(summary), file=sys.stderr)
-            record_summary(collected, zoo_member(variant, seed), summary)
+            # zoo.json: one flat row per member (its table curve stays in the member's training.json)
+            record_summary(collected, zoo_member(variant, seed), {k: v for k, v in summary.items() if k != "table_curve"})
     return summaries
 
 

@@ -222,6 +222,29 @@ def floor_table(figures: Path) -> str:
                       "AP-NeoBERT", "RP"], rows)
 
 
+def sae_table(figures: Path) -> str:
+    """SAEs per stream (sae/fvu.csv, sae/summary.csv): held-out FVU by k at the k sweep's dictionary size, the k
+    that reaches the target FVU (the SAE's and rank-k PCA's), and the latents whose activation token position
+    explains (position-only R² >= the threshold), their share of the live latents and the median R²."""
+    fvu, summary = _csv(figures, "sae/fvu.csv"), _csv(figures, "sae/summary.csv")
+    size = int(fvu.groupby("num_latents").k.nunique().idxmax())  # the k sweep's dictionary size
+    ks = sorted(fvu[fvu.num_latents == size].k.unique())
+    rows = []
+    for row in summary.itertuples():
+        mine = fvu[(fvu.model == row.model) & (fvu.control == row.control) & (fvu.layer == row.layer) &
+                   (fvu.stream == row.stream) & (fvu.num_latents == size)].set_index("k").fvu
+        name = _entry(row.model, row.stream if row.model == "dstg" else "") + \
+            ("" if row.control == "trained" else " (random init)")
+        k_needed = "—" if pd.isna(row.k_for_target) else str(int(row.k_for_target))
+        pca_needed = "—" if pd.isna(row.pca_k_for_target) else str(int(row.pca_k_for_target))
+        rows.append([name, row.layer, row.d_in] + [_number(mine.get(k), 3) for k in ks]
+                    + [f"{k_needed} ({pca_needed})", row.n_live, _number(row.position_share),
+                       _number(row.median_position_r2)])
+    return _markdown(["model", "layer", "d", *[f"FVU k={k}" for k in ks], "k for FVU <= target (PCA)", "live latents",
+                      "position share", "median position R²"], rows)
+
+
 TABLES = {"patching": patching_table, "patching_agreement": patching_agreement, "patching_controls": patching_controls,
           "patching_heads": patching_heads, "logit_lens": lens_table, "rope_bands": bands_table,
-          "decomposition": decomposition_table, "incoherence": incoherence_table, "floor": floor_table}
+          "decomposition": decomposition_table, "incoherence": incoherence_table, "sae": sae_table,
+          "floor": floor_table}

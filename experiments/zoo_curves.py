@@ -38,8 +38,9 @@ def recipe_label(train_config: dict) -> str:
     variant = train_config.get("model", {}).get("variant")
     held = recipe_of(train_config)
     for name in RECIPES if variant in ZOO_WIDTHS else ():
-        if recipe_of(zoo_config(variant, Path("runs"), None, None, 0, name).to_dict()) == held:
-            return RECIPE_LABELS.get(name, name)
+        for precision in ("float32", "bf16"):  # a recipe is the same recipe whichever precision ran it
+            if recipe_of(zoo_config(variant, Path("runs"), None, None, 0, name, precision).to_dict()) == held:
+                return RECIPE_LABELS.get(name, name) + (" (bf16)" if precision == "bf16" and name != "authors" else "")
     return f"{train_config.get('model', {}).get('n_layers')} layers, {train_config.get('max_steps')} steps"
 
 

@@ -6,6 +6,7 @@ states explain beyond it.
     baseline.r2, baseline.ci, baseline.smooth_r2         # held-out R² of token position alone
     partial = baseline.partial_r2(states, rows, "layer 3 ap")  # share of the residual the states explain
     partials = baseline.partial_r2_sets(store_feature_sets(store), rows)   # every set, one pass per layer
+    r2 = position_r2_of_columns(codes, token_position, groups, train_idx, test_idx)   # position_r2 of many columns
 
 Every structure target of a position probe (sentence or paragraph index, intra-segment position) is
 correlated with the token position the model is *given*: a later token tends to sit in a later sentence.
@@ -81,6 +82,28 @@ def position_means(values: np.ndarray, token_position: np.ndarray, train: np.nda
     sums = indicator @ flat[train]
     means = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], flat[train].mean(axis=0))
     return means[token_position].reshape(values.shape)
+
+
+def position_r2_of_columns(values: ArrayLike, token_position: ArrayLike, groups: ArrayLike, train_idx: np.ndarray,
+                          test_idx: np.ndarray, n_splits: int = 5, min_nonzero: int = 1) -> np.ndarray:
+    """Held-out R² of the position-only probe (``position_r2``: a ridge probe on one-hot token position, its
+    penalty chosen by grouped CV on the training documents) for every column of ``values`` [n, m] at once: one
+    ``fit_ridge_grid`` call, whose eigendecompositions serve all columns.  What token position alone explains of
+    each column (an SAE latent's activation, a neuron).  A column nonzero on fewer than ``min_nonzero`` training
+    or held-out tokens (a latent that never fires there) gets NaN: its R² would read noise."""
+    values = np.asarray(values, dtype=np.float64)
+    train_idx, test_idx = np.asarray(train_idx), np.asarray(test_idx)
+    nonzero = np.minimum((values[train_idx] != 0).sum(0), (values[test_idx] != 0).sum(0))
+    varies = (values[train_idx].var(0) > 0) & (values[test_idx].var(0) > 0)
+    kept = np.flatnonzero((nonzero >= min_nonzero) & varies)
+    r2 = np.full(values.shape[1], np.nan)
+    if len(kept) == 0:
+        return r2
+    fitted = fit_ridge_grid({"position": one_hot_positions(np.asarray(token_position))},
+                            {str(j): values[:, j] for j in kept}, np.asarray(groups), train_idx, test_idx,
+                            alphas=DEFAULT_ALPHAS, n_splits=n_splits, keep_predictions=False)
+    r2[fitted.target.astype(int).to_numpy()] = fitted.test_r2.to_numpy()
+    return r2
 
 
 class PositionResiduals:

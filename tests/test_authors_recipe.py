@@ -3,9 +3,12 @@ recipe-study arm, for every variant; choices that exist in DSTG only stay out of
 
 
 import pytest
+from conftest import tiny_model
 
+from experiments import pretrain_zoo
 from experiments.pretrain_zoo import RECIPES, zoo_config
 from experiments.recipe_levers import ARMS, parse_arm, recipe_for
+from experiments.recipe_readings import read_table_curve
 from experiments.recipe_study import RecipeStudyConfig, train_config
 
 VARIANTS = ("dstg", "rope", "ap", "rp", "nope")
@@ -13,7 +16,7 @@ VARIANTS = ("dstg", "rope", "ap", "rp", "nope")
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_the_zoo_recipe_sets_the_authors_choices(variant, tmp_path):
-    cfg = zoo_config(variant, tmp_path, None, 1, seed=0, recipe="authors")
+    cfg = zoo_config(variant, tmp_path, None, 1, seed=0, recipe="authors", precision="bf16")
     assert (cfg.windows, cfg.schedule, cfg.batch_size, cfg.bf16) == (False, "cosine", 32, True)
     assert (cfg.weight_decay, tuple(cfg.betas), cfg.min_lr_ratio, cfg.grad_clip) == (0.01, (0.9, 0.95), 0.1, 1.0)
     assert (cfg.mask_prob, cfg.mask_strategy, cfg.corpus, cfg.max_length) == (0.2, "all", "en-large", 128)
@@ -23,6 +26,19 @@ def test_the_zoo_recipe_sets_the_authors_choices(variant, tmp_path):
     assert model.residual_from_normed is (variant == "dstg")  # the normed residual is the disentangled path's
     if variant == "dstg":
         assert model.rp_bias is True and model.mlp_mode == "split"
+
+
+def test_the_recipes_bf16_runs_as_this_machine_allows(tmp_path, monkeypatch):
+    """``auto`` keeps the recipe's bf16 where it is native and trains float32 where autocast would emulate it;
+    ``float32`` / ``bf16`` force one; a recipe without bf16 stays float32 under ``auto``."""
+    for native in (True, False):
+        monkeypatch.setattr(pretrain_zoo, "bf16_is_native", lambda device, native=native: native)
+        assert zoo_config("dstg", tmp_path, None, 1, recipe="authors").bf16 is native
+        assert zoo_config("dstg", tmp_path, None, 1, recipe="6x128").bf16 is False
+    assert zoo_config("ap", tmp_path, None, 1, recipe="authors", precision="float32").bf16 is False
+    assert zoo_config("ap", tmp_path, None, 1, recipe="6x128", precision="bf16").bf16 is True
+    with pytest.raises(ValueError, match="unknown precision 'fp8'"):
+        zoo_config("ap", tmp_path, None, 1, recipe="authors", precision="fp8")
 
 
 def test_the_shipped_recipe_is_unchanged_beside_it(tmp_path):
@@ -51,3 +67,22 @@ def test_a_dstg_only_choice_named_for_a_baseline_is_refused():
         parse_arm("ap:authors,normed=true")
     assert recipe_for(parse_arm("authors"), "ap")["normed"] is False  # the named arm leaves it out of a baseline
     assert recipe_for(parse_arm("authors"), "dstg")["normed"] is True
+
+
+def test_a_zoo_member_records_its_tables_spectrum_at_every_validation(tmp_path):
+    """``pretrain_zoo.table_recorder``: one row per validation for a model with a position table (the curve
+    exported into training.json, read back by ``read_table_curve``), nothing for one without."""
+    for variant in ("dstg", "rope"):
+        run = tmp_path / variant
+        run.mkdir()
+        record = pretrain_zoo.table_recorder(run)
+        model = tiny_model(variant)
+        for step in (10, 20):
+            record(model, step, step * 100)
+        curve = read_table_curve(run)
+        if variant == "rope":
+            assert curve.empty
+            continue
+        assert list(curve.step) == [10, 20] and list(curve.tokens) == [1000, 2000]
+        assert {"pc1_pc2", "participation_ratio", "low_freq_share", "row_norm"} <= set(curve.columns)
+        assert 0 < curve.pc1_pc2.iloc[0] <= 1 and curve.row_norm.iloc[0] > 0

@@ -215,3 +215,18 @@ def test_missing_columns_and_colours(tmp_path):
         plot_holmes_counts(pd.DataFrame({"model_a": ["dstg"], "model_b": ["rope"], "wins": [1]}), tmp_path)
     assert model_color("dstg") == model_color("dstg-seed1") != model_color("rope")
     assert model_color("minilm") not in {model_color(m) for m in ("dstg", "rope", "ap", "rp")}
+
+
+def test_the_recipe_diagnosis_draws_more_arms_than_tab10_has_colours(tmp_path):
+    """A lever study with eleven arms plus the shipped zoo: each arm keeps a colour of its own (it once stopped
+    a 22-run study at its figure with a KeyError from tab10's ten)."""
+    from dstg_interp.plots.recipe import distinct_colors, plot_diagnosis
+
+    arms = [f"arm-{k}" for k in range(12)]
+    curves = pd.DataFrame([dict(variant="dstg", arm=arm, seed=0, tokens=t, val_loss=6.0 - 0.1 * k - t / 1e7,
+                                unigram_loss=6.5) for k, arm in enumerate(arms) for t in (1e5, 2e5)])
+    runs = pd.DataFrame([dict(variant="dstg", arm=arm, seed=0, heldout_gain_points=1.0 + k, pc1_pc2_matched=0.5,
+                              pc1_pc2_matched_chance=0.3, position_r2_last=0.5) for k, arm in enumerate(arms)])
+    plot_diagnosis(curves, runs, tmp_path)
+    assert (tmp_path / "diagnosis.png").is_file() and (tmp_path / "diagnosis.json").is_file()
+    assert len(set(distinct_colors(arms).values())) == 12 and len(set(distinct_colors(arms[:3]).values())) == 3

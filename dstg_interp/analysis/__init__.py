@@ -39,6 +39,8 @@ Files:
                     variance over keys, heads labelled positional / semantic / mixed, a threshold sweep.
     decomposition.py  Song & Zhong's h = mean + position + context + residual per layer: variance shares, the
                     position part's rank, the position-context incoherence (max |cos|) against chance.
+    sae.py          sparse autoencoders on one stream: EleutherAI's sparsify TopK SAE trained on a layer x
+                    stream of a store (held-out FVU beside rank-k PCA), the [sae] extra.
 
 This package imports none of its modules itself: import the one you need, so that reading a spectrum
 does not load the encoders (and transformers) that heads and invariance run on.  The functions of the

@@ -118,6 +118,24 @@ class EncoderForMLM(TextInputs, HookedRootModule):
             self.mlm_head.weight = self.embed.weight
         self.setup()
 
+    # Three of Hugging Face's PreTrainedModel conventions, for the tools built on them: EleutherAI's sparsify Trainer
+    # finds its hook points in ``base_model``, puts batches on ``device`` and runs ``dummy_inputs`` to learn each
+    # hook point's width (docs/field-tools.md: an SAE trained on a stream by sparsify's own Trainer).
+    @property
+    def base_model(self) -> EncoderForMLM:
+        """The encoder itself (a PreTrainedModel's ``base_model`` is the model without its head; here the head is
+        only ``mlm_head``, and hook names are read from the whole model)."""
+        return self
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @property
+    def dummy_inputs(self) -> dict:
+        """A one-sequence forward's keyword inputs (``model(**model.dummy_inputs)``), as ``PreTrainedModel`` has."""
+        return {"tokens": torch.full((1, 4), min(5, self.config.vocab_size - 1), device=self.device)}
+
     def run_with_cache(self, *model_args, return_cache_object: bool = True, **kwargs):
         """``HookedRootModule.run_with_cache``: (logits, cache) as ``HookedTransformer`` gives them, the cache a
         ``StreamActivationCache`` (a TransformerLens ``ActivationCache``); ``return_cache_object=False`` gives the

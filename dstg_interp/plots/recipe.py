@@ -11,6 +11,13 @@ import seaborn as sns
 from .output import display_name, ordered_models, require_columns, save_figure, shared_legend
 
 
+def distinct_colors(names: list) -> dict:
+    """One colour per name, none repeated: tab10 up to ten names, tab20 up to twenty, evenly spaced hues beyond
+    (a study with eleven arms once lost its figure to tab10's ten colours)."""
+    palette = "tab10" if len(names) <= 10 else "tab20" if len(names) <= 20 else "husl"
+    return dict(zip(names, sns.color_palette(palette, len(names))))
+
+
 def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves") -> dict:
     """One panel per variant, one line per run (``run`` column; the ``base`` run drawn thick and black).
 
@@ -23,7 +30,7 @@ def plot_recipe_curves(curves: pd.DataFrame, out_dir, stem: str = "recipe_curves
     curves = curves.assign(y=curves.val_loss - curves.unigram_loss if relative else curves.val_loss)
     variants = ordered_models(curves.variant.unique())
     runs = [r for r in dict.fromkeys(curves.run) if r != "base"]
-    colors = dict(zip(runs, plt.get_cmap("tab10").colors))  # type: ignore[attr-defined]  # a ListedColormap
+    colors = distinct_colors(runs)
     fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 3.6), sharey=True, squeeze=False)
     for ax, variant in zip(axes[0], variants):
         for run, curve in curves[curves.variant == variant].groupby("run", sort=False):
@@ -59,7 +66,7 @@ def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str 
     require_columns(runs, ["variant", "arm", "seed"], "diagnosis runs")
     variants = ordered_models(curves.variant.unique())
     arms = list(dict.fromkeys(curves.arm))
-    colors = dict(zip(arms, plt.get_cmap("tab10").colors))
+    colors = distinct_colors(arms)
     n_columns = max(len(variants), len(DIAGNOSIS_READINGS))
     fig, axes = plt.subplots(2, n_columns, figsize=(4.0 * n_columns, 8.0), squeeze=False,
                              gridspec_kw={"hspace": 0.45})

@@ -56,6 +56,8 @@ SHRINK = {  # appended to the example's own flags: the same code path on a toy b
     "dstg-holmes": ["--quiet"],
     "experiments.recipe_study": ["--tiny", "--steps", "4"],
     "experiments.fig_probes": ["--tiny", "--quiet", "--model-seeds", "0"],
+    "experiments.sae_streams": ["--quiet", "--steps", "20", "--ks", "1", "2", "--dict-sizes", "8", "16", "--dict-size", "16",
+                                "--ref-k", "2", "--no-controls"],
     # docs/your-models.md: each figure on the synthetic corpus, its study cut to a few documents
     "dstg-figures probes": ["--tiny", "--quiet", "--n-boot", "10", "--max-tokens", "1500"],
     "dstg-figures ap-manifold": ["--tiny", "--quiet", "--control-draws", "2", "--projections", "2"],

@@ -54,7 +54,7 @@ import torch
 import transformers
 
 from dstg_interp import ModelConfig, build_model
-from dstg_interp.model.checkpoint import ZOO_WIDTHS, zoo_architecture
+from dstg_interp.model.checkpoint import ZOO_NAMES, ZOO_WIDTHS, zoo_architecture
 from dstg_interp.train import TrainConfig, compile_for_training, prepare_training_data, train
 from machine import BENCH_DEPTH, LoadWatch, add_load_arguments, write_result
 
@@ -167,7 +167,7 @@ def cli_tokens_per_s(variant: str, args, compiled: bool, folder: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--variants", nargs="+", default=list(ZOO_WIDTHS), choices=list(ZOO_WIDTHS))
+    parser.add_argument("--variants", nargs="+", default=list(ZOO_NAMES), choices=list(ZOO_WIDTHS))
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--skip", type=int, default=20, help="warm-up steps left out of the loop's rate")
     parser.add_argument("--no-compile", action="store_true", help="skip the compiled loop rows")

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from dstg_interp import ModelConfig, build_model
-from dstg_interp.model.checkpoint import ZOO_WIDTHS, zoo_architecture
+from dstg_interp.model.checkpoint import ZOO_NAMES, ZOO_WIDTHS, zoo_architecture
 from bench_models import interleaved_median_seconds  # noqa: E402 (sibling script)
 from machine import BENCH_DEPTH, LoadWatch, add_load_arguments, write_result
 from dstg_interp.flops import training_flops_per_token
@@ -71,7 +71,7 @@ def main() -> None:
     steps = {"matmul float32": lambda: a @ b, "matmul bfloat16": lambda: a16 @ b16}
     arms = [(compiled, bf16) for compiled in ((False,) if args.no_compile else (False, True)) for bf16 in (False, True)]
     configs, losses = {}, {}
-    for name in ZOO_WIDTHS:
+    for name in ZOO_NAMES:  # the reference four (the nope floor is the same block minus position: not measured)
         cfg = ModelConfig(vocab_size=8192, max_positions=args.seq_len, **dict(zoo_architecture(name), **BENCH_DEPTH))
         tokens = torch.randint(5, 8192, (args.batch, args.seq_len), generator=gen)
         labels = torch.where(torch.rand(tokens.shape, generator=gen) < 0.2, tokens, torch.full_like(tokens, -100))

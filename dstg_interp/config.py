@@ -1,4 +1,4 @@
-"""`ModelConfig`: one validated dataclass describing DSTG-NeoBERT and its three baselines.
+"""`ModelConfig`: one validated dataclass describing DSTG-NeoBERT, its three baselines and the NoPE floor.
 
     from dstg_interp import ModelConfig, build_model
     cfg = ModelConfig(variant="dstg", d_sem=112, d_ap=16, n_layers=6, n_heads=4)
@@ -10,6 +10,9 @@ Variants (README, "The models"):
   per-head size, T5-bucket relative bias, MLM head on the semantic stream only.
 - ``rope``: NeoBERT with rotary q/k.  ``ap``: a learned absolute position table added to the token
   embedding (entangled).  ``rp``: the same learned T5-bucket relative bias as DSTG, no AP at all.
+- ``nope``: the same NeoBERT block with no positional input at all (no table, no rotation, no bias).  Its
+  attention is bidirectional, so it is permutation-equivariant: permuting the tokens permutes its outputs.
+  It is the floor of the position readings: what an MLM encoder recovers of position from content alone.
 
 The relative bias is **bucketed** (T5 style, as the authors' code): ``rp_num_buckets`` buckets shared
 between both directions; offsets below ``rp_num_buckets // 4`` get their own bucket, larger ones are
@@ -23,7 +26,21 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-VARIANTS = ("dstg", "rope", "ap", "rp")
+VARIANTS = ("dstg", "rope", "ap", "rp", "nope")
+# How position enters each variant, in words (refusals of analyses that need a position mechanism say it).
+POSITION_MECHANISMS = {
+    "dstg": "its AP stream (a learned table) and a learned relative bias",
+    "rope": "rotary q/k",
+    "ap": "a learned table added to the token embedding",
+    "rp": "a learned relative bias in attention",
+    "nope": "nowhere: it has no positional input at all (NoPE-NeoBERT, the floor of the position readings)",
+}
+POSITION_VARIANTS = tuple(v for v in VARIANTS if v != "nope")  # the variants with a position mechanism
+
+
+def position_mechanism(variant: str) -> str:
+    """How position enters a model of ``variant`` (one phrase for messages; another model: "another way")."""
+    return POSITION_MECHANISMS.get(variant, "another way")
 
 
 def plain(value):
@@ -121,9 +138,9 @@ class ModelConfig(ConfigIO):
     """Architecture of one encoder.
 
     Args:
-        variant: one of ``dstg``, ``rope``, ``ap``, ``rp``.
+        variant: one of ``dstg``, ``rope``, ``ap``, ``rp``, ``nope`` (no positional input: the floor).
         vocab_size: size of the token vocabulary (tokenizer's, specials included).
-        max_positions: longest sequence the model accepts (size of the AP table).
+        max_positions: longest sequence the model accepts (size of the AP table; for ``nope``, only the cap).
         n_layers, n_heads: depth and heads per layer.
         d_model: residual width of a baseline. For ``dstg`` it is derived as ``d_sem + d_ap``.
         d_sem, d_ap: DSTG's semantic and absolute-position stream widths (both divisible by ``n_heads``:

@@ -26,6 +26,7 @@ TINY_WIDTHS = {
     "rope": dict(variant="rope", d_model=32),
     "ap": dict(variant="ap", d_model=32),
     "rp": dict(variant="rp", d_model=32),
+    "nope": dict(variant="nope", d_model=32),  # the floor (model.checkpoint.ZOO_FLOOR): no positional input
 }
 
 _NAMES = ["the miller", "a weaver", "the captain", "her cousin", "the baker", "an old clerk"]

@@ -17,7 +17,15 @@ models compare their intervals; "partly" rules read the means.  One seed: the in
 Spectra of a fixed table have no sampling CI; the Gaussian control of the same shape is shown instead, and
 tables of different widths are compared width-matched (``dstg_interp.analysis.spectra.width_matched``).
 A probe CI reaching above R² = 1 is impossible (resamples with a numerically constant target): it is shown
-as undefined and cannot support a "holds".  Paragraph-level probes read paragraph-crossing windows
+as undefined and cannot support a "holds".
+
+The floor.  NoPE-NeoBERT (``nope``: the same encoder with no positional input, trained with the zoo's recipe)
+is what an MLM encoder recovers of each probe target from content alone.  The ``floor_*`` rules compare every
+model with position input (DSTG's subspace of the claim, every baseline's full state) with it at the last
+layer: a reading above the floor needs the position input; one at the floor is content.  Until the zoo holds a
+trained nope member (``FLOOR_TRAIN_COMMAND``) and fig_probes has probed it, those rows say so ("not
+measured", with the command).  The floor is not a baseline of the paper's claims ("every baseline" means
+RoPE, AP and RP).  Paragraph-level probes read paragraph-crossing windows
 (``probes.positions.probing_sequences``).  MiniLM's table and the last-layer per-position means are
 reference rows (no verdict).
 
@@ -36,9 +44,19 @@ from pathlib import Path
 import pandas as pd
 
 from dstg_interp.io import write_text_atomic
+from dstg_interp.model.checkpoint import FLOOR_TRAIN_COMMAND, ZOO_FLOOR
 from experiments.figure_inputs import FIGURES_DIR
 
-BASELINES = ("rope", "ap", "rp")
+BASELINES = ("rope", "ap", "rp")  # the paper's baselines; the NoPE floor (ZOO_FLOOR) is compared in floor_* only
+# the floor readings: (task, segment, the target in words, DSTG's subspace its claim reads)
+FLOOR_READINGS = (("token", "sentence", "token position", "ap"), ("segment", "sentence", "sentence index", "ap"),
+                  ("segment", "paragraph", "paragraph index", "ap"), ("intra", "sentence", "intra-sentence position", "sem"),
+                  ("intra", "paragraph", "intra-paragraph position", "sem"))
+
+
+def floor_id(task: str, segment: str) -> str:
+    return f"floor_{task}" if task == "token" else f"floor_{task}_{segment}"
+
 HOLDS, PARTLY, FAILS, NOT_MEASURED, REFERENCE = "holds", "partly", "does not hold", "not measured", "reference"
 
 
@@ -107,6 +125,11 @@ RULES = {rule.claim_id: rule for rule in (
            "interval low >= {holds_low} and R² - max(control, position-only) >= {holds_margin} in every seed, for "
            "DSTG sem and every baseline", "the same for DSTG sem only", dict(holds_low=0.50, holds_margin=0.20))
       for segment in ("sentence", "paragraph")],
+    *[Rule(floor_id(task, segment), f"{text} R² at the last layer: every model with position input (DSTG's "
+           f"{subspace} subspace, every baseline's full state) vs NoPE-NeoBERT's full state (no positional input)",
+           "NoPE-NeoBERT: what content alone recovers (its random-init and shuffle controls in the detail)",
+           "every model's interval low > NoPE's interval high", "every model's mean > NoPE's mean")
+      for task, segment, text, subspace in FLOOR_READINGS],
     Rule("holmes_wins", "share of Holmes phenomena DSTG wins against each baseline by the test over training seeds",
          "seed-to-seed spread (Welch 95% interval per phenomenon; margin in seed_test_counts.csv)",
          "a majority of phenomena won against every baseline", "against some baseline"),
@@ -403,7 +426,7 @@ def intra_claims(probes) -> list[dict]:
             position = seed_rows.position_r2 if "position_r2" in seed_rows else float("-inf")
             return pd.concat([seed_rows.control_r2, pd.Series(position, index=seed_rows.index)], axis=1).max(axis=1)
 
-        def recoverable(seed_rows):
+        def recoverable(seed_rows, rule=rule):
             return _valid_ci(seed_rows) and seed_rows.ci_low.min() >= rule["holds_low"] \
                 and (seed_rows.r2 - baseline_of(seed_rows)).min() >= rule["holds_margin"]
 
@@ -416,6 +439,38 @@ def intra_claims(probes) -> list[dict]:
             f"{m} full {_r2_text(r)} (control {r.control_r2.mean():.2f})" for m, r in baselines.items())
         rows.append(claim(claim_id, text, "recoverable in every model", float(dstg.r2.mean()), _envelope(dstg), verdict,
                           detail, _seeds(dstg)))
+    return rows
+
+
+# --- the floor: what NoPE-NeoBERT recovers with no position input --------------------------------
+def floor_claims(probes) -> list[dict]:
+    """Each probe's last-layer reading of every model with position input against the NoPE floor's."""
+    probes = _with_seed(probes)
+    rows = []
+    for task, segment, text, subspace in FLOOR_READINGS:
+        claim_id, what = floor_id(task, segment), f"{text[0].upper()}{text[1:]}: every model with position input above " \
+                                                   "the NoPE floor (what content alone recovers)"
+        paper = "not in the paper (no NoPE model)"
+        floor = _last_layer(probes, ZOO_FLOOR, task, segment, "full") if probes is not None else None
+        if floor is None:
+            rows.append(claim(claim_id, what, paper, detail=f"NoPE-NeoBERT (the floor) is not in probes.csv: train it with "
+                                                             f"{FLOOR_TRAIN_COMMAND}, then rerun experiments.fig_probes"))
+            continue
+        readings = {f"dstg {subspace}": _last_layer(probes, "dstg", task, segment, subspace),
+                    **{m: _last_layer(probes, m, task, segment, "full") for m in BASELINES}}
+        readings = {name: r for name, r in readings.items() if r is not None}
+        valid = _valid_ci(floor) and all(_valid_ci(r) for r in readings.values())
+        clear = bool(readings) and valid and all(r.ci_low.min() > floor.ci_high.max() for r in readings.values())
+        above = bool(readings) and all(r.r2.mean() > floor.r2.mean() for r in readings.values())
+        controls = f"control {floor.control_r2.mean():.2f}" if "control_r2" in floor else ""
+        if "position_r2" in floor and floor.position_r2.notna().all():
+            controls += f", position alone {floor.position_r2.mean():.2f}"
+        if task == "segment" and _has_partial(floor):
+            controls += f", partial R² given token position {_r2_text(floor, *PARTIAL)}"
+        detail = f"floor: nope full {_r2_text(floor)} ({controls.lstrip(', ')}); " + "; ".join(
+            f"{name} {_r2_text(r)} ({r.r2.mean() - floor.r2.mean():+.2f} over the floor)" for name, r in readings.items())
+        rows.append(claim(claim_id, what, paper, float(floor.r2.mean()), _envelope(floor),
+                          HOLDS if clear else PARTLY if above else FAILS, detail, _seeds(floor)))
     return rows
 
 
@@ -502,7 +557,7 @@ def main(argv=None) -> list[dict]:
     counts, source = holmes_counts(figures)
     claims = (spectra_claims(_read_csv(figures / "ap_manifold" / "spectra.csv"))
               + head_claims(_read_csv(figures / "heads" / "heads.csv"), _read_csv(figures / "heads" / "head_sweep.csv"))
-              + final_layer_claims(probes) + intra_claims(probes)
+              + final_layer_claims(probes) + intra_claims(probes) + floor_claims(probes)
               + holmes_claims(counts, source, _protocol(figures, source)))
     figures.mkdir(parents=True, exist_ok=True)
     for name, text in (("claims.json", json.dumps(claims, indent=1) + "\n"), ("claims.md", markdown(claims, figures))):

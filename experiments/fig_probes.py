@@ -19,6 +19,12 @@ only full.  Stores, documents and probe settings are ``dstg-probe``'s, so its ta
 agree to the last digit (``dstg-probe --model dstg rope ap rp --task segment`` is the segment/sentence
 block of probes.csv's seed-0 rows).
 
+The floor.  Where the zoo holds it, NoPE-NeoBERT (``nope``: the same encoder with no positional input at all,
+trained with the zoo's recipe) is probed too, as one more member (``model`` nope): what an MLM encoder recovers
+of each target from content alone, the reading every model with position input is compared with
+(``experiments.claims``, the ``floor_*`` rules).  Where the zoo lacks it, the run says so on stderr and in
+config.json (``inputs.floor``) with the command that trains it, and the tables have no nope rows.
+
 Paragraph-level probes read the paragraph-crossing windows of the same documents
 (``probes.positions.probing_sequences``).
 
@@ -40,9 +46,10 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp.plots import plot_r2_by_layer
-from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, over_seeds,
-                                       parse_config, random_init_store, run_as_command, save_config, say_not_applicable,
-                                       stream_notes, with_member_columns)
+from dstg_interp.model.checkpoint import ZOO_FLOOR, ZOO_NAMES
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, ZooIncomplete, inputs_for, model_store,
+                                       over_seeds, parse_config, random_init_store, run_as_command, save_config,
+                                       say_not_applicable, stream_notes, with_member_columns)
 from probes.positions import PositionProbeConfig, probe_store, reads_paragraph_windows
 
 # token position is the same target whatever the segment: probed once
@@ -98,14 +105,18 @@ def run(config: ProbesFigureConfig) -> dict:
     started = time.perf_counter()
     if config.combine:  # parts of one run (e.g. one member per process): their rows, in the usual order
         results = pd.concat([pd.read_csv(Path(folder) / "probes.csv") for folder in config.combine], ignore_index=True)
-        order = {variant: i for i, variant in enumerate(("dstg", "rope", "ap", "rp"))}
+        order = {variant: i for i, variant in enumerate((*ZOO_NAMES, ZOO_FLOOR))}
         results = results.sort_values(["model", "seed"], key=lambda c: c.map(order) if c.name == "model" else c,
                                       kind="stable").reset_index(drop=True)
         description = {"combined": [str(folder) for folder in config.combine]}
     else:
-        inputs = inputs_for(config, n_docs=config.n_docs)
+        floor = config.model is None and (config.variants is None or ZOO_FLOOR in config.variants)
+        inputs = inputs_for(config, n_docs=config.n_docs, floor=floor)
+        if inputs.floor_note and config.variants is not None:  # asked for by name: its absence is an error
+            raise ZooIncomplete(inputs.floor_note)
         notes = stream_notes(inputs)
-        say_not_applicable("fig_probes", notes, quiet=config.quiet)
+        say_not_applicable("fig_probes", notes, {ZOO_FLOOR: inputs.floor_note} if inputs.floor_note else {},
+                           quiet=config.quiet)
         results = probe_all(inputs, config)
         description = dict(inputs.description, notes=notes) if notes else inputs.description
     config.out.mkdir(parents=True, exist_ok=True)

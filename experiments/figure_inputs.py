@@ -50,8 +50,8 @@ from dstg_interp.data import default_cache_dir, probing_documents
 from dstg_interp.encoders import Encoder, EncoderError, HFEncoder
 from dstg_interp.encoders.naming import table_names
 from dstg_interp.io import RESULTS_DIR, write_text_atomic
-from dstg_interp.model.checkpoint import (ZOO_DIR, ZOO_NAMES, ZOO_SEEDS, missing_tokenizer_message, missing_zoo_members,
-                                          zoo_member)
+from dstg_interp.model.checkpoint import (FLOOR_TRAIN_COMMAND, ZOO_DIR, ZOO_FLOOR, ZOO_FLOOR_SEEDS, ZOO_NAMES, ZOO_SEEDS,
+                                          missing_tokenizer_message, missing_zoo_members, zoo_member)
 from dstg_interp.store import as_sequences
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.tiny_zoo import tiny_config, tiny_documents, tiny_zoo
@@ -235,6 +235,7 @@ class FigureInputs:
     members: dict = field(default_factory=dict)
     zoo: Path = ZOO_DIR
     given: bool = False  # the models of --model, not zoo members
+    floor_note: str | None = None  # the floor was asked for and the zoo lacks it: what is missing, how to train it
 
     def member(self, name: str) -> tuple[str, int]:
         """(variant, training seed) of member ``name``; a --model member: (its name, 0)."""
@@ -245,9 +246,27 @@ class FigureInputs:
         return open_encoder(self.models[name], name=name)
 
 
+def floor_members_of(model_seeds) -> dict:
+    """The NoPE floor's members among ``model_seeds``: those at the seeds it is trained at (``ZOO_FLOOR_SEEDS``,
+    seed 0 so far), so a run of seeds 0 1 2 reads the floor once and a run of seeds 1 2 does not read it."""
+    return {zoo_member(ZOO_FLOOR, s): (ZOO_FLOOR, s) for s in model_seeds if s in ZOO_FLOOR_SEEDS}
+
+
+def trained_floor(zoo: Path, wanted: dict) -> tuple[dict, str | None]:
+    """The floor members of ``wanted`` that ``zoo`` holds, and None, or (where it lacks some) the one line a
+    table says instead of their rows: what is missing and the command that trains it."""
+    missing = missing_zoo_members(zoo, [ZOO_FLOOR], sorted({s for _, s in wanted.values()}))
+    if not missing:
+        return dict(wanted), None
+    out = "" if Path(zoo).resolve() == ZOO_DIR.resolve() else f" (with --out {zoo} instead)"
+    note = (f"{', '.join(m + '/' for m in missing)} (NoPE-NeoBERT, the floor) is not in {zoo}: no floor rows; "
+            f"train it with {FLOOR_TRAIN_COMMAND}{out}")
+    return {name: member for name, member in wanted.items() if name not in missing}, note
+
+
 def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None = None, seed: int = 0,
                        store_root=None, corpus: str = "en-mix", zoo=ZOO_DIR, model_seeds=(0,),
-                       names: list[str] | None = None, given: bool = False) -> FigureInputs:
+                       names: list[str] | None = None, given: bool = False, floor: bool = False) -> FigureInputs:
     """The zoo's members -- every variant of ``models`` at every training seed of ``model_seeds`` -- (or tiny
     stand-ins) and the held-out documents ``dstg-probe`` reads (``n_docs``: a seeded sample of them instead,
     for quick runs; a seeded draw keeps every en-mix source in it).  A member missing from ``zoo`` raises
@@ -256,6 +275,10 @@ def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None 
     ``given``: ``models`` is a model list (``--model``: anything ``open_encoder`` takes) named by ``names``
     (``--name``; default: the naming rule), read on the same documents (``tiny``: on the synthetic corpus).
 
+    ``floor``: also the NoPE floor (``ZOO_FLOOR``, at the seeds of ``model_seeds`` it is trained at,
+    ``ZOO_FLOOR_SEEDS``) where the zoo holds it; where it does not, nothing is raised: ``floor_note`` says what
+    is missing and the command that trains it, for the script to print and record.
+
     Models and documents are loaded once per process and shared by every script run_all calls (the tiny
     tokenizer is not bit-reproducible across trainings, and another tokenizer would mean other stores).
     """
@@ -263,13 +286,19 @@ def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None 
         return _given_models(list(models), names, tiny, n_docs, seed, store_root, corpus)
     model_seeds = check_model_seeds(model_seeds)
     members = {zoo_member(variant, s): (variant, s) for s in model_seeds for variant in models}
+    floor_members = floor_members_of(model_seeds) if floor and ZOO_FLOOR not in models else {}
     if tiny:
-        zoo_models, documents = _shared_tiny_zoo(tuple(models), seed, tuple(model_seeds))
+        variants = tuple(models) + ((ZOO_FLOOR,) if floor_members else ())
+        built, documents = _shared_tiny_zoo(variants, seed, tuple(model_seeds))
+        members.update(floor_members)
+        zoo_models = {name: model for name, model in built.items() if name in members}
         root = Path(store_root) if store_root is not None else default_cache_dir() / "stores" / "figures-tiny"
         return FigureInputs(zoo_models, documents, root, True,
                             {"models": "tiny random (dstg_interp.tiny_zoo)", "corpus": "synthetic", "n_docs": len(documents),
                              "model_seeds": model_seeds}, members)
     zoo = Path(zoo)
+    floor_members, floor_note = trained_floor(zoo, floor_members)
+    members.update(floor_members)
     missing = missing_zoo_members(zoo, models, model_seeds)
     if missing:
         seeds = sorted({members[name][1] for name in missing})
@@ -283,17 +312,20 @@ def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None 
     zoo_json = zoo / "zoo.json"
     description = {"models": {name: str(zoo / name) for name in members}, "corpus": corpus, "model_seeds": model_seeds,
                    "n_docs": len(documents), "zoo": json.loads(zoo_json.read_text()) if zoo_json.is_file() else None}
-    return FigureInputs(zoo_models, documents, root, False, description, members, zoo)
+    if floor:
+        description["floor"] = floor_note or [name for name in floor_members]
+    return FigureInputs(zoo_models, documents, root, False, description, members, zoo, floor_note=floor_note)
 
 
-def inputs_for(config: FigureConfig, n_docs: int | None = None) -> FigureInputs:
+def inputs_for(config: FigureConfig, n_docs: int | None = None, floor: bool = False) -> FigureInputs:
     """``load_figure_inputs`` with a figure config's fields (tiny, seed, store_root, zoo; model_seeds if it has
-    them, else seed 0; the model list and its names when ``--model`` is given)."""
+    them, else seed 0; the model list and its names when ``--model`` is given); ``floor``: the zoo's NoPE floor
+    too, where it is trained (never with ``--model``)."""
     if config.model is not None:
         return load_figure_inputs(tiny=config.tiny, models=config.model, names=config.name, given=True, n_docs=n_docs,
                                   seed=config.seed, store_root=config.store_root)
     return load_figure_inputs(tiny=config.tiny, n_docs=n_docs, seed=config.seed, store_root=config.store_root,
-                              zoo=config.zoo, model_seeds=getattr(config, "model_seeds", [0]))
+                              zoo=config.zoo, model_seeds=getattr(config, "model_seeds", [0]), floor=floor)
 
 
 # --- a model list (--model / --name) ----------------------------------------------------------------

@@ -37,6 +37,8 @@ from probes.holmes.run import HolmesRunConfig, write_tables
 
 from probes.holmes.suite import build_suite, default_suite_dir
 
+# The reference four at three seeds: the test over training seeds needs >= 2 seeds per variant, and the NoPE floor
+# has one so far (its Holmes scores: --models nope once trained, as any member).
 ZOO_MEMBERS = tuple(f"{variant}{suffix}" for variant in ("dstg", "rope", "ap", "rp") for suffix in ("", "-seed1", "-seed2"))
 
 

@@ -1,11 +1,17 @@
-"""Pretrain the reference zoo -- DSTG-, RoPE-, AP- and RP-NeoBERT -- with identical data, seed and
+"""Pretrain the reference zoo -- DSTG-, RoPE-, AP- and RP-NeoBERT, and the NoPE floor -- with identical data, seed and
 hyper-parameters, and ship each as a half-precision checkpoint in ``dstg_interp/zoo/<variant>/``.
 
     python -m experiments.pretrain_zoo                       # all four, seed 0
     python -m experiments.pretrain_zoo --variants dstg --steps 200 --runs runs/zoo-small --out /tmp/zoo
     python -m experiments.pretrain_zoo --variants dstg-offset   # DSTG with random_offset, 512-row AP table
     python -m experiments.pretrain_zoo --seeds 0 1 2            # seed-major; seed k > 0 ships as <variant>-seed<k>
+    python -m experiments.pretrain_zoo --variants nope --seeds 0 --out dstg_interp/zoo --threads 1   # the floor
     python -m experiments.pretrain_zoo --recipe authors --out results/zoo-authors   # figures/recipe/AUTHORS_RECIPE.md
+
+``nope`` (NoPE-NeoBERT: the same block with no positional input at all) is the floor of the probe tables and
+claims; it is not one of the reference four (the default ``--variants``) but is trained with exactly their
+recipe (``check_zoo_recipe`` refuses it otherwise), one seed so far.  Rerunning the same command continues an
+interrupted run from its last checkpoint (there is no --resume flag: resuming is the default).
 
 Sizes: 6 layers, 4 heads, d_model 128 (DSTG: d_sem 112 + d_ap 16, 1:7 rather than the authors' 1:15
 so each head keeps 4 AP value dims), SwiGLU hidden 344, 128 positions, vocab 8192; batch 16, AdamW
@@ -86,7 +92,10 @@ SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, ba
 # learning rate, so the budget is twice that, on en-large, about one epoch of it, without repeating text).
 # ``authors``: the choices of the authors' public code as far as they are known, scaled to a CPU budget; each
 # choice, its source and each departure with its reason: figures/recipe/AUTHORS_RECIPE.md.  ``model``: the
-# architecture choices per variant, where they apply (the normed residual exists in DSTG only).
+# architecture choices per variant, where they apply (the normed residual exists in DSTG only).  Of the authors'
+# choices, nope takes every one that is not an architecture choice (corpus, document starts, batch, schedule,
+# AdamW, bf16); none of their architecture choices applies to it: it has no relative bias, no AP table (so no
+# random_offset or table init) and one stream (so no split FFN, no normed-residual quirk).
 RECIPES = {
     "4x128": dict(depth=dict(n_layers=4), steps=ZOO_STEPS, shared={}),
     "6x128": dict(depth=dict(n_layers=6), steps=8000, shared=dict(corpus="en-large")),
@@ -256,7 +265,8 @@ def record_summary(collected: Path, name: str, summary: dict) -> None:
 class PretrainZooConfig(ScriptConfig):
     out: Path = field(default=RESULTS_DIR / "zoo", metadata={"help": "where the float16 checkpoints and zoo.json go (the shipped zoo: --out dstg_interp/zoo)"})
     variants: list[str] = field(default_factory=lambda: list(ZOO_NAMES), metadata={
-        "help": "default: the reference four; dstg-offset is the random_offset DSTG"})
+        "help": "default: the reference four; nope is the no-position floor (same recipe); dstg-offset is the "
+                "random_offset DSTG"})
     seeds: list[int] = field(default_factory=lambda: [0], metadata={
         "help": "training seeds (init, data order, masks); seed k > 0 is exported as <variant>-seed<k>"})
     recipe: str = field(default=DEFAULT_RECIPE, metadata={

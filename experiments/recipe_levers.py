@@ -7,7 +7,8 @@ changes in a training run, and the arm specs (``[variant:]arm[,lever=value...]``
 
 A recipe is a dict of lever values; ``train_config`` turns one into a ``TrainConfig``.  Levers that exist in
 one variant only (``mlp``, ``rp``, ``d_ap``: DSTG; ``pos_init``: the two with a learned table) are left out
-of the variants they do not apply to when a named arm sets them for all (``reimpl`` for AP-NeoBERT is the
+of the variants they do not apply to (``nope``, no positional input at all, takes none of them: only the
+levers of training and of the one-stream block apply to it) when a named arm sets them for all (``reimpl`` for AP-NeoBERT is the
 re-implementation's recipe without DSTG's FFN and RP choices), and refused when an arm names them for
 such a variant explicitly.
 """
@@ -78,7 +79,7 @@ ARMS = {
 # the one-lever screen (no --arms): the values tried per lever, over FORMER_RECIPE
 SCREEN_VALUES = {"lr": [3e-3], "batch": [16], "pos_init": [0.2], "tie": [True], "schedule": ["constant"], "warmup": [10],
                  "d_ap": [32], "vocab": [4096]}
-VARIANTS = ("dstg", "rope", "ap", "rp")
+VARIANTS = ("dstg", "rope", "ap", "rp", "nope")  # nope: the floor, no position mechanism for a lever to act on
 
 
 @dataclass(frozen=True)

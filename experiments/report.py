@@ -32,13 +32,16 @@ from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 
 README = FIGURES_DIR.parent / "README.md"
 REPORT_NAME = "REPORT.md"
-DISPLAY = {"dstg": "DSTG", "rope": "RoPE", "ap": "AP-NeoBERT", "rp": "RP", "dstg-offset": "dstg-offset"}
+DISPLAY = {"dstg": "DSTG", "rope": "RoPE", "ap": "AP-NeoBERT", "rp": "RP", "nope": "NoPE (floor)", "dstg-offset": "dstg-offset"}
 ZOO_ROWS = {"dstg": "DSTG-NeoBERT", "rope": "RoPE-NeoBERT", "ap": "AP-NeoBERT", "rp": "RP-NeoBERT",
+            "nope": "NoPE-NeoBERT (the floor: no positional input)",
             "dstg-offset": "DSTG-NeoBERT, `random_offset` (`dstg-offset`)"}
 PROBES = (("token", "sentence", "token position"), ("segment", "sentence", "sentence index"),
           ("segment", "paragraph", "paragraph index"), ("intra", "sentence", "intra-sentence position"),
           ("intra", "paragraph", "intra-paragraph position"))
-ENTRIES = (("dstg", "ap"), ("dstg", "sem"), ("dstg", "full"), ("rope", "full"), ("ap", "full"), ("rp", "full"))
+# the probe tables' columns; ("nope", "full") is the floor, "—" until the zoo holds a trained nope member
+ENTRIES = (("dstg", "ap"), ("dstg", "sem"), ("dstg", "full"), ("rope", "full"), ("ap", "full"), ("rp", "full"),
+           ("nope", "full"))
 ARMS = (("dstg", "chunked", "chunked (reference)"), ("dstg", "curve", "curve"), ("dstg", "repeat", "repeat"),
         ("dstg", "stretch", "stretch"), ("dstg-offset", "chunked", "chunked (reference)"),
         ("dstg-offset", "native", "native (random_offset)"), ("rope", "chunked", "chunked (reference)"),
@@ -292,7 +295,7 @@ def invariance_table(figures: Path) -> str:
     ranked = retrieval[(retrieval.k == 1) & (retrieval.layer == retrieval.groupby("model").layer.transform("max"))]
     recall = ranked.set_index(["model", "subspace", "condition"]).recall
     entries = list(dict.fromkeys(zip(last.model, last.subspace)))
-    order = {m: i for i, m in enumerate(("dstg", "dstg-offset", "rope", "ap", "rp"))}
+    order = {m: i for i, m in enumerate(("dstg", "dstg-offset", "rope", "ap", "rp", "nope"))}
     entries.sort(key=lambda e: (order.get(e[0], 9), ("sem", "ap", "full").index(e[1]) if e[1] in ("sem", "ap", "full") else 9))
     conditions = [c for c in CONDITIONS if c in set(last.condition)]
     header = ["model / subspace"] + [f"rel. L2: {c}" for c in conditions] + [f"recall@1: {c}" for c in conditions]

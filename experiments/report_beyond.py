@@ -1,5 +1,5 @@
 """The REPORT tables of the studies beyond position reading, round 2 (issue 40): patching, the logit lens, RoPE
-bands, the position / context decomposition.  ``experiments.report.TABLES`` names them; each reads the gallery's
+bands, the position / context decomposition, the NoPE floor.  ``experiments.report.TABLES`` names them; each reads the gallery's
 CSV files only (``figures/patching``, ``logit_lens``, ``rope_bands``, ``decomposition``)."""
 
 from __future__ import annotations
@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 
-DISPLAY = {"dstg": "DSTG", "rope": "RoPE", "ap": "AP-NeoBERT", "rp": "RP", "all-MiniLM-L6-v2": "all-MiniLM-L6-v2"}
+from dstg_interp.model.checkpoint import FLOOR_TRAIN_COMMAND
+
+DISPLAY = {"dstg": "DSTG", "rope": "RoPE", "ap": "AP-NeoBERT", "rp": "RP", "nope": "NoPE (floor)",
+           "all-MiniLM-L6-v2": "all-MiniLM-L6-v2"}
+# the floor table: each probe target and the subspace of DSTG its claim reads (experiments.claims.FLOOR_READINGS)
+FLOOR_TARGETS = (("token", "sentence", "token position", "ap"), ("segment", "sentence", "sentence index", "ap"),
+                 ("segment", "paragraph", "paragraph index", "ap"), ("intra", "sentence", "intra-sentence position", "sem"),
+                 ("intra", "paragraph", "intra-paragraph position", "sem"))
 
 
 class MissingInput(Exception):
@@ -192,6 +199,29 @@ def incoherence_table(figures: Path) -> str:
                       "position rank (95%), last layer"], rows)
 
 
+def floor_table(figures: Path) -> str:
+    """Last-layer R² of each probe target: the NoPE floor's (content alone), then every model with position input
+    (DSTG's subspace of the claim, each baseline's full state) with its margin over the floor, means over seeds
+    (probes/probes_over_seeds.csv); a gallery without nope rows says so and how to train the floor."""
+    path = figures / "probes" / "probes_over_seeds.csv"
+    probes = _csv(figures, "probes/probes_over_seeds.csv" if path.is_file() else "probes/probes.csv")
+    last = probes[probes.layer == probes.groupby("model").layer.transform("max")]
+    if "nope" not in set(last.model):
+        return (f"(not measured: the gallery's probes have no NoPE-NeoBERT rows; train it with {FLOOR_TRAIN_COMMAND}, "
+                "then rerun experiments.fig_probes: docs/models.md, the NoPE floor)")
+    r2 = last.groupby(["task", "segment", "model", "subspace"]).r2.mean()
+    rows = []
+    for task, segment, text, subspace in FLOOR_TARGETS:
+        floor = r2.get((task, segment, "nope", "full"))
+        cells = [_number(floor, 3)]
+        for model, part in (("dstg", subspace), ("rope", "full"), ("ap", "full"), ("rp", "full")):
+            value = r2.get((task, segment, model, part))
+            cells.append("—" if value is None or floor is None else f"{_number(value, 3)} ({value - floor:+.3f})")
+        rows.append([text, *cells])
+    return _markdown(["last-layer R² (margin over the floor)", "NoPE (floor)", "DSTG (its claim's stream)", "RoPE",
+                      "AP-NeoBERT", "RP"], rows)
+
+
 def sae_table(figures: Path) -> str:
     """SAEs per stream (sae/fvu.csv, sae/summary.csv): held-out FVU by k at the k sweep's dictionary size, the k
     that reaches the target FVU (the SAE's and rank-k PCA's), and the latents whose activation token position
@@ -216,4 +246,5 @@ def sae_table(figures: Path) -> str:
 
 TABLES = {"patching": patching_table, "patching_agreement": patching_agreement, "patching_controls": patching_controls,
           "patching_heads": patching_heads, "logit_lens": lens_table, "rope_bands": bands_table,
-          "decomposition": decomposition_table, "incoherence": incoherence_table, "sae": sae_table}
+          "decomposition": decomposition_table, "incoherence": incoherence_table, "sae": sae_table,
+          "floor": floor_table}

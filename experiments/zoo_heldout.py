@@ -13,7 +13,8 @@ accuracy, most-frequent rate and gain in points), heldout.csv (tidy: one row per
 heldout_gain (PNG + PDF + JSON: gain per variant and corpus, mean bar and one dot per seed, the zoo
 issue's +8-point target), targets.csv (the zoo issue's three targets per corpus, each with its value, threshold,
 seed spread and verdict: ``zoo_targets``) and config.json.  ``run_all`` runs it first; README's zoo table is rebuilt from
-zoo.csv by ``experiments/report.py``.
+zoo.csv by ``experiments/report.py``.  The NoPE floor (``nope``) is a row of its own where the zoo holds it; where
+not, the run says so (stderr, config.json ``inputs.floor``) with the command that trains it.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from dstg_interp.data import build_structured_sequences, load_corpus
 from dstg_interp.evaluation import Unigram, mlm_accuracy
 from dstg_interp.plots.recipe import plot_heldout_gain
 from dstg_interp.tiny_zoo import tiny_documents
+from dstg_interp.model.checkpoint import ZOO_FLOOR
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, parse_config, run_as_command,
-                                       save_config)
+                                       save_config, say_not_applicable)
 
 # the zoo issue's targets (#21), over the training seeds of every held-out corpus, in points of gain over the
 # most-frequent-token rate on the same masked tokens
@@ -154,7 +156,9 @@ def zoo_targets(heldout: pd.DataFrame) -> pd.DataFrame:
 
 def run(config: ZooHeldoutConfig) -> dict:
     started = time.perf_counter()
-    inputs = inputs_for(config)
+    inputs = inputs_for(config, floor=True)  # the NoPE floor is a member of the zoo's table once trained
+    if inputs.floor_note:
+        say_not_applicable("zoo_heldout", {ZOO_FLOOR: inputs.floor_note}, quiet=config.quiet)
     heldout = heldout_table(inputs, config)
     table = zoo_rows(inputs, heldout)
     config.out.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ def pytest_collection_modifyitems(config, items):
         if INTEGRATION in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.slow)
 
-VARIANTS = ("dstg", "rope", "ap", "rp")
+VARIANTS = ("dstg", "rope", "ap", "rp", "nope")  # nope: the floor, no positional input
 
 
 # The library's tiny model (``dstg_interp.tiny_zoo.tiny_config``, defined once) at the unit tests' sizes;

@@ -11,7 +11,7 @@ from experiments.recipe_levers import ARMS, parse_arm, recipe_for
 from experiments.recipe_readings import read_table_curve
 from experiments.recipe_study import RecipeStudyConfig, train_config
 
-VARIANTS = ("dstg", "rope", "ap", "rp")
+VARIANTS = ("dstg", "rope", "ap", "rp", "nope")
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

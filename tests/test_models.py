@@ -102,6 +102,8 @@ EXPECTED_HOOKS = {
            "blocks.0.attn.hook_logits": (2, 4, 16, 16), "blocks.0.attn.hook_pattern": (2, 4, 16, 16), "hook_final": (2, 16, 32)},
     "rp": {"hook_embed": (2, 16, 32), "blocks.1.hook_resid_post": (2, 16, 32), "blocks.0.attn.hook_logits": (2, 4, 16, 16),
            "blocks.0.attn.hook_logits_rp": (2, 4, 16, 16), "blocks.0.attn.hook_pattern": (2, 4, 16, 16), "hook_final": (2, 16, 32)},
+    "nope": {"hook_embed": (2, 16, 32), "blocks.1.hook_resid_pre": (2, 16, 32), "blocks.1.hook_resid_post": (2, 16, 32),
+             "blocks.0.attn.hook_logits": (2, 4, 16, 16), "blocks.0.attn.hook_pattern": (2, 4, 16, 16), "hook_final": (2, 16, 32)},
 }
 
 
@@ -114,6 +116,8 @@ def test_hook_names_and_shapes(variant, padded_batch):
     assert {name: tuple(t.shape) for name, t in cache.items()} == expected
     if variant != "ap":
         assert "hook_pos_embed" not in model.hook_dict
+    if variant in ("rope", "ap", "nope"):  # no relative bias
+        assert not any(name.endswith("hook_logits_rp") for name in model.hook_dict)
 
 
 def test_pattern_rows_sum_to_one_and_ignore_padding(variant, padded_batch):

@@ -394,11 +394,11 @@ def test_zoo_seeds_share_the_recipe_and_split_but_not_the_seed(tmp_path):
 
 
 def test_the_one_zoo_architecture_is_the_shipped_zoo_s_and_the_recipe_s():
-    from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_NAMES, ZOO_WIDTHS, zoo_architecture
+    from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_FLOOR, ZOO_NAMES, ZOO_WIDTHS, zoo_architecture
     from dstg_interp.tiny_zoo import TINY_WIDTHS, tiny_config
     from experiments.pretrain_zoo import DEFAULT_RECIPE, RECIPES, zoo_config
 
-    assert set(ZOO_WIDTHS) == set(TINY_WIDTHS) == set(ZOO_NAMES)
+    assert set(ZOO_WIDTHS) == set(TINY_WIDTHS) == {*ZOO_NAMES, ZOO_FLOOR}  # the four and the NoPE floor
     fields = ("variant", "d_sem", "d_ap", "d_model", "n_layers", "n_heads")
     for variant in (*ZOO_NAMES, "dstg-offset"):
         shipped = json.loads((ZOO_DIR / variant / "config.json").read_text())  # what the zoo was trained as
@@ -432,7 +432,7 @@ def test_pretrain_zoo_refuses_a_zoo_of_another_recipe(tmp_path, capsys):
     from dstg_interp.model.checkpoint import ZOO_DIR
     from experiments.pretrain_zoo import check_zoo_recipe, main as pretrain_zoo_main, zoo_config
 
-    for variant in ("dstg", "rope", "ap", "rp"):  # the shipped zoo is one recipe (dstg-offset: its own)
+    for variant in ("dstg", "rope", "ap", "rp", "nope"):  # the shipped zoo is one recipe (dstg-offset: its own), the floor's
         for seed in (0, 3):
             check_zoo_recipe(ZOO_DIR, variant, zoo_config(variant, tmp_path, None, None, seed))
     zoo = tmp_path / "zoo"

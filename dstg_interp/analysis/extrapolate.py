@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..config import POSITION_VARIANTS, position_mechanism
 from ..model.checkpoint import build_model, save_checkpoint
 
 METHODS = ("curve", "repeat", "stretch")
@@ -161,8 +162,9 @@ def extend_positions(model, factor: float | None = None, *, new_length: int | No
     # Validate the longer config before any table is built: an absurd length is refused in one line.
     type(model.config).from_dict({**model.config.to_dict(), "max_positions": new_length})
     if _table_key(model) is None:
-        raise ValueError(f"variant {variant!r} has no learned AP table to extend (only 'dstg' and 'ap' do); a relative "
-                         f"model runs at any length: use with_max_positions(model, {new_length})")
+        kind = "a relative model" if variant in POSITION_VARIANTS else f"position enters {position_mechanism(variant)}; it"
+        raise ValueError(f"variant {variant!r} has no learned AP table to extend (only 'dstg' and 'ap' do); {kind} "
+                         f"runs at any length: use with_max_positions(model, {new_length})")
     table, info = extend_table(model.ap_table.detach().cpu().double().numpy(), new_length, method, n_components,
                                n_frequencies)
     longer = with_max_positions(model, new_length)

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..config import position_mechanism
 from ..encoders import Encoder, EncoderError, logit_terms
 from ..encoders.edits import RowsEdit, edit_hooks, edit_position_rows, position_rows_module
 from ..encoders.hf import HFEncoder
@@ -70,7 +71,7 @@ def position_hooks(encoder: Encoder, layer) -> list[str]:
                                "instead (dstg-erase)")
         return ["embeddings.position_embeddings"]
     raise EncoderError(f"{encoder.name}: this {variant!r} model has no hook that holds an absolute-position state "
-                       "(position enters inside attention); AP interventions need DSTG's AP stream, AP-NeoBERT's "
+                       f"(position enters {position_mechanism(variant) if variant == 'nope' else 'inside attention'}); AP interventions need DSTG's AP stream, AP-NeoBERT's "
                        "hook_pos_embed or an HF encoder's learned position table")
 
 

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..config import position_mechanism
 from ..encoders import Encoder, EncoderError
 from ..encoders.edits import edit_hooks, edit_states
 from ..encoders.hooks import head_values
@@ -94,7 +95,8 @@ def patching_pair(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.
     if corruption == "offset":
         if encoder.kind == "hf" or encoder.variant not in ("dstg", "ap"):
             raise EncoderError(f"{encoder.name}: the 'offset' corruption reads the input further down a learned "
-                               f"position table; this {encoder.variant!r} model has none (use 'shuffle')")
+                               f"position table; this {encoder.variant!r} model has none (position enters "
+                               f"{position_mechanism(encoder.variant)}; use 'shuffle')")
         if int(offset) <= 0 or int(offset) + tokens.shape[1] > encoder.max_positions:
             raise EncoderError(f"offset must be in 1 .. {encoder.max_positions - tokens.shape[1]} for a "
                                f"{tokens.shape[1]}-token input and {encoder.max_positions} positions, got {offset}")

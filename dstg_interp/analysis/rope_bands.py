@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..config import position_mechanism
 from ..encoders import Encoder, EncoderError
 from .heads import DOMINANT_SHARE
 from .masked_inputs import checked_batch
@@ -51,8 +52,7 @@ def rotary_of(encoder: Encoder, block: int):
     """The ``Rotary`` module of a block, or one clear EncoderError for a model without rotary heads."""
     if encoder.kind == "hf" or encoder.variant != "rope":
         raise EncoderError(f"{encoder.name}: the frequency-band split needs rotary (RoPE) heads; this "
-                           f"{encoder.variant!r} model has none (position enters "
-                           f"{'through its AP stream' if encoder.variant == 'dstg' else 'another way'})")
+                           f"{encoder.variant!r} model has none (position enters {position_mechanism(encoder.variant)})")
     return encoder.model.blocks[block].attn.rotary
 
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformer_lens import HookedRootModule
 
-from ..config import ModelConfig
+from ..config import POSITION_VARIANTS, ModelConfig, position_mechanism
 from .cache import StreamActivationCache
 from .layers import init_weights
 from .saving import save_checkpoint
@@ -66,7 +66,7 @@ class TransformerLensConfig:
         config = self._model.config
         derived = {"d_vocab": config.vocab_size, "d_vocab_out": config.vocab_size, "n_ctx": config.max_positions,
                    "n_key_value_heads": None, "attn_only": False, "normalization_type": "RMS", "act_fn": "silu",
-                   "positional_embedding_type": {"ap": "standard", "rope": "rotary"}.get(config.variant, config.variant)}
+                   "positional_embedding_type": {"ap": "standard", "rope": "rotary"}.get(config.variant, config.variant)}  # nope: "nope"
         if name == "device":
             return next(self._model.parameters()).device
         if name in derived:
@@ -184,6 +184,9 @@ class EncoderForMLM(TextInputs, HookedRootModule):
     @property
     def ap_table(self) -> torch.Tensor:
         """The learned absolute-position table, rows = positions: [max_positions, d]."""
+        if self.config.variant not in POSITION_VARIANTS:
+            raise ValueError(f"variant {self.config.variant!r} has no learned position table: position enters "
+                             f"{position_mechanism(self.config.variant)}")
         raise ValueError(
             f"variant {self.config.variant!r} has no learned position table; use the per-position mean of a layer's states instead"
         )

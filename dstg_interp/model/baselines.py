@@ -1,10 +1,13 @@
-"""The three entangled baselines on one NeoBERT block: RoPE-, AP- and RP-NeoBERT.
+"""The three entangled baselines on one NeoBERT block: RoPE-, AP- and RP-NeoBERT; and NoPE-NeoBERT, the
+same block with no positional input at all (the floor of every position reading).
 
     model = build_model(ModelConfig(variant="rope", d_model=128, n_layers=6, n_heads=4))
     logits = model(tokens, attention_mask)               # [batch, pos, vocab]
     _, cache = model.run_with_cache(tokens, names_filter=lambda n: n.endswith("hook_resid_post"))
 
 Block: pre-RMSNorm -> attention (SDPA) -> residual; pre-RMSNorm -> SwiGLU -> residual; no biases.
+NoPE (``variant="nope"``): no table, no rotation, no bias; with bidirectional attention nothing in the model
+tells positions apart, so it is permutation-equivariant: model(tokens[:, p])[:, i] == model(tokens)[:, p[i]].
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from ..config import ModelConfig
 from .base import EncoderForMLM
 from .layers import (RelativePositionBias, RMSNorm, Rotary, SwiGLU, additive_key_mask, attention_with_learned_bias,
                      fused_attention, is_hooked, merge_heads, split_heads, through_head_hook)
+
+# the position mechanism of each: RoPE rotates q/k, AP adds a table, RP adds a logit bias, NoPE has none
+BASELINE_VARIANTS = ("rope", "ap", "rp", "nope")
 
 
 class NeoBERTAttention(nn.Module):
@@ -88,11 +94,11 @@ class NeoBERTBlock(nn.Module):
 
 
 class NeoBERT(EncoderForMLM):
-    """RoPE-, AP- or RP-NeoBERT depending on ``config.variant``."""
+    """RoPE-, AP-, RP- or NoPE-NeoBERT depending on ``config.variant``."""
 
     def __init__(self, config: ModelConfig):
-        if config.variant not in ("rope", "ap", "rp"):
-            raise ValueError(f"NeoBERT builds the baselines rope/ap/rp, not {config.variant!r}")
+        if config.variant not in BASELINE_VARIANTS:
+            raise ValueError(f"NeoBERT builds the baselines {'/'.join(BASELINE_VARIANTS)}, not {config.variant!r}")
         super().__init__(config, head_width=config.d_model)
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
         self.pos_embed = nn.Embedding(config.max_positions, config.d_model) if config.variant == "ap" else None

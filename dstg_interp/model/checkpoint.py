@@ -38,8 +38,15 @@ from .formats import is_neobert_family, read_foreign_checkpoint
 from .saving import save_checkpoint  # noqa: F401  (re-exported)
 
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
-ZOO_NAMES = ("dstg", "rope", "ap", "rp")
+ZOO_NAMES = ("dstg", "rope", "ap", "rp")  # the reference four
 ZOO_SEEDS = (0, 1, 2)  # the training seeds the zoo ships (experiments/pretrain_zoo.py --seeds 0 1 2)
+# The floor: NoPE-NeoBERT, no positional input at all, trained with the reference four's recipe (one seed so
+# far).  It is not one of the four (no paper claim is about it); the probe tables and claims read it, where
+# the zoo holds it, as what an MLM encoder recovers of position from content alone.
+ZOO_FLOOR = "nope"
+ZOO_FLOOR_SEEDS = (0,)
+# How to train it into the shipped zoo (a rerun of the same command continues from its last checkpoint).
+FLOOR_TRAIN_COMMAND = "python -m experiments.pretrain_zoo --variants nope --seeds 0 --out dstg_interp/zoo --threads 1"
 # The zoo's architecture, defined once (pretrain_zoo, recipe_study, the benchmarks and TrainConfig's default
 # read it): d_model 128 for every variant, DSTG's split 112 + 16 (1:7, so each head keeps 4 AP value dims).
 ZOO_WIDTHS = {
@@ -47,6 +54,7 @@ ZOO_WIDTHS = {
     "rope": dict(variant="rope", d_model=128),
     "ap": dict(variant="ap", d_model=128),
     "rp": dict(variant="rp", d_model=128),
+    ZOO_FLOOR: dict(variant="nope", d_model=128),
 }
 ZOO_DEPTH = dict(n_layers=6, n_heads=4)  # the shipped zoo (recipe 6x128; the former zoo had 4 layers)
 
@@ -107,14 +115,16 @@ RUN_CHECKPOINT = "checkpoint"
 
 
 def resolve_checkpoint(name_or_path: str | Path) -> Path:
-    """A zoo name (``dstg``, ``rope``, ``ap``, ``rp``, or another folder of the zoo such as ``dstg-offset``)
-    or a path -> the checkpoint directory (a dstg-train run folder -> its ``checkpoint/``)."""
+    """A zoo name (``dstg``, ``rope``, ``ap``, ``rp``, ``nope`` once trained, or another folder of the zoo such as
+    ``dstg-offset``) or a path -> the checkpoint directory (a dstg-train run folder -> its ``checkpoint/``)."""
     path = Path(name_or_path)
     shipped = ZOO_DIR / str(name_or_path)  # the reference four, or an extra model shipped beside them
-    if not path.exists() and (str(name_or_path) in ZOO_NAMES or (shipped / CONFIG_FILE).is_file()):
+    known = (*ZOO_NAMES, ZOO_FLOOR)
+    if not path.exists() and (str(name_or_path) in known or (shipped / CONFIG_FILE).is_file()):
         path = shipped
         if not (path / CONFIG_FILE).exists():
-            raise CheckpointError(f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with python -m experiments.pretrain_zoo")
+            command = FLOOR_TRAIN_COMMAND if str(name_or_path) == ZOO_FLOOR else "python -m experiments.pretrain_zoo"
+            raise CheckpointError(f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with {command}")
     if not path.is_dir():
         shipped_names = sorted(p.name for p in ZOO_DIR.iterdir() if (p / CONFIG_FILE).is_file()) if ZOO_DIR.is_dir() else []
         names = list(ZOO_NAMES) + [n for n in shipped_names if n not in ZOO_NAMES]

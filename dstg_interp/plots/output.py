@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 # one colour per zoo model in every figure (Okabe-Ito, readable by colour-blind readers)
-MODEL_COLORS = {"dstg": "#0072B2", "rope": "#E69F00", "ap": "#009E73", "rp": "#CC79A7"}
+MODEL_COLORS = {"dstg": "#0072B2", "rope": "#E69F00", "ap": "#009E73", "rp": "#CC79A7", "nope": "#888888"}  # nope: the grey floor
 _OTHER_COLORS = ["#555555", "#D55E00", "#999933", "#882255", "#000000"]
 _SPARE_COLORS = ["#56B4E9", "#F0E442", "#44AA99", "#AA4499"]  # only when two models of a figure share a colour
 # one colour per head label (heads.LABELS)
@@ -33,7 +33,8 @@ LABEL_COLORS = {
 
 
 # What a reader sees instead of the internal keys: the model a figure draws, never a bare "ap" beside DSTG's "ap".
-DISPLAY_NAMES = {"dstg": "DSTG-NeoBERT", "rope": "RoPE-NeoBERT", "ap": "AP-NeoBERT", "rp": "RP-NeoBERT"}
+DISPLAY_NAMES = {"dstg": "DSTG-NeoBERT", "rope": "RoPE-NeoBERT", "ap": "AP-NeoBERT", "rp": "RP-NeoBERT",
+                 "nope": "NoPE-NeoBERT"}
 SUBSPACE_NAMES = {"ap": "AP stream", "sem": "semantic stream", "full": "full state"}
 MAX_COLUMNS = 3  # multi-panel figures wrap after this many columns (a paper column holds three)
 
@@ -102,7 +103,7 @@ def model_palette(models) -> dict[str, str]:
 
 
 def ordered_models(models) -> list[str]:
-    """Zoo models first in the canonical order (dstg, rope, ap, rp), then the rest alphabetically."""
+    """Zoo models first in the canonical order (dstg, rope, ap, rp, then the nope floor), then the rest alphabetically."""
     models = list(dict.fromkeys(models))
     zoo = [m for key in MODEL_COLORS for m in models if str(m).lower() == key]
     return zoo + sorted((m for m in models if m not in zoo), key=str)

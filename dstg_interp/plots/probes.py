@@ -35,5 +35,7 @@ def plot_r2_by_layer(results: pd.DataFrame, out_dir, stem: str = "r2_by_layer", 
                  "bootstrap CI low to the highest seed's CI high (held-out documents)")
     else:
         bands = "bands: 95% bootstrap CI over the held-out test documents"
+    if (results.model == "nope").any():
+        bands += "; grey: NoPE-NeoBERT, no positional input (the floor: what content alone recovers)"
     return plot_by_layer(long, out_dir, stem, row="probe", col="subspace", ylabel=ylabel, reference=0.0,
                          bands=bands, reference_label="0, what predicting the mean gets")

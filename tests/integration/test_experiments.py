@@ -69,15 +69,15 @@ def test_zoo_table_outputs(gallery):
     folder = gallery[0] / "zoo"
     _non_empty_figure(folder, "heldout_gain")
     heldout = pd.read_csv(folder / "heldout.csv")
-    assert len(heldout) == 4 * 2 * 2  # variants x seeds x corpora
-    assert set(zip(heldout.variant, heldout.seed)) == {(v, s) for v in ("dstg", "rope", "ap", "rp") for s in (0, 1)}
+    assert len(heldout) == (4 * 2 + 1) * 2  # (variants x seeds + the NoPE floor at seed 0) x corpora
+    assert set(zip(heldout.variant, heldout.seed)) == {(v, s) for v in ("dstg", "rope", "ap", "rp") for s in (0, 1)} | {("nope", 0)}
     assert heldout.gain_points.to_numpy() == pytest.approx(100 * (heldout.accuracy - heldout.most_frequent_accuracy))
     # the two seeds of a variant are different models scored on the same masked tokens
     assert heldout.groupby(["variant", "corpus"]).n_tokens.nunique().eq(1).all()
     table = pd.read_csv(folder / "zoo.csv")
-    assert len(table) == 8 and {"en-mix_gain_points", "pydocs_gain_points"} <= set(table.columns)
-    targets = pd.read_csv(folder / "targets.csv")  # per corpus: 4 per-seed minima, DSTG's gap, AP's sd
-    assert len(targets) == 2 * 6 and set(targets.corpus) == {"en-mix", "pydocs"}
+    assert len(table) == 9 and {"en-mix_gain_points", "pydocs_gain_points"} <= set(table.columns)
+    targets = pd.read_csv(folder / "targets.csv")  # per corpus: 5 per-seed minima (the floor's too), DSTG's gap, AP's sd
+    assert len(targets) == 2 * 7 and set(targets.corpus) == {"en-mix", "pydocs"}
     assert (targets.met == (targets.value >= targets.threshold)).all() and (targets.low <= targets.high).all()
 
 
@@ -127,14 +127,16 @@ def test_probe_outputs(gallery):
     probes = set(map(tuple, results[["task", "segment"]].drop_duplicates().to_numpy()))
     assert probes == {("token", "sentence"), ("segment", "sentence"), ("segment", "paragraph"),
                       ("intra", "sentence"), ("intra", "paragraph")}
-    assert len(results) == 2 * 5 * (3 * 3 + 3 * 3)  # seeds x probes x (DSTG 3 layers x 3 subspaces + 3 baselines x 3 layers)
-    assert set(results.seed) == {0, 1}
+    # seeds x probes x (DSTG 3 layers x 3 subspaces + 3 baselines x 3 layers), and the NoPE floor at seed 0
+    assert len(results) == 2 * 5 * (3 * 3 + 3 * 3) + 5 * 3
+    assert set(results.seed) == {0, 1} and set(results[results.model == "nope"].seed) == {0}
     # two training seeds are two models: their probes differ
     by_seed = results.pivot_table(index=["model", "task", "segment", "layer", "subspace"], columns="seed", values="r2")
     assert (by_seed[0] - by_seed[1]).abs().max() > 1e-3
     # the table over seeds: the mean, and an interval that holds every seed's value
     over = pd.read_csv(folder / "probes_over_seeds.csv").set_index(["model", "task", "segment", "layer", "subspace"])
-    assert len(over) == len(results) // 2 and (over.n_seeds == 2).all()
+    floor = over.index.get_level_values("model") == "nope"
+    assert len(over) == 5 * 18 + 5 * 3 and (over.n_seeds[~floor] == 2).all() and (over.n_seeds[floor] == 1).all()
     assert over.r2.to_numpy() == pytest.approx(by_seed.mean(axis=1).reindex(over.index).to_numpy())
     assert (over.ci_low.to_numpy() <= by_seed.min(axis=1).reindex(over.index).to_numpy() + 1e-12).all()
     assert (over.ci_high.to_numpy() >= by_seed.max(axis=1).reindex(over.index).to_numpy() - 1e-12).all()

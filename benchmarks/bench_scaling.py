@@ -194,11 +194,12 @@ def projection(rows: list[dict], n_tokens: int = PROJECT_TOKENS) -> list[dict]:
         tokens = np.array([r["n_tokens"] for r in cells], dtype=float)
         seconds = np.array([r["seconds"] for r in cells])
         rss = np.array([r["peak_rss_mb"] for r in cells])
+        slope, intercept, rss_slope = seconds[-1] / tokens[-1], 0.0, float("nan")  # proportional to the largest run
         if len(cells) >= 2:
-            slope, intercept = np.polyfit(tokens, seconds, 1)
+            fitted_slope, fitted_intercept = np.polyfit(tokens, seconds, 1)
+            if fitted_slope > 0 and fitted_intercept >= 0:  # else noise: keep the proportional reading
+                slope, intercept = fitted_slope, fitted_intercept
             rss_slope = float(np.polyfit(tokens, rss, 1)[0])
-        else:
-            slope, intercept, rss_slope = seconds[0] / tokens[0], 0.0, float("nan")
         disk_per_token = cells[-1]["disk_bytes"] / cells[-1]["n_tokens"]
         out.append({"rival": rival, "width": width, "n_tokens": n_tokens,
                     "seconds": round(float(intercept + slope * n_tokens), 1),
@@ -233,7 +234,7 @@ def figure(result: dict, path: Path) -> None:
             if rival == "extract":
                 axes[2].plot(x, [c["disk_bytes"] / 2**30 for c in cells], styles[width], color=colours[rival],
                              marker="o", label=f"store, d={width}")
-    for axis, title in zip(axes, ("tokens / s", "peak RSS (MiB)", "disk (GiB; storeless and forward: 0)")):
+    for axis, title in zip(axes, ("tokens / s", "peak RSS (MiB)", "store on disk (GiB; the others write nothing)")):
         axis.set_xscale("log")
         axis.set_xlabel("tokens")
         axis.set_title(title)
@@ -242,7 +243,7 @@ def figure(result: dict, path: Path) -> None:
     axes[2].set_yscale("log")
     axes[0].legend(fontsize=7, ncol=2)
     state = "quiet" if result.get("quiet") else "UNDER LOAD"
-    fig.suptitle(f"How cost grows (6 layers, random DSTG; {result.get('threads')} threads; {state})"
+    fig.suptitle(f"How cost grows ({result['model']['n_layers']} layers, random DSTG; {result.get('threads')} threads; {state})"
                  + (" -- QUICK: sizes too small to mean anything" if result.get("quick") else ""))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -230,3 +230,17 @@ def test_an_interrupted_statistics_pass_leaves_nothing(setup, tmp_path, signal_n
     assert_interrupted(result, code, "dstg-probe", "no results were written")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["cache"] or not (tmp_path / "o").exists()
     assert not (tmp_path / "cache" / "stores").exists()
+
+
+def test_an_hf_encoder_gives_the_same_table_on_both_routes(setup, tmp_path):
+    """The storeless route reads HF hidden states through the same encoder adapter as extraction."""
+    from test_hf_encoder_offline import write_tiny_bert
+
+    _, corpus = setup
+    folder = tmp_path / "bert"
+    write_tiny_bert(folder, load_corpus(str(corpus), progress=False))
+    kwargs = dict(task="segment", corpus=str(corpus), n_boot=100, progress=False)
+    store = probe_positions(str(folder), store=True, store_root=tmp_path / "stores", **kwargs)
+    storeless = probe_positions(str(folder), **kwargs)
+    assert set(storeless.subspace) == {"full"} and len(storeless) == 3
+    assert_same_tables(store, storeless)

@@ -14,6 +14,11 @@ still leaves what it measured; a section that would start past ``--budget`` seco
                 batches: tokens/s of each
   probes        the whole grid on that store (21 feature sets x 3 position targets, grouped 5-fold CV, 17
                 alphas): fit_ridge_grid with numpy sums vs device="cuda"; seconds and the largest difference
+  storeless     dstg-probe's default route (probes.storeless: statistics summed on the device during the
+                forward pass, then the held-out pass) on that model and those sequences (segment probe, no
+                controls, 200 resamples): tokens/s against the plain forward, and the largest difference of
+                any results column from the store route on that store; then, with 4 minutes of budget left,
+                plain forward vs storeless at the paper's width (6 layers, 720 + 48, 12 heads, 200k tokens)
   training      per variant (dstg, rope, ap, rp) at zoo size (4 layers, d 128, 4 heads, vocab 8192, T 128),
                 batch --batch: the training step dstg-train runs (masked logits, backward, clip, fused
                 AdamW), bf16 autocast, compiled (compile_for_training) and eager: tokens/s and MFU against
@@ -52,6 +57,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling scripts, also when run from elsewhere
 
+from bench_scaling import LabelledSequences  # noqa: E402
 from bench_store import RandomSequences  # noqa: E402
 from machine import LoadWatch  # noqa: E402
 
@@ -62,6 +68,8 @@ from dstg_interp.tiny_zoo import TINY_WIDTHS  # noqa: E402 (the dry run's: the t
 from dstg_interp.train import TrainConfig, compile_for_training, make_optimizer  # noqa: E402
 from probes import fit_ridge_grid, grouped_train_test_split  # noqa: E402
 from probes.grid import store_feature_sets  # noqa: E402
+from probes.positions import PositionProbeConfig, probe_sequences, probe_store  # noqa: E402
+from dstg_interp.encoders import open_encoder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RESULT_PATH = Path(__file__).parent / "results" / "gpu_check.json"
@@ -266,6 +274,7 @@ def extraction(ctx) -> dict:
                 model(tokens.to(device), attention_mask=mask.to(device), stop_at_layer=e["n_layers"])
 
     plain = timed(forward, device, warmup=1, rounds=1 if sizes.dry else 2)
+    ctx.extract_model, ctx.plain_tokens_per_s = model, n_tokens / plain  # the storeless section reuses both
     ctx.store = ctx.work / "store"
     start = time.perf_counter()
     extract(model, sequences, ctx.store, batch_size=batch_size, dtype="float16", progress=False)
@@ -295,6 +304,56 @@ def probes(ctx) -> dict:
     out["max_abs_delta_test_r2"] = float(np.nanmax(np.abs(a.test_r2.to_numpy() - b.test_r2.to_numpy())))
     out["same_alphas"] = bool((a.alpha.to_numpy() == b.alpha.to_numpy()).all())
     print(f"probes: {out}", flush=True)
+    return out
+
+
+def storeless(ctx) -> dict:
+    """dstg-probe's default route (probes.storeless) on the extraction section's model and sequences, against the
+    plain forward and against the store route (probe_store on that section's store): tokens/s and the largest
+    difference of any results column; then, when the budget allows, the same at the paper's width (768)."""
+    sizes, device = ctx.sizes, ctx.device
+    e = sizes.extract
+    batch_size = 32 if sizes.dry else 256
+    config = PositionProbeConfig(task="segment", controls=False, n_boot=200)
+    sequences = LabelledSequences(sizes.extract_tokens, sizes.extract_length, 8192)
+    n_tokens = int(sequences.lengths.sum())
+    encoder = open_encoder(ctx.extract_model)
+    start = time.perf_counter()
+    table = probe_sequences(encoder, sequences, config, model_name="gpu-check", controls=False, batch_size=batch_size)
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    stored = probe_store(ActivationStore(ctx.store), config, model_name="gpu-check", device=device.type)
+    store_seconds = time.perf_counter() - start
+    numeric = table.select_dtypes("number").columns
+    delta = np.abs(table[numeric].to_numpy(dtype=float) - stored[numeric].to_numpy(dtype=float))
+    out = {"n_tokens": n_tokens, "n_layers": e["n_layers"], "width": e["d_sem"] + e["d_ap"],
+           "storeless_seconds": seconds, "storeless_tokens_per_s": n_tokens / seconds,
+           "storeless_vs_plain": n_tokens / seconds / ctx.plain_tokens_per_s, "store_probe_seconds": store_seconds,
+           "max_abs_delta_vs_store_route": float(np.nanmax(delta)),
+           "same_nan_cells": bool((np.isnan(table[numeric].to_numpy(dtype=float))
+                                   == np.isnan(stored[numeric].to_numpy(dtype=float))).all())}
+    ctx.save_partial("storeless", out)
+    if not sizes.dry and ctx.remaining() > 240:  # the paper's width: 6 layers, 720 + 48, 12 heads
+        wide = build_model(ModelConfig(variant="dstg", vocab_size=8192, max_positions=256, n_layers=6, n_heads=12,
+                                       d_sem=720, d_ap=48, seed=0)).to(device).eval()
+        wide_sequences = LabelledSequences(200_000, 256, 8192)
+        wide_tokens = int(wide_sequences.lengths.sum())
+
+        def wide_forward():
+            with torch.inference_mode():
+                for tokens, mask in wide_sequences.batches(batch_size):
+                    wide(tokens.to(device), attention_mask=mask.to(device), stop_at_layer=6)
+
+        plain = timed(wide_forward, device, warmup=1, rounds=1)
+        start = time.perf_counter()
+        probe_sequences(open_encoder(wide), wide_sequences, config, model_name="gpu-check-768", controls=False,
+                        batch_size=batch_size)
+        synchronize(device)
+        wide_seconds = time.perf_counter() - start
+        out["width_768"] = {"n_tokens": wide_tokens, "plain_forward_tokens_per_s": wide_tokens / plain,
+                            "storeless_tokens_per_s": wide_tokens / wide_seconds, "storeless_vs_plain": plain / wide_seconds}
+    print(f"storeless: {out}", flush=True)
     return out
 
 
@@ -367,8 +426,8 @@ def torchrun(ctx) -> dict:
 
 
 # The quick sections first: a cold compile of every variant (training) is the one that may run long.
-SECTIONS = {"peak": peak, "loss": loss_agreement, "extraction": extraction, "probes": probes, "training": training,
-            "torchrun": torchrun}
+SECTIONS = {"peak": peak, "loss": loss_agreement, "extraction": extraction, "probes": probes, "storeless": storeless,
+            "training": training, "torchrun": torchrun}
 
 
 class Context:
@@ -435,7 +494,7 @@ def main(argv=None) -> int:
     watch = LoadWatch.start()
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     ctx = Context(args, device, work)
-    result: dict = {"check": "the GPU path: peak, training, bf16 loss, extraction, probes, torchrun",
+    result: dict = {"check": "the GPU path: peak, training, bf16 loss, extraction, probes, storeless probes, torchrun",
                     "dry_run": args.dry_run, "compile": ctx.compile, "budget_s": args.budget,
                     "environment": environment(device), "load_before": os.getloadavg(), "sections": {}}
     ctx.result, ctx.out_path = result, out_path

@@ -223,10 +223,29 @@ def step_profile() -> str:
         "step_profile", result)
 
 
+def scaling() -> str:
+    """bench_scaling.py: every (rival, width, tokens) cell, then the 10M-token projection (until a run is committed,
+    one line saying so)."""
+    if not (RESULTS / "scaling.json").exists():
+        return ("*No committed run of `bench_scaling.py` yet: run it on a quiet machine, then "
+                "`python benchmarks/tables.py --write`.*")
+    result = load("scaling")
+    rows = [[r["rival"], r["width"], n(r["n_tokens"]), n(r["tokens_per_s"]), n(r.get("ratio_vs_plain_forward"), 2),
+             n(r["peak_rss_mb"]), n(r["disk_bytes"] / 2**20, 1)]
+            for r in sorted(result["rows"], key=lambda r: (r["width"], r["n_tokens"], r["rival"]))]
+    text = grid(["rival", "width", "tokens", "tokens/s", "× plain forward", "peak RSS (MiB)", "disk (MiB)"], rows)
+    projected = [[p["rival"], p["width"], n(p["seconds"] / 3600, 2), n(p["tokens_per_s"]), n(p["peak_rss_mb"]),
+                  n(p["rss_mb_per_million_tokens"], 1), n(p["disk_gb"], 1)] for p in result["projection_10M_tokens"]]
+    text += "\n\nProjected to 10M tokens on this machine (seconds = a + b × tokens over the measured counts):\n\n"
+    text += grid(["rival", "width", "hours", "tokens/s", "peak RSS (MiB)", "RSS slope (MiB / 1M tokens)", "disk (GB)"],
+                 projected)
+    return text + "\n\n" + source("scaling", result)
+
+
 RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": train_loop_bf16,
              "train_loop_bf16_baselines": lambda: train_loop_bf16("train_loop_bf16_baselines"), "training": training, "ridge": ridge, "store": store,
              "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
-             "loop_overhead": loop_overhead, "step_profile": step_profile}
+             "loop_overhead": loop_overhead, "step_profile": step_profile, "scaling": scaling}
 
 
 def rebuilt(text: str) -> str:

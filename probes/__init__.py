@@ -16,7 +16,7 @@ _EXPORTS = {
     "HolmesProbe": "probes.holmes", "HolmesProbeConfig": "probes.holmes", "load_benchmark": "probes.holmes",
     "run_holmes": "probes.holmes",
     "PositionProbeConfig": "probes.positions", "SmallSampleWarning": "probes.positions",
-    "probe_positions": "probes.positions", "probe_store": "probes.positions",
+    "probe_positions": "probes.positions", "probe_store": "probes.positions", "probe_sequences": "probes.positions",
 }
 
 __all__ = list(_EXPORTS)

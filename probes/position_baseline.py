@@ -107,7 +107,7 @@ def position_r2_of_columns(values: ArrayLike, token_position: ArrayLike, groups:
 
 
 class PositionResiduals:
-    """``states[rows]`` minus each token's per-position training mean, as float32, read lazily by row.
+    """``states[rows]`` minus each token's per-position training mean, in float64, read lazily by row.
 
     The residual states ``partial_r2`` probes, without holding them: one pass over the training rows sums
     each position's states (float64, as ``position_means``), then any row read is its stored state minus
@@ -132,15 +132,15 @@ class PositionResiduals:
         counts = np.bincount(self.token_position[train], minlength=n_positions)
         fallback = total / max(len(train), 1)  # a position no training token has: the training mean
         self.means = np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], fallback).astype(np.float32)
-        self.shape, self.ndim, self.dtype = (len(self.rows), p), 2, np.dtype(np.float32)
+        self.shape, self.ndim, self.dtype = (len(self.rows), p), 2, np.dtype(np.float64)
 
     def __len__(self) -> int:
         return self.shape[0]
 
     def __getitem__(self, index):
         tokens = np.arange(self.shape[0])[index]
-        values = read_rows(self.states, self.rows[tokens]).astype(np.float32)
-        return values - self.means[self.token_position[tokens]]
+        values = read_rows(self.states, self.rows[tokens])  # float64: the residual is not rounded again, so the
+        return values - self.means[self.token_position[tokens]]  # storeless route's sums (probes.statistics) equal it
 
 
 @dataclass

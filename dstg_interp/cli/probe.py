@@ -13,8 +13,10 @@ Prints a compact table (layer rows; model/subspace columns; held-out R² ± half
 model x layer x subspace the R², the position-only R², the partial R² given token position and the
 selectivity over position, each with its interval (``probes.position_baseline``), and writes
 ``results.csv`` (tidy, one row per model x layer x subspace) and ``results.json`` (config, versions,
-results) into ``--out`` (default ``dstg-results/<task>`` in the working directory, git-ignored), written atomically.  Activation stores are cached
-and reused.  Bad input: one line on stderr, exit code 2, nothing written; an unusable --out is refused
+results) into ``--out`` (default ``dstg-results/<task>`` in the working directory, git-ignored), written atomically.  The probes'
+statistics are summed during the forward pass and no activations are written (``probes.storeless``; under
+``dstg-launch``/torchrun the ranks share the passes); ``--store`` extracts stores into the cache instead,
+reused by later runs, for the same results.  Bad input: one line on stderr, exit code 2, nothing written; an unusable --out is refused
 before any work, and --out may hold earlier dstg-probe results (replaced) but no other results.csv/json.
 Intervals resting on fewer than 10 held-out documents print as "n/a", with a warning.
 ``--task holmes`` runs ``probes.holmes.run.run_config`` and writes the Holmes tables instead (results.csv,
@@ -30,6 +32,7 @@ import os
 import shutil
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +41,9 @@ import torch
 
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import RESULTS_DIR, OutputError, check_output_location, created_folder, output_lock, write_text_atomic
+from dstg_interp.store.distributed import Ranks, torchrun_ranks
 from dstg_interp.store.manifest import versions
+from dstg_interp.torchrun_env import torchrun_environment
 from probes.holmes.run import HOLMES_THREADS, run_config
 from dstg_interp.encoders.naming import table_names
 from probes.positions import DEFAULT_MODEL, PositionProbeConfig, probe_positions
@@ -69,6 +74,11 @@ class ProbeCommand:
     threads: int | None = field(default=None, metadata={"shown": f"{HOLMES_THREADS} for --task holmes, else PyTorch's"})
     progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "the first N held-out documents only"})
+    store: bool = field(default=False, metadata={"exclusive": ("route", False), "help": (
+        "extract (or reuse) activation stores in the cache and probe them; default: the probes' statistics are "
+        "summed during the forward pass and no store is written (the same results, probes.storeless)")})
+    no_store: bool = field(default=False, metadata={"flag": "--no-store", "exclusive": ("route", False),
+                                                   "help": "the default route, asked for by name"})
     probe: PositionProbeConfig = field(default_factory=PositionProbeConfig)
 
 
@@ -158,10 +168,14 @@ def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
             csv_tmp.unlink(missing_ok=True)
 
 
-def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
-    """Position probes of every --model, as one table, and the record saved beside it."""
+def run(args: argparse.Namespace, ranks: Ranks | None = None) -> tuple[pd.DataFrame, dict]:
+    """Position probes of every --model, as one table, and the record saved beside it.  ``ranks``: under
+    torchrun, the ranks share the forward passes of the storeless route (every rank gets the table)."""
     command = config_from_args(ProbeCommand, args)
     check_device(command.device)
+    if ranks is not None and ranks.grouped and command.store:
+        raise ValueError("--store under torchrun: the store route runs in one process; extract the stores with "
+                         "dstg-cache under torchrun, or drop --store (the storeless route shares the forward passes)")
     if command.threads:
         torch.set_num_threads(command.threads)
     started = time.time()
@@ -170,25 +184,37 @@ def run(args: argparse.Namespace) -> tuple[pd.DataFrame, dict]:
     names = table_names(command.model, command.name)
     for spec, name in zip(command.model, names):
         tables.append(probe_positions(spec, config, corpus=command.corpus, max_docs=command.max_docs,
-                                      model_name=name, progress=command.progress, device=command.device))
+                                      model_name=name, progress=command.progress and (ranks is None or ranks.first),
+                                      device=str(ranks.device) if ranks is not None and ranks.grouped else command.device,
+                                      store=command.store, ranks=ranks))
     results = pd.concat(tables, ignore_index=True)
     arguments = {**vars(args), **flag_values(command)}
     arguments.pop("_model_default", None)
-    record = dict(command="dstg-probe", arguments=arguments, models=dict(zip(names, map(str, command.model))), versions=versions(), seconds=round(time.time() - started, 1),
+    record = dict(command="dstg-probe", arguments=arguments, models=dict(zip(names, map(str, command.model))),
+                  route="store" if command.store else "storeless", versions=versions(), seconds=round(time.time() - started, 1),
                   results=results.to_dict(orient="records"))
     return results, record
 
 
 def _main(args: argparse.Namespace) -> int:
     if args.task == "holmes":  # the Holmes runner, shared with its alias `dstg-holmes run`
+        if torchrun_environment() is not None:
+            raise ValueError("--task holmes does not share its work between ranks (each would run it whole): "
+                             "run it without torchrun / dstg-launch")
         out = args.out or HOLMES_OUT
         results = run_config(holmes_config(args), out, progress=not args.quiet, threads=args.threads or HOLMES_THREADS)
         report(results, out)
         return 0
     out = Path(args.out or RESULTS_DIR / args.task)
     check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
-    with output_lock(out, "dstg-probe " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
-        results, record = run(args)
+    with ExitStack() as held:
+        ranks = held.enter_context(torchrun_ranks("cuda" if str(args.device or "").startswith("cuda") else "cpu")) \
+            if torchrun_environment() is not None else Ranks()
+        if ranks.first:  # a second run on --out stops, naming this one
+            held.enter_context(output_lock(out, "dstg-probe " + " ".join(sys.argv[1:])))
+        results, record = run(args, ranks)
+        if not ranks.first:  # rank 0 prints and writes the table every rank computed
+            return 0
         segment = args.segment or PositionProbeConfig.segment
         title = f"held-out R² ({args.task}" + (f", {segment}" if args.task != "token" else "") + ") ± half the 95% CI"
         print(title)

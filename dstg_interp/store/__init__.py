@@ -7,7 +7,8 @@
 
 Files: extract.py (the loop), inputs.py (documents or sequences in, the model's own tokens: ``as_sequences``),
 identity.py (what makes a store this store; reuse of a folder that holds it), targets.py (what to store, by
-the encoders' hook table), npy_writer.py (bounded-memory writes), layout.py (which arrays are files, which are served as concatenations),
+the encoders' hook table), npy_writer.py (bounded-memory writes), background.py (the writer thread: a batch is
+written while the next runs), layout.py (which arrays are files, which are served as concatenations),
 distributed.py (torchrun shards), attention.py (streaming head summaries), reader.py (reading, held
 and checked on opening), manifest.py, checksums.py (each file's checksums, in the manifest),
 config.py (ExtractionConfig), cache.py (the store cache: one key, one folder), export.py (a store as a

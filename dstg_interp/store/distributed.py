@@ -105,6 +105,12 @@ class Ranks:
         _collective(self.rank, dist.all_gather_object, values, value)
         return values
 
+    def sum_(self, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` added up over every rank, in place (gloo: CPU tensors; nccl: CUDA ones)."""
+        if self.grouped:
+            _collective(self.rank, dist.all_reduce, tensor)
+        return tensor
+
     def _all_succeeded(self, succeeded: bool) -> bool:
         # nccl reduces CUDA tensors only; gloo reduces CPU ones
         failures = torch.tensor([0 if succeeded else 1], device=self.device if self.device.type == "cuda" else "cpu")

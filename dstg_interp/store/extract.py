@@ -17,7 +17,8 @@ In float32 they are bit-identical to ``model.run_with_cache`` on the same batche
 (with autograd on, PyTorch picks another attention kernel and the last bits differ, ~1e-9).
 
 Memory stays flat: the total token count is known before the first forward, every file is reserved
-at its final size, and each batch is written with pwrite (npy_writer.py) before the next one runs.
+at its final size, and each batch is written with pwrite (npy_writer.py) by a writer thread while the
+next one runs, at most two batches behind (background.py).
 Batches are formed from length-sorted sequences (less padding) and written back to their own rows.
 Everything goes into a temporary sibling folder that is renamed onto ``out`` only once manifest.json
 is in it; an error or Ctrl-C removes the temporary folder, so a folder named ``out`` is always complete.
@@ -42,6 +43,7 @@ from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.io import DISK_FULL, atomic_directory, commit_directory, remove_tree
 
 from .attention import AttentionAccumulator
+from .background import BackgroundWrites
 from .checksums import store_checksums
 from .config import ExtractionConfig
 from .distributed import Ranks
@@ -186,8 +188,8 @@ def _reserve_files(plan: _Plan) -> None:
         NpyWriter(plan.folder / file, shape, file_dtype).close()
 
 
-def _write_batch(plan: _Plan, writers: dict, batch, accumulator) -> None:
-    """Run one batch through the encoder and write its real tokens' rows and labels."""
+def _write_batch(plan: _Plan, writers: dict, batch, accumulator, writes: BackgroundWrites) -> None:
+    """Run one batch through the encoder and queue its real tokens' rows and labels for the writer thread."""
     encoder, lengths = plan.encoder, plan.lengths
     items = [plan.sequences[int(i)] for i in batch]
     tokens, mask = encoder.pad([item["input_ids"] for item in items])  # on the encoder's device
@@ -196,14 +198,14 @@ def _write_batch(plan: _Plan, writers: dict, batch, accumulator) -> None:
                          f"{encoder.vocab_size}; the sequences were built with another tokenizer")
     captured = encoder.capture(tokens, mask, plan.hooks, _summarise(accumulator, mask))
     runs = _contiguous_runs(batch, lengths, plan.row_start)
-    for key, rows in _real_rows(captured, plan.stored, mask, plan.torch_dtype).items():
-        for first_row, start, stop in runs:
-            writers[key].write(first_row, rows[start:stop])
+    jobs = [(writers[key], first_row, rows[start:stop])
+            for key, rows in _real_rows(captured, plan.stored, mask, plan.torch_dtype).items()
+            for first_row, start, stop in runs]
     for column, column_dtype in LABEL_COLUMNS.items():
         values = np.concatenate([np.full(lengths[i], i) if column == "sequence" else item[column]
                                  for i, item in zip(batch, items)]).astype(column_dtype, copy=False)
-        for first_row, start, stop in runs:
-            writers[f"labels/{column}"].write(first_row, values[start:stop])
+        jobs += [(writers[f"labels/{column}"], first_row, values[start:stop]) for first_row, start, stop in runs]
+    writes.submit(jobs)  # written while the next batch runs (background.py)
 
 
 def _write_my_batches(plan: _Plan, config, accumulator, progress: bool, ranks: Ranks) -> None:
@@ -216,9 +218,9 @@ def _write_my_batches(plan: _Plan, config, accumulator, progress: bool, ranks: R
         bar = progress_bar(total=int(sum(plan.lengths[batch].sum() for batch in batches)), unit="tok", disable=not progress,
                            desc=f"extract -> {plan.folder.name.split('.tmp-')[0].lstrip('.')}"
                                 + (f" (rank {ranks.rank}/{ranks.world_size})" if ranks.grouped else ""))
-        with torch.inference_mode():
+        with torch.inference_mode(), BackgroundWrites() as writes:  # every write done before the files close
             for batch in batches:
-                _write_batch(plan, writers, batch, accumulator)
+                _write_batch(plan, writers, batch, accumulator, writes)
                 bar.update(int(plan.lengths[batch].sum()))
         bar.close()
     finally:

@@ -14,11 +14,11 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
 def test_the_gpu_check_dry_run_fills_every_section(tmp_path):
     out = tmp_path / "gpu_check.json"
     done = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)], capture_output=True,
-                          text=True, timeout=170)
+                          text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
     sections = result["sections"]
-    assert list(sections) == ["peak", "loss", "extraction", "probes", "training", "torchrun"]
+    assert list(sections) == ["peak", "loss", "extraction", "probes", "storeless", "training", "torchrun"]
     assert not [name for name, s in sections.items() if "error" in s or "skipped" in s], sections
     assert result["dry_run"] and len(result["load_before"]) == 3 and "load_after" in result["machine"]
     assert sections["peak"]["bf16_flops"] > 0 and sections["peak"]["fp32_flops"] > 0
@@ -36,6 +36,9 @@ def test_the_gpu_check_dry_run_fills_every_section(tmp_path):
     assert sections["extraction"]["extract_tokens_per_s"] > 0 and sections["extraction"]["n_tokens"] == 2048
     probes = sections["probes"]
     assert probes["same_alphas"] and probes["max_abs_delta_test_r2"] < 1e-10
+    storeless = sections["storeless"]  # the default route of dstg-probe: the store route's table, no store
+    assert storeless["storeless_tokens_per_s"] > 0 and storeless["n_tokens"] == 2048 and storeless["same_nan_cells"]
+    assert storeless["max_abs_delta_vs_store_route"] < 1e-6  # the held-out pass batches differently: float noise
     torchrun = sections["torchrun"]
     assert torchrun["train_returncode"] == 0 and torchrun["cache_returncode"] == 0, torchrun
     assert torchrun["train_tokens_per_s_steady"] > 0 and torchrun["cache_n_tokens"] > 0

@@ -1,0 +1,155 @@
+"""The probes' sufficient statistics, summed batch by batch during a forward pass: no store needed.
+
+    stats = PartStatistics(width=p, n_targets=k, n_parts=n_folds + 1, n_positions=T, device="cuda")
+    stats.add(x, part, position, y)          # x [m, p] float64 rows, part [m] (CV fold or held out), y [m, k]
+    stats.reduce(ranks)                       # torchrun: every rank's sums added up (after one shared reference)
+    sums = stats.fold_sums(shift, n_folds)    # a probes.gram.FoldSums: what one pass over a store would give
+    residual = stats.residual_sums(means, target_column, n_folds)   # the same, of x - means[position]
+
+Everything ``probes.grid.solve_folds`` needs is a sum over rows (``probes.gram``): per part (the CV folds of
+the training rows, then the held-out rows), X'X, X'1, X'Y, Y'1, Y'Y and n. The position-only baseline's
+partial R² probes ``x - m[position]`` (``probes.position_baseline.PositionResiduals``, with ``m`` the per-position
+training mean), whose ``m`` is known only after the pass; its sums follow from the same statistics kept per
+(part, position):
+
+    Σ (z - e_pos)(z - e_pos)' = Σ z z' - Σ_pos (C_pos e_pos' + e_pos C_pos') + Σ_pos n_pos e_pos e_pos'
+
+with ``C_pos`` the sum of ``z`` over the part's rows at position ``pos``. Rows are summed as
+``z = [x - r_pos | y | 1]`` around a reference state ``r_pos`` per position (the first one seen there), so
+that a state that is (nearly) a function of position -- DSTG's AP stream, whose layer 0 *is* the position
+table -- leaves exact zeros, not the rounding residue of two large sums, when its per-position mean is
+taken out. Memory: (parts) x (p + k + 1)² + (parts x positions) x (p + k + 1) float64 per feature source,
+flat in the number of tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from probes.gram import FoldSums
+
+
+class PartStatistics:
+    """Sums over rows of ``[x - r_pos | y | 1]`` per part: the Gram of each part and the per-(part, position)
+    sums. ``device``: where they are formed (the model's device: the states never leave it)."""
+
+    def __init__(self, width: int, n_targets: int, n_parts: int, n_positions: int, device="cpu"):
+        self.p, self.k, self.n_parts, self.n_positions = width, n_targets, n_parts, n_positions
+        w = width + n_targets + 1
+        self.device = torch.device(device)
+        self.gram = torch.zeros(n_parts, w, w, dtype=torch.float64, device=self.device)
+        self.cell = torch.zeros(n_parts * n_positions, w, dtype=torch.float64, device=self.device)
+        self.reference = torch.zeros(n_positions, width, dtype=torch.float64, device=self.device)
+        self.seen = torch.zeros(n_positions, dtype=torch.bool, device=self.device)
+        self.non_finite = torch.zeros(width, dtype=torch.int64, device=self.device)
+
+    def add(self, x: torch.Tensor, part: torch.Tensor, position: torch.Tensor, y: torch.Tensor) -> None:
+        """Add rows ``x`` [m, p] (float64; NaN/inf are counted per column and summed as 0) in ``part`` [m]
+        at ``position`` [m] with targets ``y`` [m, k] (already shifted by their means)."""
+        if len(x) == 0:
+            return
+        finite = torch.isfinite(x)
+        if not bool(finite.all()):
+            self.non_finite += (~finite).sum(dim=0)
+            x = torch.where(finite, x, torch.zeros((), dtype=x.dtype, device=x.device))
+        new = ~self.seen[position]
+        if bool(new.any()):  # the first row seen at a position becomes its reference
+            rows = torch.nonzero(new).flatten()
+            order = rows[torch.argsort(position[rows], stable=True)]  # by position, first row first
+            positions = position[order]
+            starts = torch.ones_like(positions, dtype=torch.bool)
+            starts[1:] = positions[1:] != positions[:-1]
+            self.reference[positions[starts]] = x[order[starts]]
+            self.seen[positions[starts]] = True
+        z = torch.empty(len(x), self.p + self.k + 1, dtype=torch.float64, device=x.device)
+        torch.sub(x, self.reference[position], out=z[:, :self.p])
+        z[:, self.p:self.p + self.k] = y
+        z[:, -1] = 1.0
+        self.cell.index_add_(0, part * self.n_positions + position, z)
+        order = torch.argsort(part, stable=True)
+        z = z[order]
+        bounds = torch.searchsorted(part[order], torch.arange(self.n_parts + 1, device=part.device)).tolist()
+        on_cpu = z.device.type == "cpu"  # numpy's x.T @ x is one BLAS syrk: half the work of torch's full GEMM
+        rows, gram = (z.numpy(), self.gram.numpy()) if on_cpu else (z, self.gram)
+        for f in range(self.n_parts):
+            if bounds[f] < bounds[f + 1]:
+                block = rows[bounds[f]:bounds[f + 1]]
+                if on_cpu:
+                    gram[f] += block.T @ block
+                else:
+                    gram[f].addmm_(block.T, block)
+
+    # --- several ranks -----------------------------------------------------------------------
+    def rereference(self, reference: torch.Tensor) -> None:
+        """Express the sums around another per-position reference (exact algebra; no pass over rows)."""
+        offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)
+        offset[:, :self.p] = reference.to(self.device) - self.reference  # z_new = z - offset[pos]
+        self.gram = shifted_grams(self.gram, self.cells(), offset)
+        counts = self.cells()[:, :, -1:]
+        self.cell -= (counts * offset[None]).reshape(self.cell.shape)
+        self.reference = reference.to(self.device).clone()
+
+    def reduce(self, ranks) -> None:
+        """Every rank's sums added up, on every rank (``dstg_interp.store.distributed.Ranks``): the ranks first
+        agree on one reference per position (the lowest rank's that saw it)."""
+        if not getattr(ranks, "grouped", False):
+            return
+        seen = ranks.gather(self.seen.cpu())
+        references = ranks.gather(self.reference.cpu())
+        common = torch.zeros_like(self.reference, device="cpu")
+        taken = torch.zeros(self.n_positions, dtype=torch.bool)
+        for rank_seen, rank_reference in zip(seen, references):
+            pick = rank_seen & ~taken
+            common[pick] = rank_reference[pick]
+            taken |= pick
+        self.rereference(common)
+        self.seen = taken.to(self.device)
+        for tensor in (self.gram, self.cell, self.non_finite):
+            ranks.sum_(tensor)
+
+    # --- what the probes read ------------------------------------------------------------------
+    def cells(self) -> torch.Tensor:
+        return self.cell.reshape(self.n_parts, self.n_positions, -1)
+
+    def position_sums(self, parts: slice) -> tuple[np.ndarray, np.ndarray]:
+        """(Σ x per position [positions, p], rows per position) over ``parts``."""
+        cells = self.cells()[parts].sum(dim=0)
+        counts = cells[:, -1]
+        sums = cells[:, :self.p] + counts[:, None] * self.reference
+        return sums.cpu().numpy(), counts.cpu().numpy()
+
+    def augmented(self, centre: np.ndarray) -> np.ndarray:
+        """The per-part sums of ``[x - centre_pos | y | 1][...]'`` (``centre``: [p] or [positions, p]), float64 numpy."""
+        centre = torch.as_tensor(np.broadcast_to(centre, (self.n_positions, self.p)).copy(), dtype=torch.float64,
+                                 device=self.device)
+        offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)
+        offset[:, :self.p] = centre - self.reference
+        return shifted_grams(self.gram, self.cells(), offset).cpu().numpy()
+
+    def fold_sums(self, shift: np.ndarray, y_shift: np.ndarray, targets, n_folds: int) -> FoldSums:
+        """FoldSums of the features around ``shift`` for the target columns ``targets`` (indices into y)."""
+        return _fold_sums(self.augmented(shift), self.p, list(targets), shift, y_shift, self.non_finite.cpu().numpy(),
+                          n_folds)
+
+    def residual_sums(self, means: np.ndarray, y_shift: np.ndarray, targets, n_folds: int) -> FoldSums:
+        """FoldSums of ``x - means[position]`` (no further shift: the residuals are centred per position)."""
+        return _fold_sums(self.augmented(means), self.p, list(targets), np.zeros(self.p), y_shift,
+                          self.non_finite.cpu().numpy(), n_folds)
+
+
+def shifted_grams(gram: torch.Tensor, cells: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """Σ (z - e_pos)(z - e_pos)' per part from Σ z z' (``gram`` [P, w, w]), Σ z per (part, position)
+    (``cells`` [P, T, w]; its last column counts rows) and e (``offset`` [T, w])."""
+    cross = torch.matmul(cells.transpose(1, 2), offset)  # Σ_pos C_pos e_pos', [P, w, w]
+    weighted = torch.stack([(offset * counts[:, None]).T @ offset for counts in cells[:, :, -1]])  # Σ n_pos e e'
+    return gram - cross - cross.transpose(1, 2) + weighted
+
+
+def _fold_sums(augmented: np.ndarray, p: int, targets: list[int], x_shift, y_shift, non_finite, n_folds) -> FoldSums:
+    y_index = np.asarray([p + t for t in targets])
+    return FoldSums(n=augmented[:, -1, -1].copy(), gram=augmented[:, :p, :p].copy(), x_sum=augmented[:, :p, -1].copy(),
+                    xy=augmented[:, :p, y_index].copy(), y_sum=augmented[:, y_index, -1].copy(),
+                    yy=augmented[:, y_index, y_index].copy(), x_shift=np.asarray(x_shift, dtype=np.float64),
+                    y_shift=np.asarray(y_shift, dtype=np.float64), non_finite_columns=np.asarray(non_finite),
+                    n_folds=n_folds)

@@ -1,0 +1,324 @@
+"""Position probes without a store: the probes' sufficient statistics summed during the forward pass.
+
+    dstg-probe --model dstg --task segment                  # the default route for a corpus: no store written
+    dstg-probe --model dstg --task segment --store          # today's route: extract (or reuse) a store, then probe it
+    fits = storeless_fits(encoder, sequences, plan, request)   # what probes.positions.probe_positions calls
+
+Pass 1 runs the model (and its random-init control) over every sequence, in the batches extraction uses,
+and adds each batch's probed rows to ``probes.statistics.PartStatistics``: per layer, the Gram sums of
+every CV fold and of the held-out documents over ``[states | targets | 1]``, kept per token position too,
+so the position-only baseline's partial R² (states minus their per-position training mean, a mean known
+only at the end) comes from the same sums. From them every (layer, subspace) probe is solved exactly as
+``fit_ridge_grid`` solves a store's (``probes.grid.solve_folds``: one eigendecomposition per fold, all alphas
+and targets). Pass 2 runs the model over the held-out documents' sequences only, for the predictions whose
+per-document errors the bootstrap resamples (skipped when ``n_boot`` is 0).
+
+States are rounded to float16 before they are summed, as the store holds them, so both routes read the
+same numbers: the results equal the store route's to 1e-8 (``tests/test_storeless.py``). Memory is
+the statistics -- per layer (folds + 1) x (d + 4)² float64 plus the same per token position and d wide --
+and one batch, flat in the number of tokens. Under torchrun (``ranks``) each rank runs a share of the
+batches and the statistics are summed over the ranks; every rank returns the same fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from dstg_interp.encoders import Encoder
+from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
+from dstg_interp.progress import progress_bar
+from dstg_interp.store.distributed import Ranks
+from probes.grid import check_finite, solve_folds
+from probes.ridge import DEFAULT_ALPHAS, grouped_folds
+from probes.splits import bootstrap_r2_ci, check_nonconstant_target
+from probes.statistics import PartStatistics
+
+__all__ = ["StorelessRequest", "StorelessUnsuitable", "storeless_fits"]
+
+FLOAT16_MAX = float(torch.finfo(torch.float16).max)
+
+
+class StorelessUnsuitable(ValueError):
+    """The statistics cannot serve this probe (fewer training tokens than features): use the store route."""
+
+
+@dataclass
+class StorelessRequest:
+    """What to probe: concrete layers and subspaces, the folds, the bootstrap and where the residual target is."""
+
+    layers: list
+    subspaces: list[str]
+    n_splits: int = 5
+    n_boot: int = 1000
+    seed: int = 0
+    residual: np.ndarray | None = None  # the position baseline's residual target (None: no partial R²)
+    batch_size: int = 32
+
+
+@dataclass
+class _Source:
+    """One layer: the hooks its requested subspaces are made of, side by side, and each subspace's columns."""
+
+    layer: object
+    hooks: list[str]
+    columns: dict  # {(layer, subspace): column index array}
+
+
+def _sources(encoder: Encoder, request: StorelessRequest, widths: dict) -> list[_Source]:
+    sources = []
+    for layer in request.layers:
+        per_set = {(layer, sub): encoder.hooks_for(layer, sub) for sub in request.subspaces}
+        hooks = list(dict.fromkeys(h for hooks in per_set.values() for h in hooks))
+        starts = np.cumsum([0] + [widths[h] for h in hooks])
+        at = {h: np.arange(starts[i], starts[i + 1]) for i, h in enumerate(hooks)}
+        sources.append(_Source(layer, hooks, {key: np.concatenate([at[h] for h in hs]) for key, hs in per_set.items()}))
+    return sources
+
+
+def _hook_widths(encoder: Encoder, hooks: list[str]) -> dict:
+    tokens = torch.zeros(1, 2, dtype=torch.long, device=encoder.device)
+    mask = torch.ones(1, 2, dtype=torch.bool, device=encoder.device)
+    with torch.inference_mode():
+        captured = encoder.capture(tokens, mask, hooks)
+    return {h: int(captured[h].shape[-1]) for h in hooks}
+
+
+def _float16_rows(captured: dict, hooks: list[str], mask: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """[rows kept, d] float64 of the hooks side by side, each rounded to float16 as a store holds it."""
+    all_real = bool(mask.all())
+    parts = []
+    for hook in hooks:
+        states = captured[hook]
+        rows = states.reshape(-1, states.shape[-1]) if all_real else states[mask]
+        rows = rows[keep]
+        if len(rows):
+            low, high = torch.aminmax(rows)
+            if max(-float(low), float(high)) > FLOAT16_MAX:
+                raise ValueError(f"{hook}: activations exceed the float16 range (max |x| = "
+                                 f"{max(-float(low), float(high)):.3g}) that the probes read them in")
+        parts.append(rows.to(torch.float16).to(torch.float64))
+    return torch.cat(parts, dim=1)
+
+
+class _Pass:
+    """Batches of some sequences through one encoder: yields (store rows of the real tokens, captured hooks, mask)."""
+
+    def __init__(self, sequences, row_start: np.ndarray, lengths: np.ndarray, batch_size: int, ranks: Ranks):
+        self.sequences, self.row_start, self.lengths = sequences, row_start, lengths
+        self.batch_size, self.ranks = batch_size, ranks
+
+    def batches(self, subset: np.ndarray | None = None) -> list[np.ndarray]:
+        """Length-sorted batches (those of extraction when ``subset`` is None), this rank's share."""
+        if subset is None:
+            return self.ranks.share(length_sorted_batches(self.lengths, self.batch_size))
+        return self.ranks.share([subset[b] for b in length_sorted_batches(self.lengths[subset], self.batch_size)])
+
+    def run(self, encoder: Encoder, batch: np.ndarray, hooks: list[str]):
+        items = [self.sequences[int(i)] for i in batch]
+        tokens, mask = encoder.pad([item["input_ids"] for item in items])
+        captured = encoder.capture(tokens, mask, hooks)
+        rows = np.concatenate([np.arange(self.row_start[i], self.row_start[i] + self.lengths[i]) for i in batch])
+        return rows, captured, mask
+
+
+def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest, control: Encoder | None = None, *,
+                   progress: bool = False, ranks: Ranks | None = None, desc: str = "probe"):
+    """(fitted, random_init, partials) as ``probes.positions.probe_store`` gets them from ``fit_ridge_grid``:
+    ``fitted`` one row per (set, target) with test R², bootstrap CI and test predictions; ``random_init`` the
+    control's test R² by set (None without ``control``); ``partials`` {set: (partial R², low, high)}.
+
+    ``plan``: a ``probes.positions.ProbePlan`` over the rows of ``sequences`` (one row per token, sequence
+    after sequence, as a store's)."""
+    ranks = ranks or Ranks()
+    lengths = sequence_lengths(sequences)
+    row_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    n_rows, F = int(lengths.sum()), request.n_splits
+    alphas = np.asarray(DEFAULT_ALPHAS, dtype=np.float64)
+
+    # what each store row is: its part (CV fold, F = held out, -1 = not probed) and its targets
+    names = list(plan.targets)
+    check_nonconstant_target(np.column_stack([plan.targets[t] for t in names])[plan.train_idx], names)
+    fold = grouped_folds(plan.groups[plan.train_idx], F)
+    part_of_row = np.full(n_rows, -1, dtype=np.int64)
+    part_of_row[plan.tokens[plan.train_idx]] = fold
+    part_of_row[plan.tokens[plan.test_idx]] = F
+    columns = [np.asarray(plan.targets[t], dtype=np.float64) for t in names]
+    if request.residual is not None:
+        columns.append(np.asarray(request.residual, dtype=np.float64))
+    Y = np.column_stack(columns)
+    y_shift = Y.mean(axis=0)  # fit_ridge_grid's: the mean over the training and held-out rows
+    Y_rows = np.zeros((n_rows, Y.shape[1]))
+    Y_rows[plan.tokens] = Y - y_shift
+    position_of_row = np.zeros(n_rows, dtype=np.int64)
+    position_of_row[plan.tokens] = plan.token_position
+    n_positions = int(plan.token_position.max()) + 1
+
+    hooks = sorted({h for layer in request.layers for sub in request.subspaces for h in encoder.hooks_for(layer, sub)})
+    widths = _hook_widths(encoder, hooks)
+    sources = _sources(encoder, request, widths)
+    n_train = len(plan.train_idx)
+    if max(len(cols) for s in sources for cols in s.columns.values()) > n_train - np.bincount(fold, minlength=F).max():
+        raise StorelessUnsuitable("fewer training tokens than features in a fold")
+
+    device = encoder.device
+    stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), Y.shape[1], F + 1, n_positions, device)
+             for s in sources}
+    control_stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), 1, F + 1, 1, device)
+                     for s in sources} if control is not None else {}
+    passes = _Pass(sequences, row_start, lengths, request.batch_size, ranks)
+    probed = np.zeros(len(lengths), dtype=bool)
+    probed[np.unique(np.searchsorted(row_start, plan.tokens, side="right") - 1)] = True
+    batches = [b for b in passes.batches() if probed[b].any()]
+    models = [(encoder, stats, slice(None))] + ([(control, control_stats, slice(0, 1))] if control is not None else [])
+    def statistics_pass():
+        _statistics_pass(passes, batches, models, hooks, sources, stats, part_of_row, position_of_row, Y_rows,
+                         device, progress, desc)
+
+    ranks.together(statistics_pass)  # a rank that fails stops every rank (OtherRankFailed), a dead one: PeerLost
+    for table in (stats, control_stats):
+        for layer_stats in table.values():
+            layer_stats.reduce(ranks)
+
+    # the probes, solved from the sums (probes.grid.solve_folds: what fit_ridge_grid does per source)
+    fits, control_r2, residual_fits, means = {}, {}, {}, {}
+    n_targets = len(names)
+    for source in sources:
+        layer_stats = stats[source.layer]
+        x_sum, counts = layer_stats.position_sums(slice(None))
+        shift = x_sum.sum(axis=0) / counts.sum()
+        sums = layer_stats.fold_sums(shift, y_shift[:n_targets], range(n_targets), F)
+        for key, cols in source.columns.items():
+            block = sums.columns(cols)
+            check_finite(block, key)
+            fits[key] = (cols, solve_folds(block, alphas, True))
+        if control is not None:
+            c_stats = control_stats[source.layer]
+            c_sum, c_counts = c_stats.position_sums(slice(None))
+            c_sums = c_stats.fold_sums(c_sum.sum(axis=0) / c_counts.sum(), y_shift[:1], [0], F)
+            for key, cols in source.columns.items():
+                block = c_sums.columns(cols)
+                check_finite(block, key)
+                control_r2[key] = float(solve_folds(block, alphas, True)["test_r2"][0])
+        if request.residual is not None:  # the partial R²: probes of the states minus their per-position mean
+            train_sum, train_counts = layer_stats.position_sums(slice(0, F))
+            fallback = train_sum.sum(axis=0) / max(n_train, 1)
+            means[source.layer] = np.where(train_counts[:, None] > 0, train_sum / np.maximum(train_counts, 1)[:, None],
+                                           fallback).astype(np.float32).astype(np.float64)  # PositionResiduals' means
+            residual = layer_stats.residual_sums(means[source.layer], y_shift[n_targets:], [n_targets], F)
+            for key, cols in source.columns.items():
+                block = residual.columns(cols)
+                check_finite(block, key)
+                residual_fits[key] = (cols, solve_folds(block, alphas, True))
+
+    predictions = _predictions(encoder, passes, sources, plan, part_of_row, position_of_row, fits, residual_fits,
+                               means, hooks, progress, desc) if request.n_boot else {}
+    y_test = Y[plan.test_idx]
+    test_groups = plan.groups[plan.test_idx]
+    records = []
+    for key, (_, res) in fits.items():
+        pred = predictions.get(("main", key))
+        test_r2 = _test_r2(y_test[:, :n_targets], pred) if pred is not None else res["test_r2"]
+        for j, name in enumerate(names):
+            row = {"key": key, "target": name, "alpha": alphas[res["best"][j]],
+                   "cv_r2": res["cv_scores"][res["best"][j], j],
+                   "cv_r2_sd": res["fold_scores"][:, res["best"][j], j].std(), "test_r2": test_r2[j],
+                   "n_features": res["coef"].shape[0], "n_train": n_train, "n_test": len(plan.test_idx)}
+            if request.n_boot:
+                row["r2_ci_low"], row["r2_ci_high"] = bootstrap_r2_ci(y_test[:, j], pred[:, j], test_groups,
+                                                                      n_boot=request.n_boot, seed=request.seed)
+            row["y_pred_test"] = pred[:, j].copy() if pred is not None else None
+            records.append(row)
+    partials = {}
+    for key, (_, res) in residual_fits.items():
+        pred = predictions.get(("residual", key))
+        if pred is None:
+            partials[key] = (float(res["test_r2"][0]), np.nan, np.nan)
+            continue
+        y_true = y_test[:, n_targets]
+        low, high = bootstrap_r2_ci(y_true, pred[:, 0], test_groups, n_boot=request.n_boot, seed=request.seed)
+        partials[key] = (float(_test_r2(y_true[:, None], pred)[0]), low, high)
+    random_init = pd.Series(control_r2) if control is not None else None
+    if random_init is not None:
+        random_init.index = pd.Index(list(control_r2), tupleize_cols=False)
+    return pd.DataFrame.from_records(records), random_init, partials
+
+
+def _statistics_pass(passes: _Pass, batches, models, hooks, sources, stats, part_of_row, position_of_row, Y_rows,
+                     device, progress: bool, desc: str) -> None:
+    """Pass 1: every batch through the model (and its control), each batch's probed rows added to the sums."""
+    lengths = passes.lengths
+    with torch.inference_mode(), progress_bar(total=int(sum(lengths[b].sum() for b in batches)) * len(models),
+                                              unit="tok", desc=f"{desc}: statistics", disable=not progress,
+                                              leave=False) as bar:
+        for batch in batches:
+            for model, sums, targets in models:
+                rows, captured, mask = passes.run(model, batch, hooks)
+                part = part_of_row[rows]
+                keep = part >= 0
+                keep_on = torch.from_numpy(keep).to(device)
+                part_on = torch.from_numpy(part[keep]).to(device)
+                position_on = torch.from_numpy(position_of_row[rows][keep]).to(device) if sums is stats \
+                    else torch.zeros(int(keep.sum()), dtype=torch.long, device=device)
+                y_on = torch.from_numpy(Y_rows[rows][keep][:, targets]).to(device)
+                for source in sources:
+                    sums[source.layer].add(_float16_rows(captured, source.hooks, mask, keep_on), part_on, position_on, y_on)
+                del captured
+                bar.update(int(lengths[batch].sum()))
+
+
+def _test_r2(y_true: np.ndarray, pred: np.ndarray) -> np.ndarray:
+    """probes.ridge's test R²: per column, NaN where the test target is constant."""
+    if len(y_true) == 0:
+        return np.full(y_true.shape[1], np.nan)
+    sst = ((y_true - y_true.mean(axis=0)) ** 2).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sst > 0, 1.0 - ((y_true - pred) ** 2).sum(axis=0) / sst, np.nan)
+
+
+def _predictions(encoder, passes: _Pass, sources, plan, part_of_row, position_of_row, fits, residual_fits, means,
+                 hooks, progress: bool, desc: str) -> dict:
+    """Pass 2: the held-out rows' predictions of every fit ({("main" | "residual", key): [n_test, k]}), from a
+    forward over the sequences that hold held-out rows only; summed over ranks (each fills its own rows)."""
+    n_test = len(plan.test_idx)
+    test_of_row = np.full(len(part_of_row), -1, dtype=np.int64)
+    test_of_row[plan.tokens[plan.test_idx]] = np.arange(n_test)
+    row_start, lengths = passes.row_start, passes.lengths
+    sequence_of_test = np.searchsorted(row_start, plan.tokens[plan.test_idx], side="right") - 1
+    batches = passes.batches(np.unique(sequence_of_test))
+    wanted = [("main", key, fit) for key, fit in fits.items()] + [("residual", key, fit) for key, fit in residual_fits.items()]
+    out = {(kind, key): np.zeros((n_test, fit[1]["coef"].shape[1])) for kind, key, fit in wanted}
+
+    def prediction_pass():
+        with torch.inference_mode(), progress_bar(total=int(sum(lengths[b].sum() for b in batches)), unit="tok",
+                                                  desc=f"{desc}: held-out predictions", disable=not progress,
+                                                  leave=False) as bar:
+            for batch in batches:
+                rows, captured, mask = passes.run(encoder, batch, hooks)
+                at = test_of_row[rows]
+                keep = at >= 0
+                keep_on = torch.from_numpy(keep).to(encoder.device)
+                for source in sources:
+                    x = _float16_rows(captured, source.hooks, mask, keep_on).cpu().numpy()
+                    residual = x - means[source.layer][position_of_row[rows][keep]] if source.layer in means else None
+                    for kind, key, (cols, fit) in wanted:
+                        if key not in source.columns:
+                            continue
+                        block = x if kind == "main" else residual
+                        out[(kind, key)][at[keep]] = ((block[:, cols] - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
+                del captured
+                bar.update(int(lengths[batch].sum()))
+
+    passes.ranks.together(prediction_pass)
+    if passes.ranks.grouped and out:
+        keys = list(out)
+        packed = torch.from_numpy(np.concatenate([out[k].ravel() for k in keys])).to(passes.ranks.device)
+        flat, start = passes.ranks.sum_(packed).cpu().numpy(), 0
+        for k in keys:
+            size = out[k].size
+            out[k] = flat[start:start + size].reshape(out[k].shape)
+            start += size
+    return out

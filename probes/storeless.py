@@ -136,12 +136,62 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
     ranks = ranks or Ranks()
     lengths = sequence_lengths(sequences)
     row_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    n_rows, F = int(lengths.sum()), request.n_splits
-    alphas = np.asarray(DEFAULT_ALPHAS, dtype=np.float64)
+    layout = _row_layout(plan, request, int(lengths.sum()))
+    F = request.n_splits
 
-    # what each store row is: its part (CV fold, F = held out, -1 = not probed) and its targets
+    hooks = sorted({h for layer in request.layers for sub in request.subspaces for h in encoder.hooks_for(layer, sub)})
+    widths = _hook_widths(encoder, hooks)
+    sources = _sources(encoder, request, widths)
+    if max(len(cols) for s in sources for cols in s.columns.values()) > layout.n_train - np.bincount(layout.fold, minlength=F).max():
+        raise StorelessUnsuitable("fewer training tokens than features in a fold")
+
+    # pass 1: the statistics of every layer (and of the control's), summed over the batches and the ranks
+    device = encoder.device
+    stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), layout.Y.shape[1], F + 1, layout.n_positions, device)
+             for s in sources}
+    control_stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), 1, F + 1, 1, device)
+                     for s in sources} if control is not None else {}
+    passes = _Pass(sequences, row_start, lengths, request.batch_size, ranks)
+    probed = np.zeros(len(lengths), dtype=bool)
+    probed[np.unique(np.searchsorted(row_start, plan.tokens, side="right") - 1)] = True
+    batches = [b for b in passes.batches() if probed[b].any()]
+    models = [(encoder, stats, slice(None))] + ([(control, control_stats, slice(0, 1))] if control is not None else [])
+
+    def statistics_pass():
+        _statistics_pass(passes, batches, models, hooks, sources, stats, layout.part_of_row, layout.position_of_row,
+                         layout.Y_rows, device, progress, desc)
+
+    ranks.together(statistics_pass)  # a rank that fails stops every rank (OtherRankFailed), a dead one: PeerLost
+    for table in (stats, control_stats):
+        for layer_stats in table.values():
+            layer_stats.reduce(ranks)
+
+    solved = _solve(sources, stats, control_stats, layout, len(plan.targets), F, request.residual is not None)
+    # pass 2: the held-out predictions the bootstrap resamples
+    predictions = _predictions(encoder, passes, sources, plan, layout.part_of_row, layout.position_of_row, solved.fits,
+                               solved.residual_fits, solved.means, hooks, progress, desc) if request.n_boot else {}
+    return _fit_tables(solved, predictions, layout, plan, request, control is not None)
+
+
+@dataclass
+class _RowLayout:
+    """What each store row is to the probes: its part (CV fold 0..F-1, F = held out, -1 = not probed), its token
+    position, and the targets (``Y``: one row per probed token, centred by ``y_shift`` into ``Y_rows``)."""
+
+    part_of_row: np.ndarray
+    position_of_row: np.ndarray
+    Y: np.ndarray
+    y_shift: np.ndarray
+    Y_rows: np.ndarray
+    n_positions: int
+    fold: np.ndarray  # the CV fold of each training token
+    n_train: int
+
+
+def _row_layout(plan, request: StorelessRequest, n_rows: int) -> _RowLayout:
     names = list(plan.targets)
     check_nonconstant_target(np.column_stack([plan.targets[t] for t in names])[plan.train_idx], names)
+    F = request.n_splits
     fold = grouped_folds(plan.groups[plan.train_idx], F)
     part_of_row = np.full(n_rows, -1, dtype=np.int64)
     part_of_row[plan.tokens[plan.train_idx]] = fold
@@ -155,85 +205,76 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
     Y_rows[plan.tokens] = Y - y_shift
     position_of_row = np.zeros(n_rows, dtype=np.int64)
     position_of_row[plan.tokens] = plan.token_position
-    n_positions = int(plan.token_position.max()) + 1
+    return _RowLayout(part_of_row, position_of_row, Y, y_shift, Y_rows, int(plan.token_position.max()) + 1, fold,
+                      len(plan.train_idx))
 
-    hooks = sorted({h for layer in request.layers for sub in request.subspaces for h in encoder.hooks_for(layer, sub)})
-    widths = _hook_widths(encoder, hooks)
-    sources = _sources(encoder, request, widths)
-    n_train = len(plan.train_idx)
-    if max(len(cols) for s in sources for cols in s.columns.values()) > n_train - np.bincount(fold, minlength=F).max():
-        raise StorelessUnsuitable("fewer training tokens than features in a fold")
 
-    device = encoder.device
-    stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), Y.shape[1], F + 1, n_positions, device)
-             for s in sources}
-    control_stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), 1, F + 1, 1, device)
-                     for s in sources} if control is not None else {}
-    passes = _Pass(sequences, row_start, lengths, request.batch_size, ranks)
-    probed = np.zeros(len(lengths), dtype=bool)
-    probed[np.unique(np.searchsorted(row_start, plan.tokens, side="right") - 1)] = True
-    batches = [b for b in passes.batches() if probed[b].any()]
-    models = [(encoder, stats, slice(None))] + ([(control, control_stats, slice(0, 1))] if control is not None else [])
-    def statistics_pass():
-        _statistics_pass(passes, batches, models, hooks, sources, stats, part_of_row, position_of_row, Y_rows,
-                         device, progress, desc)
+@dataclass
+class _Solved:
+    fits: dict  # {(layer, subspace): (columns, solve_folds result)}
+    control_r2: dict  # {(layer, subspace): the random-init control's test R²}
+    residual_fits: dict  # the partial R²'s probes, as ``fits``
+    means: dict  # {layer: per-position training mean of the states}
 
-    ranks.together(statistics_pass)  # a rank that fails stops every rank (OtherRankFailed), a dead one: PeerLost
-    for table in (stats, control_stats):
-        for layer_stats in table.values():
-            layer_stats.reduce(ranks)
 
-    # the probes, solved from the sums (probes.grid.solve_folds: what fit_ridge_grid does per source)
-    fits, control_r2, residual_fits, means = {}, {}, {}, {}
-    n_targets = len(names)
+def _solve(sources: list[_Source], stats: dict, control_stats: dict, layout: _RowLayout, n_targets: int, F: int,
+           with_residual: bool) -> _Solved:
+    """Every probe solved from the sums (``probes.grid.solve_folds``: what ``fit_ridge_grid`` does per source)."""
+    alphas = np.asarray(DEFAULT_ALPHAS, dtype=np.float64)
+    solved = _Solved({}, {}, {}, {})
     for source in sources:
         layer_stats = stats[source.layer]
         x_sum, counts = layer_stats.position_sums(slice(None))
-        shift = x_sum.sum(axis=0) / counts.sum()
-        sums = layer_stats.fold_sums(shift, y_shift[:n_targets], range(n_targets), F)
+        sums = layer_stats.fold_sums(x_sum.sum(axis=0) / counts.sum(), layout.y_shift[:n_targets], range(n_targets), F)
         for key, cols in source.columns.items():
             block = sums.columns(cols)
             check_finite(block, key)
-            fits[key] = (cols, solve_folds(block, alphas, True))
-        if control is not None:
+            solved.fits[key] = (cols, solve_folds(block, alphas, True))
+        if control_stats:
             c_stats = control_stats[source.layer]
             c_sum, c_counts = c_stats.position_sums(slice(None))
-            c_sums = c_stats.fold_sums(c_sum.sum(axis=0) / c_counts.sum(), y_shift[:1], [0], F)
+            c_sums = c_stats.fold_sums(c_sum.sum(axis=0) / c_counts.sum(), layout.y_shift[:1], [0], F)
             for key, cols in source.columns.items():
                 block = c_sums.columns(cols)
                 check_finite(block, key)
-                control_r2[key] = float(solve_folds(block, alphas, True)["test_r2"][0])
-        if request.residual is not None:  # the partial R²: probes of the states minus their per-position mean
+                solved.control_r2[key] = float(solve_folds(block, alphas, True)["test_r2"][0])
+        if with_residual:  # the partial R²: probes of the states minus their per-position mean
             train_sum, train_counts = layer_stats.position_sums(slice(0, F))
-            fallback = train_sum.sum(axis=0) / max(n_train, 1)
-            means[source.layer] = np.where(train_counts[:, None] > 0, train_sum / np.maximum(train_counts, 1)[:, None],
-                                           fallback).astype(np.float32).astype(np.float64)  # PositionResiduals' means
-            residual = layer_stats.residual_sums(means[source.layer], y_shift[n_targets:], [n_targets], F)
+            fallback = train_sum.sum(axis=0) / max(layout.n_train, 1)
+            means = np.where(train_counts[:, None] > 0, train_sum / np.maximum(train_counts, 1)[:, None], fallback)
+            solved.means[source.layer] = means.astype(np.float32).astype(np.float64)  # PositionResiduals' means
+            residual = layer_stats.residual_sums(solved.means[source.layer], layout.y_shift[n_targets:], [n_targets], F)
             for key, cols in source.columns.items():
                 block = residual.columns(cols)
                 check_finite(block, key)
-                residual_fits[key] = (cols, solve_folds(block, alphas, True))
+                solved.residual_fits[key] = (cols, solve_folds(block, alphas, True))
+    return solved
 
-    predictions = _predictions(encoder, passes, sources, plan, part_of_row, position_of_row, fits, residual_fits,
-                               means, hooks, progress, desc) if request.n_boot else {}
-    y_test = Y[plan.test_idx]
+
+def _fit_tables(solved: _Solved, predictions: dict, layout: _RowLayout, plan, request: StorelessRequest,
+                with_control: bool):
+    """(fitted, random_init, partials), the shapes ``fit_ridge_grid`` gives ``probe_store``."""
+    alphas = np.asarray(DEFAULT_ALPHAS, dtype=np.float64)
+    names = list(plan.targets)
+    n_targets = len(names)
+    y_test = layout.Y[plan.test_idx]
     test_groups = plan.groups[plan.test_idx]
     records = []
-    for key, (_, res) in fits.items():
+    for key, (_, res) in solved.fits.items():
         pred = predictions.get(("main", key))
         test_r2 = _test_r2(y_test[:, :n_targets], pred) if pred is not None else res["test_r2"]
         for j, name in enumerate(names):
             row = {"key": key, "target": name, "alpha": alphas[res["best"][j]],
                    "cv_r2": res["cv_scores"][res["best"][j], j],
                    "cv_r2_sd": res["fold_scores"][:, res["best"][j], j].std(), "test_r2": test_r2[j],
-                   "n_features": res["coef"].shape[0], "n_train": n_train, "n_test": len(plan.test_idx)}
+                   "n_features": res["coef"].shape[0], "n_train": layout.n_train, "n_test": len(plan.test_idx)}
             if request.n_boot:
                 row["r2_ci_low"], row["r2_ci_high"] = bootstrap_r2_ci(y_test[:, j], pred[:, j], test_groups,
                                                                       n_boot=request.n_boot, seed=request.seed)
             row["y_pred_test"] = pred[:, j].copy() if pred is not None else None
             records.append(row)
     partials = {}
-    for key, (_, res) in residual_fits.items():
+    for key, (_, res) in solved.residual_fits.items():
         pred = predictions.get(("residual", key))
         if pred is None:
             partials[key] = (float(res["test_r2"][0]), np.nan, np.nan)
@@ -241,9 +282,10 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
         y_true = y_test[:, n_targets]
         low, high = bootstrap_r2_ci(y_true, pred[:, 0], test_groups, n_boot=request.n_boot, seed=request.seed)
         partials[key] = (float(_test_r2(y_true[:, None], pred)[0]), low, high)
-    random_init = pd.Series(control_r2) if control is not None else None
-    if random_init is not None:
-        random_init.index = pd.Index(list(control_r2), tupleize_cols=False)
+    random_init = None
+    if with_control:
+        random_init = pd.Series(solved.control_r2)
+        random_init.index = pd.Index(list(solved.control_r2), tupleize_cols=False)
     return pd.DataFrame.from_records(records), random_init, partials
 
 

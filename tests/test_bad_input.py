@@ -465,7 +465,7 @@ def test_seed_and_step_flags_name_the_flag_and_its_range(prog, flag, args, tmp_p
     """N51: `dstg-train --seed 99999999999999999999` said only 'Overflow when unpacking long long'."""
     import importlib
 
-    from dstg_interp.entry import COMMANDS
+    from dstg_interp.cli import COMMANDS
 
     main = importlib.import_module(COMMANDS[prog]).main
     code, _, err = run_main(capsys, main, *args, "--out", tmp_path / "out")

@@ -147,12 +147,12 @@ def test_holmes_seed_sets_the_probe_seeds():
 
 
 def test_every_console_script_reaches_its_command_module():
-    """pyproject.toml's [project.scripts] -> dstg_interp.entry -> one module per command in dstg_interp/cli/."""
+    """pyproject.toml's [project.scripts] -> dstg_interp.cli.entry -> one module per command in dstg_interp/cli/."""
     import re
 
-    from dstg_interp import entry
+    from dstg_interp.cli import entry
 
-    scripts = dict(re.findall(r'^(dstg-[a-z]+) = "dstg_interp\.entry:([a-z]+)"$',
+    scripts = dict(re.findall(r'^(dstg-[a-z]+) = "dstg_interp\.cli\.entry:([a-z]+)"$',
                               (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(), re.M))
     assert scripts and set(scripts) == set(entry.COMMANDS)
     for prog, name in scripts.items():

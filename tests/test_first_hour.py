@@ -14,7 +14,7 @@ from conftest import tiny_model
 from dstg_interp import ActivationStore, load_model, open_encoder
 from dstg_interp.cli import cache, erase, export, extend, holmes, probe, train
 from dstg_interp.cli import eval as evaluate
-from dstg_interp.entry import launch
+from dstg_interp.cli.entry import launch
 from dstg_interp.tiny_zoo import tiny_zoo
 from dstg_interp.train import TrainConfig
 

@@ -47,7 +47,7 @@ def parse_args(argv=None) -> ConvertCommand:
     return config_from_args(ConvertCommand, build_parser().parse_args(argv))
 
 
-def run(command: ConvertCommand) -> int:
+def _main(command: ConvertCommand) -> int:
     out = convert_checkpoint(command.source, command.out, tokenizer=command.tokenizer,
                              require_tokenizer=command.require_tokenizer, overwrite=command.overwrite,
                              dtype=DTYPES[command.dtype])
@@ -58,7 +58,7 @@ def run(command: ConvertCommand) -> int:
 
 
 def main(argv=None) -> int:
-    return run_command(build_parser(), ConvertCommand, run, argv)
+    return run_command(build_parser(), ConvertCommand, _main, argv)
 
 
 if __name__ == "__main__":

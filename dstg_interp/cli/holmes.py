@@ -145,7 +145,7 @@ def parse_args(argv=None) -> HolmesBuild | HolmesRun:
     return parse_config(SUBCOMMANDS, build_parser().parse_args(argv))
 
 
-def run(command: HolmesBuild | HolmesRun) -> int:
+def _main(command: HolmesBuild | HolmesRun) -> int:
     if isinstance(command, HolmesBuild):
         torch.set_num_threads(command.threads)
         kwargs: dict[str, Any] = {} if command.n_per_dataset is None else {"n_per_dataset": command.n_per_dataset}
@@ -164,7 +164,7 @@ def _interrupted(command: HolmesBuild | HolmesRun | None) -> str:
 
 
 def main(argv=None) -> int:
-    return run_command(build_parser(), SUBCOMMANDS, run, argv, interrupted=_interrupted)
+    return run_command(build_parser(), SUBCOMMANDS, _main, argv, interrupted=_interrupted)
 
 
 if __name__ == "__main__":

@@ -162,7 +162,7 @@ def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
             csv_tmp.unlink(missing_ok=True)
 
 
-def probe_models(command: ProbeCommand) -> tuple[pd.DataFrame, dict]:
+def run(command: ProbeCommand) -> tuple[pd.DataFrame, dict]:
     """Position probes of every --model, as one table, and the record saved beside it."""
     check_device(command.device)
     if command.threads:
@@ -180,7 +180,7 @@ def probe_models(command: ProbeCommand) -> tuple[pd.DataFrame, dict]:
     return results, record
 
 
-def run(command: ProbeCommand) -> int:
+def _main(command: ProbeCommand) -> int:
     if command.task == "holmes":  # the Holmes runner, shared with its alias `dstg-holmes run`
         holmes_out = command.out or HOLMES_OUT
         results = run_config(command.holmes_config(), holmes_out, progress=command.progress,
@@ -190,7 +190,7 @@ def run(command: ProbeCommand) -> int:
     out = Path(command.out or RESULTS_DIR / command.task)
     check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
     with output_lock(out, "dstg-probe " + " ".join(sys.argv[1:])):  # a second run on --out stops, naming this one
-        results, record = probe_models(command)
+        results, record = run(command)
         task, segment = command.task, command.probe.segment
         title = f"held-out R² ({task}" + (f", {segment}" if task != "token" else "") + ") ± half the 95% CI"
         print(title)
@@ -207,7 +207,7 @@ def run(command: ProbeCommand) -> int:
 
 
 def main(argv=None) -> int:
-    return run_command(build_parser(), ProbeCommand, run, argv, interrupted=lambda _: "no results were written")
+    return run_command(build_parser(), ProbeCommand, _main, argv, interrupted=lambda _: "no results were written")
 
 
 if __name__ == "__main__":

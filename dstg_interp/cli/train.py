@@ -122,7 +122,7 @@ def _interrupted(command: TrainCommand | None) -> str:
     return f"the last complete checkpoint (step {step}) in {out_dir / CHECKPOINT_DIR} is untouched; continue with --resume"
 
 
-def run(command: TrainCommand) -> int:
+def _main(command: TrainCommand) -> int:
     cfg = command.training
     _check_device(cfg)
     out_dir = Path(cfg.out_dir)
@@ -145,7 +145,7 @@ def run(command: TrainCommand) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        return run_command(build_parser(), TrainCommand, run, argv, interrupted=_interrupted)
+        return run_command(build_parser(), TrainCommand, _main, argv, interrupted=_interrupted)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

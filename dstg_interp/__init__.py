@@ -3,7 +3,7 @@
 import importlib
 
 # The public names load on first use (PEP 562): importing the package stays instant, so a console
-# command can take over Ctrl-C before torch and transformers load (see dstg_interp/entry.py).
+# command can take over Ctrl-C before torch and transformers load (see dstg_interp/cli/entry.py).
 _EXPORTS = {
     "ModelConfig": "dstg_interp.config",
     "build_model": "dstg_interp.model", "load_model": "dstg_interp.model", "CheckpointError": "dstg_interp.model",

@@ -25,6 +25,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 VARIANTS = ("dstg", "rope", "ap", "rp", "nope")
 # How position enters each variant, in words (refusals of analyses that need a position mechanism say it).
@@ -101,6 +102,63 @@ class ConfigIO:
         if not text.lstrip().startswith("{"):
             text = Path(text_or_path).read_text()
         return cls.from_dict(json.loads(text))
+
+
+# --- the flags every command shares, as fields ----------------------------------------------------
+# A config field made by one of these gets the shared flag of its kind from dstg_interp/cli/config_args.py
+# (one help text and one parser per flag, dstg_interp/cli/flags.py); any other field gets a flag built
+# from its own type.  The kind is carried by the field ("shared" metadata), never read off its name.
+SHARED_FLAGS = ("out", "device", "seed", "threads", "layers", "subspaces", "quiet", "model")
+
+
+def _shared(kind: str, default=None, default_factory=None, **metadata) -> Any:
+    metadata = {"shared": kind, "flag": f"--{kind}", **{k: v for k, v in metadata.items() if v is not None}}
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def out_field(default: str | None = None, *, help: str | None = None, shown: str | None = None,
+              required: bool | None = None) -> Any:
+    """``--out``: where the output is written; ``help`` says what the folder (or file) holds."""
+    return _shared("out", default, help=help, shown=shown, required=required)
+
+
+def device_field(default: str = "cpu", *, help: str | None = None, shown: str | None = None) -> Any:
+    """``--device``: cpu, cuda or cuda:N; ``help`` adds what runs there."""
+    return _shared("device", default, help=help, shown=shown)
+
+
+def seed_field(default: int = 0, *, shown: str | None = None) -> Any:
+    """``--seed``: 0..MAX_SEED."""
+    return _shared("seed", default, shown=shown)
+
+
+def threads_field(default: int | None = None, *, shown: str | None = None) -> Any:
+    """``--threads``: PyTorch CPU threads (None: PyTorch's)."""
+    return _shared("threads", default, shown=shown)
+
+
+def quiet_field() -> Any:
+    """``progress: bool = quiet_field()``: progress bars on, ``--quiet`` turns them off."""
+    return _shared("quiet", True, invert=True)
+
+
+def model_field(default: str | None = None, *, required: bool | None = None) -> Any:
+    """``--model``, repeatable and listable: a list of model specs (``[default]`` when none is given)."""
+    if default is None:
+        return _shared("model", default_factory=list, required=required)
+    return _shared("model", default_factory=lambda: [default], required=required, model_default=default)
+
+
+def layers_field(default=None, *, shown: str | None = None) -> Any:
+    """``--layers``: a layer selection in the grammar of ``dstg_interp.encoders.selection`` (``LayerSelection``)."""
+    return _shared("layers", default, shown=shown)
+
+
+def subspaces_field(*, shown: str | None = None) -> Any:
+    """``--subspaces``: comma-separated sem, ap, full (None: all the model has)."""
+    return _shared("subspaces", None, shown=shown)
 
 
 # No model of this toolkit comes near this; a config past it is a typo (vocab_size 1e12, a factor of

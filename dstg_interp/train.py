@@ -46,11 +46,12 @@ from tqdm.auto import tqdm
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 
-from .config import (OFFSET_SEED_SHIFT, VALIDATION_MASK_SEED, ConfigIO, ModelConfig, check_seed,
-                     step_seed)
+from .config import (OFFSET_SEED_SHIFT, VALIDATION_MASK_SEED, ConfigIO, ModelConfig, check_seed, device_field,
+                     out_field, quiet_field, seed_field, step_seed, threads_field)
 from .data.corpora import ZOO_SPLIT_SEED, ZOO_VAL_FRACTION
 from .data.mlm import collate, mask_tokens, pad_width_to_multiple
 from .data.prepare import PreparedData, prepare_data
+from .data.structure import DEFAULT_MAX_LENGTH
 from .data.tokenizer import INITIAL_ALPHABET, SPECIAL_TOKENS, load_tokenizer
 from .io import clean_stale_temporaries, write_text_atomic
 from .model.checkpoint import (RUN_CHECKPOINT, CheckpointError, build_model, load_model, save_checkpoint,
@@ -105,14 +106,13 @@ class TrainConfig(ConfigIO):
     """
 
     # The metadata makes dstg-train's flags (dstg_interp/cli/config_args.py): a field is written once.
-    out_dir: str = field(default="runs/dstg", metadata={
-        "flag": "--out", "help": "a folder for checkpoint/, log.jsonl, train_config.json",
-        "shown": "--config's, else runs/dstg"})
+    out_dir: str = out_field("runs/dstg", help="a folder for checkpoint/, log.jsonl, train_config.json",
+                             shown="--config's, else runs/dstg")
     model: dict = field(default_factory=lambda: zoo_architecture("dstg"),
                         metadata={"cli": False})  # dstg-train: --variant, --d-model, --d-ap, --n-layers, --n-heads
     corpus: str = field(default="en-mix", metadata={"help": "en-mix, a folder of .txt, a .jsonl, or hf:NAME[:CONFIG]:SPLIT"})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "use the first N documents only"})
-    max_length: int = field(default=256, metadata={"help": "tokens per training sequence"})
+    max_length: int = field(default=DEFAULT_MAX_LENGTH, metadata={"help": "tokens per training sequence"})
     max_positions: int | None = field(default=None, metadata={"help": "position table size", "shown": "--max-length"})
     random_offset: bool = field(default=False, metadata={
         "help": "shift each sequence's absolute positions randomly (dstg/ap; with --max-positions > --max-length)"})
@@ -146,7 +146,7 @@ class TrainConfig(ConfigIO):
                                           "tokens to a multiple of N; the loss and gradients stay those of the "
                                           "unpadded batch",
         "shown": f"{BF16_PAD_MULTIPLE} with --bf16, else 1 (no padding)"})
-    seed: int = field(default=0, metadata={"shown": "--config's, else 0; model init, data order and masks"})
+    seed: int = seed_field(shown="--config's, else 0; model init, data order and masks")
     data_seed: int = field(default=ZOO_SPLIT_SEED, metadata={"seed": True, "help": "train/validation split (keep fixed to compare seeds)"})
     bucket_by_length: bool = field(default=True, metadata={
         "flag": "--no-bucket-by-length", "invert": True, "help": "batches in corpus order, not by length"})
@@ -159,9 +159,9 @@ class TrainConfig(ConfigIO):
     log_every: int = field(default=10, metadata={"help": "steps between log lines"})
     save_dtype: str = field(default="float32", metadata={
         "choices": ["float32", "float16", "bfloat16"], "help": "weights dtype of the checkpoint"})
-    device: str = field(default="cpu", metadata={"shown": "--config's, else cpu"})
-    threads: int | None = None
-    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
+    device: str = device_field(shown="--config's, else cpu")
+    threads: int | None = threads_field()
+    progress: bool = quiet_field()
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)

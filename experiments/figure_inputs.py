@@ -32,8 +32,6 @@ import argparse
 import dataclasses
 import json
 import sys
-import types
-import typing
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -42,11 +40,12 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-import dstg_interp
 from dstg_interp import ModelConfig, build_model, load_model, open_encoder
-from dstg_interp.config import MAX_SEED, check_seed
+from dstg_interp.cli.config_args import add_config_arguments, config_from_args
+from dstg_interp.config import MAX_SEED, ConfigIO, check_seed
 from dstg_interp.cli.shell import run_cli
 from dstg_interp.data import default_cache_dir, probing_documents
+from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.encoders import Encoder, EncoderError, HFEncoder
 from dstg_interp.encoders.naming import table_names
 from dstg_interp.io import RESULTS_DIR, write_text_atomic
@@ -55,7 +54,7 @@ from dstg_interp.model.checkpoint import (FLOOR_TRAIN_COMMAND, ZOO_DIR, ZOO_FLOO
 from dstg_interp.store import as_sequences
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.tiny_zoo import tiny_config, tiny_documents, tiny_zoo
-from probes.positions import PROBE_MAX_LENGTH, cached_store
+from probes.positions import cached_store
 
 FIGURES_DIR = Path(__file__).resolve().parents[1] / "figures"  # the committed gallery: read, rewritten only when asked
 OUTPUT_DIR = RESULTS_DIR / "figures"  # where a script writes without --out: the working directory, git-ignored
@@ -64,11 +63,13 @@ OFFSET_MODEL = "dstg-offset"  # DSTG trained with random_offset on a 512-row tab
 
 # --- the config every figure script takes whole ----------------------------------------------------
 @dataclass
-class ScriptConfig:
-    """What every experiment config has: where its outputs go, and its JSON form.
+class ScriptConfig(ConfigIO):
+    """What every experiment config has: where its outputs go, and its JSON form (``ConfigIO``, as every
+    config of the library).
 
     A config is validated in ``__post_init__``, saved as ``config.json`` next to the script's outputs
-    (``save_config``) and read back with ``from_dict``; ``parse_config`` turns a command line into one.
+    (``save_config``) and read back with ``from_dict``; ``parse_config`` turns a command line into one,
+    with the flags every dstg-* command builds from its config (``dstg_interp.cli.config_args``).
     """
 
     out: Path = field(default=OUTPUT_DIR, metadata={"help": "output folder"})
@@ -79,14 +80,12 @@ class ScriptConfig:
         self.out = Path(self.out)
         check_seeds_and_steps(self)
 
-    def to_dict(self) -> dict:
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
     @classmethod
     def from_dict(cls, values: dict):
-        """The config saved in a ``config.json`` (keys that are not fields, e.g. ``wall_s``, are ignored)."""
+        """The config saved in a ``config.json``, without the facts ``save_config`` writes beside it
+        (``script``, ``wall_s``, ...: keys that are not fields)."""
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names})
+        return super().from_dict({k: v for k, v in values.items() if k in names})
 
 
 @dataclass
@@ -161,52 +160,14 @@ def run_as_command(main, prog: str) -> int:
     return run_cli(prog, lambda: main() and 0)
 
 
-def _plain(value):
-    """JSON types: paths as strings, tuples as lists."""
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _package_relative(path: Path) -> str:
-    """An absolute default shown in ``--help`` as the installed package sees it (``<dstg_interp>/zoo``), or
-    relative to the working folder, never as one machine's absolute path."""
-    package = Path(dstg_interp.__file__).resolve().parent
-    for anchor, label in ((package, "<dstg_interp>"), (package.parent, "<checkout>"), (Path.cwd(), ".")):
-        if path.is_relative_to(anchor):
-            return f"{label}/{path.relative_to(anchor)}"
-    return path.name
-
-
 def parse_config(config_class, argv=None, doc: str = ""):
     """One ``--flag`` per field of ``config_class`` (underscores become dashes; help from the field's
-    metadata), parsed into an instance: every script's command line is its config, nothing else.
-    ``doc``: the script's docstring, whose first paragraph describes the command."""
+    metadata), parsed into an instance: every script's command line is its config, nothing else, built as
+    every dstg-* command's (``dstg_interp.cli.config_args``).  ``doc``: the script's docstring, whose first
+    paragraph describes the command."""
     parser = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
-    hints = typing.get_type_hints(config_class)
-    for spec in dataclasses.fields(config_class):
-        if spec.name in config_class.FLAGS_LEFT_OUT:
-            continue
-        flag, hint = "--" + spec.name.replace("_", "-"), hints[spec.name]
-        help_text = spec.metadata.get("help")
-        default = spec.default if spec.default is not dataclasses.MISSING else spec.default_factory()
-        if hint is bool:
-            parser.add_argument(flag, action="store_true", help=help_text)
-            continue
-        optional = typing.get_origin(hint) in (typing.Union, types.UnionType)
-        element = next(a for a in typing.get_args(hint) if a is not type(None)) if optional else hint  # X | None -> X
-        is_list = typing.get_origin(element) in (list, tuple)
-        shown = spec.metadata.get("shown", " ".join(map(str, default)) if is_list and default is not None else default)
-        if isinstance(shown, Path) and shown.is_absolute():  # the package's own folders, not this machine's path
-            shown = _package_relative(shown)
-        help_text = f"{help_text or ''}{f' (default: {shown})' if default is not None else ''}".strip()
-        if is_list:
-            parser.add_argument(flag, nargs="+", type=typing.get_args(element)[0], default=default, help=help_text)
-        else:
-            parser.add_argument(flag, type=element, default=default, help=help_text)
-    return config_class(**vars(parser.parse_args(argv)))
+    add_config_arguments(parser, config_class)
+    return config_from_args(config_class, parser.parse_args(argv))
 
 
 def save_config(config: ScriptConfig, script: str, name: str = "config.json", **facts) -> Path:
@@ -534,6 +495,6 @@ def random_init_store(inputs: FigureInputs, name: str, progress: bool = True, pa
 def attention_store(inputs: FigureInputs, name: str, progress: bool = True):
     """Model ``name``'s store with attention summaries (logit-term statistics per layer x head), for the heads."""
     encoder = open_encoder(inputs.models[name])
-    sequences = as_sequences(encoder, inputs.documents, min(PROBE_MAX_LENGTH, encoder.max_positions), windows=False)
+    sequences = as_sequences(encoder, inputs.documents, DEFAULT_MAX_LENGTH, windows=False)
     return cached_extract(encoder, sequences, inputs.store_root, f"{name}-attention", layers=None, dtype="float16",
                           attention_summaries=True, batch_size=16, progress=progress)

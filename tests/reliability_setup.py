@@ -42,8 +42,8 @@ def assert_one_line_error(code: int, err: str, *fragments: str, prog: str | None
 
 
 def entry_command(prog: str, *args) -> list[str]:
-    """The console command as installed (through dstg_interp.entry), runnable from a fresh checkout."""
-    return [sys.executable, "-m", "dstg_interp.entry", prog, *map(str, args)]
+    """The console command as installed (through dstg_interp.cli.entry), runnable from a fresh checkout."""
+    return [sys.executable, "-m", "dstg_interp.cli.entry", prog, *map(str, args)]
 
 
 def subprocess_env(**extra) -> dict:

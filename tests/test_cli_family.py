@@ -11,13 +11,13 @@ import torch
 from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp.cli import flags
 from dstg_interp.encoders import selection
-from dstg_interp.cli.extend import _parser as extend_parser
+from dstg_interp.cli.extend import build_parser as extend_parser
 from dstg_interp.data import load_corpus, train_tokenizer
 from dstg_interp.cli.eval import build_parser as eval_parser
 from dstg_interp.cli.cache import build_parser as cache_parser, main as cache_main
 from dstg_interp.cli.train import build_parser as train_parser, main as train_main
 from dstg_interp.cli.probe import build_parser as probe_parser, main as probe_main
-from dstg_interp.cli.holmes import _parser as holmes_parser, main as holmes_main
+from dstg_interp.cli.holmes import build_parser as holmes_parser, main as holmes_main
 from dstg_interp.cli.erase import build_parser as erase_parser
 from dstg_interp.cli.export import build_parser as export_parser
 from reliability_setup import assert_one_line_error, run_main
@@ -98,10 +98,9 @@ def test_train_layers_points_to_n_layers(tmp_path, capsys):
         assert_one_line_error(code, err, f"{old} is now {new}", prog="dstg-train")
     code, _, err = run_main(capsys, train_main, "--out", tmp_path / "run", "--no-progress")
     assert_one_line_error(code, err, "--no-progress is now --quiet", prog="dstg-train")
-    args = train_parser().parse_args(["--n-layers", "3", "--n-heads", "2", "--quiet"])
-    from dstg_interp.cli.train import config_from_args
+    from dstg_interp.cli.train import parse_args
 
-    cfg = config_from_args(args)
+    cfg = parse_args(["--n-layers", "3", "--n-heads", "2", "--quiet"]).training
     assert cfg.model["n_layers"] == 3 and cfg.model["n_heads"] == 2 and cfg.progress is False
     assert not (tmp_path / "run").exists()
 
@@ -137,24 +136,49 @@ def test_holmes_layers_1_gives_layer_1_only_and_both_spellings_agree(models, tmp
 
 
 def test_holmes_seed_sets_the_probe_seeds():
-    from dstg_interp.cli.holmes import config_from_args
+    from dstg_interp.cli.holmes import parse_args as holmes_args
+    from dstg_interp.cli.probe import parse_args as probe_args
 
-    args = probe_parser().parse_args(["--task", "holmes", "--seed", "3"])
-    assert config_from_args(args).probe.seeds == (3, 4, 5, 6, 7)
-    args = holmes_parser().parse_args(["run", "--model", "dstg", "--seed", "3", "--seeds", "1,2", "--layers", "0,last"])
-    cfg = config_from_args(args)
+    assert probe_args(["--task", "holmes", "--seed", "3"]).holmes_config().probe.seeds == (3, 4, 5, 6, 7)
+    cfg = holmes_args(["run", "--model", "dstg", "--seed", "3", "--seeds", "1,2", "--layers", "0,last"]).config()
     assert cfg.probe.seeds == (1, 2) and cfg.layers == [0, "last"] and cfg.models == ["dstg"]
 
 
 def test_every_console_script_reaches_its_command_module():
-    """pyproject.toml's [project.scripts] -> dstg_interp.entry -> one module per command in dstg_interp/cli/."""
+    """pyproject.toml's [project.scripts] -> dstg_interp.cli.entry -> one module per command in dstg_interp/cli/."""
     import re
 
-    from dstg_interp import entry
+    from dstg_interp.cli import entry
 
-    scripts = dict(re.findall(r'^(dstg-[a-z]+) = "dstg_interp\.entry:([a-z]+)"$',
+    scripts = dict(re.findall(r'^(dstg-[a-z]+) = "dstg_interp\.cli\.entry:([a-z]+)"$',
                               (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text(), re.M))
     assert scripts and set(scripts) == set(entry.COMMANDS)
     for prog, name in scripts.items():
         assert getattr(entry, name).args == (prog,)
         assert entry.COMMANDS[prog] == "dstg_interp.cli." + entry.COMMANDS[prog].split(".")[-1]
+
+
+def test_every_command_has_one_shape():
+    """Each dstg-* command (but the torchrun launcher) is ``build_parser`` + ``run_command(parser, its config
+    dataclass, run)``; a shared flag comes from a field helper of dstg_interp.config, never from a field's name."""
+    import dataclasses
+    import importlib
+    import inspect
+
+    from dstg_interp.cli import COMMANDS
+    from dstg_interp.cli.config_args import config_flags
+    from dstg_interp.config import ConfigIO, SHARED_FLAGS
+
+    for prog, name in COMMANDS.items():
+        if prog == "dstg-launch":
+            continue
+        module = importlib.import_module(name)
+        assert hasattr(module, "build_parser") and "run_command(build_parser()," in inspect.getsource(module.main), prog
+        configs = [obj for obj in vars(module).values() if inspect.isclass(obj) and dataclasses.is_dataclass(obj)
+                   and obj.__module__ == name]
+        assert configs and all(issubclass(config, ConfigIO) for config in configs), prog
+        for config in configs:
+            for path, _, spec, _ in config_flags(config):
+                flag = spec.metadata.get("flag", "--" + spec.name.replace("_", "-"))
+                if flag.lstrip("-") in SHARED_FLAGS and not spec.metadata.get("positional"):
+                    assert spec.metadata.get("shared") == flag.lstrip("-"), f"{prog}: {config.__name__}.{path}"

@@ -243,11 +243,11 @@ def test_hf_states_are_output_hidden_states_bit_for_bit(kind, hf_folders, corpus
 def test_requests_the_model_cannot_serve_are_one_line_errors(hf_folders):
     rope, hf = open_encoder(tiny_model("rope")), open_encoder(hf_folders["bert"])
     tokens, mask = padded()
-    with pytest.raises(EncoderError, match=r"subspace\(s\) \['ap'\] not in this 'rope' model"):
+    with pytest.raises(EncoderError, match=r"subspace 'ap' does not exist in a 'rope' model .*: it has full"):
         rope.states(tokens, subspaces=["ap"], attention_mask=mask)
-    with pytest.raises(EncoderError, match=r"layer\(s\) \[3\] do not exist .* layers 0..2"):
+    with pytest.raises(EncoderError, match=r"layer 3 does not exist in .*: it has layers 0..2"):
         rope.states(tokens, layers=[3], attention_mask=mask)
-    with pytest.raises(EncoderError, match=r"layer\(s\) \['final'\] do not exist"):
+    with pytest.raises(EncoderError, match=r"layer 'final' does not exist in .*: it has layers 0..\d+ \(0 = embeddings\)$"):
         hf.states(tokens, layers=[FINAL], attention_mask=mask)
     with pytest.raises(EncoderError, match="logit-term hooks"):
         hf.capture(tokens, mask, ["hidden_states.1"], on_attention=lambda *a: None)

@@ -14,7 +14,7 @@ from conftest import tiny_model
 from dstg_interp import ActivationStore, load_model, open_encoder
 from dstg_interp.cli import cache, erase, export, extend, holmes, probe, train
 from dstg_interp.cli import eval as evaluate
-from dstg_interp.entry import launch
+from dstg_interp.cli.entry import launch
 from dstg_interp.tiny_zoo import tiny_zoo
 from dstg_interp.train import TrainConfig
 
@@ -35,7 +35,7 @@ def test_a_run_folder_loads_its_checkpoint(tmp_path):
 
 
 COMMAND_PARSERS = {"dstg-train": train.build_parser, "dstg-probe": probe.build_parser, "dstg-cache": cache.build_parser,
-                   "dstg-eval": evaluate.build_parser, "dstg-erase": erase.build_parser, "dstg-extend": extend._parser,
+                   "dstg-eval": evaluate.build_parser, "dstg-erase": erase.build_parser, "dstg-extend": extend.build_parser,
                    "dstg-export": export.build_parser,
                    "dstg-holmes run": lambda: holmes._parser()._subparsers._group_actions[0].choices["run"],
                    "dstg-holmes build": lambda: holmes._parser()._subparsers._group_actions[0].choices["build"]}

@@ -15,7 +15,7 @@ from dstg_interp import EncoderError, extract, load_hf_encoder
 from dstg_interp.encoders import HFEncoder
 from dstg_interp.evaluation import mlm_accuracy
 from dstg_interp.encoders.hf import NOT_A_PATTERN
-from dstg_interp.entry import launch
+from dstg_interp.cli.entry import launch
 from dstg_interp.tiny_zoo import tiny_documents
 
 torch.set_num_threads(1)

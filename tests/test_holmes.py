@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
-from dstg_interp.entry import launch
+from dstg_interp.cli.entry import launch
 from dstg_interp.data import build_tokenizer, train_tokenizer
 from probes.holmes import (HolmesProbe, HolmesRow, HolmesProbeConfig, Target, TaskType, a_vs_b, area_table,
                            encode_dataset, load_benchmark, load_dataset, register_dataset, run_holmes,

@@ -169,14 +169,14 @@ def test_benchmark_folders_are_never_cut_by_default():
 
 
 def test_cli_flags(capsys):
-    from dstg_interp.cli.holmes import _parser, config_from_args
+    from dstg_interp.cli.holmes import build_parser, parse_args
 
-    args = _parser().parse_args(["run", "--model", "dstg", "--benchmark", "somewhere"])
-    config = config_from_args(args)
+    config = parse_args(["run", "--model", "dstg", "--benchmark", "somewhere"]).config()
     assert config.probe.flash_fraction is None and config.probe.protocol == "reference"
-    args = _parser().parse_args(["run", "--model", "dstg", "--flash-fraction", "0.5", "--protocol", "standardised"])
-    assert config_from_args(args).probe.flash_fraction == 0.5 and config_from_args(args).probe.standardize
+    args = build_parser().parse_args(["run", "--model", "dstg", "--flash-fraction", "0.5", "--protocol", "standardised"])
+    config = parse_args(["run", "--model", "dstg", "--flash-fraction", "0.5", "--protocol", "standardised"]).config()
+    assert config.probe.flash_fraction == 0.5 and config.probe.standardize
     with pytest.raises(SystemExit):
-        _parser().parse_args(["run", "--model", "dstg", "--flash-fraction", "2"])
+        build_parser().parse_args(["run", "--model", "dstg", "--flash-fraction", "2"])
     assert "expected a fraction in (0, 1]" in capsys.readouterr().err
     assert isinstance(args, argparse.Namespace)

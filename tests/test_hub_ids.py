@@ -12,7 +12,7 @@ from huggingface_hub.errors import GatedRepoError, LocalEntryNotFoundError
 
 from dstg_interp import EncoderError, open_encoder
 from dstg_interp.encoders import HFEncoder, hub
-from dstg_interp.entry import launch
+from dstg_interp.cli.entry import launch
 from dstg_interp.tiny_zoo import tiny_documents
 from test_hf_encoder_offline import write_tiny_bert
 

@@ -19,7 +19,7 @@ from reliability_setup import REPO, entry_command, make_tiny_setup, subprocess_e
 torch.set_num_threads(1)
 FIXTURE = REPO / "tests" / "fixtures" / "holmes" / "benchmark"
 
-# Runs a command through dstg_interp.entry after patching one step to signal the process itself.
+# Runs a command through dstg_interp.cli.entry after patching one step to signal the process itself.
 SELF_SIGNAL = """
 import os, signal, sys, time, importlib
 module_name, attribute, signal_name, prog = sys.argv[1:5]
@@ -34,7 +34,7 @@ if module_name == "importlib":  # the signal arrives while the command's module 
     importlib.import_module = slow_import
 else:
     setattr(importlib.import_module(module_name), attribute, signalled)
-from dstg_interp.entry import launch
+from dstg_interp.cli.entry import launch
 sys.exit(launch(prog, sys.argv[5:]))
 """
 
@@ -118,7 +118,7 @@ def stalled(folder, *args, **kwargs):
     print(folder, flush=True)
     time.sleep(60)
 extract_module._extract_into = stalled
-from dstg_interp.entry import launch
+from dstg_interp.cli.entry import launch
 sys.exit(launch("dstg-cache", sys.argv[1:]))
 """
 

@@ -37,7 +37,7 @@ if os.environ.get("RANK") == "1" and os.environ.get("FAULT"):
 LAUNCHERS = {  # --shutdown-timeout: a rank slowed by a loaded machine is never SIGKILLed mid-cleanup here
     "torchrun": [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                  "--shutdown-timeout", "300", "--tee", "2", "-m", "dstg_interp.cli.cache"],
-    "dstg-launch": [sys.executable, "-m", "dstg_interp.entry", "dstg-launch", "--nproc-per-node", "2",
+    "dstg-launch": [sys.executable, "-m", "dstg_interp.cli.entry", "dstg-launch", "--nproc-per-node", "2",
                     "--shutdown-timeout", "300", "dstg-cache"],
 }
 INTERRUPTED_LINE = r"dstg-cache: interrupted \(Ctrl-C\): extraction into \S+ was interrupted; the partial work was removed"

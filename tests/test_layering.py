@@ -2,10 +2,13 @@
 
 The commands sit above the library they drive: ``dstg_interp/cli/`` (one module per command, the shell, the
 shared flags) may import anything of the library, probes included, and nothing in the library imports it,
-argparse or a ``__main__`` block; only the console entry ``dstg_interp/entry.py`` and the scripts of
-``experiments/`` (which use the command shell) reach into it.
+argparse or a ``__main__`` block; only the scripts of ``experiments/`` (which use the command shell) reach
+into it from outside, and the console entry (``dstg_interp/cli/entry.py``) and the command table
+(``dstg_interp/cli/__init__.py``) live inside it.  ``benchmarks/`` are scripts above everything: they may
+import any of it, and nothing imports them.  (They import their siblings as top-level modules, ``from
+machine import ...``, which the graph does not see as edges.)
 
-Nothing is imported here: every module of dstg_interp/, probes/ and experiments/ is parsed with ``ast``.
+Nothing is imported here: every module of dstg_interp/, probes/, experiments/ and benchmarks/ is parsed with ``ast``.
 
 The graph.  A module's edges are its module-level imports (outside any function or class body; those under
 a module-level ``if`` or ``try`` count), relative imports resolved against the module's package.
@@ -34,16 +37,18 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("dstg_interp", "probes", "experiments")
+PACKAGES = ("dstg_interp", "probes", "experiments", "benchmarks")
 
-# The command room and the console entry that launches it: above the whole library.
-COMMANDS = ("dstg_interp.cli", "dstg_interp.entry")
+# The command room (its console entry and command table included): above the whole library.
+COMMANDS = ("dstg_interp.cli",)
+SCRIPTS = ("experiments", "benchmarks")  # command lines of their own, above the library
 
 # (importer prefix, imported prefixes it must not reach); an importer within COMMANDS is exempt from the
 # rules about dstg_interp (the commands drive probes/ too)
 FORBIDDEN = [
-    ("dstg_interp", ("probes", "experiments", "dstg_interp.cli")),
-    ("probes", ("dstg_interp.cli",)),
+    ("dstg_interp", ("probes", "experiments", "benchmarks", "dstg_interp.cli")),
+    ("probes", ("dstg_interp.cli", "benchmarks")),
+    ("experiments", ("benchmarks",)),
     ("dstg_interp.data", ("dstg_interp.model", "dstg_interp.encoders", "dstg_interp.store", "dstg_interp.analysis",
                           "dstg_interp.plots")),
     ("dstg_interp.model", ("dstg_interp.encoders", "dstg_interp.store", "dstg_interp.analysis", "dstg_interp.plots")),
@@ -141,7 +146,7 @@ def upward_imports(modules: dict) -> list[str]:
         for target, line, _ in imports(module, modules):
             for importer, banned in FORBIDDEN:
                 if importer == "dstg_interp" and any(within(module, room) for room in COMMANDS):
-                    banned = tuple(prefix for prefix in banned if prefix == "experiments")
+                    banned = tuple(prefix for prefix in banned if prefix in SCRIPTS)
                 if within(module, importer) and any(within(target, prefix) for prefix in banned):
                     bad.append(f"{module}:{line} imports {target}")
     return bad
@@ -171,8 +176,11 @@ def test_imports_run_downhill():
 
 def test_none_of_ours_is_imported_inside_a_function():
     modules = module_files()
+    # benchmarks/ exempt: bench_store and bench_checksums import the library inside the function they time,
+    # so a child process's memory and start-up are measured with the imports it really makes
     bad = [f"{module}:{line} imports {target}"
-           for module in modules for target, line, nested in imports(module, modules) if nested and ours(target)]
+           for module in modules if not within(module, "benchmarks")
+           for target, line, nested in imports(module, modules) if nested and ours(target)]
     assert not bad, "imports of our modules inside functions (move them to the top of the module):\n" + "\n".join(bad)
 
 
@@ -180,7 +188,7 @@ def command_line_code(modules: dict) -> list[str]:
     """'module: what' for every library module (outside COMMANDS) with argparse or a ``__main__`` block."""
     bad = []
     for module, (path, _) in modules.items():
-        if any(within(module, room) for room in COMMANDS) or within(module, "experiments"):
+        if any(within(module, room) for room in COMMANDS + SCRIPTS):
             continue
         tree = ast.parse(path.read_text(), str(path))
         if any(target == "argparse" for target, _, _ in imports(module, modules)):
@@ -211,6 +219,11 @@ def test_the_checks_can_fail(tmp_path):
     positions = tmp_path / "probes" / "positions.py"
     positions.write_text(positions.read_text() + "\nimport argparse\nfrom dstg_interp.cli import flags\n\n"
                                                  "if __name__ == '__main__':\n    pass\n")
+    splits = tmp_path / "probes" / "splits.py"
+    splits.write_text(splits.read_text() + "\nfrom benchmarks.machine import LoadWatch\n")  # nothing imports a benchmark
+    modules = module_files(tmp_path)
+    assert "probes.splits:" in " ".join(upward_imports(modules)) and "imports benchmarks.machine" in upward_imports(modules)[-1]
+    splits.write_text((REPO / "probes" / "splits.py").read_text())
     modules = module_files(tmp_path)
     assert cycles(import_graph(modules)) == [["dstg_interp.data.corpora", "dstg_interp.data.en_mix"]]
     bad = upward_imports(modules)

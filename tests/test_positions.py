@@ -116,7 +116,7 @@ def test_cli_subspace_the_model_lacks(setup, tmp_path, capsys):
     root, corpus, paths = setup
     code, _, err = run_cli(capsys, "--model", paths["rope"], "--task", "segment", "--corpus", corpus, "--subspaces", "ap",
                            "--out", tmp_path)
-    assert_clean_failure(code, err, tmp_path, "has no 'ap' subspace")
+    assert_clean_failure(code, err, tmp_path, "subspace 'ap' does not exist in a 'rope' model")
 
 
 def test_cli_corpus_too_small(setup, tmp_path, capsys):

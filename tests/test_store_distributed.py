@@ -43,7 +43,7 @@ def checkpoint_and_corpus(tmp_path_factory):
 LAUNCHERS = {  # plain torchrun, and dstg-launch (torchrun with the commands' promise kept to its own end)
     "torchrun": [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                  "-m", "dstg_interp.cli.cache"],
-    "dstg-launch": [sys.executable, "-m", "dstg_interp.entry", "dstg-launch", "--nproc-per-node", "2", "dstg-cache"],
+    "dstg-launch": [sys.executable, "-m", "dstg_interp.cli.entry", "dstg-launch", "--nproc-per-node", "2", "dstg-cache"],
 }
 
 

@@ -189,7 +189,7 @@ def test_ctrl_c_of_dstg_launch_training_is_one_line_per_rank_and_one_of_its_own(
 
     env = dict(os.environ, OMP_NUM_THREADS="1")
     assert run_cli(cli_args(tmp_path / "warm", corpus, steps=6), env).returncode == 0  # the cached data, prepared
-    proc = subprocess.Popen([sys.executable, "-m", "dstg_interp.entry", "dstg-launch", "--nproc-per-node", "2",
+    proc = subprocess.Popen([sys.executable, "-m", "dstg_interp.cli.entry", "dstg-launch", "--nproc-per-node", "2",
                              "--shutdown-timeout", "300", "dstg-train",
                              *cli_args(tmp_path / "run", corpus, steps=100000), "--no-compile"],
                             env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

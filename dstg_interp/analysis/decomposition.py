@@ -94,7 +94,7 @@ def decomposition_by_layer(encoder: Encoder, tokens: torch.Tensor, attention_mas
     if attention_mask is not None and not bool(attention_mask.to(torch.bool).all()):
         raise EncoderError("the position / context decomposition needs a full grid: every row as long as the "
                            "others, no padding (pass full windows of one length)")
-    layers, subspaces = encoder.check_request(layers, subspaces)
+    layers, subspaces = encoder.resolve(layers, subspaces)
     if tokens.shape[0] < 2 or tokens.shape[1] < (5 if drop_ends else 3):
         raise EncoderError(f"the decomposition needs 2 rows or more of at least {5 if drop_ends else 3} tokens, "
                            f"got {list(tokens.shape)}")

@@ -57,7 +57,7 @@ def position_hooks(encoder: Encoder, layer) -> list[str]:
     """The hook names whose tensor is the absolute-position state at ``layer``, or one clear EncoderError."""
     variant = encoder.variant
     if encoder.kind == "dstg-interp" and variant == "dstg":
-        encoder.check_request([layer], ["ap"])
+        encoder.resolve([layer], ["ap"])
         return encoder.hooks_for(layer, "ap")
     if encoder.kind == "dstg-interp" and variant == "ap":
         if layer != 0:

@@ -212,7 +212,7 @@ def measure_invariance(model, passages: list[Passage], *, name: str | None = Non
     is longer, or to compare models at one length."""
     encoder = open_encoder(model, dtype=dtype)
     name = name or encoder.name
-    layers, subspaces = encoder.check_request(layers, subspaces)
+    layers, subspaces = encoder.resolve(layers, subspaces)
     unknown = [c for c in conditions if c not in CONDITIONS]
     if unknown or not conditions:
         raise ValueError(f"condition(s) {unknown or list(conditions)}: choose from {', '.join(CONDITIONS)}")

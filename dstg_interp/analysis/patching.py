@@ -192,7 +192,7 @@ def patch_states(encoder: Encoder, pair: PatchingPair, metric: str = "logit_diff
         raise EncoderError(f"fraction must be in (0, 1], got {fraction}")
     layers = _layers(encoder, layers)
     subspaces = patch_subspaces(encoder) if subspaces is None else list(subspaces)
-    encoder.check_request(layers, subspaces)
+    encoder.resolve(layers, subspaces)
     reference = _reference(encoder, pair, metric)
     sources = _sources(encoder, pair, layers, subspaces, source)
     positions = range(pair.clean.tokens.shape[1]) if positions is None else positions
@@ -258,7 +258,7 @@ def attribution_patch(encoder: Encoder, pair: PatchingPair, metric: str = "logit
     """Every (layer, subspace, position) of ``patch_states`` from one forward/backward pair (module docstring)."""
     layers = _layers(encoder, layers)
     streams = ["sem", "ap"] if "sem" in encoder.subspaces else ["full"]
-    encoder.check_request(layers, streams)
+    encoder.resolve(layers, streams)
     reference = _reference(encoder, pair, metric)
     clean = _states(encoder, pair.clean.tokens, pair.attention_mask, layers, streams)
     corrupted, deltas = {}, {}

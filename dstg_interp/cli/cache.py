@@ -24,8 +24,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from dstg_interp.data import StructuredSequences, load_corpus
+from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.encoders import open_encoder
-from dstg_interp.encoders.selection import resolve_layers
+from dstg_interp.config import ConfigIO, device_field, layers_field, model_field, out_field, quiet_field
+from dstg_interp.encoders.selection import LayerSelection
 from dstg_interp.io import check_output_location, output_lock
 from dstg_interp.store.distributed import OtherRankFailed, Ranks, torchrun_ranks
 from dstg_interp.store.config import ExtractionConfig
@@ -36,10 +38,10 @@ from .flags import one_model
 
 
 @dataclass
-class CacheCommand:
+class CacheCommand(ConfigIO):
     """dstg-cache's flags beside the ExtractionConfig's: which model, which text, where, and how."""
 
-    model: list = field(default_factory=list, metadata={"flag": "--model", "required": True})
+    model: list = model_field(required=True)
     name: str | None = field(default=None, metadata={
         "help": "how the store names the model (its manifest's model_name)", "shown": "the zoo name, hub id, "
         "model-card title or folder name (dstg_interp.encoders.naming)"})
@@ -47,15 +49,15 @@ class CacheCommand:
         "exclusive": ("source", True), "help": "corpus spec for load_corpus: en-mix, a folder of *.txt, a .jsonl, hf:..."})
     sequences: str | None = field(default=None, metadata={
         "exclusive": ("source", True), "help": "a folder of saved StructuredSequences (in the model's token ids)"})
-    out: str | None = field(default=None, metadata={"required": True, "help": "the store folder to create"})
-    layers: tuple | str | None = field(default=None, metadata={"shown": "all"})
-    max_length: int = field(default=256, metadata={"min": 1, "help": "sequence length when tokenizing --corpus"})
+    out: str | None = out_field(required=True, help="the store folder to create")
+    layers: LayerSelection = layers_field(shown="all")
+    max_length: int = field(default=DEFAULT_MAX_LENGTH, metadata={"min": 1, "help": "sequence length when tokenizing --corpus"})
     windows: bool = field(default=True, metadata={
         "flag": "--no-windows", "invert": True, "help": "truncate long documents instead of windowing"})
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "the first N documents only"})
     overwrite: bool = field(default=False, metadata={"help": "replace a different store already in --out"})
-    device: str = field(default="cpu", metadata={"help": "under torchrun, cuda = one GPU per rank (LOCAL_RANK)"})
-    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
+    device: str = device_field(help="under torchrun, cuda = one GPU per rank (LOCAL_RANK)")
+    progress: bool = quiet_field()
     extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
 
 
@@ -83,11 +85,11 @@ def run(command: CacheCommand, ranks=None):
             sequences = StructuredSequences.load(command.sequences)
         else:
             sequences = load_corpus(command.corpus, progress=command.progress, max_docs=command.max_docs)
-        max_length = min(command.max_length, encoder.max_positions)
-        layers = None if command.layers is None else tuple(resolve_layers(command.layers, encoder.n_layers))
-        extraction = dataclasses.replace(command.extraction, layers=layers)
-        return extract(encoder, sequences, command.out, extraction, progress=command.progress,
-                       overwrite=command.overwrite, max_length=max_length, windows=command.windows, ranks=ranks)
+        layers, _ = encoder.resolve(command.layers, command.extraction.subspaces)  # the door: grammar, names, range
+        extraction = dataclasses.replace(command.extraction, layers=None if command.layers is None else tuple(layers))
+        return extract(encoder, sequences, command.out, extraction, progress=command.progress,  # clamped to the
+                       overwrite=command.overwrite, max_length=command.max_length,  # model's table by the encoder
+                       windows=command.windows, ranks=ranks)
 
 
 def _main(command: CacheCommand) -> int:
@@ -103,7 +105,7 @@ def _main(command: CacheCommand) -> int:
 
 
 def main(argv=None) -> int:
-    return run_command(build_parser(), CacheCommand, _main, argv, interrupted=lambda: "no store was written")
+    return run_command(build_parser(), CacheCommand, _main, argv, interrupted=lambda _: "no store was written")
 
 
 if __name__ == "__main__":

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 import json
 import sys
 
+from dstg_interp.config import ConfigIO
 from dstg_interp.model.convert import DTYPES, convert_checkpoint
 
-from .config_args import add_config_arguments, config_from_args
-from .shell import run_cli
+from .config_args import add_config_arguments, config_from_args, run_command
 
 
 @dataclass
-class ConvertCommand:
+class ConvertCommand(ConfigIO):
     """dstg-convert's arguments: the source checkpoint, where ours goes, and its tokenizer."""
 
     source: str = field(metadata={"positional": True, "metavar": "SRC",
@@ -37,13 +37,17 @@ class ConvertCommand:
                 "never replaced)"})
 
 
-def parse_args(argv=None) -> ConvertCommand:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-convert", description=__doc__.split("\n\n")[0])
     add_config_arguments(parser, ConvertCommand)
-    return config_from_args(ConvertCommand, parser.parse_args(argv))
+    return parser
 
 
-def _convert(command: ConvertCommand) -> int:
+def parse_args(argv=None) -> ConvertCommand:
+    return config_from_args(ConvertCommand, build_parser().parse_args(argv))
+
+
+def _main(command: ConvertCommand) -> int:
     out = convert_checkpoint(command.source, command.out, tokenizer=command.tokenizer,
                              require_tokenizer=command.require_tokenizer, overwrite=command.overwrite,
                              dtype=DTYPES[command.dtype])
@@ -54,8 +58,7 @@ def _convert(command: ConvertCommand) -> int:
 
 
 def main(argv=None) -> int:
-    command = parse_args(argv)
-    return run_cli("dstg-convert", lambda: _convert(command))
+    return run_command(build_parser(), ConvertCommand, _main, argv)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from dstg_interp.config import ConfigIO
+from dstg_interp.config import ConfigIO, device_field, model_field, out_field, quiet_field, threads_field
 from dstg_interp.encoders.naming import model_label
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import (OutputError, check_output_location, folder_entries, foreign_entries, output_lock,
@@ -48,19 +48,18 @@ class EraseCommand(ConfigIO):
     """dstg-erase's flags beside the ErasureConfig's: which model and store, where the tables go; saved as
     config.json beside them (``EraseCommand.from_json(out / "config.json")`` is the run again)."""
 
-    model: list = field(default_factory=list, metadata={"required": True})
+    model: list = model_field(required=True)
     name: str | None = field(default=None, metadata={
         "help": "how the table and results.json name the model", "shown": "the zoo name, hub id, model-card title "
         "or folder name (dstg_interp.encoders.naming)"})
     store: str | None = field(default=None, metadata={
         "help": "an activation store of --model to fit the erasers on",
         "shown": "one extracted from the corpus's probing documents, cached"})
-    out: str | None = field(default=None, metadata={
-        "required": True, "help": "a folder for results.csv, heads.csv, results.json and config.json"})
+    out: str | None = out_field(required=True, help="a folder for results.csv, heads.csv, results.json and config.json")
     save_erasers: bool = field(default=False, metadata={"help": "also write every eraser under --out/erasers/"})
-    device: str = "cpu"
-    threads: int | None = None
-    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
+    device: str = device_field()
+    threads: int | None = threads_field()
+    progress: bool = quiet_field()
     erasure: ErasureConfig = field(default_factory=ErasureConfig)
 
     def __post_init__(self) -> None:
@@ -128,7 +127,7 @@ def _main(command: EraseCommand) -> int:
 
 
 def main(argv=None) -> int:
-    return run_command(build_parser(), EraseCommand, _main, argv, interrupted=lambda: "no results were written")
+    return run_command(build_parser(), EraseCommand, _main, argv, interrupted=lambda _: "no results were written")
 
 
 if __name__ == "__main__":

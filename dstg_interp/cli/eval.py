@@ -29,6 +29,7 @@ import torch
 from dstg_interp.data import load_corpus
 from dstg_interp.evaluation import RESULT_COLUMNS, mlm_accuracy, results_table, training_config, training_unigram
 from dstg_interp.io import OutputError, check_output_location, created_folder
+from dstg_interp.config import ConfigIO, model_field, out_field, quiet_field, seed_field, threads_field
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.naming import table_names
 
@@ -51,10 +52,10 @@ def write_results(table: pd.DataFrame, path: Path, arguments: dict) -> None:
 
 
 @dataclass
-class EvalCommand:
+class EvalCommand(ConfigIO):
     """dstg-eval's flags: which models on which corpora, how many documents, where the table goes."""
 
-    model: list = field(default_factory=list, metadata={"required": True})
+    model: list = model_field(required=True)
     name: list[str] | None = field(default=None, metadata={
         "help": "how the table names each --model, in order", "shown": "the zoo name, hub id, model-card title or "
         "folder name (dstg_interp.encoders.naming)"})
@@ -64,11 +65,11 @@ class EvalCommand:
     n_docs: int = field(default=200, metadata={"min": 1, "help": "held-out documents per corpus"})
     max_length: int | None = field(default=None, metadata={"min": 1, "help": "tokens per sequence, one for every model",
                                                            "shown": "the shortest training length (else max_positions) of the models"})
-    seed: int = 0
+    seed: int = seed_field()
     batch_size: int = field(default=32, metadata={"min": 1, "help": "sequences per forward"})
-    threads: int | None = None
-    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
-    out: str | None = field(default=None, metadata={"help": "a .csv or .json file for the table", "shown": "printed only"})
+    threads: int | None = threads_field()
+    progress: bool = quiet_field()
+    out: str | None = out_field(help="a .csv or .json file for the table", shown="printed only")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -173,7 +174,7 @@ def masks_line(masks: dict, max_length: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_command(build_parser(), EvalCommand, _evaluate, argv, interrupted=lambda: "nothing was written")
+    return run_command(build_parser(), EvalCommand, _evaluate, argv, interrupted=lambda _: "nothing was written")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 
-from dstg_interp.config import ConfigIO
-from dstg_interp.encoders.selection import ALL, resolve_layers
+from dstg_interp.config import ConfigIO, layers_field, out_field, quiet_field, subspaces_field
+from dstg_interp.encoders.selection import ALL, LayerSelection, resolve_layers
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.export import export_store
 
@@ -29,11 +29,10 @@ class ExportCommand(ConfigIO):
 
     store: str | None = field(default=None, metadata={
         "required": True, "help": "the activation store folder (dstg-cache --out)"})
-    out: str | None = field(default=None, metadata={
-        "required": True, "help": "a new (or empty) folder for the datasets files"})
-    layers: tuple | str | None = field(default=None, metadata={"shown": "all the store has"})
-    subspaces: tuple | None = field(default=None, metadata={"shown": "all the store has"})
-    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
+    out: str | None = out_field(required=True, help="a new (or empty) folder for the datasets files")
+    layers: LayerSelection = layers_field(shown="all the store has")
+    subspaces: tuple | None = subspaces_field(shown="all the store has")
+    progress: bool = quiet_field()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +58,7 @@ def _export(command: ExportCommand, store: ActivationStore):
 
 
 def main(argv=None) -> int:
-    return run_command(build_parser(), ExportCommand, _main, argv, interrupted=lambda: "no dataset was written")
+    return run_command(build_parser(), ExportCommand, _main, argv, interrupted=lambda _: "no dataset was written")
 
 
 if __name__ == "__main__":

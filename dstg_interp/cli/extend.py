@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dstg_interp.analysis.extrapolate import (DEFAULT_COMPONENTS, DEFAULT_FREQUENCIES, EXTENSION_FILE, METHODS,
                                               extend_positions, save_extended)
+from dstg_interp.config import ConfigIO, model_field, out_field
 from dstg_interp.io import OutputError, check_output_location, check_replaceable
 from dstg_interp.model.checkpoint import load_model, resolve_checkpoint
 from dstg_interp.model.saving import checkpoint_foreign_entries
@@ -28,21 +29,21 @@ def extended_foreign_entries(path: Path) -> list[str]:
 
 
 @dataclass
-class ExtendCommand:
+class ExtendCommand(ConfigIO):
     """dstg-extend's flags: the model, how much longer, by which method, and where."""
 
-    model: list = field(default_factory=list, metadata={"required": True})
+    model: list = model_field(required=True)
     factor: float | None = field(default=None, metadata={"help": "new length = factor x max_positions (> 1)",
                                                          "shown": "2 unless --new-length"})
     new_length: int | None = field(default=None, metadata={"help": "new max_positions (instead of --factor)"})
     method: str = field(default="curve", metadata={"choices": list(METHODS), "help": "how the new rows are made"})
     n_components: int = field(default=DEFAULT_COMPONENTS, metadata={"help": "PCs kept by --method curve"})
     n_frequencies: int = field(default=DEFAULT_FREQUENCIES, metadata={"help": "DCT terms per PC (curve)"})
-    out: str | None = field(default=None, metadata={"required": True, "help": "the checkpoint folder to write"})
+    out: str | None = out_field(required=True, help="the checkpoint folder to write")
     overwrite: bool = field(default=False, metadata={"help": "replace a checkpoint dstg-extend wrote in --out"})
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-extend", description="Extend a model's learned AP table past "
                                      "max_positions and save the longer model as a checkpoint.")
     add_config_arguments(parser, ExtendCommand)
@@ -73,7 +74,7 @@ def _extend(command: ExtendCommand) -> int:
 
 
 def main(argv=None) -> int:
-    return run_command(_parser(), ExtendCommand, _extend, argv)
+    return run_command(build_parser(), ExtendCommand, _extend, argv)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@
 
 Every command lists these flags with the words of ``HELP``; where a command has a default, argparse's
 help ends with `` (default: ...)`` after those words, and that suffix is the only difference.  Layer
-selections follow one grammar everywhere: ``parse_layers`` reads it here, the library's
-``dstg_interp.encoders.selection.resolve_layers`` turns it into a model's layers.
+selections follow one grammar everywhere: ``parse_layers`` reads it here, the library's ``Encoder.resolve``
+(``dstg_interp.encoders.selection``) turns it into a model's layers.  A config field gets one of these flags
+through its field helper (``dstg_interp.config.layers_field`` ...; ``config_args.SHARED``).
 
 Errors in these flags are argparse errors: one line, exit code 2, like every other bad input (see
 ``dstg_interp.cli.shell.run_cli``: 2 bad input, 130 Ctrl-C, 143 SIGTERM).

@@ -4,9 +4,9 @@
     dstg-holmes run --benchmark DIR --model dstg rope ap rp --out my-holmes  # = dstg-probe --task holmes
     python -m dstg_interp.cli.holmes run --benchmark DIR --model dstg            # the same, without the script
 
-One Holmes command, two spellings: `dstg-probe --task holmes ...` and its alias `dstg-holmes run ...` build
-their parsers with the same flags (``add_holmes_flags``), the same HolmesRunConfig (``config_from_args``)
-and call the same runner (``probes.holmes.run.run_config``).
+One Holmes command, two spellings: `dstg-probe --task holmes ...` and its alias `dstg-holmes run ...` hold
+the same Holmes flags (``HolmesFlags``, nested in ``ProbeCommand`` and ``HolmesRun``), make the same
+HolmesRunConfig (``holmes_run_config``) and call the same runner (``probes.holmes.run.run_config``).
 """
 
 from __future__ import annotations
@@ -14,21 +14,22 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 import torch
 
-from dstg_interp.config import MAX_SEED
+from dstg_interp.config import (MAX_SEED, ConfigIO, device_field, layers_field, model_field, out_field, quiet_field,
+                                seed_field, subspaces_field, threads_field)
+from dstg_interp.encoders.selection import LayerSelection
 from dstg_interp.io import RESULTS_DIR
 from probes.holmes.aggregate import dataset_scores
+from probes.holmes.encode import HOLMES_LAYERS
 from probes.holmes.protocol import PROTOCOLS, HolmesProbeConfig
 from probes.holmes.run import HOLMES_THREADS, HolmesRunConfig, flash_fraction_for, run_config
 from probes.holmes.suite import build_suite
 
-from . import flags
-from .config_args import add_config_arguments
-from .config_args import config_from_args as build_config
-from .shell import run_cli
+from .config_args import add_config_arguments, parse_config, run_command
 
 HOLMES_OUT = str(RESULTS_DIR / "holmes")
 
@@ -54,7 +55,7 @@ def _fraction_arg(text: str) -> float:
 
 
 @dataclass
-class HolmesFlags:
+class HolmesFlags(ConfigIO):
     """The Holmes-only flags of both spellings; with the shared ones they make a HolmesRunConfig."""
 
     benchmark: str | None = field(default=None, metadata={
@@ -74,24 +75,16 @@ class HolmesFlags:
     mdl: bool = field(default=False, metadata={"help": "also compute online-code MDL (bits)"})
 
 
-def add_holmes_flags(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """The Holmes-only flags (``prefix`` marks them in dstg-probe, where other tasks ignore them)."""
-    add_config_arguments(parser, HolmesFlags, prefix=prefix)
-
-
-def config_from_args(args: argparse.Namespace) -> HolmesRunConfig:
-    """The HolmesRunConfig of a parsed `dstg-probe --task holmes` or `dstg-holmes run` command line."""
-    holmes = build_config(HolmesFlags, args)
-    seed = args.seed if args.seed is not None else 0
+def holmes_run_config(holmes: HolmesFlags, models: list, names, layers: LayerSelection, subspaces, seed: int,
+                      device: str) -> HolmesRunConfig:
+    """The HolmesRunConfig of either spelling: its Holmes flags and the shared ones (seeds from --seed: S..S+4)."""
     seeds = holmes.seeds if holmes.seeds is not None else tuple(range(seed, seed + 5))
     probe = HolmesProbeConfig(seeds=seeds, flash_fraction=flash_fraction_for(holmes.benchmark, holmes.flash_fraction,
-                                                                       holmes.full),
-                        mdl=holmes.mdl, protocol=holmes.protocol)
-    layers = args.layers if args.layers is not None else "last"
-    return HolmesRunConfig(benchmark_dir=holmes.benchmark, models=flags.models(args), names=getattr(args, "name", None),
-                           layers=layers,
-                           subspaces=list(args.subspaces) if args.subspaces else None,
-                           random_init_control=holmes.random_init, probe=probe, device=args.device or "cpu")
+                                                                             holmes.full),
+                              mdl=holmes.mdl, protocol=holmes.protocol)
+    return HolmesRunConfig(benchmark_dir=holmes.benchmark, models=list(models), names=names,
+                           layers=layers, subspaces=list(subspaces) if subspaces else None,
+                           random_init_control=holmes.random_init, probe=probe, device=device)
 
 
 def report(results: pd.DataFrame, out) -> None:
@@ -102,35 +95,38 @@ def report(results: pd.DataFrame, out) -> None:
 
 
 @dataclass
-class HolmesBuild:
+class HolmesBuild(ConfigIO):
     """dstg-holmes build: the offline suite, in the Holmes format."""
 
-    out: str | None = field(default=None, metadata={"required": True, "help": "the suite folder to create"})
-    seed: int = 0
+    out: str | None = out_field(required=True, help="the suite folder to create")
+    seed: int = seed_field()
     n_per_dataset: int | None = field(default=None, metadata={"min": 1, "help": "rows per dataset", "shown": "suite's"})
-    threads: int = HOLMES_THREADS
+    threads: int = threads_field(HOLMES_THREADS)
     overwrite: bool = field(default=False, metadata={"help": "replace a complete suite already in --out"})
 
 
 @dataclass
-class HolmesRun:
+class HolmesRun(ConfigIO):
     """dstg-holmes run (= dstg-probe --task holmes): the shared flags of a Holmes run, and its own."""
 
-    model: list = field(default_factory=list, metadata={"required": True})
+    model: list = model_field(required=True)
     name: list[str] | None = field(default=None, metadata={
         "help": "how the tables name each --model, in order", "shown": "the zoo name, hub id, model-card title or "
         "folder name (dstg_interp.encoders.naming)"})
-    layers: str | tuple = field(default="last")
-    subspaces: tuple | None = field(default=None, metadata={"shown": "all the model has"})
+    layers: LayerSelection = layers_field(HOLMES_LAYERS)
+    subspaces: tuple | None = subspaces_field(shown="all the model has")
     holmes: HolmesFlags = field(default_factory=HolmesFlags)
-    seed: int = 0
-    device: str = "cpu"
-    threads: int = HOLMES_THREADS
-    out: str = field(default=HOLMES_OUT, metadata={"help": "a folder for the Holmes tables and config.json"})
-    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
+    seed: int = seed_field()
+    device: str = device_field()
+    threads: int = threads_field(HOLMES_THREADS)
+    out: str = out_field(HOLMES_OUT, help="a folder for the Holmes tables and config.json")
+    progress: bool = quiet_field()
+
+    def config(self) -> HolmesRunConfig:
+        return holmes_run_config(self.holmes, self.model, self.name, self.layers, self.subspaces, self.seed, self.device)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-holmes", description="Run a Holmes-format benchmark folder on a pool of models and write tidy results.")
     sub = parser.add_subparsers(dest="command", required=True)
     build = sub.add_parser("build", help="build the offline suite in the Holmes format")
@@ -142,26 +138,33 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _main(args: argparse.Namespace) -> int:
-    if args.command == "build":
-        command = build_config(HolmesBuild, args)
+SUBCOMMANDS = {"build": HolmesBuild, "run": HolmesRun}
+
+
+def parse_args(argv=None) -> HolmesBuild | HolmesRun:
+    return parse_config(SUBCOMMANDS, build_parser().parse_args(argv))
+
+
+def _main(command: HolmesBuild | HolmesRun) -> int:
+    if isinstance(command, HolmesBuild):
         torch.set_num_threads(command.threads)
-        kwargs = {} if command.n_per_dataset is None else {"n_per_dataset": command.n_per_dataset}
+        kwargs: dict[str, Any] = {} if command.n_per_dataset is None else {"n_per_dataset": command.n_per_dataset}
         built = build_suite(command.out, seed=command.seed, overwrite=command.overwrite, **kwargs)
         print(f"wrote {len(built)} datasets to {command.out}")
         return 0
-    run = build_config(HolmesRun, args)
-    results = run_config(config_from_args(args), run.out, progress=run.progress, threads=run.threads)
-    report(results, run.out)
+    results = run_config(command.config(), command.out, progress=command.progress, threads=command.threads)
+    report(results, command.out)
     return 0
 
 
+def _interrupted(command: HolmesBuild | HolmesRun | None) -> str:
+    if isinstance(command, HolmesBuild):
+        return "no suite was written"
+    return f"the tables in {command.out if command is not None else HOLMES_OUT} are as they were"
+
+
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
-    out = args.out or HOLMES_OUT
-    return run_cli("dstg-holmes", lambda: _main(args),
-                   interrupted=lambda: f"the tables in {out} are as they were" if args.command == "run"
-                   else "no suite was written")
+    return run_command(build_parser(), SUBCOMMANDS, _main, argv, interrupted=_interrupted)
 
 
 if __name__ == "__main__":

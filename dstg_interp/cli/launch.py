@@ -7,7 +7,7 @@
 
 Every torchrun flag is accepted as torchrun reads it (this is ``torch.distributed.run`` with its own
 parser); a first argument naming a dstg-* command starts each rank as that command (``python -m
-dstg_interp.entry dstg-cache ...``).  What changes is the launcher's own end: torchrun answers Ctrl-C
+dstg_interp.cli.entry dstg-cache ...``).  What changes is the launcher's own end: torchrun answers Ctrl-C
 with a ``SignalException`` traceback and a failed rank with a ``ChildFailedError`` table, after the
 ranks have printed their own one line each.  Here the ranks are stopped the same way (torchrun forwards
 the signal and waits ``--shutdown-timeout`` seconds for their cleanup), and the launcher adds one line:
@@ -36,8 +36,8 @@ import signal
 import sys
 from pathlib import Path
 
+from dstg_interp.cli import COMMANDS
 from dstg_interp.cli.shell import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated
-from dstg_interp.entry import COMMANDS
 from dstg_interp.io import SignalWatch
 
 PROG = "dstg-launch"
@@ -106,7 +106,7 @@ def _hold_repeated_signals(multiprocessing_api) -> None:
 
 
 def parse(argv, torchrun):
-    """torchrun's own parser under our name; a dstg-* command as the script becomes ``-m dstg_interp.entry CMD``."""
+    """torchrun's own parser under our name; a dstg-* command as the script becomes ``-m dstg_interp.cli.entry CMD``."""
     parser = torchrun.get_args_parser()
     parser.prog = PROG
     parser.description = ("torchrun for the dstg-* commands: every torchrun flag, then a dstg-* command (or a "
@@ -125,7 +125,7 @@ def parse(argv, torchrun):
                          f"without {PROG}; {' and '.join(DISTRIBUTED)} do")
         # the command's own flags are read here once: a typo is one usage and one line, not one per rank
         importlib.import_module(COMMANDS[script]).build_parser().parse_args(args.training_script_args)
-        args.module, args.training_script = True, "dstg_interp.entry"
+        args.module, args.training_script = True, "dstg_interp.cli.entry"
         args.training_script_args = [script, *args.training_script_args]
     elif script.startswith("dstg-") and not (args.module or args.no_python or Path(script).exists()):
         parser.error(f"{script!r} is not a dstg-* command that runs under torchrun ({', '.join(DISTRIBUTED)}) "
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     try:
         torchrun, SignalException, ChildFailedError, RendezvousError = _import_torchrun()
         args, name = parse(argv, torchrun)
-    except KeyboardInterrupt as err:  # SIGTERM is Terminated here (dstg_interp.entry installs it)
+    except KeyboardInterrupt as err:  # SIGTERM is Terminated here (dstg_interp.cli.entry installs it)
         terminated = isinstance(err, Terminated)
         print(f"{PROG}: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}) while starting; no rank was started",
               file=sys.stderr)

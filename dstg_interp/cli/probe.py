@@ -39,6 +39,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from dstg_interp.config import ConfigIO, device_field, model_field, out_field, quiet_field, threads_field
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import RESULTS_DIR, OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from dstg_interp.store.distributed import Ranks, torchrun_ranks
@@ -48,31 +49,29 @@ from probes.holmes.run import HOLMES_THREADS, run_config
 from dstg_interp.encoders.naming import table_names
 from probes.positions import DEFAULT_MODEL, PositionProbeConfig, probe_positions
 
-from .config_args import add_config_arguments, config_from_args, flag_values
-from .holmes import HOLMES_OUT, add_holmes_flags, report
-from .holmes import config_from_args as holmes_config
-from .shell import run_cli
+from .config_args import add_config_arguments, config_from_args, flag_values, run_command
+from .holmes import HOLMES_OUT, HolmesFlags, holmes_run_config, report
 
 TASKS = ("token", "segment", "intra", "holmes")
 
 
 @dataclass
-class ProbeCommand:
+class ProbeCommand(ConfigIO):
     """dstg-probe's flags: which models and text, where the table goes; the probe's own settings are the
     PositionProbeConfig's, and --task holmes adds the Holmes flags."""
 
-    model: list = field(default_factory=lambda: [DEFAULT_MODEL], metadata={"model_default": DEFAULT_MODEL})
+    model: list = model_field(DEFAULT_MODEL)
     task: str | None = field(default=None, metadata={
         "required": True, "choices": list(TASKS), "help": "token / segment / intra: position probes; holmes: the Holmes benchmark"})
     corpus: str = field(default="en-mix", metadata={"help": "en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:..."})
     name: list[str] | None = field(default=None, metadata={
         "help": "how the tables name each --model, in order", "shown": "the zoo name, hub id, model-card title or "
         "folder name (dstg_interp.encoders.naming)"})
-    out: str | None = field(default=None, metadata={
-        "help": "a folder for results.csv and results.json (Holmes: its tables)", "shown": "dstg-results/<task>"})
-    device: str = field(default="cpu", metadata={"help": "the ridge probes' Gram sums run there too (torch on a GPU)"})
-    threads: int | None = field(default=None, metadata={"shown": f"{HOLMES_THREADS} for --task holmes, else PyTorch's"})
-    progress: bool = field(default=True, metadata={"flag": "--quiet", "invert": True})
+    out: str | None = out_field(help="a folder for results.csv and results.json (Holmes: its tables)",
+                                shown="dstg-results/<task>")
+    device: str = device_field(help="the ridge probes' Gram sums run there too (torch on a GPU)")
+    threads: int | None = threads_field(shown=f"{HOLMES_THREADS} for --task holmes, else PyTorch's")
+    progress: bool = quiet_field()
     max_docs: int | None = field(default=None, metadata={"min": 1, "help": "the first N held-out documents only"})
     store: bool = field(default=False, metadata={"exclusive": ("route", False), "help": (
         "extract (or reuse) activation stores in the cache and probe them; default: the probes' statistics are "
@@ -80,6 +79,12 @@ class ProbeCommand:
     no_store: bool = field(default=False, metadata={"flag": "--no-store", "exclusive": ("route", False),
                                                    "help": "the default route, asked for by name"})
     probe: PositionProbeConfig = field(default_factory=PositionProbeConfig)
+    holmes: HolmesFlags = field(default_factory=HolmesFlags, metadata={"prefix": "--task holmes: "})
+
+    def holmes_config(self):
+        """The HolmesRunConfig of ``--task holmes`` (the same as its alias ``dstg-holmes run`` makes)."""
+        return holmes_run_config(self.holmes, self.model, self.name, self.probe.layers, self.probe.subspaces,
+                                 self.probe.seed, self.device)
 
 
 LEGEND = ("layer 0 = embeddings, l = after block l; ap / sem = DSTG's position / semantic stream, full = the whole "
@@ -90,12 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dstg-probe", description=__doc__.split("\n\n")[0],
                                      epilog="`dstg-holmes run ARGS` is an alias of `dstg-probe --task holmes ARGS`.")
     add_config_arguments(parser, ProbeCommand)
-    add_holmes_flags(parser, prefix="--task holmes: ")
     return parser
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+def parse_args(argv=None) -> ProbeCommand:
+    return config_from_args(ProbeCommand, build_parser().parse_args(argv))
 
 
 TABLE_WIDTH = 120  # where the compact table wraps when the terminal says nothing
@@ -168,10 +172,9 @@ def write_results(out: Path, results: pd.DataFrame, record: dict) -> None:
             csv_tmp.unlink(missing_ok=True)
 
 
-def run(args: argparse.Namespace, ranks: Ranks | None = None) -> tuple[pd.DataFrame, dict]:
+def run(command: ProbeCommand, ranks: Ranks | None = None) -> tuple[pd.DataFrame, dict]:
     """Position probes of every --model, as one table, and the record saved beside it.  ``ranks``: under
     torchrun, the ranks share the forward passes of the storeless route (every rank gets the table)."""
-    command = config_from_args(ProbeCommand, args)
     check_device(command.device)
     if ranks is not None and ranks.grouped and command.store:
         raise ValueError("--store under torchrun: the store route runs in one process; extract the stores with "
@@ -188,35 +191,34 @@ def run(args: argparse.Namespace, ranks: Ranks | None = None) -> tuple[pd.DataFr
                                       device=str(ranks.device) if ranks is not None and ranks.grouped else command.device,
                                       store=command.store, ranks=ranks))
     results = pd.concat(tables, ignore_index=True)
-    arguments = {**vars(args), **flag_values(command)}
-    arguments.pop("_model_default", None)
-    record = dict(command="dstg-probe", arguments=arguments, models=dict(zip(names, map(str, command.model))),
+    record = dict(command="dstg-probe", arguments=flag_values(command), models=dict(zip(names, map(str, command.model))),
                   route="store" if command.store else "storeless", versions=versions(), seconds=round(time.time() - started, 1),
                   results=results.to_dict(orient="records"))
     return results, record
 
 
-def _main(args: argparse.Namespace) -> int:
-    if args.task == "holmes":  # the Holmes runner, shared with its alias `dstg-holmes run`
+def _main(command: ProbeCommand) -> int:
+    if command.task == "holmes":  # the Holmes runner, shared with its alias `dstg-holmes run`
         if torchrun_environment() is not None:
             raise ValueError("--task holmes does not share its work between ranks (each would run it whole): "
                              "run it without torchrun / dstg-launch")
-        out = args.out or HOLMES_OUT
-        results = run_config(holmes_config(args), out, progress=not args.quiet, threads=args.threads or HOLMES_THREADS)
-        report(results, out)
+        holmes_out = command.out or HOLMES_OUT
+        results = run_config(command.holmes_config(), holmes_out, progress=command.progress,
+                             threads=command.threads or HOLMES_THREADS)
+        report(results, holmes_out)
         return 0
-    out = Path(args.out or RESULTS_DIR / args.task)
+    out = Path(command.out or RESULTS_DIR / command.task)
     check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
     with ExitStack() as held:
-        ranks = held.enter_context(torchrun_ranks("cuda" if str(args.device or "").startswith("cuda") else "cpu")) \
+        ranks = held.enter_context(torchrun_ranks("cuda" if str(command.device or "").startswith("cuda") else "cpu")) \
             if torchrun_environment() is not None else Ranks()
         if ranks.first:  # a second run on --out stops, naming this one
             held.enter_context(output_lock(out, "dstg-probe " + " ".join(sys.argv[1:])))
-        results, record = run(args, ranks)
+        results, record = run(command, ranks)
         if not ranks.first:  # rank 0 prints and writes the table every rank computed
             return 0
-        segment = args.segment or PositionProbeConfig.segment
-        title = f"held-out R² ({args.task}" + (f", {segment}" if args.task != "token" else "") + ") ± half the 95% CI"
+        task, segment = command.task, command.probe.segment
+        title = f"held-out R² ({task}" + (f", {segment}" if task != "token" else "") + ") ± half the 95% CI"
         print(title)
         print(compact_table(results))
         print(LEGEND)
@@ -231,8 +233,7 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv=None) -> int:
-    args = parse_args(argv)
-    return run_cli("dstg-probe", lambda: _main(args), interrupted=lambda: "no results were written")
+    return run_command(build_parser(), ProbeCommand, _main, argv, interrupted=lambda _: "no results were written")
 
 
 if __name__ == "__main__":

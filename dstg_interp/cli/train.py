@@ -21,19 +21,17 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from dstg_interp.config import VARIANTS
+from dstg_interp.config import ConfigIO, VARIANTS
 from dstg_interp.io import check_output_location, folder_entries, output_lock
 from dstg_interp.torchrun_env import torchrun_environment
 from dstg_interp.train import CHECKPOINT_DIR, CONFIG_FILE, STATE_FILE, TrainConfig, train
 
 from . import flags
-from .config_args import add_config_arguments
-from .config_args import config_from_args as build_config
-from .shell import run_cli
+from .config_args import add_config_arguments, config_from_args, run_command
 
 
 @dataclass
-class TrainCommand:
+class TrainCommand(ConfigIO):
     """dstg-train's flags beside TrainConfig's own: where a run starts from, and the model's size (which
     becomes TrainConfig.model)."""
 
@@ -44,30 +42,41 @@ class TrainCommand:
     d_ap: int | None = field(default=None, metadata={"help": "DSTG AP stream width", "shown": "1/8 of d_model"})
     n_layers: int | None = field(default=None, metadata={"min": 1, "help": "number of blocks"})
     n_heads: int | None = field(default=None, metadata={"min": 1, "help": "attention heads per block"})
+    # TrainConfig's flags: given ones override --config (or, with --resume, the train_config.json in --out),
+    # which overrides TrainConfig's defaults; made whole in __post_init__
+    training: TrainConfig = field(default_factory=dict, metadata={"overrides": True})  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.training, TrainConfig):
+            self.training = _train_config(self, dict(self.training))
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dstg-train", description="MLM pretraining of DSTG-NeoBERT or a baseline.")
     add_config_arguments(p, TrainCommand)
-    add_config_arguments(p, TrainConfig)
     flags.add_renamed(p, "--layers", "--n-layers", "the model depth; --layers selects layers to read in the other commands")
     flags.add_renamed(p, "--heads", "--n-heads")
     flags.add_renamed(p, "--no-progress", "--quiet", takes_value=False)
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    """TrainConfig's defaults, then --config (or, with --resume, the train_config.json in --out), then the flags."""
-    command = build_config(TrainCommand, args)
+def parse_args(argv=None) -> TrainCommand:
+    return config_from_args(TrainCommand, build_parser().parse_args(argv))
+
+
+def _train_config(command: TrainCommand, given: dict) -> TrainConfig:
+    """TrainConfig's defaults, then --config (or, with --resume, the train_config.json in --out), then the
+    flags ``given``."""
     base = TrainConfig().to_dict()
     base["warmup_steps"] = None  # unless a --config or --warmup-steps sets it: scaled to the final --steps
+    out = given.get("out_dir")
     if command.config:
         base.update(_read_json_object(Path(command.config), "--config"))
-    elif command.resume and args.out and (Path(args.out) / CONFIG_FILE).is_file():
-        base.update(_read_json_object(Path(args.out) / CONFIG_FILE, "--resume"))
+    elif command.resume and out and (Path(out) / CONFIG_FILE).is_file():
+        base.update(_read_json_object(Path(out) / CONFIG_FILE, "--resume"))
     base["model"] = _model_fields(dict(base["model"]), command)
     TrainConfig.from_dict(base)  # a --config with unknown fields is one clear error, before the flags
-    return build_config(TrainConfig, args, base)
+    return TrainConfig(**{**base, **given})
 
 
 def _model_fields(model: dict, command: TrainCommand) -> dict:
@@ -104,29 +113,28 @@ def _check_device(cfg: TrainConfig) -> None:
         raise ValueError(f"--device {cfg.device}: no CUDA device is available here; use --device cpu")
 
 
-def _interrupted(out_dir: Path):
-    def describe() -> str:
-        try:
-            step = json.loads((out_dir / CHECKPOINT_DIR / STATE_FILE).read_text())["step"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return "no checkpoint was saved yet"
-        return f"the last complete checkpoint (step {step}) in {out_dir / CHECKPOINT_DIR} is untouched; continue with --resume"
-    return describe
+def _interrupted(command: TrainCommand | None) -> str:
+    out_dir = Path(command.training.out_dir if command is not None else TrainConfig().out_dir)
+    try:
+        step = json.loads((out_dir / CHECKPOINT_DIR / STATE_FILE).read_text())["step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "no checkpoint was saved yet"
+    return f"the last complete checkpoint (step {step}) in {out_dir / CHECKPOINT_DIR} is untouched; continue with --resume"
 
 
-def _run(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
+def _main(command: TrainCommand) -> int:
+    cfg = command.training
     _check_device(cfg)
     out_dir = Path(cfg.out_dir)
     is_main = (torchrun_environment() or (0, 1))[0] == 0  # stale torchrun variables: one line (torchrun_env)
     if not is_main:  # rank 0 checks and holds the output folder for all ranks
-        train(cfg, resume=bool(args.resume))
+        train(cfg, resume=command.resume)
         return 0
     check_output_location(out_dir)
     created = not out_dir.exists()
     try:
         with output_lock(out_dir, "dstg-train " + " ".join(sys.argv[1:])):
-            result = train(cfg, resume=bool(args.resume))
+            result = train(cfg, resume=command.resume)
     finally:
         # A run that failed before writing anything leaves no empty folder behind.
         if created and out_dir.is_dir() and not folder_entries(out_dir):
@@ -136,10 +144,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    out_dir = Path(args.out or TrainConfig().out_dir)
     try:
-        return run_cli("dstg-train", lambda: _run(args), interrupted=_interrupted(out_dir))
+        return run_command(build_parser(), TrainCommand, _main, argv, interrupted=_interrupted)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -14,13 +14,14 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 
+from dstg_interp.config import ConfigIO
 from dstg_interp.store import ActivationStore
 
 from .config_args import add_config_arguments, run_command
 
 
 @dataclass
-class VerifyCommand:
+class VerifyCommand(ConfigIO):
     """dstg-verify's arguments: the store folders."""
 
     stores: list = field(default_factory=list, metadata={"positional": True, "nargs": "+", "metavar": "STORE",

@@ -29,7 +29,7 @@ from tokenizers import Tokenizer
 
 from .catalog import corpus_version, load_corpus
 from .corpora import ZOO_SPLIT_SEED, ZOO_VAL_FRACTION, DataError, default_cache_dir, split_documents
-from .structure import StructuredSequences, build_structured_sequences
+from .structure import DEFAULT_MAX_LENGTH, StructuredSequences, build_structured_sequences
 from .tokenizer import TOKENIZER_TRAINING, load_tokenizer, save_tokenizer, tokenizer_hash, train_tokenizer
 
 PREPARE_VERSION = 1
@@ -101,7 +101,7 @@ def load_prepared(directory: Path, recipe: dict) -> PreparedData | None:
                         StructuredSequences.load(directory / "validation"), directory, recipe)
 
 
-def prepare_data(corpus: str = "en-mix", max_length: int = 256, windows: bool = True, vocab_size: int = 8192,
+def prepare_data(corpus: str = "en-mix", max_length: int = DEFAULT_MAX_LENGTH, windows: bool = True, vocab_size: int = 8192,
                  val_fraction: float = ZOO_VAL_FRACTION, split_seed: int = ZOO_SPLIT_SEED, max_docs: int | None = None,
                  tokenizer_path: str | None = None, cache_dir: str | Path | None = None,
                  progress: bool = True, tokenizer: Tokenizer | None = None) -> PreparedData:

@@ -149,7 +149,12 @@ def _document_sequences(sentence_ids: list[list[int]], sentence_paragraph: np.nd
         first_sentence = max(fully_included, first_sentence + 1)
 
 
-def build_structured_sequences(documents, tokenizer, max_length: int = 256, windows: bool = False,
+# Tokens per sequence wherever a length is not given (dstg-cache, extract, the probes, the zoo's training): one
+# number, clamped to a model's position table in one place (``Encoder.structured_sequences``).
+DEFAULT_MAX_LENGTH = 256
+
+
+def build_structured_sequences(documents, tokenizer, max_length: int = DEFAULT_MAX_LENGTH, windows: bool = False,
                                corpus_spec: str = "") -> StructuredSequences:
     """Tokenize every sentence (one `encode_batch` call, no special tokens) and assemble sequences."""
     if max_length < 3:

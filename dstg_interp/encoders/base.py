@@ -27,9 +27,11 @@ from dstg_interp.progress import progress_bar
 from tokenizers import Tokenizer
 
 from dstg_interp.data import Document, StructuredSequences, build_structured_sequences
+from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.model.checkpoint import missing_tokenizer_message
 
 from .hooks import FINAL, layer_hooks, logit_terms
+from .selection import ALL, LayerSelection, missing_layer, missing_subspace, resolve_layers
 from .inputs import SpecialTokens, length_sorted_batches, pad_batch, sequence_ids, sequence_lengths
 
 # on_attention(layer, terms, pattern): terms = {term: [B, H, T, T]} in logit_terms order, pattern [B, H, T, T]
@@ -171,7 +173,7 @@ class Encoder:
             tokens, mask = self.pad([sequence_ids(sequences, i) for i in indices])
             yield indices, tokens, mask
 
-    def structured_sequences(self, documents: Sequence[Document], max_length: int = 256, windows: bool = True,
+    def structured_sequences(self, documents: Sequence[Document], max_length: int = DEFAULT_MAX_LENGTH, windows: bool = True,
                              corpus_spec: str = "") -> StructuredSequences:
         """Documents -> StructuredSequences in this model's token ids, at most ``max_length`` (and
         max_positions) tokens each, with this tokenizer's [CLS]/[SEP] ids where ours would go."""
@@ -192,19 +194,21 @@ class Encoder:
         """The hook names whose tensors, concatenated, are ``subspace`` at ``layer`` (hooks.py)."""
         return layer_hooks(self.variant, layer, subspace)
 
-    def check_request(self, layers: Sequence[int | str] | None = None, subspaces: Sequence[str] | None = None) -> tuple[list, list[str]]:
-        """Concrete layers (None = 0..n_layers) and subspaces (None = all), or one clear error."""
-        layers = [layer for layer in self.layers if layer != FINAL] if layers is None else list(layers)
+    def resolve(self, layers: LayerSelection = None, subspaces: Sequence[str] | None = None,
+                default: LayerSelection = ALL) -> tuple[list, list[str]]:
+        """The one resolution of a request against this model: concrete layers (ints, ``final``; the grammar of
+        ``selection``, None = ``default``) and subspaces (None = all it has), or one clear EncoderError."""
+        layers = resolve_layers(layers, self.n_layers, default)
         bad = [layer for layer in layers if layer not in self.layers or isinstance(layer, bool)]
         if bad or not layers:
-            raise EncoderError(f"layer(s) {bad or layers} do not exist in {self.name}: it has layers 0..{self.n_layers} "
-                               f"(0 = embeddings){' and ' + repr(FINAL) if FINAL in self.layers else ''}")
+            raise EncoderError(missing_layer(bad[0], self.n_layers, FINAL in self.layers, self.name) if bad else
+                               f"no layer asked of {self.name}; it has layers 0..{self.n_layers} (0 = embeddings)")
         subspaces = list(self.subspaces) if subspaces is None else list(subspaces)
         missing = [s for s in subspaces if s not in self.subspaces]
         if missing or not subspaces:
-            raise EncoderError(f"subspace(s) {missing or subspaces} not in this {self.variant!r} model; "
-                               f"it has {', '.join(self.subspaces)} ({self.name})")
+            raise EncoderError(missing_subspace(missing[0] if missing else None, self.variant, self.subspaces, self.name))
         return layers, subspaces
+
 
     def capture(self, tokens: torch.Tensor, attention_mask: torch.Tensor, hooks: Sequence[str], on_attention: AttentionCallback | None = None) -> dict:
         """One forward -> {hook name: tensor} for ``hooks`` (names of hooks.py); tokens, mask [B, T] on device."""
@@ -215,8 +219,8 @@ class Encoder:
         """{(layer, subspace): [B, T, d]} in the model's dtype, from one forward.
 
         tokens: a [B, T] tensor (with ``attention_mask``, None = all real) or a list of id sequences, which
-        are right-padded with this tokenizer's PAD. layers / subspaces: None = all (see ``check_request``)."""
-        layers, subspaces = self.check_request(layers, subspaces)
+        are right-padded with this tokenizer's PAD. layers / subspaces: None = all (see ``resolve``)."""
+        layers, subspaces = self.resolve(layers, subspaces)
         if isinstance(tokens, torch.Tensor):
             tokens = tokens[None] if tokens.dim() == 1 else tokens
             mask = torch.ones_like(tokens, dtype=torch.bool) if attention_mask is None else attention_mask.to(torch.bool)
@@ -233,7 +237,7 @@ class Encoder:
                     subspaces: Sequence[str] | None = None, *, batch_size: int = 32, progress: bool = False,
                     desc: str | None = None) -> Iterator[EncodedBatch]:
         """``states`` over length-sorted batches of ``sequences`` (StructuredSequences or id sequences)."""
-        layers, subspaces = self.check_request(layers, subspaces)
+        layers, subspaces = self.resolve(layers, subspaces)
         total = len(sequence_lengths(sequences))
         with progress_bar(total=total, unit="seq", desc=desc or f"encode {self.name}", disable=not progress, leave=False) as bar:
             for indices, tokens, mask in self.batches(sequences, batch_size):

@@ -40,7 +40,7 @@ RowsEdit = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (rows [batch,
 @contextlib.contextmanager
 def edit_states(encoder: Encoder, layer: int | str, subspace: str, edit: StateEdit) -> Iterator[None]:
     """Run every forward inside the block with the state of (``layer``, ``subspace``) replaced by ``edit(state)``."""
-    encoder.check_request([layer], [subspace])
+    encoder.resolve([layer], [subspace])
     hooks = encoder.hooks_for(layer, subspace)
     if encoder.kind == "hf":
         with _hf_edit(encoder, layer, edit):

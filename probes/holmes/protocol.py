@@ -34,9 +34,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from numpy.typing import ArrayLike
-import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -45,6 +44,8 @@ import torch.nn.functional as F
 from sklearn.base import BaseEstimator
 from sklearn.metrics import f1_score
 
+from dstg_interp.config import ConfigIO
+
 PROTOCOLS = ("reference", "standardised")
 
 __all__ = ["PROTOCOLS", "HolmesProbeConfig", "HolmesProbe", "train_linear_probes", "flash_subsample", "standardize", "evaluate_features",
@@ -52,7 +53,7 @@ __all__ = ["PROTOCOLS", "HolmesProbeConfig", "HolmesProbe", "train_linear_probes
 
 
 @dataclass
-class HolmesProbeConfig:
+class HolmesProbeConfig(ConfigIO):
     """Hyper-parameters of the protocol; saved next to every result table."""
 
     dropout: float = 0.2
@@ -93,13 +94,6 @@ class HolmesProbeConfig:
             self.standardize = not reference
         if self.double_softmax is None:
             self.double_softmax = reference
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2)
-
-    @classmethod
-    def from_json(cls, text: str) -> "HolmesProbeConfig":
-        return cls(**json.loads(text))
 
 
 # ----------------------------------------------------------------------------- training

@@ -37,12 +37,12 @@ import pandas as pd
 import torch
 from dstg_interp.progress import progress_bar
 
-from dstg_interp.config import RANDOM_INIT_SEED_SHIFT
+from dstg_interp.config import RANDOM_INIT_SEED_SHIFT, ConfigIO
 from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.selection import LayerSelection, check_device
 from dstg_interp.io import OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from probes.holmes.aggregate import a_vs_b, area_table, dataset_scores, phenomenon_table, winning_rates
-from probes.holmes.encode import UnpoolableRow, encode_dataset
+from probes.holmes.encode import HOLMES_LAYERS, UnpoolableRow, encode_dataset
 from probes.holmes.format import HolmesFormatError, load_benchmark
 from probes.holmes.protocol import HolmesProbeConfig, evaluate_features, flash_subsample
 from probes.holmes.registry import DATASETS
@@ -55,16 +55,16 @@ __all__ = ["run_holmes", "HolmesRunConfig", "run_config", "write_tables"]
 
 
 @dataclass
-class HolmesRunConfig:
+class HolmesRunConfig(ConfigIO):
     """What a run does (``run_config``) or did; saved as config.json next to its tables.
 
     benchmark_dir: a Holmes-format folder; None = the offline suite (built into the cache on first use).
-    layers: "last", "all", or a list of ints / "last" / "final" (the grammar of ``dstg_interp.encoders.selection``).
+    layers: a LayerSelection (the grammar of ``dstg_interp.encoders.selection``); None = ``HOLMES_LAYERS`` ("last").
     """
 
     benchmark_dir: str | None
     models: list[str]
-    layers: str | list = "last"
+    layers: LayerSelection = HOLMES_LAYERS
     subspaces: list[str] | None = None
     random_init_control: bool = False
     datasets: list[str] | None = None
@@ -75,17 +75,11 @@ class HolmesRunConfig:
     def __post_init__(self):
         if isinstance(self.probe, dict):
             self.probe = HolmesProbeConfig(**self.probe)
-        if isinstance(self.layers, str) and self.layers not in ("last", "all"):
-            raise ValueError(f"layers must be 'last', 'all' or a list of ints, got {self.layers!r}")
-        if not isinstance(self.layers, str):
-            self.layers = list(self.layers)
+        self.layers = _layers_record(HOLMES_LAYERS if self.layers is None else self.layers)  # checked per model
         if self.subspaces is not None:
             self.subspaces = list(self.subspaces)
         if not self.models:
             raise ValueError("a Holmes run needs at least one model (--model)")
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2)
 
 
 def _as_encoders(models, device=None) -> dict[str, Encoder]:
@@ -185,7 +179,7 @@ def _layers_record(layers: LayerSelection) -> str | list:
     return layers if isinstance(layers, str) else [layers] if isinstance(layers, int) else list(layers or ())
 
 
-def run_holmes(models: Mapping | Sequence, benchmark_dir: str | os.PathLike, *, layers: LayerSelection = "last",
+def run_holmes(models: Mapping | Sequence, benchmark_dir: str | os.PathLike, *, layers: LayerSelection = HOLMES_LAYERS,
                subspaces: Sequence[str] | None = None, config: HolmesProbeConfig | None = None,
                random_init_control: bool = False, datasets: list[str] | None = None,
                out_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,

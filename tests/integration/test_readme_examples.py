@@ -10,7 +10,7 @@ What makes them fast and offline, and nothing else:
   whose cache holds that benchmark as ``~/.cache/dstg-interp/holmes-suite/v1``;
 - the registry corpora (en-mix, pydocs) are replaced by 300 synthetic documents (``tiny_documents``);
 - one BLAS thread (threadpoolctl): on a loaded 2-core machine OpenBLAS threads made the probes' eigh 8x slower;
-- shell commands run in-process (a ``/tmp/...`` path lands in the sandbox) (``dstg_interp.entry.launch``, ``python -m`` through runpy) with the
+- shell commands run in-process (a ``/tmp/...`` path lands in the sandbox) (``dstg_interp.cli.entry.launch``, ``python -m`` through runpy) with the
   flags of ``SHRINK`` appended, which cut a run to a few steps or documents (a flag given twice: the last
   wins, so the example's own flags are still parsed and checked);
 - Python blocks of one document share one namespace (a reader's session), seeded with the names the
@@ -38,7 +38,8 @@ from threadpoolctl import threadpool_limits
 import readme_examples
 from dstg_interp import load_model, open_encoder
 from dstg_interp.data import catalog
-from dstg_interp.entry import COMMANDS, launch
+from dstg_interp.cli import COMMANDS
+from dstg_interp.cli.entry import launch
 from dstg_interp.tiny_zoo import tiny_documents
 from experiments import figures
 from test_hf_encoder_offline import write_tiny_bert

@@ -16,23 +16,11 @@ import sys
 import threading
 import time
 
+from dstg_interp.cli import COMMANDS
 from dstg_interp.cli.shell import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_after_this_command, raise_terminated
 
 SLOW_START_S = 3.0  # a command still importing after this long says what it is doing
 
-COMMANDS = {  # one module per command, in dstg_interp/cli/
-    "dstg-train": "dstg_interp.cli.train",
-    "dstg-cache": "dstg_interp.cli.cache",
-    "dstg-probe": "dstg_interp.cli.probe",
-    "dstg-holmes": "dstg_interp.cli.holmes",
-    "dstg-extend": "dstg_interp.cli.extend",
-    "dstg-convert": "dstg_interp.cli.convert",
-    "dstg-eval": "dstg_interp.cli.eval",
-    "dstg-erase": "dstg_interp.cli.erase",
-    "dstg-export": "dstg_interp.cli.export",
-    "dstg-verify": "dstg_interp.cli.verify",
-    "dstg-launch": "dstg_interp.cli.launch",  # torchrun for the commands above
-}
 
 
 class ImportNotice:
@@ -89,7 +77,7 @@ def launch(prog: str, argv: list[str] | None = None) -> int:
 
 
 def run_script(prog: str, argv: list[str] | None = None) -> int:
-    """``launch`` for a process that ends with the command (a console script, ``python -m dstg_interp.entry``):
+    """``launch`` for a process that ends with the command (a console script, ``python -m dstg_interp.cli.entry``):
     once the outcome is printed, a late signal -- torchrun stopping a rank that already said why it stopped --
     is ignored on the way out instead of becoming a traceback."""
     exit_after_this_command()
@@ -98,7 +86,7 @@ def run_script(prog: str, argv: list[str] | None = None) -> int:
     return code
 
 
-# pyproject.toml's [project.scripts] name these: ``dstg-train = "dstg_interp.entry:train"`` and so on.
+# pyproject.toml's [project.scripts] name these: ``dstg-train = "dstg_interp.cli.entry:train"`` and so on.
 SCRIPTS = {"train": "dstg-train", "cache": "dstg-cache", "probe": "dstg-probe", "holmes": "dstg-holmes",
            "extend": "dstg-extend", "convert": "dstg-convert", "evaluate": "dstg-eval", "erase": "dstg-erase",
            "export": "dstg-export", "verify": "dstg-verify", "launcher": "dstg-launch"}
@@ -111,5 +99,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-if __name__ == "__main__":  # python -m dstg_interp.entry dstg-cache --model dstg ...
+if __name__ == "__main__":  # python -m dstg_interp.cli.entry dstg-cache --model dstg ...
     sys.exit(run_script(sys.argv[1], sys.argv[2:]))

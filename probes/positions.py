@@ -378,6 +378,26 @@ def phase_printer(progress: bool, name: str):
     return say
 
 
+def _probe_without_store(encoder: Encoder, documents, cfg: PositionProbeConfig, name: str, windows: bool, say,
+                         progress: bool, ranks: Ranks | None) -> pd.DataFrame | None:
+    """``probe_positions``'s storeless route; None where the statistics cannot serve the probe (fewer training
+    tokens than features: the caller extracts a store instead)."""
+    sequences = probing_sequences(encoder, documents, windows)
+    layers = encoder.resolve(cfg.layers, cfg.subspaces)[0] if cfg.layers is not None else encoder.layers[:encoder.n_layers + 1]
+    n_sets = len(layers) * len(cfg.subspaces or encoder.subspaces)
+    say(f"{int(sequence_lengths(sequences).sum())} tokens; {n_sets} ridge probe{'s' if n_sets != 1 else ''} "
+        "(layer x subspace) from statistics summed during the forward pass (no store is written; --store keeps one)")
+    try:
+        return probe_sequences(encoder, sequences, cfg, model_name=name, controls=cfg.controls, progress=progress,
+                               ranks=ranks)
+    except StorelessUnsuitable:
+        if ranks is not None and ranks.grouped:
+            raise ValueError("fewer training tokens than features: these probes need the states themselves, "
+                             "which the ranks do not share; run it in one process (it is small)") from None
+        say("fewer training tokens than features: the probes need the states themselves; extracting a store")
+        return None
+
+
 def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encoder | ActivationStore = DEFAULT_MODEL,
                     config: PositionProbeConfig | None = None, *,
                     corpus: str = DEFAULT_CORPUS, max_docs: int | None = None, store_root: str | os.PathLike | None = None,
@@ -413,19 +433,9 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     store_layers = tuple(layers) if layers is not None else None
     windows = reads_paragraph_windows(task, segment)
     if not store:  # the default: the probes' statistics summed during the forward pass, no store written
-        sequences = probing_sequences(encoder, documents, windows)
-        n_sets = len(layers if layers is not None else encoder.layers[:encoder.n_layers + 1]) * len(
-            subspaces or encoder.subspaces)
-        say(f"{int(sequence_lengths(sequences).sum())} tokens; {n_sets} ridge probe{'s' if n_sets != 1 else ''} "
-            "(layer x subspace) from statistics summed during the forward pass (no store is written; --store keeps one)")
-        try:
-            return probe_sequences(encoder, sequences, cfg, model_name=name, controls=controls, progress=progress,
-                                   ranks=ranks)
-        except StorelessUnsuitable:
-            if ranks is not None and ranks.grouped:
-                raise ValueError("fewer training tokens than features: these probes need the states themselves, "
-                                 "which the ranks do not share; run it in one process (it is small)") from None
-            say("fewer training tokens than features: the probes need the states themselves; extracting a store")
+        results = _probe_without_store(encoder, documents, cfg, name, windows, say, progress, ranks)
+        if results is not None:
+            return results
     model_store = cached_store(encoder, documents, store_layers, store_root, name, progress, windows)
     control = cached_store(encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init",
                            progress, windows) if controls else None

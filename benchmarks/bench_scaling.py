@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from bench_store import RandomSequences
-from machine import LoadWatch, add_load_arguments, write_result
+from machine import LoadWatch, add_load_arguments, status_mb, write_result
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -86,14 +86,6 @@ def dstg_config(width: int, args):
 
     return ModelConfig(variant="dstg", vocab_size=args.vocab, max_positions=args.length, n_layers=args.layers,
                        seed=0, **WIDTHS[width])
-
-
-def _status_mb(field: str) -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def run_cell(args) -> None:
@@ -142,11 +134,11 @@ def run_cell(args) -> None:
     with torch.inference_mode():  # warm-up: one batch, so one-time kernel set-up is not timed
         tokens, mask = next(sequences.batches(args.batch_size))
         model(tokens, attention_mask=mask)
-    rss_before = _status_mb("VmRSS")
+    rss_before = status_mb("VmRSS")
     start = time.perf_counter()
     call()
     seconds = time.perf_counter() - start
-    peak = _status_mb("VmHWM")
+    peak = status_mb("VmHWM")
     if rival == "extract":
         disk = sum(path.stat().st_size for path in out.iterdir())
         shutil.rmtree(out)

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from machine import LoadWatch, add_load_arguments, write_result
+from machine import LoadWatch, add_load_arguments, status_mb, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -215,24 +215,15 @@ def rss_child(args) -> None:
 
     model = build_model(dstg_config(args)).eval()
     sequences = RandomSequences(args.rss_child, args.length, args.vocab)
-    rss_before = _status_mb("VmRSS")
+    rss_before = status_mb("VmRSS")
     start = time.perf_counter()
     out = Path(args.rss_out)
     store = extract(model, sequences, out, batch_size=args.batch_size, dtype="float16", progress=False)
     seconds = time.perf_counter() - start
-    peak = _status_mb("VmHWM")  # not ru_maxrss: Linux carries that over from the parent across fork + exec
+    peak = status_mb("VmHWM")  # not ru_maxrss: Linux carries that over from the parent across fork + exec
     disk = sum(f.stat().st_size for f in out.iterdir())
     print(json.dumps({"n_tokens": store.n_tokens, "rss_before_extract_mb": round(rss_before, 1),
                       "peak_rss_mb": round(peak, 1), "seconds": round(seconds, 2), "store_bytes": disk}))
-
-
-def _status_mb(field: str) -> float:
-    """VmRSS (now) or VmHWM (peak) of this process from /proc (Linux), in MiB."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def peak_rss(args) -> dict:

@@ -32,6 +32,15 @@ QUIET_LOAD = 0.5  # 1-minute load average at the start of a quiet run
 PACKAGES = ("numpy", "scipy", "scikit-learn", "torch", "transformers", "transformer-lens")
 
 
+def status_mb(field: str) -> float:
+    """VmRSS (now) or VmHWM (peak) of this process from /proc (Linux), in MiB; NaN elsewhere."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def load_averages() -> dict:
     one, five, fifteen = os.getloadavg()
     return {"1min": round(one, 2), "5min": round(five, 2), "15min": round(fifteen, 2)}

@@ -37,8 +37,8 @@ def test_a_run_folder_loads_its_checkpoint(tmp_path):
 COMMAND_PARSERS = {"dstg-train": train.build_parser, "dstg-probe": probe.build_parser, "dstg-cache": cache.build_parser,
                    "dstg-eval": evaluate.build_parser, "dstg-erase": erase.build_parser, "dstg-extend": extend.build_parser,
                    "dstg-export": export.build_parser,
-                   "dstg-holmes run": lambda: holmes._parser()._subparsers._group_actions[0].choices["run"],
-                   "dstg-holmes build": lambda: holmes._parser()._subparsers._group_actions[0].choices["build"]}
+                   "dstg-holmes run": lambda: holmes.build_parser()._subparsers._group_actions[0].choices["run"],
+                   "dstg-holmes build": lambda: holmes.build_parser()._subparsers._group_actions[0].choices["build"]}
 
 
 @pytest.mark.parametrize("command", COMMAND_PARSERS)

@@ -209,11 +209,11 @@ def test_dstg_launch_runs_the_storeless_probe_on_two_ranks(setup, tmp_path):
     flags = ["--model", str(checkpoint), "--task", "segment", "--corpus", str(corpus), "--n-boot", "100", "--quiet"]
     env = subprocess_env(DSTG_CACHE=str(tmp_path / "cache"))
     del env["OMP_NUM_THREADS"]  # dstg-launch sets it, as torchrun does
-    one = subprocess.run([sys.executable, "-m", "dstg_interp.entry", "dstg-probe", *flags, "--out", str(tmp_path / "one")],
+    one = subprocess.run([sys.executable, "-m", "dstg_interp.cli.entry", "dstg-probe", *flags, "--out", str(tmp_path / "one")],
                          env=subprocess_env(DSTG_CACHE=str(tmp_path / "cache")), capture_output=True, text=True,
                          timeout=600)
     assert one.returncode == 0, one.stderr
-    two = subprocess.run([sys.executable, "-m", "dstg_interp.entry", "dstg-launch", "--nproc-per-node", "2", "dstg-probe",
+    two = subprocess.run([sys.executable, "-m", "dstg_interp.cli.entry", "dstg-launch", "--nproc-per-node", "2", "dstg-probe",
                           *flags, "--out", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=600)
     assert two.returncode == 0, two.stderr
     assert two.stdout.count("wrote ") == 1  # rank 0 reports and writes

@@ -40,7 +40,7 @@ def recipe_label(train_config: dict) -> str:
     for name in RECIPES if variant in ZOO_WIDTHS else ():
         for precision in ("float32", "bf16"):  # a recipe is the same recipe whichever precision ran it
             if recipe_of(zoo_config(variant, Path("runs"), None, None, 0, name, precision).to_dict()) == held:
-                return RECIPE_LABELS.get(name, name) + (" (bf16)" if precision == "bf16" and name != "authors" else "")
+                return RECIPE_LABELS.get(name, name)
     return f"{train_config.get('model', {}).get('n_layers')} layers, {train_config.get('max_steps')} steps"
 
 

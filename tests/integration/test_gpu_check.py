@@ -8,6 +8,8 @@ from pathlib import Path
 
 import torch
 
+from dstg_interp.tiny_zoo import TINY_WIDTHS
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
 
 
@@ -23,7 +25,7 @@ def test_the_gpu_check_dry_run_fills_every_section(tmp_path):
     assert result["dry_run"] and len(result["load_before"]) == 3 and "load_after" in result["machine"]
     assert sections["peak"]["bf16_flops"] > 0 and sections["peak"]["fp32_flops"] > 0
     training = sections["training"]
-    assert set(training["variants"]) == {"dstg", "rope", "ap", "rp"}
+    assert set(training["variants"]) == set(TINY_WIDTHS)  # the zoo's variants, the NoPE floor among them
     # MFU against the measured bf16 peak is below 1 where bfloat16 is native; on a CPU that emulates it (AVX2)
     # the "peak" matmul is emulated too while much of a tiny training step stays in float32, so it can exceed 1
     native_bf16 = torch.ops.mkldnn._is_mkldnn_bf16_supported()

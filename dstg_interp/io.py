@@ -403,16 +403,25 @@ def clean_stale_temporaries(path: str | Path) -> list[Path]:
     return removed
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write a text file under a temporary name, then rename it: readers see the old or the new file."""
+@contextlib.contextmanager
+def written_file(path: str | Path):
+    """Yield a temporary name beside ``path`` (this process's own, so two processes writing the same file --
+    two ranks filling one cache -- never share one); on success it replaces ``path`` (readers see the old or
+    the new file), on failure it is removed."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{_HOST}-{os.getpid()}")
     try:
-        tmp.write_text(text)
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write a text file under a temporary name, then rename it: readers see the old or the new file."""
+    with written_file(path) as tmp:
+        tmp.write_text(text)
 
 
 @contextlib.contextmanager

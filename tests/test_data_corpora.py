@@ -227,3 +227,38 @@ def test_en_mix_reports_skipped_pieces_and_fails_when_nothing(tmp_path, capsys, 
                                                    "en-mix: skipping austen: offline"]
     with pytest.raises(DataError, match="unknown piece"):
         load_corpus("en-mix:nope", cache_dir=tmp_path)
+
+
+def _save_many(path, documents, times, barrier):
+    from dstg_interp.data.corpora import save_documents_jsonl
+    barrier.wait(60)  # both start writing together
+    for _ in range(times):
+        save_documents_jsonl(documents, path)
+
+
+def test_two_processes_filling_one_cache_file_never_share_a_temporary(tmp_path):
+    """Two ranks fetching a corpus on a first run write the same cache file at once: each under its own
+    temporary name, so neither finds its temporary gone (the race dstg-launch hit) and the file is whole."""
+    import multiprocessing
+
+    from dstg_interp.data.corpora import Document, load_documents_jsonl
+    documents = [Document(f"d{i}", "test", [["A sentence of the test's own words. " * 40]]) for i in range(200)]
+    path = tmp_path / "cache" / "corpus.jsonl"
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(2)
+    workers = [context.Process(target=_save_many, args=(path, documents, 30, barrier)) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    assert [d.doc_id for d in load_documents_jsonl(path)] == [d.doc_id for d in documents]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["corpus.jsonl"]  # no temporary left behind
+
+
+def test_a_failed_cache_write_leaves_neither_file_nor_temporary(tmp_path):
+    from dstg_interp.data.corpora import save_documents_jsonl
+    path = tmp_path / "corpus.jsonl"
+    with pytest.raises(AttributeError):
+        save_documents_jsonl([object()], path)
+    assert list(tmp_path.iterdir()) == []

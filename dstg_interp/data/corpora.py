@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pysbd
+from dstg_interp.io import written_file
 from dstg_interp.progress import progress_bar
 
 # Bump when sentence splitting or normalisation changes: it keys the processed-corpus cache.
@@ -414,13 +415,11 @@ def split_documents(documents: list[Document], val_fraction: float = ZOO_VAL_FRA
 
 
 def save_documents_jsonl(documents: list[Document], path: Path) -> None:
-    """Write documents as JSONL atomically (temp name, then rename)."""
+    """Write documents as JSONL atomically (this process's temp name, then rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
+    with written_file(path) as temporary, open(temporary, "w", encoding="utf-8") as handle:
         for doc in documents:
             handle.write(json.dumps(doc.to_json(), ensure_ascii=False) + "\n")
-    temporary.replace(path)
 
 
 def load_documents_jsonl(path: Path) -> list[Document]:

@@ -26,6 +26,8 @@ from typing import Iterable
 import tokenizers
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
+from dstg_interp.io import written_file
+
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = range(len(SPECIAL_TOKENS))
 # Seeding the alphabet keeps characters that are rare in training text (e.g. the backtick) out of [UNK].
@@ -90,12 +92,11 @@ def train_tokenizer(documents_or_texts, vocab_size: int = 8192, min_frequency: i
 
 
 def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
-    """Write tokenizer.json atomically (temp name, then rename)."""
+    """Write tokenizer.json atomically (this process's temp name, then rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    tokenizer.save(str(temporary))
-    temporary.replace(path)
+    with written_file(path) as temporary:
+        tokenizer.save(str(temporary))
 
 
 def load_tokenizer(path: str | Path) -> Tokenizer:

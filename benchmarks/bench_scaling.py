@@ -17,6 +17,8 @@ its own: VmHWM; the random-token sequences are generated on the fly, so the inpu
                      every layer x subspace with the position-only baseline and a 1000-resample bootstrap,
                      statistics summed during the forward pass plus the held-out pass (1 + test_fraction
                      forwards); --controls adds the random-init control (one more forward)
+  storeless_no_boot  the same with --n-boot 0: no bootstrap, so no held-out pass (one forward: the route's
+                     ceiling without intervals)
 Each cell warms up on one batch, then times its whole call (for storeless: statistics, solves, held-out
 pass, bootstrap). --repeats runs the grid that many times, rivals interleaved within a (width, tokens),
 and keeps each cell's best time. Ratios are tokens/s over plain_forward's at the same (width, tokens).
@@ -49,7 +51,7 @@ from machine import LoadWatch, add_load_arguments, status_mb, write_result
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 FIGURE = HERE.parent / "figures" / "scaling.png"
-RIVALS = ("plain_forward", "hf_hidden_states", "extract", "storeless")
+RIVALS = ("plain_forward", "hf_hidden_states", "extract", "storeless", "storeless_no_boot")
 WIDTHS = {128: dict(d_sem=112, d_ap=16, n_heads=4), 384: dict(d_sem=336, d_ap=48, n_heads=6),
           768: dict(d_sem=720, d_ap=48, n_heads=12)}
 PROJECT_TOKENS = 10_000_000
@@ -122,9 +124,10 @@ def run_cell(args) -> None:
 
         def call():
             extract(model, sequences, out, batch_size=args.batch_size, dtype="float16", progress=False)
-    elif rival == "storeless":
+    elif rival in ("storeless", "storeless_no_boot"):
         encoder = open_encoder(model)
-        config = PositionProbeConfig(task="segment", controls=args.controls)
+        n_boot = 0 if rival == "storeless_no_boot" else PositionProbeConfig.n_boot
+        config = PositionProbeConfig(task="segment", controls=args.controls, n_boot=n_boot)
 
         def call():
             probe_sequences(encoder, sequences, config, model_name="scaling", controls=args.controls,
@@ -213,7 +216,7 @@ def figure(result: dict, path: Path) -> None:
     rivals = [r for r in RIVALS if any(row["rival"] == r for row in rows)]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     styles = dict(zip(widths, ("-", "--", ":")))
-    colours = dict(zip(RIVALS, ("#444444", "#1f77b4", "#d62728", "#2ca02c")))
+    colours = dict(zip(RIVALS, ("#444444", "#1f77b4", "#d62728", "#2ca02c", "#98df8a")))
     for rival in rivals:
         for width in widths:
             cells = sorted((r for r in rows if r["rival"] == rival and r["width"] == width), key=lambda r: r["n_tokens"])

@@ -1,5 +1,5 @@
-"""Fixtures shared by the command-line tests (test_bad_input, test_output_safety, test_interrupts,
-test_launch, ...): a tiny checkpoint and corpus, CLI helpers."""
+"""Fixtures shared by the command-line tests (the rooms' bad-input and output-safety tests, test_interrupts,
+test_launch, ...): a tiny checkpoint and corpus, CLI helpers, a command that signals itself mid-step."""
 
 import os
 import subprocess
@@ -55,3 +55,38 @@ def subprocess_env(**extra) -> dict:
 def run_entry(prog: str, *args, cwd=None, env=None, timeout: int = 120) -> subprocess.CompletedProcess:
     return subprocess.run(entry_command(prog, *args), cwd=cwd or REPO, env=env or subprocess_env(),
                           capture_output=True, text=True, timeout=timeout)
+
+
+# Runs a command through dstg_interp.cli.entry after patching one step to signal the process itself.
+SELF_SIGNAL = """
+import os, signal, sys, time, importlib
+module_name, attribute, signal_name, prog = sys.argv[1:5]
+def signalled(*args, **kwargs):
+    os.kill(os.getpid(), getattr(signal, signal_name))
+    time.sleep(30)  # the handler raises long before this ends
+if module_name == "importlib":  # the signal arrives while the command's module is being imported
+    real_import = importlib.import_module
+    def slow_import(name, *rest):
+        os.kill(os.getpid(), getattr(signal, signal_name))
+        time.sleep(30)
+    importlib.import_module = slow_import
+else:
+    setattr(importlib.import_module(module_name), attribute, signalled)
+from dstg_interp.cli.entry import launch
+sys.exit(launch(prog, sys.argv[5:]))
+"""
+
+
+def self_signalled(module, attribute, signal_name, prog, *args, cwd):
+    return subprocess.run([sys.executable, "-c", SELF_SIGNAL, module, attribute, signal_name, prog, *map(str, args)],
+                          cwd=cwd, env=subprocess_env(DSTG_CACHE=str(cwd / "cache")), capture_output=True, text=True,
+                          timeout=120)
+
+
+def assert_interrupted(result, code: int, *fragments: str):
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr
+    assert "interrupted" in lines[-1], result.stderr
+    for fragment in fragments:
+        assert fragment in lines[-1], (fragment, lines[-1])

@@ -1,4 +1,5 @@
-"""A store folder written from arrays we choose: planted directions with known answers (erasure, export, basis).
+"""A store folder written from arrays we choose: planted directions with known answers (erasure, export, basis);
+and FakeStore, the part of a store probe_store reads, in memory (ridge streaming, progress bars).
 
     store = write_synthetic_store(tmp_path / "s", {"3/full": X}, {"token_position": pos, ...}, doc_index)
 """
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.extract import LABEL_COLUMNS
@@ -61,3 +63,30 @@ def planted_store(folder: Path, n_docs: int = 60, per_doc: int = 40, d: int = 12
     store = write_synthetic_store(folder, {"1/full": states}, {"token_position": position, "sentence_index": sentence},
                                   np.repeat(np.arange(n_docs), per_doc))
     return store, u, v
+
+
+class FakeStore:
+    """The part of ActivationStore that probe_store reads: labels and states; special tokens at sequence ends."""
+
+    def __init__(self, n_docs, seed):
+        rng = np.random.default_rng(seed)
+        lengths = rng.integers(8, 30, n_docs)
+        self.n_tokens = int(lengths.sum())
+        doc = np.repeat(np.arange(n_docs), lengths)
+        position = np.arange(self.n_tokens) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        special = (position == 0) | (position == lengths[doc] - 1)
+        self.labels = pd.DataFrame({"doc_index": doc, "token_position": position, "is_special": special})
+        codes = np.column_stack([np.sin(position / 7), np.cos(position / 7), position / 30])
+        self.X = (codes @ rng.normal(size=(3, 8)) + 0.1 * rng.normal(size=(self.n_tokens, 8))).astype(np.float16)
+        self.layers, self.subspaces = (0,), ("full",)
+        self.reads = []
+
+    def subsample(self, n, seed=0, exclude_special=True):
+        candidates = np.flatnonzero(~self.labels["is_special"].to_numpy())
+        if n >= len(candidates):
+            return candidates
+        return np.sort(np.random.default_rng(seed).choice(candidates, size=n, replace=False))
+
+    def states(self, layer, subspace):
+        self.reads.append((layer, subspace))
+        return self.X

@@ -15,7 +15,7 @@ from dstg_interp.encoders.hf import load_hf_encoder
 from dstg_interp.plots.attention_view import AttentionViewError, attention_view
 from dstg_interp.tiny_zoo import tiny_documents
 from experiments import figures
-from test_hf_encoder_offline import write_tiny_bert
+from hf_writers import write_tiny_bert
 
 TEXT = "The miller mended the green door at dawn."
 

@@ -11,8 +11,7 @@ import torch
 from huggingface_hub import constants
 
 from conftest import tiny_model, write_synthetic_corpus
-from test_hf_encoder_offline import write_tiny_bert
-from test_hub_ids import cache_repo
+from hf_writers import cache_repo, write_tiny_bert
 from dstg_interp import EncoderError, load_hf_encoder, load_model, open_encoder
 from dstg_interp.data import load_corpus, split_documents
 from dstg_interp.data.tokenizer import build_tokenizer

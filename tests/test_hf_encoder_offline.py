@@ -7,36 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import BertConfig, BertForMaskedLM, BertModel
 
 from dstg_interp import EncoderError, StoreError, extract, load_hf_encoder
 from dstg_interp.encoders import is_hf_directory
 from dstg_interp.tiny_zoo import tiny_documents
+from hf_writers import write_tiny_bert
 
 torch.set_num_threads(1)
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-
-
-def write_tiny_bert(folder, documents, tokenizer: Tokenizer | None = None, mlm_head: bool = False,
-                    max_positions: int = 64) -> None:
-    """A 2-layer, d=32 BERT and its WordPiece tokenizer (or ``tokenizer``), saved the way the Hub ships them;
-    ``mlm_head``: a BertForMaskedLM (the encoder and its masked-LM head), as masked-LM checkpoints ship."""
-    if tokenizer is None:
-        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tokenizer.train_from_iterator((d.text for d in documents), trainers.WordPieceTrainer(vocab_size=120,
-                                                                                              special_tokens=SPECIALS))
-        cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-        tokenizer.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]",
-                                                                 special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=64, max_position_embeddings=max_positions,
-                        pad_token_id=tokenizer.token_to_id("[PAD]"))
-    (BertForMaskedLM if mlm_head else BertModel)(config).eval().save_pretrained(folder, safe_serialization=True)
-    tokenizer.save(str(folder / "tokenizer.json"))
 
 
 @pytest.fixture(scope="module")

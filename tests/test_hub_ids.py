@@ -1,9 +1,6 @@
 """Hub ids (``--model org/name``) through a Hugging Face cache laid out as huggingface_hub lays it out
 (models--ORG--NAME/{blobs, refs/main, snapshots/HASH -> blobs}), offline; the bad cases in one line."""
 
-import hashlib
-import os
-
 import httpx
 import pytest
 import torch
@@ -14,23 +11,7 @@ from dstg_interp import EncoderError, open_encoder
 from dstg_interp.encoders import HFEncoder, hub
 from dstg_interp.cli.entry import launch
 from dstg_interp.tiny_zoo import tiny_documents
-from test_hf_encoder_offline import write_tiny_bert
-
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
-
-
-def cache_repo(cache, repo_id: str, source) -> None:
-    """Put the files of ``source`` into ``cache`` the way huggingface_hub stores a download."""
-    repo = cache / f"models--{repo_id.replace('/', '--')}"
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(COMMIT)
-    snapshot = repo / "snapshots" / COMMIT
-    snapshot.mkdir(parents=True)
-    (repo / "blobs").mkdir()
-    for file in source.iterdir():
-        blob = repo / "blobs" / hashlib.sha256(file.read_bytes()).hexdigest()
-        blob.write_bytes(file.read_bytes())
-        os.symlink(os.path.relpath(blob, snapshot), snapshot / file.name)
+from hf_writers import COMMIT, cache_repo, write_tiny_bert
 
 
 @pytest.fixture

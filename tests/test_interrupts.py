@@ -14,49 +14,15 @@ import time
 import pytest
 import torch
 
-from reliability_setup import REPO, entry_command, make_tiny_setup, subprocess_env
+from reliability_setup import REPO, assert_interrupted, entry_command, make_tiny_setup, self_signalled, subprocess_env
 
 torch.set_num_threads(1)
 FIXTURE = REPO / "tests" / "fixtures" / "holmes" / "benchmark"
-
-# Runs a command through dstg_interp.cli.entry after patching one step to signal the process itself.
-SELF_SIGNAL = """
-import os, signal, sys, time, importlib
-module_name, attribute, signal_name, prog = sys.argv[1:5]
-def signalled(*args, **kwargs):
-    os.kill(os.getpid(), getattr(signal, signal_name))
-    time.sleep(30)  # the handler raises long before this ends
-if module_name == "importlib":  # the signal arrives while the command's module is being imported
-    real_import = importlib.import_module
-    def slow_import(name, *rest):
-        os.kill(os.getpid(), getattr(signal, signal_name))
-        time.sleep(30)
-    importlib.import_module = slow_import
-else:
-    setattr(importlib.import_module(module_name), attribute, signalled)
-from dstg_interp.cli.entry import launch
-sys.exit(launch(prog, sys.argv[5:]))
-"""
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
-
-
-def self_signalled(module, attribute, signal_name, prog, *args, cwd):
-    return subprocess.run([sys.executable, "-c", SELF_SIGNAL, module, attribute, signal_name, prog, *map(str, args)],
-                          cwd=cwd, env=subprocess_env(DSTG_CACHE=str(cwd / "cache")), capture_output=True, text=True,
-                          timeout=120)
-
-
-def assert_interrupted(result, code: int, *fragments: str):
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == code, result.stderr
-    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr, result.stderr
-    assert "interrupted" in lines[-1], result.stderr
-    for fragment in fragments:
-        assert fragment in lines[-1], (fragment, lines[-1])
 
 
 def test_ctrl_c_while_the_command_loads(tmp_path):

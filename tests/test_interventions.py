@@ -120,7 +120,7 @@ def test_position_share_is_one_for_position_only_states_and_chance_for_noise(tmp
 def tiny_berts(tmp_path_factory):
     from dstg_interp import load_hf_encoder
     from dstg_interp.tiny_zoo import tiny_documents
-    from test_hf_encoder_offline import write_tiny_bert
+    from hf_writers import write_tiny_bert
     documents = tiny_documents(n_docs=8, seed=0)
     plain, head = tmp_path_factory.mktemp("bert"), tmp_path_factory.mktemp("bert-mlm")
     write_tiny_bert(plain, documents)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import tiny_model
-from test_hf_encoder_offline import write_tiny_bert
+from hf_writers import write_tiny_bert
 
 from dstg_interp import EncoderError
 from dstg_interp.analysis import logit_lens, masked_batch

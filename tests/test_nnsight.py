@@ -15,7 +15,7 @@ from dstg_interp import load_model
 from dstg_interp.encoders import layer_hooks
 from dstg_interp.encoders.hf import load_hf_encoder
 from dstg_interp.tiny_zoo import tiny_documents
-from test_hf_encoder_offline import write_tiny_bert
+from hf_writers import write_tiny_bert
 
 nnsight = pytest.importorskip("nnsight", reason="nnsight is the [tools] extra: pip install -e '.[tools]'")
 NNsight = nnsight.NNsight

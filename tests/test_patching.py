@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 from conftest import tiny_model
-from test_hf_encoder_offline import write_tiny_bert
+from hf_writers import write_tiny_bert
 
 from dstg_interp import EncoderError
 from dstg_interp.analysis import attribution_patch, compare_attribution, patch_heads, patch_states, patching_pair

@@ -11,7 +11,7 @@ import pytest
 from dstg_interp.data import en_mix
 from dstg_interp.progress import LOG_INTERVAL_S, Bar, LineStream, heartbeat, progress_bar
 from probes.positions import PositionProbeConfig, probe_store
-from test_ridge_streaming import FakeStore
+from synthetic_store import FakeStore
 
 
 def test_a_bar_in_a_log_writes_a_few_lines_without_carriage_returns():

@@ -4,7 +4,6 @@ flat; position probes read every token by default."""
 import tracemalloc
 
 import numpy as np
-import pandas as pd
 import pytest
 from threadpoolctl import threadpool_limits
 
@@ -13,6 +12,7 @@ from probes.positions import PositionProbeConfig, probe_store
 from probes.gram import cv_ridge_streamed
 from probes.ridge import _gather_float64, cv_ridge, grouped_fold_bounds, grouped_folds
 from dstg_interp.store.layout import ConcatenatedRows
+from synthetic_store import FakeStore
 
 ALPHAS = np.logspace(-3, 5, 17)
 
@@ -79,33 +79,6 @@ def test_features_are_never_held_whole(tmp_path):
     tracemalloc.stop()
     train_as_float64 = len(train) * X.shape[1] * 8  # what the in-memory route allocates at least
     assert peak < 0.25 * train_as_float64, (peak, train_as_float64)  # (the in-memory route: > 1.0)
-
-
-class FakeStore:
-    """The part of ActivationStore that probe_store reads: labels and states; special tokens at sequence ends."""
-
-    def __init__(self, n_docs, seed):
-        rng = np.random.default_rng(seed)
-        lengths = rng.integers(8, 30, n_docs)
-        self.n_tokens = int(lengths.sum())
-        doc = np.repeat(np.arange(n_docs), lengths)
-        position = np.arange(self.n_tokens) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        special = (position == 0) | (position == lengths[doc] - 1)
-        self.labels = pd.DataFrame({"doc_index": doc, "token_position": position, "is_special": special})
-        codes = np.column_stack([np.sin(position / 7), np.cos(position / 7), position / 30])
-        self.X = (codes @ rng.normal(size=(3, 8)) + 0.1 * rng.normal(size=(self.n_tokens, 8))).astype(np.float16)
-        self.layers, self.subspaces = (0,), ("full",)
-        self.reads = []
-
-    def subsample(self, n, seed=0, exclude_special=True):
-        candidates = np.flatnonzero(~self.labels["is_special"].to_numpy())
-        if n >= len(candidates):
-            return candidates
-        return np.sort(np.random.default_rng(seed).choice(candidates, size=n, replace=False))
-
-    def states(self, layer, subspace):
-        self.reads.append((layer, subspace))
-        return self.X
 
 
 def test_position_probes_use_every_token_by_default():

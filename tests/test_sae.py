@@ -121,7 +121,7 @@ def test_an_sae_trains_on_every_zoo_variant_and_an_hf_encoder(variant, stream, t
     reconstruction beats the mean code (FVU ~1) within a hundred steps."""
     from dstg_interp.encoders import open_encoder
     from dstg_interp.tiny_zoo import tiny_documents
-    from test_hf_encoder_offline import write_tiny_bert
+    from hf_writers import write_tiny_bert
 
     torch.set_num_threads(1)
     if variant == "hf":

@@ -24,8 +24,7 @@ from dstg_interp.encoders import open_encoder
 from dstg_interp.store.distributed import OtherRankFailed, PeerLost, Ranks
 from probes.positions import PositionProbeConfig, probe_positions, probe_sequences, probing_sequences
 from probes.statistics import PartStatistics
-from reliability_setup import assert_one_line_error, run_main, subprocess_env
-from test_interrupts import assert_interrupted, self_signalled
+from reliability_setup import assert_interrupted, assert_one_line_error, run_main, self_signalled, subprocess_env
 from conftest import write_synthetic_corpus
 
 torch.set_num_threads(1)
@@ -234,7 +233,7 @@ def test_an_interrupted_statistics_pass_leaves_nothing(setup, tmp_path, signal_n
 
 def test_an_hf_encoder_gives_the_same_table_on_both_routes(setup, tmp_path):
     """The storeless route reads HF hidden states through the same encoder adapter as extraction."""
-    from test_hf_encoder_offline import write_tiny_bert
+    from hf_writers import write_tiny_bert
 
     _, corpus = setup
     folder = tmp_path / "bert"

@@ -21,7 +21,7 @@ from dstg_interp.data.tokenizer import build_tokenizer
 from dstg_interp.model import build_model
 from dstg_interp.model.saving import save_checkpoint
 from dstg_interp.tiny_zoo import tiny_config, tiny_documents, tiny_zoo
-from test_hf_encoder_offline import write_tiny_bert
+from hf_writers import write_tiny_bert
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "authors-format"
 AUTHORS = ("posneobert-dstg", "posneobert-baseline-ap", "posneobert-baseline-rp", "neobert-hf", "posneobert-dstg-encoder")

@@ -42,7 +42,7 @@ from dstg_interp.cli import COMMANDS
 from dstg_interp.cli.entry import launch
 from dstg_interp.tiny_zoo import tiny_documents
 from experiments import figures
-from test_hf_encoder_offline import write_tiny_bert
+from hf_writers import write_tiny_bert
 from your_models import write_your_models
 
 torch.set_num_threads(1)

@@ -1,0 +1,245 @@
+"""Probes without a store (probes/storeless.py): the same table as the store route, no activations written.
+
+The equality test compares every column of results.csv (controls, bootstrap intervals and the position-only
+baseline included) of `dstg-probe --store` and the default storeless route; the sharded tests run two gloo
+ranks, as tests/store/test_store_distributed.py does for extraction.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from conftest import tiny_model
+from dstg_interp.cli.probe import main as probe_main
+from dstg_interp.data import load_corpus, train_tokenizer
+from dstg_interp.encoders import open_encoder
+from dstg_interp.store.distributed import OtherRankFailed, PeerLost, Ranks
+from probes.positions import PositionProbeConfig, probe_positions, probe_sequences, probing_sequences
+from probes.statistics import PartStatistics
+from reliability_setup import assert_interrupted, assert_one_line_error, run_main, self_signalled, subprocess_env
+from conftest import write_synthetic_corpus
+
+torch.set_num_threads(1)
+TOLERANCE = 1e-8  # issue #39: the two routes agree to this, column by column
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A 50-document synthetic corpus (10 held out: intervals defined) and a tiny DSTG checkpoint."""
+    root = tmp_path_factory.mktemp("storeless")
+    corpus = write_synthetic_corpus(root / "corpus", n_docs=50)
+    tokenizer = train_tokenizer(load_corpus(str(corpus), progress=False), vocab_size=120)
+    model = tiny_model("dstg", vocab_size=tokenizer.get_vocab_size(), max_positions=64)
+    with torch.no_grad():  # an AP table linear in position along one axis: something for the probes to find
+        model.ap_embed.weight[:, 0] = torch.linspace(-1, 1, 64)
+    model.save(root / "dstg", tokenizer=tokenizer)
+    return root / "dstg", corpus
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+
+
+def assert_same_tables(a: pd.DataFrame, b: pd.DataFrame) -> float:
+    """Every column equal: text exactly, numbers to TOLERANCE, NaN where the other has NaN; the largest |diff|."""
+    assert list(a.columns) == list(b.columns) and len(a) == len(b)
+    largest = 0.0
+    for column in a.columns:
+        if pd.api.types.is_numeric_dtype(a[column]):
+            x, y = a[column].to_numpy(dtype=float), b[column].to_numpy(dtype=float)
+            assert np.array_equal(np.isnan(x), np.isnan(y)), column
+            diff = np.abs(x - y)[~np.isnan(x)]
+            largest = max(largest, float(diff.max(initial=0.0)))
+            assert diff.max(initial=0.0) <= TOLERANCE, (column, diff.max())
+        else:
+            assert a[column].tolist() == b[column].tolist(), column
+    return largest
+
+
+def test_every_column_of_results_csv_equals_the_store_route(setup, tmp_path, capsys):
+    checkpoint, corpus = setup
+    common = ["--model", checkpoint, "--task", "segment", "--corpus", corpus, "--n-boot", "200", "--quiet"]
+    assert run_main(capsys, probe_main, *common, "--store", "--out", tmp_path / "store")[0] == 0
+    assert run_main(capsys, probe_main, *common, "--out", tmp_path / "storeless")[0] == 0
+    store = pd.read_csv(tmp_path / "store" / "results.csv")
+    storeless = pd.read_csv(tmp_path / "storeless" / "results.csv")
+    for column in ("ci_low", "random_init_r2", "shuffled_r2", "partial_ci_high", "position_selectivity_ci_low"):
+        assert store[column].notna().all(), column  # the comparison covers controls, bootstrap and baseline
+    largest = assert_same_tables(store, storeless)
+    print(f"largest |difference| over every column: {largest:.1e}")
+    assert (tmp_path / "cache" / "stores").is_dir() and any((tmp_path / "cache" / "stores").iterdir())
+
+
+@pytest.mark.parametrize("task, segment, fields", [
+    ("intra", "paragraph", {}),  # paragraph-crossing windows
+    ("token", "sentence", {"max_tokens": 900, "layers": [0, 2], "subspaces": ["ap", "sem"]}),  # exact baseline
+    ("segment", "sentence", {"n_boot": 0, "controls": False}),  # no second pass
+])
+def test_the_routes_agree_on_other_requests(setup, tmp_path, task, segment, fields):
+    checkpoint, corpus = setup
+    kwargs = {**dict(task=task, segment=segment, corpus=str(corpus), n_boot=100, progress=False), **fields}
+    store = probe_positions(str(checkpoint), store=True, store_root=tmp_path / "stores", **kwargs)
+    storeless = probe_positions(str(checkpoint), **kwargs)
+    assert_same_tables(store, storeless)
+
+
+def test_the_default_route_writes_no_activations(setup, tmp_path, capsys):
+    checkpoint, corpus = setup
+    code, out, _ = run_main(capsys, probe_main, "--model", checkpoint, "--task", "token", "--corpus", corpus,
+                            "--n-boot", "0", "--out", tmp_path / "o")
+    assert code == 0 and (tmp_path / "o" / "results.csv").is_file()
+    assert not (tmp_path / "cache" / "stores").exists()
+    assert '"route": "storeless"' in (tmp_path / "o" / "results.json").read_text()
+
+
+def test_store_and_no_store_at_once_is_one_line(setup, tmp_path, capsys):
+    checkpoint, corpus = setup
+    code, _, err = run_main(capsys, probe_main, "--model", checkpoint, "--task", "token", "--corpus", corpus,
+                            "--store", "--no-store", "--out", tmp_path / "o")
+    assert_one_line_error(code, err, "--no-store", "--store", prog="dstg-probe")
+    assert not (tmp_path / "o").exists()
+
+
+def test_statistics_re_expressed_around_another_reference_are_the_same_sums():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 5, generator=generator, dtype=torch.float64) + 3.0
+    part, position = torch.randint(0, 3, (300,), generator=generator), torch.randint(0, 7, (300,), generator=generator)
+    y = torch.randn(300, 2, generator=generator, dtype=torch.float64)
+    whole, first, second = (PartStatistics(5, 2, 3, 7) for _ in range(3))
+    whole.add(x, part, position, y)
+    first.add(x[:150], part[:150], position[:150], y[:150])
+    second.add(x[150:], part[150:], position[150:], y[150:])
+    second.rereference(first.reference)
+    means = np.random.default_rng(0).normal(size=(7, 5))
+    merged = first.augmented(means) + second.augmented(means)
+    np.testing.assert_allclose(merged, whole.augmented(means), rtol=1e-12, atol=1e-10)
+    direct = torch.cat([x - torch.from_numpy(means)[position], y, torch.ones(300, 1, dtype=torch.float64)], dim=1)
+    for f in range(3):
+        rows = direct[part == f]
+        np.testing.assert_allclose(whole.augmented(means)[f], (rows.T @ rows).numpy(), rtol=1e-12, atol=1e-10)
+
+
+# --- under torchrun: statistics summed over ranks -------------------------------------------------
+def _rank_main(rank, world_size, rendezvous, checkpoint, corpus, fail, report):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world_size)
+    try:
+        encoder = open_encoder(str(checkpoint))
+        sequences = probing_sequences(encoder, load_corpus(str(corpus), progress=False))
+        if rank == 1 and fail:
+            sequences = FailingSequences(sequences, fail)
+        table = probe_sequences(encoder, sequences, PositionProbeConfig(task="segment", n_boot=100), model_name="m",
+                                ranks=Ranks(rank=rank, world_size=world_size, grouped=True), batch_size=4)
+        table.to_csv(f"{report}.{rank}.csv", index=False)
+        outcome = "ok"
+    except OtherRankFailed:
+        outcome = "other rank failed"
+    except PeerLost:
+        outcome = "peer lost"
+    except RuntimeError as err:
+        outcome = f"own error: {err}"
+    finally:
+        dist.destroy_process_group()
+    Path(f"{report}.{rank}").write_text(outcome)
+
+
+class FailingSequences:
+    """Sequences whose reads break (``raise``) or kill the process (``die``) after the first batches."""
+
+    def __init__(self, sequences, how):
+        self.sequences, self.lengths, self.how, self.reads = sequences, sequences.lengths, how, 0
+
+    def __len__(self):
+        return len(self.sequences)
+
+    def __getattr__(self, name):
+        return getattr(self.sequences, name)
+
+    def __getitem__(self, index):
+        self.reads += 1
+        if self.reads > 8:
+            if self.how == "die":
+                os._exit(9)  # as a rank killed by the OOM killer: no cleanup, no message to the others
+            raise RuntimeError("disk went away")
+        return self.sequences[index]
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_give_the_one_process_table(setup, tmp_path):
+    checkpoint, corpus = setup
+    mp.spawn(_rank_main, args=(2, tmp_path / "rendezvous", checkpoint, corpus, None, tmp_path / "report"), nprocs=2)
+    assert [(tmp_path / f"report.{rank}").read_text() for rank in (0, 1)] == ["ok", "ok"]
+    encoder = open_encoder(str(checkpoint))
+    sequences = probing_sequences(encoder, load_corpus(str(corpus), progress=False))
+    one = probe_sequences(encoder, sequences, PositionProbeConfig(task="segment", n_boot=100), model_name="m",
+                          batch_size=4)
+    one = pd.read_csv(pd.io.common.StringIO(one.to_csv(index=False)))  # through CSV, as the ranks wrote theirs
+    for rank in (0, 1):
+        assert_same_tables(one, pd.read_csv(tmp_path / f"report.{rank}.csv"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how, says", [("raise", "other rank failed"), ("die", "peer lost")])
+def test_a_failing_or_dead_rank_stops_the_others(setup, tmp_path, how, says):
+    checkpoint, corpus = setup
+    spawn = mp.get_context("spawn")  # not mp.spawn: it would SIGTERM rank 0 as soon as rank 1 dies
+    ranks = [spawn.Process(target=_rank_main, args=(rank, 2, tmp_path / "rendezvous", checkpoint, corpus, how,
+                                                     tmp_path / "report")) for rank in (0, 1)]
+    for process in ranks:
+        process.start()
+    for process in ranks:
+        process.join(timeout=300)
+    assert (tmp_path / "report.0").read_text() == says
+    assert not list(tmp_path.glob("report.*.csv"))  # no table from a run that lost a rank
+
+
+@pytest.mark.slow
+def test_dstg_launch_runs_the_storeless_probe_on_two_ranks(setup, tmp_path):
+    checkpoint, corpus = setup
+    flags = ["--model", str(checkpoint), "--task", "segment", "--corpus", str(corpus), "--n-boot", "100", "--quiet"]
+    env = subprocess_env(DSTG_CACHE=str(tmp_path / "cache"))
+    del env["OMP_NUM_THREADS"]  # dstg-launch sets it, as torchrun does
+    one = subprocess.run([sys.executable, "-m", "dstg_interp.cli.entry", "dstg-probe", *flags, "--out", str(tmp_path / "one")],
+                         env=subprocess_env(DSTG_CACHE=str(tmp_path / "cache")), capture_output=True, text=True,
+                         timeout=600)
+    assert one.returncode == 0, one.stderr
+    two = subprocess.run([sys.executable, "-m", "dstg_interp.cli.entry", "dstg-launch", "--nproc-per-node", "2", "dstg-probe",
+                          *flags, "--out", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=600)
+    assert two.returncode == 0, two.stderr
+    assert two.stdout.count("wrote ") == 1  # rank 0 reports and writes
+    assert_same_tables(pd.read_csv(tmp_path / "one" / "results.csv"), pd.read_csv(tmp_path / "two" / "results.csv"))
+    assert not (tmp_path / "cache" / "stores").exists()
+
+
+# --- interrupted: nothing half-written ------------------------------------------------------------
+@pytest.mark.parametrize("signal_name, code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupted_statistics_pass_leaves_nothing(setup, tmp_path, signal_name, code):
+    checkpoint, corpus = setup
+    result = self_signalled("probes.storeless", "_float16_rows", signal_name, "dstg-probe", "--model", checkpoint,
+                            "--task", "segment", "--corpus", corpus, "--out", tmp_path / "o", cwd=tmp_path)
+    assert_interrupted(result, code, "dstg-probe", "no results were written")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["cache"] or not (tmp_path / "o").exists()
+    assert not (tmp_path / "cache" / "stores").exists()
+
+
+def test_an_hf_encoder_gives_the_same_table_on_both_routes(setup, tmp_path):
+    """The storeless route reads HF hidden states through the same encoder adapter as extraction."""
+    from hf_writers import write_tiny_bert
+
+    _, corpus = setup
+    folder = tmp_path / "bert"
+    write_tiny_bert(folder, load_corpus(str(corpus), progress=False))
+    kwargs = dict(task="segment", corpus=str(corpus), n_boot=100, progress=False)
+    store = probe_positions(str(folder), store=True, store_root=tmp_path / "stores", **kwargs)
+    storeless = probe_positions(str(folder), **kwargs)
+    assert set(storeless.subspace) == {"full"} and len(storeless) == 3
+    assert_same_tables(store, storeless)

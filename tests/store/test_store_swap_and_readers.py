@@ -20,7 +20,7 @@ from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.cli.export import main as export_main
 from dstg_interp.cli.verify import main as verify_main
 from dstg_interp.data import load_corpus
-from dstg_interp.io import OutputError, OutputLocked, commit_directory, output_lock
+from dstg_interp.io import OutputError, OutputLocked, output_lock
 from dstg_interp.store import ActivationStore, StoreError, extract
 from dstg_interp.store import checksums as checksums_module
 from dstg_interp.store import export as export_module
@@ -117,53 +117,6 @@ def test_a_file_written_into_the_export_folder_during_the_export_is_kept(store, 
     assert_one_line_error(code, err, "mine.txt", f"{out}-new", prog="dstg-export")
     assert snapshot(out) == {"mine.txt": b"mine"}
     assert (tmp_path / "x8-new" / "state.json").is_file()
-
-
-def test_commit_directory_onto_nothing_or_an_empty_folder_needs_no_recogniser(tmp_path):
-    for target in (tmp_path / "absent", tmp_path / "empty"):
-        if target.name == "empty":
-            target.mkdir()
-        new = dio.atomic_directory(target)
-        (new / "a.txt").write_text("a")
-        commit_directory(new, target)
-        assert snapshot(target) == {"a.txt": b"a"}
-    target = tmp_path / "file"
-    target.write_text("a file appeared where the folder goes")
-    new = dio.atomic_directory(target)
-    with pytest.raises(OutputError, match="is a file or a link now"):
-        commit_directory(new, target)
-    assert target.read_text() == "a file appeared where the folder goes"
-
-
-@pytest.mark.parametrize("writer", ["checkpoint", "holmes suite"])
-def test_every_other_writer_checks_at_the_swap(writer, tiny, tmp_path, monkeypatch):
-    """The same check for the other folders a command replaces: a training checkpoint, a Holmes suite."""
-    out = tmp_path / "target"
-    if writer == "checkpoint":
-        from dstg_interp.model import saving
-
-        model = load_model(tiny[0])
-        saving.save_checkpoint(model, out)
-        module, step = saving, "save_file"
-        write = lambda: saving.save_checkpoint(model, out)  # noqa: E731
-    else:
-        from probes.holmes.suite import build as suite_build
-
-        suite_build.build_suite(out, n_per_dataset=40, names=["offline-age_comparison"])
-        module, step = suite_build, "write_dataset"
-        write = lambda: suite_build.build_suite(out, n_per_dataset=40, names=["offline-age_comparison"],  # noqa: E731
-                                                overwrite=True)
-    before = snapshot(out)
-    real = getattr(module, step)
-
-    def user_writes_meanwhile(*args, **kwargs):
-        (out / "notes.txt").write_text("mine")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, step, user_writes_meanwhile)
-    with pytest.raises(OutputError, match=f"notes.txt, which dstg-interp did not write; .* is in {out}-new"):
-        write()
-    assert snapshot(out) == {**before, "notes.txt": b"mine"} and (tmp_path / "target-new").is_dir()
 
 
 # --- X5: a store being read holds still ------------------------------------------------------------

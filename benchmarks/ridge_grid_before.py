@@ -4,7 +4,7 @@ One pass per feature set over its training rows (a DSTG layer read three times: 
 [sem | ap]), per chunk each fold's rows copied out by a mask, then a second pass over the test rows for
 predictions and the test R². Kept verbatim in its arithmetic (the primal route, which every store probe
 takes) so that ``bench_probe_store.py`` times before and after in one process and
-``tests/test_ridge_grid_shared.py`` checks the new results against these to 1e-10.
+``tests/probes/test_ridge_grid_shared.py`` checks the new results against these to 1e-10.
 
     table = fit_ridge_grid_before(feature_sets, targets, groups, train_idx, test_idx, alphas)
 """

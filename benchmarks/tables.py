@@ -2,7 +2,7 @@
 
     python benchmarks/tables.py            # print every table
     python benchmarks/tables.py --write    # rewrite the README's table blocks from results/*.json
-    python benchmarks/tables.py --check    # exit 1 if a block differs from its results (tests/test_benchmark_tables.py)
+    python benchmarks/tables.py --check    # exit 1 if a block differs from its results (tests/benchmarks/test_benchmark_tables.py)
 
 A block in the README is ``<!-- table: NAME -->`` ... ``<!-- /table -->``; NAME is a renderer below, which
 reads ``results/<file>.json``. Each table ends with the line saying which file, when, and under what load

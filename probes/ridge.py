@@ -224,7 +224,7 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         (No ``random_state``: ``GroupKFold`` assigns folds deterministically.)
     require_groups : bool, default True
         ``fit`` refuses to run without ``groups``; False lets ``groups=None`` mean one group per row (plain
-        K-fold), the generic scikit-learn regressor (``tests/test_ridge.py`` runs its estimator checks on it).
+        K-fold), the generic scikit-learn regressor (``tests/probes/test_ridge.py`` runs its estimator checks on it).
 
     Attributes
     ----------

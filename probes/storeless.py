@@ -14,7 +14,7 @@ and targets). Pass 2 runs the model over the held-out documents' sequences only,
 per-document errors the bootstrap resamples (skipped when ``n_boot`` is 0).
 
 States are rounded to float16 before they are summed, as the store holds them, so both routes read the
-same numbers: the results equal the store route's to 1e-8 (``tests/test_storeless.py``). Memory is
+same numbers: the results equal the store route's to 1e-8 (``tests/probes/test_storeless.py``). Memory is
 the statistics -- per layer (folds + 1) x (d + 4)² float64 plus the same per token position and d wide --
 and one batch, flat in the number of tokens. Under torchrun (``ranks``) each rank runs a share of the
 batches and the statistics are summed over the ranks; every rank returns the same fits.

@@ -1,9 +1,15 @@
 """Shared fixtures: tiny random models (d ~ 32) of every variant; the unit / integration split.
 
-Unit tests live in tests/ (tiny models, fixtures written here, no network, each a second or less);
-integration tests -- whole scripts, the notebook, subprocesses, a model fetched from a registry -- live
-in tests/integration/ and are marked ``slow`` here, so ``pytest -m "not slow"`` runs the unit tests only
-and CI (``python -m pytest tests``) runs both.
+Unit tests live in a folder per room of the code (tests/data/, tests/model/, tests/store/, tests/cli/,
+tests/probes/holmes/, ...; tests/train/ for train.py and evaluation.py, tests/core/ for the other top-level
+modules, tests/house/ for the layers and package faces): tiny models, fixtures written here, no network,
+each a second or less.  A room's bad-input, output-safety, ... cases are its test_<room>_bad_input.py,
+test_<room>_output_safety.py, ... (docs/RELIABILITY.md maps the cases to them).  This file and the helper
+modules beside it (reliability_setup, synthetic_store, hf_writers, your_models, readme_examples) stay in
+tests/, which pyproject.toml puts on the path, so any test imports them by name.  Integration tests --
+whole scripts, the notebook, subprocesses, a model fetched from a registry -- live in tests/integration/
+and are marked ``slow`` here, so ``pytest -m "not slow"`` runs the unit tests only and CI
+(``python -m pytest tests``) runs both.
 """
 
 import functools

@@ -14,7 +14,7 @@ Refused, with one line each: the oldest training code's fused ``qk`` projection 
 forward none of our models computes (GELU FFN, LayerNorm, nGPT, other attention activations...).
 The per-format readers live in ``posneobert_format.py`` and ``neobert_format.py``; every conversion
 detail (why each permutation) is in ../shared/notes/interop.md §3 and is reproduced to ~3e-6 by
-tests/test_formats.py on fixtures holding the authors' own outputs.
+tests/model/test_formats.py on fixtures holding the authors' own outputs.
 """
 
 from __future__ import annotations

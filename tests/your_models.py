@@ -8,7 +8,7 @@ tests and that page's examples read.
 - the authors' formats, as the fixtures lay them out (``tests/fixtures/authors-format``: ``posneobert-dstg``, the
   baselines ``posneobert-baseline-ap`` / ``-rp``, ``neobert-hf`` the RoPE NeoBERT, ``posneobert-dstg-encoder``
   saved without its decoder), each with a ``tokenizer.json`` beside the weights as the loader asks;
-- ``tiny-bert``: a tiny random BERT in the Hub's layout (``test_hf_encoder_offline.write_tiny_bert``), no MLM head.
+- ``tiny-bert``: a tiny random BERT in the Hub's layout (``hf_writers.write_tiny_bert``), no MLM head.
 Every model reads 32 positions (the fixtures' length), so every study can take them in one list.
 """
 

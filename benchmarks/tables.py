@@ -242,10 +242,23 @@ def scaling() -> str:
     return text + "\n\n" + source("scaling", result)
 
 
+def probe_cli() -> str:
+    """bench_probe_cli.py: command 1 as typed, storeless (the default) against --store, every round and the best."""
+    result = load("probe_cli")
+    rows = [[route, number + 1, n(row["seconds"], 1), n(row["peak_rss_mb"]), n(row["store_bytes"] / 2**20, 1)]
+            for route, runs in result["rounds"].items() for number, row in enumerate(runs)]
+    text = f"`{result['command']}`, each run a fresh process with a cache holding the corpus and no store:\n\n"
+    text += grid(["route", "round", "seconds", "peak RSS (MiB)", "left in the cache (MiB)"], rows)
+    text += (f"\n\nBest of each: the store route takes {result['store_over_storeless_seconds']:.2f}x the storeless "
+             "route's seconds (above 1: storeless faster).")
+    return text + "\n\n" + source("probe_cli", result)
+
+
 RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": train_loop_bf16,
              "train_loop_bf16_baselines": lambda: train_loop_bf16("train_loop_bf16_baselines"), "training": training, "ridge": ridge, "store": store,
              "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
-             "loop_overhead": loop_overhead, "step_profile": step_profile, "scaling": scaling}
+             "loop_overhead": loop_overhead, "step_profile": step_profile, "scaling": scaling,
+             "probe_cli": probe_cli}
 
 
 def rebuilt(text: str) -> str:

@@ -89,19 +89,25 @@ def _hook_widths(encoder: Encoder, hooks: list[str]) -> dict:
 
 def _float16_rows(captured: dict, hooks: list[str], mask: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     """[rows kept, d] float64 of the hooks side by side, each rounded to float16 as a store holds it."""
-    all_real = bool(mask.all())
-    parts = []
-    for hook in hooks:
+    index = torch.nonzero(mask.reshape(-1)).flatten()[keep]  # the kept real tokens' rows of the flattened batch
+    widths = [int(captured[hook].shape[-1]) for hook in hooks]
+    out = torch.empty(len(index), sum(widths), dtype=torch.float64)
+    start = 0
+    for hook, width in zip(hooks, widths):
         states = captured[hook]
-        rows = states.reshape(-1, states.shape[-1]) if all_real else states[mask]
-        rows = rows[keep]
-        if len(rows):
-            low, high = torch.aminmax(rows)
-            if max(-float(low), float(high)) > FLOAT16_MAX:
+        rows = states.reshape(-1, width).index_select(0, index).to(torch.float16)
+        # beyond float16's range a state rounds to inf (or, just past it, to the largest float16): read those
+        # cells' originals and refuse as a store does, here only where the rounded rows say to look
+        suspect = rows.abs() >= FLOAT16_MAX
+        if bool(suspect.any()):
+            original = states.reshape(-1, width).index_select(0, index)[suspect]
+            beyond = original[original.abs() > FLOAT16_MAX]
+            if len(beyond):
                 raise ValueError(f"{hook}: activations exceed the float16 range (max |x| = "
-                                 f"{max(-float(low), float(high)):.3g}) that the probes read them in")
-        parts.append(rows.to(torch.float16).to(torch.float64))
-    return torch.cat(parts, dim=1)
+                                 f"{float(beyond.abs().max()):.3g}) that the probes read them in")
+        out[:, start:start + width].copy_(rows)
+        start += width
+    return out
 
 
 class _Pass:

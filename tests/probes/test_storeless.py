@@ -243,3 +243,25 @@ def test_an_hf_encoder_gives_the_same_table_on_both_routes(setup, tmp_path):
     storeless = probe_positions(str(folder), **kwargs)
     assert set(storeless.subspace) == {"full"} and len(storeless) == 3
     assert_same_tables(store, storeless)
+
+
+@pytest.mark.parametrize("value, refused", [(1.5, False), (65504.0, False), (65510.0, True), (7e4, True),
+                                            (float("inf"), True), (float("nan"), False)])
+def test_float16_rows_round_as_a_store_and_refuse_what_it_refuses(value, refused):
+    """The rows the statistics sum are the store's float16 values, side by side per hook; a state beyond
+    float16's range (inf included, the values just past the largest float16 too) is refused as the store refuses it."""
+    from probes.storeless import _float16_rows
+    torch.manual_seed(0)
+    sem, ap = torch.randn(2, 3, 4), torch.randn(2, 3, 2)
+    sem[1, 2, 3] = value
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    keep = torch.tensor([True, False, True, True, True])
+    captured = {"sem": sem, "ap": ap}
+    if refused:
+        with pytest.raises(ValueError, match="sem: activations exceed the float16 range"):
+            _float16_rows(captured, ["sem", "ap"], mask, keep)
+        return
+    rows = _float16_rows(captured, ["sem", "ap"], mask, keep)
+    expected = torch.cat([sem[mask][keep], ap[mask][keep]], dim=1).to(torch.float16).to(torch.float64)
+    assert rows.dtype == torch.float64 and rows.shape == (4, 6)
+    assert torch.equal(rows.isnan(), expected.isnan()) and torch.equal(rows.nan_to_num(), expected.nan_to_num())

@@ -1,0 +1,100 @@
+"""Command 1 as a user types it: ``dstg-probe --model dstg --task segment``, the storeless default against ``--store``.
+
+    python benchmarks/bench_probe_cli.py --wait-quiet 600      # two rounds of each, interleaved; results/probe_cli.json
+    python benchmarks/bench_probe_cli.py --rounds 1 --model dstg rope
+
+Each run is the console command in a fresh process, end to end (start-up, the corpus read from the cache,
+tokenising, the model and its random-init control, the probes, the tables written), timed from outside, with
+its peak RSS (the child's ``ru_maxrss``) and the bytes it left in the cache's ``stores/`` folder. Every run gets a
+cache of its own that already holds the corpus (copied from a warm-up run's cache, untimed), so both routes
+start from what a user has after their first run of anything: the corpus fetched, no store extracted. The two
+routes alternate within a round, so background load hits both alike; each reports its best round, and the
+ratio is the store route's best seconds over the storeless route's. The store route is the route every
+``dstg-probe`` took before issue #39 (extract the model's and the control's stores, then probe them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from machine import LoadWatch, add_load_arguments, write_result
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+ROUTES = {"storeless": [], "store": ["--store"]}
+
+
+def dstg_probe() -> str:
+    """The console script beside this interpreter (what ``pip install`` put on the PATH)."""
+    script = Path(sys.executable).with_name("dstg-probe")
+    if not script.exists():
+        raise SystemExit(f"{script} not found: install the project (pip install -e .) into this environment")
+    return str(script)
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
+
+
+def run_once(argv: list[str], cache: Path, out: Path) -> dict:
+    """One command in a fresh process: wall seconds, its peak RSS (wait4's rusage), the store bytes it left."""
+    env = {**os.environ, "DSTG_CACHE": str(cache)}
+    with tempfile.TemporaryFile("w+") as log:
+        start = time.perf_counter()
+        child = subprocess.Popen(argv + ["--out", str(out)], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        if child.returncode != 0:
+            log.seek(0)
+            raise SystemExit(f"{' '.join(argv)} exited {child.returncode}:\n{log.read()[-3000:]}")
+    return {"seconds": round(seconds, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),  # Linux: KiB
+            "store_bytes": folder_bytes(cache / "stores")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", nargs="+", default=["dstg"], help="what --model gets (default: the shipped DSTG)")
+    parser.add_argument("--task", default="segment")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--work-dir", default=tempfile.gettempdir(), help="where the caches and outputs go (a real disk)")
+    add_load_arguments(parser)
+    args = parser.parse_args()
+    command = [dstg_probe(), "--model", *args.model, "--task", args.task]
+    work = Path(tempfile.mkdtemp(prefix="bench-probe-cli-", dir=args.work_dir))
+    try:
+        corpus_cache = work / "corpus-cache"  # warm-up, untimed: fetches and prepares the corpus once
+        print("warm-up: the corpus into a cache of its own (untimed)", flush=True)
+        run_once(command + ["--n-boot", "0"], corpus_cache, work / "warm-up")
+        shutil.rmtree(corpus_cache / "stores", ignore_errors=True)
+        watch = LoadWatch.start(args)
+        rounds: dict[str, list[dict]] = {route: [] for route in ROUTES}
+        for number in range(args.rounds):
+            for route, flags in ROUTES.items():
+                cache = work / f"cache-{route}-{number}"
+                shutil.copytree(corpus_cache, cache)
+                row = run_once(command + flags, cache, work / f"out-{route}-{number}")
+                rounds[route].append(row)
+                print(f"round {number + 1} {route:9s}: {row['seconds']:7.1f} s, peak RSS {row['peak_rss_mb']} MiB, "
+                      f"store bytes {row['store_bytes'] / 2**20:.1f} MiB", flush=True)
+                shutil.rmtree(cache)
+        best = {route: min(rows, key=lambda r: r["seconds"]) for route, rows in rounds.items()}
+        result = {"benchmark": "dstg-probe as typed: the storeless default vs --store (the route before issue #39)",
+                  "command": " ".join(["dstg-probe", "--model", *args.model, "--task", args.task]),
+                  "threads": "dstg-probe's default (every core)", "rounds": rounds, "best": best,
+                  "store_over_storeless_seconds": round(best["store"]["seconds"] / best["storeless"]["seconds"], 3),
+                  "date": time.strftime("%Y-%m-%d")}
+        write_result(RESULTS / "probe_cli.json", result, watch, args)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

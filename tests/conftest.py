@@ -144,3 +144,34 @@ def interrupt_when_ready(process, ready: Path, fault: str = "int", ready_timeout
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny checkpoint and corpus written by the tests (reliability_setup.make_tiny_setup), once per module."""
+    from reliability_setup import make_tiny_setup
+
+    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    """DSTG_CACHE in the test's own folder: nothing is read from or written to the user's cache (a module
+    opts in with ``pytestmark = pytest.mark.usefixtures("private_cache")``)."""
+    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """Two tiny models saved as run folders (runs/a, runs/b) and a small text folder."""
+    from dstg_interp.tiny_zoo import tiny_zoo
+
+    root = tmp_path_factory.mktemp("names")
+    models, documents = tiny_zoo(["dstg", "rope"], n_docs=8, seed=0)
+    corpus = root / "corpus"
+    corpus.mkdir()
+    for i, document in enumerate(documents):
+        (corpus / f"{i:02d}.txt").write_text(document.text)
+    for folder, model in (("a", models["dstg"]), ("b", models["rope"])):
+        model.save(root / "runs" / folder / "checkpoint", tokenizer=model.tokenizer)
+    return root

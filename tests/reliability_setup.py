@@ -90,3 +90,93 @@ def assert_interrupted(result, code: int, *fragments: str):
     assert "interrupted" in lines[-1], result.stderr
     for fragment in fragments:
         assert fragment in lines[-1], (fragment, lines[-1])
+
+
+# --- test bodies whose parametrised cases are split by room (tests/<room>/test_<room>_*.py) ---------------
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def snapshot(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def check_a_run_locks_its_out(command, tiny, tmp_path, capsys):
+    """The body of ``test_probe_and_holmes_runs_lock_their_out``, whose cases sit in the rooms they pin."""
+    from dstg_interp.cli.holmes import main as holmes_main
+    from dstg_interp.cli.probe import main as probe_main
+    from dstg_interp.io import output_lock
+
+    checkpoint, corpus = tiny
+    out = tmp_path / "results"
+    if command == "probe":
+        main, args = probe_main, ["--task", "segment", "--model", checkpoint, "--corpus", corpus, "--layers", "1"]
+    else:
+        main, args = holmes_main, ["run", "--benchmark", FIXTURES / "holmes" / "benchmark", "--model", checkpoint]
+    with output_lock(out, "the first run"):
+        code, _, err = run_main(capsys, main, *args, "--quiet", "--out", out)
+    assert_one_line_error(code, err, "is in use by another run", "the first run")
+    assert not out.exists()
+
+
+def check_a_full_disk_leaves_no_empty_out(command, tiny, tmp_path, capsys, monkeypatch):
+    """The body of ``test_a_full_disk_leaves_no_empty_out``, whose cases sit in the rooms they pin."""
+    import errno
+    import shutil
+
+    import pandas as pd
+
+    from dstg_interp.cli.holmes import main as holmes_main
+    from dstg_interp.cli.probe import main as probe_main
+
+    checkpoint, corpus = tiny
+
+    def full_disk(self, path, *args, **kwargs):
+        Path(path).write_text("")
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
+    out = tmp_path / "new" / "results"
+    if command == "probe":
+        args = [probe_main, "--task", "token", "--model", checkpoint, "--corpus", corpus, "--layers", "0",
+                "--subspaces", "ap", "--no-controls"]
+    else:
+        shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", tmp_path / "bench" / "fx-sentence")
+        args = [holmes_main, "run", "--benchmark", tmp_path / "bench", "--model", checkpoint, "--seeds", "0"]
+    code, _, err = run_main(capsys, *args, "--quiet", "--out", out)
+    assert_one_line_error(code, err, "disk full")
+    assert not (tmp_path / "new").exists()  # neither --out nor the folder above it, made for it, is left
+
+
+def check_a_writer_checks_at_the_swap(writer, tiny, tmp_path, monkeypatch):
+    """The body of ``test_every_other_writer_checks_at_the_swap``, whose cases sit in the rooms they pin."""
+    import pytest
+
+    from dstg_interp import load_model
+    from dstg_interp.io import OutputError
+
+    out = tmp_path / "target"
+    if writer == "checkpoint":
+        from dstg_interp.model import saving
+
+        model = load_model(tiny[0])
+        saving.save_checkpoint(model, out)
+        module, step = saving, "save_file"
+        write = lambda: saving.save_checkpoint(model, out)  # noqa: E731
+    else:
+        from probes.holmes.suite import build as suite_build
+
+        suite_build.build_suite(out, n_per_dataset=40, names=["offline-age_comparison"])
+        module, step = suite_build, "write_dataset"
+        write = lambda: suite_build.build_suite(out, n_per_dataset=40, names=["offline-age_comparison"],  # noqa: E731
+                                                overwrite=True)
+    before = snapshot(out)
+    real = getattr(module, step)
+
+    def user_writes_meanwhile(*args, **kwargs):
+        (out / "notes.txt").write_text("mine")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, step, user_writes_meanwhile)
+    with pytest.raises(OutputError, match=f"notes.txt, which dstg-interp did not write; .* is in {out}-new"):
+        write()
+    assert snapshot(out) == {**before, "notes.txt": b"mine"} and (tmp_path / "target-new").is_dir()

@@ -16,19 +16,12 @@ from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.cli.train import main as train_main
 from dstg_interp.cli.probe import main as probe_main
 from dstg_interp.cli.holmes import main as holmes_main
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
+from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- bad content ----------------------------------------------------------------------------------

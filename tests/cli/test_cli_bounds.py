@@ -12,14 +12,9 @@ import pytest
 import torch
 
 from dstg_interp.cli.launch import main as launch_main
-from reliability_setup import REPO, assert_one_line_error, entry_command, make_tiny_setup, run_main, subprocess_env
+from reliability_setup import REPO, assert_one_line_error, entry_command, run_main, subprocess_env
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 # --- L5, L11: dstg-launch ---------------------------------------------------------------------------

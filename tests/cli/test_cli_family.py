@@ -42,9 +42,7 @@ def models(tmp_path_factory):
     return corpus, paths
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- the words ----------------------------------------------------------------------------------

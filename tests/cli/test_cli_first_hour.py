@@ -50,20 +50,6 @@ def test_dstg_probe_names_legend_and_collisions(tmp_path, capsys):
     assert record["models"] == {"a": str(tmp_path / "runs" / "a"), "b": str(tmp_path / "runs" / "b")}
 
 
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
-    """Two tiny models saved as run folders (runs/a, runs/b) and a small text folder."""
-    root = tmp_path_factory.mktemp("names")
-    models, documents = tiny_zoo(["dstg", "rope"], n_docs=8, seed=0)
-    corpus = root / "corpus"
-    corpus.mkdir()
-    for i, document in enumerate(documents):
-        (corpus / f"{i:02d}.txt").write_text(document.text)
-    for folder, model in (("a", models["dstg"]), ("b", models["rope"])):
-        model.save(root / "runs" / folder / "checkpoint", tokenizer=model.tokenizer)
-    return root
-
-
 def test_dstg_cache_records_and_prints_the_models_name(two_runs, tmp_path, capsys):
     run_a = str(two_runs / "runs" / "a")
     common = ["--corpus", str(two_runs / "corpus"), "--max-length", "32", "--layers", "0", "--quiet"]

@@ -6,27 +6,16 @@ that covers it. The other rooms' cases are in their own folders' test_*_output_s
 """
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 import torch
 
 from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.io import OutputLocked, output_lock
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
+from reliability_setup import (
+    assert_one_line_error, run_main, check_a_full_disk_leaves_no_empty_out, check_a_run_locks_its_out, snapshot)
 
 torch.set_num_threads(1)
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
-
-
-def snapshot(folder):
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 # --- 1. data loss: replace only what we wrote, only when asked ------------------------------------
@@ -75,46 +64,10 @@ def test_train_takes_the_same_lock(tmp_path, capsys):
 @pytest.mark.parametrize("command", ["probe"])
 def test_probe_and_holmes_runs_lock_their_out(command, tiny, tmp_path, capsys):
     """N116: two `dstg-holmes run` on one --out both reported success; the first run's tables were gone."""
-    from dstg_interp.cli.holmes import main as holmes_main
-    from dstg_interp.cli.probe import main as probe_main
-    from dstg_interp.io import output_lock
-
-    checkpoint, corpus = tiny
-    out = tmp_path / "results"
-    if command == "probe":
-        main, args = probe_main, ["--task", "segment", "--model", checkpoint, "--corpus", corpus, "--layers", "1"]
-    else:
-        main, args = holmes_main, ["run", "--benchmark", FIXTURES / "holmes" / "benchmark", "--model", checkpoint]
-    with output_lock(out, "the first run"):
-        code, _, err = run_main(capsys, main, *args, "--quiet", "--out", out)
-    assert_one_line_error(code, err, "is in use by another run", "the first run")
-    assert not out.exists()
+    check_a_run_locks_its_out(command, tiny, tmp_path, capsys)
 
 
 # --- leftovers on a full disk: no empty --out (old #93, N89) --------------------------------------
 @pytest.mark.parametrize("command", ["probe"])
 def test_a_full_disk_leaves_no_empty_out(command, tiny, tmp_path, capsys, monkeypatch):
-    import errno
-
-    import pandas as pd
-
-    from dstg_interp.cli.holmes import main as holmes_main
-    from dstg_interp.cli.probe import main as probe_main
-
-    checkpoint, corpus = tiny
-
-    def full_disk(self, path, *args, **kwargs):
-        Path(path).write_text("")
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
-
-    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
-    out = tmp_path / "new" / "results"
-    if command == "probe":
-        args = [probe_main, "--task", "token", "--model", checkpoint, "--corpus", corpus, "--layers", "0",
-                "--subspaces", "ap", "--no-controls"]
-    else:
-        shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", tmp_path / "bench" / "fx-sentence")
-        args = [holmes_main, "run", "--benchmark", tmp_path / "bench", "--model", checkpoint, "--seeds", "0"]
-    code, _, err = run_main(capsys, *args, "--quiet", "--out", out)
-    assert_one_line_error(code, err, "disk full")
-    assert not (tmp_path / "new").exists()  # neither --out nor the folder above it, made for it, is left
+    check_a_full_disk_leaves_no_empty_out(command, tiny, tmp_path, capsys, monkeypatch)

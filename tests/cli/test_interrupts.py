@@ -11,18 +11,12 @@ import subprocess
 import sys
 import time
 
-import pytest
 import torch
 
-from reliability_setup import REPO, assert_interrupted, entry_command, make_tiny_setup, self_signalled, subprocess_env
+from reliability_setup import REPO, assert_interrupted, entry_command, self_signalled, subprocess_env
 
 torch.set_num_threads(1)
 FIXTURE = REPO / "tests" / "fixtures" / "holmes" / "benchmark"
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 def test_ctrl_c_while_the_command_loads(tmp_path):

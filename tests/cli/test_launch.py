@@ -8,12 +8,6 @@ from pathlib import Path
 import pytest
 
 from conftest import interrupt_when_ready
-from reliability_setup import make_tiny_setup
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 # --- torchrun teardown: a dead peer or a signal is one line per rank, never a traceback (N74, N75) ---

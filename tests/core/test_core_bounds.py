@@ -7,17 +7,12 @@ import torch
 
 from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.cli.train import main as train_main
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
+from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
 TINY_TRAIN = ("--variant", "dstg", "--d-model", "32", "--d-ap", "8", "--n-layers", "2", "--n-heads", "2",
               "--vocab-size", "200", "--max-length", "64", "--batch-size", "8", "--no-compile", "--threads", "1",
               "--quiet", "--steps", "3", "--eval-every", "10", "--save-every", "10")
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 # --- ENV2, ENV3: torchrun variables without torchrun ---------------------------------------------

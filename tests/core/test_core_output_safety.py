@@ -18,14 +18,9 @@ from dstg_interp import io as dio
 from dstg_interp.io import (OutputError, atomic_directory, check_output_location, check_replaceable,
                             clean_stale_temporaries, commit_directory, lock_path)
 from dstg_interp.cli.cache import main as cache_main
-from reliability_setup import REPO, assert_one_line_error, make_tiny_setup, run_main, subprocess_env
+from reliability_setup import REPO, assert_one_line_error, run_main, subprocess_env
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 # --- 1. data loss: replace only what we wrote, only when asked ------------------------------------

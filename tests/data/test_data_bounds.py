@@ -9,14 +9,9 @@ import torch
 
 from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.data import load_corpus
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
+from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 # --- K1, K2: corpus files are plain files, read no further than their size --------------------------

@@ -28,9 +28,7 @@ AUTHORS = Path(__file__).resolve().parents[1] / "fixtures" / "authors-format"
 HF_SPECIALS = ["[UNK]", "[MASK]", "[PAD]", "[SEP]", "[CLS]"]
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 @pytest.fixture(scope="module")

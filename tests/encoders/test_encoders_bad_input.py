@@ -14,9 +14,7 @@ from dstg_interp.encoders.naming import model_label
 torch.set_num_threads(1)
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- 6. statistics that mislead -------------------------------------------------------------------

@@ -12,9 +12,7 @@ from reliability_setup import assert_one_line_error, run_main
 torch.set_num_threads(1)
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- seeds and steps are checked on the command line, before any work (N41, N43, N47, N51) --------

@@ -22,21 +22,14 @@ from dstg_interp.cli.convert import main as convert_main
 from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.model.checkpoint import NonFiniteWeightsWarning
 from dstg_interp.cli.cache import main as cache_main
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
+from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 AUTHORS = FIXTURES / "authors-format" / "posneobert-dstg"
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- bad content ----------------------------------------------------------------------------------

@@ -32,10 +32,7 @@ def setup(tmp_path_factory):
     return root, corpus, paths
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    """Stores the CLI extracts go to a temporary cache, never the user's."""
-    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 def run_cli(capsys, *args):

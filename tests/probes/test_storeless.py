@@ -44,9 +44,7 @@ def setup(tmp_path_factory):
     return root / "dstg", corpus
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 def assert_same_tables(a: pd.DataFrame, b: pd.DataFrame) -> float:

@@ -12,19 +12,11 @@ from dstg_interp import StoreError, extract, load_model
 from dstg_interp.data import load_corpus
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.config import ExtractionConfig
-from reliability_setup import make_tiny_setup
 
 torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- bad content ----------------------------------------------------------------------------------

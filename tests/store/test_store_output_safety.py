@@ -7,18 +7,12 @@ that covers it. The other rooms' cases are in their own folders' test_*_output_s
 
 import json
 
-import pytest
 import torch
 
 from dstg_interp.cli.cache import main as cache_main
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
+from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 def snapshot(folder):

@@ -24,15 +24,10 @@ from dstg_interp.io import OutputError, OutputLocked, output_lock
 from dstg_interp.store import ActivationStore, StoreError, extract
 from dstg_interp.store import checksums as checksums_module
 from dstg_interp.store import export as export_module
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
+from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
 extract_module = importlib.import_module("dstg_interp.store.extract")  # the package exports a function of that name
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture

@@ -7,20 +7,14 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
-import pytest
 import torch
 
 from dstg_interp.cli.holmes import main as holmes_main
 from probes.holmes.format import load_benchmark
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
+from reliability_setup import assert_one_line_error, run_main
 
 torch.set_num_threads(1)
 SENTENCE = Path(__file__).resolve().parents[2] / "fixtures" / "holmes" / "benchmark" / "fx-sentence"
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 def run_holmes(capsys, checkpoint, bench, out, *extra):

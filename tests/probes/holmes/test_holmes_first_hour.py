@@ -7,23 +7,8 @@ import pandas as pd
 import pytest
 
 from dstg_interp.cli.entry import launch
-from dstg_interp.tiny_zoo import tiny_zoo
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "holmes" / "benchmark"
-
-
-@pytest.fixture(scope="module")
-def two_runs(tmp_path_factory):
-    """Two tiny models saved as run folders (runs/a, runs/b) and a small text folder."""
-    root = tmp_path_factory.mktemp("names")
-    models, documents = tiny_zoo(["dstg", "rope"], n_docs=8, seed=0)
-    corpus = root / "corpus"
-    corpus.mkdir()
-    for i, document in enumerate(documents):
-        (corpus / f"{i:02d}.txt").write_text(document.text)
-    for folder, model in (("a", models["dstg"]), ("b", models["rope"])):
-        model.save(root / "runs" / folder / "checkpoint", tokenizer=model.tokenizer)
-    return root
 
 
 @pytest.mark.parametrize("spelling", [["dstg-holmes", "run"], ["dstg-probe", "--task", "holmes"]],

@@ -17,16 +17,11 @@ from dstg_interp.io import OutputError
 from probes.holmes.suite import build as suite_build
 from probes.holmes.run import write_tables
 from probes.holmes.suite import build_suite, is_complete_suite
-from reliability_setup import assert_one_line_error, make_tiny_setup, run_main
+from reliability_setup import run_main, check_a_full_disk_leaves_no_empty_out, check_a_run_locks_its_out
 
 torch.set_num_threads(1)
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TEMPLATE_DATASETS = ["offline-age_comparison", "offline-size_comparison"]  # built from templates: no download
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return make_tiny_setup(tmp_path_factory.mktemp("tiny"))
 
 
 # --- 2. half-done work is never taken for complete -------------------------------------------------
@@ -86,20 +81,7 @@ def test_holmes_tables_of_an_earlier_run_are_removed(tmp_path):
 @pytest.mark.parametrize("command", ["holmes"])
 def test_probe_and_holmes_runs_lock_their_out(command, tiny, tmp_path, capsys):
     """N116: two `dstg-holmes run` on one --out both reported success; the first run's tables were gone."""
-    from dstg_interp.cli.holmes import main as holmes_main
-    from dstg_interp.cli.probe import main as probe_main
-    from dstg_interp.io import output_lock
-
-    checkpoint, corpus = tiny
-    out = tmp_path / "results"
-    if command == "probe":
-        main, args = probe_main, ["--task", "segment", "--model", checkpoint, "--corpus", corpus, "--layers", "1"]
-    else:
-        main, args = holmes_main, ["run", "--benchmark", FIXTURES / "holmes" / "benchmark", "--model", checkpoint]
-    with output_lock(out, "the first run"):
-        code, _, err = run_main(capsys, main, *args, "--quiet", "--out", out)
-    assert_one_line_error(code, err, "is in use by another run", "the first run")
-    assert not out.exists()
+    check_a_run_locks_its_out(command, tiny, tmp_path, capsys)
 
 
 # --- every table has its header, also with no rows (a_vs_b.csv of a one-model Holmes run) ---------
@@ -123,27 +105,4 @@ def test_a_one_model_holmes_run_writes_readable_tables(tiny, tmp_path, capsys):
 # --- leftovers on a full disk: no empty --out (old #93, N89) --------------------------------------
 @pytest.mark.parametrize("command", ["holmes"])
 def test_a_full_disk_leaves_no_empty_out(command, tiny, tmp_path, capsys, monkeypatch):
-    import errno
-
-    import pandas as pd
-
-    from dstg_interp.cli.holmes import main as holmes_main
-    from dstg_interp.cli.probe import main as probe_main
-
-    checkpoint, corpus = tiny
-
-    def full_disk(self, path, *args, **kwargs):
-        Path(path).write_text("")
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
-
-    monkeypatch.setattr(pd.DataFrame, "to_csv", full_disk)
-    out = tmp_path / "new" / "results"
-    if command == "probe":
-        args = [probe_main, "--task", "token", "--model", checkpoint, "--corpus", corpus, "--layers", "0",
-                "--subspaces", "ap", "--no-controls"]
-    else:
-        shutil.copytree(FIXTURES / "holmes" / "benchmark" / "fx-sentence", tmp_path / "bench" / "fx-sentence")
-        args = [holmes_main, "run", "--benchmark", tmp_path / "bench", "--model", checkpoint, "--seeds", "0"]
-    code, _, err = run_main(capsys, *args, "--quiet", "--out", out)
-    assert_one_line_error(code, err, "disk full")
-    assert not (tmp_path / "new").exists()  # neither --out nor the folder above it, made for it, is left
+    check_a_full_disk_leaves_no_empty_out(command, tiny, tmp_path, capsys, monkeypatch)

@@ -91,7 +91,7 @@ def _float16_rows(captured: dict, hooks: list[str], mask: torch.Tensor, keep: to
     """[rows kept, d] float64 of the hooks side by side, each rounded to float16 as a store holds it."""
     index = torch.nonzero(mask.reshape(-1)).flatten()[keep]  # the kept real tokens' rows of the flattened batch
     widths = [int(captured[hook].shape[-1]) for hook in hooks]
-    out = torch.empty(len(index), sum(widths), dtype=torch.float64)
+    out = torch.empty(len(index), sum(widths), dtype=torch.float64, device=captured[hooks[0]].device)
     start = 0
     for hook, width in zip(hooks, widths):
         states = captured[hook]

@@ -91,7 +91,7 @@ def test_nonsense_values_name_their_flag(main, args, fragment, capsys, tmp_path,
 def test_cuda_without_a_gpu(tmp_path, capsys):
     """#147: 'Expected a torch.device with a specified index' for --device cuda on a CPU machine."""
     if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU")
+        pytest.skip("this machine has a GPU, so the refusal of --device cuda without one cannot happen here")
     code, _, err = run_main(capsys, train_main, "--out", tmp_path / "run", "--device", "cuda")
     assert_one_line_error(code, err, "--device cuda: no CUDA device")
 

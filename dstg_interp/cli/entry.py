@@ -17,7 +17,7 @@ import threading
 import time
 
 from dstg_interp.cli import COMMANDS
-from dstg_interp.cli.shell import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_after_this_command, raise_terminated
+from dstg_interp.cli.shell import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_after_this_command, raise_terminated, say
 
 SLOW_START_S = 3.0  # a command still importing after this long says what it is doing
 
@@ -67,8 +67,7 @@ def launch(prog: str, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as err:
         slow_start.stop()
         name = "SIGTERM" if isinstance(err, Terminated) else "Ctrl-C"
-        print(f"{prog}: interrupted ({name}) while starting; nothing was written", file=sys.stderr)
-        sys.stderr.flush()
+        say(f"{prog}: interrupted ({name}) while starting; nothing was written")
         # A half-imported torch can re-deliver the signal while the interpreter shuts down (exit -2 instead of
         # 130); nothing was opened or written yet, so leave at once with the documented code.
         os._exit(EXIT_TERMINATED if isinstance(err, Terminated) else EXIT_INTERRUPTED)

@@ -79,10 +79,16 @@ def terminate_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+def say(line: str) -> None:
+    """Write one line to stderr in one write: ``print`` writes the text and its newline separately, so two
+    ranks of one launch stopping at the same instant could run their lines together on the shared stderr."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def _show_warning(prog: str):
     def show(message, category, filename, lineno, file=None, line=None):
-        print(f"{prog}: warning: {first_line(message if isinstance(message, BaseException) else Warning(message))}",
-              file=sys.stderr)
+        say(f"{prog}: warning: {first_line(message if isinstance(message, BaseException) else Warning(message))}")
     return show
 
 
@@ -111,18 +117,18 @@ def _settled(prog: str, body: Callable[[], int | None], interrupted: Callable[[]
         detail = first_line(err) if str(err).strip() and not isinstance(err, Terminated) else None
         if detail is None:
             detail = interrupted() if interrupted is not None else "nothing half-written was left"
-        print(f"{prog}: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): {detail}", file=sys.stderr)
+        say(f"{prog}: interrupted ({'SIGTERM' if terminated else 'Ctrl-C'}): {detail}")
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
     except OSError as err:
         _TERMINATED["settled"] = True
         left = f" ({interrupted()})" if err.errno in DISK_FULL and interrupted is not None else ""
-        print(f"{prog}: error: {describe_os_error(err)}{left}", file=sys.stderr)
+        say(f"{prog}: error: {describe_os_error(err)}{left}")
         return EXIT_ERROR
     except MemoryError:
         _TERMINATED["settled"] = True
-        print(f"{prog}: error: out of memory; use smaller sizes (model, --batch-size, --max-docs)", file=sys.stderr)
+        say(f"{prog}: error: out of memory; use smaller sizes (model, --batch-size, --max-docs)")
         return EXIT_ERROR
     except ValueError as err:  # CheckpointError, StoreError, DataError, OutputError, config checks
         _TERMINATED["settled"] = True
-        print(f"{prog}: error: {first_line(err)}", file=sys.stderr)
+        say(f"{prog}: error: {first_line(err)}")
         return EXIT_ERROR

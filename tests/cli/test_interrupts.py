@@ -97,3 +97,31 @@ def test_sigkill_mid_extraction_then_the_next_run_cleans_up(tiny, tmp_path):
                            timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["store"]
+
+
+def test_each_outcome_line_is_one_write_so_ranks_cannot_run_lines_together(monkeypatch):
+    """CI, session 14: two ranks of one launch stopped at the same instant printed
+    '...continue with --resumedstg-train: interrupted ...' -- print() writes the text and its newline apart,
+    and the other rank's line landed between them.  Every outcome line is now one write ending in its newline."""
+    import io
+
+    from dstg_interp.cli.shell import run_cli
+
+    class Writes(io.StringIO):
+        calls: list[str] = []
+
+        def write(self, text):
+            self.calls.append(text)
+            return super().write(text)
+
+    def stopped():
+        raise KeyboardInterrupt
+
+    def refused():
+        raise ValueError("a bad value; use a good one")
+
+    for body, code in ((stopped, 130), (refused, 2)):
+        Writes.calls = []
+        monkeypatch.setattr(sys, "stderr", Writes())
+        assert run_cli("dstg-train", body) == code
+        assert len(Writes.calls) == 1 and Writes.calls[0].endswith("\n"), Writes.calls

@@ -100,6 +100,8 @@ class PositionProbeConfig(ConfigIO):
         controls: run the random-init and shuffled-target controls.
         position_baseline: the position-only probes, partial R² and selectivity over position.
         seed: subsample, split, shuffle and bootstrap seed.
+        held_out_memory_mb: the storeless route's memory for held-out states between its statistics pass and
+        the predictions; held-out states beyond it are run through the model again.
     """
 
     # The metadata makes dstg-probe's flags (dstg_interp/cli/config_args.py): a field is written once.
@@ -119,6 +121,9 @@ class PositionProbeConfig(ConfigIO):
         "help": "skip the position-only probes, the partial R² given token position and the selectivity over "
                 "position (on by default)"})
     seed: int = seed_field()
+    held_out_memory_mb: float = field(default=2048.0, metadata={
+        "min": 0, "help": "without a store: MiB of held-out states kept from the statistics pass for the bootstrap's "
+                          "predictions (one forward pass); the rest are run again (0: always a second pass)"})
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -324,7 +329,8 @@ def probe_sequences(encoder: Encoder, sequences: StructuredSequences, cfg: Posit
     plan = probe_plan(labels, select_rows(labels["is_special"].to_numpy(), cfg), cfg, model_name)
     baseline = fit_position_baseline(plan, cfg)
     residual = baseline.residual if baseline is not None and not baseline.exact else None
-    request = StorelessRequest(layers, subspaces, cfg.n_splits, cfg.n_boot, cfg.seed, residual, batch_size)
+    request = StorelessRequest(layers, subspaces, cfg.n_splits, cfg.n_boot, cfg.seed, residual, batch_size,
+                               cfg.held_out_memory_mb)
     control = encoder.random_init() if controls and cfg.controls else None
     fitted, random_init, partials = storeless_fits(encoder, sequences, plan, request, control, progress=progress,
                                                    ranks=ranks, desc=model_name)

@@ -15,8 +15,8 @@ per-document errors the bootstrap resamples (skipped when ``n_boot`` is 0).
 
 States are rounded to float16 before they are summed, as the store holds them, so both routes read the
 same numbers: the results equal the store route's to 1e-8 (``tests/probes/test_storeless.py``). Memory is
-the statistics -- per layer (folds + 1) x (d + 4)² float64 plus the same per token position and d wide --
-and one batch, flat in the number of tokens. Under torchrun (``ranks``) each rank runs a share of the
+the statistics -- per layer (folds + 1) x (d + 4)² float64 plus the same per token position and d wide --,
+one batch and at most ``held_out_memory_mb`` of held-out rows: flat in the number of tokens. Under torchrun (``ranks``) each rank runs a share of the
 batches and the statistics are summed over the ranks; every rank returns the same fits.
 """
 
@@ -57,6 +57,7 @@ class StorelessRequest:
     seed: int = 0
     residual: np.ndarray | None = None  # the position baseline's residual target (None: no partial R²)
     batch_size: int = 32
+    held_out_memory_mb: float = 2048.0  # held-out rows kept from pass 1 for the predictions; beyond it, a second pass
 
 
 @dataclass
@@ -110,6 +111,33 @@ def _float16_rows(captured: dict, hooks: list[str], mask: torch.Tensor, keep: to
     return out
 
 
+class _HeldOut:
+    """Pass 1's held-out rows, kept (float16, as a store holds them) until the probes are solved and can predict
+    them, up to ``budget`` bytes; the sequences whose held-out rows did not fit (this rank's) are run again."""
+
+    def __init__(self, test_of_row: np.ndarray, budget: float, width: int):
+        self.test_of_row, self.budget, self.width, self.used = test_of_row, budget, width, 0
+        self.kept: list[tuple[np.ndarray, np.ndarray, dict]] = []  # (test index, store row, {layer: float16 rows})
+        self.left: list[int] = []  # sequences with held-out rows that were not kept
+
+    def claim(self, rows: np.ndarray, row_start: np.ndarray) -> np.ndarray | None:
+        """Of a batch's probed store rows, the held-out ones (a mask) if they fit in what is left of the budget
+        (``keep`` then takes their states layer by layer); else None, their sequences left for pass 2."""
+        held = self.test_of_row[rows] >= 0
+        if not held.any():
+            return None
+        size = int(held.sum()) * self.width * 2
+        if self.used + size > self.budget:
+            self.left.extend(np.unique(np.searchsorted(row_start, rows[held], side="right") - 1).tolist())
+            return None
+        self.used += size
+        self.kept.append((self.test_of_row[rows[held]], rows[held], {}))
+        return held
+
+    def keep(self, layer, states: torch.Tensor) -> None:
+        self.kept[-1][2][layer] = states.to("cpu", torch.float16)  # exact: the states are float16-rounded
+
+
 class _Pass:
     """Batches of some sequences through one encoder: yields (store rows of the real tokens, captured hooks, mask)."""
 
@@ -118,10 +146,11 @@ class _Pass:
         self.batch_size, self.ranks = batch_size, ranks
 
     def batches(self, subset: np.ndarray | None = None) -> list[np.ndarray]:
-        """Length-sorted batches (those of extraction when ``subset`` is None), this rank's share."""
+        """Length-sorted batches (those of extraction when ``subset`` is None, this rank's share), or of the
+        sequences ``subset`` (already this rank's own)."""
         if subset is None:
             return self.ranks.share(length_sorted_batches(self.lengths, self.batch_size))
-        return self.ranks.share([subset[b] for b in length_sorted_batches(self.lengths[subset], self.batch_size)])
+        return [subset[b] for b in length_sorted_batches(self.lengths[subset], self.batch_size)]
 
     def run(self, encoder: Encoder, batch: np.ndarray, hooks: list[str]):
         items = [self.sequences[int(i)] for i in batch]
@@ -163,9 +192,13 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
     batches = [b for b in passes.batches() if probed[b].any()]
     models = [(encoder, stats, slice(None))] + ([(control, control_stats, slice(0, 1))] if control is not None else [])
 
+    test_of_row = np.full(len(layout.part_of_row), -1, dtype=np.int64)
+    test_of_row[plan.tokens[plan.test_idx]] = np.arange(len(plan.test_idx))
+    width = sum(widths[h] for s in sources for h in s.hooks)
+    held_out = _HeldOut(test_of_row, request.held_out_memory_mb * 2**20, width) if request.n_boot else None
+
     def statistics_pass():
-        _statistics_pass(passes, batches, models, hooks, sources, stats, layout.part_of_row, layout.position_of_row,
-                         layout.Y_rows, device, progress, desc)
+        _statistics_pass(passes, batches, models, hooks, sources, stats, layout, held_out, device, progress, desc)
 
     ranks.together(statistics_pass)  # a rank that fails stops every rank (OtherRankFailed), a dead one: PeerLost
     for table in (stats, control_stats):
@@ -173,9 +206,9 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
             layer_stats.reduce(ranks)
 
     solved = _solve(sources, stats, control_stats, layout, len(plan.targets), F, request.residual is not None)
-    # pass 2: the held-out predictions the bootstrap resamples
-    predictions = _predictions(encoder, passes, sources, plan, layout.part_of_row, layout.position_of_row, solved.fits,
-                               solved.residual_fits, solved.means, hooks, progress, desc) if request.n_boot else {}
+    # the held-out predictions the bootstrap resamples: from the rows pass 1 kept, then (pass 2) the rest
+    predictions = _predictions(encoder, passes, sources, layout.position_of_row, held_out, solved, hooks, progress,
+                               desc) if request.n_boot else {}
     return _fit_tables(solved, predictions, layout, plan, request, control is not None)
 
 
@@ -295,9 +328,10 @@ def _fit_tables(solved: _Solved, predictions: dict, layout: _RowLayout, plan, re
     return pd.DataFrame.from_records(records), random_init, partials
 
 
-def _statistics_pass(passes: _Pass, batches, models, hooks, sources, stats, part_of_row, position_of_row, Y_rows,
-                     device, progress: bool, desc: str) -> None:
-    """Pass 1: every batch through the model (and its control), each batch's probed rows added to the sums."""
+def _statistics_pass(passes: _Pass, batches, models, hooks, sources, stats, layout: _RowLayout,
+                     held_out: _HeldOut | None, device, progress: bool, desc: str) -> None:
+    """Pass 1: every batch through the model (and its control), each batch's probed rows added to the sums; the
+    model's held-out rows kept in ``held_out`` while they fit (None: no predictions wanted)."""
     lengths = passes.lengths
     with torch.inference_mode(), progress_bar(total=int(sum(lengths[b].sum() for b in batches)) * len(models),
                                               unit="tok", desc=f"{desc}: statistics", disable=not progress,
@@ -305,15 +339,20 @@ def _statistics_pass(passes: _Pass, batches, models, hooks, sources, stats, part
         for batch in batches:
             for model, sums, targets in models:
                 rows, captured, mask = passes.run(model, batch, hooks)
-                part = part_of_row[rows]
+                part = layout.part_of_row[rows]
                 keep = part >= 0
                 keep_on = torch.from_numpy(keep).to(device)
                 part_on = torch.from_numpy(part[keep]).to(device)
-                position_on = torch.from_numpy(position_of_row[rows][keep]).to(device) if sums is stats \
+                position_on = torch.from_numpy(layout.position_of_row[rows][keep]).to(device) if sums is stats \
                     else torch.zeros(int(keep.sum()), dtype=torch.long, device=device)
-                y_on = torch.from_numpy(Y_rows[rows][keep][:, targets]).to(device)
+                y_on = torch.from_numpy(layout.Y_rows[rows][keep][:, targets]).to(device)
+                held = held_out.claim(rows[keep], passes.row_start) if sums is stats and held_out else None
+                held_on = torch.from_numpy(held).to(device) if held is not None else None
                 for source in sources:
-                    sums[source.layer].add(_float16_rows(captured, source.hooks, mask, keep_on), part_on, position_on, y_on)
+                    states = _float16_rows(captured, source.hooks, mask, keep_on)
+                    sums[source.layer].add(states, part_on, position_on, y_on)
+                    if held_on is not None:
+                        held_out.keep(source.layer, states[held_on])
                 del captured
                 bar.update(int(lengths[batch].sum()))
 
@@ -327,36 +366,41 @@ def _test_r2(y_true: np.ndarray, pred: np.ndarray) -> np.ndarray:
         return np.where(sst > 0, 1.0 - ((y_true - pred) ** 2).sum(axis=0) / sst, np.nan)
 
 
-def _predictions(encoder, passes: _Pass, sources, plan, part_of_row, position_of_row, fits, residual_fits, means,
-                 hooks, progress: bool, desc: str) -> dict:
-    """Pass 2: the held-out rows' predictions of every fit ({("main" | "residual", key): [n_test, k]}), from a
-    forward over the sequences that hold held-out rows only; summed over ranks (each fills its own rows)."""
-    n_test = len(plan.test_idx)
-    test_of_row = np.full(len(part_of_row), -1, dtype=np.int64)
-    test_of_row[plan.tokens[plan.test_idx]] = np.arange(n_test)
-    row_start, lengths = passes.row_start, passes.lengths
-    sequence_of_test = np.searchsorted(row_start, plan.tokens[plan.test_idx], side="right") - 1
-    batches = passes.batches(np.unique(sequence_of_test))
-    wanted = [("main", key, fit) for key, fit in fits.items()] + [("residual", key, fit) for key, fit in residual_fits.items()]
+def _predictions(encoder, passes: _Pass, sources, position_of_row, held_out: _HeldOut, solved: _Solved, hooks,
+                 progress: bool, desc: str) -> dict:
+    """The held-out rows' predictions of every fit ({("main" | "residual", key): [n_test, k]}): those pass 1 kept,
+    then a forward over the sequences of the rest (this rank's); summed over ranks (each fills its own rows)."""
+    n_test = int((held_out.test_of_row >= 0).sum())
+    wanted = [("main", key, fit) for key, fit in solved.fits.items()] + \
+             [("residual", key, fit) for key, fit in solved.residual_fits.items()]
     out = {(kind, key): np.zeros((n_test, fit[1]["coef"].shape[1])) for kind, key, fit in wanted}
 
-    def prediction_pass():
+    def predict(at: np.ndarray, rows: np.ndarray, states: dict) -> None:
+        for source in sources:
+            x = states[source.layer].to(torch.float64).cpu().numpy()
+            means = solved.means.get(source.layer)
+            residual = x - means[position_of_row[rows]] if means is not None else None
+            for kind, key, (cols, fit) in wanted:
+                if key in source.columns:
+                    block = x if kind == "main" else residual
+                    out[(kind, key)][at] = ((block[:, cols] - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
+
+    for at, rows, states in held_out.kept:
+        predict(at, rows, states)
+    held_out.kept.clear()
+    lengths = passes.lengths
+    batches = passes.batches(np.asarray(sorted(held_out.left), dtype=np.int64))
+
+    def prediction_pass():  # pass 2: the held-out rows pass 1 could not keep
         with torch.inference_mode(), progress_bar(total=int(sum(lengths[b].sum() for b in batches)), unit="tok",
                                                   desc=f"{desc}: held-out predictions", disable=not progress,
                                                   leave=False) as bar:
             for batch in batches:
                 rows, captured, mask = passes.run(encoder, batch, hooks)
-                at = test_of_row[rows]
-                keep = at >= 0
-                keep_on = torch.from_numpy(keep).to(encoder.device)
-                for source in sources:
-                    x = _float16_rows(captured, source.hooks, mask, keep_on).cpu().numpy()
-                    residual = x - means[source.layer][position_of_row[rows][keep]] if source.layer in means else None
-                    for kind, key, (cols, fit) in wanted:
-                        if key not in source.columns:
-                            continue
-                        block = x if kind == "main" else residual
-                        out[(kind, key)][at[keep]] = ((block[:, cols] - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
+                held = held_out.test_of_row[rows] >= 0
+                held_on = torch.from_numpy(held).to(encoder.device)
+                predict(held_out.test_of_row[rows[held]], rows[held],
+                        {source.layer: _float16_rows(captured, source.hooks, mask, held_on) for source in sources})
                 del captured
                 bar.update(int(lengths[batch].sum()))
 

@@ -90,6 +90,29 @@ def test_the_routes_agree_on_other_requests(setup, tmp_path, task, segment, fiel
     assert_same_tables(store, storeless)
 
 
+def test_held_out_states_kept_in_memory_or_run_again_give_the_same_table(setup, tmp_path, monkeypatch):
+    """Pass 1 keeps the held-out states for the predictions up to --held-out-memory-mb: all of them (one forward
+    pass), some (a second pass over the rest) or none; the table is the store route's every time."""
+    import probes.storeless as storeless
+
+    checkpoint, corpus = setup
+    kwargs = dict(task="segment", corpus=str(corpus), n_boot=100, progress=False)
+    store = probe_positions(str(checkpoint), store=True, store_root=tmp_path / "stores", **kwargs)
+    forwards, kept = [], []
+    run, claim = storeless._Pass.run, storeless._HeldOut.claim
+    monkeypatch.setattr(storeless._Pass, "run", lambda self, *a: forwards.append(len(a[1])) or run(self, *a))
+    monkeypatch.setattr(storeless._HeldOut, "claim", lambda self, *a: (claim(self, *a), kept.append(self.used))[0])
+    counts = {}
+    for budget in (2048.0, "first batch", 0.0):
+        if budget == "first batch":  # room for the first batch's held-out states, not for the next one's
+            budget = sorted(set(kept))[0] / 2**20
+        forwards.clear()
+        assert_same_tables(store, probe_positions(str(checkpoint), held_out_memory_mb=budget, **kwargs))
+        counts[budget] = sum(forwards)  # sequences through a model
+    one_pass, partial, none = counts.values()  # one pass: every sequence through the model and its control once
+    assert one_pass < partial < none, counts
+
+
 def test_the_default_route_writes_no_activations(setup, tmp_path, capsys):
     checkpoint, corpus = setup
     code, out, _ = run_main(capsys, probe_main, "--model", checkpoint, "--task", "token", "--corpus", corpus,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from scipy.linalg.blas import dsyrk as syrk
 
 from probes.gram import FoldSums
 
@@ -43,14 +44,16 @@ class PartStatistics:
         self.reference = torch.zeros(n_positions, width, dtype=torch.float64, device=self.device)
         self.seen = torch.zeros(n_positions, dtype=torch.bool, device=self.device)
         self.non_finite = torch.zeros(width, dtype=torch.int64, device=self.device)
+        self._lower_only = False  # the CPU's syrk sums only the lower triangle of each gram (_add_gram)
 
     def add(self, x: torch.Tensor, part: torch.Tensor, position: torch.Tensor, y: torch.Tensor) -> None:
         """Add rows ``x`` [m, p] (float64; NaN/inf are counted per column and summed as 0) in ``part`` [m]
-        at ``position`` [m] with targets ``y`` [m, k] (already shifted by their means)."""
+        at ``position`` [m] with targets ``y`` [m, k] (already shifted by their means).  Rows already in part
+        order (as ``probes.storeless`` gathers them) are summed where they lie; others are sorted first."""
         if len(x) == 0:
             return
-        finite = torch.isfinite(x)
-        if not bool(finite.all()):
+        if not bool(torch.isfinite(x.sum())):  # one reduction for the common case; a float64 sum of float16-range
+            finite = torch.isfinite(x)        # states cannot overflow, so a non-finite sum means a non-finite state
             self.non_finite += (~finite).sum(dim=0)
             x = torch.where(finite, x, torch.zeros((), dtype=x.dtype, device=x.device))
         new = ~self.seen[position]
@@ -67,25 +70,38 @@ class PartStatistics:
         z[:, self.p:self.p + self.k] = y
         z[:, -1] = 1.0
         self.cell.index_add_(0, part * self.n_positions + position, z)
-        order = torch.argsort(part, stable=True)
-        z = z[order]
-        bounds = torch.searchsorted(part[order], torch.arange(self.n_parts + 1, device=part.device)).tolist()
-        on_cpu = z.device.type == "cpu"  # numpy's x.T @ x is one BLAS syrk: half the work of torch's full GEMM
-        rows, gram = (z.numpy(), self.gram.numpy()) if on_cpu else (z, self.gram)
+        if len(part) > 1 and not bool((part[1:] >= part[:-1]).all()):
+            order = torch.argsort(part, stable=True)
+            z, part = z[order], part[order]
+        bounds = torch.searchsorted(part, torch.arange(self.n_parts + 1, device=part.device)).tolist()
         for f in range(self.n_parts):
             if bounds[f] < bounds[f + 1]:
-                block = rows[bounds[f]:bounds[f + 1]]
-                if on_cpu:
-                    gram[f] += block.T @ block
-                else:
-                    gram[f].addmm_(block.T, block)
+                self._add_gram(f, z[bounds[f]:bounds[f + 1]])
+
+    def _add_gram(self, f: int, block: torch.Tensor) -> None:
+        """gram[f] += block' block.  On a CPU, BLAS's syrk updates the lower triangle in place (half a GEMM's
+        work, no temporary); ``_symmetric`` fills the upper one before the sums are read."""
+        if block.device.type != "cpu":
+            self.gram[f].addmm_(block.T, block)
+            return
+        # block.T is [w, m] column-major and gram[f].T column-major: syrk's A A' into the upper triangle of
+        # the column-major matrix, which is the lower triangle of the row-major gram[f]
+        syrk(1.0, block.numpy().T, beta=1.0, c=self.gram[f].numpy().T, trans=0, lower=0, overwrite_c=1)
+        self._lower_only = True
+
+    def _symmetric(self) -> None:
+        if self._lower_only:
+            lower = torch.tril(self.gram)
+            self.gram = (lower + torch.tril(self.gram, diagonal=-1).transpose(1, 2)).contiguous()
+            self._lower_only = False
 
     # --- several ranks -----------------------------------------------------------------------
     def rereference(self, reference: torch.Tensor) -> None:
         """Express the sums around another per-position reference (exact algebra; no pass over rows)."""
+        self._symmetric()
         offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)
         offset[:, :self.p] = reference.to(self.device) - self.reference  # z_new = z - offset[pos]
-        self.gram = shifted_grams(self.gram, self.cells(), offset)
+        self.gram = shifted_grams(self.gram, self.cells(), offset).contiguous()  # syrk adds in place
         counts = self.cells()[:, :, -1:]
         self.cell -= (counts * offset[None]).reshape(self.cell.shape)
         self.reference = reference.to(self.device).clone()
@@ -95,6 +111,7 @@ class PartStatistics:
         agree on one reference per position (the lowest rank's that saw it)."""
         if not getattr(ranks, "grouped", False):
             return
+        self._symmetric()
         seen = ranks.gather(self.seen.cpu())
         references = ranks.gather(self.reference.cpu())
         common = torch.zeros_like(self.reference, device="cpu")
@@ -121,6 +138,7 @@ class PartStatistics:
 
     def augmented(self, centre: np.ndarray) -> np.ndarray:
         """The per-part sums of ``[x - centre_pos | y | 1][...]'`` (``centre``: [p] or [positions, p]), float64 numpy."""
+        self._symmetric()
         centre = torch.as_tensor(np.broadcast_to(centre, (self.n_positions, self.p)).copy(), dtype=torch.float64,
                                  device=self.device)
         offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)

@@ -89,7 +89,8 @@ def _hook_widths(encoder: Encoder, hooks: list[str]) -> dict:
 
 
 def _float16_rows(captured: dict, hooks: list[str], mask: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """[rows kept, d] float64 of the hooks side by side, each rounded to float16 as a store holds it."""
+    """[rows kept, d] float64 of the hooks side by side, each rounded to float16 as a store holds it.  ``keep``
+    picks (a mask) or picks and orders (indices) rows among the batch's real tokens."""
     index = torch.nonzero(mask.reshape(-1)).flatten()[keep]  # the kept real tokens' rows of the flattened batch
     widths = [int(captured[hook].shape[-1]) for hook in hooks]
     out = torch.empty(len(index), sum(widths), dtype=torch.float64, device=captured[hooks[0]].device)
@@ -340,11 +341,12 @@ def _statistics_pass(passes: _Pass, batches, models, hooks, sources, stats, layo
             for model, sums, targets in models:
                 rows, captured, mask = passes.run(model, batch, hooks)
                 part = layout.part_of_row[rows]
-                keep = part >= 0
+                keep = np.flatnonzero(part >= 0)
+                keep = keep[np.argsort(part[keep], kind="stable")]  # in part order: each part's rows summed in place
                 keep_on = torch.from_numpy(keep).to(device)
                 part_on = torch.from_numpy(part[keep]).to(device)
                 position_on = torch.from_numpy(layout.position_of_row[rows][keep]).to(device) if sums is stats \
-                    else torch.zeros(int(keep.sum()), dtype=torch.long, device=device)
+                    else torch.zeros(len(keep), dtype=torch.long, device=device)
                 y_on = torch.from_numpy(layout.Y_rows[rows][keep][:, targets]).to(device)
                 held = held_out.claim(rows[keep], passes.row_start) if sums is stats and held_out else None
                 held_on = torch.from_numpy(held).to(device) if held is not None else None

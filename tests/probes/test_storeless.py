@@ -149,6 +149,29 @@ def test_statistics_re_expressed_around_another_reference_are_the_same_sums():
         np.testing.assert_allclose(whole.augmented(means)[f], (rows.T @ rows).numpy(), rtol=1e-12, atol=1e-10)
 
 
+def test_statistics_summed_in_part_order_in_pieces_and_after_a_read_are_the_direct_sums():
+    """The CPU sums each part's Gram with syrk into one triangle, in place: rows given in part order or not, in
+    several pieces, with a read (which fills the other triangle) between two adds, the sums are the direct ones."""
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(400, 6, generator=generator, dtype=torch.float64) * 4.0
+    part, position = torch.randint(0, 4, (400,), generator=generator), torch.randint(0, 9, (400,), generator=generator)
+    y = torch.randn(400, 2, generator=generator, dtype=torch.float64)
+    direct = PartStatistics(6, 2, 4, 9)
+    direct.add(x, part, position, y)
+    expected = direct.augmented(np.zeros(6))
+    rows = torch.cat([x, y, torch.ones(400, 1, dtype=torch.float64)], dim=1)
+    for f in range(4):  # the augmented sums around 0 are plain Grams of [x | y | 1]
+        np.testing.assert_allclose(expected[f], (rows[part == f].T @ rows[part == f]).numpy(), rtol=1e-12, atol=1e-9)
+    ordered, pieces = PartStatistics(6, 2, 4, 9), PartStatistics(6, 2, 4, 9)
+    order = torch.argsort(part, stable=True)
+    ordered.add(x[order], part[order], position[order], y[order])
+    for piece in torch.arange(400).split(130):
+        pieces.add(x[piece], part[piece], position[piece], y[piece])
+        pieces.augmented(np.zeros(6))  # a read between adds
+    for stats in (ordered, pieces):
+        np.testing.assert_allclose(stats.augmented(np.zeros(6)), expected, rtol=1e-12, atol=1e-9)
+
+
 # --- under torchrun: statistics summed over ranks -------------------------------------------------
 def _rank_main(rank, world_size, rendezvous, checkpoint, corpus, fail, report):
     torch.set_num_threads(1)

@@ -6,9 +6,11 @@ standalone HTML page (``dstg_interp.plots.attention_view``), and optionally its 
         --out figures/attention_view                 # the committed view: the study's head classes, a PNG beside it
 
 Writes into ``--out`` (default dstg-results/figures/attention_view/): ``attention_view.html`` (open it in any
-browser; nothing is fetched), ``config.json``, and with ``--screenshot`` ``attention_view.png`` (needs ``chromium``
-on the PATH: Debian's package).  Bad input (a text longer than the model's positions, a panel the model does not
-have, no chromium for ``--screenshot``) is one line and exit code 2, nothing written.
+browser; nothing is fetched), ``config.json`` (the config, what was drawn and the versions: dstg_interp, torch,
+transformers, and chromium's with a screenshot), and with ``--screenshot`` ``attention_view.png`` (needs
+``chromium`` on the PATH: Debian's package).  Bad input (a text longer than the model's positions, a panel the model
+does not have, no chromium for ``--screenshot``) is one line and exit code 2, nothing written; so is a screenshot
+chromium fails to draw (the page is drawn in a scratch folder first).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from dstg_interp.plots.attention_view import AttentionViewError, attention_view
+from dstg_interp.store.manifest import versions
 from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, run_as_command, save_config
 
 DEFAULT_TEXT = ("The miller mended the green door at dawn. Her cousin lost a copper pot after supper.\n\n"
@@ -68,27 +71,37 @@ def headless(*flags: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
 
 
+def chromium_version() -> str:
+    """``chromium --version``'s line (e.g. ``Chromium 150.0.7871.100 built on Debian ...``), for the manifest."""
+    done = subprocess.run([chromium(), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else f"unknown (exit {done.returncode})"
+
+
 def run(config: AttentionViewConfig) -> dict:
     started = time.perf_counter()
     heads = pd.read_csv(config.heads) if config.heads is not None else None
     view = attention_view(config.model, config.text, panels=config.panels, heads=heads, name=config.name)
     if config.heads is not None:
         view.label_source = f"from {config.heads}"
-    config.out.mkdir(parents=True, exist_ok=True)
-    page = view.save(config.out / HTML_NAME)
-    written = [page]
-    if config.screenshot:
-        with tempfile.TemporaryDirectory() as scratch:
+    found = versions()
+    with tempfile.TemporaryDirectory() as scratch:  # the screenshot first: a failed one leaves --out untouched
+        if config.screenshot:
             shot = Path(scratch) / PNG_NAME
-            done = headless(f"--window-size={config.width},{config.height}", f"--screenshot={shot}", page.resolve().as_uri())
+            draft = view.save(Path(scratch) / HTML_NAME)
+            done = headless(f"--window-size={config.width},{config.height}", f"--screenshot={shot}",
+                            draft.resolve().as_uri())
             if not shot.is_file():
-                raise AttentionViewError(f"chromium wrote no screenshot (exit {done.returncode}): "
-                                         f"{done.stderr.strip().splitlines()[-1:] or ''}")
+                last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+                raise AttentionViewError(f"chromium wrote no screenshot (exit {done.returncode}): {last}")
+            found["chromium"] = chromium_version()
+        config.out.mkdir(parents=True, exist_ok=True)
+        written = [view.save(config.out / HTML_NAME)]
+        if config.screenshot:
             shutil.move(str(shot), config.out / PNG_NAME)
-        written.append(config.out / PNG_NAME)
+            written.append(config.out / PNG_NAME)
     save_config(config, "experiments/fig_attention_view.py", model_name=view.model_name, n_tokens=len(view.tokens),
                 n_blocks=view.n_blocks, n_heads=view.n_heads, panels=list(view.panels),
-                head_classes=view.label_source, wall_s=round(time.perf_counter() - started, 1))
+                head_classes=view.label_source, versions=found, wall_s=round(time.perf_counter() - started, 1))
     print(f"{view.model_name}: {view.n_blocks} blocks x {view.n_heads} heads, {len(view.tokens)} tokens -> "
           + ", ".join(map(str, written)))
     return {"view": view, "files": written}

@@ -144,3 +144,18 @@ def test_logit_terms_in_a_trace_need_a_transformer_lens_hook_to_be_materialised(
     _, cache = model.run_with_cache(tokens, mask)
     assert torch.equal(ap_term, cache["blocks.0.attn.hook_logits_ap"])
     assert torch.equal(pattern, cache["blocks.0.attn.hook_pattern"])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_sequence_past_the_model_s_positions_is_the_model_s_one_line_error_in_a_trace(variant):
+    """nnsight hands the model's own refusal through unchanged: a ValueError of one line naming the limit, and no
+    value is left saved."""
+    model = tiny_model(variant).eval()
+    limit = model.config.max_positions
+    tokens = torch.randint(5, 97, (1, limit + 1), generator=torch.Generator().manual_seed(0))
+    traced, read = NNsight(model), {}
+    message = rf"^sequence length {limit + 1} exceeds max_positions={limit}; truncate the input$"
+    with pytest.raises(ValueError, match=message):
+        with traced.trace(tokens):
+            read["state"] = traced.get(stream_hooks(variant, 1)[0]).output.save()
+    assert read == {}

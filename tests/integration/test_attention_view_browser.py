@@ -1,9 +1,10 @@
 """The attention view in a real browser (Debian's Chromium, headless): the page loads with no console message of
 its own and, once its script has run, shows one card per head; a page that throws is caught the same way (so the
-check can fail).  CI installs chromium (.ci/run)."""
+check can fail).  CI installs chromium (.ci/run).  What runs without chromium (the refusal when it is missing, a
+screenshot it fails to draw) is in tests/plots/test_attention_view.py."""
 
+import json
 import re
-import shutil
 
 import pytest
 
@@ -34,6 +35,8 @@ def test_the_zoo_dstg_view_loads_clean_and_shows_every_head(tmp_path):
     assert dom.count('class="label"') == 24  # every head's class, computed on the text
     png = (tmp_path / "attention_view.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    versions = json.loads((tmp_path / "config.json").read_text())["versions"]
+    assert re.match(r"(Chromium|Google Chrome) \d+\.", versions["chromium"]) and versions["dstg_interp"]
 
 
 def test_a_page_that_throws_is_caught(tmp_path):
@@ -41,10 +44,3 @@ def test_a_page_that_throws_is_caught(tmp_path):
     page.write_text("<html><body><script>undefinedFunction();</script></body></html>")
     assert any("undefinedFunction" in line for line in loaded(page)[1])
 
-
-def test_screenshot_without_chromium_is_one_line(tmp_path, monkeypatch, capsys):
-    from experiments import figures
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    assert figures.main(["attention-view", "--screenshot", "--out", str(tmp_path / "x")]) == 2
-    assert "needs chromium on the PATH" in capsys.readouterr().err
-    assert not (tmp_path / "x").exists()

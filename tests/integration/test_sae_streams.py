@@ -42,3 +42,21 @@ def test_bad_streams_are_one_line_and_write_nothing(tmp_path, capsys, flags, mes
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0] and err[0].startswith("sae_streams: error:")
     assert not out.exists()
+
+
+def test_an_hf_encoder_without_the_stream_is_one_line_and_writes_nothing(tmp_path, capsys):
+    """An HF encoder read by the adapter has one state per layer ('full'): asking it for DSTG's AP stream is refused
+    before any store is built."""
+    from dstg_interp.tiny_zoo import tiny_documents
+    from hf_writers import write_tiny_bert
+
+    write_tiny_bert(tmp_path / "bert", tiny_documents(n_docs=8, seed=0))
+    capsys.readouterr()  # transformers' "Writing model shards" bar
+    out = tmp_path / "sae"
+    argv = [*SMALL, "--model", str(tmp_path / "bert"), "--name", "bert", "--streams", "ap", "--out", str(out)]
+    code = sae_streams.run_as_command(lambda: sae_streams.main(argv), "sae_streams")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0] == ("sae_streams: error: model bert has no 'ap' stream (it has full): only DSTG has separate "
+                      "sem / ap streams; read full")
+    assert not out.exists()

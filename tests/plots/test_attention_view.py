@@ -4,17 +4,19 @@ the maps, the one-line refusals, the command; the page in a real browser is test
 import base64
 import json
 import re
+import shutil
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
+import dstg_interp
 from dstg_interp import open_encoder
 from dstg_interp.encoders.hf import load_hf_encoder
 from dstg_interp.plots.attention_view import AttentionViewError, attention_view
 from dstg_interp.tiny_zoo import tiny_documents
-from experiments import figures
+from experiments import fig_attention_view, figures
 from hf_writers import write_tiny_bert
 
 TEXT = "The miller mended the green door at dawn."
@@ -59,7 +61,8 @@ def test_labels_from_a_study_table_and_a_panel_choice():
         attention_view("dstg", TEXT, heads=table.assign(model="rope"))
 
 
-@pytest.mark.parametrize("model, panels", [("rope", ("pattern", "content")), ("rp", ("pattern", "content", "rp"))])
+@pytest.mark.parametrize("model, panels", [("rope", ("pattern", "content")), ("ap", ("pattern", "content")),
+                                           ("rp", ("pattern", "content", "rp"))])
 def test_baselines_show_their_own_terms(model, panels):
     view = attention_view(model, TEXT)
     assert view.panels == panels
@@ -95,9 +98,29 @@ def test_the_command_writes_the_page_and_refuses_bad_input(tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["attention_view.html", "config.json"]
     config = json.loads((out / "config.json").read_text())
     assert config["n_blocks"] == 6 and config["n_heads"] == 4 and config["panels"] == ["pattern", "sem", "ap", "rp"]
+    assert config["versions"]["dstg_interp"] == dstg_interp.__version__
+    assert config["versions"]["torch"] == torch.__version__ and "chromium" not in config["versions"]  # no screenshot
     capsys.readouterr()
     for flags in (["--panels", "xp"], ["--text", "the door " * 100]):
         assert figures.main(["attention-view", "--model", "dstg", "--out", str(tmp_path / "bad"), *flags]) == 2
         error = capsys.readouterr().err.strip()
         assert error.startswith("dstg-figures attention-view: error: ") and "\n" not in error
         assert not (tmp_path / "bad").exists()
+
+
+def test_screenshot_without_chromium_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert figures.main(["attention-view", "--screenshot", "--out", str(tmp_path / "x")]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "needs chromium on the PATH" in error and "\n" not in error
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_screenshot_chromium_fails_to_draw_leaves_nothing(tmp_path, monkeypatch, capsys):
+    """A browser that exits without a PNG: one line, exit 2, and not even the page is left in --out."""
+    monkeypatch.setattr(fig_attention_view, "chromium", lambda: "false")  # found, but draws nothing
+    out = tmp_path / "view"
+    assert figures.main(["attention-view", "--model", "dstg", "--text", TEXT, "--screenshot", "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("dstg-figures attention-view: error: chromium wrote no screenshot (exit 1)")
+    assert "\n" not in error and not out.exists()

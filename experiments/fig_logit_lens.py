@@ -3,13 +3,16 @@ item 2).
 
     python -m experiments.fig_logit_lens --out figures/logit_lens       # the zoo, every training seed
     python -m experiments.fig_logit_lens --tiny --out /tmp/fig           # tiny random models, seconds
+    python -m experiments.fig_logit_lens --model path/to/mlm --out /tmp/fig   # your masked LMs (--model, --name)
 
 Per zoo member (``--model-seeds``), ``n_sequences`` held-out en-mix windows of ``length`` tokens with ``n_masked``
 masked positions each; ``dstg_interp.analysis.mlm_lens.logit_lens`` decodes every layer's state through the
 model's own final norm and MLM head (DSTG: its semantic stream, the one its head reads): top-1 accuracy on the
 masked tokens, top-1 agreement with the model's final answer and KL(final || lens).  Controls: the random-init twin
 of each member read the same way, and chance (always the batch's most frequent masked token).  The lens at the
-last layer is the model's output (agreement 1, KL 0: the check each run repeats).
+last layer is the model's output (agreement 1, KL 0: the check each run repeats).  With ``--model``, the models with
+a masked-LM head are read; a model without one is left out in one line, and a list with none is refused in one
+line (exit 2, nothing written).
 
 Writes into ``--out`` (default dstg-results/figures/logit_lens/): logit_lens.csv (one row per model x seed x
 layer x subspace, ``control`` = trained / random init), lens_by_layer (PNG + PDF + JSON: accuracy, agreement,
@@ -29,8 +32,9 @@ from dstg_interp import open_encoder
 from dstg_interp.analysis.mlm_lens import logit_lens
 from dstg_interp.plots import measurements, plot_by_layer
 from experiments.fig_interventions import windows
-from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, parse_config, run_as_command,
-                                       save_config, with_member_columns)
+from experiments.figure_inputs import (MLM_HEAD, OUTPUT_DIR, SeedsFigureConfig, inputs_for, parse_config,
+                                       readable_members, run_as_command, save_config, with_member_columns,
+                                       without_mlm_head)
 
 METRICS = ("top1_accuracy", "top1_agreement", "kl_to_final")
 
@@ -47,9 +51,11 @@ def run(config: LensFigureConfig) -> dict:
     started = time.perf_counter()
     inputs = inputs_for(config, n_docs=None if config.tiny else 200)
     length = min(config.length, 24) if config.tiny else config.length
+    members, notes = (readable_members(inputs, "fig_logit_lens", MLM_HEAD, without_mlm_head, config.quiet)
+                      if inputs.given else (list(inputs.models), {}))
     tables = []
-    for name, model in inputs.models.items():
-        encoder = open_encoder(model)
+    for name in members:
+        encoder = open_encoder(inputs.models[name])
         tokens, mask = windows(encoder, inputs.documents, length, config.n_sequences)
         for control, reader in (("trained", encoder), ("random init", encoder.random_init())):
             table = logit_lens(reader, tokens, mask, n_masked=config.n_masked, seed=config.seed)
@@ -66,7 +72,8 @@ def run(config: LensFigureConfig) -> dict:
                   bands="bands: min-max over training seeds",
                   numbers={"chance_accuracy": float(trained.chance_accuracy.mean()),
                            "random_init": table[table.control == "random init"]})
-    save_config(config, "experiments/fig_logit_lens.py", wall_s=round(time.perf_counter() - started, 1))
+    save_config(config, "experiments/fig_logit_lens.py", **({"notes": notes} if notes else {}),
+                wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         print(over_seeds.pivot_table(index="layer", columns="model", values="top1_accuracy").to_string(float_format="%.3f"))
     return {"lens": table}

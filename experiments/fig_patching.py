@@ -2,6 +2,7 @@
 
     python -m experiments.fig_patching --out figures/patching          # the zoo, seed 0 (the committed gallery)
     python -m experiments.fig_patching --tiny --out /tmp/fig            # tiny random models, seconds
+    python -m experiments.fig_patching --model path/to/mlm --out /tmp/fig   # your masked LMs (--model, --name)
 
 Per zoo member (``--model-seeds``, default seed 0), ``n_sequences`` held-out en-mix windows of ``length`` tokens with
 ``n_masked`` masked positions (the same in every row) become clean / corrupted pairs
@@ -14,6 +15,9 @@ forward/backward pair.  Controls, at the masked positions only: the clean state 
 patch carrying the wrong sentence, ``source="other"``) and the random-init twin of each model patched the same way.
 Where attribution breaks: on a tiny random DSTG and RoPE (float64), r of attribution against exact patches of a
 fraction of the state difference, from 1e-3 to 1 (``attribution_curve.csv``).
+With ``--model``, the models with a masked-LM head are read (a model without one is left out in one line, a list
+with none refused in one line: exit 2, nothing written); an HF encoder has no per-head values (``hook_z``), so its
+heads are not patched, and the offset is cut to fit a model's position table (said in one line).
 
 Writes into ``--out`` (default dstg-results/figures/patching/): patching.csv (every exact patch), attribution.csv,
 heads.csv, controls.csv, agreement.csv (r per model x corruption x subspace), attribution_curve.csv, summary.csv
@@ -38,7 +42,8 @@ from dstg_interp.model import build_model
 from dstg_interp.plots import plot_attribution_agreement, plot_patching_map
 from dstg_interp.tiny_zoo import tiny_config
 from experiments.fig_interventions import windows
-from experiments.figure_inputs import OUTPUT_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config
+from experiments.figure_inputs import (MLM_HEAD, OUTPUT_DIR, FigureConfig, inputs_for, parse_config, readable_members,
+                                       run_as_command, save_config, say_not_applicable, without_mlm_head)
 
 CURVE_FRACTIONS = (1e-3, 1e-2, 0.1, 0.3, 1.0)
 
@@ -53,15 +58,21 @@ class PatchingFigureConfig(FigureConfig):
     offset: int = field(default=32, metadata={"help": "positions the 'offset' corruption moves the window"})
 
 
-def _corruptions(variant: str) -> list[tuple[str, str]]:
-    return [("shuffle", "logit_diff")] + ([("offset", "kl")] if variant in ("dstg", "ap") else [])
+def _corruptions(variant: str, offset: int) -> list[tuple[str, str]]:
+    return [("shuffle", "logit_diff")] + ([("offset", "kl")] if variant in ("dstg", "ap") and offset >= 1 else [])
 
 
-def patch_member(encoder, tokens, mask, config, labels: dict) -> dict:
+def fitted_offset(encoder, length: int, offset: int) -> int:
+    """The offset as asked, or cut to what the model's position table leaves after a ``length``-token window."""
+    return min(offset, encoder.max_positions - length)
+
+
+def patch_member(encoder, tokens, mask, config, labels: dict, offset: int | None = None) -> dict:
     tables = {key: [] for key in ("patching", "attribution", "heads", "controls", "agreement")}
-    for corruption, metric in _corruptions(encoder.variant):
+    offset = config.offset if offset is None else offset
+    for corruption, metric in _corruptions(encoder.variant, offset):
         pair = patching_pair(encoder, tokens, mask, corruption=corruption, n_masked=config.n_masked,
-                             offset=config.offset, seed=config.seed)
+                             offset=offset, seed=config.seed)
         keys = {**labels, "corruption": corruption}
         try:
             exact = patch_states(encoder, pair, metric=metric).assign(**keys)
@@ -74,12 +85,13 @@ def patch_member(encoder, tokens, mask, config, labels: dict) -> dict:
         tables["attribution"].append(approximate)
         tables["agreement"].append(pd.DataFrame([{**keys, "metric": metric, "subspace": s, "r": r, "n": agreement["n"]}
                                                  for s, r in agreement.items() if s != "n"]))
-        tables["heads"].append(patch_heads(encoder, pair, metric=metric).assign(**keys))
+        if encoder.kind != "hf":  # an HF encoder has no per-head values to patch (hook_z)
+            tables["heads"].append(patch_heads(encoder, pair, metric=metric).assign(**keys))
         other = patch_states(encoder, pair, metric=metric, positions=pair.clean.positions, source="other")
         controls = [other.assign(control="other window")]
         twin = encoder.random_init()
         twin_pair = patching_pair(twin, tokens, mask, corruption=corruption, n_masked=config.n_masked,
-                                  offset=config.offset, seed=config.seed)
+                                  offset=offset, seed=config.seed)
         try:  # a random model's output may not move at all under the corruption: then there is nothing to patch
             controls.append(patch_states(twin, twin_pair, metric=metric, positions=twin_pair.clean.positions)
                             .assign(control="random init"))
@@ -140,20 +152,32 @@ def run(config: PatchingFigureConfig) -> dict:
     inputs = inputs_for(config, n_docs=60 if not config.tiny else None)
     length = min(config.length, 24) if config.tiny else config.length
     tables = {key: [] for key in ("patching", "attribution", "heads", "controls", "agreement")}
-    for name, model in inputs.models.items():
-        encoder = open_encoder(model)
+    members, notes = (readable_members(inputs, "fig_patching", MLM_HEAD, without_mlm_head, config.quiet)
+                      if inputs.given else (list(inputs.models), {}))
+    said = {}
+    for name in members:
+        encoder = open_encoder(inputs.models[name])
+        offset = fitted_offset(encoder, length, config.offset)
+        if encoder.variant in ("dstg", "ap") and offset != config.offset:
+            said[name] = (f"{encoder.max_positions} positions: offset {offset}" if offset >= 1 else
+                          f"{encoder.max_positions} positions: no room for an offset, shuffle only")
+        if encoder.kind == "hf":
+            said[name] = (said[name] + "; " if name in said else "") + "an HF encoder: no per-head patching (no hook_z)"
         tokens, mask = windows(encoder, inputs.documents, length, config.n_sequences)
         variant, model_seed = inputs.member(name)
-        for key, parts in patch_member(encoder, tokens, mask, config, {"model": variant, "seed": model_seed}).items():
+        labels = {"model": variant, "seed": model_seed}
+        for key, parts in patch_member(encoder, tokens, mask, config, labels, offset=offset).items():
             tables[key] += parts
-    results = {key: pd.concat(parts, ignore_index=True) for key, parts in tables.items()}
+    say_not_applicable("fig_patching", said, quiet=config.quiet)
+    results = {key: pd.concat(parts, ignore_index=True) if parts else pd.DataFrame() for key, parts in tables.items()}
     results["attribution_curve"] = attribution_curve(config.seed)
     results["summary"] = summarise(results["patching"])
     config.out.mkdir(parents=True, exist_ok=True)
     for key, table in results.items():
         table.to_csv(config.out / f"{key}.csv", index=False)
     draw(results, config.out)
-    save_config(config, "experiments/fig_patching.py", wall_s=round(time.perf_counter() - started, 1))
+    save_config(config, "experiments/fig_patching.py", **({"notes": notes} if notes else {}),
+                wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:
         print(results["agreement"].pivot_table(index=["model", "corruption"], columns="subspace", values="r")
               .to_string(float_format="%.3f"))

@@ -349,6 +349,14 @@ def has_mlm_head(model) -> bool:
     return not getattr(model.config, "encoder_only", False)
 
 
+MLM_HEAD = "a masked-LM head (its measurements are read on the MLM output)"
+
+
+def without_mlm_head(name: str, model) -> str | None:
+    """``readable_members``' reason for the figures that score the MLM output: why ``model`` cannot be read."""
+    return None if has_mlm_head(model) else "no masked-LM head: nothing to score"
+
+
 class FigureCannotRead(ValueError):
     """No model of a figure's list holds what the figure draws (one line, exit 2, nothing written)."""
 

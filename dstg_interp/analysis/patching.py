@@ -120,8 +120,13 @@ class _Reference:
     corrupted: float
 
 
+def _at_least_float32(x: torch.Tensor) -> torch.Tensor:
+    """Half precision up to float32; float64 kept, so a float64 model's recoveries are exact to float64."""
+    return x if x.dtype == torch.float64 else x.float()
+
+
 def _metric(logits: torch.Tensor, reference: _Reference, metric: str) -> torch.Tensor:
-    rows = logits[reference.scored].float()
+    rows = _at_least_float32(logits[reference.scored])
     if metric == "logit_diff":
         return (rows.gather(1, reference.answers[:, None]) - rows.gather(1, reference.wrong[:, None])).mean()
     log_q = rows.log_softmax(-1)
@@ -132,8 +137,8 @@ def _reference(encoder: Encoder, pair: PatchingPair, metric: str) -> _Reference:
     if metric not in METRICS:
         raise EncoderError(f"unknown metric {metric!r}; use {', '.join(METRICS)}")
     with torch.no_grad():
-        clean = mlm_logits(encoder, pair.clean.tokens, pair.attention_mask).float()
-        corrupted = _corrupted_logits(encoder, pair).float()
+        clean = _at_least_float32(mlm_logits(encoder, pair.clean.tokens, pair.attention_mask))
+        corrupted = _at_least_float32(_corrupted_logits(encoder, pair))
     scored = pair.clean.scored
     answers = pair.clean.targets[scored]
     top2 = corrupted[scored].topk(2, dim=-1).indices

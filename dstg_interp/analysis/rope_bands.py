@@ -27,7 +27,9 @@ offset, and over a window the fast planes move most, so it scores positional (th
 ``positional_score`` beside it is the share of the head's logit variance (within query) explained by the
 offset alone, the pattern-free cousin of ``heads.positional_score``.  Models without rotary heads (DSTG, AP,
 RP, BERT-family HF encoders) are refused in one line.  The authors' NeoBERT (``chandar-lab/NeoBERT`` layout)
-loads as a model of ours with rotary heads and is read the same way.
+loads as a model of ours with rotary heads and is read the same way.  A Hugging Face RoPE encoder read through
+the HF adapter (ModernBERT, ...) is refused in one line too, saying why: the adapter exposes its hidden states,
+not its heads' queries and keys.
 """
 
 from __future__ import annotations
@@ -48,8 +50,20 @@ BAND_COLUMNS = ["layer", "head", "band", "first_plane", "last_plane", "frequency
 SWEEP_THRESHOLDS = tuple(np.round(np.arange(0.50, 0.901, 0.05), 2))
 
 
+def hf_rope(encoder: Encoder) -> bool:
+    """An HF encoder whose config has rotary embeddings (ModernBERT, ...): its heads are rotary, but the adapter
+    exposes hidden states only, not the queries and keys before the rotation that the split reads."""
+    config = getattr(encoder.model, "config", None) if encoder.kind == "hf" else None
+    return any(getattr(config, key, None) is not None for key in ("rope_parameters", "rope_theta"))
+
+
 def rotary_of(encoder: Encoder, block: int):
     """The ``Rotary`` module of a block, or one clear EncoderError for a model without rotary heads."""
+    if hf_rope(encoder):
+        raise EncoderError(f"{encoder.name}: a Hugging Face RoPE encoder ({encoder.variant}); the frequency-band split "
+                           "reads each head's queries and keys before the rotation, which the Hugging Face adapter "
+                           "does not expose (hidden states only): read a RoPE model of ours or the authors' NeoBERT "
+                           "layout (chandar-lab/NeoBERT)")
     if encoder.kind == "hf" or encoder.variant != "rope":
         raise EncoderError(f"{encoder.name}: the frequency-band split needs rotary (RoPE) heads; this "
                            f"{encoder.variant!r} model has none (position enters {position_mechanism(encoder.variant)})")

@@ -8,12 +8,16 @@ import numpy as np
 import pytest
 import torch
 from conftest import tiny_model
+from hf_writers import write_tiny_bert
+from tokenizers import Tokenizer
+from transformers import ModernBertConfig, ModernBertForMaskedLM
 
 from dstg_interp import EncoderError
-from dstg_interp.analysis import band_stats, band_sweep, classify_band_heads
+from dstg_interp.analysis import band_stats, band_sweep, classify_band_heads, logit_lens
 from dstg_interp.analysis.rope_bands import plane_logits
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.edits import edit_hooks
+from dstg_interp.tiny_zoo import tiny_documents
 
 torch.set_num_threads(1)
 AUTHORS = Path(__file__).resolve().parents[1] / "fixtures" / "authors-format"
@@ -77,9 +81,31 @@ def test_the_authors_neobert_layout_is_read():
     assert len(heads) == encoder.n_layers * encoder.n_heads and heads.high_share.between(0, 1).all()
 
 
-def test_a_model_without_rotary_heads_is_one_clear_error():
+def test_a_model_without_rotary_heads_is_one_clear_error(tmp_path):
     for encoder in (open_encoder(tiny_model("dstg").eval()), open_encoder(AUTHORS / "posneobert-baseline-ap")):
         with pytest.raises(EncoderError, match="needs rotary"):
             band_stats(encoder, batch())
+    write_tiny_bert(tmp_path / "bert", tiny_documents(n_docs=6))
+    with pytest.raises(EncoderError, match="needs rotary .* has none"):
+        band_stats(open_encoder(tmp_path / "bert"), batch() % 20)
     with pytest.raises(EncoderError, match="n_bands"):
         band_stats(open_encoder(tiny_model("rope").eval()), batch(), n_bands=9)
+
+
+def test_a_hugging_face_rope_encoder_is_refused_saying_why(tmp_path):
+    """A tiny random ModernBERT (rotary heads, read by the HF adapter): its hidden states are read (the lens at the
+    last layer is its output), but its heads' queries and keys are not exposed, and the refusal says so."""
+    write_tiny_bert(tmp_path / "bert", tiny_documents(n_docs=6))  # for its tokenizer
+    tokenizer = Tokenizer.from_file(str(tmp_path / "bert" / "tokenizer.json"))
+    special = {f"{name}_token_id": tokenizer.token_to_id(f"[{name.upper()}]") for name in ("pad", "cls", "sep")}
+    config = ModernBertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=64,
+                              num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64, **special)
+    torch.manual_seed(0)
+    ModernBertForMaskedLM(config).eval().save_pretrained(tmp_path / "modernbert", safe_serialization=True)
+    tokenizer.save(str(tmp_path / "modernbert" / "tokenizer.json"))
+    encoder = open_encoder(tmp_path / "modernbert", mlm_head=True)
+    tokens = batch(length=12) % encoder.vocab_size
+    with pytest.raises(EncoderError, match="Hugging Face RoPE encoder .* does not expose"):
+        band_stats(encoder, tokens)
+    lens = logit_lens(encoder, tokens, n_masked=2)
+    assert lens.kl_to_final.iloc[-1] == pytest.approx(0.0, abs=1e-5) and lens.top1_agreement.iloc[-1] == 1.0

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from experiments import claims, fig_probes, run_all
+from experiments import claims, fig_decomposition, fig_logit_lens, fig_patching, fig_probes, fig_rope_bands, run_all
 from experiments.figure_inputs import parse_config
 
 torch.set_num_threads(1)
@@ -302,3 +302,45 @@ def test_width_matched_and_sweep_claims_on_hand_written_numbers():
     assert {c["id"]: c for c in claims.head_claims(heads, sweep)}["heads_no_rp"]["verdict"] == "partly"
     sweep.loc[0, "label"] = "mixed"
     assert {c["id"]: c for c in claims.head_claims(heads, sweep)}["heads_no_rp"]["verdict"] == "holds"
+
+
+# --- issue 40's figures (not in run_all): each on the tiny zoo, its files and its known answer ----------------
+@pytest.mark.parametrize("script, files", [
+    (fig_patching, ["patching.csv", "attribution.csv", "heads.csv", "controls.csv", "agreement.csv",
+                    "attribution_curve.csv", "summary.csv"]),
+    (fig_logit_lens, ["logit_lens.csv"]),
+    (fig_rope_bands, ["bands.csv", "heads.csv", "sweep.csv"]),
+    (fig_decomposition, ["decomposition.csv"]),
+], ids=["patching", "logit_lens", "rope_bands", "decomposition"])
+def test_round_two_figures_on_the_tiny_zoo(script, files, tmp_path):
+    out = tmp_path / "out"
+    script.main(["--tiny", "--quiet", "--out", str(out), "--store-root", str(tmp_path / "stores")])
+    assert all((out / name).stat().st_size > 0 for name in files + ["config.json"])
+    tables = {name: pd.read_csv(out / name) for name in files}
+    if script is fig_patching:
+        _non_empty_figure(out, "patching_map_shuffle")
+        _non_empty_figure(out, "attribution")
+        curve = tables["attribution_curve.csv"]
+        assert (curve[(curve.fraction == 1e-3) & (curve.subspace == "all")].r > 0.99).all()  # the derivative
+        patching = tables["patching.csv"]
+        unused = patching[(patching.model == "dstg") & (patching.subspace == "ap")
+                          & (patching.layer == patching.layer.max()) & (patching.corruption == "shuffle")]
+        assert len(unused) and (unused.recovery == 0).all()  # the head reads the semantic stream only
+    elif script is fig_logit_lens:
+        _non_empty_figure(out, "lens_by_layer")
+        lens = tables["logit_lens.csv"]
+        last = lens[lens.layer == lens.layer.max()]
+        assert set(lens.model) >= {"dstg", "rope", "ap", "rp"}
+        assert (last.kl_to_final.abs() < 1e-5).all() and (last.top1_agreement == 1.0).all()
+    elif script is fig_rope_bands:
+        _non_empty_figure(out, "band_shares")
+        bands = tables["bands.csv"]
+        assert set(bands.model) == {"rope", "rope-random init"}
+        assert (bands.groupby(["model", "seed", "layer", "head"]).share.sum() - 1).abs().max() < 1e-9
+    else:
+        _non_empty_figure(out, "shares_by_layer")
+        table = tables["decomposition.csv"]
+        shares = table[[f"share_{part}" for part in ("mean", "position", "context", "residual")]].sum(axis=1)
+        assert (shares - 1).abs().max() < 1e-6
+        layer0_ap = table[(table.model == "dstg") & (table.subspace == "ap") & (table.layer == 0)]
+        assert len(layer0_ap) and (layer0_ap.centred_share_position > 0.999).all()  # the table rows: position only

@@ -16,10 +16,12 @@ import pandas as pd
 import pytest
 import torch
 
-from experiments import (fig_ap_manifold, fig_erasure, fig_extrapolation, fig_heads, fig_interventions, fig_invariance,
-                         fig_probes, holmes_suite)
+from dstg_interp.tiny_zoo import tiny_documents
+from experiments import (fig_ap_manifold, fig_decomposition, fig_erasure, fig_extrapolation, fig_heads, fig_interventions,
+                         fig_invariance, fig_logit_lens, fig_patching, fig_probes, fig_rope_bands, holmes_suite)
 from experiments.figure_inputs import run_as_command
-from your_models import write_your_models
+from hf_writers import write_tiny_bert
+from your_models import POSITIONS, write_your_models
 
 torch.set_num_threads(1)
 FIXTURE_BENCHMARK = Path(__file__).resolve().parents[1] / "fixtures" / "holmes" / "benchmark"
@@ -140,6 +142,56 @@ def test_holmes_suite_takes_a_model_list(models, tmp_path):
     assert (out / "holmes_areas.png").is_file()
 
 
+def test_patching_and_the_lens_read_every_masked_lm_of_the_list(models, tmp_path, capsys):
+    folders, root = models
+    bert_mlm = tmp_path / "tiny-bert-mlm"  # an HF masked LM (BertForMaskedLM): the HF path of both figures
+    write_tiny_bert(bert_mlm, tiny_documents(40)[:20], mlm_head=True, max_positions=POSITIONS)
+    names = ["mine", "PosNeoBERT", "BERT-MLM", "MiniLM-like"]
+    argv = ["--tiny", "--model", str(folders["tiny-dstg"]), str(folders["posneobert-dstg"]), str(bert_mlm),
+            str(folders["tiny-bert"]), "--name", *names, "--store-root", str(root / "stores")]
+    assert run(fig_patching, "fig_patching", argv + ["--out", str(tmp_path / "patching")]) == 0
+    patching = pd.read_csv(tmp_path / "patching" / "patching.csv")
+    assert list(dict.fromkeys(patching.model)) == names[:3]  # MiniLM-like has no MLM head
+    assert set(patching[patching.model == "BERT-MLM"].subspace) == {"full"}
+    assert set(pd.read_csv(tmp_path / "patching" / "heads.csv").model) == {"mine", "PosNeoBERT"}  # no hook_z in HF
+    offset = patching[(patching.model == "PosNeoBERT") & (patching.corruption == "offset")]
+    assert len(offset) > 0  # 32 positions: the offset cut to fit, not refused
+    said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[fig_patching]")]
+    assert "[fig_patching] MiniLM-like: no masked-LM head: nothing to score" in said
+    assert "[fig_patching] BERT-MLM: an HF encoder: no per-head patching (no hook_z)" in said
+    assert "[fig_patching] PosNeoBERT: 32 positions: offset 8" in said
+
+    assert run(fig_logit_lens, "fig_logit_lens", argv + ["--out", str(tmp_path / "lens")]) == 0
+    lens = pd.read_csv(tmp_path / "lens" / "logit_lens.csv")
+    assert list(dict.fromkeys(lens.model)) == names[:3]
+    trained = lens[lens.control == "trained"]
+    last = trained[trained.layer == trained.groupby(["model", "subspace"]).layer.transform("max")]
+    assert (last.kl_to_final.abs() < 1e-5).all() and (last.top1_agreement == 1.0).all()  # the lens's known answer
+    assert "[fig_logit_lens] MiniLM-like: no masked-LM head: nothing to score" in capsys.readouterr().err
+    assert json.loads((tmp_path / "lens" / "config.json").read_text())["notes"] == {
+        "MiniLM-like": "no masked-LM head: nothing to score"}
+
+
+def test_rope_bands_read_the_rotary_models_of_the_list(models, tmp_path, capsys):
+    folders, root = models
+    out = tmp_path / "rope_bands"
+    argv = ["--tiny", "--model", str(folders["neobert-hf"]), str(folders["tiny-dstg"]), "--name", "NeoBERT", "mine",
+            "--out", str(out), "--store-root", str(root / "stores")]
+    assert run(fig_rope_bands, "fig_rope_bands", argv) == 0
+    heads = pd.read_csv(out / "heads.csv")
+    assert set(heads.model) == {"NeoBERT", "NeoBERT-random init"} and heads.high_share.between(0, 1).all()
+    assert "[fig_rope_bands] mine: no rotary heads: no frequency-band split" in capsys.readouterr().err
+
+
+def test_decomposition_names_every_model(models, tmp_path):
+    out = tmp_path / "decomposition"
+    assert run(fig_decomposition, "fig_decomposition", mixed(models, out)) == 0
+    table = pd.read_csv(out / "decomposition.csv")
+    assert list(dict.fromkeys(table.model)) == NAMES
+    shares = table[[f"share_{part}" for part in ("mean", "position", "context", "residual")]].sum(axis=1)
+    assert (shares - 1).abs().max() < 1e-6
+
+
 # --- bad input: one line, exit 2, nothing written ---------------------------------------------------------
 @pytest.mark.parametrize("script, prog, argv, message", [
     (fig_probes, "fig_probes", ["--name", "a", "a"], "--name gives 'a' twice"),
@@ -166,6 +218,13 @@ def test_the_same_model_twice_is_one_line(models, tmp_path, capsys):
     (fig_heads, "fig_heads", "tiny-bert", "fig_heads needs separate attention-logit terms"),
     (fig_interventions, "fig_interventions", "neobert-hf", "fig_interventions needs a position state of its own"),
     (fig_extrapolation, "fig_extrapolation", "posneobert-dstg-encoder", "fig_extrapolation needs a model of ours with an MLM head"),
+    # issue 40's bad input at the command line: a non-RoPE model to the band split, a model without an MLM head to
+    # the lens (and to patching, which scores the MLM output)
+    (fig_rope_bands, "fig_rope_bands", "tiny-dstg", "fig_rope_bands needs rotary (RoPE) heads"),
+    (fig_rope_bands, "fig_rope_bands", "tiny-bert", "fig_rope_bands needs rotary (RoPE) heads"),
+    (fig_logit_lens, "fig_logit_lens", "posneobert-dstg-encoder", "fig_logit_lens needs a masked-LM head"),
+    (fig_logit_lens, "fig_logit_lens", "tiny-bert", "fig_logit_lens needs a masked-LM head"),
+    (fig_patching, "fig_patching", "tiny-bert", "fig_patching needs a masked-LM head"),
 ])
 def test_a_model_the_figure_cannot_read_is_one_line(models, tmp_path, capsys, script, prog, folder, needs):
     folders, root = models

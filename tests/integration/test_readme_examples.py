@@ -67,6 +67,10 @@ SHRINK = {  # appended to the example's own flags: the same code path on a toy b
     "dstg-figures interventions": ["--tiny", "--quiet", "--n-sequences", "4"],
     "dstg-figures extrapolation": ["--tiny", "--quiet", "--max-windows", "16", "--n-draws", "1", "--max-tokens", "1500"],
     "dstg-figures invariance": ["--tiny", "--quiet"],
+    "dstg-figures patching": ["--tiny", "--quiet", "--n-sequences", "4"],
+    "dstg-figures logit-lens": ["--tiny", "--quiet", "--n-sequences", "4"],
+    "dstg-figures rope-bands": ["--tiny", "--quiet", "--n-sequences", "4"],
+    "dstg-figures decomposition": ["--tiny", "--quiet", "--n-sequences", "8"],
 }
 
 

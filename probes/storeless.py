@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
+from threadpoolctl import threadpool_limits
 
 from dstg_interp.encoders import Encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
@@ -40,6 +41,13 @@ from probes.statistics import PartStatistics
 __all__ = ["StorelessRequest", "StorelessUnsuitable", "storeless_fits"]
 
 FLOAT16_MAX = float(torch.finfo(torch.float16).max)
+
+
+def one_blas_thread():
+    """numpy's BLAS (the Gram sums) on one thread while torch runs the model on its own: OpenBLAS's threads
+    spin-wait between calls and take the cores from torch's forward (measured with and without in
+    ``benchmarks/README.md``, "How cost grows")."""
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 class StorelessUnsuitable(ValueError):
@@ -201,15 +209,17 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
     def statistics_pass():
         _statistics_pass(passes, batches, models, hooks, sources, stats, layout, held_out, device, progress, desc)
 
-    ranks.together(statistics_pass)  # a rank that fails stops every rank (OtherRankFailed), a dead one: PeerLost
+    with one_blas_thread():
+        ranks.together(statistics_pass)  # a rank that fails stops every rank (OtherRankFailed), a dead one: PeerLost
     for table in (stats, control_stats):
         for layer_stats in table.values():
             layer_stats.reduce(ranks)
 
     solved = _solve(sources, stats, control_stats, layout, len(plan.targets), F, request.residual is not None)
     # the held-out predictions the bootstrap resamples: from the rows pass 1 kept, then (pass 2) the rest
-    predictions = _predictions(encoder, passes, sources, layout.position_of_row, held_out, solved, hooks, progress,
-                               desc) if request.n_boot else {}
+    with one_blas_thread():
+        predictions = _predictions(encoder, passes, sources, layout.position_of_row, held_out, solved, hooks, progress,
+                                   desc) if request.n_boot else {}
     return _fit_tables(solved, predictions, layout, plan, request, control is not None)
 
 

@@ -149,6 +149,22 @@ def test_statistics_re_expressed_around_another_reference_are_the_same_sums():
         np.testing.assert_allclose(whole.augmented(means)[f], (rows.T @ rows).numpy(), rtol=1e-12, atol=1e-10)
 
 
+def test_the_passes_run_numpys_blas_on_one_thread_beside_torch(setup, monkeypatch):
+    """OpenBLAS's idle threads spin and take the cores from torch's forward: the statistics pass and the
+    prediction pass sum their Grams and predictions with numpy's BLAS limited to one thread."""
+    from threadpoolctl import threadpool_info
+
+    import probes.storeless as storeless
+
+    checkpoint, corpus = setup
+    seen = []
+    add = storeless.PartStatistics.add
+    monkeypatch.setattr(storeless.PartStatistics, "add", lambda self, *a: (
+        seen.append({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}), add(self, *a))[1])
+    probe_positions(str(checkpoint), task="segment", corpus=str(corpus), n_boot=0, controls=False, progress=False)
+    assert seen and all(threads == {1} for threads in seen), seen
+
+
 def test_statistics_summed_in_part_order_in_pieces_and_after_a_read_are_the_direct_sums():
     """The CPU sums each part's Gram with syrk into one triangle, in place: rows given in part order or not, in
     several pieces, with a read (which fills the other triangle) between two adds, the sums are the direct ones."""

@@ -40,6 +40,7 @@ AP-NeoBERT the position table's spectrum at every validation, ``table_curve``), 
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import json
 import shutil
@@ -50,7 +51,7 @@ from pathlib import Path
 
 import torch
 
-from dstg_interp import load_model
+from dstg_interp import ModelConfig, load_model
 from dstg_interp.config import MAX_SEED, VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import RESULTS_DIR, check_replaceable, write_text_atomic
@@ -153,6 +154,15 @@ def recipe_of(train_config: dict) -> dict:
     return json.loads(json.dumps(recipe))  # tuples as lists, as read back from disk
 
 
+def model_recipe(train_config: dict) -> dict:
+    """Every architecture field of a run's model but its seed, with ModelConfig's defaults for the fields its
+    train_config.json leaves out (the file records what differs from them): the normed residual, the FFN
+    mode, the RP bias, the tied head... -- what two seeds of one variant must share."""
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name not in ("seed", "source")}
+    model = {**defaults, **{k: v for k, v in train_config.get("model", {}).items() if k not in ("seed", "source")}}
+    return json.loads(json.dumps(model))
+
+
 def shares_recipe(member: str, variant: str) -> bool:
     """Whether a member of the zoo must have ``variant``'s recipe: the reference four share one; an extra arm
     (dstg-offset) has its own, so it is compared only with its own seeds."""
@@ -170,10 +180,16 @@ def check_zoo_recipe(zoo_dir: Path, variant: str, cfg: TrainConfig) -> None:
         saved = folder / CONFIG_FILE
         if not saved.is_file() or not shares_recipe(folder.name, variant):
             continue
-        held = recipe_of(json.loads(saved.read_text()))
-        differ = sorted(key for key in wanted.keys() | held.keys() if wanted.get(key) != held.get(key))
+        held_config = json.loads(saved.read_text())
+        held = recipe_of(held_config)
+        if folder.name.split("-seed")[0] == variant:  # another seed of this variant: its architecture too
+            wanted_here = {**wanted, **{f"model.{k}": v for k, v in model_recipe(cfg.to_dict()).items()}}
+            held = {**held, **{f"model.{k}": v for k, v in model_recipe(held_config).items()}}
+        else:
+            wanted_here = wanted
+        differ = sorted(key for key in wanted_here.keys() | held.keys() if wanted_here.get(key) != held.get(key))
         if differ:
-            shown = ", ".join(f"{key} {held.get(key)} here vs {wanted.get(key)}" for key in differ[:4])
+            shown = ", ".join(f"{key} {held.get(key)} here vs {wanted_here.get(key)}" for key in differ[:4])
             more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
             raise ValueError(f"{zoo_dir} holds {folder.name}, trained with another recipe ({shown}{more}); "
                              f"train {zoo_member(variant, cfg.seed)} into a new --out")

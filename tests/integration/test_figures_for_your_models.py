@@ -20,7 +20,7 @@ from dstg_interp.tiny_zoo import tiny_documents
 from experiments import (fig_ap_manifold, fig_decomposition, fig_erasure, fig_extrapolation, fig_heads, fig_interventions,
                          fig_invariance, fig_logit_lens, fig_patching, fig_probes, fig_rope_bands, holmes_suite)
 from experiments.figure_inputs import run_as_command
-from hf_writers import write_tiny_bert
+from hf_writers import write_tiny_bert, write_tiny_rotary
 from your_models import POSITIONS, write_your_models
 
 torch.set_num_threads(1)
@@ -181,6 +181,32 @@ def test_rope_bands_read_the_rotary_models_of_the_list(models, tmp_path, capsys)
     heads = pd.read_csv(out / "heads.csv")
     assert set(heads.model) == {"NeoBERT", "NeoBERT-random init"} and heads.high_share.between(0, 1).all()
     assert "[fig_rope_bands] mine: no rotary heads: no frequency-band split" in capsys.readouterr().err
+
+
+def test_rope_bands_read_a_hugging_face_modernbert_and_leave_another_rotary_family_out(tmp_path, capsys):
+    """A tiny random ModernBERT (an HF RoPE encoder) is read end to end, its random-init twin beside it; a RoFormer
+    (rotary heads, no row in the family table) is left out in one line; alone, it is refused (exit 2, nothing
+    written)."""
+    documents = tiny_documents(n_docs=6)
+    for family in ("modernbert", "roformer"):
+        write_tiny_rotary(tmp_path / family, documents, family)
+    out = tmp_path / "rope_bands"
+    argv = ["--tiny", "--model", str(tmp_path / "modernbert"), str(tmp_path / "roformer"), "--name", "ModernBERT",
+            "RoFormer", "--n-sequences", "4", "--out", str(out), "--store-root", str(tmp_path / "stores")]
+    assert run(fig_rope_bands, "fig_rope_bands", argv) == 0
+    assert {"bands.csv", "heads.csv", "sweep.csv", "band_shares.png", "band_shares.json", "config.json"} <= {
+        path.name for path in out.iterdir()}
+    heads = pd.read_csv(out / "heads.csv")
+    assert set(heads.model) == {"ModernBERT", "ModernBERT-random init"} and len(heads) == 2 * 3 * 4
+    assert heads.high_share.between(0, 1).all()
+    err = capsys.readouterr().err
+    assert "[fig_rope_bands] RoFormer: a Hugging Face RoPE encoder of a family the band split does not read (it reads modernbert)" in err
+    alone = tmp_path / "alone"
+    argv = ["--tiny", "--model", str(tmp_path / "roformer"), "--out", str(alone), "--store-root", str(tmp_path / "stores")]
+    assert run(fig_rope_bands, "fig_rope_bands", argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("fig_rope_bands: error: fig_rope_bands needs rotary (RoPE) heads")
+    assert "roformer: a Hugging Face RoPE encoder of a family" in err and not alone.exists()
 
 
 def test_decomposition_names_every_model(models, tmp_path):

@@ -4,8 +4,8 @@
     python benchmarks/bench_scaling.py --work-dir /mnt/disk  # stores on that disk (default: $TMPDIR)
     python benchmarks/bench_scaling.py --quick               # tiny sizes: checks the script runs (numbers meaningless)
     python benchmarks/bench_scaling.py --figure-only         # redraw figures/scaling.png from results/scaling.json
-    python benchmarks/bench_scaling.py --widths 768 --tokens 10000 100000 1000000 --large-tokens 1000000
-                                                             # the 1M-token row for the plain forward and storeless only
+    python benchmarks/bench_scaling.py --tokens 10000 100000 1000000 --large-tokens 1000000 --large-widths 768
+                                                             # the 1M-token row: plain forward and storeless at 768 only
 
 Grid: tokens (default 10k, 100k, 1M) x width (128, 384, 768; a random DSTG of 6 layers, d_ap 16 at 128 and 48
 above, 4 / 6 / 12 heads, length 256) x these rivals, each cell in a fresh subprocess (so its peak RSS is
@@ -159,7 +159,8 @@ def measure(args) -> list[dict]:
         for width in args.widths:
             for n_tokens in args.tokens:
                 for rival in args.rivals:
-                    if n_tokens >= args.large_tokens and rival not in args.large_rivals:
+                    if n_tokens >= args.large_tokens and (rival not in args.large_rivals
+                                                          or width not in (args.large_widths or args.widths)):
                         continue
                     command = [sys.executable, __file__, "--cell", rival, str(width), str(n_tokens),
                                "--threads", str(args.threads), "--work-dir", args.work_dir, "--layers",
@@ -261,6 +262,8 @@ def main() -> None:
     parser.add_argument("--large-tokens", type=int, default=10**12,
                         help="from this token count on, run only --large-rivals (the 1M-token row is an hour a rival)")
     parser.add_argument("--large-rivals", nargs="+", default=["plain_forward", "storeless"], choices=list(RIVALS))
+    parser.add_argument("--large-widths", type=int, nargs="+", default=None, choices=list(WIDTHS),
+                        help="the widths of the --large-tokens row (default: every --widths)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--work-dir", default=tempfile.gettempdir(), help="where the extract rival writes (a real disk)")
@@ -288,6 +291,7 @@ def main() -> None:
                      "storeless probes",
         "quick": args.quick, "threads": args.threads, "work_dir": args.work_dir, "controls": args.controls,
         "large_tokens": args.large_tokens if args.large_tokens < 10**12 else None, "large_rivals": args.large_rivals,
+        "large_widths": args.large_widths,
         "model": {"variant": "dstg", "n_layers": args.layers, "widths": {str(w): WIDTHS[w] for w in args.widths},
                   "vocab": args.vocab, "seq_len": args.length, "batch_size": args.batch_size},
         "rows": rows,

@@ -10,14 +10,17 @@ every CV fold and of the held-out documents over ``[states | targets | 1]``, kep
 so the position-only baseline's partial R² (states minus their per-position training mean, a mean known
 only at the end) comes from the same sums. From them every (layer, subspace) probe is solved exactly as
 ``fit_ridge_grid`` solves a store's (``probes.grid.solve_folds``: one eigendecomposition per fold, all alphas
-and targets). Pass 2 runs the model over the held-out documents' sequences only, for the predictions whose
-per-document errors the bootstrap resamples (skipped when ``n_boot`` is 0).
+and targets). The held-out rows' predictions, whose per-document errors the bootstrap resamples, need the
+solved probes: pass 1 keeps those rows' states (float16, as a store holds them) up to ``held_out_memory_mb``
+and predicts them once the probes are solved, so a probe is one forward pass; held-out rows beyond that
+budget are predicted by pass 2, over their sequences only (no predictions when ``n_boot`` is 0).
 
 States are rounded to float16 before they are summed, as the store holds them, so both routes read the
 same numbers: the results equal the store route's to 1e-8 (``tests/probes/test_storeless.py``). Memory is
 the statistics -- per layer (folds + 1) x (d + 4)² float64 plus the same per token position and d wide --,
-one batch and at most ``held_out_memory_mb`` of held-out rows: flat in the number of tokens. Under torchrun (``ranks``) each rank runs a share of the
-batches and the statistics are summed over the ranks; every rank returns the same fits.
+one batch and at most ``held_out_memory_mb`` of held-out rows: flat in the number of tokens. Under torchrun
+(``ranks``) each rank runs a share of the batches and the statistics are summed over the ranks; every rank
+returns the same fits.
 """
 
 from __future__ import annotations

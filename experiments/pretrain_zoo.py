@@ -173,20 +173,19 @@ def shares_recipe(member: str, variant: str) -> bool:
 def check_zoo_recipe(zoo_dir: Path, variant: str, cfg: TrainConfig) -> None:
     """Refuse to add a member of another recipe to a zoo: every member of the reference four (and each extra
     arm's seeds) must have been trained the same way, or the zoo's seeds do not measure one thing."""
-    wanted = recipe_of(cfg.to_dict())
     if not zoo_dir.is_dir():
         return
+    wanted = recipe_of(cfg.to_dict())
+    architecture = {f"model.{k}": v for k, v in model_recipe(cfg.to_dict()).items()}
     for folder in sorted(zoo_dir.iterdir()):
         saved = folder / CONFIG_FILE
         if not saved.is_file() or not shares_recipe(folder.name, variant):
             continue
         held_config = json.loads(saved.read_text())
-        held = recipe_of(held_config)
+        held, wanted_here = recipe_of(held_config), wanted
         if folder.name.split("-seed")[0] == variant:  # another seed of this variant: its architecture too
-            wanted_here = {**wanted, **{f"model.{k}": v for k, v in model_recipe(cfg.to_dict()).items()}}
-            held = {**held, **{f"model.{k}": v for k, v in model_recipe(held_config).items()}}
-        else:
-            wanted_here = wanted
+            held = held | {f"model.{k}": v for k, v in model_recipe(held_config).items()}
+            wanted_here = wanted | architecture
         differ = sorted(key for key in wanted_here.keys() | held.keys() if wanted_here.get(key) != held.get(key))
         if differ:
             shown = ", ".join(f"{key} {held.get(key)} here vs {wanted_here.get(key)}" for key in differ[:4])

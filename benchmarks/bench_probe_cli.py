@@ -28,7 +28,10 @@ from machine import LoadWatch, add_load_arguments, write_result
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
-ROUTES = {"storeless": [], "store": ["--store"]}
+# route -> (flags, environment): the default; the same under glibc's default allocator settings (the commands
+# before they kept freed memory, dstg_interp/cli/allocator.py); the store route of every dstg-probe before #39
+ROUTES = {"storeless": ([], {}), "storeless, system allocator": ([], {"DSTG_MALLOC": "system"}),
+          "store": (["--store"], {})}
 
 
 def dstg_probe() -> str:
@@ -43,9 +46,10 @@ def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
 
 
-def run_once(argv: list[str], cache: Path, out: Path) -> dict:
+def run_once(argv: list[str], cache: Path, out: Path, environment: dict | None = None) -> dict:
     """One command in a fresh process: wall seconds, its peak RSS (wait4's rusage), the store bytes it left."""
-    env = {**os.environ, "DSTG_CACHE": str(cache)}
+    inherited = {k: v for k, v in os.environ.items() if k != "DSTG_MALLOC" and not k.startswith("MALLOC_")}
+    env = {**inherited, "DSTG_CACHE": str(cache), **(environment or {})}
     with tempfile.TemporaryFile("w+") as log:
         start = time.perf_counter()
         child = subprocess.Popen(argv + ["--out", str(out)], env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
@@ -77,12 +81,12 @@ def main() -> None:
         watch = LoadWatch.start(args)
         rounds: dict[str, list[dict]] = {route: [] for route in ROUTES}
         for number in range(args.rounds):
-            for route, flags in ROUTES.items():
-                cache = work / f"cache-{route}-{number}"
+            for route, (flags, environment) in ROUTES.items():
+                cache = work / f"cache-{route.replace(', ', '-').replace(' ', '-')}-{number}"
                 shutil.copytree(corpus_cache, cache)
-                row = run_once(command + flags, cache, work / f"out-{route}-{number}")
+                row = run_once(command + flags, cache, work / f"out-{cache.name}", environment)
                 rounds[route].append(row)
-                print(f"round {number + 1} {route:9s}: {row['seconds']:7.1f} s, peak RSS {row['peak_rss_mb']} MiB, "
+                print(f"round {number + 1} {route:27s}: {row['seconds']:7.1f} s, peak RSS {row['peak_rss_mb']} MiB, "
                       f"store bytes {row['store_bytes'] / 2**20:.1f} MiB", flush=True)
                 shutil.rmtree(cache)
         best = {route: min(rows, key=lambda r: r["seconds"]) for route, rows in rounds.items()}
@@ -90,6 +94,8 @@ def main() -> None:
                   "command": " ".join(["dstg-probe", "--model", *args.model, "--task", args.task]),
                   "threads": "dstg-probe's default (every core)", "rounds": rounds, "best": best,
                   "store_over_storeless_seconds": round(best["store"]["seconds"] / best["storeless"]["seconds"], 3),
+                  "system_allocator_over_storeless_seconds": round(
+                      best["storeless, system allocator"]["seconds"] / best["storeless"]["seconds"], 3),
                   "date": time.strftime("%Y-%m-%d")}
         write_result(RESULTS / "probe_cli.json", result, watch, args)
     finally:

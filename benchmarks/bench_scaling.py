@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from bench_store import RandomSequences
+from dstg_interp.cli.allocator import keep_freed_memory
 from machine import LoadWatch, add_load_arguments, status_mb, write_result
 
 HERE = Path(__file__).resolve().parent
@@ -101,6 +102,8 @@ def run_cell(args) -> None:
     from probes.positions import PositionProbeConfig, probe_sequences
 
     rival, width, n_tokens = args.cell[0], int(args.cell[1]), int(args.cell[2])
+    if args.allocator == "kept" and not keep_freed_memory():
+        raise SystemExit("--allocator kept: glibc's mallopt is not available here (or DSTG_MALLOC / MALLOC_* say no)")
     torch.manual_seed(0)
     model = build_model(dstg_config(width, args)).eval()
     sequences = LabelledSequences(n_tokens, args.length, args.vocab)
@@ -165,7 +168,8 @@ def measure(args) -> list[dict]:
                     command = [sys.executable, __file__, "--cell", rival, str(width), str(n_tokens),
                                "--threads", str(args.threads), "--work-dir", args.work_dir, "--layers",
                                str(args.layers), "--vocab", str(args.vocab), "--length", str(args.length),
-                               "--batch-size", str(args.batch_size)] + (["--controls"] if args.controls else [])
+                               "--batch-size", str(args.batch_size), "--allocator", args.allocator] + (
+                        ["--controls"] if args.controls else [])
                     output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
                     row = json.loads(output.strip().splitlines()[-1])
                     key = (rival, width, n_tokens)
@@ -271,6 +275,10 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument("--length", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--allocator", choices=("system", "kept"), default="system",
+                        help="every cell's C allocator: glibc's defaults, as a user's own script runs (the committed "
+                             "scaling.json), or kept, as the dstg-* commands run it (dstg_interp/cli/allocator.py)")
+    parser.add_argument("--result", default="scaling", help="results/<name>.json (the figure: only for scaling)")
     parser.add_argument("--figure-only", action="store_true", help="redraw the figure from the committed JSON")
     parser.add_argument("--cell", nargs=3, default=None, help=argparse.SUPPRESS)
     add_load_arguments(parser)
@@ -290,6 +298,7 @@ def main() -> None:
         "benchmark": "how cost grows with tokens and width: plain forward, HF output_hidden_states, extraction, "
                      "storeless probes",
         "quick": args.quick, "threads": args.threads, "work_dir": args.work_dir, "controls": args.controls,
+        "allocator": args.allocator,
         "large_tokens": args.large_tokens if args.large_tokens < 10**12 else None, "large_rivals": args.large_rivals,
         "large_widths": args.large_widths,
         "model": {"variant": "dstg", "n_layers": args.layers, "widths": {str(w): WIDTHS[w] for w in args.widths},
@@ -299,9 +308,10 @@ def main() -> None:
         "anchors": ANCHORS,
         "date": time.strftime("%Y-%m-%d"),
     }
-    stem = Path(tempfile.gettempdir()) / "scaling-quick" if args.quick else RESULTS / "scaling"
+    stem = Path(tempfile.gettempdir()) / "scaling-quick" if args.quick else RESULTS / args.result
     path = write_result(stem.with_suffix(".json"), result, watch, args)
-    figure(json.loads(path.read_text()), stem.with_suffix(".png") if args.quick else FIGURE)
+    if args.quick or args.result == "scaling":
+        figure(json.loads(path.read_text()), stem.with_suffix(".png") if args.quick else FIGURE)
 
 
 if __name__ == "__main__":

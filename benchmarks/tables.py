@@ -223,13 +223,13 @@ def step_profile() -> str:
         "step_profile", result)
 
 
-def scaling() -> str:
+def scaling(name: str = "scaling") -> str:
     """bench_scaling.py: every (rival, width, tokens) cell, then the 10M-token projection (until a run is committed,
     one line saying so)."""
-    if not (RESULTS / "scaling.json").exists():
-        return ("*No committed run of `bench_scaling.py` yet: run it on a quiet machine, then "
+    if not (RESULTS / f"{name}.json").exists():
+        return (f"*No committed `results/{name}.json` of `bench_scaling.py` yet: run it on a quiet machine, then "
                 "`python benchmarks/tables.py --write`.*")
-    result = load("scaling")
+    result = load(name)
     rows = [[r["rival"], r["width"], n(r["n_tokens"]), n(r["tokens_per_s"]), n(r.get("ratio_vs_plain_forward"), 2),
              n(r["peak_rss_mb"]), n(r["disk_bytes"] / 2**20, 1)]
             for r in sorted(result["rows"], key=lambda r: (r["width"], r["n_tokens"], r["rival"]))]
@@ -239,7 +239,9 @@ def scaling() -> str:
     text += "\n\nProjected to 10M tokens on this machine (seconds = a + b × tokens over the measured counts):\n\n"
     text += grid(["rival", "width", "hours", "tokens/s", "peak RSS (MiB)", "RSS slope (MiB / 1M tokens)", "disk (GB)"],
                  projected)
-    return text + "\n\n" + source("scaling", result)
+    if result.get("allocator"):
+        text += f"\n\nEvery cell under the `{result['allocator']}` allocator (`--allocator`)."
+    return text + "\n\n" + source(name, result)
 
 
 def probe_cli() -> str:
@@ -250,7 +252,12 @@ def probe_cli() -> str:
     text = f"`{result['command']}`, each run a fresh process with a cache holding the corpus and no store:\n\n"
     text += grid(["route", "round", "seconds", "peak RSS (MiB)", "left in the cache (MiB)"], rows)
     text += (f"\n\nBest of each: the store route takes {result['store_over_storeless_seconds']:.2f}x the storeless "
-             "route's seconds (above 1: storeless faster).")
+             "route's seconds (above 1: storeless faster)")
+    if "system_allocator_over_storeless_seconds" in result:
+        text += (f"; under glibc's default allocator settings (`DSTG_MALLOC=system`, the commands before they kept "
+                 f"freed memory) the storeless route takes {result['system_allocator_over_storeless_seconds']:.2f}x "
+                 "its seconds")
+    text += "."
     return text + "\n\n" + source("probe_cli", result)
 
 
@@ -258,6 +265,7 @@ RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": trai
              "train_loop_bf16_baselines": lambda: train_loop_bf16("train_loop_bf16_baselines"), "training": training, "ridge": ridge, "store": store,
              "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
              "loop_overhead": loop_overhead, "step_profile": step_profile, "scaling": scaling,
+             "scaling_kept": lambda: scaling("scaling_kept"),
              "probe_cli": probe_cli}
 
 

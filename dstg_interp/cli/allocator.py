@@ -2,9 +2,8 @@
 
 A forward pass on the CPU allocates and frees the same large buffers every batch (a 768-wide model at batch
 32 x 256: ~100 MB an FFN activation). glibc serves any request above its mmap threshold (at most 32 MB) with
-a fresh ``mmap`` and unmaps it on ``free``, so every batch faults its pages in again, zero-filled by the kernel:
-measured on this project's 2-core machine, 2.7M minor page faults and ~25% of a 768-wide forward's time over
-20k tokens (``benchmarks/README.md``, "How cost grows"). Raising the mmap and trim thresholds keeps those
+a fresh ``mmap`` and unmaps it on ``free``, so every batch faults its pages in again, zero-filled by the kernel
+(what that costs a forward and the probes: ``benchmarks/README.md``, "How cost grows"). Raising the mmap and trim thresholds keeps those
 pages in the heap for the next batch, which is what ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``
 do from the environment; the commands set it at start (``dstg_interp.cli.entry.launch``), before torch loads.
 

@@ -75,7 +75,14 @@ def run_readings(cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, probe_docs:
                 readings.update(matched_spectrum(load_model(run / CHECKPOINT_DIR).ap_table.detach()))
                 write_text_atomic(cached, json.dumps(dict(record, readings=readings), indent=1) + "\n")
             return readings
-    model = load_model(run / CHECKPOINT_DIR)
+    readings = model_readings(load_model(run / CHECKPOINT_DIR), cfg, heldout_docs, probe_docs)
+    write_text_atomic(cached, json.dumps(dict(version=READINGS_VERSION, step=step, readings=readings), indent=1) + "\n")
+    return readings
+
+
+def model_readings(model, cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, probe_docs: int = PROBE_DOCS) -> dict:
+    """A trained model's readings: held-out gain on ``cfg.corpus``, the position table's spectrum with its
+    Gaussian control, the position stream's token-position R^2 before the first block and after the last."""
     heldout = mlm_accuracy(model, cfg.corpus, n_docs=heldout_docs, train_config=cfg)
     readings = dict(heldout_accuracy=heldout["accuracy"], most_frequent_accuracy=heldout["most_frequent_accuracy"],
                     heldout_gain_points=100 * (heldout["accuracy"] - heldout["most_frequent_accuracy"]),
@@ -90,7 +97,6 @@ def run_readings(cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, probe_docs:
                         pc1_low_freq_share=spectrum.summary["pc1_low_freq_share"],
                         pc2_low_freq_share=spectrum.summary["pc2_low_freq_share"], **matched_spectrum(model.ap_table.detach()))
         readings.update(position_r2(model, cfg, probe_docs))
-    write_text_atomic(cached, json.dumps(dict(version=READINGS_VERSION, step=step, readings=readings), indent=1) + "\n")
     return readings
 
 
@@ -147,17 +153,18 @@ def summarize_arms(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def shipped_arm(zoo: dict) -> str:
+def shipped_arm(zoo: dict, name: str = "shipped zoo") -> str:
     """The shipped zoo's arm label, with its members' mean training budget (``zoo.json``): the zoo the diagnosis
     compared with had 8.3M tokens per member, the one shipped since 14.2M."""
     tokens = [s["train_tokens"] for s in zoo.values() if "seed" in s and s.get("train_tokens")]
-    return f"shipped zoo ({sum(tokens) / len(tokens) / 1e6:.1f}M tokens)" if tokens else "shipped zoo"
+    return f"{name} ({sum(tokens) / len(tokens) / 1e6:.1f}M tokens)" if tokens else name
 
 
-def shipped_zoo_curves(zoo_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
-    """Validation curves of the shipped zoo's members (``log.jsonl``), tidy as ``diagnosis_curves.csv``."""
+def shipped_zoo_curves(zoo_dir: Path, variants=("ap", "dstg"), name: str = "shipped zoo") -> pd.DataFrame:
+    """Validation curves of a zoo's members (``log.jsonl``), tidy as ``diagnosis_curves.csv``; ``name``: the
+    zoo's arm label (with its budget, ``shipped_arm``)."""
     zoo = json.loads((zoo_dir / "zoo.json").read_text())
-    arm = shipped_arm(zoo)
+    arm = shipped_arm(zoo, name)
     curves = []
     for member, summary in zoo.items():
         if summary["variant"] not in variants or "seed" not in summary:
@@ -170,6 +177,51 @@ def shipped_zoo_curves(zoo_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:
         curves.append(curve.assign(variant=summary["variant"], arm=arm, seed=int(summary["seed"]),
                                    unigram_loss=summary["unigram_loss"]))
     return pd.concat(curves, ignore_index=True)
+
+
+def zoo_member_readings(zoo_dir: Path, variants=("dstg",), heldout_docs: int = HELDOUT_DOCS,
+                        probe_docs: int = PROBE_DOCS) -> pd.DataFrame:
+    """The members of a zoo folder read as a diagnosis run is read (``model_readings`` on each member's own
+    training corpus and config, the plateau exit from its ``log.jsonl``), so a zoo enters a study as one more arm
+    under the same protocol: the 6-layer test of the normed residual reads the authors'-recipe zoo so
+    (``recipe_study --reference-zoo``)."""
+    zoo_dir = Path(zoo_dir)
+    zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    curves = shipped_zoo_curves(zoo_dir, variants)
+    arm = shipped_arm(zoo, name=zoo_dir.name)
+    rows = []
+    for member, summary in zoo.items():
+        if summary["variant"] not in variants or "seed" not in summary:
+            continue
+        seed = int(summary["seed"])
+        curve = curves[(curves.variant == summary["variant"]) & (curves.seed == seed)]
+        exit_step, exit_tokens = plateau_exit(curve)
+        cfg = TrainConfig.from_json(zoo_dir / member / "train_config.json")
+        with tempfile.TemporaryDirectory(prefix="zoo-readings-") as scratch:
+            cfg.out_dir = scratch  # position_r2's stores go here, not into the member's folder
+            readings = model_readings(load_model(zoo_dir / member), cfg, heldout_docs, probe_docs)
+        rows.append(dict(variant=summary["variant"], arm=arm, seed=seed, steps=summary["steps"], schedule_steps=cfg.max_steps,
+                         batch=cfg.batch_size, train_tokens=summary["train_tokens"], train_seconds=summary.get("train_seconds"),
+                         final_val_loss=summary["val_loss"], unigram_loss=summary["unigram_loss"],
+                         plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens, **readings, run_dir=str(zoo_dir / member)))
+    return pd.DataFrame(rows)
+
+
+def zoo_table_curves(zoo_dir: Path, variants=("dstg",)) -> pd.DataFrame:
+    """The position table's spectrum at every validation of each zoo member (``table_curve`` in its
+    ``training.json``), tidy as ``diagnosis_table_curves.csv`` (arm: as ``zoo_member_readings`` names it)."""
+    zoo_dir = Path(zoo_dir)
+    zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    arm = shipped_arm(zoo, name=zoo_dir.name)
+    curves = []
+    for member, summary in zoo.items():
+        if summary["variant"] not in variants or "seed" not in summary:
+            continue
+        record = json.loads((zoo_dir / member / "training.json").read_text())
+        if record.get("table_curve"):
+            curves.append(pd.DataFrame(record["table_curve"]).assign(variant=summary["variant"], arm=arm,
+                                                                     seed=int(summary["seed"])))
+    return pd.concat(curves, ignore_index=True) if curves else pd.DataFrame()
 
 
 def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dstg")) -> pd.DataFrame:

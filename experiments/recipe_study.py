@@ -61,7 +61,8 @@ from experiments.pretrain_zoo import unigram_baseline
 from experiments.recipe_levers import (ARMS, FORMER_RECIPE, LEVER_SPECS, SCREEN_VALUES, ZOO_RECIPE, Arm, parse_arm,
                                        recipe_for)
 from experiments.recipe_readings import (TABLE_CURVE_FILE, plateau_exit, read_table_curve, run_readings,
-                                         shipped_zoo_curves, shipped_zoo_reference, summarize_arms, table_reading)
+                                         shipped_zoo_curves, shipped_zoo_reference, summarize_arms, table_reading,
+                                         zoo_member_readings, zoo_table_curves)
 
 LEVERS = SCREEN_VALUES  # the screen's levers (kept under this name: figures/recipe/study.json records it)
 BASE_RECIPE = FORMER_RECIPE
@@ -96,6 +97,10 @@ class RecipeStudyConfig(ScriptConfig):
                                                         "1.5-1.8x faster on an AMX CPU)"})
     no_compile: bool = field(default=False, metadata={"help": "train eager (a cold torch.compile costs minutes on a busy machine)"})
     seed_major: bool = field(default=False, metadata={"help": "diagnosis: seed by seed over every arm (default: arm by arm)"})
+    reference_zoo: Path | None = field(default=None, metadata={
+        "help": "diagnosis: a zoo folder read as one more arm under the runs' own protocol (its --variants members: "
+                "held-out gain, table spectrum, position R² on each member's training corpus), written as "
+                "diagnosis_reference_zoo.csv; e.g. results/zoo-authors, the normed arm of the 6-layer test"})
     threads: int | None = None
 
     def __post_init__(self) -> None:
@@ -115,6 +120,11 @@ class RecipeStudyConfig(ScriptConfig):
         if any(int(seed) < 0 for seed in self.seeds) or not self.seeds:
             raise ValueError(f"--seeds must be non-negative integers, got {' '.join(map(str, self.seeds)) or 'none'}")
         self.parsed_arms = [parse_arm(spec) for spec in self.arms]  # unknown arm or lever: one line here
+        if self.reference_zoo is not None:
+            self.reference_zoo = Path(self.reference_zoo)
+            if not (self.reference_zoo / "zoo.json").is_file():
+                raise ValueError(f"--reference-zoo {self.reference_zoo}: no zoo.json there; give a zoo folder "
+                                 "(pretrain_zoo --out)")
         for name in ("steps", "eval_every", "eval_batches", "tokens", "eval_tokens", "eval_sequences"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
@@ -344,6 +354,9 @@ def run_diagnosis(study: RecipeStudyConfig, start: float) -> pd.DataFrame:
     return pd.DataFrame(runs)
 
 
+REFERENCE_READINGS: dict = {}  # --reference-zoo folder -> its members' readings (this invocation's)
+
+
 def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.DataFrame, table_curves: pd.DataFrame,
                     start: float, finished: bool) -> None:
     """Rewrite every output from the runs so far (each file atomically): a partial grid is a valid result."""
@@ -351,12 +364,26 @@ def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.Dat
     out.mkdir(parents=True, exist_ok=True)
     arms = summarize_arms(runs)
     plotted_runs, plotted_curves = runs, curves
+    lever_runs, lever_curves = runs, table_curves  # the lever figure: the runs, and a --reference-zoo's members
     if not study.tiny and study.corpus == "en-mix":  # the zoo recipe at its full budget, from committed files
         reference = shipped_zoo_reference(ZOO_DIR, FIGURES_DIR, variants=tuple(study.variants))
         arms = pd.concat([arms, summarize_arms(reference)], ignore_index=True)
         write_text_atomic(out / "diagnosis_shipped_zoo.csv", reference.to_csv(index=False))
         plotted_runs = pd.concat([runs, reference], ignore_index=True)
         plotted_curves = pd.concat([curves, shipped_zoo_curves(ZOO_DIR, tuple(study.variants))], ignore_index=True)
+    if study.reference_zoo is not None:  # read once per invocation: a few minutes of probes per member
+        reference = REFERENCE_READINGS.get(study.reference_zoo)
+        if reference is None:
+            reference = REFERENCE_READINGS[study.reference_zoo] = zoo_member_readings(
+                study.reference_zoo, variants=tuple(study.variants))
+        arms = pd.concat([arms, summarize_arms(reference)], ignore_index=True)
+        write_text_atomic(out / "diagnosis_reference_zoo.csv", reference.to_csv(index=False))
+        plotted_runs = pd.concat([plotted_runs, reference], ignore_index=True)
+        plotted_curves = pd.concat([plotted_curves, shipped_zoo_curves(
+            study.reference_zoo, tuple(study.variants), name=study.reference_zoo.name)], ignore_index=True)
+        lever_runs = pd.concat([lever_runs, reference], ignore_index=True)
+        lever_curves = pd.concat([lever_curves, zoo_table_curves(study.reference_zoo, tuple(study.variants))],
+                                 ignore_index=True)
     for name, table in (("diagnosis_runs.csv", runs), ("diagnosis_arms.csv", arms), ("diagnosis_curves.csv", curves),
                         ("diagnosis_table_curves.csv", table_curves)):
         write_text_atomic(out / name, table.to_csv(index=False))
@@ -367,7 +394,7 @@ def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.Dat
         indent=1, default=str) + "\n")
     plot_diagnosis(plotted_curves, plotted_runs, out)
     if not table_curves.empty and "pc1_pc2" in runs:  # the lever figure: every arm against the first one given
-        plot_lever_study(table_curves, runs[runs.pc1_pc2.notna()], out, base=study.parsed_arms[0].label)
+        plot_lever_study(lever_curves, lever_runs[lever_runs.pc1_pc2.notna()], out, base=study.parsed_arms[0].label)
     save_config(study, "experiments/recipe_study.py", name="diagnosis_config.json", wall_s=round(time.time() - start, 1))
 
 

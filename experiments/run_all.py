@@ -35,8 +35,10 @@ from typing import ClassVar
 
 import torch
 
+from dstg_interp.model.checkpoint import ZOO_DIR
 from experiments import claims, fig_ap_manifold, fig_extrapolation, fig_heads, fig_holmes, fig_invariance, fig_probes, report, zoo_heldout
 from experiments.figure_inputs import OUTPUT_DIR, SeedsFigureConfig, parse_config, run_as_command, save_config
+from experiments.holmes_suite import ZOO_MEMBERS
 
 STEPS = ("zoo", "ap_manifold", "heads", "probes", "holmes", "holmes_figure", "claims", "extrapolation", "invariance", "report")
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -59,10 +61,13 @@ class RunAllConfig(SeedsFigureConfig):
             raise ValueError(f"unknown step(s) {unknown}; choose from {', '.join(STEPS)}")
 
 
-def run_holmes_suite(out: Path) -> str:
+def run_holmes_suite(out: Path, zoo: Path = ZOO_DIR) -> str:
     """The Holmes suite script on its Flash split, into ``out``/holmes (``holmes_suite --full``, the whole
-    train split the README reports, is a separate 5-minute run into holmes/full)."""
+    train split the README reports, is a separate 5-minute run into holmes/full), on the members of ``zoo``
+    (another zoo than the shipped one: its member folders, under their member names)."""
     command = [sys.executable, "-m", "experiments.holmes_suite", "--out", str(out / "holmes")]
+    if Path(zoo).resolve() != ZOO_DIR.resolve():
+        command += ["--model", *[str(Path(zoo) / member) for member in ZOO_MEMBERS], "--name", *ZOO_MEMBERS]
     result = subprocess.run(command, cwd=REPOSITORY)
     return "ok" if result.returncode == 0 else f"failed with exit code {result.returncode}"
 
@@ -78,7 +83,7 @@ def steps(config: RunAllConfig) -> dict:
         "ap_manifold": lambda: fig_ap_manifold.run(fig_ap_manifold.ApManifoldConfig(out=out / "ap_manifold", **seeded)),
         "heads": lambda: fig_heads.run(fig_heads.HeadsFigureConfig(out=out / "heads", **seeded)),
         "probes": lambda: fig_probes.run(fig_probes.ProbesFigureConfig(out=out / "probes", **seeded)),
-        "holmes": lambda: run_holmes_suite(out),
+        "holmes": lambda: run_holmes_suite(out, config.zoo),
         "holmes_figure": lambda: fig_holmes.run(fig_holmes.HolmesFigureConfig(
             out=out / "holmes", results=[out / "holmes", out / "holmes" / "full"])),
         "claims": lambda: claims.main(["--figures", str(out)] + (["--quiet"] if config.quiet else [])),

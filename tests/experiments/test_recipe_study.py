@@ -125,6 +125,27 @@ def test_diagnosis_on_a_tiny_corpus(tmp_path, monkeypatch, capsys):
     assert os.stat(weights).st_mtime_ns == before
     assert pd.read_csv(tmp_path / "out" / "diagnosis_runs.csv").equals(runs)
 
+    # a zoo folder as one more arm: the dstg run exported as a zoo member reads what the run read
+    run = tmp_path / "runs" / "dstg" / "zoo" / "seed0"
+    member = tmp_path / "zoo" / "dstg"
+    shutil.copytree(run / "checkpoint", member, ignore=shutil.ignore_patterns("optimizer*", "state*"))
+    shutil.copy(run / "train_config.json", member)
+    shutil.copy(run / "log.jsonl", member)
+    first = runs.iloc[0]
+    summary = dict(variant="dstg", seed=0, steps=int(first.steps), train_tokens=int(first.train_tokens),
+                   val_loss=float(first.final_val_loss), unigram_loss=float(first.unigram_loss))
+    (member / "training.json").write_text(json.dumps(summary))
+    (tmp_path / "zoo" / "zoo.json").write_text(json.dumps({"dstg": summary}))
+    assert main([*argv, "--resume", "--variants", "dstg", "--reference-zoo", str(tmp_path / "zoo")]) == 0
+    reference = pd.read_csv(tmp_path / "out" / "diagnosis_reference_zoo.csv")
+    assert reference.arm.tolist() == [f"zoo ({first.train_tokens / 1e6:.1f}M tokens)"]
+    for column in ("heldout_gain_points", "pc1_pc2", "participation_ratio", "low_freq_share", "position_r2_first",
+                   "position_r2_last"):
+        assert reference[column].iloc[0] == pytest.approx(first[column], abs=1e-9), column
+    assert "zoo (" in " ".join(pd.read_csv(tmp_path / "out" / "diagnosis_arms.csv").arm)
+    assert main([*argv, "--resume", "--reference-zoo", str(tmp_path / "nothing")]) == 2
+    assert "--reference-zoo" in capsys.readouterr().err
+
 
 def test_shipped_zoo_reference_reads_the_committed_files():
     from experiments.figure_inputs import FIGURES_DIR, ZOO_DIR

@@ -24,11 +24,31 @@ flat in the number of tokens.
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import torch
 from scipy.linalg.blas import dsyrk as syrk
 
 from probes.gram import FoldSums
+
+_POOL: tuple[int, ThreadPoolExecutor] | None = None  # (threads, the Gram sums' pool), made on first use
+_POOL_LOCK = threading.Lock()
+
+
+def gram_threads() -> int:
+    """How many parts' Grams are summed at once: torch's thread count, the cores the forward pass just used
+    (each syrk call itself on one BLAS thread: ``probes.storeless.one_blas_thread``)."""
+    return max(1, torch.get_num_threads())
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != gram_threads():
+            _POOL = (gram_threads(), ThreadPoolExecutor(max_workers=gram_threads(), thread_name_prefix="gram-sums"))
+        return _POOL[1]
 
 
 class PartStatistics:
@@ -74,9 +94,15 @@ class PartStatistics:
             order = torch.argsort(part, stable=True)
             z, part = z[order], part[order]
         bounds = torch.searchsorted(part, torch.arange(self.n_parts + 1, device=part.device)).tolist()
-        for f in range(self.n_parts):
-            if bounds[f] < bounds[f + 1]:
-                self._add_gram(f, z[bounds[f]:bounds[f + 1]])
+        blocks = [(f, z[bounds[f]:bounds[f + 1]]) for f in range(self.n_parts) if bounds[f] < bounds[f + 1]]
+        if z.device.type == "cpu" and len(blocks) > 1 and gram_threads() > 1:
+            # each part's Gram is its own matrix: sum the parts side by side, one syrk per thread (BLAS releases
+            # the GIL), each the same call as on one thread, so the sums are bit for bit the same
+            for done in [_pool().submit(self._add_gram, f, block) for f, block in blocks]:
+                done.result()
+        else:
+            for f, block in blocks:
+                self._add_gram(f, block)
 
     def _add_gram(self, f: int, block: torch.Tensor) -> None:
         """gram[f] += block' block.  On a CPU, BLAS's syrk updates the lower triangle in place (half a GEMM's

@@ -149,6 +149,33 @@ def test_statistics_re_expressed_around_another_reference_are_the_same_sums():
         np.testing.assert_allclose(whole.augmented(means)[f], (rows.T @ rows).numpy(), rtol=1e-12, atol=1e-10)
 
 
+def test_parts_summed_on_several_threads_are_bit_for_bit_the_one_thread_sums(monkeypatch):
+    """The parts' Grams are summed side by side, one syrk per thread (torch's thread count): the same calls as on
+    one thread, so the same bits; and the threads are really used (each part's syrk on its own thread name)."""
+    import threading
+
+    import probes.statistics as statistics
+
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(2000, 40, generator=generator, dtype=torch.float64)
+    part, position = torch.randint(0, 6, (2000,), generator=generator), torch.randint(0, 9, (2000,), generator=generator)
+    y = torch.randn(2000, 3, generator=generator, dtype=torch.float64)
+    threads_used = set()
+    syrk = statistics.syrk
+    monkeypatch.setattr(statistics, "syrk", lambda *a, **k: (threads_used.add(threading.current_thread().name),
+                                                             syrk(*a, **k))[1])
+    sums = {}
+    for threads in (1, 2):
+        monkeypatch.setattr(statistics, "gram_threads", lambda threads=threads: threads)
+        stats = PartStatistics(40, 3, 6, 9)
+        for piece in range(4):
+            rows = slice(500 * piece, 500 * (piece + 1))
+            stats.add(x[rows], part[rows], position[rows], y[rows])
+        sums[threads] = stats.augmented(np.zeros((9, 40)))
+    assert np.array_equal(sums[1], sums[2])
+    assert any(name.startswith("gram-sums") for name in threads_used) and threading.main_thread().name in threads_used
+
+
 def test_the_passes_run_numpys_blas_on_one_thread_beside_torch(setup, monkeypatch):
     """OpenBLAS's idle threads spin and take the cores from torch's forward: the statistics pass and the
     prediction pass sum their Grams and predictions with numpy's BLAS limited to one thread."""

@@ -44,7 +44,7 @@ from pathlib import Path
 import pandas as pd
 
 from dstg_interp.io import write_text_atomic
-from dstg_interp.model.checkpoint import FLOOR_TRAIN_COMMAND, ZOO_FLOOR
+from dstg_interp.model.checkpoint import FLOOR_TRAIN_COMMAND, ZOO_DIR, ZOO_FLOOR
 from experiments.figure_inputs import FIGURES_DIR
 
 BASELINES = ("rope", "ap", "rp")  # the paper's baselines; the NoPE floor (ZOO_FLOOR) is compared in floor_* only
@@ -529,12 +529,25 @@ def _format(value) -> str:
     return str(value)
 
 
+def gallery_zoo(figures: Path) -> str:
+    """The zoo a gallery's figures were drawn from, as its scripts recorded it (``<figure>/config.json``, ``zoo``):
+    "the shipped zoo" for ``dstg_interp/zoo``, else the folder."""
+    for figure in ("ap_manifold", "probes", "heads", "zoo"):
+        config = figures / figure / "config.json"
+        if config.is_file():
+            zoo = json.loads(config.read_text()).get("zoo")
+            if zoo:
+                shipped = Path(zoo).resolve() == ZOO_DIR.resolve()
+                return "the shipped zoo (see dstg_interp/zoo/zoo.json)" if shipped else f"the zoo in `{zoo}`"
+    return "the shipped zoo (see dstg_interp/zoo/zoo.json)"
+
+
 def markdown(claims: list[dict], figures: Path) -> str:
     seeds = sorted({s for c in claims for s in (c.get("seeds") or [])})
     lines = ["# Paper claims at our scale", "",
              f"Computed by `experiments/claims.py` from the numbers in `{figures.name}/` (rules as data: "
-             "`experiments.claims.RULES`). Paper: 6 layers, 22B tokens; ours: the shipped zoo (see "
-             f"dstg_interp/zoo/zoo.json), training seeds {', '.join(map(str, seeds)) or '—'}. Ours = mean over "
+             f"`experiments.claims.RULES`). Paper: 6 layers, 22B tokens; ours: {gallery_zoo(figures)}, "
+             f"training seeds {', '.join(map(str, seeds)) or '—'}. Ours = mean over "
              "seeds; interval = from the lowest seed's 95% CI low (or value) to the highest seed's CI high (or value).",
              "", "| claim | paper | ours | interval | seeds | verdict | compared | control | rule | detail |",
              "|---|---|---|---|---|---|---|---|---|---|"]

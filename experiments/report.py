@@ -495,13 +495,18 @@ def lever_verdict(arm: pd.DataFrame, base: pd.DataFrame, column: str) -> str:
     return "="
 
 
-def recipe_levers(figures: Path) -> str:
-    """The lever study (issue 35): one row per arm of ``recipe/levers/diagnosis_runs.csv``, each reading as the
-    mean over seeds [min, max], chance in brackets where it has one, and which readings the arm moves against the
-    base arm (``lever_verdict``)."""
-    runs = _csv(figures, "recipe/levers/diagnosis_runs.csv")
+def recipe_levers(figures: Path, ledgers: tuple = ("recipe/levers/diagnosis_runs.csv",), base_arm: str | None = None,
+                  prefix: str = LEVER_BASE, keep=None) -> str:
+    """The lever study (issue 35): one row per arm of ``recipe/levers/diagnosis_runs.csv`` (or of ``ledgers``
+    together), each reading as the mean over seeds [min, max], chance in brackets where it has one, and which
+    readings the arm moves against the base arm (``lever_verdict``): ``base_arm``, by default the arm named
+    ``prefix`` alone; ``prefix,`` is shown as "+ " in the other arms' labels; ``keep``: which arms to show."""
+    runs = pd.concat([_csv(figures, ledger) for ledger in ledgers], ignore_index=True)
+    runs = runs[runs.variant == "dstg"] if "variant" in runs else runs
+    if keep is not None:
+        runs = runs[runs.arm.map(keep)]
     arms = list(dict.fromkeys(runs.arm))
-    base_label = next((arm for arm in arms if arm.split(",")[0] == LEVER_BASE and "," not in arm), None)
+    base_label = base_arm or next((arm for arm in arms if arm.split(",")[0] == prefix and "," not in arm), None)
     base = runs[runs.arm == base_label] if base_label else runs.iloc[:0]
     header = ["arm (one lever over the base)", "seeds", "PC1+PC2 (chance)", "participation ratio (chance)",
               "DCT share, 4 bins: pooled (PC1 / PC2)", "AP-stream position R² first → last", "held-out gain (points)",
@@ -509,7 +514,7 @@ def recipe_levers(figures: Path) -> str:
     rows = []
     for label in arms:
         arm = runs[runs.arm == label]
-        shown = "base: " + label if label == base_label else label.replace(f"{LEVER_BASE},", "+ ")
+        shown = "base: " + label if label == base_label else label.replace(f"{prefix},", "+ ")
         exits = arm.plateau_exit_tokens.dropna() / 1e6
         verdicts = "—" if label == base_label else " ".join(lever_verdict(arm, base, c) for c, _ in LEVER_VERDICT_READINGS)
         rows.append([shown, " ".join(map(str, sorted(arm.seed))),
@@ -524,8 +529,33 @@ def recipe_levers(figures: Path) -> str:
                                       "ranges overlap, ? fewer than two seeds.")
 
 
+AUTHORS_GALLERY = "zoo-authors"  # the gallery of the zoo retrained with the authors' recipe (results/zoo-authors)
+SIX_LAYERS = "recipe/six_layers"  # the 6-layer test of the normed residual: the authors' zoo against normed=false
+
+
+def recipe_six_layers(figures: Path) -> str:
+    """The normed residual at 6 layers: the authors'-recipe zoo (normed, ``--reference-zoo``) as the base, the same
+    recipe with ``normed=false`` as the arm, both read under the study's protocol."""
+    reference = _csv(figures, f"{SIX_LAYERS}/diagnosis_reference_zoo.csv")
+    return recipe_levers(figures, (f"{SIX_LAYERS}/diagnosis_reference_zoo.csv", f"{SIX_LAYERS}/diagnosis_runs.csv"),
+                         base_arm=str(reference.arm.iloc[0]), prefix="authors,layers=6,corpus=en-large,tokens=14200000")
+
+
+def recipe_depth(figures: Path) -> str:
+    """Depth on the collapsing recipe: the lever study's base arm (4 layers) beside the same recipe at 6 layers,
+    and at 6 layers on en-large (``recipe/depth/``), 4M tokens each."""
+    return recipe_levers(figures, ("recipe/levers/diagnosis_runs.csv", "recipe/depth/diagnosis_runs.csv"),
+                         keep=lambda arm: arm == LEVER_BASE or "layers=" in arm)
+
+
 TABLES = {
     "zoo": zoo_table,
+    "authors_zoo": lambda figures: zoo_table(figures / AUTHORS_GALLERY),
+    "authors_zoo_targets": lambda figures: zoo_targets(figures / AUTHORS_GALLERY),
+    "authors_probes_final": lambda figures: probes_final(figures / AUTHORS_GALLERY),
+    "authors_claims": lambda figures: claims_table(figures / AUTHORS_GALLERY),
+    "authors_claims_brief": lambda figures: claims_brief(figures / AUTHORS_GALLERY),
+    "recipe_six_layers": recipe_six_layers,
     "zoo_former": zoo_former,
     "zoo_targets": zoo_targets,
     "probes_final": probes_final,
@@ -542,6 +572,7 @@ TABLES = {
     "corpus": corpus_table,
     "recipe_diagnosis": recipe_diagnosis,
     "recipe_levers": recipe_levers,
+    "recipe_depth": recipe_depth,
     "erasure": erasure_table,
     "erasure_reading": erasure_reading,
     "interventions": interventions_table,

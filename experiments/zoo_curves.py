@@ -30,7 +30,8 @@ from experiments.pretrain_zoo import RECIPES, ZOO_WIDTHS, recipe_of, zoo_config
 from experiments.recipe_readings import PLATEAU_MARGIN, plateau_exit
 
 NEW_RECIPE = "new (lr 1e-3, batch 16, constant + decay)"  # the 4x128 recipe, as the recipe study's CSVs name it
-RECIPE_LABELS = {"4x128": "4x128 (4 layers, en-mix, 4800 steps)", "6x128": "6x128 (6 layers, en-large, 8000 steps)"}
+RECIPE_LABELS = {"4x128": "4x128 (4 layers, en-mix, 4800 steps)", "6x128": "6x128 (6 layers, en-large, 8000 steps)",
+                 "authors": "authors (6 layers, en-large document starts, cosine, 3900 steps)"}
 
 
 def recipe_label(train_config: dict) -> str:
@@ -63,8 +64,8 @@ def zoo_curves(zoo: Path) -> tuple[pd.DataFrame, list[dict]]:
     for summary_file in sorted(Path(zoo).glob("*/training.json")):
         summary = json.loads(summary_file.read_text())
         recipe = json.loads((summary_file.parent / "train_config.json").read_text())
-        if recipe.get("schedule") != "constant" or "offset" in summary_file.parent.name:
-            continue  # a member of the former recipe (dstg-offset) or another arm: not this comparison
+        if summary["variant"] not in ZOO_WIDTHS:
+            continue  # an extra arm with a recipe of its own (dstg-offset): not this comparison
         summaries.append(summary)
         records = [json.loads(line) for line in (summary_file.parent / "log.jsonl").read_text().splitlines() if line.strip()]
         tokens = {r["step"]: r["tokens_seen"] for r in records if "tokens_seen" in r}

@@ -47,9 +47,10 @@ FLOAT16_MAX = float(torch.finfo(torch.float16).max)
 
 
 def one_blas_thread():
-    """numpy's BLAS (the Gram sums) on one thread while torch runs the model on its own: OpenBLAS's threads
-    spin-wait between calls and take the cores from torch's forward (measured with and without in
-    ``benchmarks/README.md``, "How cost grows")."""
+    """numpy's BLAS calls (the Gram sums) each on one thread while torch runs the model on its own: OpenBLAS's
+    threads spin-wait between calls and take the cores from torch's forward (measured with and without in
+    ``benchmarks/README.md``, "How cost grows"). The cores are still used between forwards: the parts' Grams are
+    summed side by side, one single-threaded syrk per thread (``probes.statistics.PartStatistics.add``)."""
     return threadpool_limits(limits=1, user_api="blas")
 
 

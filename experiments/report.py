@@ -553,7 +553,6 @@ TABLES = {
     "authors_zoo": lambda figures: zoo_table(figures / AUTHORS_GALLERY),
     "authors_zoo_targets": lambda figures: zoo_targets(figures / AUTHORS_GALLERY),
     "authors_probes_final": lambda figures: probes_final(figures / AUTHORS_GALLERY),
-    "authors_claims": lambda figures: claims_table(figures / AUTHORS_GALLERY),
     "authors_claims_brief": lambda figures: claims_brief(figures / AUTHORS_GALLERY),
     "recipe_six_layers": recipe_six_layers,
     "zoo_former": zoo_former,

@@ -196,9 +196,11 @@ def zoo_member_readings(zoo_dir: Path, variants=("dstg",), heldout_docs: int = H
         seed = int(summary["seed"])
         curve = curves[(curves.variant == summary["variant"]) & (curves.seed == seed)]
         exit_step, exit_tokens = plateau_exit(curve)
-        cfg = TrainConfig.from_json(zoo_dir / member / "train_config.json")
+        saved = json.loads((zoo_dir / member / "train_config.json").read_text())
+        if saved.get("tokenizer") and not Path(saved["tokenizer"]).is_absolute():  # relative to the run, not here
+            saved["tokenizer"] = str(zoo_dir / member / Path(saved["tokenizer"]).name)
         with tempfile.TemporaryDirectory(prefix="zoo-readings-") as scratch:
-            cfg.out_dir = scratch  # position_r2's stores go here, not into the member's folder
+            cfg = TrainConfig.from_dict(dict(saved, out_dir=scratch))  # position_r2's stores go to the scratch folder
             readings = model_readings(load_model(zoo_dir / member), cfg, heldout_docs, probe_docs)
         rows.append(dict(variant=summary["variant"], arm=arm, seed=seed, steps=summary["steps"], schedule_steps=cfg.max_steps,
                          batch=cfg.batch_size, train_tokens=summary["train_tokens"], train_seconds=summary.get("train_seconds"),

@@ -160,15 +160,19 @@ def shipped_arm(zoo: dict, name: str = "shipped zoo") -> str:
     return f"{name} ({sum(tokens) / len(tokens) / 1e6:.1f}M tokens)" if tokens else name
 
 
+def zoo_members(zoo_dir: Path, variants) -> tuple[dict, list[tuple[str, dict]]]:
+    """A zoo folder's ``zoo.json`` and its (member, summary) pairs of ``variants`` that have a training seed."""
+    zoo = json.loads((Path(zoo_dir) / "zoo.json").read_text())
+    return zoo, [(m, s) for m, s in zoo.items() if s["variant"] in variants and "seed" in s]
+
+
 def shipped_zoo_curves(zoo_dir: Path, variants=("ap", "dstg"), name: str = "shipped zoo") -> pd.DataFrame:
     """Validation curves of a zoo's members (``log.jsonl``), tidy as ``diagnosis_curves.csv``; ``name``: the
     zoo's arm label (with its budget, ``shipped_arm``)."""
-    zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    zoo, members = zoo_members(zoo_dir, variants)
     arm = shipped_arm(zoo, name)
     curves = []
-    for member, summary in zoo.items():
-        if summary["variant"] not in variants or "seed" not in summary:
-            continue
+    for member, summary in members:
         records = [json.loads(line) for line in (zoo_dir / member / "log.jsonl").read_text().splitlines() if line.strip()]
         logged = sorted((r["step"], r["tokens_seen"]) for r in records if "tokens_seen" in r)
         curve = pd.DataFrame([dict(step=r["step"], val_loss=r["val_loss"], val_accuracy=r.get("val_accuracy"))
@@ -186,13 +190,11 @@ def zoo_member_readings(zoo_dir: Path, variants=("dstg",), heldout_docs: int = H
     under the same protocol: the 6-layer test of the normed residual reads the authors'-recipe zoo so
     (``recipe_study --reference-zoo``)."""
     zoo_dir = Path(zoo_dir)
-    zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    zoo, members = zoo_members(zoo_dir, variants)
     curves = shipped_zoo_curves(zoo_dir, variants)
     arm = shipped_arm(zoo, name=zoo_dir.name)
     rows = []
-    for member, summary in zoo.items():
-        if summary["variant"] not in variants or "seed" not in summary:
-            continue
+    for member, summary in members:
         seed = int(summary["seed"])
         curve = curves[(curves.variant == summary["variant"]) & (curves.seed == seed)]
         exit_step, exit_tokens = plateau_exit(curve)
@@ -213,12 +215,10 @@ def zoo_table_curves(zoo_dir: Path, variants=("dstg",)) -> pd.DataFrame:
     """The position table's spectrum at every validation of each zoo member (``table_curve`` in its
     ``training.json``), tidy as ``diagnosis_table_curves.csv`` (arm: as ``zoo_member_readings`` names it)."""
     zoo_dir = Path(zoo_dir)
-    zoo = json.loads((zoo_dir / "zoo.json").read_text())
+    zoo, members = zoo_members(zoo_dir, variants)
     arm = shipped_arm(zoo, name=zoo_dir.name)
     curves = []
-    for member, summary in zoo.items():
-        if summary["variant"] not in variants or "seed" not in summary:
-            continue
+    for member, summary in members:
         record = json.loads((zoo_dir / member / "training.json").read_text())
         if record.get("table_curve"):
             curves.append(pd.DataFrame(record["table_curve"]).assign(variant=summary["variant"], arm=arm,

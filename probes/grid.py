@@ -87,12 +87,35 @@ def predictions(X, rows, fits: dict, chunk_rows: int) -> dict:
     rows = np.asarray(rows, dtype=np.int64)
     order = np.argsort(rows, kind="stable")
     sorted_rows = rows[order]
+    stacked = StackedProbes(fits, X.shape[1])
     out = {key: np.empty((len(rows), fit["coef"].shape[1])) for key, (_, fit) in fits.items()}
     for part in chunks(len(rows), chunk_rows):
-        block = read_rows(X, sorted_rows[part])
-        for key, (columns, fit) in fits.items():
-            out[key][order[part]] = ((block[:, columns] - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
+        for key, predicted in stacked.predict(read_rows(X, sorted_rows[part])).items():
+            out[key][order[part]] = predicted
     return out
+
+
+class StackedProbes:
+    """Fitted probes over column sets of one source, folded into one linear map: ``predict(X)`` gives each fit's
+    ``((X[:, columns] - mean) / scale) @ coef + intercept`` from one product ``X @ W + b``, with ``W`` holding
+    ``coef / scale`` in the fit's rows and columns (zero elsewhere) and ``b = intercept - (mean / scale) @ coef``,
+    instead of a copy, a standardisation and a product per fit.  ``fits``: {key: (columns, fit)}."""
+
+    def __init__(self, fits: dict, width: int):
+        sizes = [fit["coef"].shape[1] for _, fit in fits.values()]
+        starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        self.weights = np.zeros((width, starts[-1]))
+        self.offset = np.zeros(starts[-1])
+        self.outputs = {}
+        for (key, (columns, fit)), start, stop in zip(fits.items(), starts[:-1], starts[1:]):
+            scaled = fit["coef"] / fit["scale"][:, None]
+            self.weights[columns, start:stop] = scaled
+            self.offset[start:stop] = fit["intercept"] - fit["mean"] @ scaled
+            self.outputs[key] = slice(start, stop)
+
+    def predict(self, X: np.ndarray) -> dict:
+        predicted = np.asarray(X, dtype=np.float64) @ self.weights + self.offset
+        return {key: predicted[:, at] for key, at in self.outputs.items()}
 
 
 def store_feature_sets(store, layers=None, subspaces=None) -> dict:

@@ -29,8 +29,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
-from scipy.linalg.blas import dsyrk as syrk
-
 from probes.gram import FoldSums
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None  # (threads, the Gram sums' pool), made on first use
@@ -39,7 +37,7 @@ _POOL_LOCK = threading.Lock()
 
 def gram_threads() -> int:
     """How many parts' Grams are summed at once: torch's thread count, the cores the forward pass just used
-    (each syrk call itself on one BLAS thread: ``probes.storeless.one_blas_thread``)."""
+    (each product itself on one BLAS thread: ``probes.storeless.one_blas_thread``)."""
     return max(1, torch.get_num_threads())
 
 
@@ -64,7 +62,6 @@ class PartStatistics:
         self.reference = torch.zeros(n_positions, width, dtype=torch.float64, device=self.device)
         self.seen = torch.zeros(n_positions, dtype=torch.bool, device=self.device)
         self.non_finite = torch.zeros(width, dtype=torch.int64, device=self.device)
-        self._lower_only = False  # the CPU's syrk sums only the lower triangle of each gram (_add_gram)
 
     def add(self, x: torch.Tensor, part: torch.Tensor, position: torch.Tensor, y: torch.Tensor) -> None:
         """Add rows ``x`` [m, p] (float64; NaN/inf are counted per column and summed as 0) in ``part`` [m]
@@ -96,8 +93,8 @@ class PartStatistics:
         bounds = torch.searchsorted(part, torch.arange(self.n_parts + 1, device=part.device)).tolist()
         blocks = [(f, z[bounds[f]:bounds[f + 1]]) for f in range(self.n_parts) if bounds[f] < bounds[f + 1]]
         if z.device.type == "cpu" and len(blocks) > 1 and gram_threads() > 1:
-            # each part's Gram is its own matrix: sum the parts side by side, one syrk per thread (BLAS releases
-            # the GIL), each the same call as on one thread, so the sums are bit for bit the same
+            # each part's Gram is its own matrix: sum the parts side by side, one product per thread (numpy lets
+            # go of the GIL in BLAS), each the same call as on one thread, so the sums are bit for bit the same
             for done in [_pool().submit(self._add_gram, f, block) for f, block in blocks]:
                 done.result()
         else:
@@ -105,29 +102,19 @@ class PartStatistics:
                 self._add_gram(f, block)
 
     def _add_gram(self, f: int, block: torch.Tensor) -> None:
-        """gram[f] += block' block.  On a CPU, BLAS's syrk updates the lower triangle in place (half a GEMM's
-        work, no temporary); ``_symmetric`` fills the upper one before the sums are read."""
+        """gram[f] += block' block (on a CPU: ``rows_gram``)."""
         if block.device.type != "cpu":
             self.gram[f].addmm_(block.T, block)
             return
-        # block.T is [w, m] column-major and gram[f].T column-major: syrk's A A' into the upper triangle of
-        # the column-major matrix, which is the lower triangle of the row-major gram[f]
-        syrk(1.0, block.numpy().T, beta=1.0, c=self.gram[f].numpy().T, trans=0, lower=0, overwrite_c=1)
-        self._lower_only = True
-
-    def _symmetric(self) -> None:
-        if self._lower_only:
-            lower = torch.tril(self.gram)
-            self.gram = (lower + torch.tril(self.gram, diagonal=-1).transpose(1, 2)).contiguous()
-            self._lower_only = False
+        gram = self.gram[f].numpy()
+        gram += rows_gram(block.numpy())
 
     # --- several ranks -----------------------------------------------------------------------
     def rereference(self, reference: torch.Tensor) -> None:
         """Express the sums around another per-position reference (exact algebra; no pass over rows)."""
-        self._symmetric()
         offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)
         offset[:, :self.p] = reference.to(self.device) - self.reference  # z_new = z - offset[pos]
-        self.gram = shifted_grams(self.gram, self.cells(), offset).contiguous()  # syrk adds in place
+        self.gram = shifted_grams(self.gram, self.cells(), offset).contiguous()  # the Grams are added to in place
         counts = self.cells()[:, :, -1:]
         self.cell -= (counts * offset[None]).reshape(self.cell.shape)
         self.reference = reference.to(self.device).clone()
@@ -137,7 +124,6 @@ class PartStatistics:
         agree on one reference per position (the lowest rank's that saw it)."""
         if not getattr(ranks, "grouped", False):
             return
-        self._symmetric()
         seen = ranks.gather(self.seen.cpu())
         references = ranks.gather(self.reference.cpu())
         common = torch.zeros_like(self.reference, device="cpu")
@@ -164,7 +150,6 @@ class PartStatistics:
 
     def augmented(self, centre: np.ndarray) -> np.ndarray:
         """The per-part sums of ``[x - centre_pos | y | 1][...]'`` (``centre``: [p] or [positions, p]), float64 numpy."""
-        self._symmetric()
         centre = torch.as_tensor(np.broadcast_to(centre, (self.n_positions, self.p)).copy(), dtype=torch.float64,
                                  device=self.device)
         offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)
@@ -180,6 +165,13 @@ class PartStatistics:
         """FoldSums of ``x - means[position]`` (no further shift: the residuals are centred per position)."""
         return _fold_sums(self.augmented(means), self.p, list(targets), np.zeros(self.p), y_shift,
                           self.non_finite.cpu().numpy(), n_folds)
+
+
+def rows_gram(rows: np.ndarray) -> np.ndarray:
+    """rows' rows for a C-ordered [m, w] float64 block: numpy hands ``A' A`` of one buffer to BLAS's syrk (half a
+    GEMM's work, the triangle then mirrored: exactly symmetric) and, unlike scipy's BLAS wrappers, lets go of the
+    GIL while it runs, so the parts' products on several threads run side by side (``benchmarks/README.md``)."""
+    return rows.T @ rows
 
 
 def shifted_grams(gram: torch.Tensor, cells: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:

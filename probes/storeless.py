@@ -36,7 +36,7 @@ from dstg_interp.encoders import Encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.progress import progress_bar
 from dstg_interp.store.distributed import Ranks
-from probes.grid import check_finite, solve_folds
+from probes.grid import StackedProbes, check_finite, solve_folds
 from probes.ridge import DEFAULT_ALPHAS, grouped_folds
 from probes.splits import bootstrap_r2_ci, check_nonconstant_target
 from probes.statistics import PartStatistics
@@ -50,7 +50,7 @@ def one_blas_thread():
     """numpy's BLAS calls (the Gram sums) each on one thread while torch runs the model on its own: OpenBLAS's
     threads spin-wait between calls and take the cores from torch's forward (measured with and without in
     ``benchmarks/README.md``, "How cost grows"). The cores are still used between forwards: the parts' Grams are
-    summed side by side, one single-threaded syrk per thread (``probes.statistics.PartStatistics.add``)."""
+    summed side by side, one single-threaded product per thread (``probes.statistics.PartStatistics.add``)."""
     return threadpool_limits(limits=1, user_api="blas")
 
 
@@ -79,6 +79,7 @@ class _Source:
     layer: object
     hooks: list[str]
     columns: dict  # {(layer, subspace): column index array}
+    width: int  # the hooks' widths summed
 
 
 def _sources(encoder: Encoder, request: StorelessRequest, widths: dict) -> list[_Source]:
@@ -88,7 +89,8 @@ def _sources(encoder: Encoder, request: StorelessRequest, widths: dict) -> list[
         hooks = list(dict.fromkeys(h for hooks in per_set.values() for h in hooks))
         starts = np.cumsum([0] + [widths[h] for h in hooks])
         at = {h: np.arange(starts[i], starts[i + 1]) for i, h in enumerate(hooks)}
-        sources.append(_Source(layer, hooks, {key: np.concatenate([at[h] for h in hs]) for key, hs in per_set.items()}))
+        sources.append(_Source(layer, hooks, {key: np.concatenate([at[h] for h in hs]) for key, hs in per_set.items()},
+                               int(starts[-1])))
     return sources
 
 
@@ -112,8 +114,9 @@ def _float16_rows(captured: dict, hooks: list[str], mask: torch.Tensor, keep: to
         rows = states.reshape(-1, width).index_select(0, index).to(torch.float16)
         # beyond float16's range a state rounds to inf (or, just past it, to the largest float16): read those
         # cells' originals and refuse as a store does, here only where the rounded rows say to look
-        suspect = rows.abs() >= FLOAT16_MAX
-        if bool(suspect.any()):
+        low, high = torch.aminmax(rows)  # one pass, no temporaries, for the common case of nothing to look at
+        if float(high) >= FLOAT16_MAX or float(low) <= -FLOAT16_MAX:
+            suspect = rows.abs() >= FLOAT16_MAX
             original = states.reshape(-1, width).index_select(0, index)[suspect]
             beyond = original[original.abs() > FLOAT16_MAX]
             if len(beyond):
@@ -391,15 +394,20 @@ def _predictions(encoder, passes: _Pass, sources, position_of_row, held_out: _He
              [("residual", key, fit) for key, fit in solved.residual_fits.items()]
     out = {(kind, key): np.zeros((n_test, fit[1]["coef"].shape[1])) for kind, key, fit in wanted}
 
+    # per layer, its fits folded into one linear map per kind (probes.grid.StackedProbes): one product per block
+    stacked = {(kind, source.layer): StackedProbes({key: fit for k, key, fit in wanted
+                                                    if k == kind and key in source.columns}, source.width)
+               for source in sources for kind in ("main", "residual")}
+
     def predict(at: np.ndarray, rows: np.ndarray, states: dict) -> None:
         for source in sources:
             x = states[source.layer].to(torch.float64).cpu().numpy()
             means = solved.means.get(source.layer)
-            residual = x - means[position_of_row[rows]] if means is not None else None
-            for kind, key, (cols, fit) in wanted:
-                if key in source.columns:
-                    block = x if kind == "main" else residual
-                    out[(kind, key)][at] = ((block[:, cols] - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
+            blocks = {"main": x, "residual": x - means[position_of_row[rows]] if means is not None else None}
+            for kind, block in blocks.items():
+                if block is not None:
+                    for key, predicted in stacked[(kind, source.layer)].predict(block).items():
+                        out[(kind, key)][at] = predicted
 
     for at, rows, states in held_out.kept:
         predict(at, rows, states)

@@ -18,7 +18,7 @@ from conftest import RandomSequences, tiny_model
 from dstg_interp import extract
 from probes import fit_ridge_grid, grouped_train_test_split
 from probes.gram import release_pages
-from probes.grid import Columns, store_feature_sets
+from probes.grid import Columns, StackedProbes, store_feature_sets
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 spec = importlib.util.spec_from_file_location("ridge_grid_before", BENCHMARKS / "ridge_grid_before.py")
@@ -200,3 +200,19 @@ def test_partial_r2_streamed_per_layer_equals_the_in_memory_residuals(store):
     on_torch = baseline.partial_r2_sets(store_feature_sets(store, layers=(1,)), tokens, device="cpu")
     for key, reading in on_torch.items():
         np.testing.assert_allclose(reading, new[key], rtol=0, atol=1e-10)
+
+
+def test_stacked_probes_predict_what_each_fit_predicts_on_its_own_columns():
+    """Fits over column sets of one source folded into one product give each fit's standardised prediction."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 9)).astype(np.float16)
+    fits = {}
+    for key, columns, k in (("sem", np.arange(0, 6), 2), ("ap", np.arange(6, 9), 1), ("full", slice(None), 3)):
+        p = len(np.arange(9)[columns])
+        fits[key] = (columns, {"coef": rng.normal(size=(p, k)), "mean": rng.normal(size=p),
+                               "scale": rng.uniform(0.5, 2, size=p), "intercept": rng.normal(size=k)})
+    predicted = StackedProbes(fits, 9).predict(X)
+    assert list(predicted) == ["sem", "ap", "full"]
+    for key, (columns, fit) in fits.items():
+        direct = ((X[:, columns].astype(np.float64) - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
+        np.testing.assert_allclose(predicted[key], direct, rtol=1e-12, atol=1e-12)

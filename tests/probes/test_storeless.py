@@ -150,8 +150,8 @@ def test_statistics_re_expressed_around_another_reference_are_the_same_sums():
 
 
 def test_parts_summed_on_several_threads_are_bit_for_bit_the_one_thread_sums(monkeypatch):
-    """The parts' Grams are summed side by side, one syrk per thread (torch's thread count): the same calls as on
-    one thread, so the same bits; and the threads are really used (each part's syrk on its own thread name)."""
+    """The parts' Grams are summed side by side, one product per thread (torch's thread count): the same calls as
+    on one thread, so the same bits; and the threads are really used (each part's product on its own thread)."""
     import threading
 
     import probes.statistics as statistics
@@ -161,9 +161,9 @@ def test_parts_summed_on_several_threads_are_bit_for_bit_the_one_thread_sums(mon
     part, position = torch.randint(0, 6, (2000,), generator=generator), torch.randint(0, 9, (2000,), generator=generator)
     y = torch.randn(2000, 3, generator=generator, dtype=torch.float64)
     threads_used = set()
-    syrk = statistics.syrk
-    monkeypatch.setattr(statistics, "syrk", lambda *a, **k: (threads_used.add(threading.current_thread().name),
-                                                             syrk(*a, **k))[1])
+    rows_gram = statistics.rows_gram
+    monkeypatch.setattr(statistics, "rows_gram", lambda rows: (threads_used.add(threading.current_thread().name),
+                                                               rows_gram(rows))[1])
     sums = {}
     for threads in (1, 2):
         monkeypatch.setattr(statistics, "gram_threads", lambda threads=threads: threads)
@@ -193,8 +193,8 @@ def test_the_passes_run_numpys_blas_on_one_thread_beside_torch(setup, monkeypatc
 
 
 def test_statistics_summed_in_part_order_in_pieces_and_after_a_read_are_the_direct_sums():
-    """The CPU sums each part's Gram with syrk into one triangle, in place: rows given in part order or not, in
-    several pieces, with a read (which fills the other triangle) between two adds, the sums are the direct ones."""
+    """Each part's Gram is added to in place: rows given in part order or not, in several pieces, with a read
+    between two adds, the sums are the direct ones, and every Gram is exactly symmetric."""
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(400, 6, generator=generator, dtype=torch.float64) * 4.0
     part, position = torch.randint(0, 4, (400,), generator=generator), torch.randint(0, 9, (400,), generator=generator)
@@ -213,6 +213,7 @@ def test_statistics_summed_in_part_order_in_pieces_and_after_a_read_are_the_dire
         pieces.augmented(np.zeros(6))  # a read between adds
     for stats in (ordered, pieces):
         np.testing.assert_allclose(stats.augmented(np.zeros(6)), expected, rtol=1e-12, atol=1e-9)
+        assert torch.equal(stats.gram, stats.gram.transpose(1, 2))
 
 
 # --- under torchrun: statistics summed over ranks -------------------------------------------------

@@ -107,7 +107,7 @@ class PartStatistics:
             self.gram[f].addmm_(block.T, block)
             return
         gram = self.gram[f].numpy()
-        gram += rows_gram(block.numpy())
+        gram += rows_gram(block.numpy(), _thread_buffer(gram.shape))
 
     # --- several ranks -----------------------------------------------------------------------
     def rereference(self, reference: torch.Tensor) -> None:
@@ -167,11 +167,24 @@ class PartStatistics:
                           self.non_finite.cpu().numpy(), n_folds)
 
 
-def rows_gram(rows: np.ndarray) -> np.ndarray:
-    """rows' rows for a C-ordered [m, w] float64 block: numpy hands ``A' A`` of one buffer to BLAS's syrk (half a
-    GEMM's work, the triangle then mirrored: exactly symmetric) and, unlike scipy's BLAS wrappers, lets go of the
-    GIL while it runs, so the parts' products on several threads run side by side (``benchmarks/README.md``)."""
-    return rows.T @ rows
+def rows_gram(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """rows' rows for a C-ordered [m, w] float64 block (into ``out`` [w, w] when given): numpy hands ``A' A`` of
+    one buffer to BLAS's syrk (half a GEMM's work, the triangle then mirrored: exactly symmetric) and, unlike
+    scipy's BLAS wrappers, lets go of the GIL while it runs, so the parts' products on several threads run side by
+    side (``benchmarks/README.md``)."""
+    return np.matmul(rows.T, rows, out=out)
+
+
+_BUFFERS = threading.local()
+
+
+def _thread_buffer(shape: tuple) -> np.ndarray:
+    """One [w, w] float64 product buffer per thread, reused batch after batch: the Gram threads allocate nothing
+    (memory freed on several threads stays in glibc's per-thread arenas, and RSS with it)."""
+    buffer = getattr(_BUFFERS, "gram", None)
+    if buffer is None or buffer.shape != shape:
+        buffer = _BUFFERS.gram = np.empty(shape)
+    return buffer
 
 
 def shifted_grams(gram: torch.Tensor, cells: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:

@@ -162,8 +162,8 @@ def test_parts_summed_on_several_threads_are_bit_for_bit_the_one_thread_sums(mon
     y = torch.randn(2000, 3, generator=generator, dtype=torch.float64)
     threads_used = set()
     rows_gram = statistics.rows_gram
-    monkeypatch.setattr(statistics, "rows_gram", lambda rows: (threads_used.add(threading.current_thread().name),
-                                                               rows_gram(rows))[1])
+    monkeypatch.setattr(statistics, "rows_gram", lambda rows, out: (threads_used.add(threading.current_thread().name),
+                                                                    rows_gram(rows, out))[1])
     sums = {}
     for threads in (1, 2):
         monkeypatch.setattr(statistics, "gram_threads", lambda threads=threads: threads)

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
+
 from probes.gram import FoldSums
 
 _POOL: tuple[int, ThreadPoolExecutor] | None = None  # (threads, the Gram sums' pool), made on first use
@@ -114,7 +115,7 @@ class PartStatistics:
         """Express the sums around another per-position reference (exact algebra; no pass over rows)."""
         offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)
         offset[:, :self.p] = reference.to(self.device) - self.reference  # z_new = z - offset[pos]
-        self.gram = shifted_grams(self.gram, self.cells(), offset).contiguous()  # the Grams are added to in place
+        self.gram = shifted_grams(self.gram, self.cells(), offset).contiguous()  # contiguous: the Grams are added to in place through numpy views
         counts = self.cells()[:, :, -1:]
         self.cell -= (counts * offset[None]).reshape(self.cell.shape)
         self.reference = reference.to(self.device).clone()

@@ -180,12 +180,15 @@ _BUFFERS = threading.local()
 
 
 def _thread_buffer(shape: tuple) -> np.ndarray:
-    """One [w, w] float64 product buffer per thread, reused batch after batch: the Gram threads allocate nothing
-    (memory freed on several threads stays in glibc's per-thread arenas, and RSS with it)."""
-    buffer = getattr(_BUFFERS, "gram", None)
-    if buffer is None or buffer.shape != shape:
-        buffer = _BUFFERS.gram = np.empty(shape)
-    return buffer
+    """One float64 product buffer per thread and shape (the model's and its control's Grams differ in their
+    target columns), reused batch after batch: the Gram threads allocate nothing (memory freed on several threads
+    stays in glibc's per-thread arenas, and RSS with it)."""
+    buffers = getattr(_BUFFERS, "grams", None)
+    if buffers is None:
+        buffers = _BUFFERS.grams = {}
+    if shape not in buffers:
+        buffers[shape] = np.empty(shape)
+    return buffers[shape]
 
 
 def shifted_grams(gram: torch.Tensor, cells: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """The probes' sufficient statistics, summed batch by batch during a forward pass: no store needed.
 
     stats = PartStatistics(width=p, n_targets=k, n_parts=n_folds + 1, n_positions=T, device="cuda")
+    stats = PartStatistics(..., gram_parts=n_folds)  # the held-out part's Gram not summed (its rows predicted instead)
     stats.add(x, part, position, y)          # x [m, p] float64 rows, part [m] (CV fold or held out), y [m, k]
     stats.reduce(ranks)                       # torchrun: every rank's sums added up (after one shared reference)
     sums = stats.fold_sums(shift, n_folds)    # a probes.gram.FoldSums: what one pass over a store would give
@@ -52,13 +53,23 @@ def _pool() -> ThreadPoolExecutor:
 
 class PartStatistics:
     """Sums over rows of ``[x - r_pos | y | 1]`` per part: the Gram of each part and the per-(part, position)
-    sums. ``device``: where they are formed (the model's device: the states never leave it)."""
+    sums. ``device``: where they are formed (the model's device: the states never leave it).
 
-    def __init__(self, width: int, n_targets: int, n_parts: int, n_positions: int, device="cpu"):
+    ``gram_parts``: how many parts, from the first, get a Gram (default all).  The Grams are most of the
+    statistics' cost, and the last part's (the held-out rows) is needed only to score the probes from sums: a
+    caller that predicts the held-out rows themselves (``probes.storeless`` with a bootstrap) passes
+    ``n_parts - 1``, and the sums it reads (``fold_sums``) then have no held-out part (test R² NaN, as a store
+    route without one)."""
+
+    def __init__(self, width: int, n_targets: int, n_parts: int, n_positions: int, device="cpu",
+                 gram_parts: int | None = None):
         self.p, self.k, self.n_parts, self.n_positions = width, n_targets, n_parts, n_positions
+        self.gram_parts = n_parts if gram_parts is None else int(gram_parts)
+        if not 1 <= self.gram_parts <= n_parts:
+            raise ValueError(f"gram_parts must be in 1..{n_parts}, got {gram_parts}")
         w = width + n_targets + 1
         self.device = torch.device(device)
-        self.gram = torch.zeros(n_parts, w, w, dtype=torch.float64, device=self.device)
+        self.gram = torch.zeros(self.gram_parts, w, w, dtype=torch.float64, device=self.device)
         self.cell = torch.zeros(n_parts * n_positions, w, dtype=torch.float64, device=self.device)
         self.reference = torch.zeros(n_positions, width, dtype=torch.float64, device=self.device)
         self.seen = torch.zeros(n_positions, dtype=torch.bool, device=self.device)
@@ -92,7 +103,7 @@ class PartStatistics:
             order = torch.argsort(part, stable=True)
             z, part = z[order], part[order]
         bounds = torch.searchsorted(part, torch.arange(self.n_parts + 1, device=part.device)).tolist()
-        blocks = [(f, z[bounds[f]:bounds[f + 1]]) for f in range(self.n_parts) if bounds[f] < bounds[f + 1]]
+        blocks = [(f, z[bounds[f]:bounds[f + 1]]) for f in range(self.gram_parts) if bounds[f] < bounds[f + 1]]
         if z.device.type == "cpu" and len(blocks) > 1 and gram_threads() > 1:
             # each part's Gram is its own matrix: sum the parts side by side, one product per thread (numpy lets
             # go of the GIL in BLAS), each the same call as on one thread, so the sums are bit for bit the same
@@ -115,7 +126,7 @@ class PartStatistics:
         """Express the sums around another per-position reference (exact algebra; no pass over rows)."""
         offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)
         offset[:, :self.p] = reference.to(self.device) - self.reference  # z_new = z - offset[pos]
-        self.gram = shifted_grams(self.gram, self.cells(), offset).contiguous()  # contiguous: the Grams are added to in place through numpy views
+        self.gram = shifted_grams(self.gram, self.cells()[:self.gram_parts], offset).contiguous()  # contiguous: the Grams are added to in place through numpy views
         counts = self.cells()[:, :, -1:]
         self.cell -= (counts * offset[None]).reshape(self.cell.shape)
         self.reference = reference.to(self.device).clone()
@@ -150,12 +161,13 @@ class PartStatistics:
         return sums.cpu().numpy(), counts.cpu().numpy()
 
     def augmented(self, centre: np.ndarray) -> np.ndarray:
-        """The per-part sums of ``[x - centre_pos | y | 1][...]'`` (``centre``: [p] or [positions, p]), float64 numpy."""
+        """The per-part sums of ``[x - centre_pos | y | 1][...]'`` (``centre``: [p] or [positions, p]) of the parts
+        with a Gram, float64 numpy."""
         centre = torch.as_tensor(np.broadcast_to(centre, (self.n_positions, self.p)).copy(), dtype=torch.float64,
                                  device=self.device)
         offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)
         offset[:, :self.p] = centre - self.reference
-        return shifted_grams(self.gram, self.cells(), offset).cpu().numpy()
+        return shifted_grams(self.gram, self.cells()[:self.gram_parts], offset).cpu().numpy()
 
     def fold_sums(self, shift: np.ndarray, y_shift: np.ndarray, targets, n_folds: int) -> FoldSums:
         """FoldSums of the features around ``shift`` for the target columns ``targets`` (indices into y)."""

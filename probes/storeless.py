@@ -196,9 +196,13 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
     if max(len(cols) for s in sources for cols in s.columns.values()) > layout.n_train - np.bincount(layout.fold, minlength=F).max():
         raise StorelessUnsuitable("fewer training tokens than features in a fold")
 
-    # pass 1: the statistics of every layer (and of the control's), summed over the batches and the ranks
+    # pass 1: the statistics of every layer (and of the control's), summed over the batches and the ranks; with a
+    # bootstrap the model's held-out rows are predicted one by one, so their part needs no Gram (the control's,
+    # scored from its sums, does)
     device = encoder.device
-    stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), layout.Y.shape[1], F + 1, layout.n_positions, device)
+    gram_parts = F if request.n_boot else F + 1
+    stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), layout.Y.shape[1], F + 1, layout.n_positions, device,
+                                     gram_parts=gram_parts)
              for s in sources}
     control_stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), 1, F + 1, 1, device)
                      for s in sources} if control is not None else {}

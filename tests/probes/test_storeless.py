@@ -149,6 +149,36 @@ def test_statistics_re_expressed_around_another_reference_are_the_same_sums():
         np.testing.assert_allclose(whole.augmented(means)[f], (rows.T @ rows).numpy(), rtol=1e-12, atol=1e-10)
 
 
+def test_statistics_without_the_held_out_parts_gram_are_the_folds_of_the_full_sums():
+    """``gram_parts``: the held-out part's Gram is not summed (the route predicts those rows instead); the folds'
+    sums are those of statistics with every Gram, the sums read have no held-out part, and a reference moved
+    between ranks keeps them so."""
+    from probes.grid import solve_folds
+
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(500, 5, generator=generator, dtype=torch.float64) + 2.0
+    part, position = torch.randint(0, 4, (500,), generator=generator), torch.randint(0, 7, (500,), generator=generator)
+    y = torch.randn(500, 2, generator=generator, dtype=torch.float64)
+    every, folds_only = PartStatistics(5, 2, 4, 7), PartStatistics(5, 2, 4, 7, gram_parts=3)
+    for stats in (every, folds_only):
+        stats.add(x, part, position, y)
+    assert folds_only.gram.shape[0] == 3
+    np.testing.assert_allclose(folds_only.augmented(np.zeros(5)), every.augmented(np.zeros(5))[:3], rtol=0, atol=0)
+    folds_only.rereference(torch.ones(7, 5, dtype=torch.float64))
+    np.testing.assert_allclose(folds_only.augmented(np.zeros(5)), every.augmented(np.zeros(5))[:3], rtol=1e-12,
+                               atol=1e-10)
+    shift = x.mean(dim=0).numpy()
+    with_test, without = every.fold_sums(shift, np.zeros(2), [0, 1], 3), folds_only.fold_sums(shift, np.zeros(2), [0, 1], 3)
+    assert with_test.gram.shape[0] == 4 and without.gram.shape[0] == 3
+    alphas = np.array([0.1, 10.0])
+    full, folds = solve_folds(with_test, alphas, True), solve_folds(without, alphas, True)
+    np.testing.assert_allclose(folds["cv_scores"], full["cv_scores"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(folds["coef"], full["coef"], rtol=1e-12, atol=1e-12)
+    assert np.isfinite(full["test_r2"]).all() and np.isnan(folds["test_r2"]).all()
+    with pytest.raises(ValueError, match="gram_parts"):
+        PartStatistics(5, 2, 4, 7, gram_parts=5)
+
+
 def test_parts_summed_on_several_threads_are_bit_for_bit_the_one_thread_sums(monkeypatch):
     """The parts' Grams are summed side by side, one product per thread (torch's thread count): the same calls as
     on one thread, so the same bits; and the threads are really used (each part's product on its own thread)."""

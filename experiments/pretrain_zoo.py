@@ -11,7 +11,9 @@ hyper-parameters, and ship each as a half-precision checkpoint in ``dstg_interp/
 ``nope`` (NoPE-NeoBERT: the same block with no positional input at all) is the floor of the probe tables and
 claims; it is not one of the reference four (the default ``--variants``) but is trained with exactly their
 recipe (``check_zoo_recipe`` refuses it otherwise), one seed so far.  Rerunning the same command continues an
-interrupted run from its last checkpoint (there is no --resume flag: resuming is the default).
+interrupted run from its last checkpoint (there is no --resume flag: resuming is the default) and leaves alone a
+member the --out folder already holds whose run folder is gone (one committed by an earlier session), so one
+command, rerun session after session, trains a zoo member by member.
 
 Sizes: 6 layers, 4 heads, d_model 128 (DSTG: d_sem 112 + d_ap 16, 1:7 rather than the authors' 1:15
 so each head keeps 4 AP value dims), SwiGLU hidden 344, 128 positions, vocab 8192; batch 16, AdamW
@@ -55,6 +57,7 @@ from dstg_interp import ModelConfig, load_model
 from dstg_interp.config import MAX_SEED, VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import RESULTS_DIR, check_replaceable, write_text_atomic
+from dstg_interp.model.files import WEIGHTS_FILE
 from dstg_interp.model.checkpoint import ZOO_NAMES, ZOO_TOKENIZER, ZOO_WIDTHS, zoo_architecture, zoo_member
 from dstg_interp.model.saving import checkpoint_foreign_entries, save_checkpoint
 from dstg_interp.train import (
@@ -194,6 +197,12 @@ def check_zoo_recipe(zoo_dir: Path, variant: str, cfg: TrainConfig) -> None:
                              f"train {zoo_member(variant, cfg.seed)} into a new --out")
 
 
+def in_zoo(zoo_dir: Path, variant: str, seed: int) -> bool:
+    """Whether ``zoo_dir`` holds the exported member (weights, ``train_config.json`` and ``training.json``)."""
+    folder = zoo_dir / zoo_member(variant, seed)
+    return all((folder / name).is_file() for name in (WEIGHTS_FILE, CONFIG_FILE, "training.json"))
+
+
 def check_seeds(seeds: list[int]) -> list[int]:
     if any(not 0 <= seed <= MAX_SEED for seed in seeds):
         raise ValueError(f"--seeds must be integers from 0 to {MAX_SEED}, got {' '.join(map(str, seeds))}")
@@ -319,6 +328,12 @@ def run(config: PretrainZooConfig) -> dict:
         for variant in config.variants:
             cfg = zoo_config(variant, config.runs, config.steps, config.threads, seed, config.recipe, config.precision)
             state_file = Path(cfg.out_dir) / CHECKPOINT_DIR / STATE_FILE
+            if not state_file.is_file() and in_zoo(config.out, variant, seed):
+                # a member committed by an earlier session whose run folder is gone (runs/ is not committed):
+                # check_zoo_recipe above found it of this recipe, so it is not trained again
+                print(f"{zoo_member(variant, seed)}: already in {config.out} (no run folder to resume); not retrained",
+                      file=sys.stderr)
+                continue
             state = json.loads(state_file.read_text()) if state_file.is_file() else {"step": 0}
             if state["step"] < cfg.max_steps:
                 start = time.time()

@@ -446,6 +446,24 @@ def test_pretrain_zoo_refuses_a_zoo_of_another_recipe(tmp_path, capsys):
     assert sorted(p.name for p in zoo.rglob("*")) == before and not (tmp_path / "runs").exists()
 
 
+def test_pretrain_zoo_does_not_retrain_a_member_already_in_the_zoo(tmp_path, capsys, monkeypatch):
+    """A member committed by an earlier session (its run folder gone: runs/ is not committed) is not trained again
+    by the same command; the others are (here: refused before training by the stand-in)."""
+    import experiments.pretrain_zoo as pretrain_zoo
+    from dstg_interp.model.checkpoint import ZOO_DIR
+
+    zoo = tmp_path / "zoo"
+    shutil.copytree(ZOO_DIR / "ap", zoo / "ap")
+    before = {p: p.stat().st_mtime_ns for p in zoo.rglob("*")}
+    trained = []
+    monkeypatch.setattr(pretrain_zoo, "train", lambda cfg, **kw: (trained.append(cfg.model["variant"]),
+                                                                   (_ for _ in ()).throw(KeyboardInterrupt))[1])
+    code = pretrain_zoo.main(["--variants", "ap", "rp", "--seeds", "0", "--out", str(zoo), "--runs", str(tmp_path / "runs")])
+    assert code == 130 and trained == ["rp"]
+    assert f"ap: already in {zoo} (no run folder to resume); not retrained" in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in zoo.rglob("*")} == before
+
+
 def test_the_6_layer_recipe_is_the_former_zoo_recipe_deeper_longer_on_en_large(tmp_path):
     """--recipe 6x128 (the shipped zoo's, the default) changes depth, corpus and steps only from the former
     4x128, and the shipped zoo refuses a member of the former recipe."""

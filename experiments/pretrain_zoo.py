@@ -57,8 +57,8 @@ from dstg_interp import ModelConfig, load_model
 from dstg_interp.config import MAX_SEED, VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import RESULTS_DIR, check_replaceable, write_text_atomic
-from dstg_interp.model.files import WEIGHTS_FILE
 from dstg_interp.model.checkpoint import ZOO_NAMES, ZOO_TOKENIZER, ZOO_WIDTHS, zoo_architecture, zoo_member
+from dstg_interp.model.files import WEIGHTS_FILE
 from dstg_interp.model.saving import checkpoint_foreign_entries, save_checkpoint
 from dstg_interp.train import (
     CHECKPOINT_DIR,

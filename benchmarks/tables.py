@@ -265,7 +265,7 @@ RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": trai
              "train_loop_bf16_baselines": lambda: train_loop_bf16("train_loop_bf16_baselines"), "training": training, "ridge": ridge, "store": store,
              "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
              "loop_overhead": loop_overhead, "step_profile": step_profile, "scaling": scaling,
-             "scaling_kept": lambda: scaling("scaling_kept"),
+             "scaling_kept": lambda: scaling("scaling_kept"), "scaling_extract": lambda: scaling("scaling_extract"),
              "probe_cli": probe_cli}
 
 

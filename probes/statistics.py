@@ -74,19 +74,11 @@ class PartStatistics:
         self.reference = torch.zeros(n_positions, width, dtype=torch.float64, device=self.device)
         self.seen = torch.zeros(n_positions, dtype=torch.bool, device=self.device)
         self.non_finite = torch.zeros(width, dtype=torch.int64, device=self.device)
-        self._pending: list = []  # Gram products still running on the pool (``add(..., wait=False)``)
 
-    def add(self, x: torch.Tensor, part: torch.Tensor, position: torch.Tensor, y: torch.Tensor,
-            wait: bool = True) -> None:
+    def add(self, x: torch.Tensor, part: torch.Tensor, position: torch.Tensor, y: torch.Tensor) -> None:
         """Add rows ``x`` [m, p] (float64; NaN/inf are counted per column and summed as 0) in ``part`` [m]
         at ``position`` [m] with targets ``y`` [m, k] (already shifted by their means).  Rows already in part
-        order (as ``probes.storeless`` gathers them) are summed where they lie; others are sorted first.
-
-        ``wait=False``: return while the parts' Grams are still being summed on the pool (``settle`` waits; every
-        read and the next ``add`` settle first), so that a caller with several statistics (a layer each) keeps
-        the pool's threads busy over all of them: with five parts on two threads, waiting layer by layer leaves
-        one thread idle for the fifth product of every layer."""
-        self.settle()
+        order (as ``probes.storeless`` gathers them) are summed where they lie; others are sorted first."""
         if len(x) == 0:
             return
         if not bool(torch.isfinite(x.sum())):  # one reduction for the common case; a float64 sum of float16-range
@@ -115,18 +107,11 @@ class PartStatistics:
         if z.device.type == "cpu" and len(blocks) > 1 and gram_threads() > 1:
             # each part's Gram is its own matrix: sum the parts side by side, one product per thread (numpy lets
             # go of the GIL in BLAS), each the same call as on one thread, so the sums are bit for bit the same
-            self._pending = [_pool().submit(self._add_gram, f, block) for f, block in blocks]
-            if wait:
-                self.settle()
+            for done in [_pool().submit(self._add_gram, f, block) for f, block in blocks]:
+                done.result()
         else:
             for f, block in blocks:
                 self._add_gram(f, block)
-
-    def settle(self) -> None:
-        """Wait for the Gram products an ``add(..., wait=False)`` left running (raising the first error)."""
-        pending, self._pending = self._pending, []
-        for done in pending:
-            done.result()
 
     def _add_gram(self, f: int, block: torch.Tensor) -> None:
         """gram[f] += block' block (on a CPU: ``rows_gram``)."""
@@ -139,7 +124,6 @@ class PartStatistics:
     # --- several ranks -----------------------------------------------------------------------
     def rereference(self, reference: torch.Tensor) -> None:
         """Express the sums around another per-position reference (exact algebra; no pass over rows)."""
-        self.settle()
         offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)
         offset[:, :self.p] = reference.to(self.device) - self.reference  # z_new = z - offset[pos]
         self.gram = shifted_grams(self.gram, self.cells()[:self.gram_parts], offset).contiguous()  # contiguous: the Grams are added to in place through numpy views
@@ -150,7 +134,6 @@ class PartStatistics:
     def reduce(self, ranks) -> None:
         """Every rank's sums added up, on every rank (``dstg_interp.store.distributed.Ranks``): the ranks first
         agree on one reference per position (the lowest rank's that saw it)."""
-        self.settle()
         if not getattr(ranks, "grouped", False):
             return
         seen = ranks.gather(self.seen.cpu())
@@ -180,7 +163,6 @@ class PartStatistics:
     def augmented(self, centre: np.ndarray) -> np.ndarray:
         """The per-part sums of ``[x - centre_pos | y | 1][...]'`` (``centre``: [p] or [positions, p]) of the parts
         with a Gram, float64 numpy."""
-        self.settle()
         centre = torch.as_tensor(np.broadcast_to(centre, (self.n_positions, self.p)).copy(), dtype=torch.float64,
                                  device=self.device)
         offset = torch.zeros(self.n_positions, self.p + self.k + 1, dtype=torch.float64, device=self.device)

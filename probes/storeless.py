@@ -371,14 +371,12 @@ def _statistics_pass(passes: _Pass, batches, models, hooks, sources, stats, layo
                 y_on = torch.from_numpy(layout.Y_rows[rows][keep][:, targets]).to(device)
                 held = held_out.claim(rows[keep], passes.row_start) if sums is stats and held_out else None
                 held_on = torch.from_numpy(held).to(device) if held is not None else None
-                for source in sources:  # each layer's Grams summed on the pool while the next layer's rows are made
+                for source in sources:
                     states = _float16_rows(captured, source.hooks, mask, keep_on)
-                    sums[source.layer].add(states, part_on, position_on, y_on, wait=False)
+                    sums[source.layer].add(states, part_on, position_on, y_on)
                     if held_on is not None:
                         held_out.keep(source.layer, states[held_on])
                 del captured
-                for layer_sums in sums.values():  # every product done before the next forward takes the cores
-                    layer_sums.settle()
                 bar.update(int(lengths[batch].sum()))
 
 

@@ -181,8 +181,7 @@ def test_statistics_without_the_held_out_parts_gram_are_the_folds_of_the_full_su
 
 def test_parts_summed_on_several_threads_are_bit_for_bit_the_one_thread_sums(monkeypatch):
     """The parts' Grams are summed side by side, one product per thread (torch's thread count): the same calls as
-    on one thread, so the same bits, also when an add returns before its products are done; and the threads are
-    really used (each part's product on its own thread)."""
+    on one thread, so the same bits; and the threads are really used (each part's product on its own thread)."""
     import threading
 
     import probes.statistics as statistics
@@ -196,14 +195,14 @@ def test_parts_summed_on_several_threads_are_bit_for_bit_the_one_thread_sums(mon
     monkeypatch.setattr(statistics, "rows_gram", lambda rows, out: (threads_used.add(threading.current_thread().name),
                                                                     rows_gram(rows, out))[1])
     sums = {}
-    for threads, wait in ((1, True), (2, True), (2, False)):  # wait=False: the products left running between adds
+    for threads in (1, 2):
         monkeypatch.setattr(statistics, "gram_threads", lambda threads=threads: threads)
         stats = PartStatistics(40, 3, 6, 9)
         for piece in range(4):
             rows = slice(500 * piece, 500 * (piece + 1))
-            stats.add(x[rows], part[rows], position[rows], y[rows], wait=wait)
-        sums[threads, wait] = stats.augmented(np.zeros((9, 40)))
-    assert np.array_equal(sums[1, True], sums[2, True]) and np.array_equal(sums[1, True], sums[2, False])
+            stats.add(x[rows], part[rows], position[rows], y[rows])
+        sums[threads] = stats.augmented(np.zeros((9, 40)))
+    assert np.array_equal(sums[1], sums[2])
     assert any(name.startswith("gram-sums") for name in threads_used) and threading.main_thread().name in threads_used
 
 
@@ -217,8 +216,8 @@ def test_the_passes_run_numpys_blas_on_one_thread_beside_torch(setup, monkeypatc
     checkpoint, corpus = setup
     seen = []
     add = storeless.PartStatistics.add
-    monkeypatch.setattr(storeless.PartStatistics, "add", lambda self, *a, **kw: (
-        seen.append({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}), add(self, *a, **kw))[1])
+    monkeypatch.setattr(storeless.PartStatistics, "add", lambda self, *a: (
+        seen.append({p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}), add(self, *a))[1])
     probe_positions(str(checkpoint), task="segment", corpus=str(corpus), n_boot=0, controls=False, progress=False)
     assert seen and all(threads == {1} for threads in seen), seen
 

@@ -13,6 +13,7 @@ and are marked ``slow`` here, so ``pytest -m "not slow"`` runs the unit tests on
 """
 
 import functools
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,14 @@ from dstg_interp import build_model
 from dstg_interp.tiny_zoo import tiny_config as library_tiny_config
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
+
+# A test run started in the background by a non-interactive shell (`.ci/run &`, nohup, cron) inherits SIGINT
+# ignored, and so would every command the tests start: Python installs its KeyboardInterrupt handler only where
+# SIGINT is not ignored, so the Ctrl-C tests (tests/cli/test_interrupts.py) would signal commands that cannot
+# hear it. A handler here is reset to the default in each child at exec, so the commands start as from a
+# terminal. (The commands themselves keep honouring an ignored SIGINT, as a background job asks.)
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -130,7 +139,6 @@ def interrupt_when_ready(process, ready: Path, fault: str = "int", ready_timeout
     exists, waiting on that signal however loaded the machine (``fault`` other than "int": no signal), then
     its (stdout, stderr); the group is killed if it outlives the wait."""
     import os
-    import signal
     import time
 
     try:

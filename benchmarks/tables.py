@@ -261,32 +261,12 @@ def probe_cli() -> str:
     return text + "\n\n" + source("probe_cli", result)
 
 
-def scaling_wait() -> str:
-    """bench_scaling.py run alternately on two versions of the storeless pass (session 19): each layer's Gram
-    products left running while the next layer's rows are made (``add(..., wait=False)``, commit 655f7d8) and
-    each layer's products awaited before the next (the code since), one row per run in the order they ran."""
-    runs = sorted(RESULTS.glob("scaling_wait_*.json"), key=lambda path: load(path.stem)["machine"]["started"])
-    if not runs:
-        return "*No committed `results/scaling_wait_*.json` yet.*"
-    rows = []
-    for path in runs:
-        result = load(path.stem)
-        by = {r["rival"]: r for r in result["rows"]}
-        plain, storeless = by["plain_forward"], by["storeless"]
-        rows.append([f"`{path.stem}`", "left running (`wait=False`)" if "left" in path.stem else "awaited per layer",
-                     plain["width"], n(plain["n_tokens"]), n(plain["tokens_per_s"]), n(storeless["tokens_per_s"]),
-                     n(storeless["tokens_per_s"] / plain["tokens_per_s"], 3), n(storeless["peak_rss_mb"]),
-                     result["machine"]["started"], n(result["machine"]["load_before"]["1min"], 2)])
-    return grid(["result", "Gram products", "width", "tokens", "plain tok/s", "storeless tok/s", "× plain forward",
-                 "storeless peak RSS (MiB)", "started", "1-min load at start"], rows)
-
-
 RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": train_loop_bf16,
              "train_loop_bf16_baselines": lambda: train_loop_bf16("train_loop_bf16_baselines"), "training": training, "ridge": ridge, "store": store,
              "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
              "loop_overhead": loop_overhead, "step_profile": step_profile, "scaling": scaling,
              "scaling_kept": lambda: scaling("scaling_kept"), "scaling_extract": lambda: scaling("scaling_extract"),
-             "scaling_wait": scaling_wait, "probe_cli": probe_cli}
+             "probe_cli": probe_cli}
 
 
 def rebuilt(text: str) -> str:

@@ -214,7 +214,7 @@ def _write_my_batches(plan: _Plan, config, accumulator, progress: bool, ranks: R
     writers: dict[str, NpyWriter] = {}
     try:
         for key, (file, shape, file_dtype) in plan.files.items():
-            writers[key] = NpyWriter(plan.folder / file, shape, file_dtype, create=False)
+            writers[key] = NpyWriter(plan.folder / file, shape, file_dtype, create=False, direct=True)
         batches = ranks.share(length_sorted_batches(plan.lengths, config.batch_size))
         bar = progress_bar(total=int(sum(plan.lengths[batch].sum() for batch in batches)), unit="tok", disable=not progress,
                            desc=f"extract -> {plan.folder.name.split('.tmp-')[0].lstrip('.')}"

@@ -1,0 +1,119 @@
+"""NpyWriter's two write paths (whole pages past the page cache, the rest through it) and the checksums'
+direct reads: the bytes on disk are np.save's whatever the path, the order of the blocks or the OS's answer."""
+
+import errno
+import io
+import os
+
+import numpy as np
+import pytest
+import xxhash
+
+from dstg_interp.store import checksums, npy_writer
+from dstg_interp.store.npy_writer import PAGE, NpyWriter
+
+
+def saved_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def blocks_in_random_order(n: int, rng, cuts: int = 25) -> list[tuple[int, int]]:
+    edges = [0, *np.sort(rng.choice(np.arange(1, n), cuts, replace=False)).tolist(), n]
+    blocks = list(zip(edges[:-1], edges[1:]))
+    rng.shuffle(blocks)
+    return blocks
+
+
+def write_blocks(path, rows: np.ndarray, rng, **options) -> NpyWriter:
+    writer = NpyWriter(path, rows.shape, rows.dtype, **options)
+    for start, stop in blocks_in_random_order(len(rows), rng):
+        writer.write(start, rows[start:stop])
+    writer.close()
+    return writer
+
+
+@pytest.mark.parametrize("width, dtype", [(720, np.float16), (48, np.float16), (1, np.int64), (3, np.int32)])
+def test_direct_writes_leave_np_save_bytes_in_any_block_order(width, dtype, tmp_path, monkeypatch):
+    rng = np.random.default_rng(width)
+    rows = rng.standard_normal((9_973, width)).astype(dtype)
+    rows = rows[:, 0] if width == 1 else rows  # a label column: one value a row
+    direct_writes = []
+    real_pwrite = os.pwrite
+
+    def spy(fd, data, offset):
+        if fd == getattr(spy, "direct_fd", None):
+            direct_writes.append((offset, memoryview(data).nbytes))
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(npy_writer.os, "pwrite", spy)
+    writer = NpyWriter(tmp_path / "a.npy", rows.shape, rows.dtype, direct=True)
+    spy.direct_fd = writer.direct_fd
+    for start, stop in blocks_in_random_order(len(rows), rng):
+        writer.write(start, rows[start:stop])
+    used_direct = writer.direct_io
+    writer.close()
+    assert (tmp_path / "a.npy").read_bytes() == saved_bytes(rows)
+    if used_direct:  # the filesystem took O_DIRECT: every write through it is whole, aligned pages
+        assert direct_writes or rows.nbytes < 2 * npy_writer.DIRECT_MIN_BYTES
+        assert all(offset % PAGE == 0 and length % PAGE == 0 for offset, length in direct_writes)
+
+
+def test_a_refused_o_direct_leaves_the_page_cache_path(tmp_path, monkeypatch):
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((5_000, 96)).astype(np.float16)
+    real_open = os.open
+
+    def no_direct(path, flags, *mode):
+        if flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *mode)
+
+    monkeypatch.setattr(npy_writer.os, "open", no_direct)
+    writer = write_blocks(tmp_path / "open.npy", rows, rng, direct=True)
+    assert not writer.direct_io
+    assert (tmp_path / "open.npy").read_bytes() == saved_bytes(rows)
+
+    monkeypatch.undo()
+    real_pwrite, refused = os.pwrite, []
+
+    def refuse_on_direct_fd(fd, data, offset):  # a filesystem that wants a larger alignment than 4 KiB
+        if fd == getattr(refuse_on_direct_fd, "direct_fd", None):
+            refused.append(offset)
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(npy_writer.os, "pwrite", refuse_on_direct_fd)
+    writer = NpyWriter(tmp_path / "write.npy", rows.shape, rows.dtype, direct=True)
+    refuse_on_direct_fd.direct_fd = writer.direct_fd
+    for start, stop in blocks_in_random_order(len(rows), rng):
+        writer.write(start, rows[start:stop])
+    assert not writer.direct_io and len(refused) <= 1  # refused once, then the page cache alone
+    writer.close()
+    assert (tmp_path / "write.npy").read_bytes() == saved_bytes(rows)
+
+
+def test_other_write_errors_are_raised_not_swallowed(tmp_path, monkeypatch):
+    rows = np.ones((4_096, 64), dtype=np.float16)
+    writer = NpyWriter(tmp_path / "a.npy", rows.shape, rows.dtype, direct=True)
+
+    def full_disk(fd, data, offset):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(npy_writer.os, "pwrite", full_disk)
+    with pytest.raises(OSError) as raised:
+        writer.write(0, rows)
+    assert raised.value.errno == errno.ENOSPC
+    writer.close()
+
+
+@pytest.mark.parametrize("size", [0, 1, PAGE - 1, PAGE, 3 * checksums._READ + 12_345])
+def test_full_digest_is_xxh3_of_every_byte_with_or_without_o_direct(size, tmp_path, monkeypatch):
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    expected = xxhash.xxh3_128(data).hexdigest()
+    assert checksums.file_checksums(path)["full"] == expected
+    monkeypatch.delattr(os, "O_DIRECT", raising=False)  # macOS: no such flag
+    assert checksums.file_checksums(path)["full"] == expected

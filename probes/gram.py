@@ -28,7 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.linalg import eigh
 
 from probes.splits import non_finite_error
 
@@ -226,7 +225,9 @@ def primal_solutions(gram: np.ndarray, x_sum: np.ndarray, xy: np.ndarray, y_sum:
     scale = scale_from_var(np.diag(cov) / n, mean, n, standardize)
     z_gram = cov / np.outer(scale, scale)
     z_y = (xy - np.outer(mean, y_sum)) / scale[:, None]  # Z'(y - ybar) = (X - mean)'y
-    lam, V = eigh(z_gram, overwrite_a=True, check_finite=False, driver="evd")
+    # numpy's eigh (LAPACK's syevd, as scipy's driver="evd") lets go of the GIL, scipy's wrapper does not: the
+    # solves of several sets run side by side (probes.grid.solve_each)
+    lam, V = np.linalg.eigh(z_gram)
     proj = V.T @ z_y  # (p, k)
     shrunk = proj[:, None, :] / (lam[:, None, None] + alphas[None, :, None])  # (p, n_alphas, k)
     W = (V @ shrunk.reshape(len(V), -1)).reshape(shrunk.shape)

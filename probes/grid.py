@@ -12,14 +12,23 @@ part (the CV folds of the training rows plus the held-out test rows as one more 
 its columns; each set's folds are then solved from its block (one eigendecomposition per fold, all alphas
 and targets at once) and its test R² comes from the held-out part's sums, so without predictions to keep
 there is no second pass. Memory: one chunk of rows plus (folds + 1) x p² sums per source.
+
+The solves of several sets run side by side (``solve_each``), each on one BLAS thread: at the authors' width
+(sets of 768 features, one eigendecomposition per fold) one BLAS thread per solve was faster than two even on a
+quiet two-core machine (7.2 s against 11.1 s for the 21 sets of a 6-layer DSTG), and OpenBLAS's spinning
+threads made the two-thread solves 7x slower beside another job (benchmarks/README.md, "Where the time goes").
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
 
 from probes.gram import FoldSums, chunks, primal_solutions, read_rows
 from probes.splits import non_finite_error
@@ -38,6 +47,30 @@ class Columns:
 
 def load(source):
     return source() if callable(source) else source
+
+
+def one_blas_thread():
+    """numpy's and scipy's BLAS / LAPACK calls each on one thread for the duration (threadpoolctl): OpenBLAS's
+    threads spin-wait between calls and take the cores from whatever else runs (torch's forward, the other
+    solves on the pool, another process). Entered once by the thread that hands out the work (the limit is
+    process-wide), never inside the pool's threads."""
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+Job = TypeVar("Job")
+
+
+def solve_each(jobs: Sequence[Job], solve: Callable[[Job], Any], threads: int | None = None) -> list:
+    """``[solve(job) for job in jobs]``, side by side on ``threads`` threads (default: torch's thread count, the
+    cores the rest of the run uses), each on one BLAS thread; LAPACK lets go of the GIL, so they overlap.  Each
+    solve is the same call it would be alone, so the results do not depend on ``threads``.  The first error a
+    job raises is raised here."""
+    threads = max(1, torch.get_num_threads() if threads is None else int(threads))
+    with one_blas_thread():
+        if threads == 1 or len(jobs) <= 1:
+            return [solve(job) for job in jobs]
+        with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix="ridge-solves") as pool:
+            return list(pool.map(solve, jobs))
 
 
 def solve_folds(sums: FoldSums, alphas, standardize):

@@ -39,7 +39,7 @@ from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from probes.gram import DEFAULT_CHUNK_ROWS, FoldSums, cv_ridge_streamed, primal_solutions, scale_from_var
-from probes.grid import check_finite, grouped_by_source, load, predictions, solve_folds
+from probes.grid import check_finite, grouped_by_source, load, predictions, solve_each, solve_folds
 from probes.splits import (
     bootstrap_r2_ci,
     check_enough_groups,
@@ -455,11 +455,14 @@ def _fit_source(X, members, rows: _GridRows, standardize: bool, chunk_rows: int,
         return fitted
     sums = FoldSums.accumulate(X, rows.rows_all, rows.part_all, rows.Y_all, rows.n_splits, chunk_rows, device,
                                held_out=True)
-    fits = {}
-    for key, columns in members:
+
+    def solve(member):
+        key, columns = member
         block = sums.columns(columns)
         check_finite(block, key)
-        fits[key] = (columns, solve_folds(block, rows.alphas, standardize))
+        return key, (columns, solve_folds(block, rows.alphas, standardize))
+
+    fits = dict(solve_each(members, solve))  # DSTG's sem, ap and full of one layer side by side
     preds = predictions(X, rows.test_idx, fits, chunk_rows) if want_predictions else {}
     for key, (_, res) in fits.items():
         if key in preds:  # the R² of the predictions the table keeps (and the bootstrap resamples)

@@ -39,7 +39,7 @@ _POOL_LOCK = threading.Lock()
 
 def gram_threads() -> int:
     """How many parts' Grams are summed at once: torch's thread count, the cores the forward pass just used
-    (each product itself on one BLAS thread: ``probes.storeless.one_blas_thread``)."""
+    (each product itself on one BLAS thread: ``probes.grid.one_blas_thread``)."""
     return max(1, torch.get_num_threads())
 
 

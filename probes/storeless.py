@@ -30,13 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import torch
-from threadpoolctl import threadpool_limits
 
 from dstg_interp.encoders import Encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.progress import progress_bar
 from dstg_interp.store.distributed import Ranks
-from probes.grid import StackedProbes, check_finite, solve_folds
+from probes.grid import StackedProbes, check_finite, one_blas_thread, solve_each, solve_folds
 from probes.ridge import DEFAULT_ALPHAS, grouped_folds
 from probes.splits import bootstrap_r2_ci, check_nonconstant_target
 from probes.statistics import PartStatistics
@@ -44,14 +43,6 @@ from probes.statistics import PartStatistics
 __all__ = ["StorelessRequest", "StorelessUnsuitable", "storeless_fits"]
 
 FLOAT16_MAX = float(torch.finfo(torch.float16).max)
-
-
-def one_blas_thread():
-    """numpy's BLAS calls (the Gram sums) each on one thread while torch runs the model on its own: OpenBLAS's
-    threads spin-wait between calls and take the cores from torch's forward (measured with and without in
-    ``benchmarks/README.md``, "How cost grows"). The cores are still used between forwards: the parts' Grams are
-    summed side by side, one single-threaded product per thread (``probes.statistics.PartStatistics.add``)."""
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 class StorelessUnsuitable(ValueError):
@@ -280,10 +271,12 @@ class _Solved:
 
 def _solve(sources: list[_Source], stats: dict, control_stats: dict, layout: _RowLayout, n_targets: int, F: int,
            with_residual: bool) -> _Solved:
-    """Every probe solved from the sums (``probes.grid.solve_folds``: what ``fit_ridge_grid`` does per source)."""
+    """Every probe solved from the sums (``probes.grid.solve_folds``: what ``fit_ridge_grid`` does per source),
+    the layers side by side (``probes.grid.solve_each``)."""
     alphas = np.asarray(DEFAULT_ALPHAS, dtype=np.float64)
-    solved = _Solved({}, {}, {}, {})
-    for source in sources:
+
+    def solve_layer(source: _Source) -> _Solved:
+        solved = _Solved({}, {}, {}, {})
         layer_stats = stats[source.layer]
         x_sum, counts = layer_stats.position_sums(slice(None))
         sums = layer_stats.fold_sums(x_sum.sum(axis=0) / counts.sum(), layout.y_shift[:n_targets], range(n_targets), F)
@@ -309,6 +302,14 @@ def _solve(sources: list[_Source], stats: dict, control_stats: dict, layout: _Ro
                 block = residual.columns(cols)
                 check_finite(block, key)
                 solved.residual_fits[key] = (cols, solve_folds(block, alphas, True))
+        return solved
+
+    solved = _Solved({}, {}, {}, {})
+    for layer in solve_each(sources, solve_layer):  # in the sources' order
+        solved.fits.update(layer.fits)
+        solved.control_r2.update(layer.control_r2)
+        solved.residual_fits.update(layer.residual_fits)
+        solved.means.update(layer.means)
     return solved
 
 

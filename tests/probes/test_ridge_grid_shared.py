@@ -218,3 +218,32 @@ def test_stacked_probes_predict_what_each_fit_predicts_on_its_own_columns():
     for key, (columns, fit) in fits.items():
         direct = ((X[:, columns].astype(np.float64) - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
         np.testing.assert_allclose(predicted[key], direct, rtol=1e-12, atol=1e-12)
+
+
+def test_solves_side_by_side_are_the_solves_one_by_one():
+    """solve_each: the same results, bit for bit, on one thread or several (each solve on one BLAS thread), in
+    the jobs' order; a job's error is raised as it was."""
+    from probes.gram import FoldSums
+    from probes.grid import solve_each, solve_folds
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((400, 24))
+    Y = X[:, :3] @ rng.standard_normal((3, 2)) + 0.1 * rng.standard_normal((400, 2))
+    part = np.arange(400) % 6  # five folds and a held-out part
+    sums = FoldSums.accumulate(X, np.arange(400), part, Y, 5, 64, "cpu", held_out=True)
+    sets = [slice(0, 8), slice(8, 24), slice(None), slice(3, 5)]
+    alphas = np.logspace(-3, 3, 7)
+
+    def solve(columns):
+        return solve_folds(sums.columns(columns), alphas, True)
+
+    alone, together = solve_each(sets, solve, threads=1), solve_each(sets, solve, threads=3)
+    for a, b in zip(alone, together):
+        assert np.array_equal(a["coef"], b["coef"]) and np.array_equal(a["cv_scores"], b["cv_scores"])
+    assert not np.array_equal(alone[0]["coef"], alone[2]["coef"][:8])  # the sets differ: the order is checked
+
+    def fails(columns):
+        raise ValueError(f"set {columns} has no rows")
+
+    with pytest.raises(ValueError, match="has no rows"):
+        solve_each(sets, fails, threads=2)

@@ -39,7 +39,8 @@ import numpy as np
 
 PAGE = 4096  # O_DIRECT's alignment of file offsets, lengths and memory on the filesystems it is used on
 DIRECT_MIN_BYTES = 1 << 16  # a smaller block goes through the page cache whole (staging it saves nothing)
-_staging = threading.local()  # one page-aligned buffer per writing thread, grown to the largest block
+STAGING_BYTES = 1 << 23  # a multiple of PAGE: each writing thread's staging buffer
+_staging = threading.local()  # that buffer, made on the thread's first direct write
 
 
 class NpyWriter:
@@ -92,25 +93,26 @@ class NpyWriter:
             _pwrite_all(self.fd, data, offset)
 
     def _write_direct(self, data: memoryview, offset: int) -> bool:
-        """Whole pages past the page cache; False (and the page cache from now on) where the OS refuses."""
+        """Whole pages past the page cache, STAGING_BYTES at a time through this thread's page-aligned buffer;
+        False (and the page cache from now on) where the OS refuses."""
         buffer = getattr(_staging, "buffer", None)
-        if buffer is None or len(buffer) < data.nbytes:
-            if buffer is not None:
-                buffer.close()
-            buffer = _staging.buffer = mmap.mmap(-1, data.nbytes)  # anonymous maps are page-aligned
-        staged = memoryview(buffer)[:data.nbytes]
-        try:
-            staged[:] = data
-            try:
-                _pwrite_all(self.direct_fd, staged, offset)
-            except OSError as err:
-                if err.errno != errno.EINVAL:  # EINVAL: an alignment this filesystem does not take
-                    raise
-                os.close(self.direct_fd)
-                self.direct_fd = None
-                return False
-        finally:
-            staged.release()
+        if buffer is None:
+            buffer = _staging.buffer = mmap.mmap(-1, STAGING_BYTES)  # anonymous maps are page-aligned
+        with memoryview(buffer) as staging:
+            for start in range(0, data.nbytes, STAGING_BYTES):
+                piece = data[start:start + STAGING_BYTES]
+                staged = staging[:piece.nbytes]
+                staged[:] = piece
+                try:
+                    _pwrite_all(self.direct_fd, staged, offset + start)
+                except OSError as err:
+                    if err.errno != errno.EINVAL:  # EINVAL: an alignment this filesystem does not take
+                        raise
+                    os.close(self.direct_fd)
+                    self.direct_fd = None
+                    return False
+                finally:
+                    staged.release()
         return True
 
     def close(self) -> None:

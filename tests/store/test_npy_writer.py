@@ -117,3 +117,13 @@ def test_full_digest_is_xxh3_of_every_byte_with_or_without_o_direct(size, tmp_pa
     assert checksums.file_checksums(path)["full"] == expected
     monkeypatch.delattr(os, "O_DIRECT", raising=False)  # macOS: no such flag
     assert checksums.file_checksums(path)["full"] == expected
+
+
+def test_a_block_larger_than_the_staging_buffer_goes_through_it_piece_by_piece(tmp_path, monkeypatch):
+    monkeypatch.setattr(npy_writer, "STAGING_BYTES", 3 * PAGE)  # a 1.4 MB block: ~115 pieces of 3 pages
+    rows = np.random.default_rng(1).standard_normal((1_000, 720)).astype(np.float16)
+    writer = NpyWriter(tmp_path / "a.npy", rows.shape, rows.dtype, direct=True)
+    writer.write(0, rows[:999])
+    writer.write(999, rows[999:])
+    writer.close()
+    assert (tmp_path / "a.npy").read_bytes() == saved_bytes(rows)

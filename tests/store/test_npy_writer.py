@@ -26,12 +26,27 @@ def blocks_in_random_order(n: int, rng, cuts: int = 25) -> list[tuple[int, int]]
     return blocks
 
 
-def write_blocks(path, rows: np.ndarray, rng, **options) -> NpyWriter:
-    writer = NpyWriter(path, rows.shape, rows.dtype, **options)
+def fill(writer: NpyWriter, rows: np.ndarray, rng) -> NpyWriter:
     for start, stop in blocks_in_random_order(len(rows), rng):
         writer.write(start, rows[start:stop])
-    writer.close()
     return writer
+
+
+def watch_direct_writes(monkeypatch, on_direct):
+    """os.pwrite as it is, except that each write through the O_DIRECT descriptor set as the returned object's
+    ``fd`` first goes to ``on_direct(offset, nbytes)``, which may raise."""
+    real_pwrite = os.pwrite
+
+    class Watch:
+        fd = None
+
+    def pwrite(fd, data, offset):
+        if fd == Watch.fd:
+            on_direct(offset, memoryview(data).nbytes)
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(npy_writer.os, "pwrite", pwrite)
+    return Watch
 
 
 @pytest.mark.parametrize("width, dtype", [(720, np.float16), (48, np.float16), (1, np.int64), (3, np.int32)])
@@ -39,20 +54,11 @@ def test_direct_writes_leave_np_save_bytes_in_any_block_order(width, dtype, tmp_
     rng = np.random.default_rng(width)
     rows = rng.standard_normal((9_973, width)).astype(dtype)
     rows = rows[:, 0] if width == 1 else rows  # a label column: one value a row
-    direct_writes = []
-    real_pwrite = os.pwrite
-
-    def spy(fd, data, offset):
-        if fd == getattr(spy, "direct_fd", None):
-            direct_writes.append((offset, memoryview(data).nbytes))
-        return real_pwrite(fd, data, offset)
-
-    monkeypatch.setattr(npy_writer.os, "pwrite", spy)
+    direct_writes: list[tuple[int, int]] = []
+    watch = watch_direct_writes(monkeypatch, lambda offset, nbytes: direct_writes.append((offset, nbytes)))
     writer = NpyWriter(tmp_path / "a.npy", rows.shape, rows.dtype, direct=True)
-    spy.direct_fd = writer.direct_fd
-    for start, stop in blocks_in_random_order(len(rows), rng):
-        writer.write(start, rows[start:stop])
-    used_direct = writer.direct_io
+    watch.fd = writer.direct_fd
+    used_direct = fill(writer, rows, rng).direct_io
     writer.close()
     assert (tmp_path / "a.npy").read_bytes() == saved_bytes(rows)
     if used_direct:  # the filesystem took O_DIRECT: every write through it is whole, aligned pages
@@ -71,24 +77,22 @@ def test_a_refused_o_direct_leaves_the_page_cache_path(tmp_path, monkeypatch):
         return real_open(path, flags, *mode)
 
     monkeypatch.setattr(npy_writer.os, "open", no_direct)
-    writer = write_blocks(tmp_path / "open.npy", rows, rng, direct=True)
+    writer = fill(NpyWriter(tmp_path / "open.npy", rows.shape, rows.dtype, direct=True), rows, rng)
     assert not writer.direct_io
+    writer.close()
     assert (tmp_path / "open.npy").read_bytes() == saved_bytes(rows)
 
     monkeypatch.undo()
-    real_pwrite, refused = os.pwrite, []
+    refused = []
 
-    def refuse_on_direct_fd(fd, data, offset):  # a filesystem that wants a larger alignment than 4 KiB
-        if fd == getattr(refuse_on_direct_fd, "direct_fd", None):
-            refused.append(offset)
-            raise OSError(errno.EINVAL, "Invalid argument")
-        return real_pwrite(fd, data, offset)
+    def refuse(offset, nbytes):  # a filesystem that wants a larger alignment than 4 KiB
+        refused.append(offset)
+        raise OSError(errno.EINVAL, "Invalid argument")
 
-    monkeypatch.setattr(npy_writer.os, "pwrite", refuse_on_direct_fd)
+    watch = watch_direct_writes(monkeypatch, refuse)
     writer = NpyWriter(tmp_path / "write.npy", rows.shape, rows.dtype, direct=True)
-    refuse_on_direct_fd.direct_fd = writer.direct_fd
-    for start, stop in blocks_in_random_order(len(rows), rng):
-        writer.write(start, rows[start:stop])
+    watch.fd = writer.direct_fd
+    fill(writer, rows, rng)
     assert not writer.direct_io and len(refused) <= 1  # refused once, then the page cache alone
     writer.close()
     assert (tmp_path / "write.npy").read_bytes() == saved_bytes(rows)

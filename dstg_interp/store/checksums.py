@@ -18,6 +18,7 @@ is checked by ``dstg-verify``.  Stores written before checksums existed have non
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -54,16 +55,21 @@ def _full_digest(path: Path) -> str:
     try:
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
-        except OSError:  # a filesystem that refuses O_DIRECT (tmpfs): the page cache
-            fd = os.open(path, os.O_RDONLY)
+        except OSError as err:
+            if err.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            fd = os.open(path, os.O_RDONLY)  # a filesystem that refuses O_DIRECT (an older tmpfs): the page cache
         try:
             offset = 0
             while True:
                 try:
                     count = os.preadv(fd, [buffer], offset)
-                except OSError:  # an alignment the filesystem does not take: the rest through the page cache
-                    os.close(fd)
-                    fd = os.open(path, os.O_RDONLY)
+                except OSError as err:
+                    if err.errno != errno.EINVAL:
+                        raise
+                    # an alignment the filesystem does not take: the rest through the page cache
+                    fd, direct = os.open(path, os.O_RDONLY), fd
+                    os.close(direct)
                     count = os.preadv(fd, [buffer], offset)
                 if not count:
                     return digest.hexdigest()

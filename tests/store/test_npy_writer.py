@@ -131,3 +131,27 @@ def test_a_block_larger_than_the_staging_buffer_goes_through_it_piece_by_piece(t
     writer.write(999, rows[999:])
     writer.close()
     assert (tmp_path / "a.npy").read_bytes() == saved_bytes(rows)
+
+
+def test_a_direct_read_refused_part_way_reads_the_rest_through_the_page_cache(tmp_path, monkeypatch):
+    data = np.random.default_rng(3).integers(0, 256, 2 * checksums._READ + 99, dtype=np.uint8).tobytes()
+    (tmp_path / "f.bin").write_bytes(data)
+    real_preadv, calls = os.preadv, []
+
+    def refuse_the_second(fd, buffers, offset):
+        calls.append(offset)
+        if len(calls) == 2:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(checksums.os, "preadv", refuse_the_second)
+    assert checksums.file_checksums(tmp_path / "f.bin")["full"] == xxhash.xxh3_128(data).hexdigest()
+    assert calls[:3] == [0, checksums._READ, checksums._READ]  # the refused read, read again
+
+    def broken_disk(fd, buffers, offset):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(checksums.os, "preadv", broken_disk)
+    with pytest.raises(OSError) as raised:
+        checksums.file_checksums(tmp_path / "f.bin")
+    assert raised.value.errno == errno.EIO  # not taken for a refusal

@@ -530,6 +530,7 @@ def recipe_levers(figures: Path, ledgers: tuple = ("recipe/levers/diagnosis_runs
 
 
 AUTHORS_GALLERY = "zoo-authors"  # the gallery of the zoo retrained with the authors' recipe (results/zoo-authors)
+AUTHORS_28M_GALLERY = "zoo-authors-28m"  # the same recipe at twice the budget, 28.4M tokens (results/zoo-authors-28m)
 SIX_LAYERS = "recipe/six_layers"  # the 6-layer test of the normed residual: the authors' zoo against normed=false
 
 
@@ -548,12 +549,19 @@ def recipe_depth(figures: Path) -> str:
                          keep=lambda arm: arm == LEVER_BASE or "layers=" in arm)
 
 
+def gallery_tables(prefix: str, gallery: str) -> dict:
+    """The zoo, target, final-layer probe and claims tables of another zoo's gallery (``figures/<gallery>/``,
+    written by ``run_all --out figures/<gallery>``), named ``<prefix>_zoo`` and so on."""
+    return {f"{prefix}_zoo": lambda figures: zoo_table(figures / gallery),
+            f"{prefix}_zoo_targets": lambda figures: zoo_targets(figures / gallery),
+            f"{prefix}_probes_final": lambda figures: probes_final(figures / gallery),
+            f"{prefix}_claims_brief": lambda figures: claims_brief(figures / gallery)}
+
+
 TABLES = {
     "zoo": zoo_table,
-    "authors_zoo": lambda figures: zoo_table(figures / AUTHORS_GALLERY),
-    "authors_zoo_targets": lambda figures: zoo_targets(figures / AUTHORS_GALLERY),
-    "authors_probes_final": lambda figures: probes_final(figures / AUTHORS_GALLERY),
-    "authors_claims_brief": lambda figures: claims_brief(figures / AUTHORS_GALLERY),
+    **gallery_tables("authors", AUTHORS_GALLERY),
+    **gallery_tables("authors28m", AUTHORS_28M_GALLERY),
     "recipe_six_layers": recipe_six_layers,
     "zoo_former": zoo_former,
     "zoo_targets": zoo_targets,

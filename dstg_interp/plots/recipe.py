@@ -154,6 +154,74 @@ def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves", exi
     return save_figure(fig, out_dir, stem, numbers)
 
 
+TABLE_PANELS = (("dstg", "pc1_pc2", "PC1+PC2 of the AP table"),
+                ("dstg", "low_freq_share", "DCT low-bin share of PC1/PC2"),
+                ("ap", "pc1_pc2", "PC1+PC2 of the position table"))
+
+
+def plot_table_curves(tables: pd.DataFrame, out_dir, stem: str = "table_curves", exits: pd.DataFrame | None = None,
+                      references: dict | None = None) -> dict:
+    """The learned position tables' spectra against training tokens, as the zoo trained: DSTG's PC1+PC2 and DCT
+    low-bin share, AP-NeoBERT's PC1+PC2 (its whole table), one line per (recipe, seed) styled as
+    ``plot_zoo_curves`` (line style = recipe, colour = seed).  A dotted grey line is a Gaussian table of the same
+    shape (chance); with ``exits`` a dot marks each run's plateau exit on its curve; ``references``:
+    ``paper_pc1_pc2``, ``holds_pc1_pc2``, ``holds_low_freq_share`` (the paper's value and the claims table's
+    "holds" thresholds), drawn on DSTG's panels.
+
+    ``tables``: tidy rows with variant, recipe, seed, tokens, pc1_pc2, low_freq_share, control_pc1_pc2,
+    control_low_freq_share (``experiments.zoo_curves``).
+    """
+    require_columns(tables, ["variant", "recipe", "seed", "tokens", "pc1_pc2", "low_freq_share", "control_pc1_pc2",
+                             "control_low_freq_share"], "table curves")
+    references = references or {}
+    panels = [panel for panel in TABLE_PANELS if (tables.variant == panel[0]).any()]
+    recipes = list(dict.fromkeys(tables.recipe))
+    styles = dict(zip(recipes, ["--", "-", ":", "-."]))
+    colors = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # a ListedColormap
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.9), sharey=True, squeeze=False)
+    for ax, (variant, column, title) in zip(axes[0], panels):
+        rows = tables[tables.variant == variant]
+        for (recipe, seed), curve in rows.groupby(["recipe", "seed"], sort=False):
+            curve = curve.sort_values("tokens")
+            ax.plot(curve.tokens / 1e6, curve[column], linestyle=styles[recipe], color=colors[int(seed) % 10])
+            exit_tokens = None if exits is None else exits[(exits.variant == variant) & (exits.recipe == recipe)
+                                                           & (exits.seed == seed)].exit_tokens.dropna()
+            if exit_tokens is not None and len(exit_tokens):
+                at = float(exit_tokens.iloc[0])
+                ax.plot(at / 1e6, np.interp(at, curve.tokens, curve[column]), "o", color=colors[int(seed) % 10], markersize=4)
+        ax.axhline(float(rows[f"control_{column}"].mean()), color="grey", linewidth=1, linestyle=":")
+        if variant == "dstg" and column == "pc1_pc2":
+            for key, color, style in (("paper_pc1_pc2", "black", "-."), ("holds_pc1_pc2", "tab:red", "-")):
+                if key in references:
+                    ax.axhline(references[key], color=color, linewidth=0.9, linestyle=style)
+        if variant == "dstg" and column == "low_freq_share" and "holds_low_freq_share" in references:
+            ax.axhline(references["holds_low_freq_share"], color="tab:red", linewidth=0.9)
+        shape = rows.iloc[0]
+        ax.set_title(f"{display_name(variant)}: {title}\n({int(shape.n_positions)} x {int(shape.width)} table)", fontsize=10)
+        ax.set_xlabel("training tokens (millions)")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("share of variance / of DCT power")
+    handles = [Line2D([], [], color="black", linestyle=styles[r], label=r) for r in recipes]
+    handles += [Line2D([], [], color=colors[int(s) % 10], label=f"seed {s}") for s in sorted(tables.seed.unique())]
+    handles.append(Line2D([], [], color="grey", linestyle=":", label="Gaussian table of the same shape (chance)"))
+    if "paper_pc1_pc2" in references:
+        handles.append(Line2D([], [], color="black", linestyle="-.", label=f"the paper: {references['paper_pc1_pc2']:g}"))
+    if "holds_pc1_pc2" in references or "holds_low_freq_share" in references:
+        handles.append(Line2D([], [], color="tab:red", label="the claims table's 'holds' threshold"))
+    if exits is not None:
+        handles.append(Line2D([], [], color="grey", marker="o", linestyle="none", label="the run's plateau exit"))
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 4), fontsize=8, bbox_to_anchor=(0.5, 1.0))
+    fig.tight_layout(rect=(0, 0, 1, 0.80))
+    numbers = dict(table_curves=tables.to_dict(orient="records"), references=references,
+                   plateau_exits=None if exits is None else exits.to_dict(orient="records"),
+                   bands={"dotted grey line": "mean PC1+PC2 / DCT low-bin share of i.i.d. Gaussian tables of the same shape",
+                          "red line": "the claims table's 'holds' threshold (experiments.claims.RULES)",
+                          "dash-dot black line": "the paper's PC1+PC2 of DSTG's table",
+                          "dot": "the run's plateau exit (first validation 0.5 nats below the unigram loss)"})
+    return save_figure(fig, out_dir, stem, numbers)
+
+
 def plot_heldout_gain(heldout: pd.DataFrame, out_dir, stem: str = "heldout_gain", target: float | None = 0.08) -> dict:
     """Masked-token accuracy above the most-frequent-token rate, per variant and corpus: a bar for the mean
     over training seeds, one dot per seed, and the target line (``target`` points).

@@ -204,9 +204,11 @@ def test_zoo_curves_label_each_run_by_its_recipe_and_find_its_plateau_exit(tmp_p
         cfg = zoo_config(variant, tmp_path / "runs", None, None, 0, recipe)
         (zoo / name).mkdir(parents=True)
         (zoo / name / "train_config.json").write_text(json.dumps(cfg.to_dict()))
+        (zoo / name / "config.json").write_text(json.dumps(dict(variant=variant, max_positions=32, d_model=24)))
+        table_curve = [dict(step=s, tokens=100 * s, pc1_pc2=pc, low_freq_share=pc / 2) for s, pc in zip((1, 2, 3, 4), (0.2, 0.4, 0.6, 0.8))]
         (zoo / name / "training.json").write_text(json.dumps(dict(
             variant=variant, seed=0, steps=4, train_tokens=400, train_seconds=1.0, val_loss=losses[-1], val_accuracy=0.2,
-            unigram_loss=6.7, most_frequent_accuracy=0.05)))
+            unigram_loss=6.7, most_frequent_accuracy=0.05, **(dict(table_curve=table_curve) if variant == "ap" else {}))))
         log = [dict(step=s, tokens_seen=100 * s) for s in (1, 2, 3, 4)]
         log += [dict(step=s, val_loss=loss, val_accuracy=0.1) for s, loss in zip((1, 2, 3, 4), losses)]
         (zoo / name / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log))
@@ -217,12 +219,19 @@ def test_zoo_curves_label_each_run_by_its_recipe_and_find_its_plateau_exit(tmp_p
     assert zoo_curves.main(["--zoo", str(zoo), "--out", str(out), "--against", str(earlier), "--prefix", "training",
                             "--stem", "by_recipe"]) == 0
     exits = pd.read_csv(out / "training_plateau_exits.csv").set_index(["variant", "recipe"])
-    six, four = zoo_curves.RECIPE_LABELS["6x128"], zoo_curves.RECIPE_LABELS["4x128"]
+    six, four = zoo_curves.named_label("6x128"), zoo_curves.named_label("4x128")
+    assert six == "6x128 (6 layers, en-large, 8000 steps)"
     assert exits.loc[("ap", six), "exit_step"] == 3 and exits.loc[("ap", six), "exit_tokens"] == 300  # 5.9 <= 6.7 - 0.5
     assert exits.loc[("rope", six), "exit_step"] == 1
     assert math.isnan(exits.loc[("rp", four), "exit_step"]) and math.isnan(exits.loc[("ap", "older"), "exit_step"])
     assert (out / "by_recipe.png").is_file() and (out / "by_recipe.json").is_file()
     assert set(pd.read_csv(out / "training_curves.csv").recipe) == {six, four}
+    # AP-NeoBERT recorded its table's spectrum as it trained: a curve per run beside a Gaussian table of its shape
+    tables = pd.read_csv(out / "training_table_curves.csv")
+    assert list(tables.pc1_pc2) == [0.2, 0.4, 0.6, 0.8] and set(tables.recipe) == {six}
+    assert (tables.n_positions == 32).all() and (tables.width == 24).all()
+    assert 0.0 < tables.control_pc1_pc2.iloc[0] < 0.4  # 32 x 24 Gaussian tables: far from one direction
+    assert (out / "by_recipe_tables.png").is_file() and (out / "by_recipe_tables.json").is_file()
     assert zoo_curves.main(["--zoo", str(tmp_path / "nothing"), "--out", str(out)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("zoo_curves: error:")
 

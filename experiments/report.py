@@ -588,7 +588,7 @@ TABLES = {
 # documents beside README whose marked tables come from the repository's own gallery
 REPOSITORY_DOCUMENTS = [FIGURES_DIR.parent / "docs" / "training.md", FIGURES_DIR / "recipe" / "DIAGNOSIS.md",
                         FIGURES_DIR / "recipe" / "LEVERS.md"]
-BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(<!-- /report:(?P=name) -->)", re.DOTALL)
+BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /report:(?P=name) -->)", re.DOTALL)
 
 
 def rebuild(text: str, figures: Path) -> str:

@@ -2,8 +2,8 @@
 cannot drift from it), and the Holmes figure script draws from the aggregation's CSVs."""
 
 import json
-import shutil
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +19,8 @@ from probes.holmes.registry import register_dataset
 def test_documents_quote_the_committed_gallery(document):
     text = document.read_text()
     assert "<!-- report:" in text
+    # every marked block is one the rebuild sees (a name it cannot parse would be left as it is, silently)
+    assert len(report.BLOCK.findall(text)) == len(re.findall(r"<!-- report:\S+ -->\n", text))
     assert report.rebuild(text, FIGURES_DIR) == text, (
         f"{document.name} is out of date with figures/; run python -m experiments.report")
 

@@ -1,12 +1,13 @@
 """Pretrain the reference zoo -- DSTG-, RoPE-, AP- and RP-NeoBERT, and the NoPE floor -- with identical data, seed and
 hyper-parameters, and ship each as a half-precision checkpoint in ``dstg_interp/zoo/<variant>/``.
 
-    python -m experiments.pretrain_zoo                       # all four, seed 0
+    python -m experiments.pretrain_zoo --precision float32     # all four, seed 0 (the shipped zoo's precision)
     python -m experiments.pretrain_zoo --variants dstg --steps 200 --runs runs/zoo-small --out /tmp/zoo
     python -m experiments.pretrain_zoo --variants dstg-offset   # DSTG with random_offset, 512-row AP table
-    python -m experiments.pretrain_zoo --seeds 0 1 2            # seed-major; seed k > 0 ships as <variant>-seed<k>
-    python -m experiments.pretrain_zoo --variants nope --seeds 0 --out dstg_interp/zoo --threads 1   # the floor
-    python -m experiments.pretrain_zoo --recipe authors --out results/zoo-authors   # figures/recipe/AUTHORS_RECIPE.md
+    python -m experiments.pretrain_zoo --seeds 0 1 2 --precision float32   # seed-major; seed k > 0 ships as <variant>-seed<k>
+    python -m experiments.pretrain_zoo --variants nope --seeds 0 --out dstg_interp/zoo --threads 1 --precision float32   # the floor
+    python -m experiments.pretrain_zoo --steps 3900 --out results/zoo-authors   # the same recipe at half the budget
+    python -m experiments.pretrain_zoo --recipe 6x128          # the former shipped zoo's recipe (figures/zoo/former-6x128/)
 
 ``nope`` (NoPE-NeoBERT: the same block with no positional input at all) is the floor of the probe tables and
 claims; it is not one of the reference four (the default ``--variants``) but is trained with exactly their
@@ -16,20 +17,23 @@ member the --out folder already holds whose run folder is gone (one committed by
 command, rerun session after session, trains a zoo member by member.
 
 Sizes: 6 layers, 4 heads, d_model 128 (DSTG: d_sem 112 + d_ap 16, 1:7 rather than the authors' 1:15
-so each head keeps 4 AP value dims), SwiGLU hidden 344, 128 positions, vocab 8192; batch 16, AdamW
-lr 1e-3 (betas 0.9/0.98, weight decay 0.1), 200 warm-up steps, constant, then a linear decay to 10% over
-the last 20% of 8000 steps: 14.2M training tokens of en-large, about one epoch (recipe ``6x128``, the
-default).  The recipe diagnosis (``experiments/recipe_study.py``, figures/recipe/DIAGNOSIS.md) found that
-AP-NeoBERT leaves the unigram plateau only after ~7.5M en-mix tokens under a high learning rate, which the
-former 4-layer recipe (``--recipe 4x128``: en-mix, 4800 steps, 8.3M tokens, 2.7 epochs) barely reached.
-The shipped zoo is this recipe at seeds 0, 1, 2 (``--seeds 0 1 2``); dstg-offset is still the first zoo's
-model (4 layers, en-mix, batch 32, cosine over 2,400 steps: an extra arm keeps a recipe of its own).  Several
-processes can share one zoo (``zoo.json`` is updated under a lock), e.g. one per core with ``--threads 1``
-and their own seeds.  Why 128 positions and not the paper's 256 or 512: the budget (a member takes ~35
-minutes on one core); the paper's depth is kept.
+so each head keeps 4 AP value dims), SwiGLU hidden 344, 128 positions, vocab 8192.  The shipped zoo is the
+``authors`` recipe (the default; each choice, its source in the authors' code and each CPU-scale departure:
+figures/recipe/AUTHORS_RECIPE.md): one document per sequence from its start, batch 32, AdamW lr 1e-3 (betas
+0.9/0.95, weight decay 0.01), cosine decay to 10% after 200 warm-up steps, DSTG's normed residual, 7,800 steps:
+28.4M tokens, 5.4 epochs of en-large's document starts, at seeds 0, 1, 2 (``--seeds 0 1 2``), trained in
+float32 (``--precision float32``: the members of one zoo share a precision, and these CPUs differ in native
+bf16).  Why 7,800 steps: at 3,900 (14.2M tokens, ``results/zoo-authors/``) AP- and RP-NeoBERT miss the
+8-point held-out target (they leave the unigram plateau at 7-12M tokens).  The former shipped zoo (recipe
+``6x128``: sentence windows, batch 16, constant rate with a linear tail, weight decay 0.1, 8,000 steps, 14.2M
+tokens) left the tree at commit da43ed7 (its tables: figures/zoo/former-6x128/); ``4x128`` is the zoo before
+it.  dstg-offset is still the first zoo's model (4 layers, en-mix, batch 32, cosine over 2,400 steps: an extra
+arm keeps a recipe of its own).  Several processes can share one zoo (``zoo.json`` is updated under a lock),
+e.g. one per core with ``--threads 1`` and their own seeds.  Why 128 positions and not the paper's 256 or 512:
+the budget (a member takes 60-110 minutes on one core); the paper's depth is kept.
 Data: en-large (en-mix -- Wikipedia leads, Austen chapters, Treasury of David -- plus the registry pieces
-of ``dstg_interp.data.en_large``), one document per sequence from its start, further windows of long
-documents starting at sentence boundaries so late positions are trained.
+of ``dstg_interp.data.en_large``), one document per sequence from its start, truncated (``6x128`` adds
+further windows of long documents starting at sentence boundaries).
 Tokenizer: the shipped zoo's (``ZOO_TOKENIZER``), so a member trained now shares the shipped members' ids.
 A zoo holds one recipe: a member is refused (one line, before any training) where the --out folder holds a
 member of the reference four (or of the same extra arm) trained otherwise.
@@ -103,13 +107,14 @@ SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, ba
 RECIPES = {
     "4x128": dict(depth=dict(n_layers=4), steps=ZOO_STEPS, shared={}),
     "6x128": dict(depth=dict(n_layers=6), steps=8000, shared=dict(corpus="en-large")),
-    # authors: 3,900 steps of 32 sequences = the shipped zoo's 14.2M tokens, 2.7 epochs of en-large's 46,316
-    # training documents (5.27M tokens as document starts of <= 128 tokens), so the two zoos compare at one budget
-    "authors": dict(depth=dict(n_layers=6), steps=3900, model=dict(dstg=dict(residual_from_normed=True)),
+    # authors (the shipped zoo): 7,800 steps of 32 sequences = 28.4M tokens, 5.4 epochs of en-large's 46,316
+    # training documents (5.27M tokens as document starts of <= 128 tokens); at 3,900 steps (14.2M tokens, the
+    # former zoo's budget: results/zoo-authors) AP- and RP-NeoBERT miss the 8-point held-out target
+    "authors": dict(depth=dict(n_layers=6), steps=7800, model=dict(dstg=dict(residual_from_normed=True)),
                     shared=dict(corpus="en-large", windows=False, batch_size=32, schedule="cosine", min_lr_ratio=0.1,
                                 weight_decay=0.01, betas=(0.9, 0.95), bf16=True)),
 }
-DEFAULT_RECIPE = "6x128"  # the shipped zoo
+DEFAULT_RECIPE = "authors"  # the shipped zoo
 # How a recipe that asks for bf16 runs: ``auto`` in bf16 where this machine has it natively (a GPU, a CPU with
 # AVX512-BF16 or AMX), in float32 where autocast would emulate it (17x slower than float32 on an AVX2 EPYC,
 # dstg_interp.train.bf16_emulation_note); ``bf16`` / ``float32`` force one.  The precision is part of a zoo's
@@ -294,16 +299,17 @@ class PretrainZooConfig(ScriptConfig):
     seeds: list[int] = field(default_factory=lambda: [0], metadata={
         "help": "training seeds (init, data order, masks); seed k > 0 is exported as <variant>-seed<k>"})
     recipe: str = field(default=DEFAULT_RECIPE, metadata={
-        "choices": list(RECIPES), "help": "6x128: the shipped zoo (6 layers, en-large, 8000 steps, figures/recipe/DIAGNOSIS.md); "
-                                          "4x128: the former zoo (4 layers, en-mix, 4800 steps); authors: the "
-                                          "authors' public code at CPU scale (figures/recipe/AUTHORS_RECIPE.md)"})
+        "choices": list(RECIPES), "help": "authors: the shipped zoo, the authors' public code at CPU scale (6 layers, en-large "
+                                          "document starts, 7800 steps of 32, figures/recipe/AUTHORS_RECIPE.md); "
+                                          "6x128: the former shipped zoo (sentence windows, 8000 steps of 16, "
+                                          "figures/recipe/DIAGNOSIS.md); 4x128: the zoo before it (4 layers, en-mix)"})
     steps: int | None = field(default=None, metadata={"help": "training steps (default: the recipe's)"})
     runs: Path = field(default=Path("runs/zoo"), metadata={"help": "training folders (checkpoints, logs)"})
     threads: int | None = None
     precision: str = field(default="auto", metadata={
         "choices": list(PRECISIONS), "help": "how a recipe's bf16 (authors) runs: auto = bf16 where this machine has "
                                              "it natively (a GPU, AVX512-BF16/AMX), else float32; bf16 / float32 "
-                                             "force one (the members of one zoo share one)"})
+                                             "force one (the members of one zoo share one; the shipped zoo: float32)"})
 
     def __post_init__(self) -> None:
         check_seeds(self.seeds)  # before the generic check, for its message listing every seed

@@ -155,7 +155,7 @@ def summarize_arms(runs: pd.DataFrame) -> pd.DataFrame:
 
 def shipped_arm(zoo: dict, name: str = "shipped zoo") -> str:
     """The shipped zoo's arm label, with its members' mean training budget (``zoo.json``): the zoo the diagnosis
-    compared with had 8.3M tokens per member, the one shipped since 14.2M."""
+    compared with had 8.3M tokens per member, the 6x128 zoo 14.2M, the authors'-recipe zoo shipped since 28.4M."""
     tokens = [s["train_tokens"] for s in zoo.values() if "seed" in s and s.get("train_tokens")]
     return f"{name} ({sum(tokens) / len(tokens) / 1e6:.1f}M tokens)" if tokens else name
 
@@ -253,8 +253,9 @@ def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dst
         r2 = probes[(probes.model == variant) & (probes.seed == seed) & (probes.subspace == subspace)].set_index("layer").r2
         last = int(r2.index.max()) if len(r2) else None
         matched = matched_spectrum(load_model(zoo_dir / member).ap_table.detach())
+        batch = json.loads((zoo_dir / member / "train_config.json").read_text())["batch_size"]  # the member's recipe
         rows.append(dict(variant=variant, arm=shipped_arm(zoo), seed=seed, steps=summary["steps"],
-                         batch=16, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
+                         batch=batch, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
                          unigram_loss=summary["unigram_loss"], plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens,
                          heldout_gain_points=float(gain.iloc[0]) if len(gain) else np.nan,
                          pc1_pc2=float(table.pc1_pc2.iloc[0]) if len(table) else np.nan,

@@ -529,8 +529,8 @@ def recipe_levers(figures: Path, ledgers: tuple = ("recipe/levers/diagnosis_runs
                                       "ranges overlap, ? fewer than two seeds.")
 
 
-AUTHORS_GALLERY = "zoo-authors"  # the gallery of the zoo retrained with the authors' recipe (results/zoo-authors)
-AUTHORS_28M_GALLERY = "zoo-authors-28m"  # the same recipe at twice the budget, 28.4M tokens (results/zoo-authors-28m)
+AUTHORS_GALLERY = "zoo-authors"  # the authors' recipe at half the shipped zoo's budget, 14.2M tokens (results/zoo-authors)
+FORMER_6X128 = "zoo/former-6x128"  # the tables the former shipped zoo (recipe 6x128, until da43ed7) left behind
 SIX_LAYERS = "recipe/six_layers"  # the 6-layer test of the normed residual: the authors' zoo against normed=false
 
 
@@ -551,7 +551,8 @@ def recipe_depth(figures: Path) -> str:
 
 def gallery_tables(prefix: str, gallery: str) -> dict:
     """The zoo, target, final-layer probe and claims tables of another zoo's gallery (``figures/<gallery>/``,
-    written by ``run_all --out figures/<gallery>``), named ``<prefix>_zoo`` and so on."""
+    written by ``run_all --out figures/<gallery>``, or the files a former zoo's gallery kept in the same layout),
+    named ``<prefix>_zoo`` and so on."""
     return {f"{prefix}_zoo": lambda figures: zoo_table(figures / gallery),
             f"{prefix}_zoo_targets": lambda figures: zoo_targets(figures / gallery),
             f"{prefix}_probes_final": lambda figures: probes_final(figures / gallery),
@@ -561,7 +562,7 @@ def gallery_tables(prefix: str, gallery: str) -> dict:
 TABLES = {
     "zoo": zoo_table,
     **gallery_tables("authors", AUTHORS_GALLERY),
-    **gallery_tables("authors28m", AUTHORS_28M_GALLERY),
+    **gallery_tables("former6x128", FORMER_6X128),
     "recipe_six_layers": recipe_six_layers,
     "zoo_former": zoo_former,
     "zoo_targets": zoo_targets,

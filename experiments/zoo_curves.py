@@ -3,8 +3,8 @@ where each run leaves the unigram plateau.
 
     python -m experiments.pretrain_zoo --variants ap dstg --out runs/zoo-next --runs runs/zoo-next-runs
     python -m experiments.zoo_curves --zoo runs/zoo-next --out figures/recipe
-    python -m experiments.zoo_curves --zoo dstg_interp/zoo --out figures/zoo --prefix training \
-        --against figures/recipe/new_recipe_curves.csv --stem curves_by_recipe   # the shipped zoo beside the 4x128 one
+    python -m experiments.zoo_curves --zoo results/zoo-authors --out figures/zoo-authors/zoo --prefix training \
+        --against figures/zoo/former-6x128/zoo/training_curves.csv --stem curves_by_recipe   # 14.2M beside the 6x128 zoo
 
 Reads ``<zoo>/*/training.json`` and ``log.jsonl`` (what ``pretrain_zoo`` exports) and the earlier curves of
 ``--against`` (default: ``<out>/former_zoo_curves.csv``, kept from the checkpoints shipped before the recipe
@@ -20,8 +20,9 @@ PC1+PC2 and the DCT low-bin share of each table against training tokens, with th
 shape (chance), the paper's value and the claims table's "holds" thresholds, and each run's plateau exit marked.
 ``--against-zoo`` draws earlier exported zoos beside, validation and table curves both:
 
-    python -m experiments.zoo_curves --zoo results/zoo-authors-28m --against-zoo results/zoo-authors --against \
-        --out figures/zoo-authors-28m/zoo --prefix training --stem curves_by_recipe   # 28.4M beside 14.2M tokens
+    python -m experiments.zoo_curves --zoo dstg_interp/zoo --against-zoo results/zoo-authors \
+        --against figures/zoo/former-6x128/zoo/training_curves.csv --out figures/zoo --prefix training \
+        --stem curves_by_recipe   # the shipped zoo (28.4M tokens) beside the same recipe at 14.2M and the 6x128 zoo
 """
 
 from __future__ import annotations

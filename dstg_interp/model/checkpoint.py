@@ -46,7 +46,8 @@ ZOO_SEEDS = (0, 1, 2)  # the training seeds the zoo ships (experiments/pretrain_
 ZOO_FLOOR = "nope"
 ZOO_FLOOR_SEEDS = (0,)
 # How to train it into the shipped zoo (a rerun of the same command continues from its last checkpoint).
-FLOOR_TRAIN_COMMAND = "python -m experiments.pretrain_zoo --variants nope --seeds 0 --out dstg_interp/zoo --threads 1"
+FLOOR_TRAIN_COMMAND = ("python -m experiments.pretrain_zoo --variants nope --seeds 0 --out dstg_interp/zoo --threads 1 "
+                       "--precision float32")
 # The zoo's architecture, defined once (pretrain_zoo, recipe_study, the benchmarks and TrainConfig's default
 # read it): d_model 128 for every variant, DSTG's split 112 + 16 (1:7, so each head keeps 4 AP value dims).
 ZOO_WIDTHS = {
@@ -56,7 +57,7 @@ ZOO_WIDTHS = {
     "rp": dict(variant="rp", d_model=128),
     ZOO_FLOOR: dict(variant="nope", d_model=128),
 }
-ZOO_DEPTH = dict(n_layers=6, n_heads=4)  # the shipped zoo (recipe 6x128; the former zoo had 4 layers)
+ZOO_DEPTH = dict(n_layers=6, n_heads=4)  # the shipped zoo (recipe authors, as 6x128 before it; the 4x128 zoo had 4 layers)
 
 
 def zoo_architecture(variant: str) -> dict:
@@ -123,7 +124,7 @@ def resolve_checkpoint(name_or_path: str | Path) -> Path:
     if not path.exists() and (str(name_or_path) in known or (shipped / CONFIG_FILE).is_file()):
         path = shipped
         if not (path / CONFIG_FILE).exists():
-            command = FLOOR_TRAIN_COMMAND if str(name_or_path) == ZOO_FLOOR else "python -m experiments.pretrain_zoo"
+            command = FLOOR_TRAIN_COMMAND if str(name_or_path) == ZOO_FLOOR else "python -m experiments.pretrain_zoo --precision float32"
             raise CheckpointError(f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with {command}")
     if not path.is_dir():
         shipped_names = sorted(p.name for p in ZOO_DIR.iterdir() if (p / CONFIG_FILE).is_file()) if ZOO_DIR.is_dir() else []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 import numpy as np
@@ -107,12 +109,25 @@ def plot_diagnosis(curves: pd.DataFrame, runs: pd.DataFrame, out_dir, stem: str 
     return save_figure(fig, out_dir, stem, numbers)
 
 
+LineStyle = Literal["-", "--", "-.", ":"]
+
+
+def recipe_styles(recipes: list[str]) -> dict[str, LineStyle]:
+    """Line style per recipe, in the order given (earliest first): the last recipe -- the zoo a figure is about --
+    solid, the earlier ones dashed, dash-dotted, then dotted (so a figure of one zoo beside two earlier ones draws
+    it solid, as one beside one earlier zoo does)."""
+    earlier: list[LineStyle] = ["--", "-.", ":"]
+    if len(recipes) > len(earlier) + 1:
+        raise ValueError(f"at most {len(earlier) + 1} recipes can be told apart by line style, got {len(recipes)}")
+    return {**dict(zip(recipes[:-1], earlier)), **({recipes[-1]: "-"} if recipes else {})}
+
+
 def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves", exits: pd.DataFrame | None = None,
                     margin: float | None = None) -> dict:
-    """Validation loss against tokens for every variant, one line per (recipe, seed): line style = recipe (the
-    first dashed, the next solid, ...), colour = training seed, so the plateau each variant leaves (or not) is
-    visible side by side.  A grey line is a recipe's unigram loss on its own validation masks (same style);
-    with ``exits`` (variant, recipe, seed, exit_tokens: ``experiments.zoo_curves.plateau_exits``) a dot marks
+    """Validation loss against tokens for every variant, one line per (recipe, seed): line style = recipe
+    (``recipe_styles``: the last, the zoo drawn, solid; earlier ones dashed, dash-dotted, dotted), colour =
+    training seed, so the plateau each variant leaves (or not) is visible side by side.  A grey line is a
+    recipe's unigram loss on its own validation masks (same style); with ``exits`` (variant, recipe, seed, exit_tokens: ``experiments.zoo_curves.plateau_exits``) a dot marks
     where each run first falls ``margin`` nats below it.
 
     ``curves``: tidy rows with variant, recipe, seed, tokens, val_loss.
@@ -120,7 +135,7 @@ def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves", exi
     require_columns(curves, ["variant", "recipe", "seed", "tokens", "val_loss"], "zoo curves")
     variants = ordered_models(curves.variant.unique())
     recipes = list(dict.fromkeys(curves.recipe))
-    styles = dict(zip(recipes, ["--", "-", ":", "-."]))
+    styles = recipe_styles(recipes)
     colors = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # a ListedColormap
     fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 3.8), sharey=True, squeeze=False)
     for ax, variant in zip(axes[0], variants):
@@ -176,7 +191,7 @@ def plot_table_curves(tables: pd.DataFrame, out_dir, stem: str = "table_curves",
     references = references or {}
     panels = [panel for panel in TABLE_PANELS if (tables.variant == panel[0]).any()]
     recipes = list(dict.fromkeys(tables.recipe))
-    styles = dict(zip(recipes, ["--", "-", ":", "-."]))
+    styles = recipe_styles(recipes)
     colors = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # a ListedColormap
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.9), sharey=True, squeeze=False)
     for ax, (variant, column, title) in zip(axes[0], panels):

@@ -41,7 +41,7 @@ def test_the_recipes_bf16_runs_as_this_machine_allows(tmp_path, monkeypatch):
         zoo_config("ap", tmp_path, None, 1, recipe="authors", precision="fp8")
 
 
-def test_the_shipped_recipe_is_unchanged_beside_it(tmp_path):
+def test_the_former_shipped_recipe_is_unchanged_beside_it(tmp_path):
     cfg = zoo_config("dstg", tmp_path, None, 1, seed=0, recipe="6x128")
     assert (cfg.windows, cfg.schedule, cfg.weight_decay, tuple(cfg.betas), cfg.bf16) == (True, "constant", 0.1, (0.9, 0.98), False)
     assert cfg.model_config(8192).residual_from_normed is False

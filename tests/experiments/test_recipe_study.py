@@ -153,8 +153,8 @@ def test_shipped_zoo_reference_reads_the_committed_files():
 
     reference = shipped_zoo_reference(ZOO_DIR, FIGURES_DIR)
     assert sorted(zip(reference.variant, reference.seed)) == [("ap", 0), ("ap", 1), ("ap", 2), ("dstg", 0), ("dstg", 1), ("dstg", 2)]
-    assert reference.train_tokens.between(14.0e6, 14.3e6).all()  # the shipped 6x128 zoo, its own budget in its label
-    assert set(reference.arm) == {"shipped zoo (14.2M tokens)"}
+    assert reference.train_tokens.between(28.3e6, 28.5e6).all()  # the shipped authors'-recipe zoo, its budget in its label
+    assert set(reference.arm) == {"shipped zoo (28.4M tokens)"} and set(reference.batch) == {32}  # batch: each member's
     dstg = reference[reference.variant == "dstg"]
     assert dstg.plateau_exit_tokens.notna().all() and (dstg.pc1_pc2 > dstg.pc1_pc2_chance).all()
     assert reference[["heldout_gain_points", "position_r2_first", "position_r2_last"]].notna().all().all()

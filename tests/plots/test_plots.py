@@ -230,3 +230,17 @@ def test_the_recipe_diagnosis_draws_more_arms_than_tab10_has_colours(tmp_path):
     plot_diagnosis(curves, runs, tmp_path)
     assert (tmp_path / "diagnosis.png").is_file() and (tmp_path / "diagnosis.json").is_file()
     assert len(set(distinct_colors(arms).values())) == 12 and len(set(distinct_colors(arms[:3]).values())) == 3
+
+
+def test_the_zoo_a_recipe_figure_is_about_is_drawn_solid():
+    """``recipe_styles``: the last recipe (the zoo drawn) solid, whatever number of earlier ones beside it; more
+    recipes than line styles are refused rather than drawn alike."""
+    from dstg_interp.plots.recipe import recipe_styles
+
+    assert recipe_styles(["6x128", "authors"]) == {"6x128": "--", "authors": "-"}
+    assert recipe_styles(["6x128", "authors 3900", "authors 7800"]) == {"6x128": "--", "authors 3900": "-.",
+                                                                       "authors 7800": "-"}
+    assert recipe_styles(["one"]) == {"one": "-"} and recipe_styles([]) == {}
+    with pytest.raises(ValueError, match="at most 4 recipes"):
+        recipe_styles(["a", "b", "c", "d", "e"])
+

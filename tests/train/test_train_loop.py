@@ -402,7 +402,7 @@ def test_the_one_zoo_architecture_is_the_shipped_zoo_s_and_the_recipe_s():
     fields = ("variant", "d_sem", "d_ap", "d_model", "n_layers", "n_heads")
     for variant in (*ZOO_NAMES, "dstg-offset"):
         shipped = json.loads((ZOO_DIR / variant / "config.json").read_text())  # what the zoo was trained as
-        recipe = "4x128" if variant == "dstg-offset" else "6x128"  # dstg-offset: still the first zoo's 4 layers
+        recipe = "4x128" if variant == "dstg-offset" else "authors"  # dstg-offset: still the first zoo's 4 layers
         made = zoo_config(variant, Path("runs"), None, None, 0, recipe).model_config(8192).to_dict()
         assert {k: made[k] for k in fields} == {k: shipped[k] for k in fields}, variant
         assert dict(zoo_architecture(variant.split("-")[0]), **RECIPES[recipe]["depth"]).items() <= made.items()
@@ -434,15 +434,16 @@ def test_pretrain_zoo_refuses_a_zoo_of_another_recipe(tmp_path, capsys):
 
     for variant in ("dstg", "rope", "ap", "rp", "nope"):  # the shipped zoo is one recipe (dstg-offset: its own), the floor's
         for seed in (0, 3):
-            check_zoo_recipe(ZOO_DIR, variant, zoo_config(variant, tmp_path, None, None, seed))
+            check_zoo_recipe(ZOO_DIR, variant, zoo_config(variant, tmp_path, None, None, seed, precision="float32"))
     zoo = tmp_path / "zoo"
     (zoo / "ap").mkdir(parents=True)
     shutil.copy(ZOO_DIR / "ap" / "train_config.json", zoo / "ap" / "train_config.json")
     before = sorted(p.name for p in zoo.rglob("*"))
-    code = pretrain_zoo_main(["--variants", "rp", "--steps", "200", "--out", str(zoo), "--runs", str(tmp_path / "runs")])
+    code = pretrain_zoo_main(["--variants", "rp", "--steps", "200", "--out", str(zoo), "--runs", str(tmp_path / "runs"),
+                              "--precision", "float32"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1
-    assert err[0].startswith(f"pretrain_zoo: error: {zoo} holds ap, trained with another recipe (max_steps 8000 here vs 200")
+    assert err[0].startswith(f"pretrain_zoo: error: {zoo} holds ap, trained with another recipe (max_steps 7800 here vs 200")
     assert sorted(p.name for p in zoo.rglob("*")) == before and not (tmp_path / "runs").exists()
 
 
@@ -458,34 +459,49 @@ def test_pretrain_zoo_does_not_retrain_a_member_already_in_the_zoo(tmp_path, cap
     trained = []
     monkeypatch.setattr(pretrain_zoo, "train", lambda cfg, **kw: (trained.append(cfg.model["variant"]),
                                                                    (_ for _ in ()).throw(KeyboardInterrupt))[1])
-    code = pretrain_zoo.main(["--variants", "ap", "rp", "--seeds", "0", "--out", str(zoo), "--runs", str(tmp_path / "runs")])
+    code = pretrain_zoo.main(["--variants", "ap", "rp", "--seeds", "0", "--out", str(zoo), "--runs", str(tmp_path / "runs"),
+                              "--precision", "float32"])
     assert code == 130 and trained == ["rp"]
     assert f"ap: already in {zoo} (no run folder to resume); not retrained" in capsys.readouterr().err
     assert {p: p.stat().st_mtime_ns for p in zoo.rglob("*")} == before
 
 
-def test_the_6_layer_recipe_is_the_former_zoo_recipe_deeper_longer_on_en_large(tmp_path):
-    """--recipe 6x128 (the shipped zoo's, the default) changes depth, corpus and steps only from the former
-    4x128, and the shipped zoo refuses a member of the former recipe."""
-    from dstg_interp.model.checkpoint import ZOO_DIR
-    from experiments.pretrain_zoo import DEFAULT_RECIPE, PretrainZooConfig, check_zoo_recipe, recipe_of, zoo_config
+def test_the_former_6_layer_recipe_is_the_4_layer_one_deeper_longer_on_en_large(tmp_path):
+    """--recipe 6x128 (the former shipped zoo's) changes depth, corpus and steps only from the 4x128 before it."""
+    from experiments.pretrain_zoo import PretrainZooConfig, zoo_config
 
     old, new = (zoo_config("rp", tmp_path, None, None, 0, recipe) for recipe in ("4x128", "6x128"))
     differing = {k for k, v in new.to_dict().items() if v != old.to_dict()[k]}
     assert differing == {"model", "corpus", "max_steps"}
     assert (new.model["n_layers"], new.corpus, new.max_steps, old.max_steps) == (6, "en-large", 8000, 4800)
     assert {k: v for k, v in new.model.items() if k != "n_layers"} == {k: v for k, v in old.model.items() if k != "n_layers"}
-    assert DEFAULT_RECIPE == "6x128" and PretrainZooConfig().recipe == "6x128"
-    shipped = json.loads((ZOO_DIR / "rp" / "train_config.json").read_text())
-    assert recipe_of(shipped) == recipe_of(new.to_dict())  # the shipped zoo is the default recipe
-    with pytest.raises(ValueError, match=r"holds ap, trained with another recipe \(corpus en-large here vs en-mix, max_steps 8000 here vs 4800, n_layers 6 here vs 4\)"):
-        check_zoo_recipe(ZOO_DIR, "rp", old)
     assert PretrainZooConfig(recipe="4x128").steps is None and zoo_config("ap", tmp_path, 30, None, 0, "6x128").max_steps == 30
 
 
+def test_the_shipped_zoo_is_the_default_authors_recipe_and_refuses_the_former_one(tmp_path):
+    """The default recipe is ``authors`` at 7,800 steps, the shipped zoo's every member (float32, as trained); the
+    shipped zoo refuses a member of the former 6x128 recipe in one line naming the fields that differ."""
+    from dstg_interp.model.checkpoint import ZOO_DIR, ZOO_FLOOR, ZOO_NAMES
+    from experiments.pretrain_zoo import DEFAULT_RECIPE, RECIPES, PretrainZooConfig, check_zoo_recipe, recipe_of, zoo_config
+
+    assert DEFAULT_RECIPE == "authors" and PretrainZooConfig().recipe == "authors" and RECIPES["authors"]["steps"] == 7800
+    for variant in (*ZOO_NAMES, ZOO_FLOOR):
+        for seed in ((0, 1, 2) if variant != ZOO_FLOOR else (0,)):
+            member = variant if seed == 0 else f"{variant}-seed{seed}"
+            shipped = json.loads((ZOO_DIR / member / "train_config.json").read_text())
+            wanted = zoo_config(variant, tmp_path, None, None, seed, precision="float32")
+            assert recipe_of(shipped) == recipe_of(wanted.to_dict()), member  # trained as the default recipe says
+            assert (shipped["max_steps"], shipped["batch_size"], shipped["windows"]) == (7800, 32, False)
+    former = zoo_config("rp", tmp_path, None, None, 0, "6x128")
+    with pytest.raises(ValueError, match=r"holds ap, trained with another recipe \(batch_size 32 here vs 16, "
+                                         r"betas \[0\.9, 0\.95\] here vs \[0\.9, 0\.98\], max_steps 7800 here vs 8000, "
+                                         r"schedule cosine here vs constant and 2 more\)"):
+        check_zoo_recipe(ZOO_DIR, "rp", former)
+
+
 def test_zoo_members_trained_before_token_budgets_keep_their_recipe(tmp_path):
-    """The zoo's train_config.json files predate ``batch_tokens``: recipe_of fills the default (None, fixed
-    batches), so they keep the recipe of the zoo command, and a token-budget member would be another recipe."""
+    """A train_config.json that predates ``batch_tokens`` (the former zoos'): recipe_of fills the default (None,
+    fixed batches), so it keeps the recipe of the zoo command, and a token-budget member would be another recipe."""
     from dstg_interp.model.checkpoint import ZOO_DIR
     from experiments.pretrain_zoo import check_zoo_recipe, recipe_of, zoo_config
 
@@ -493,11 +509,12 @@ def test_zoo_members_trained_before_token_budgets_keep_their_recipe(tmp_path):
     before = {k: v for k, v in current.items() if k != "batch_tokens"}
     assert recipe_of(before) == recipe_of(current) and recipe_of(current)["batch_tokens"] is None
     saved = json.loads((ZOO_DIR / "ap" / "train_config.json").read_text())
-    assert "batch_tokens" not in saved
-    wanted = zoo_config("ap", tmp_path, None, None, 0)
-    assert wanted.batch_tokens is None and recipe_of(saved) == recipe_of(wanted.to_dict())
+    assert saved["batch_tokens"] is None  # the shipped zoo: fixed batches, recorded
+    older = {k: v for k, v in saved.items() if k != "batch_tokens"}  # as a member trained before the field reads
+    wanted = zoo_config("ap", tmp_path, None, None, 0, precision="float32")
+    assert wanted.batch_tokens is None and recipe_of(older) == recipe_of(saved) == recipe_of(wanted.to_dict())
     check_zoo_recipe(ZOO_DIR, "ap", wanted)
-    budget = zoo_config("ap", tmp_path, None, None, 0)
+    budget = zoo_config("ap", tmp_path, None, None, 0, precision="float32")
     budget.batch_tokens = 16 * 128
     with pytest.raises(ValueError, match=r"batch_tokens None here vs 2048"):
         check_zoo_recipe(ZOO_DIR, "ap", budget)

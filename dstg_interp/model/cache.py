@@ -15,7 +15,9 @@ the TransformerLens names that our hooks spell differently.
 ``"ap"`` one stream (baselines have one stream, so only ``None``).  ``apply_ln`` scales a stack by the RMSNorm
 that reads the residual at that point, with the scale of the cached residual there (TransformerLens' reading):
 the scaled components then sum to the normed residual.  The RMSNorms have no hooks, so the scale is
-recomputed from the cached residual (the resid_* hooks must be in the cache).
+recomputed from the cached residual (the resid_* hooks must be in the cache).  In the authors' DSTG
+(``residual_from_normed``) every block norm rescales all that came before it; ``decompose_resid`` carries each
+component through those scales, so its stack sums to the residual there too.
 """
 
 from __future__ import annotations
@@ -203,32 +205,45 @@ class StreamActivationCache(ActivationCache):
         """The residual entering block ``layer`` (None / -1: the final state) as the stack of what wrote it:
         ``embed``, ``pos_embed`` (AP-NeoBERT's table; DSTG's AP rows), ``{l}_attn_out``, ``{l}_mlp_out``
         (``mode``: "all", "attn", "mlp"); ``mlp_input`` adds block ``layer``'s attn_out. They sum to
-        resid_pre[layer] (resid_post of the last block for the final state), stream by stream."""
+        resid_pre[layer] (resid_post of the last block for the final state), stream by stream.
+
+        A model whose blocks carry the normed stream forward (``residual_from_normed``, the authors' DSTG: the
+        shipped zoo's) rescales everything before each norm: there each component is scaled by every RMSNorm it
+        passed through on its way, with the scale of the cached residual at that norm (TransformerLens' frozen
+        norm scale, as ``apply_ln``), so the stack still sums to the residual exactly."""
         if mode not in ("all", "attn", "mlp"):
             raise ValueError(f"mode must be 'all', 'attn' or 'mlp', got {mode!r}")
-        if self._net.config.residual_from_normed:
-            raise ValueError("decompose_resid: this model's blocks carry the normed stream forward "
-                             "(residual_from_normed, the authors' variant), so its residual is not the sum of the "
-                             "blocks' outputs; use accumulated_resid or the resid_* hooks")
         layer = self._layer(layer)
         self._check_stream(stream)
         pos_slice = _slice(pos_slice)
-        components, labels = [], []
-        if incl_embeds:
-            for label, tensor in self._embeddings(stream):
-                components.append(tensor)
-                labels.append(label)
+        normed = self._net.config.residual_from_normed
+        whole = _slice(None)
+        components: list[torch.Tensor] = []
+        labels: list[str] = []
+        for label, tensor in self._embeddings(stream):
+            components.append(tensor)
+            labels.append(label)
+
+        def write(name: str, l: int) -> None:
+            if normed:  # the block's norm reads all that came before and carries its output forward
+                scaled = self._apply_norm(torch.stack(components), l, name == "mlp_out", stream, whole)
+                components[:] = list(scaled.unbind(0))
+            components.append(self._stream(f"blocks.{l}.hook_{name}", stream))
+            labels.append(f"{l}_{name}")
+
         for l in range(layer + (1 if mlp_input and layer < self._net.config.n_layers else 0)):
-            wanted = [("attn_out", mode != "mlp")] if l == layer else [("attn_out", mode != "mlp"), ("mlp_out", mode != "attn")]
-            for name, keep in wanted:
-                if keep:
-                    components.append(self._stream(f"blocks.{l}.hook_{name}", stream))
-                    labels.append(f"{l}_{name}")
-        if not components:
+            write("attn_out", l)
+            if l < layer:
+                write("mlp_out", l)
+        keep = [i for i, label in enumerate(labels)
+                if (incl_embeds if label in ("embed", "pos_embed") else
+                    (mode != "mlp") if label.endswith("attn_out") else (mode != "attn"))]
+        if not keep:
             raise ValueError("decompose_resid: nothing to stack (incl_embeds=False and no block before this layer)")
-        stack = torch.stack([pos_slice.apply(c, dim=-2) for c in components])
+        stack = torch.stack([pos_slice.apply(components[i], dim=-2) for i in keep])
         if apply_ln:
             stack = self._apply_norm(stack, layer, mlp_input, stream, pos_slice)
+        labels = [labels[i] for i in keep]
         return (stack, labels) if return_labels else stack
 
     def accumulated_resid(self, layer: int | None = None, incl_mid: bool = False, apply_ln: bool = False,

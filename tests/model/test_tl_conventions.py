@@ -231,3 +231,42 @@ def test_text_needs_a_tokenizer():
     model = tiny_model("rope")
     with pytest.raises(ValueError, match="no tokenizer"):
         model("a sentence")
+
+
+@torch.no_grad()
+def test_the_normed_residual_decomposes_with_each_component_scaled_by_the_norms_it_passed(padded_batch):
+    """The authors' DSTG (``residual_from_normed``: each block carries norm(x) forward) decomposes too: every
+    component scaled by the RMSNorms it passed through, with the cached residual's scale at each, sums to the
+    residual entering each block, at the final state and at an MLP's input, per stream and for [sem | ap]; direct
+    logit attribution then adds up to the logit, as in a plain pre-norm model. Built by hand for block 0."""
+    tokens, mask = padded_batch
+    model = tiny_model("dstg", residual_from_normed=True).eval()
+    logits, cache = model.run_with_cache(tokens, mask)
+    n_layers = model.config.n_layers
+    for stream in (None, "sem", "ap"):
+        suffix = f"_{stream}" if stream else ""
+        for layer in range(n_layers + 1):
+            stack, labels = cache.decompose_resid(layer=layer, return_labels=True, stream=stream)
+            wanted = cache["resid_pre" + suffix, layer] if layer < n_layers else cache["resid_post" + suffix, -1]
+            torch.testing.assert_close(stack.sum(0), wanted, atol=1e-5, rtol=1e-5)
+            assert len(labels) == stack.shape[0] == (2 if stream is None else 1) + 2 * layer
+        mid = cache.decompose_resid(layer=1, mlp_input=True, stream=stream)
+        torch.testing.assert_close(mid.sum(0), cache["resid_mid" + suffix, 1], atol=1e-5, rtol=1e-5)
+    # by hand, block 0's semantic stream: embed through norm_attn, + attn_out, both through norm_mlp, + mlp_out
+    block, resid_pre, resid_mid = model.blocks[0], cache["resid_pre_sem", 0], cache["resid_mid_sem", 0]
+
+    def scale(norm, residual):  # the RMSNorm as a per-position linear map, at the cached residual's scale
+        return norm.weight * residual.pow(2).mean(-1, keepdim=True).add(norm.eps).rsqrt()
+
+    embed = cache["hook_embed_sem"] * scale(block.norm_attn_sem, resid_pre) * scale(block.norm_mlp_sem, resid_mid)
+    attn = cache["attn_out_sem", 0] * scale(block.norm_mlp_sem, resid_mid)
+    stack, labels = cache.decompose_resid(layer=1, return_labels=True, stream="sem")
+    assert labels == ["embed", "0_attn_out", "0_mlp_out"]
+    for got, want in zip(stack, (embed, attn, cache["mlp_out_sem", 0])):
+        torch.testing.assert_close(got, want, atol=1e-6, rtol=1e-5)
+    # filtered stacks keep the scaled components, and direct logit attribution sums to the logit
+    only_attn = cache.decompose_resid(layer=2, mode="attn", incl_embeds=False, return_labels=True, stream="sem")
+    assert only_attn[1] == ["0_attn_out", "1_attn_out"]
+    target = int(tokens[0, 2])
+    attributions = cache.logit_attrs(cache.decompose_resid(stream="sem"), target)
+    torch.testing.assert_close(attributions.sum(0) + model.b_U[target], logits[..., target], atol=1e-4, rtol=1e-4)

@@ -5,7 +5,8 @@ hyper-parameters, and ship each as a half-precision checkpoint in ``dstg_interp/
     python -m experiments.pretrain_zoo --variants dstg --steps 200 --runs runs/zoo-small --out /tmp/zoo
     python -m experiments.pretrain_zoo --variants dstg-offset   # DSTG with random_offset, 512-row AP table
     python -m experiments.pretrain_zoo --seeds 0 1 2 --precision float32   # seed-major; seed k > 0 ships as <variant>-seed<k>
-    python -m experiments.pretrain_zoo --variants nope --seeds 0 --out dstg_interp/zoo --threads 1 --precision float32   # the floor
+    python -m experiments.pretrain_zoo --variants nope --seeds 0 --out dstg_interp/zoo --threads 1 \
+        --precision float32                                    # the floor
     python -m experiments.pretrain_zoo --steps 3900 --out results/zoo-authors   # the same recipe at half the budget
     python -m experiments.pretrain_zoo --recipe 6x128          # the former shipped zoo's recipe (figures/zoo/former-6x128/)
 

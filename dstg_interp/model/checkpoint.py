@@ -124,7 +124,8 @@ def resolve_checkpoint(name_or_path: str | Path) -> Path:
     if not path.exists() and (str(name_or_path) in known or (shipped / CONFIG_FILE).is_file()):
         path = shipped
         if not (path / CONFIG_FILE).exists():
-            command = FLOOR_TRAIN_COMMAND if str(name_or_path) == ZOO_FLOOR else "python -m experiments.pretrain_zoo --precision float32"
+            command = (FLOOR_TRAIN_COMMAND if str(name_or_path) == ZOO_FLOOR
+                       else "python -m experiments.pretrain_zoo --precision float32")
             raise CheckpointError(f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with {command}")
     if not path.is_dir():
         shipped_names = sorted(p.name for p in ZOO_DIR.iterdir() if (p / CONFIG_FILE).is_file()) if ZOO_DIR.is_dir() else []

@@ -127,8 +127,9 @@ def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves", exi
     """Validation loss against tokens for every variant, one line per (recipe, seed): line style = recipe
     (``recipe_styles``: the last, the zoo drawn, solid; earlier ones dashed, dash-dotted, dotted), colour =
     training seed, so the plateau each variant leaves (or not) is visible side by side.  A grey line is a
-    recipe's unigram loss on its own validation masks (same style); with ``exits`` (variant, recipe, seed, exit_tokens: ``experiments.zoo_curves.plateau_exits``) a dot marks
-    where each run first falls ``margin`` nats below it.
+    recipe's unigram loss on its own validation masks (same style); with ``exits`` (variant, recipe, seed,
+    exit_tokens: ``experiments.zoo_curves.plateau_exits``) a dot marks where each run first falls ``margin``
+    nats below it.
 
     ``curves``: tidy rows with variant, recipe, seed, tokens, val_loss.
     """

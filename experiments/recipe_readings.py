@@ -32,7 +32,7 @@ from dstg_interp.analysis.spectra import analyze_table, width_matched
 from dstg_interp.evaluation import mlm_accuracy
 from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import load_model
-from dstg_interp.train import CHECKPOINT_DIR, STATE_FILE, TrainConfig
+from dstg_interp.train import CHECKPOINT_DIR, CONFIG_FILE, STATE_FILE, TrainConfig, read_train_config
 from probes.positions import probe_positions
 
 PLATEAU_MARGIN = 0.5  # nats below the unigram loss: clearly off the plateau (the reference run ends 1.3 below)
@@ -253,9 +253,8 @@ def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dst
         r2 = probes[(probes.model == variant) & (probes.seed == seed) & (probes.subspace == subspace)].set_index("layer").r2
         last = int(r2.index.max()) if len(r2) else None
         matched = matched_spectrum(load_model(zoo_dir / member).ap_table.detach())
-        batch = json.loads((zoo_dir / member / "train_config.json").read_text())["batch_size"]  # the member's recipe
         rows.append(dict(variant=variant, arm=shipped_arm(zoo), seed=seed, steps=summary["steps"],
-                         batch=batch, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
+                         batch=read_train_config(zoo_dir / member / CONFIG_FILE).batch_size, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
                          unigram_loss=summary["unigram_loss"], plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens,
                          heldout_gain_points=float(gain.iloc[0]) if len(gain) else np.nan,
                          pc1_pc2=float(table.pc1_pc2.iloc[0]) if len(table) else np.nan,

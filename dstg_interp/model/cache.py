@@ -235,9 +235,12 @@ class StreamActivationCache(ActivationCache):
             write("attn_out", l)
             if l < layer:
                 write("mlp_out", l)
-        keep = [i for i, label in enumerate(labels)
-                if (incl_embeds if label in ("embed", "pos_embed") else
-                    (mode != "mlp") if label.endswith("attn_out") else (mode != "attn"))]
+        def kept(label: str) -> bool:
+            if label in ("embed", "pos_embed"):
+                return incl_embeds
+            return mode != ("mlp" if label.endswith("attn_out") else "attn")
+
+        keep = [i for i, label in enumerate(labels) if kept(label)]
         if not keep:
             raise ValueError("decompose_resid: nothing to stack (incl_embeds=False and no block before this layer)")
         stack = torch.stack([pos_slice.apply(components[i], dim=-2) for i in keep])

@@ -243,4 +243,3 @@ def test_the_zoo_a_recipe_figure_is_about_is_drawn_solid():
     assert recipe_styles(["one"]) == {"one": "-"} and recipe_styles([]) == {}
     with pytest.raises(ValueError, match="at most 4 recipes"):
         recipe_styles(["a", "b", "c", "d", "e"])
-

@@ -21,6 +21,9 @@ its own: VmHWM; the random-token sequences are generated on the fly, so the inpu
                      forwards); --controls adds the random-init control (one more forward)
   storeless_no_boot  the same with --n-boot 0: no bootstrap, so no held-out pass (one forward: the route's
                      ceiling without intervals)
+  storeless_float32  storeless with --gram-precision float32 (the Gram products in float32); its results.csv is
+                     compared column by column with storeless's at the same (width, tokens): the row's
+                     "vs_float64" holds the largest |difference| per column
 Each cell warms up on one batch, then times its whole call (for storeless: statistics, solves, held-out
 pass, bootstrap). --repeats runs the grid that many times, rivals interleaved within a (width, tokens),
 and keeps each cell's best time. Ratios are tokens/s over plain_forward's at the same (width, tokens).
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -54,7 +58,7 @@ from machine import LoadWatch, add_load_arguments, status_mb, write_result
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 FIGURE = HERE.parent / "figures" / "scaling.png"
-RIVALS = ("plain_forward", "hf_hidden_states", "extract", "storeless", "storeless_no_boot")
+RIVALS = ("plain_forward", "hf_hidden_states", "extract", "storeless", "storeless_no_boot", "storeless_float32")
 WIDTHS = {128: dict(d_sem=112, d_ap=16, n_heads=4), 384: dict(d_sem=336, d_ap=48, n_heads=6),
           768: dict(d_sem=720, d_ap=48, n_heads=12)}
 PROJECT_TOKENS = 10_000_000
@@ -109,6 +113,7 @@ def run_cell(args) -> None:
     sequences = LabelledSequences(n_tokens, args.length, args.vocab)
     n_tokens = int(sequences.lengths.sum())
     disk = 0
+    tables: list = []  # the storeless rivals' results, for the float32 rival's comparison
     if rival == "hf_hidden_states":
         shape = WIDTHS[width]
         bert = BertModel(BertConfig(vocab_size=args.vocab, hidden_size=width, num_hidden_layers=args.layers,
@@ -129,14 +134,15 @@ def run_cell(args) -> None:
 
         def call():
             extract(model, sequences, out, batch_size=args.batch_size, dtype="float16", progress=False)
-    elif rival in ("storeless", "storeless_no_boot"):
+    elif rival.startswith("storeless"):
         encoder = open_encoder(model)
         n_boot = 0 if rival == "storeless_no_boot" else PositionProbeConfig.n_boot
-        config = PositionProbeConfig(task="segment", controls=args.controls, n_boot=n_boot)
+        config = PositionProbeConfig(task="segment", controls=args.controls, n_boot=n_boot,
+                                     gram_precision="float32" if rival == "storeless_float32" else "float64")
 
         def call():
-            probe_sequences(encoder, sequences, config, model_name="scaling", controls=args.controls,
-                            batch_size=args.batch_size)
+            tables.append(probe_sequences(encoder, sequences, config, model_name="scaling", controls=args.controls,
+                                          batch_size=args.batch_size))
     else:
         raise SystemExit(f"unknown rival {rival!r}")
     with torch.inference_mode():  # warm-up: one batch, so one-time kernel set-up is not timed
@@ -150,9 +156,33 @@ def run_cell(args) -> None:
     if rival == "extract":
         disk = sum(path.stat().st_size for path in out.iterdir())
         shutil.rmtree(out)
+    if tables:
+        tables[0].to_csv(results_csv(args, rival, width, n_tokens), index=False)
     print(json.dumps({"rival": rival, "width": width, "n_tokens": n_tokens, "seconds": round(seconds, 3),
                       "tokens_per_s": round(n_tokens / seconds, 1), "rss_before_mb": round(rss_before, 1),
                       "peak_rss_mb": round(peak, 1), "disk_bytes": disk}))
+
+
+def results_csv(args, rival: str, width: int, n_tokens: int) -> Path:
+    return Path(args.work_dir) / f"scaling-results-{os.getpid() if args.cell is None else os.getppid()}-{rival}-{width}-{n_tokens}.csv"
+
+
+def compare_precisions(args, rows: list[dict]) -> None:
+    """storeless_float32's results against storeless's at the same (width, tokens): the largest |difference| per
+    numeric column (NaN where both are NaN counts as equal), into the float32 row; the tables are removed."""
+    import pandas as pd
+
+    for row in rows:
+        if row["rival"] != "storeless_float32":
+            continue
+        paths = {rival: results_csv(args, rival, row["width"], row["n_tokens"]) for rival in ("storeless", "storeless_float32")}
+        if all(path.exists() for path in paths.values()):
+            exact, fast = (pd.read_csv(paths[rival]) for rival in ("storeless", "storeless_float32"))
+            row["vs_float64"] = {column: float(np.nanmax(np.abs(exact[column].to_numpy(float) - fast[column].to_numpy(float)),
+                                                         initial=0.0))
+                                 for column in exact.columns if pd.api.types.is_numeric_dtype(exact[column])}
+    for path in Path(args.work_dir).glob(f"scaling-results-{os.getpid()}-*.csv"):
+        path.unlink()
 
 
 def measure(args) -> list[dict]:
@@ -179,6 +209,7 @@ def measure(args) -> list[dict]:
                           f"tok/s, peak RSS {row['peak_rss_mb']:8.1f} MiB, disk {row['disk_bytes'] / 2**20:9.1f} MiB",
                           flush=True)
     rows = list(best.values())
+    compare_precisions(args, rows)
     for row in rows:
         reference = best.get(("plain_forward", row["width"], _requested(args, row)))
         row["ratio_vs_plain_forward"] = round(row["tokens_per_s"] / reference["tokens_per_s"], 3) if reference else None
@@ -225,7 +256,7 @@ def figure(result: dict, path: Path) -> None:
     rivals = [r for r in RIVALS if any(row["rival"] == r for row in rows)]
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     styles = dict(zip(widths, ("-", "--", ":")))
-    colours = dict(zip(RIVALS, ("#444444", "#1f77b4", "#d62728", "#2ca02c", "#98df8a")))
+    colours = dict(zip(RIVALS, ("#444444", "#1f77b4", "#d62728", "#2ca02c", "#98df8a", "#9467bd")))
     for rival in rivals:
         for width in widths:
             cells = sorted((r for r in rows if r["rival"] == rival and r["width"] == width), key=lambda r: r["n_tokens"])

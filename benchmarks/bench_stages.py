@@ -13,6 +13,7 @@ stop_at_layer=6)`, what every ratio is against), so the machine's drift over the
   extract_buffered   the same with every write through the page cache and the checksums read through it
                      (the write path before session 20), to show what the direct path is worth
   storeless          the storeless position probes (`probe_sequences`, task segment, bootstrap on, no control)
+  storeless_float32  the same with `--gram-precision float32` (the Gram products in float32)
 
 The stages are timed by wrapping the library's own functions (nothing in it changes): for extraction the
 batches (`_write_batch`: the capture, the float16 rows, the queueing), the capture alone (the forward with its
@@ -29,6 +30,7 @@ import importlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,13 +41,14 @@ from bench_scaling import LabelledSequences, dstg_config
 from machine import LoadWatch, add_load_arguments, write_result
 
 HERE = Path(__file__).resolve().parent
-ROUTES = ("extract", "extract_buffered", "storeless")
+ROUTES = ("extract", "extract_buffered", "storeless", "storeless_float32")
 
 
 @contextmanager
 def stage_timers(seconds: dict, targets: list[tuple[object, str, str]]):
     """Wrap ``owner.name`` so every call adds its wall time to ``seconds[label]``; unwrapped on leaving."""
     originals = [(owner, name, getattr(owner, name)) for owner, name, _ in targets]
+    lock = threading.Lock()
 
     def timed(function, label):
         def call(*args, **kwargs):
@@ -53,7 +56,8 @@ def stage_timers(seconds: dict, targets: list[tuple[object, str, str]]):
             try:
                 return function(*args, **kwargs)
             finally:
-                seconds[label] = seconds.get(label, 0.0) + time.perf_counter() - start
+                with lock:  # the Gram products are timed on several threads
+                    seconds[label] = seconds.get(label, 0.0) + time.perf_counter() - start
         return call
 
     for (owner, name, label), (_, _, function) in zip(targets, originals):
@@ -115,10 +119,11 @@ def run_route(route: str, model, sequences, args) -> dict:
         shutil.rmtree(out)
     else:
         encoder = open_encoder(model)
-        config = PositionProbeConfig(task="segment", controls=False)
+        config = PositionProbeConfig(task="segment", controls=False,
+                                     gram_precision="float32" if route == "storeless_float32" else "float64")
         targets = [(storeless, "_statistics_pass", "statistics pass"), (HookedEncoder, "capture", "capture"),
                    (storeless, "_float16_rows", "float16 rows"), (statistics.PartStatistics, "add", "sums"),
-                   (statistics.PartStatistics, "_add_gram", "Gram products (thread-seconds)"),
+                   (statistics, "rows_gram", "Gram products (thread-seconds)"),
                    (storeless, "_solve", "solves"), (storeless, "_predictions", "held-out predictions")]
         with stage_timers(seconds, targets):
             start = time.perf_counter()

@@ -17,7 +17,8 @@ still leaves what it measured; a section that would start past ``--budget`` seco
   storeless     dstg-probe's default route (probes.storeless: statistics summed on the device during the
                 forward pass, then the held-out pass) on that model and those sequences (segment probe, no
                 controls, 200 resamples): tokens/s against the plain forward, and the largest difference of
-                any results column from the store route on that store; then, with 4 minutes of budget left,
+                any results column from the store route on that store; the same with --gram-precision
+                float32 (the Gram products in float32) and its largest difference; then, with 4 minutes left,
                 plain forward vs storeless at the paper's width (6 layers, 720 + 48, 12 heads, 200k tokens)
   training      per variant (dstg, rope, ap, rp) at zoo size (4 layers, d 128, 4 heads, vocab 8192, T 128),
                 batch --batch: the training step dstg-train runs (masked logits, backward, clip, fused
@@ -41,6 +42,7 @@ carry transformer-lens and what it needs as wheels (.whl, see the device README)
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -333,6 +335,14 @@ def storeless(ctx) -> dict:
            "max_abs_delta_vs_store_route": float(np.nanmax(delta)),
            "same_nan_cells": bool((np.isnan(table[numeric].to_numpy(dtype=float))
                                    == np.isnan(stored[numeric].to_numpy(dtype=float))).all())}
+    start = time.perf_counter()
+    fast = probe_sequences(encoder, sequences, dataclasses.replace(config, gram_precision="float32"),
+                           model_name="gpu-check", controls=False, batch_size=batch_size)
+    synchronize(device)
+    fast_seconds = time.perf_counter() - start
+    out["float32_grams"] = {"storeless_seconds": fast_seconds, "storeless_vs_plain": n_tokens / fast_seconds / ctx.plain_tokens_per_s,
+                            "max_abs_delta_vs_float64": float(np.nanmax(np.abs(fast[numeric].to_numpy(dtype=float)
+                                                                               - table[numeric].to_numpy(dtype=float))))}
     ctx.save_partial("storeless", out)
     if not sizes.dry and ctx.remaining() > 240:  # the paper's width: 6 layers, 720 + 48, 12 heads
         wide = build_model(ModelConfig(variant="dstg", vocab_size=8192, max_positions=256, n_layers=6, n_heads=12,

@@ -241,6 +241,13 @@ def scaling(name: str = "scaling") -> str:
                  projected)
     if result.get("allocator"):
         text += f"\n\nEvery cell under the `{result['allocator']}` allocator (`--allocator`)."
+    for r in result["rows"]:
+        if "vs_float64" in r:
+            differences = r["vs_float64"]
+            text += (f"\n\n`storeless_float32` against `storeless` (float64 Grams) at width {r['width']}, "
+                     f"{n(r['n_tokens'])} tokens, largest |difference|: R² {differences['r2']:.1e}, CV R² "
+                     f"{differences['cv_r2']:.1e}, over every numeric column {max(differences.values()):.1e} "
+                     f"({max(differences, key=differences.get)}).")
     return text + "\n\n" + source(name, result)
 
 

@@ -102,6 +102,8 @@ class PositionProbeConfig(ConfigIO):
         seed: subsample, split, shuffle and bootstrap seed.
         held_out_memory_mb: the storeless route's memory for held-out states between its statistics pass and
         the predictions; held-out states beyond it are run through the model again.
+        gram_precision: the storeless route's Gram products, ``float64`` (the store route's results to 1e-8) or
+        ``float32`` (about twice as fast on a CPU; results within the difference docs/probes.md measures).
     """
 
     # The metadata makes dstg-probe's flags (dstg_interp/cli/config_args.py): a field is written once.
@@ -124,6 +126,11 @@ class PositionProbeConfig(ConfigIO):
     held_out_memory_mb: float = field(default=2048.0, metadata={
         "min": 0, "help": "without a store: MiB of held-out states kept from the statistics pass for the bootstrap's "
                           "predictions (one forward pass); the rest are run again (0: always a second pass)"})
+    gram_precision: str = field(default="float64", metadata={
+        "choices": ["float64", "float32"],
+        "help": "without a store: the precision of the Gram products (float32: about twice as fast on a CPU, far "
+                "faster on a GPU with little float64 throughput; results within ~1e-6 of float64's, which equal "
+                "--store's to 1e-8)"})
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -330,7 +337,7 @@ def probe_sequences(encoder: Encoder, sequences: StructuredSequences, cfg: Posit
     baseline = fit_position_baseline(plan, cfg)
     residual = baseline.residual if baseline is not None and not baseline.exact else None
     request = StorelessRequest(layers, subspaces, cfg.n_splits, cfg.n_boot, cfg.seed, residual, batch_size,
-                               cfg.held_out_memory_mb)
+                               cfg.held_out_memory_mb, cfg.gram_precision)
     control = encoder.random_init() if controls and cfg.controls else None
     fitted, random_init, partials = storeless_fits(encoder, sequences, plan, request, control, progress=progress,
                                                    ranks=ranks, desc=model_name)
@@ -421,6 +428,9 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     """
     cfg = config_or_fields(PositionProbeConfig, config, fields)
     layers, subspaces, task, segment, controls = cfg.layers, cfg.subspaces, cfg.task, cfg.segment, cfg.controls
+    if cfg.gram_precision != "float64" and (store or isinstance(model_or_store, ActivationStore)):
+        raise ValueError(f"gram precision {cfg.gram_precision} is the storeless route's; a store is probed in float64: "
+                         "drop --store (store=True) or --gram-precision")
     if isinstance(model_or_store, ActivationStore):
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name, device=device)
     name = model_name or model_label(model_or_store)

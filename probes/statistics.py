@@ -2,7 +2,8 @@
 
     stats = PartStatistics(width=p, n_targets=k, n_parts=n_folds + 1, n_positions=T, device="cuda")
     stats = PartStatistics(..., gram_parts=n_folds)  # the held-out part's Gram not summed (its rows predicted instead)
-    stats.add(x, part, position, y)          # x [m, p] float64 rows, part [m] (CV fold or held out), y [m, k]
+    stats = PartStatistics(..., gram_precision="float32")  # Gram products in float32 (summed in float64): faster
+    stats.add(x, part, position, y)          # x [m, p] float16/float64 rows, part [m] (CV fold or held out), y [m, k]
     stats.reduce(ranks)                       # torchrun: every rank's sums added up (after one shared reference)
     sums = stats.fold_sums(shift, n_folds)    # a probes.gram.FoldSums: what one pass over a store would give
     residual = stats.residual_sums(means, target_column, n_folds)   # the same, of x - means[position]
@@ -21,6 +22,12 @@ that a state that is (nearly) a function of position -- DSTG's AP stream, whose 
 table -- leaves exact zeros, not the rounding residue of two large sums, when its per-position mean is
 taken out. Memory: (parts) x (p + k + 1)² + (parts x positions) x (p + k + 1) float64 per feature source,
 flat in the number of tokens.
+
+The Gram products are most of the cost. By default they are float64, so the sums are those a store's float16
+states give in float64 (the store route's results to 1e-8). ``gram_precision="float32"`` forms each batch's
+products of ``z`` in float32 and adds them to the float64 sums: twice as fast on a CPU (and far faster on a GPU
+with little float64 throughput), at a rounding of about 1e-7 of each batch's products; the per-position sums
+(``C_pos``), the references and every solve stay float64 (``docs/probes.md`` gives the measured difference).
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ import torch
 
 from probes.gram import FoldSums
 
+GRAM_PRECISIONS = ("float64", "float32")
+GRAM_PIECES = 2  # each part's rows are summed as this many products, on any number of threads (the same bits)
 _POOL: tuple[int, ThreadPoolExecutor] | None = None  # (threads, the Gram sums' pool), made on first use
 _POOL_LOCK = threading.Lock()
 
@@ -62,8 +71,11 @@ class PartStatistics:
     route without one)."""
 
     def __init__(self, width: int, n_targets: int, n_parts: int, n_positions: int, device="cpu",
-                 gram_parts: int | None = None):
+                 gram_parts: int | None = None, gram_precision: str = "float64"):
         self.p, self.k, self.n_parts, self.n_positions = width, n_targets, n_parts, n_positions
+        if gram_precision not in GRAM_PRECISIONS:
+            raise ValueError(f"gram_precision must be one of {', '.join(GRAM_PRECISIONS)}, got {gram_precision!r}")
+        self.gram_precision = gram_precision
         self.gram_parts = n_parts if gram_parts is None else int(gram_parts)
         if not 1 <= self.gram_parts <= n_parts:
             raise ValueError(f"gram_parts must be in 1..{n_parts}, got {gram_parts}")
@@ -76,15 +88,19 @@ class PartStatistics:
         self.non_finite = torch.zeros(width, dtype=torch.int64, device=self.device)
 
     def add(self, x: torch.Tensor, part: torch.Tensor, position: torch.Tensor, y: torch.Tensor) -> None:
-        """Add rows ``x`` [m, p] (float64; NaN/inf are counted per column and summed as 0) in ``part`` [m]
-        at ``position`` [m] with targets ``y`` [m, k] (already shifted by their means).  Rows already in part
-        order (as ``probes.storeless`` gathers them) are summed where they lie; others are sorted first."""
+        """Add rows ``x`` [m, p] (float16 or float64, read exactly in float64; NaN/inf are counted per column and
+        summed as 0) in ``part`` [m] at ``position`` [m] with targets ``y`` [m, k] (already shifted by their
+        means).  Rows already in part order (as ``probes.storeless`` gathers them) are summed where they lie;
+        others are sorted first."""
         if len(x) == 0:
             return
-        if not bool(torch.isfinite(x.sum())):  # one reduction for the common case; a float64 sum of float16-range
-            finite = torch.isfinite(x)        # states cannot overflow, so a non-finite sum means a non-finite state
+        z = torch.empty(len(x), self.p + self.k + 1, dtype=torch.float64, device=x.device)
+        states = z[:, :self.p]
+        states.copy_(x)  # float16 -> float64 is exact
+        if not bool(torch.isfinite(states.sum())):  # one reduction for the common case; a float64 sum of
+            finite = torch.isfinite(states)          # float16-range states cannot overflow
             self.non_finite += (~finite).sum(dim=0)
-            x = torch.where(finite, x, torch.zeros((), dtype=x.dtype, device=x.device))
+            states.masked_fill_(~finite, 0.0)
         new = ~self.seen[position]
         if bool(new.any()):  # the first row seen at a position becomes its reference
             rows = torch.nonzero(new).flatten()
@@ -92,10 +108,9 @@ class PartStatistics:
             positions = position[order]
             starts = torch.ones_like(positions, dtype=torch.bool)
             starts[1:] = positions[1:] != positions[:-1]
-            self.reference[positions[starts]] = x[order[starts]]
+            self.reference[positions[starts]] = states[order[starts]]
             self.seen[positions[starts]] = True
-        z = torch.empty(len(x), self.p + self.k + 1, dtype=torch.float64, device=x.device)
-        torch.sub(x, self.reference[position], out=z[:, :self.p])
+        states.sub_(torch.index_select(self.reference, 0, position))  # index_select: a fast gather of whole rows
         z[:, self.p:self.p + self.k] = y
         z[:, -1] = 1.0
         self.cell.index_add_(0, part * self.n_positions + position, z)
@@ -103,23 +118,48 @@ class PartStatistics:
             order = torch.argsort(part, stable=True)
             z, part = z[order], part[order]
         bounds = torch.searchsorted(part, torch.arange(self.n_parts + 1, device=part.device)).tolist()
-        blocks = [(f, z[bounds[f]:bounds[f + 1]]) for f in range(self.gram_parts) if bounds[f] < bounds[f + 1]]
-        if z.device.type == "cpu" and len(blocks) > 1 and gram_threads() > 1:
-            # each part's Gram is its own matrix: sum the parts side by side, one product per thread (numpy lets
-            # go of the GIL in BLAS), each the same call as on one thread, so the sums are bit for bit the same
-            for done in [_pool().submit(self._add_gram, f, block) for f, block in blocks]:
+        if z.device.type != "cpu":
+            for f in range(self.gram_parts):
+                block = z[bounds[f]:bounds[f + 1]]
+                if self.gram_precision == "float32":
+                    block = block.float()
+                    self.gram[f] += block.T @ block
+                else:
+                    self.gram[f].addmm_(block.T, block)
+            return
+        self._add_grams_on_cpu(z, bounds)
+
+    def _add_grams_on_cpu(self, z: torch.Tensor, bounds: list[int]) -> None:
+        """gram[f] += z_f' z_f for every part with a Gram, each part's rows summed as ``GRAM_PIECES`` products.
+
+        The pieces (of every part) run side by side on torch's thread count (``gram_threads``; numpy lets go of the
+        GIL in BLAS), so two threads share five parts evenly rather than one of them taking three; each piece is
+        added to its part's Gram in piece order (a piece waits for the one before it), whatever the threads, so
+        the sums are bit for bit those of one thread."""
+        pieces = [(f, j, piece) for f in range(self.gram_parts)
+                  for j, piece in enumerate(_pieces(bounds[f], bounds[f + 1], GRAM_PIECES))]
+        added = {(f, j): threading.Event() for f, j, _ in pieces}
+        rows = z.numpy()
+
+        def add_piece(f: int, j: int, piece: slice) -> None:
+            block = rows[piece]
+            if self.gram_precision == "float32":  # rounded into this thread's float32 rows, then one float32 product
+                rounded = _thread_rows(block.shape)
+                np.copyto(rounded, block, casting="same_kind")
+                block = rounded
+            product = rows_gram(block, _thread_buffer((block.shape[1],) * 2, block.dtype))
+            if j:
+                added[f, j - 1].wait()  # submitted before this piece, so already running or done: no deadlock
+            gram = self.gram[f].numpy()
+            gram += product
+            added[f, j].set()
+
+        if len(pieces) > 1 and gram_threads() > 1:
+            for done in [_pool().submit(add_piece, *piece) for piece in pieces]:
                 done.result()
         else:
-            for f, block in blocks:
-                self._add_gram(f, block)
-
-    def _add_gram(self, f: int, block: torch.Tensor) -> None:
-        """gram[f] += block' block (on a CPU: ``rows_gram``)."""
-        if block.device.type != "cpu":
-            self.gram[f].addmm_(block.T, block)
-            return
-        gram = self.gram[f].numpy()
-        gram += rows_gram(block.numpy(), _thread_buffer(gram.shape))
+            for piece in pieces:
+                add_piece(*piece)
 
     # --- several ranks -----------------------------------------------------------------------
     def rereference(self, reference: torch.Tensor) -> None:
@@ -180,6 +220,12 @@ class PartStatistics:
                           self.non_finite.cpu().numpy(), n_folds)
 
 
+def _pieces(start: int, stop: int, n: int) -> list[slice]:
+    """rows start..stop in at most ``n`` runs of near-equal length (none empty)."""
+    edges = np.linspace(start, stop, min(n, stop - start) + 1).round().astype(int)
+    return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:])]
+
+
 def rows_gram(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """rows' rows for a C-ordered [m, w] float64 block (into ``out`` [w, w] when given): numpy hands ``A' A`` of
     one buffer to BLAS's syrk (half a GEMM's work, the triangle then mirrored: exactly symmetric) and, unlike
@@ -191,16 +237,29 @@ def rows_gram(rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 _BUFFERS = threading.local()
 
 
-def _thread_buffer(shape: tuple) -> np.ndarray:
-    """One float64 product buffer per thread and shape (the model's and its control's Grams differ in their
+def _thread_buffer(shape: tuple, dtype=np.float64) -> np.ndarray:
+    """One product buffer per thread, shape and dtype (the model's and its control's Grams differ in their
     target columns), reused batch after batch: the Gram threads allocate nothing (memory freed on several threads
     stays in glibc's per-thread arenas, and RSS with it)."""
     buffers = getattr(_BUFFERS, "grams", None)
     if buffers is None:
         buffers = _BUFFERS.grams = {}
-    if shape not in buffers:
-        buffers[shape] = np.empty(shape)
-    return buffers[shape]
+    key = (shape, np.dtype(dtype))
+    if key not in buffers:
+        buffers[key] = np.empty(shape, dtype=dtype)
+    return buffers[key]
+
+
+def _thread_rows(shape: tuple) -> np.ndarray:
+    """This thread's float32 rows [m, w] for ``gram_precision="float32"``: a view of one buffer per width that grows
+    to the largest piece seen, reused as ``_thread_buffer`` is."""
+    rows, width = shape
+    buffers = getattr(_BUFFERS, "rows32", None)
+    if buffers is None:
+        buffers = _BUFFERS.rows32 = {}
+    if width not in buffers or len(buffers[width]) < rows:
+        buffers[width] = np.empty((rows, width), np.float32)
+    return buffers[width][:rows]
 
 
 def shifted_grams(gram: torch.Tensor, cells: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:

@@ -61,6 +61,7 @@ class StorelessRequest:
     residual: np.ndarray | None = None  # the position baseline's residual target (None: no partial R²)
     batch_size: int = 32
     held_out_memory_mb: float = 2048.0  # held-out rows kept from pass 1 for the predictions; beyond it, a second pass
+    gram_precision: str = "float64"  # the Gram products' precision (probes.statistics.PartStatistics)
 
 
 @dataclass
@@ -94,11 +95,12 @@ def _hook_widths(encoder: Encoder, hooks: list[str]) -> dict:
 
 
 def _float16_rows(captured: dict, hooks: list[str], mask: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """[rows kept, d] float64 of the hooks side by side, each rounded to float16 as a store holds it.  ``keep``
-    picks (a mask) or picks and orders (indices) rows among the batch's real tokens."""
+    """[rows kept, d] float16 of the hooks side by side, each rounded to float16 as a store holds it (the
+    statistics read them exactly in float64).  ``keep`` picks (a mask) or picks and orders (indices) rows among the
+    batch's real tokens."""
     index = torch.nonzero(mask.reshape(-1)).flatten()[keep]  # the kept real tokens' rows of the flattened batch
     widths = [int(captured[hook].shape[-1]) for hook in hooks]
-    out = torch.empty(len(index), sum(widths), dtype=torch.float64, device=captured[hooks[0]].device)
+    out = torch.empty(len(index), sum(widths), dtype=torch.float16, device=captured[hooks[0]].device)
     start = 0
     for hook, width in zip(hooks, widths):
         states = captured[hook]
@@ -193,9 +195,10 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
     device = encoder.device
     gram_parts = F if request.n_boot else F + 1
     stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), layout.Y.shape[1], F + 1, layout.n_positions, device,
-                                     gram_parts=gram_parts)
+                                     gram_parts=gram_parts, gram_precision=request.gram_precision)
              for s in sources}
-    control_stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), 1, F + 1, 1, device)
+    control_stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), 1, F + 1, 1, device,
+                                             gram_precision=request.gram_precision)
                      for s in sources} if control is not None else {}
     passes = _Pass(sequences, row_start, lengths, request.batch_size, ranks)
     probed = np.zeros(len(lengths), dtype=bool)

@@ -41,6 +41,8 @@ def test_the_gpu_check_dry_run_fills_every_section(tmp_path):
     storeless = sections["storeless"]  # the default route of dstg-probe: the store route's table, no store
     assert storeless["storeless_tokens_per_s"] > 0 and storeless["n_tokens"] == 2048 and storeless["same_nan_cells"]
     assert storeless["max_abs_delta_vs_store_route"] < 1e-6  # the held-out pass batches differently: float noise
+    assert storeless["float32_grams"]["storeless_vs_plain"] > 0
+    assert storeless["float32_grams"]["max_abs_delta_vs_float64"] < 1e-4  # float32 Gram products: their own tolerance
     torchrun = sections["torchrun"]
     assert torchrun["train_returncode"] == 0 and torchrun["cache_returncode"] == 0, torchrun
     assert torchrun["train_tokens_per_s_steady"] > 0 and torchrun["cache_n_tokens"] > 0

@@ -16,7 +16,8 @@ and predicts them once the probes are solved, so a probe is one forward pass; he
 budget are predicted by pass 2, over their sequences only (no predictions when ``n_boot`` is 0).
 
 States are rounded to float16 before they are summed, as the store holds them, so both routes read the
-same numbers: the results equal the store route's to 1e-8 (``tests/probes/test_storeless.py``). Memory is
+same numbers: the results equal the store route's to 1e-8 (``tests/probes/test_storeless.py``); with
+``gram_precision="float32"`` (the Gram products in float32) to their own tolerance (``docs/probes.md``). Memory is
 the statistics -- per layer (folds + 1) x (d + 4)² float64 plus the same per token position and d wide --,
 one batch and at most ``held_out_memory_mb`` of held-out rows: flat in the number of tokens. Under torchrun
 (``ranks``) each rank runs a share of the batches and the statistics are summed over the ranks; every rank

@@ -142,17 +142,19 @@ class PartStatistics:
         rows = z.numpy()
 
         def add_piece(f: int, j: int, piece: slice) -> None:
-            block = rows[piece]
-            if self.gram_precision == "float32":  # rounded into this thread's float32 rows, then one float32 product
-                rounded = _thread_rows(block.shape)
-                np.copyto(rounded, block, casting="same_kind")
-                block = rounded
-            product = rows_gram(block, _thread_buffer((block.shape[1],) * 2, block.dtype))
-            if j:
-                added[f, j - 1].wait()  # submitted before this piece, so already running or done: no deadlock
-            gram = self.gram[f].numpy()
-            gram += product
-            added[f, j].set()
+            try:
+                block = rows[piece]
+                if self.gram_precision == "float32":  # rounded into this thread's float32 rows, one float32 product
+                    rounded = _thread_rows(block.shape)
+                    np.copyto(rounded, block, casting="same_kind")
+                    block = rounded
+                product = rows_gram(block, _thread_buffer((block.shape[1],) * 2, block.dtype))
+                if j:
+                    added[f, j - 1].wait()  # submitted before this piece, so already running or done: no deadlock
+                gram = self.gram[f].numpy()
+                gram += product
+            finally:  # a piece that failed (its error reaches the caller) still lets the next one go on
+                added[f, j].set()
 
         if len(pieces) > 1 and gram_threads() > 1:
             for done in [_pool().submit(add_piece, *piece) for piece in pieces]:

@@ -249,6 +249,39 @@ def test_parts_summed_on_several_threads_are_bit_for_bit_the_one_thread_sums(mon
     assert any(name.startswith("gram-sums") for name in threads_used) and threading.main_thread().name in threads_used
 
 
+def test_a_failed_gram_piece_reaches_the_caller_and_leaves_the_threads_free(monkeypatch):
+    """A product that fails (out of memory, say) raises from add(); the piece after it does not wait forever,
+    so both of the pool's threads are free afterwards, and the next add sums as usual."""
+    import threading
+
+    import probes.statistics as statistics
+
+    monkeypatch.setattr(statistics, "gram_threads", lambda: 2)
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(600, 8, generator=generator, dtype=torch.float64)
+    part, position = torch.randint(0, 3, (600,), generator=generator), torch.randint(0, 5, (600,), generator=generator)
+    y = torch.randn(600, 1, generator=generator, dtype=torch.float64)
+    rows_gram = statistics.rows_gram
+
+    def failing(rows, out):  # the first piece of each part fails, the second (which waits for it) does not
+        if sys._getframe(1).f_locals.get("j") == 0:
+            raise MemoryError("a product that did not fit")
+        return rows_gram(rows, out)
+
+    monkeypatch.setattr(statistics, "rows_gram", failing)
+    with pytest.raises(MemoryError, match="did not fit"):
+        PartStatistics(8, 1, 3, 5).add(x, part, position, y)
+    both = threading.Barrier(2, timeout=10)  # met only if both threads of the pool are free
+    for done in [statistics._pool().submit(both.wait) for _ in range(2)]:
+        done.result(timeout=20)
+    monkeypatch.setattr(statistics, "rows_gram", rows_gram)
+    stats = PartStatistics(8, 1, 3, 5)
+    stats.add(x, part, position, y)
+    z = torch.cat([x - stats.reference[position], y, torch.ones(600, 1, dtype=torch.float64)], dim=1)
+    for f in range(3):
+        np.testing.assert_allclose(stats.gram[f].numpy(), (z[part == f].T @ z[part == f]).numpy(), rtol=1e-12, atol=1e-12)
+
+
 def test_the_passes_run_numpys_blas_on_one_thread_beside_torch(setup, monkeypatch):
     """OpenBLAS's idle threads spin and take the cores from torch's forward: the statistics pass and the
     prediction pass sum their Grams and predictions with numpy's BLAS limited to one thread."""

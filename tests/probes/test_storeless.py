@@ -47,8 +47,8 @@ def setup(tmp_path_factory):
 pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
-def assert_same_tables(a: pd.DataFrame, b: pd.DataFrame) -> float:
-    """Every column equal: text exactly, numbers to TOLERANCE, NaN where the other has NaN; the largest |diff|."""
+def assert_same_tables(a: pd.DataFrame, b: pd.DataFrame, tolerance: float = TOLERANCE) -> float:
+    """Every column equal: text exactly, numbers to ``tolerance``, NaN where the other has NaN; the largest |diff|."""
     assert list(a.columns) == list(b.columns) and len(a) == len(b)
     largest = 0.0
     for column in a.columns:
@@ -57,7 +57,7 @@ def assert_same_tables(a: pd.DataFrame, b: pd.DataFrame) -> float:
             assert np.array_equal(np.isnan(x), np.isnan(y)), column
             diff = np.abs(x - y)[~np.isnan(x)]
             largest = max(largest, float(diff.max(initial=0.0)))
-            assert diff.max(initial=0.0) <= TOLERANCE, (column, diff.max())
+            assert diff.max(initial=0.0) <= tolerance, (column, diff.max())
         else:
             assert a[column].tolist() == b[column].tolist(), column
     return largest
@@ -140,16 +140,7 @@ def test_float32_grams_give_the_float64_table_to_their_own_tolerance(setup):
     kwargs = dict(task="intra", segment="sentence", corpus=str(corpus), n_boot=100, progress=False)
     exact = probe_positions(str(checkpoint), **kwargs)
     fast = probe_positions(str(checkpoint), gram_precision="float32", **kwargs)
-    assert list(exact.columns) == list(fast.columns) and len(exact) == len(fast)
-    largest = 0.0
-    for column in exact.columns:
-        if pd.api.types.is_numeric_dtype(exact[column]):
-            x, y = exact[column].to_numpy(dtype=float), fast[column].to_numpy(dtype=float)
-            assert np.array_equal(np.isnan(x), np.isnan(y)), column
-            largest = max(largest, float(np.abs(x - y)[~np.isnan(x)].max(initial=0.0)))
-        else:
-            assert exact[column].tolist() == fast[column].tolist(), column
-    assert 0.0 < largest <= FLOAT32_TOLERANCE, largest
+    assert assert_same_tables(exact, fast, FLOAT32_TOLERANCE) > 0.0
 
 
 def test_float32_grams_with_a_store_is_one_line(setup, tmp_path, capsys):

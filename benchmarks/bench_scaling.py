@@ -164,6 +164,8 @@ def run_cell(args) -> None:
 
 
 def results_csv(args, rival: str, width: int, n_tokens: int) -> Path:
+    """Where a storeless cell leaves its results.csv for ``compare_precisions``: named by the measuring process's
+    pid (a cell's parent), so two runs sharing --work-dir never read each other's tables."""
     return Path(args.work_dir) / f"scaling-results-{os.getpid() if args.cell is None else os.getppid()}-{rival}-{width}-{n_tokens}.csv"
 
 

@@ -253,8 +253,9 @@ def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dst
         r2 = probes[(probes.model == variant) & (probes.seed == seed) & (probes.subspace == subspace)].set_index("layer").r2
         last = int(r2.index.max()) if len(r2) else None
         matched = matched_spectrum(load_model(zoo_dir / member).ap_table.detach())
+        batch = read_train_config(zoo_dir / member / CONFIG_FILE).batch_size
         rows.append(dict(variant=variant, arm=shipped_arm(zoo), seed=seed, steps=summary["steps"],
-                         batch=read_train_config(zoo_dir / member / CONFIG_FILE).batch_size, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
+                         batch=batch, train_tokens=summary["train_tokens"], final_val_loss=summary["val_loss"],
                          unigram_loss=summary["unigram_loss"], plateau_exit_step=exit_step, plateau_exit_tokens=exit_tokens,
                          heldout_gain_points=float(gain.iloc[0]) if len(gain) else np.nan,
                          pc1_pc2=float(table.pc1_pc2.iloc[0]) if len(table) else np.nan,

@@ -235,6 +235,7 @@ class StreamActivationCache(ActivationCache):
             write("attn_out", l)
             if l < layer:
                 write("mlp_out", l)
+
         def kept(label: str) -> bool:
             if label in ("embed", "pos_embed"):
                 return incl_embeds

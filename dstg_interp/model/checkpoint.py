@@ -46,8 +46,8 @@ ZOO_SEEDS = (0, 1, 2)  # the training seeds the zoo ships (experiments/pretrain_
 ZOO_FLOOR = "nope"
 ZOO_FLOOR_SEEDS = (0,)
 # How to train it into the shipped zoo (a rerun of the same command continues from its last checkpoint).
-FLOOR_TRAIN_COMMAND = ("python -m experiments.pretrain_zoo --variants nope --seeds 0 --out dstg_interp/zoo --threads 1 "
-                       "--precision float32")
+ZOO_TRAIN_COMMAND = "python -m experiments.pretrain_zoo --precision float32"  # the shipped zoo's recipe and precision
+FLOOR_TRAIN_COMMAND = f"{ZOO_TRAIN_COMMAND} --variants nope --seeds 0 --out dstg_interp/zoo --threads 1"
 # The zoo's architecture, defined once (pretrain_zoo, recipe_study, the benchmarks and TrainConfig's default
 # read it): d_model 128 for every variant, DSTG's split 112 + 16 (1:7, so each head keeps 4 AP value dims).
 ZOO_WIDTHS = {
@@ -124,8 +124,7 @@ def resolve_checkpoint(name_or_path: str | Path) -> Path:
     if not path.exists() and (str(name_or_path) in known or (shipped / CONFIG_FILE).is_file()):
         path = shipped
         if not (path / CONFIG_FILE).exists():
-            command = (FLOOR_TRAIN_COMMAND if str(name_or_path) == ZOO_FLOOR
-                       else "python -m experiments.pretrain_zoo --precision float32")
+            command = FLOOR_TRAIN_COMMAND if str(name_or_path) == ZOO_FLOOR else ZOO_TRAIN_COMMAND
             raise CheckpointError(f"zoo model {name_or_path!r} is not shipped in {ZOO_DIR}; train it with {command}")
     if not path.is_dir():
         shipped_names = sorted(p.name for p in ZOO_DIR.iterdir() if (p / CONFIG_FILE).is_file()) if ZOO_DIR.is_dir() else []

@@ -48,7 +48,7 @@ from dstg_interp.analysis.position_basis import position_basis
 from dstg_interp.analysis.spectra import DEFAULT_PROJECTIONS, analyze_table, position_table, spectra_table
 from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import measurements, plot_by_layer, plot_dct_power, plot_pc_curves, plot_scree
-from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, parse_config, run_as_command,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, figure_config, run_as_command,
                                        save_config, say_not_applicable, stream_notes)
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
@@ -213,7 +213,7 @@ def run(config: ApManifoldConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(ApManifoldConfig, argv, __doc__))
+    return run(figure_config(ApManifoldConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import pandas as pd
 
 from dstg_interp.plots.attention_view import AttentionViewError, attention_view
 from dstg_interp.store.manifest import versions
-from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, run_as_command, save_config
+from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, figure_config, run_as_command, save_config
 
 DEFAULT_TEXT = ("The miller mended the green door at dawn. Her cousin lost a copper pot after supper.\n\n"
                 "The captain counted the long rope before the storm.")
@@ -108,7 +108,7 @@ def run(config: AttentionViewConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(AttentionViewConfig, argv, __doc__))
+    return run(figure_config(AttentionViewConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from dstg_interp.analysis.decomposition import decomposition_by_layer
 from dstg_interp.encoders import fetch_minilm
 from dstg_interp.plots import measurements, plot_by_layer
 from experiments.fig_interventions import MINILM, windows
-from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, parse_config, run_as_command,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, figure_config, run_as_command,
                                        save_config, with_member_columns)
 
 SHARES = ("centred_share_position", "centred_share_context", "centred_share_residual")
@@ -80,7 +80,7 @@ def run(config: DecompositionFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(DecompositionFigureConfig, argv, __doc__))
+    return run(figure_config(DecompositionFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -38,8 +38,7 @@ from experiments.figure_inputs import (
     SeedsFigureConfig,
     has_mlm_head,
     inputs_for,
-    parse_config,
-    run_as_command,
+    figure_config, run_as_command,
     save_config,
     say_not_applicable,
     stream_notes,
@@ -144,7 +143,7 @@ def run(config: ErasureFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(ErasureFigureConfig, argv, __doc__))
+    return run(figure_config(ErasureFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ from dstg_interp.plots import at_last_layer, plot_extended_tables, plot_mlm_by_p
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.tiny_zoo import tiny_long_documents
 from dstg_interp.encoders import HFEncoder
-from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, has_mlm_head, inputs_for, parse_config, readable_members,
+from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, has_mlm_head, inputs_for, figure_config, readable_members,
                                        run_as_command, save_config, with_offset_model)
 from probes.by_range import probe_by_range
 
@@ -224,7 +224,7 @@ def run(config: ExtrapolationFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(ExtrapolationFigureConfig, argv, __doc__))
+    return run(figure_config(ExtrapolationFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -37,8 +37,7 @@ from dstg_interp.analysis.heads import DOMINANT_SHARE, classify_heads, head_stat
 from dstg_interp.plots import plot_head_map, plot_head_sweep, plot_share_scatter
 from dstg_interp.model.checkpoint import zoo_member
 from dstg_interp.encoders import HFEncoder
-from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, parse_config,
-                                       readable_members, run_as_command, save_config, with_member_columns)
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, figure_config, readable_members, run_as_command, save_config, with_member_columns)
 
 NEEDS = "separate attention-logit terms (DSTG, a RoPE / AP / RP baseline or the authors' formats)"
 
@@ -119,7 +118,7 @@ def run(config: HeadsFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(HeadsFigureConfig, argv, __doc__))
+    return run(figure_config(HeadsFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

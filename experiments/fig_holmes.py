@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from dstg_interp.plots import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
-from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, parse_config, save_config
+from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, figure_config, save_config
 
 TABLES = ("winning_rates.csv", "a_vs_b.csv", "scores.csv")
 
@@ -91,7 +91,7 @@ def run(config: HolmesFigureConfig) -> str:
 
 
 def main(argv=None) -> str:
-    return run(parse_config(HolmesFigureConfig, argv, __doc__))
+    return run(figure_config(HolmesFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -46,8 +46,7 @@ from dstg_interp.analysis.position_basis import position_basis
 from dstg_interp.encoders import EncoderError, fetch_minilm
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.plots import measurements, plot_by_layer
-from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, has_mlm_head, inputs_for, model_store, parse_config,
-                                       readable_members, run_as_command, save_config, say_not_applicable,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, has_mlm_head, inputs_for, model_store, figure_config, readable_members, run_as_command, save_config, say_not_applicable,
                                        with_member_columns)
 
 
@@ -169,7 +168,7 @@ def run(config: InterventionsFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(InterventionsFigureConfig, argv, __doc__))
+    return run(figure_config(InterventionsFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

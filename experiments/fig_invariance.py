@@ -36,7 +36,7 @@ import pandas as pd
 
 from dstg_interp.analysis.invariance import CONDITIONS, measure_invariance, select_passages
 from dstg_interp.plots import plot_invariance_by_layer, plot_recall_by_layer
-from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, parse_config, run_as_command, save_config,
+from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, figure_config, run_as_command, save_config,
                                        say_not_applicable, stream_notes, with_offset_model)
 
 ZOO_PASSAGES = 400
@@ -112,7 +112,7 @@ def passage_bounds(config: InvarianceFigureConfig, length: int) -> tuple[int, in
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(InvarianceFigureConfig, argv, __doc__))
+    return run(figure_config(InvarianceFigureConfig, argv, __doc__))
 
 
 def final_layer_summary(invariance: pd.DataFrame, retrieval: pd.DataFrame) -> pd.DataFrame:

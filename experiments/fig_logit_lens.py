@@ -32,8 +32,7 @@ from dstg_interp import open_encoder
 from dstg_interp.analysis.mlm_lens import logit_lens
 from dstg_interp.plots import measurements, plot_by_layer
 from experiments.fig_interventions import windows
-from experiments.figure_inputs import (MLM_HEAD, OUTPUT_DIR, SeedsFigureConfig, inputs_for, parse_config,
-                                       readable_members, run_as_command, save_config, with_member_columns,
+from experiments.figure_inputs import (MLM_HEAD, OUTPUT_DIR, SeedsFigureConfig, inputs_for, figure_config, readable_members, run_as_command, save_config, with_member_columns,
                                        without_mlm_head)
 
 METRICS = ("top1_accuracy", "top1_agreement", "kl_to_final")
@@ -80,7 +79,7 @@ def run(config: LensFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(LensFigureConfig, argv, __doc__))
+    return run(figure_config(LensFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

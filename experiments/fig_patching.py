@@ -42,7 +42,7 @@ from dstg_interp.model import build_model
 from dstg_interp.plots import plot_attribution_agreement, plot_patching_map
 from dstg_interp.tiny_zoo import tiny_config
 from experiments.fig_interventions import windows
-from experiments.figure_inputs import (MLM_HEAD, OUTPUT_DIR, FigureConfig, inputs_for, parse_config, readable_members,
+from experiments.figure_inputs import (MLM_HEAD, OUTPUT_DIR, FigureConfig, inputs_for, figure_config, readable_members,
                                        run_as_command, save_config, say_not_applicable, without_mlm_head)
 
 CURVE_FRACTIONS = (1e-3, 1e-2, 0.1, 0.3, 1.0)
@@ -185,7 +185,7 @@ def run(config: PatchingFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(PatchingFigureConfig, argv, __doc__))
+    return run(figure_config(PatchingFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

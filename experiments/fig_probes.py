@@ -48,7 +48,7 @@ from tqdm.auto import tqdm
 from dstg_interp.plots import plot_r2_by_layer
 from dstg_interp.model.checkpoint import ZOO_FLOOR, ZOO_NAMES
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, ZooIncomplete, inputs_for, model_store,
-                                       over_seeds, parse_config, random_init_store, run_as_command, save_config,
+                                       over_seeds, figure_config, random_init_store, run_as_command, save_config,
                                        say_not_applicable, stream_notes, with_member_columns)
 from probes.positions import PositionProbeConfig, probe_store, reads_paragraph_windows
 
@@ -141,7 +141,7 @@ def run(config: ProbesFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(ProbesFigureConfig, argv, __doc__))
+    return run(figure_config(ProbesFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

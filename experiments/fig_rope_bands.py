@@ -35,8 +35,7 @@ from dstg_interp.analysis.rope_bands import band_stats, band_sweep, classify_ban
 from dstg_interp.encoders.rotary import families_read
 from dstg_interp.plots import plot_band_shares
 from experiments.fig_interventions import windows
-from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, load_figure_inputs, parse_config,
-                                       readable_members, run_as_command, save_config, say_not_applicable,
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, load_figure_inputs, figure_config, readable_members, run_as_command, save_config, say_not_applicable,
                                        with_member_columns)
 
 NEEDS = f"rotary (RoPE) heads (RoPE-NeoBERT, the authors' NeoBERT, Hugging Face {families_read()})"
@@ -102,7 +101,7 @@ def run(config: RopeBandsFigureConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(RopeBandsFigureConfig, argv, __doc__))
+    return run(figure_config(RopeBandsFigureConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from dstg_interp.data import default_cache_dir, probing_documents
 from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.encoders import Encoder, EncoderError, HFEncoder
 from dstg_interp.encoders.naming import table_names
-from dstg_interp.io import RESULTS_DIR, write_text_atomic
+from dstg_interp.io import RESULTS_DIR, OutputError, folder_entries, free_sibling, write_text_atomic
 from dstg_interp.model.checkpoint import (FLOOR_TRAIN_COMMAND, ZOO_DIR, ZOO_FLOOR, ZOO_FLOOR_SEEDS, ZOO_NAMES, ZOO_SEEDS,
                                           missing_tokenizer_message, missing_zoo_members, zoo_member)
 from dstg_interp.store import as_sequences
@@ -168,6 +168,53 @@ def parse_config(config_class, argv=None, doc: str = ""):
     parser = argparse.ArgumentParser(description=" ".join(doc.split("\n\n")[0].split()))
     add_config_arguments(parser, config_class)
     return config_from_args(config_class, parser.parse_args(argv))
+
+
+FIGURE_RECORDS = ("config.json", "figure_config.json", "suite_config.json", "run_all.json")  # what save_config writes
+RECORD_MAX_BYTES = 64 << 20
+
+
+def is_figure_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds a record ``save_config`` wrote (a plain JSON file whose ``script`` names an
+    experiments script): the folders a figure script may write into again."""
+    for name in FIGURE_RECORDS:
+        path = Path(folder) / name
+        if path.is_file() and not path.is_symlink() and path.stat().st_size <= RECORD_MAX_BYTES:
+            try:
+                record = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict) and str(record.get("script", "")).startswith("experiments/"):
+                return True
+    return False
+
+
+def check_figure_out(out: Path | None, flag: str = "--out") -> None:
+    """Refuse (OutputError, one line) an ``--out`` a figure would write into that holds files no figure script
+    wrote: a user's folder, a model's, a store or a corpus keep every file (round 5, FO1-FO6).  Absent, empty
+    and earlier figure folders (``is_figure_folder``) are written into."""
+    if out is None:
+        return
+    out = Path(out)
+    if not out.exists() and not out.is_symlink():
+        return
+    instead = f"choose another {flag}, such as {free_sibling(out, 'figures')}"
+    if out.is_symlink() or not out.is_dir():
+        raise OutputError(f"{flag} {out} is a {'link' if out.is_symlink() else 'file'}, not a folder of figures; "
+                          f"it is never replaced: {instead}")
+    entries = folder_entries(out)
+    if entries and not is_figure_folder(out):
+        shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+        raise OutputError(f"{flag} {out} holds files no figure script wrote ({shown}); nothing there is replaced: "
+                          f"{instead}")
+
+
+def figure_config(config_class, argv=None, doc: str = ""):
+    """``parse_config`` for a script that writes figures into ``--out``: the folder is checked
+    (``check_figure_out``) before anything is computed, so every registered figure refuses a foreign folder."""
+    config = parse_config(config_class, argv, doc)
+    check_figure_out(getattr(config, "out", None))
+    return config
 
 
 def save_config(config: ScriptConfig, script: str, name: str = "config.json", **facts) -> Path:

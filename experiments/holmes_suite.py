@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from experiments import fig_holmes
-from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, model_names, parse_config, run_as_command, save_config
+from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, model_names, figure_config, run_as_command, save_config
 from probes.holmes import HolmesProbeConfig, run_holmes
 from probes.holmes.protocol import PROTOCOLS
 from probes.holmes.run import HolmesRunConfig, write_tables
@@ -146,7 +146,7 @@ def run(config: HolmesSuiteConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(HolmesSuiteConfig, argv, __doc__))
+    return run(figure_config(HolmesSuiteConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

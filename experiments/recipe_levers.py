@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dstg_interp.data.forms import split_form_spec
+
+MAX_WINDOW = 8192  # tokens per training sequence: far above the paper's 512; a larger number is a typo
 # lever -> (parser of a command-line value, variants it applies to, what it changes)
 LEVER_SPECS = {
     "lr": (float, None, "peak learning rate"),
@@ -40,9 +43,12 @@ LEVER_SPECS = {
     "normed": ("bool", ("dstg",), "the authors' normed residual, x <- norm(x) + f(norm(x)) (ModelConfig."
                                   "residual_from_normed), instead of plain pre-norm"),
     "layers": (int, None, "encoder blocks (default: the study's --n-layers)"),
+    "window": (int, None, "tokens per training sequence and rows of the position table (default: the study's "
+                          "--max-length; the paper's 512)"),
     "beta2": (float, None, "AdamW's second-moment decay (the zoo's 0.98; NeoBERT's configs 0.95)"),
     "corpus": (str, None, "training corpus spec (default: the study's --corpus), e.g. en-mix:wikipedia, the "
-                          "Wikipedia leads the minimal re-implementation trained on; plateau exit and held-out "
+                          "Wikipedia leads the minimal re-implementation trained on, or a document form of one, "
+                          "en-large:-wikipedia@words=80 (dstg_interp/data/forms.py); plateau exit and held-out "
                           "gain are then read on that corpus's own validation and held-out documents"),
 }
 LEVER_CHOICES = {"schedule": ("cosine", "linear", "constant"), "mlp": ("split", "mixed")}
@@ -105,8 +111,12 @@ def parse_value(lever: str, text: str):
         raise ValueError(f"lever {lever}: expected a {kind.__name__}, got {text!r}") from None
     if lever in LEVER_CHOICES and value not in LEVER_CHOICES[lever]:
         raise ValueError(f"lever {lever}: expected one of {', '.join(LEVER_CHOICES[lever])}, got {text!r}")
+    if lever == "corpus":
+        split_form_spec(value)  # a bad document form (words=0) fails here, before any data is read
     if kind in (int, float) and not value > 0:
         raise ValueError(f"lever {lever}: must be positive, got {text}")
+    if lever == "window" and not 3 <= value <= MAX_WINDOW:
+        raise ValueError(f"lever window: a training sequence holds 3 to {MAX_WINDOW} tokens, got {value}")
     return value
 
 

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dstg_interp.analysis.spectra import analyze_table, width_matched
+from dstg_interp.analysis.heads import ap_kernel_offsets
+from dstg_interp.analysis.spectra import analyze_table, smooth_control, width_matched
 from dstg_interp.evaluation import mlm_accuracy
 from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import load_model
@@ -39,7 +40,8 @@ PLATEAU_MARGIN = 0.5  # nats below the unigram loss: clearly off the plateau (th
 HELDOUT_DOCS = 200
 PROBE_DOCS = 200
 READINGS_FILE = "readings.json"
-READINGS_VERSION = 2  # 2: participation ratio and each PC's low-frequency share
+READINGS_VERSION = 3  # 2: participation ratio and each PC's low-frequency share; 3: smooth control, layer-0 kernel
+LOCAL_HEAD_MIN_VAR = 0.1  # a layer-0 head counts when its AP logit variance is >= this share of the largest
 TABLE_CURVE_FILE = "table_curve.jsonl"  # the table's reading at every validation of a study run
 MATCHED_WIDTH = 16  # DSTG's AP width: every table is also read projected onto random 16-dim subspaces
 
@@ -96,8 +98,38 @@ def model_readings(model, cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, pr
                         low_freq_share_chance=spectrum.summary["control"]["low_freq_share"],
                         pc1_low_freq_share=spectrum.summary["pc1_low_freq_share"],
                         pc2_low_freq_share=spectrum.summary["pc2_low_freq_share"], **matched_spectrum(model.ap_table.detach()))
+        readings.update(walk_control(model.ap_table.detach().numpy()))
         readings.update(position_r2(model, cfg, probe_docs))
+    if model.config.variant == "dstg":
+        readings.update(kernel_readings(model, cfg.max_length))
     return readings
+
+
+def walk_control(table) -> dict:
+    """The smooth control of a table of this shape (``analysis.spectra.smooth_control``, random walks): its
+    PC1+PC2, participation ratio and pooled DCT low-bin share, mean and 95% quantile (5% for the ratio)."""
+    control = smooth_control(tuple(table.shape))
+    return dict(pc1_pc2_walk=control["pc1_pc2"], pc1_pc2_walk_q95=control["pc1_pc2_q95"],
+                participation_ratio_walk=control["participation_ratio"],
+                participation_ratio_walk_q05=control["participation_ratio_q05"],
+                low_freq_share_walk=control["low_freq_share"], low_freq_share_walk_q95=control["low_freq_share_q95"])
+
+
+def kernel_readings(model, window: int) -> dict:
+    """Layer 0's AP logit kernel over the training window (``analysis.heads.ap_kernel_offsets``): the share of
+    its variance that is a function of the offset j - i (variance-weighted over heads, the largest, and the
+    same through a random table), and the heads whose AP term moves attention (variance >= LOCAL_HEAD_MIN_VAR
+    of the largest) with their modal attended offsets, largest variance first."""
+    heads = ap_kernel_offsets(model, min(window, model.ap_table.shape[0]))
+    weights = heads.ap_logit_var / heads.ap_logit_var.sum()
+    active = heads[heads.ap_logit_var >= LOCAL_HEAD_MIN_VAR * heads.ap_logit_var.max()].sort_values(
+        "ap_logit_var", ascending=False)
+    return dict(l0_offset_share=float((weights * heads.offset_share).sum()),
+                l0_offset_share_max=float(active.offset_share.max()),
+                l0_key_share=float((weights * heads.key_share).sum()),
+                l0_offset_share_random=float((weights * heads.offset_share_random).sum()),
+                l0_active_heads=int(len(active)), l0_local_heads=int((active.modal_offset.abs() <= 1).sum()),
+                l0_modal_offsets=" ".join(f"{offset:+d}" for offset in active.modal_offset))
 
 
 def table_reading(model) -> dict:

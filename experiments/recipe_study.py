@@ -148,7 +148,7 @@ def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str
         model["pos_init_std"] = recipe["pos_init"]
     warmup = recipe["warmup"] if recipe["warmup"] is not None else steps // 10
     return TrainConfig(out_dir=str(Path(study.runs) / variant / name), model=model, corpus=recipe.get("corpus") or study.corpus,
-                       max_length=study.max_length, windows=recipe["windows"], vocab_size=recipe["vocab"],
+                       max_length=recipe.get("window") or study.max_length, windows=recipe["windows"], vocab_size=recipe["vocab"],
                        batch_size=recipe["batch"], max_steps=steps, lr=recipe["lr"], warmup_steps=min(warmup, steps - 1),
                        schedule=recipe["schedule"], weight_decay=recipe.get("wd", 0.1),
                        betas=(0.9, recipe.get("beta2", 0.98)), seed=seed, eval_every=eval_every,

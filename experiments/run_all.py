@@ -37,7 +37,7 @@ import torch
 
 from dstg_interp.model.checkpoint import ZOO_DIR
 from experiments import claims, fig_ap_manifold, fig_extrapolation, fig_heads, fig_holmes, fig_invariance, fig_probes, report, zoo_heldout
-from experiments.figure_inputs import OUTPUT_DIR, SeedsFigureConfig, parse_config, run_as_command, save_config
+from experiments.figure_inputs import OUTPUT_DIR, SeedsFigureConfig, figure_config, run_as_command, save_config
 from experiments.holmes_suite import ZOO_MEMBERS
 
 STEPS = ("zoo", "ap_manifold", "heads", "probes", "holmes", "holmes_figure", "claims", "extrapolation", "invariance", "report")
@@ -121,7 +121,7 @@ def run(config: RunAllConfig) -> list[dict]:
 
 
 def main(argv=None) -> list[dict]:
-    return run(parse_config(RunAllConfig, argv, __doc__))
+    return run(figure_config(RunAllConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ import pandas as pd
 from dstg_interp.analysis.sae import STREAMS, SAEConfig, SAEError, check_stream, train_sae
 from dstg_interp.io import write_text_atomic
 from dstg_interp.plots.output import display_name, save_figure, subspace_name
-from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, load_figure_inputs, model_store, parse_config,
+from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, figure_config, load_figure_inputs, model_store,
                                        random_init_store, run_as_command, save_config)
 from probes.position_baseline import position_r2_of_columns
 
@@ -219,7 +219,7 @@ def run(config: SAEStreamsConfig) -> dict:
 
 
 def main(argv=None) -> dict:
-    return run(parse_config(SAEStreamsConfig, argv, __doc__))
+    return run(figure_config(SAEStreamsConfig, argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -273,3 +273,67 @@ def _present(value) -> bool:
 def head_table(model, tokens, attention_mask=None, model_name: str | None = None) -> pd.DataFrame:
     """``classify_heads(head_summaries_from_cache(...))`` in one call."""
     return classify_heads(head_summaries_from_cache(model, tokens, attention_mask, model_name=model_name))
+
+
+def ap_kernel_offsets(model, n_positions: int | None = None) -> pd.DataFrame:
+    """Layer 0's AP logit kernel of a DSTG model, read from the weights alone: what each head's position term
+    does before any content reaches the AP stream.
+
+    At layer 0 the AP stream is the position table itself, so each head's AP logit is a fixed kernel
+    ``L[i, j] = q_ap(norm T_i) . k_ap(norm T_j) / sqrt(d_head)`` over query position i and key position j
+    (``n_positions``: the first rows of the table, default all).  One row per head:
+
+    ``ap_logit_var``     the kernel's variance within each query (softmax ignores what is constant along a
+                         query's keys), pooled over queries: which heads the AP term moves at all;
+    ``offset_share``     the share of that variance explained by the offset j - i alone (eta^2 of the
+                         within-query kernel on offset): 1 for a pure relative-offset (locality) head;
+    ``key_share``        the same for the key's absolute position j: a head that attends to fixed positions;
+    ``modal_offset``     the offset most often attended by the AP term alone (argmax of L over j, per query);
+    ``modal_offset_frac`` the share of queries whose argmax is at that offset.
+
+    The control for ``offset_share`` is a random table of the same shape through the same weights
+    (``offset_share_random``, mean over 5 draws): what an offset reading is for a table with no structure."""
+    if model.config.variant != "dstg":
+        raise ValueError(f"ap_kernel_offsets needs a DSTG model (an AP stream), got variant {model.config.variant!r}")
+    block = model.blocks[0]
+    table = model.ap_table.detach().float()
+    n = table.shape[0] if n_positions is None else int(n_positions)
+    if not 2 <= n <= table.shape[0]:
+        raise ValueError(f"n_positions must be 2..{table.shape[0]} (the table's rows), got {n}")
+
+    def kernels(rows: torch.Tensor) -> np.ndarray:
+        with torch.no_grad():
+            normed = block.norm_attn_ap(rows[None])
+            q, k, _ = block.attn._project(normed, block.attn.qkv_ap, block.attn.d_ap, "ap")
+            return (q @ k.transpose(-1, -2) / np.sqrt(block.attn.d_head))[0].double().numpy()  # [H, n, n]
+
+    queries, keys = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    offsets = (keys - queries).ravel() + n - 1
+
+    def shares(kernel: np.ndarray) -> tuple[float, float, float]:
+        centred = kernel - kernel.mean(axis=1, keepdims=True)  # within each query
+        total = float((centred ** 2).sum())
+        if total <= 0:
+            return 0.0, float("nan"), float("nan")
+        flat = centred.ravel()
+
+        def eta2(groups: np.ndarray, n_groups: int) -> float:
+            sums = np.bincount(groups, flat, n_groups)
+            counts = np.bincount(groups, minlength=n_groups)
+            explained = float((sums[counts > 0] ** 2 / counts[counts > 0]).sum())
+            return explained / total
+
+        return total / flat.size, eta2(offsets, 2 * n - 1), eta2(keys.ravel(), n)
+
+    generator = torch.Generator().manual_seed(0)
+    random_rows = [torch.randn(n, table.shape[1], generator=generator) * table[:n].std() for _ in range(5)]
+    random_kernels = [kernels(rows) for rows in random_rows]
+    rows = []
+    for head, kernel in enumerate(kernels(table[:n])):
+        variance, offset_share, key_share = shares(kernel)
+        attended = kernel.argmax(axis=1) - np.arange(n)
+        values, counts = np.unique(attended, return_counts=True)
+        rows.append(dict(head=head, ap_logit_var=variance, offset_share=offset_share, key_share=key_share,
+                         offset_share_random=float(np.mean([shares(k[head])[1] for k in random_kernels])),
+                         modal_offset=int(values[counts.argmax()]), modal_offset_frac=float(counts.max() / n)))
+    return pd.DataFrame(rows)

@@ -254,6 +254,39 @@ def random_control(
     return result
 
 
+SMOOTH_CONTROL_DRAWS = 200
+
+
+def random_walk_table(shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+    """A structureless smooth curve of ``shape``: each column the cumulative sum of i.i.d. Gaussian steps along
+    position.  PCA of such a curve returns cosines of rising frequency (PC1 ~ DCT bin 1, PC2 ~ bin 2), so it
+    reads high on PC1+PC2 and the low-bin DCT share without being a 2-D manifold: the null for "smooth"."""
+    return np.cumsum(rng.standard_normal(shape), axis=0)
+
+
+def smooth_control(
+    shape: tuple[int, int],
+    n_pcs: int = DEFAULT_N_PCS,
+    n_low_bins: int = DEFAULT_LOW_BINS,
+    n_draws: int = SMOOTH_CONTROL_DRAWS,
+    seed: int = 0,
+) -> dict:
+    """The summary numbers of random-walk tables of ``shape`` (``random_walk_table``): mean, and the 5% and 95%
+    quantiles over ``n_draws`` seeded draws (``<key>_q05``, ``<key>_q95``).  A table "clears the smooth
+    control" on a number when it lies above that number's q95."""
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(n_draws):
+        ratios, scores = pca(random_walk_table(shape, rng))
+        draws.append(_summary_numbers(ratios, dct_power(scores[:, :n_pcs]), n_low_bins))
+    frame = pd.DataFrame(draws)
+    result: dict = {key: float(frame[key].mean()) for key in frame.columns}
+    result.update({f"{key}_q05": float(frame[key].quantile(0.05)) for key in frame.columns})
+    result.update({f"{key}_q95": float(frame[key].quantile(0.95)) for key in frame.columns})
+    result.update(n_draws=int(n_draws), seed=int(seed))
+    return result
+
+
 def random_projections(width: int, target_width: int, n_projections: int, seed: int = 0) -> np.ndarray:
     """[n_projections, width, target_width] bases of random subspaces (orthonormal columns, Haar-distributed)."""
     if not 1 <= target_width <= width:

@@ -15,9 +15,10 @@ import sys
 from dataclasses import dataclass, field
 
 from dstg_interp.config import ConfigIO
-from dstg_interp.store import ActivationStore
+from dstg_interp.store import ActivationStore, StoreError
 
 from .config_args import add_config_arguments, run_command
+from .shell import EXIT_ERROR
 
 
 @dataclass
@@ -34,16 +35,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def verify_store(folder) -> str:
+    """One store's line: every file's full checksum compared under the reader lock (no writer replaces the store
+    while it is read), each byte read once; a damaged store raises StoreError."""
+    store = ActivationStore(folder, verify="none")  # the manifest only: the bytes are read once, held, below
+    store.verify = "full"
+    with store:
+        checksums = store.manifest.get("checksums") or {}
+        if not checksums.get("files"):
+            return f"{folder}: no checksums (written before dstg-interp recorded them); nothing to compare"
+        return (f"{folder}: every file holds the bytes it was written with ({len(checksums['files'])} files, "
+                f"{checksums['algorithm']})")
+
+
 def _main(command: VerifyCommand) -> int:
+    """Every store on the command line judged, the damaged ones each named on stderr; exit 2 if any was."""
+    damaged = 0
     for folder in command.stores:
-        with ActivationStore(folder, verify="full") as store:  # held: not replaced while it is read
-            checksums = store.manifest.get("checksums") or {}
-            if not checksums.get("files"):
-                print(f"{folder}: no checksums (written before dstg-interp recorded them); nothing to compare")
-                continue
-            print(f"{folder}: every file holds the bytes it was written with ({len(checksums['files'])} files, "
-                  f"{checksums['algorithm']})")
-    return 0
+        try:
+            print(verify_store(folder), flush=True)
+        except StoreError as err:
+            damaged += 1
+            print(f"dstg-verify: error: {err}", file=sys.stderr, flush=True)
+    if damaged and len(command.stores) > 1:
+        print(f"dstg-verify: error: {damaged} of {len(command.stores)} stores damaged or unreadable (named above)",
+              file=sys.stderr)
+    return EXIT_ERROR if damaged else 0
 
 
 def main(argv=None) -> int:

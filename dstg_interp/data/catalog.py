@@ -23,6 +23,7 @@ from dstg_interp.data.corpora import (ZOO_SPLIT_SEED, ZOO_VAL_FRACTION, DataErro
                                       split_documents)
 from dstg_interp.data.en_large import en_large_version, load_en_large
 from dstg_interp.data.en_mix import en_mix_version, load_en_mix
+from dstg_interp.data.forms import apply_forms, split_form_spec
 from dstg_interp.data.pydocs import load_pydocs
 
 
@@ -34,10 +35,14 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
     pieces, about 15M tokens; "en-large:partial" skips pieces that cannot be fetched), "pydocs" (held-out
     Python documentation prose, see pydocs.py), a folder of *.txt files,
     a .jsonl file, or "hf:NAME[:CONFIG]:SPLIT". `max_docs` keeps the first documents only.
+    Any spec may end in document forms, ``@words=N``, ``@first-cut``, ``@pack=K`` (``forms.py``): the same
+    text cut into documents of another shape.  ``en-large:-wikipedia`` is en-large without a piece.
     Raises DataError (a ValueError) with one line when nothing usable is found.
     """
     if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs <= 0):
         raise DataError(f"max_docs must be a positive number of documents (or None for all), got {max_docs!r}")
+    full_spec = spec
+    spec, forms = split_form_spec(spec)
     if spec == "en-mix" or spec.startswith("en-mix:"):
         pieces = spec.split(":", 1)[1].split(",") if ":" in spec else None
         cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -59,17 +64,18 @@ def load_corpus(spec: str = "en-mix", cache_dir: str | Path | None = None, progr
         else:
             raise DataError(f"corpus spec {spec!r}: not 'en-mix', 'pydocs', 'hf:NAME[:CONFIG]:SPLIT', "
                             "a folder of *.txt files or a .jsonl file")
-    if max_docs is not None:
-        documents = documents[:max_docs]
     if not documents:
         raise DataError(f"corpus {spec!r}: no documents with text found; "
                         "check the path (folders need *.txt files) or the spec")
-    return documents
+    documents = apply_forms(documents, forms, full_spec)
+    return documents[:max_docs] if max_docs is not None else documents
 
 
 def corpus_version(spec: str) -> str | None:
     """The version of a named corpus whose text comes from the code's own recipe (en-mix and its piece
-    subsets), for cache keys; None for a path (keyed on its content) or a hub dataset."""
+    subsets), for cache keys; None for a path (keyed on its content) or a hub dataset.  Document forms are
+    part of the spec, so they key every cache through it."""
+    spec, _ = split_form_spec(spec)
     if spec == "en-mix" or spec.startswith("en-mix:"):
         return en_mix_version(spec.split(":", 1)[1].split(",") if ":" in spec else None)
     if spec == "en-large" or spec.startswith("en-large:"):

@@ -334,11 +334,16 @@ REGISTERS = {"wikipedia": "encyclopedic", "austen": "narrative", "tdavid": "Bibl
 
 
 def parse_spec(spec: str) -> tuple[list[str], bool]:
-    """``en-large[:piece,...][,partial]`` -> (piece names in PIECES order, whether unavailable ones may be skipped)."""
+    """``en-large[:piece,...][,partial]`` or ``en-large:-piece[,-piece...]`` (every piece but those) -> (piece names
+    in PIECES order, whether unavailable ones may be skipped)."""
     names = spec.split(":", 1)[1].split(",") if ":" in spec else []
     partial = "partial" in names
-    names = [name for name in names if name != "partial"] or list(PIECES)
-    unknown = [name for name in names if name not in PIECES]
+    names = [name for name in names if name != "partial"]
+    excluded = [name[1:] for name in names if name.startswith("-")]
+    if excluded and len(excluded) < len(names):
+        raise DataError(f"{spec}: name the pieces to keep or the pieces to leave out (-name), not both")
+    names = [name for name in PIECES if name not in excluded] if excluded else (names or list(PIECES))
+    unknown = [name for name in names + excluded if name not in PIECES]
     if unknown or len(set(names)) != len(names):
         raise DataError(f"{spec}: unknown or repeated piece(s) {', '.join(unknown) or names}; choose from "
                         f"{', '.join(PIECES)} (and 'partial' to skip the ones that cannot be fetched)")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -98,26 +99,77 @@ def store_checksums(folder: Path, files: list[str]) -> dict:
             "files": dict(zip(files, digests))}
 
 
+def store_file(folder: Path, name: str) -> Path:
+    """``folder / name`` when it is a plain file inside the store; a StoreFileError naming it otherwise.  Every
+    file a manifest names passes here before it is opened, so a FIFO, a device or a path out of the store
+    (``/dev/zero``, ``../x``) is refused instead of blocking or reading forever (round 5: VFIFO, VZERO)."""
+    folder = Path(folder)
+    if not isinstance(name, str) or not name or Path(name).is_absolute() or ".." in Path(name).parts:
+        raise StoreFileError(f"{folder}: the manifest names {name!r}, which is not a file inside the store")
+    path = folder / name
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as err:
+        raise StoreFileError(f"{path} cannot be read ({err.strerror or err})") from None
+    if not stat.S_ISREG(mode):
+        raise StoreFileError(f"{path} is not a plain file (a FIFO, device, link or folder stands in its place)")
+    return path
+
+
+class StoreFileError(ValueError):
+    """A file a manifest names is missing, outside the store or not a plain file: one line naming it."""
+
+
+def open_plain(path: Path):
+    """A binary handle on a plain file, opened without blocking (a FIFO swapped in after the check cannot
+    hang the open) and checked again on the open descriptor."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StoreFileError(f"{path} is not a plain file (a FIFO, device, link or folder stands in its place)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def checksum_damage(folder: Path, manifest: dict, full: bool = False) -> str | None:
     """The first file of the store whose bytes are not those it was written with, in one line; None when
-    every file matches (or the store has no checksums: written before they existed)."""
+    every file matches (or the store has no checksums: written before they existed).  Checksums of another
+    algorithm are damage too ("cannot verify"): nothing unchecked is ever passed as checked (round 5, M8)."""
     recorded = manifest.get("checksums") or {}
-    if recorded.get("algorithm") != ALGORITHM:
+    if not isinstance(recorded, dict):
+        return f"{folder}: the manifest's checksums are not a table; cannot verify the store"
+    if not recorded.get("files"):
         return None
+    if recorded.get("algorithm") != ALGORITHM:
+        return (f"{folder}: cannot verify: the checksums were written with {recorded.get('algorithm')!r}, and this "
+                f"dstg-interp checks {ALGORITHM}")
     blocks, block_bytes = recorded.get("sample_blocks"), recorded.get("sample_bytes")
-    for name, expected in (recorded.get("files") or {}).items():
-        path = Path(folder) / name
+    files = recorded.get("files")
+    if not isinstance(files, dict):
+        return f"{folder}: the manifest's checksums.files is not a table; cannot verify the store"
+    for name, expected in files.items():
         try:
-            with open(path, "rb") as handle:
+            path = store_file(Path(folder), name)
+        except StoreFileError as err:
+            return str(err)
+        if not isinstance(expected, dict):
+            return f"{path}: the manifest's checksum entry is not a table; cannot verify it"
+        try:
+            with open_plain(path) as handle:
                 size = os.fstat(handle.fileno()).st_size
                 if size != expected.get("bytes"):
                     return f"{path} has {size} bytes but the store was written with {expected.get('bytes')}"
                 if full:
-                    actual = file_checksums(path)["full"]
+                    actual = _full_digest(path)
                 elif (blocks, block_bytes) == (SAMPLE_BLOCKS, SAMPLE_BYTES):
                     actual = _sample_digest(handle, size)
                 else:  # sampled another way by another version: only the full digest compares
                     continue
+        except StoreFileError as err:
+            return str(err)
         except OSError as err:
             return f"{path} cannot be read ({err.strerror or err})"
         if actual != expected.get("full" if full else "sample"):

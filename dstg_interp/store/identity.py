@@ -42,6 +42,8 @@ def extraction_identity(encoder: Encoder, sequences, lengths: np.ndarray, config
 
 def store_foreign_entries(path: Path) -> list[str]:
     """Entries of ``path`` that are not part of a store (all of them when it has no readable manifest)."""
+    if not (path / MANIFEST_FILE).is_file():  # missing, or a FIFO / device that would block the read
+        return folder_entries(path)
     try:
         manifest = json.loads((path / MANIFEST_FILE).read_text())
     except (OSError, ValueError):

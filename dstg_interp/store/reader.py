@@ -30,7 +30,7 @@ import torch
 from dstg_interp.io import reading_lock
 
 from .attention import AttentionSummaries
-from .checksums import checksum_damage
+from .checksums import StoreFileError, checksum_damage, open_plain, store_file
 from .layout import ConcatenatedRows
 from .manifest import LABEL_COLUMNS, MANIFEST_FILE, StoreError, read_manifest
 
@@ -182,7 +182,11 @@ class ActivationStore:
 
     @cached_property
     def documents(self) -> list[dict]:
-        return json.loads((self.directory / self.manifest["labels"]["documents"]).read_text())
+        try:
+            with open_plain(store_file(self.directory, self.manifest["labels"]["documents"])) as handle:
+                return json.loads(handle.read())
+        except StoreFileError as err:
+            raise StoreError(f"{err}; the store is damaged: delete {self.directory} and re-run the extraction") from None
 
     def subsample(self, n: int, seed: int = 0, exclude_special: bool = True) -> np.ndarray:
         """``n`` token rows drawn without replacement (all of them if fewer), sorted; a function of (n, seed) only."""

@@ -81,6 +81,9 @@ def test_plateau_exit_is_the_first_validation_clearly_below_unigram():
     (["--arms", "zoo", "zoo"], "--arms repeats zoo; give each once"),
     (["--arms", "zoo", "--seeds", "-1"], "got -1"),
     (["--arms", "ap:mixed"], "none of its levers applies"),
+    (["--arms", "dstg:authors,corpus=en-large:-wikipedia@words=0"], "a document of no words is no document"),
+    (["--arms", "dstg:authors,corpus=en-mix:wikipedia@pack=1"], "pack= takes a whole number from 2"),
+    (["--arms", "dstg:authors,window=100000"], "a training sequence holds 3 to 8192 tokens"),
 ])
 def test_command_refuses_bad_input_in_one_line(tmp_path, capsys, argv, message):
     code = main([*argv, "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")])

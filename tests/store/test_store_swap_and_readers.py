@@ -240,3 +240,68 @@ def test_an_unusable_export_folder_is_said_as_such(where, store, tmp_path, capsy
     code, _, err = run_main(capsys, export_main, "--store", store, "--out", out, "--quiet")
     assert_one_line_error(code, err, said, prog="dstg-export")
     assert "MiB" not in err
+
+
+# --- round 5: stores read only plain files inside themselves; verify never vouches for what it did not compare ---
+@pytest.mark.parametrize("name", ["documents.json", "extraction.json"])
+def test_a_fifo_in_a_store_is_named_not_waited_on(name, store, tmp_path, capsys):
+    """VFIFO, VFIFO2: a FIFO in place of a store file blocked dstg-verify and dstg-export in open()."""
+    (store / name).unlink()
+    os.mkfifo(store / name)
+    code, _, err = run_main(capsys, verify_main, store)
+    assert_one_line_error(code, err, name, "not a plain file", prog="dstg-verify")
+    code, _, err = run_main(capsys, export_main, "--store", store, "--out", tmp_path / "x", "--quiet")
+    assert_one_line_error(code, err, name, "not a plain file", prog="dstg-export")
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("name", ["/dev/zero", "../outside.npy"])
+def test_a_manifest_naming_a_path_out_of_the_store_is_refused(name, store, capsys):
+    """VZERO: a manifest naming /dev/zero made dstg-verify read forever."""
+    manifest = json.loads((store / "manifest.json").read_text())
+    manifest["checksums"]["files"][name] = {"bytes": 0, "sample": "x", "full": "y"}
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    code, _, err = run_main(capsys, verify_main, store)
+    assert_one_line_error(code, err, repr(name), "not a file inside the store", prog="dstg-verify")
+
+
+def test_checksums_of_another_algorithm_are_not_a_pass(store, tmp_path, capsys):
+    """M8: checksums.algorithm 'md5' and a zeroed array: verify said every file holds its bytes (md5), export ran."""
+    array = np.load(store / "layer01_ap.npy", mmap_mode="r+")
+    array[:] = 0
+    array.flush()
+    del array
+    manifest = json.loads((store / "manifest.json").read_text())
+    manifest["checksums"]["algorithm"] = "md5"
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    code, out, err = run_main(capsys, verify_main, store)
+    assert_one_line_error(code, err, "cannot verify", "'md5'", "xxh3_128", prog="dstg-verify")
+    assert "every file holds" not in out
+    code, _, err = run_main(capsys, export_main, "--store", store, "--out", tmp_path / "x", "--quiet")
+    assert_one_line_error(code, err, "cannot verify", prog="dstg-export")
+
+
+def test_verify_judges_every_store_it_is_given(store, tmp_path, capsys):
+    """VM1: verify stopped at the first damaged store of a list and said nothing of the rest."""
+    import shutil
+    damaged, intact = tmp_path / "damaged", tmp_path / "intact"
+    shutil.copytree(store, damaged)
+    shutil.copytree(store, intact)
+    path = damaged / "labels_input_ids.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    code, out, err = run_main(capsys, verify_main, damaged, intact)
+    assert code == 2
+    assert f"{intact}: every file holds the bytes" in out
+    assert "labels_input_ids.npy" in err and "1 of 2 stores damaged" in err
+
+
+def test_verify_reads_each_byte_once(store, capsys, monkeypatch):
+    """CV1: verify's first full read ran without the reader lock, and every byte was read twice."""
+    reads = []
+    full_digest = checksums_module._full_digest
+    monkeypatch.setattr(checksums_module, "_full_digest", lambda path: reads.append(path) or full_digest(path))
+    assert run_main(capsys, verify_main, store)[0] == 0
+    n_files = len(json.loads((store / "manifest.json").read_text())["checksums"]["files"])
+    assert len(reads) == n_files == len(set(reads))

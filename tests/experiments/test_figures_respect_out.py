@@ -1,0 +1,46 @@
+"""Every registered figure refuses an --out holding files no figure script wrote (round 5: FO1, FO2, FO5, FO6).
+
+The check runs when the script's flags are parsed (``figure_config``), before any model is read, so each case
+here is quick; a figure added to ``experiments.figures.FIGURES`` is in this test without a line of its own.
+"""
+
+import shutil
+
+import pytest
+
+from experiments.figures import FIGURES
+from experiments.figures import main as figures_main
+from reliability_setup import assert_one_line_error, run_main
+
+
+def snapshot(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_every_figure_keeps_a_users_folder_and_a_model_folder(name, tiny, tmp_path, capsys):
+    checkpoint, _ = tiny
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "config.json").write_text("my notes")
+    (user / "logit_lens.csv").write_text("my own numbers")
+    model = tmp_path / "model"
+    shutil.copytree(checkpoint, model)
+    for folder in (user, model):
+        before = snapshot(folder)
+        code, _, err = run_main(capsys, figures_main, name, "--out", folder)
+        assert_one_line_error(code, err, f"--out {folder} holds files no figure script wrote",
+                              prog=f"dstg-figures {name}")
+        assert snapshot(folder) == before
+
+
+def test_a_folder_a_figure_wrote_is_written_into_again(tmp_path):
+    from experiments.figure_inputs import ScriptConfig, check_figure_out, save_config
+    config = ScriptConfig(out=tmp_path / "figs")
+    save_config(config, "experiments/fig_example.py")
+    (tmp_path / "figs" / "table.csv").write_text("a,b\n")
+    check_figure_out(tmp_path / "figs")  # the tool's own folder: no error
+    check_figure_out(tmp_path / "absent")
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ValueError, match="is a file, not a folder of figures"):
+        check_figure_out(tmp_path / "a-file")

@@ -23,6 +23,11 @@ Method (the paper's first finding, arXiv 2605.30022):
   values for P positions x d dims: PC1+PC2 ~ 2/d (a bit more, Marchenko-Pastur), participation ratio
   ~ d / (1 + d/P), share of the first k DCT bins ~ (k-1)/(P-1) (a centred white-noise curve).
   ``excess_*`` = the table's number minus its control's.
+- Smooth controls (``smooth_controls``; in ``analyze_table``'s summary beside the Gaussian one): any smooth
+  curve reads high on PC1+PC2 and the low-bin share, so "above a Gaussian table" says only "smooth".  Two
+  structureless smooth families of the table's shape, 200 seeded draws each: random walks (``walk_*``) and white
+  noise smoothed to the table's own lag-1 autocorrelation (``smoothed_*``); mean, q05 and q95 of PC1+PC2, PC3,
+  PCs to 95%, participation ratio and the low-bin share.  A 128x16 random walk reads PC1+PC2 0.79 (q95 0.86).
 - Width matching: PC1+PC2 and the participation ratio depend on the width (chance PC1+PC2 is ~2/d), so a
   16-wide table and a 128-wide one cannot be compared raw.  ``width_matched`` projects a table onto
   ``n_projections`` (default 50) random orthonormal subspaces of the narrower width and reports the mean
@@ -36,6 +41,7 @@ Method (the paper's first finding, arXiv 2605.30022):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -200,6 +206,8 @@ def analyze_table(
         summary["control"] = random_control((n_positions, width), n_pcs, n_low_bins, n_control_draws, seed)
         for key in ("pc1_pc2", "participation_ratio", "low_freq_share"):
             summary[f"excess_{key}"] = summary[key] - summary["control"][key]
+        if n_positions >= MIN_CONTROL_POSITIONS and summary["pc1_pc2"] > 0:
+            summary.update(smooth_controls(table, n_pcs, n_low_bins, seed=seed))
     if match_width is not None:
         summary.update(width_matched(table, match_width, n_projections, n_pcs, n_low_bins,
                                      max(n_control_draws, 1), seed))
@@ -255,6 +263,21 @@ def random_control(
 
 
 SMOOTH_CONTROL_DRAWS = 200
+SMOOTH_FAMILIES = ("walk", "smoothed")
+SMOOTH_KEYS = ("pc1_pc2", "pc3", "pcs_95", "participation_ratio", "low_freq_share")
+MIN_CONTROL_POSITIONS = 8  # fewer rows leave no curve to call smooth
+MAX_CONTROL_DRAWS = 100_000
+
+
+def lag1_autocorrelation(table) -> float:
+    """How smooth a table is along position: sum_i <x_i, x_{i+1}> / sum_i |x_i|^2 over its centred rows (1 for a
+    curve that barely moves from row to row, ~0 for white noise).  A constant table has none (ValueError)."""
+    table = _check_table(table)
+    centred = table - table.mean(axis=0, keepdims=True)
+    total = float((centred ** 2).sum())
+    if total <= 0:
+        raise ValueError("the table is constant: every row is the same, so it has no spectrum or smoothness to read")
+    return float((centred[:-1] * centred[1:]).sum() / total)
 
 
 def random_walk_table(shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
@@ -264,26 +287,77 @@ def random_walk_table(shape: tuple[int, int], rng: np.random.Generator) -> np.nd
     return np.cumsum(rng.standard_normal(shape), axis=0)
 
 
+def smoothing_width(roughness: float) -> float:
+    """The Gaussian kernel sd (in positions) whose smoothed white noise has lag-1 autocorrelation ``roughness``:
+    exp(-1 / (4 sd^2)) = rho, so sd = sqrt(-1 / (4 ln rho)) (rho clipped to [0.05, 0.9999])."""
+    rho = float(np.clip(roughness, 0.05, 0.9999))
+    return float(np.sqrt(-1.0 / (4.0 * np.log(rho))))
+
+
+def smoothed_noise_table(shape: tuple[int, int], rng: np.random.Generator, roughness: float) -> np.ndarray:
+    """White noise smoothed along position by a Gaussian kernel matched to ``roughness`` (``smoothing_width``):
+    a structureless curve exactly as smooth, row to row, as the table it controls for."""
+    from scipy.ndimage import gaussian_filter1d
+
+    return gaussian_filter1d(rng.standard_normal(shape), smoothing_width(roughness), axis=0, mode="reflect")
+
+
 def smooth_control(
     shape: tuple[int, int],
+    family: str = "walk",
+    roughness: float | None = None,
     n_pcs: int = DEFAULT_N_PCS,
     n_low_bins: int = DEFAULT_LOW_BINS,
     n_draws: int = SMOOTH_CONTROL_DRAWS,
     seed: int = 0,
 ) -> dict:
-    """The summary numbers of random-walk tables of ``shape`` (``random_walk_table``): mean, and the 5% and 95%
-    quantiles over ``n_draws`` seeded draws (``<key>_q05``, ``<key>_q95``).  A table "clears the smooth
-    control" on a number when it lies above that number's q95."""
+    """The summary numbers of structureless smooth tables of ``shape``: ``walk`` (random walks) or ``smoothed``
+    (white noise smoothed to the lag-1 autocorrelation ``roughness`` of the table controlled for).  Mean, and the
+    5% and 95% quantiles over ``n_draws`` seeded draws (``<key>_q05``, ``<key>_q95``).  A table clears the
+    control on a number when it lies above that number's q95; the stronger of the two families is the null for
+    a "smooth low-dimensional manifold"."""
+    rows, width = (int(n) for n in shape)
+    if rows < MIN_CONTROL_POSITIONS or width < 1:
+        raise ValueError(f"a smooth control needs a table of at least {MIN_CONTROL_POSITIONS} positions and one "
+                         f"column, got {rows}x{width}")
+    if isinstance(n_draws, bool) or not 1 <= int(n_draws) <= MAX_CONTROL_DRAWS:
+        raise ValueError(f"control draws must be 1 to {MAX_CONTROL_DRAWS:,}, got {n_draws}")
+    if family not in SMOOTH_FAMILIES:
+        raise ValueError(f"unknown smooth control {family!r}; choose from {', '.join(SMOOTH_FAMILIES)}")
+    if family == "smoothed" and (roughness is None or not np.isfinite(roughness)):
+        raise ValueError("the smoothed-noise control needs the table's roughness (lag1_autocorrelation)")
+    key = round(float(roughness), 2) if family == "smoothed" else None
+    return dict(_smooth_control((rows, width), family, key, n_pcs, n_low_bins, int(n_draws), seed))
+
+
+@lru_cache(maxsize=256)
+def _smooth_control(shape, family, roughness, n_pcs, n_low_bins, n_draws, seed) -> tuple:
     rng = np.random.default_rng(seed)
     draws = []
     for _ in range(n_draws):
-        ratios, scores = pca(random_walk_table(shape, rng))
+        table = random_walk_table(shape, rng) if family == "walk" else smoothed_noise_table(shape, rng, roughness)
+        ratios, scores = pca(table)
         draws.append(_summary_numbers(ratios, dct_power(scores[:, :n_pcs]), n_low_bins))
     frame = pd.DataFrame(draws)
     result: dict = {key: float(frame[key].mean()) for key in frame.columns}
     result.update({f"{key}_q05": float(frame[key].quantile(0.05)) for key in frame.columns})
     result.update({f"{key}_q95": float(frame[key].quantile(0.95)) for key in frame.columns})
-    result.update(n_draws=int(n_draws), seed=int(seed))
+    result.update(family=family, roughness=roughness, n_draws=n_draws, seed=seed)
+    return tuple(result.items())
+
+
+def smooth_controls(table, n_pcs: int = DEFAULT_N_PCS, n_low_bins: int = DEFAULT_LOW_BINS,
+                    n_draws: int = SMOOTH_CONTROL_DRAWS, seed: int = 0) -> dict:
+    """Both smooth families for ``table`` (its shape, and its own roughness for the smoothed noise), flat:
+    ``walk_<key>``, ``walk_<key>_q95``, ``smoothed_<key>``, ... for SMOOTH_KEYS, and ``lag1_autocorrelation``."""
+    table = _check_table(table)
+    roughness = lag1_autocorrelation(table)
+    result: dict = {"lag1_autocorrelation": roughness}
+    for family in SMOOTH_FAMILIES:
+        control = smooth_control(table.shape, family, roughness, n_pcs, n_low_bins, n_draws, seed)
+        for key in SMOOTH_KEYS:
+            for suffix in ("", "_q05", "_q95"):
+                result[f"{family}_{key}{suffix}"] = control[f"{key}{suffix}"]
     return result
 
 
@@ -348,9 +422,14 @@ def spectra_table(spectra: list[TableSpectrum]) -> pd.DataFrame:
 def _summary_numbers(ratios: np.ndarray, power: np.ndarray, n_low_bins: int) -> dict:
     padded = np.pad(ratios, (0, max(0, 5 - len(ratios))))
     total_power = power.sum()
+    cumulative = np.cumsum(ratios)
     return {
         "pc1": float(padded[0]),
         "pc2": float(padded[1]),
+        "pc3": float(padded[2]),
+        # the fewest PCs that hold 90% / 95% of the variance (an effective dimension read off the scree)
+        "pcs_90": int(np.searchsorted(cumulative, 0.90 - 1e-12) + 1) if len(ratios) else 0,
+        "pcs_95": int(np.searchsorted(cumulative, 0.95 - 1e-12) + 1) if len(ratios) else 0,
         "pc1_pc2": float(padded[:2].sum()),
         "top5": float(padded[:5].sum()),
         "participation_ratio": participation_ratio(ratios),

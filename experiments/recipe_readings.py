@@ -33,7 +33,7 @@ from dstg_interp.analysis.spectra import analyze_table, smooth_control, width_ma
 from dstg_interp.evaluation import mlm_accuracy
 from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import load_model
-from dstg_interp.train import CHECKPOINT_DIR, CONFIG_FILE, STATE_FILE, TrainConfig, read_train_config
+from dstg_interp.train import CHECKPOINT_DIR, CONFIG_FILE, STATE_FILE, TrainConfig, prepare_training_data, read_train_config
 from probes.positions import probe_positions
 
 PLATEAU_MARGIN = 0.5  # nats below the unigram loss: clearly off the plateau (the reference run ends 1.3 below)
@@ -89,6 +89,7 @@ def model_readings(model, cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, pr
     readings = dict(heldout_accuracy=heldout["accuracy"], most_frequent_accuracy=heldout["most_frequent_accuracy"],
                     heldout_gain_points=100 * (heldout["accuracy"] - heldout["most_frequent_accuracy"]),
                     heldout_tokens=heldout["n_tokens"])
+    readings.update(data_form(cfg, model.tokenizer))
     if model.config.variant in ("dstg", "ap"):
         spectrum = analyze_table(model.ap_table.detach(), name="position table", n_control_draws=50)
         readings.update(pc1_pc2=spectrum.summary["pc1_pc2"], pc1_pc2_chance=spectrum.summary["control"]["pc1_pc2"],
@@ -97,12 +98,23 @@ def model_readings(model, cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, pr
                         low_freq_share=spectrum.summary["low_freq_share"],
                         low_freq_share_chance=spectrum.summary["control"]["low_freq_share"],
                         pc1_low_freq_share=spectrum.summary["pc1_low_freq_share"],
-                        pc2_low_freq_share=spectrum.summary["pc2_low_freq_share"], **matched_spectrum(model.ap_table.detach()))
+                        pc2_low_freq_share=spectrum.summary["pc2_low_freq_share"], pc3=spectrum.summary["pc3"],
+                        pcs_95=spectrum.summary["pcs_95"], **matched_spectrum(model.ap_table.detach()))
         readings.update(walk_control(model.ap_table.detach().numpy()))
         readings.update(position_r2(model, cfg, probe_docs))
     if model.config.variant == "dstg":
         readings.update(kernel_readings(model, cfg.max_length))
     return readings
+
+
+def data_form(cfg: TrainConfig, tokenizer=None) -> dict:
+    """What the run's training split is, in the terms of the data-form study: its tokens (what the run sees
+    once an epoch), sequences, mean length and the share of sequences that end inside the window (a document
+    shorter than ``max_length``) rather than being cut by it."""
+    train = prepare_training_data(cfg, tokenizer=tokenizer).train  # the model's own data (evaluation.mlm_accuracy's)
+    lengths = np.asarray(train.lengths)
+    return dict(train_split_tokens=int(train.n_tokens), train_sequences=int(len(lengths)),
+                mean_sequence_length=float(lengths.mean()), ends_inside_window=float((lengths < cfg.max_length).mean()))
 
 
 def walk_control(table) -> dict:

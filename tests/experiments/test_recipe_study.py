@@ -110,6 +110,12 @@ def test_diagnosis_on_a_tiny_corpus(tmp_path, monkeypatch, capsys):
     assert ((runs.train_tokens - 2500).abs() <= runs.batch * 48).all()  # within one step of the budget
     for column in ("heldout_gain_points", "pc1_pc2", "pc1_pc2_chance", "position_r2_first", "position_r2_last"):
         assert runs[column].notna().all(), column
+    dstg_rows = runs[runs.variant == "dstg"]  # the smooth control, the layer-0 kernel, the data's form
+    for column in ("pc1_pc2_walk_q95", "l0_offset_share", "l0_offset_share_random", "l0_modal_offsets",
+                   "train_split_tokens", "ends_inside_window", "pc3", "pcs_95"):
+        assert dstg_rows[column].notna().all(), column
+    assert (dstg_rows.pc1_pc2_walk_q95 > dstg_rows.pc1_pc2_walk).all()
+    assert ((0 <= dstg_rows.l0_offset_share) & (dstg_rows.l0_offset_share <= 1)).all()
     saved = json.loads((tmp_path / "runs" / "ap" / "reimpl,tie=false" / "seed0" / "train_config.json").read_text())
     assert (saved["windows"], saved["vocab_size"], saved["schedule"], saved["model"]["tie_embeddings"]) == (False, 4096, "cosine", False)
     dstg = json.loads((tmp_path / "runs" / "dstg" / "zoo" / "seed0" / "train_config.json").read_text())
@@ -275,3 +281,21 @@ def test_a_horizon_run_stops_part_way_and_the_ledger_outlives_the_run_folders(tm
     capsys.readouterr()
     assert main([*common, "--arms", "dstg:zoo,horizon=1000"]) == 2
     assert "horizon=1000 is shorter than the run's 1500 tokens" in capsys.readouterr().err
+
+
+def test_a_document_form_arm_trains_on_its_form(tmp_path, monkeypatch, capsys):
+    """The data-form study's arms: the same corpus packed across documents into full windows, beside it whole."""
+    monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+    corpus = write_synthetic_corpus(tmp_path / "corpus", n_docs=60)
+    argv = ["--corpus", str(corpus), "--tiny", "--arms", "dstg:authors", f"dstg:authors,corpus={corpus}@pack=6,windows=true",
+            "--seeds", "0", "--tokens", "1500", "--eval-tokens", "800", "--eval-sequences", "8", "--max-length", "48",
+            "--threads", "1", "--out", str(tmp_path / "out"), "--runs", str(tmp_path / "runs")]
+    assert main(argv) == 0, capsys.readouterr().err
+    runs = pd.read_csv(tmp_path / "out" / "diagnosis_runs.csv").set_index("arm")
+    packed = runs.loc[f"authors,corpus={corpus}@pack=6,windows=true"]
+    whole = runs.loc["authors"]
+    assert packed.ends_inside_window < whole.ends_inside_window  # packed windows run to the window's end
+    assert packed.mean_sequence_length > whole.mean_sequence_length
+    saved = json.loads((tmp_path / "runs" / "dstg" / f"authors,corpus={corpus}@pack=6,windows=true" / "seed0" /
+                        "train_config.json").read_text())
+    assert saved["corpus"].endswith("@pack=6") and saved["windows"] is True

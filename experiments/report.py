@@ -549,6 +549,94 @@ def recipe_depth(figures: Path) -> str:
                          keep=lambda arm: arm == LEVER_BASE or "layers=" in arm)
 
 
+DATA_FORM = "recipe/data_form"  # the data-form study (issue 58): figures/recipe/DATA_FORM.md
+DATA_FORM_BASE = "authors,layers=6,corpus=en-mix:wikipedia,tokens=8000000"  # arm A, first run in recipe/depth
+DATA_FORM_ARMS = {  # arm label -> (letter, the one thing it changes)
+    DATA_FORM_BASE: ("A", "Wikipedia leads: whole ~117-token articles from their start"),
+    "authors,layers=6,corpus=en-large:-wikipedia@words=80,tokens=8000000":
+        ("B", "en-large without Wikipedia, re-cut to <= 80 words: ends inside the window, starts at paragraphs"),
+    "authors,layers=6,corpus=en-large:-wikipedia@first-cut,tokens=8000000":
+        ("C", "en-large without Wikipedia, first cut of each source text only: real starts, truncated"),
+    "authors,layers=6,corpus=en-mix:wikipedia@pack=64,windows=true,tokens=8000000":
+        ("D", "A's articles packed across their ends into full windows: genre kept, starts and ends gone"),
+    "authors,layers=6,corpus=en-mix:wikipedia,tokens=8000000,schedule=constant":
+        ("E", "A with the rate kept at its peak (constant, linear decay over the last 20%)"),
+}
+
+
+def data_form_runs(figures: Path) -> pd.DataFrame:
+    """The study's ledger (``recipe/data_form``), with arm A's rows from ``recipe/depth`` where A was not rerun
+    (the same run key: the same recipe, data and seed)."""
+    runs = _csv(figures, f"{DATA_FORM}/diagnosis_runs.csv")
+    depth = _csv(figures, "recipe/depth/diagnosis_runs.csv")
+    earlier = depth[(depth.arm == DATA_FORM_BASE) & ~depth.seed.isin(runs[runs.arm == DATA_FORM_BASE].seed)]
+    return pd.concat([earlier.assign(ledger="recipe/depth"), runs.assign(ledger=DATA_FORM)], ignore_index=True)
+
+
+def recipe_data_form(figures: Path) -> str:
+    """One row per arm of the data-form study: the training split's form, the table against the smooth
+    (random-walk) control, layer 0's AP kernel and the model's learning, mean over seeds [min, max]."""
+    from dstg_interp.analysis.spectra import smooth_control
+
+    runs = data_form_runs(figures)
+    header = ["arm", "what it changes", "seeds", "train split: M tokens (epochs at 8M)", "sequences ending inside "
+              "the window", "PC1+PC2", "random walk q95 (seeds above)", "PC3", "participation ratio",
+              "DCT share, bins 0-3 (walk q95)", "layer-0 AP kernel: offset share (random table)",
+              "active heads' modal offsets", "AP-stream position R² first → last", "held-out gain (points)",
+              "plateau exit (M tokens)"]
+    rows = []
+    for label, (letter, what) in DATA_FORM_ARMS.items():
+        arm = runs[runs.arm == label]
+        if arm.empty:
+            rows.append([letter, what, "—"] + ["not run yet"] + ["—"] * (len(header) - 4))
+            continue
+        walk = smooth_control((128, 16), "walk")
+        q95 = arm.pc1_pc2_walk_q95 if "pc1_pc2_walk_q95" in arm else pd.Series(np.nan, index=arm.index)
+        q95 = q95.fillna(walk["pc1_pc2_q95"])
+        dct_q95 = arm.low_freq_share_walk_q95 if "low_freq_share_walk_q95" in arm else pd.Series(np.nan, index=arm.index)
+        dct_q95 = dct_q95.fillna(walk["low_freq_share_q95"])
+        column = (lambda name: arm[name] if name in arm else pd.Series(np.nan, index=arm.index))
+        split = column("train_split_tokens") / 1e6
+        exits = arm.plateau_exit_tokens.dropna() / 1e6
+        modal = "; ".join(f"s{int(r.seed)}: {r.l0_modal_offsets}" for r in arm.itertuples()
+                          if isinstance(getattr(r, "l0_modal_offsets", None), str))
+        rows.append([letter, what, " ".join(map(str, sorted(arm.seed))),
+                     f"{_seed_range(split)} ({_seed_range(8 / split, 1)})" if split.notna().any() else "—",
+                     _seed_range(column("ends_inside_window")),
+                     _seed_range(arm.pc1_pc2), f"{q95.mean():.2f} ({int((arm.pc1_pc2 > q95).sum())}/{len(arm)})",
+                     _seed_range(column("pc3")), _seed_range(arm.participation_ratio, 1),
+                     f"{_seed_range(arm.low_freq_share)} ({dct_q95.mean():.2f})",
+                     f"{_seed_range(column('l0_offset_share'))} ({_seed_range(column('l0_offset_share_random'))})",
+                     modal or "—",
+                     f"{_seed_range(arm.position_r2_first)} → {_seed_range(arm.position_r2_last)}",
+                     _seed_range(arm.heldout_gain_points, 1), f"{_seed_range(exits)} ({len(exits)}/{len(arm)} left)"])
+    return _markdown(header, rows) + ("\n\nEach reading: mean over seeds [min, max]. \"Seeds above\": seeds whose "
+                                      "table's PC1+PC2 exceeds the 95th percentile of 200 random walks of its shape "
+                                      "(the smooth structureless control). Arm A's rows without layer-0 readings come "
+                                      "from `recipe/depth` (run before those readings existed). Held-out gain is on "
+                                      "each arm's own held-out documents, so it compares learning within an arm, not "
+                                      "across corpora.")
+
+
+def data_form_figure(figures: Path) -> dict:
+    """``recipe/data_form/data_form.{png,pdf,json}``: every arm's table curves (A's from ``recipe/depth`` where
+    it was not rerun) against the random-walk control of the table's shape."""
+    from dstg_interp.analysis.spectra import smooth_control
+    from dstg_interp.plots.recipe import plot_data_form
+
+    runs = data_form_runs(figures)
+    curves = pd.concat([_csv(figures, "recipe/depth/diagnosis_table_curves.csv"),
+                        _csv(figures, f"{DATA_FORM}/diagnosis_table_curves.csv")], ignore_index=True)
+    keep = runs[["arm", "seed", "ledger"]]
+    curves = curves.assign(ledger=np.where(curves.index < len(_csv(figures, "recipe/depth/diagnosis_table_curves.csv")),
+                                           "recipe/depth", DATA_FORM)).merge(keep, on=["arm", "seed", "ledger"])
+    curves = curves[curves.arm.isin(list(DATA_FORM_ARMS))]
+    curves = curves.assign(arm=curves.arm.map(lambda a: f"{DATA_FORM_ARMS[a][0]}: {DATA_FORM_ARMS[a][1].split(':')[0]}"))
+    order = {f"{letter}: {what.split(':')[0]}": i for i, (letter, what) in enumerate(DATA_FORM_ARMS.values())}
+    curves = curves.sort_values(["arm", "seed", "tokens"], key=lambda c: c.map(order) if c.name == "arm" else c)
+    return plot_data_form(curves, smooth_control((128, 16), "walk"), figures / DATA_FORM, paper=0.941)
+
+
 def gallery_tables(prefix: str, gallery: str) -> dict:
     """The zoo, target, final-layer probe and claims tables of another zoo's gallery (``figures/<gallery>/``,
     written by ``run_all --out figures/<gallery>``, or the files a former zoo's gallery kept in the same layout),
@@ -581,6 +669,7 @@ TABLES = {
     "recipe_diagnosis": recipe_diagnosis,
     "recipe_levers": recipe_levers,
     "recipe_depth": recipe_depth,
+    "recipe_data_form": recipe_data_form,
     "erasure": erasure_table,
     "erasure_reading": erasure_reading,
     "interventions": interventions_table,
@@ -588,7 +677,7 @@ TABLES = {
 }
 # documents beside README whose marked tables come from the repository's own gallery
 REPOSITORY_DOCUMENTS = [FIGURES_DIR.parent / "docs" / "training.md", FIGURES_DIR / "recipe" / "DIAGNOSIS.md",
-                        FIGURES_DIR / "recipe" / "LEVERS.md"]
+                        FIGURES_DIR / "recipe" / "LEVERS.md", FIGURES_DIR / "recipe" / "DATA_FORM.md"]
 BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /report:(?P=name) -->)", re.DOTALL)
 
 
@@ -614,6 +703,8 @@ def run(config: ReportConfig) -> str:
     if not report.is_file():
         shutil.copyfile(FIGURES_DIR / REPORT_NAME, report)
     own = config.figures.resolve() == FIGURES_DIR.resolve()
+    if own and (config.figures / DATA_FORM / "diagnosis_table_curves.csv").is_file():
+        data_form_figure(config.figures)  # drawn from the committed ledgers, as the tables below
     documents = [report] + ([README] + [d for d in REPOSITORY_DOCUMENTS if d.is_file()] if own else [])
     for document in documents:
         text = document.read_text()

@@ -341,3 +341,44 @@ def _draw_reading(panel, runs: pd.DataFrame, reading: tuple, arms: list, palette
                      rotation_mode="anchor")
     panel.set_title(title, fontsize=9)
     panel.grid(alpha=0.3, axis="y")
+
+
+def plot_data_form(tables: pd.DataFrame, control: dict, out_dir, stem: str = "data_form", paper: float | None = None) -> dict:
+    """The data-form study's position tables as they trained: PC1+PC2, participation ratio and DCT low-bin
+    share against training tokens, one colour per arm (``arm`` column: a short label), one line style per seed.
+    The grey band is the smooth structureless control (random walks of the table's shape: its 5-95% range,
+    the dashed line its mean); ``control``: ``analysis.spectra.smooth_control``'s dict.  ``paper``: the paper's
+    PC1+PC2, drawn dash-dotted."""
+    require_columns(tables, ["arm", "seed", "tokens", "pc1_pc2", "participation_ratio", "low_freq_share"], "table curves")
+    arms = list(dict.fromkeys(tables.arm))
+    colors = distinct_colors(arms)
+    styles = ["-", "--", ":", "-."]
+    panels = [("pc1_pc2", "PC1+PC2"), ("participation_ratio", "participation ratio"),
+              ("low_freq_share", "DCT share, bins 0-3 (pooled PC1/PC2)")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(14, 4.2))
+    for ax, (column, title) in zip(axes, panels):
+        ax.axhspan(control[f"{column}_q05"], control[f"{column}_q95"], color="grey", alpha=0.2, linewidth=0)
+        ax.axhline(control[column], color="grey", linestyle="--", linewidth=1)
+        for (arm, seed), curve in tables.groupby(["arm", "seed"], sort=False):
+            curve = curve.sort_values("tokens")
+            ax.plot(curve.tokens / 1e6, curve[column], color=colors[arm], linestyle=styles[int(seed) % len(styles)],
+                    linewidth=1.4)
+        if column == "pc1_pc2" and paper is not None:
+            ax.axhline(paper, color="black", linestyle="-.", linewidth=0.9)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("training tokens (millions)")
+        ax.grid(alpha=0.3)
+    handles = [Line2D([], [], color=colors[a], label=a) for a in arms]
+    handles += [Line2D([], [], color="black", linestyle=styles[int(s) % len(styles)], label=f"seed {s}")
+                for s in sorted(tables.seed.unique())]
+    handles.append(plt.Rectangle((0, 0), 1, 1, color="grey", alpha=0.2,
+                                 label="random walks of the table's shape: 5-95% (dashed: mean)"))
+    if paper is not None:
+        handles.append(Line2D([], [], color="black", linestyle="-.", label=f"the paper: {paper:g}"))
+    fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, 1.02))
+    fig.tight_layout(rect=(0, 0, 1, 0.80))
+    numbers = dict(table_curves=tables.to_dict(orient="records"),
+                   control={k: v for k, v in control.items() if isinstance(v, (int, float, str))}, paper=paper,
+                   bands={"grey band": "5-95% of 200 random-walk tables of the same shape (the smooth control)",
+                          "dashed grey line": "their mean", "dash-dot black line": "the paper's PC1+PC2"})
+    return save_figure(fig, out_dir, stem, numbers)

@@ -134,4 +134,46 @@ def read_manifest(folder: str | Path) -> dict:
                          "re-extract it (overwrite=True / --overwrite) or use the dstg-interp that wrote it")
     if manifest.get("complete") is not True:
         raise StoreError(f"{folder}: manifest says the store is incomplete; re-run the extraction")
+    problem = manifest_problem(manifest)
+    if problem:
+        raise StoreError(f"{path}: {problem}; the store is damaged: delete {folder} and re-run the extraction")
     return manifest
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def manifest_problem(manifest: dict) -> str | None:
+    """What is wrong with the manifest's own fields (types, ranges, required keys), in words naming the key, or
+    None.  Every reader passes here first, so an edited or damaged manifest is one line, never a traceback
+    (round 5: M3, M4, M10-M19)."""
+    for key in ("n_tokens", "n_sequences"):
+        if not _count(manifest.get(key)):
+            return f"{key} must be a count (a whole number >= 0), got {manifest.get(key)!r}"
+    arrays = manifest.get("arrays")
+    if not isinstance(arrays, dict):
+        return f"arrays must be a table of the stored arrays, got {type(arrays).__name__}"
+    for name, entry in arrays.items():
+        if not isinstance(entry, dict):
+            return f"arrays[{name!r}] must be a table, got {type(entry).__name__}"
+        shape = entry.get("shape")
+        if "file" in entry and not isinstance(entry["file"], str):
+            return f"arrays[{name!r}].file must be a file name, got {entry['file']!r}"
+        if shape is not None and (not isinstance(shape, list) or len(shape) != 2 or not all(map(_count, shape))
+                                  or shape[1] < 1):
+            return f"arrays[{name!r}].shape must be [tokens, width >= 1], got {shape!r}"
+    labels = manifest.get("labels")
+    if not isinstance(labels, dict) or not isinstance(labels.get("files"), dict) \
+            or not all(isinstance(f, str) for f in labels["files"].values()):
+        return "labels must be a table whose files name one file per label column"
+    if "documents" in labels and not isinstance(labels["documents"], str):
+        return f"labels.documents must be a file name, got {labels['documents']!r}"
+    checksums = manifest.get("checksums")
+    if checksums is not None:
+        if not isinstance(checksums, dict) or not isinstance(checksums.get("files", {}), dict):
+            return "checksums must be a table whose files map each file to its digests"
+        for name, entry in checksums.get("files", {}).items():
+            if not isinstance(entry, dict) or not _count(entry.get("bytes")):
+                return f"checksums.files[{name!r}] must be a table with a byte count, got {entry!r}"
+    return None

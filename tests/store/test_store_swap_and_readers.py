@@ -305,3 +305,36 @@ def test_verify_reads_each_byte_once(store, capsys, monkeypatch):
     assert run_main(capsys, verify_main, store)[0] == 0
     n_files = len(json.loads((store / "manifest.json").read_text())["checksums"]["files"])
     assert len(reads) == n_files == len(set(reads))
+
+
+def _set(path: list, value):
+    def edit(manifest):
+        target = manifest
+        for key in path[:-1]:
+            target = target[key]
+        if value is KeyError:
+            del target[path[-1]]
+        else:
+            target[path[-1]] = value
+    return edit
+
+
+@pytest.mark.parametrize("case, edit, said", [
+    ("M3", _set(["n_tokens"], -5), "n_tokens must be a count"),
+    ("M10", lambda m: m["checksums"]["files"].update({next(iter(m["checksums"]["files"])): "abc"}), "checksums.files"),
+    ("M11", _set(["checksums", "files"], ["a"]), "checksums must be a table"),
+    ("M12", _set(["n_tokens"], "abc"), "n_tokens must be a count"),
+    ("M14", _set(["arrays"], KeyError), "arrays must be a table"),
+    ("M15", _set(["n_sequences"], KeyError), "n_sequences must be a count"),
+    ("M19", _set(["labels"], None), "labels must be a table"),
+    ("M4", lambda m: next(iter(m["arrays"].values())).update(shape=[m["n_tokens"], -8]), "must be [tokens, width >= 1]"),
+])
+def test_a_manifest_field_of_the_wrong_type_is_one_line_naming_it(case, edit, said, store, tmp_path, capsys):
+    """M3, M4, M10-M19: wrong types or missing keys in a manifest were tracebacks, or passed verify."""
+    manifest = json.loads((store / "manifest.json").read_text())
+    edit(manifest)
+    (store / "manifest.json").write_text(json.dumps(manifest))
+    code, _, err = run_main(capsys, verify_main, store)
+    assert_one_line_error(code, err, "manifest.json", said, prog="dstg-verify")
+    code, _, err = run_main(capsys, export_main, "--store", store, "--out", tmp_path / "x", "--quiet")
+    assert_one_line_error(code, err, said, prog="dstg-export")

@@ -52,10 +52,10 @@ CURVE_FRACTIONS = (1e-3, 1e-2, 0.1, 0.3, 1.0)
 class PatchingFigureConfig(FigureConfig):
     out: Path = OUTPUT_DIR / "patching"
     model_seeds: list[int] = field(default_factory=lambda: [0], metadata={"help": "training seeds of the zoo to read"})
-    n_sequences: int = field(default=8, metadata={"help": "held-out windows per pair batch"})
-    length: int = field(default=24, metadata={"help": "tokens per window"})
-    n_masked: int = field(default=3, metadata={"help": "masked positions (the same in every window)"})
-    offset: int = field(default=32, metadata={"help": "positions the 'offset' corruption moves the window"})
+    n_sequences: int = field(default=8, metadata={"min": 1, "help": "held-out windows per pair batch"})
+    length: int = field(default=24, metadata={"min": 1, "help": "tokens per window"})
+    n_masked: int = field(default=3, metadata={"min": 1, "help": "masked positions (the same in every window)"})
+    offset: int = field(default=32, metadata={"min": 1, "help": "positions the 'offset' corruption moves the window"})
 
 
 def _corruptions(variant: str, offset: int) -> list[tuple[str, str]]:

@@ -44,12 +44,17 @@ from probes.position_baseline import position_r2_of_columns
 CONTROLS = ("trained", "random init")
 
 
+DEFAULT_LAYER = 3  # the zoo's middle block
+
+
 @dataclass
 class SAEStreamsConfig(FigureConfig):
     out: Path = OUTPUT_DIR / "sae"
     variants: list[str] = field(default_factory=lambda: ["dstg", "rope"], metadata={
         "help": "zoo variants to read (seed 0)"})
-    layers: list[int] = field(default_factory=lambda: [3], metadata={"help": "layers (0 = embeddings, l = block l)"})
+    layers: list[int] | None = field(default=None, metadata={
+        "help": "layers (0 = embeddings, l = block l); a layer past a model's blocks is refused",
+        "shown": "3, or the last block of a shallower model"})
     streams: list[str] | None = field(default=None, metadata={
         "help": "streams to read (sem, ap, full); every model must have each", "shown": "DSTG: sem ap; others: full"})
     dict_size: int = field(default=256, metadata={"help": "latents of the k sweep and of the feature study"})
@@ -174,7 +179,7 @@ def run(config: SAEStreamsConfig) -> dict:
     plan = {}
     for name in inputs.models:  # every model's streams checked before any work: a refusal writes nothing
         encoder = inputs.encoder(name)
-        layers = [min(layer, encoder.n_layers) for layer in config.layers] if config.tiny else config.layers
+        layers = config.layers if config.layers is not None else [min(DEFAULT_LAYER, encoder.n_layers)]
         for layer in layers:
             if not 0 <= layer <= encoder.n_layers:
                 raise SAEError(f"model {name} has layers 0..{encoder.n_layers}; --layers asked for {layer}")

@@ -121,7 +121,7 @@ def _value_type(element, meta: typing.Mapping):
     if element is int:
         return {1: flags.positive_int, 0: flags.non_negative_int}.get(minimum, int)
     if element is float:
-        return flags.positive_float if minimum is not None else float
+        return {0: flags.non_negative_float}.get(minimum, flags.positive_float) if minimum is not None else float
     return element if element in (str, Path) else str
 
 

@@ -44,3 +44,21 @@ def test_a_folder_a_figure_wrote_is_written_into_again(tmp_path):
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(ValueError, match="is a file, not a folder of figures"):
         check_figure_out(tmp_path / "a-file")
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["patching", "--n-sequences", "-3"], "--n-sequences"),  # PA2: ran on every window but three
+    (["patching", "--offset", "-5"], "--offset"),  # PA7: the offset corruption silently dropped
+    (["patching", "--n-sequences", "0"], "--n-sequences"),  # PA1: the flag was not named
+])
+def test_out_of_range_figure_flags_are_refused_naming_the_flag(argv, said, capsys):
+    code, _, err = run_main(capsys, figures_main, *argv)
+    assert code == 2 and said in err.strip().splitlines()[-1], err
+
+
+def test_a_layer_past_the_model_is_refused_not_clamped(tmp_path):
+    """SA3: sae_streams --layers 99 under --tiny was clamped to the last layer and ran."""
+    from experiments.sae_streams import main as sae_main
+    with pytest.raises(ValueError, match="--layers asked for 99"):
+        sae_main(["--tiny", "--layers", "99", "--out", str(tmp_path / "s")])
+    assert not (tmp_path / "s").exists()

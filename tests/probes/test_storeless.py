@@ -450,3 +450,12 @@ def test_float16_rows_round_as_a_store_and_refuse_what_it_refuses(value, refused
     expected = torch.cat([sem[mask][keep], ap[mask][keep]], dim=1).to(torch.float16)
     assert rows.dtype == torch.float16 and rows.shape == (4, 6)
     assert torch.equal(rows.isnan(), expected.isnan()) and torch.equal(rows.nan_to_num(), expected.nan_to_num())
+
+
+def test_the_documented_zero_budget_is_accepted_on_the_command_line():
+    """S2: --held-out-memory-mb 0 was documented as "always a second pass" and refused by the flag's parser."""
+    from dstg_interp.cli.flags import non_negative_float
+    from dstg_interp.cli.probe import build_parser
+    assert build_parser().parse_args(["--task", "token", "--held-out-memory-mb", "0"]).held_out_memory_mb == 0.0
+    with pytest.raises(Exception, match="finite number >= 0"):
+        non_negative_float("-1")

@@ -593,12 +593,36 @@ def read_resume_state(cfg: TrainConfig) -> tuple[dict, Path]:
     except (SafetensorError, OSError, ValueError) as err:
         raise CheckpointError(f"--resume: {checkpoint / OPTIMIZER_FILE} is corrupt ({str(err).splitlines()[0]}); "
                               "the run cannot continue exactly from it: start without --resume") from None
+    problem = train_state_problem(state)
+    if problem:
+        raise CheckpointError(f"--resume: {checkpoint / STATE_FILE}: {problem}; the run cannot continue from it: start "
+                              "without --resume")
     differing = sorted(k for k, v in saved.to_dict().items() if k not in RESUMABLE_DIFFERENCES and cfg.to_dict()[k] != v)
     if differing:
         raise CheckpointError(
             f"--resume: the checkpoint was trained with different {', '.join(differing)}; use the same settings (see {checkpoint / CONFIG_FILE})"
         )
     return state, checkpoint
+
+
+MAX_STEP = 10**12  # a step count far beyond any run; a larger one is a damaged file
+
+
+def train_state_problem(state) -> str | None:
+    """What is wrong with a checkpoint's ``train_state.json`` (its keys, types and ranges), naming the key, or None
+    (round 5, TR3 and TR6: a missing key was a traceback, a negative step named no file)."""
+    if not isinstance(state, dict):
+        return f"expected a table of step, tokens_seen and train_seconds, got {type(state).__name__}"
+    for key in ("step", "tokens_seen"):
+        value = state.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_STEP * 10**6:
+            return f"{key} must be a whole number >= 0, got {value!r}"
+    if state["step"] > MAX_STEP:
+        return f"step must be at most {MAX_STEP}, got {state['step']}"
+    seconds = state.get("train_seconds")
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+        return f"train_seconds must be a number >= 0, got {seconds!r}"
+    return None
 
 
 def truncate_log(log_path: Path, step: int) -> None:

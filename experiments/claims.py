@@ -568,17 +568,49 @@ def _format(value) -> str:
     return str(value)
 
 
-def gallery_zoo(figures: Path) -> str:
-    """The zoo a gallery's figures were drawn from, as its scripts recorded it (``<figure>/config.json``, ``zoo``):
-    "the shipped zoo" for ``dstg_interp/zoo``, else the folder."""
+def gallery_zoo_path(figures: Path) -> Path:
+    """The zoo folder a gallery's figures were drawn from, as its scripts recorded it (``<figure>/config.json``,
+    ``zoo``); the shipped zoo when none says."""
     for figure in ("ap_manifold", "probes", "heads", "zoo"):
         config = figures / figure / "config.json"
         if config.is_file():
             zoo = json.loads(config.read_text()).get("zoo")
             if zoo:
-                shipped = Path(zoo).resolve() == ZOO_DIR.resolve()
-                return "the shipped zoo (see dstg_interp/zoo/zoo.json)" if shipped else f"the zoo in `{zoo}`"
-    return "the shipped zoo (see dstg_interp/zoo/zoo.json)"
+                return Path(zoo)
+    return ZOO_DIR
+
+
+def gallery_zoo(figures: Path) -> str:
+    """The zoo a gallery's figures were drawn from: "the shipped zoo" for ``dstg_interp/zoo``, else the folder."""
+    zoo = gallery_zoo_path(figures)
+    return "the shipped zoo (see dstg_interp/zoo/zoo.json)" if zoo.resolve() == ZOO_DIR.resolve() else f"the zoo in `{zoo}`"
+
+
+# The paper's scale, as its text and the authors' shipped configs give it (shared/notes/paper.md): beside ours
+PAPER_SCALE = dict(layers=6, width=768, positions=512, d_ap=48, tokens=22e9, updates=None)
+
+
+def our_scale(zoo: Path = ZOO_DIR) -> dict | None:
+    """The shipped zoo's DSTG member as trained (its config.json and training.json), in PAPER_SCALE's keys."""
+    config, training = zoo / "dstg" / "config.json", zoo / "dstg" / "training.json"
+    if not config.is_file() or not training.is_file():
+        return None
+    model, run = json.loads(config.read_text()), json.loads(training.read_text())
+    return dict(layers=model["n_layers"], width=model["d_model"], positions=model["max_positions"],
+                d_ap=model["d_ap"], tokens=float(run["train_tokens"]), updates=run.get("steps"))
+
+
+def scale_line(zoo: Path = ZOO_DIR) -> str:
+    """One line: our DSTG's layers, width, positions, d_AP, training tokens and updates beside the paper's."""
+    ours = our_scale(zoo)
+
+    def said(scale: dict) -> str:
+        tokens = f"{scale['tokens'] / 1e9:g}B" if scale["tokens"] >= 1e9 else f"{scale['tokens'] / 1e6:.1f}M"
+        updates = f", {scale['updates']:,} updates" if scale.get("updates") else ""
+        return (f"{scale['layers']} layers, width {scale['width']}, {scale['positions']} positions, d_AP "
+                f"{scale['d_ap']}, {tokens} training tokens{updates}")
+
+    return f"**Scale.** Ours: {said(ours) if ours else 'unknown (no zoo configs)'}; the paper: {said(PAPER_SCALE)}."
 
 
 def markdown(claims: list[dict], figures: Path) -> str:
@@ -588,7 +620,7 @@ def markdown(claims: list[dict], figures: Path) -> str:
              f"`experiments.claims.RULES`). Paper: 6 layers, 22B tokens; ours: {gallery_zoo(figures)}, "
              f"training seeds {', '.join(map(str, seeds)) or '—'}. Ours = mean over "
              "seeds; interval = from the lowest seed's 95% CI low (or value) to the highest seed's CI high (or value).",
-             "", "| claim | paper | ours | interval | seeds | verdict | compared | control | rule | detail |",
+             "", scale_line(gallery_zoo_path(figures)), "", "| claim | paper | ours | interval | seeds | verdict | compared | control | rule | detail |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for c in claims:
         ci = f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]" if c["ci"] else "—"

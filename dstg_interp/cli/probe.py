@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -68,7 +70,7 @@ class ProbeCommand(ConfigIO):
         "help": "how the tables name each --model, in order", "shown": "the zoo name, hub id, model-card title or "
         "folder name (dstg_interp.encoders.naming)"})
     out: str | None = out_field(help="a folder for results.csv and results.json (Holmes: its tables)",
-                                shown="dstg-results/<task>")
+                                shown="dstg-results/<task>, or dstg-results/<task>-<model folders> for other models")
     device: str = device_field(help="the ridge probes' Gram sums run there too (torch on a GPU)")
     threads: int | None = threads_field(shown=f"{HOLMES_THREADS} for --task holmes, else PyTorch's")
     progress: bool = quiet_field()
@@ -197,6 +199,18 @@ def run(command: ProbeCommand, ranks: Ranks | None = None) -> tuple[pd.DataFrame
     return results, record
 
 
+def default_out(task: str, models: list) -> Path:
+    """Where a run without ``--out`` writes: ``dstg-results/<task>`` for the default models (the README's main
+    job), ``dstg-results/<task>-<model folders>`` for any other list, so a run on another model never replaces
+    the main job's table (round 5, the first hour)."""
+    if list(models) == [DEFAULT_MODEL]:
+        return RESULTS_DIR / task
+    names = "+".join(re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(m).rstrip("/")).name or str(m)) for m in models)
+    if len(names) > 80:
+        names = names[:60] + "-" + hashlib.sha256(names.encode()).hexdigest()[:8]
+    return RESULTS_DIR / f"{task}-{names}"
+
+
 def _main(command: ProbeCommand) -> int:
     if command.task == "holmes":  # the Holmes runner, shared with its alias `dstg-holmes run`
         if torchrun_environment() is not None:
@@ -207,7 +221,7 @@ def _main(command: ProbeCommand) -> int:
                              threads=command.threads or HOLMES_THREADS)
         report(results, holmes_out)
         return 0
-    out = Path(command.out or RESULTS_DIR / command.task)
+    out = Path(command.out or default_out(command.task, command.model))
     check_results_folder(out)  # a file, an unwritable place or foreign results: refused before the probe runs
     with ExitStack() as held:
         ranks = held.enter_context(torchrun_ranks("cuda" if str(command.device or "").startswith("cuda") else "cpu")) \

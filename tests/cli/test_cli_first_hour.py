@@ -59,3 +59,15 @@ def test_dstg_cache_records_and_prints_the_models_name(two_runs, tmp_path, capsy
     assert launch("dstg-cache", ["--model", run_a, "--name", "DSTG-mine", "--out", str(tmp_path / "s2"), *common]) == 0
     assert ActivationStore(tmp_path / "s2").model_name == "DSTG-mine"
     assert f"{tmp_path / 's2'}: DSTG-mine, " in capsys.readouterr().out
+
+
+def test_a_probe_of_another_model_does_not_replace_the_main_jobs_table():
+    """Round 5, the first hour: dstg-probe --model <MiniLM> --task segment after the main job rewrote
+    dstg-results/segment/results.csv (the default --out was per task, not per model)."""
+    from dstg_interp.cli.probe import default_out
+    main_job = default_out("segment", ["dstg"])
+    assert main_job.name == "segment"  # the README's main job writes where the README says
+    others = {default_out("segment", models) for models in (["path/to/all-MiniLM-L6-v2/"], ["dstg", "rope"],
+                                                            ["models/a b"], ["x" * 200])}
+    assert main_job not in others and len(others) == 4
+    assert all(len(out.name) <= 90 and " " not in out.name for out in others)

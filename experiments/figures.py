@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from dstg_interp.cli.shell import run_cli
+from dstg_interp.cli.shell import EXIT_ERROR, EXIT_INTERRUPTED, run_cli
 
 # name -> (module, what it draws); the order of the list ``dstg-figures`` prints
 FIGURES = {
@@ -36,7 +36,6 @@ FIGURES = {
     "gallery": ("experiments.run_all", "the whole gallery of the shipped zoo (run_all)"),
 }
 PROG = "dstg-figures"
-EXIT_BAD_INPUT, EXIT_INTERRUPTED = 2, 130
 
 
 def listing() -> str:
@@ -59,13 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] in ("-h", "--help", "--list"):
         print(listing())
-        return 0 if argv else EXIT_BAD_INPUT
+        return 0 if argv else EXIT_ERROR
     name, flags = argv[0], argv[1:]
     module_name = module_of(name)
     if module_name is None:
         print(f"{PROG}: error: no figure named {name!r}; choose one of {', '.join(FIGURES)} ({PROG} lists them)",
               file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_ERROR
     try:
         module = importlib.import_module(module_name)  # torch & co. load here, after Ctrl-C is ours
     except KeyboardInterrupt:

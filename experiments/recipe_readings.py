@@ -40,7 +40,7 @@ PLATEAU_MARGIN = 0.5  # nats below the unigram loss: clearly off the plateau (th
 HELDOUT_DOCS = 200
 PROBE_DOCS = 200
 READINGS_FILE = "readings.json"
-READINGS_VERSION = 3  # 2: participation ratio and each PC's low-frequency share; 3: smooth control, layer-0 kernel
+READINGS_VERSION = 4  # 2: participation ratio, per-PC low-frequency share; 3: smooth control, layer-0 kernel; 4: data form, PC3
 LOCAL_HEAD_MIN_VAR = 0.1  # a layer-0 head counts when its AP logit variance is >= this share of the largest
 TABLE_CURVE_FILE = "table_curve.jsonl"  # the table's reading at every validation of a study run
 MATCHED_WIDTH = 16  # DSTG's AP width: every table is also read projected onto random 16-dim subspaces

@@ -26,7 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dstg_interp.analysis.spectra import smooth_control
 from dstg_interp.io import write_text_atomic
+from dstg_interp.plots.recipe import plot_data_form
 from experiments import report_beyond, zoo_heldout
 from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 
@@ -576,8 +578,6 @@ def data_form_runs(figures: Path) -> pd.DataFrame:
 def recipe_data_form(figures: Path) -> str:
     """One row per arm of the data-form study: the training split's form, the table against the smooth
     (random-walk) control, layer 0's AP kernel and the model's learning, mean over seeds [min, max]."""
-    from dstg_interp.analysis.spectra import smooth_control
-
     runs = data_form_runs(figures)
     header = ["arm", "what it changes", "seeds", "train split: M tokens (epochs at 8M)", "sequences ending inside "
               "the window", "PC1+PC2", "random walk q95 (seeds above)", "PC3", "participation ratio",
@@ -621,9 +621,6 @@ def recipe_data_form(figures: Path) -> str:
 def data_form_figure(figures: Path) -> dict:
     """``recipe/data_form/data_form.{png,pdf,json}``: every arm's table curves (A's from ``recipe/depth`` where
     it was not rerun) against the random-walk control of the table's shape."""
-    from dstg_interp.analysis.spectra import smooth_control
-    from dstg_interp.plots.recipe import plot_data_form
-
     runs = data_form_runs(figures)
     curves = pd.concat([_csv(figures, "recipe/depth/diagnosis_table_curves.csv"),
                         _csv(figures, f"{DATA_FORM}/diagnosis_table_curves.csv")], ignore_index=True)

@@ -376,7 +376,7 @@ def plot_data_form(tables: pd.DataFrame, control: dict, out_dir, stem: str = "da
     if paper is not None:
         handles.append(Line2D([], [], color="black", linestyle="-.", label=f"the paper: {paper:g}"))
     fig.legend(handles=handles, loc="upper center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, 1.02))
-    fig.tight_layout(rect=(0, 0, 1, 0.80))
+    fig.tight_layout(rect=(0, 0, 1, 0.86))
     numbers = dict(table_curves=tables.to_dict(orient="records"),
                    control={k: v for k, v in control.items() if isinstance(v, (int, float, str))}, paper=paper,
                    bands={"grey band": "5-95% of 200 random-walk tables of the same shape (the smooth control)",

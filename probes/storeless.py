@@ -360,9 +360,11 @@ def _statistics_pass(passes: _Pass, batches, models, hooks, sources, stats, layo
     """Pass 1: every batch through the model (and its control), each batch's probed rows added to the sums; the
     model's held-out rows kept in ``held_out`` while they fit (None: no predictions wanted)."""
     lengths = passes.lengths
+    # the bar counts tokens through a model: the model's own and, with the control, its random-init twin's
+    through = "model + random-init control" if len(models) > 1 else "model"
     with torch.inference_mode(), progress_bar(total=int(sum(lengths[b].sum() for b in batches)) * len(models),
-                                              unit="tok", desc=f"{desc}: statistics", disable=not progress,
-                                              leave=False) as bar:
+                                              unit="tok", desc=f"{desc}: statistics ({through})",
+                                              disable=not progress, leave=False) as bar:
         for batch in batches:
             for model, sums, targets in models:
                 rows, captured, mask = passes.run(model, batch, hooks)

@@ -28,6 +28,9 @@ BASELINE_VARIANTS = ("rope", "ap", "rp", "nope")
 
 
 class NeoBERTAttention(nn.Module):
+    """One multi-head self-attention over the single stream: q, k, v from one projection; RoPE rotates q and k,
+    RP-NeoBERT adds its learned bucket bias to the logits (``hook_logits_rp``), AP- and NoPE-NeoBERT add nothing."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads, self.d_head = cfg.n_heads, cfg.d_head
@@ -74,6 +77,8 @@ class NeoBERTAttention(nn.Module):
 
 
 class NeoBERTBlock(nn.Module):
+    """A pre-norm block of the baselines: x + attn(norm(x)), then + SwiGLU(norm(x)); every residual point hooked."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.norm_attn = RMSNorm(cfg.d_model, cfg.norm_eps)

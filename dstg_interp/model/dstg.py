@@ -41,6 +41,9 @@ from .layers import (RelativePositionBias, RMSNorm, SwiGLU, additive_key_mask, a
 
 
 class DSTGAttention(nn.Module):
+    """DSTG's attention: one softmax over the sum of the semantic q.k term, the AP q.k term and (optionally) the
+    learned RP bias; the pattern mixes each stream's own values, [v_sem | v_ap], written back to each stream."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads, self.d_head, self.d_sem, self.d_ap = cfg.n_heads, cfg.d_head, cfg.d_sem, cfg.d_ap
@@ -139,6 +142,9 @@ class DSTGMixedSwiGLU(SwiGLU):
 
 
 class DSTGBlock(nn.Module):
+    """One DSTG block over the two streams: separate RMSNorms per stream, the shared attention, the FFN; with
+    ``residual_from_normed`` (the authors' code) the normed stream becomes the residual."""
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.residual_from_normed = cfg.residual_from_normed
@@ -170,6 +176,9 @@ class DSTGBlock(nn.Module):
 
 
 class DSTGNeoBERT(EncoderForMLM):
+    """DSTG-NeoBERT: a semantic stream from the token embedding and an AP stream from the learned position table
+    (``ap_embed``), kept apart through every block; the MLM head reads the final semantic stream."""
+
     def __init__(self, config: ModelConfig):
         if config.variant != "dstg":
             raise ValueError(f"DSTGNeoBERT needs variant 'dstg', got {config.variant!r}")

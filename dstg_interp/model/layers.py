@@ -14,6 +14,8 @@ from transformer_lens.hook_points import HookPoint
 
 
 class RMSNorm(nn.Module):
+    """x / rms(x) * weight over the last dimension (no mean subtraction, no bias)."""
+
     def __init__(self, d: int, eps: float):
         super().__init__()
         self.eps = eps

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dstg_interp.analysis.heads import POSITIONAL_SCORE_MIN
 from dstg_interp.analysis.spectra import SMOOTH_FAMILIES, smooth_control
 from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import FLOOR_TRAIN_COMMAND, ZOO_DIR, ZOO_FLOOR
@@ -342,7 +343,25 @@ def head_claims(heads, sweep=None) -> list[dict]:
                   f"{', '.join(str(rp[t]) for t in with_rp)}" if with_rp else "no RP head at any swept threshold "
                   f">= {rule['majority']:g}")
     return [structure, claim("heads_no_rp", texts[1], 0, sum(n_rp) / len(n_rp), _interval(n_rp), verdict,
-                             f"{largest}; {sweep_text}", seeds)]
+                             f"{largest}; {sweep_text}", seeds), structure_kind_reference(dstg)]
+
+
+def structure_kind_reference(dstg: pd.DataFrame) -> dict:
+    """Reference: the share of DSTG's structure heads whose attention pattern is explained by the offset j - i
+    alone (``positional_score`` >= POSITIONAL_SCORE_MIN: relative, locality heads) rather than by absolute
+    position; the paper reads structure heads as carrying macro structure, which an offset head does not."""
+    text = "Reference: DSTG structure heads driven by relative offset (locality) rather than absolute position"
+    structure = dstg[(dstg.label == "structure") & dstg.positional_score.notna()]
+    if structure.empty:
+        return claim("structure_relative", text, None, verdict=REFERENCE, detail="no structure head with a positional "
+                     "score in heads.csv")
+    shares = [float((rows.positional_score >= POSITIONAL_SCORE_MIN).mean()) for _, rows in structure.groupby("seed")]
+    detail = (f"offset R² of the pattern >= {POSITIONAL_SCORE_MIN:g}; per seed: "
+              + ", ".join(f"{int(seed)}: {int((rows.positional_score >= POSITIONAL_SCORE_MIN).sum())} of {len(rows)} "
+                          f"(median offset R² {rows.positional_score.median():.2f})"
+                          for seed, rows in structure.groupby("seed")))
+    return claim("structure_relative", text, None, sum(shares) / len(shares), _interval(shares), REFERENCE, detail,
+                 _seeds(structure))
 
 
 # --- findings 3-4: position probes ---------------------------------------------------------------

@@ -222,6 +222,10 @@ def _classify_row(row: dict, dominant_share: float = DOMINANT_SHARE) -> dict:
     is_dstg = "sem" in terms or "ap" in terms
     if is_dstg:
         out["label"] = TERM_LABELS[dominant] if dominant else "mixed"
+        # a structure head's kind: does the offset j - i alone explain its pattern (locality, the job the paper
+        # gives the RP bias), or does it attend to absolute positions?
+        if out["label"] == "structure" and _present(positional):
+            out["structure_kind"] = "relative" if positional >= POSITIONAL_SCORE_MIN else "absolute"
     elif dominant == "rp":
         out["label"] = "RP"
     elif not _present(positional):

@@ -216,6 +216,10 @@ class ModelConfig(ConfigIO):
             residual (x <- norm(x) + f(norm(x))). False (default) is standard pre-norm.
         rp_bias: ``dstg`` only. False builds DSTG without the relative-position term: the attention logit is
             q_sem.k_sem + q_ap.k_ap alone, no bias table, no ``hook_logits_rp`` (the authors' "no RP" ablation).
+        rp_locality_init: ``dstg``/``rp`` only. None (default): the relative bias starts at zero (the authors'
+            code). A strength s > 0 starts each head's bias at -s * ln(1 + |offset|) of its bucket's offsets: a
+            locality prior, so the bias carries attention to near tokens from the first step (the data-form
+            study's arm G: does taking locality off the AP table let the table take another shape?).
         rp_zero_boundary: ``dstg``/``rp`` only. True reproduces the authors' transformers fork, which sets
             the first and last rows and columns of the L x L relative bias to zero, L being the *padded*
             length of the batch (so outputs depend on padding). False (default) is their training code.
@@ -258,6 +262,7 @@ class ModelConfig(ConfigIO):
     residual_from_normed: bool = False
     rp_bias: bool = True
     rp_zero_boundary: bool = False
+    rp_locality_init: float | None = None
     mlp_mode: str = "split"
     mlp_ap_units: int | None = None
     mlm_head_input: str | None = None
@@ -312,6 +317,10 @@ class ModelConfig(ConfigIO):
             raise ValueError(f"ModelConfig.rope_theta: must be positive, got {self.rope_theta}")
         if not self.norm_eps > 0 or not self.init_std > 0:
             raise ValueError("ModelConfig.norm_eps: norm_eps and init_std must be positive")
+        if self.rp_locality_init is not None and (not self.rp_locality_init > 0 or self.rp_locality_init > 100
+                                                  or self.variant not in ("dstg", "rp") or not self.rp_bias):
+            raise ValueError(f"ModelConfig.rp_locality_init: a strength in (0, 100] for a model with a relative bias "
+                             f"(dstg, rp), got {self.rp_locality_init} for {self.variant!r}")
         if self.pos_init_std is not None and not self.pos_init_std > 0:
             raise ValueError(f"ModelConfig.pos_init_std: must be positive (or None for init_std), got {self.pos_init_std}")
         if not 0 <= self.pad_token_id < self.vocab_size:

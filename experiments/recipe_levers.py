@@ -34,6 +34,8 @@ LEVER_SPECS = {
                               "document, from its start, truncated"),
     "mlp": (str, ("dstg",), "DSTG FFN: split (hidden units per stream) or mixed (one SwiGLU writing both)"),
     "rp": ("bool", ("dstg",), "DSTG's learned relative-position bias on (true) or absent (false)"),
+    "rp_prior": (float, ("dstg", "rp"), "the relative bias started at a locality prior of this strength, "
+                                        "-s * ln(1 + |offset|) (ModelConfig.rp_locality_init; none = zero, the authors')"),
     "tokens": (int, None, "this arm's training tokens (default: the study's --tokens), e.g. the minimal "
                           "re-implementation's own 8M, for the schedule horizon"),
     "horizon": (int, None, "training tokens the learning-rate schedule is planned over (default: the run's own "

@@ -146,6 +146,8 @@ def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str
             model["residual_from_normed"] = True
     if recipe["pos_init"] is not None:
         model["pos_init_std"] = recipe["pos_init"]
+    if recipe.get("rp_prior") is not None:
+        model["rp_locality_init"] = recipe["rp_prior"]
     warmup = recipe["warmup"] if recipe["warmup"] is not None else steps // 10
     return TrainConfig(out_dir=str(Path(study.runs) / variant / name), model=model, corpus=recipe.get("corpus") or study.corpus,
                        max_length=recipe.get("window") or study.max_length, windows=recipe["windows"], vocab_size=recipe["vocab"],

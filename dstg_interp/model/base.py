@@ -18,7 +18,7 @@ from transformer_lens import HookedRootModule
 
 from ..config import POSITION_VARIANTS, ModelConfig, position_mechanism
 from .cache import StreamActivationCache
-from .layers import init_weights
+from .layers import RelativePositionBias, init_weights
 from .saving import save_checkpoint
 from .text import TextInputs
 
@@ -114,6 +114,10 @@ class EncoderForMLM(TextInputs, HookedRootModule):
         init_weights(self, self.config.init_std)
         if self.config.pos_init_std is not None and self.config.has_ap_table:
             nn.init.normal_(self.ap_table, std=self.config.pos_init_std)
+        if self.config.rp_locality_init is not None:
+            for module in self.modules():
+                if isinstance(module, RelativePositionBias):
+                    module.locality_init(self.config.rp_locality_init)
         if self.config.tie_embeddings:
             self.mlm_head.weight = self.embed.weight
         self.setup()

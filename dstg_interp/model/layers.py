@@ -85,6 +85,17 @@ class RelativePositionBias(nn.Module):
         offsets = torch.arange(-(max_positions - 1), max_positions)
         self.register_buffer("offset_buckets", t5_offset_buckets(offsets, num_buckets, max_distance), persistent=False)
 
+    @torch.no_grad()
+    def locality_init(self, strength: float) -> None:
+        """Every head's bias at -strength * ln(1 + |offset|), averaged over the offsets of each bucket: attention
+        to near tokens from the first step (``ModelConfig.rp_locality_init``)."""
+        offsets = torch.arange(-(self.max_positions - 1), self.max_positions, dtype=torch.float32)
+        penalty = -strength * torch.log1p(offsets.abs())
+        buckets = self.offset_buckets.to(torch.long)
+        sums = torch.zeros(self.bias.shape[0]).index_add_(0, buckets, penalty)
+        counts = torch.zeros(self.bias.shape[0]).index_add_(0, buckets, torch.ones_like(penalty))
+        self.bias.copy_((sums / counts.clamp(min=1))[:, None].expand_as(self.bias))
+
     def forward(self, seq_len: int) -> torch.Tensor:  # -> [1, n_heads, seq_len, seq_len]
         positions = torch.arange(seq_len, device=self.bias.device)
         offsets = positions[None, :] - positions[:, None] + (self.max_positions - 1)

@@ -90,3 +90,24 @@ def test_head_statistics_use_the_two_terms(padded_batch):
 
 def test_tiny_config_helper_accepts_the_option():
     assert tiny_config("dstg", rp_bias=False).rp_bias is False
+
+
+def test_a_locality_prior_starts_the_relative_bias_near_and_is_refused_without_one():
+    """ModelConfig.rp_locality_init (the data-form study's arm G): each head's bias starts at -s ln(1 + |offset|)."""
+    import numpy as np
+    import pytest
+
+    from dstg_interp import ModelConfig, build_model
+    model = build_model(ModelConfig(variant="dstg", vocab_size=64, d_sem=16, d_ap=8, n_heads=2, n_layers=1,
+                                    max_positions=32, rp_locality_init=2.0))
+    bias = model.blocks[0].attn.rel_bias(6)[0].detach().numpy()  # [head, query, key]
+    assert np.allclose(bias[0], bias[1]) and np.allclose(np.diag(bias[0]), 0.0)
+    assert bias[0, 0, 1] == pytest.approx(-2 * np.log(2), abs=1e-5) and (np.diff(bias[0, 0]) < 0).all()
+    assert np.allclose(bias[0], bias[0].T)  # a function of |offset|
+    for config in (dict(variant="ap"), dict(variant="dstg", rp_bias=False), dict(variant="dstg", rp_locality_init=-1.0)):
+        fields = dict(dict(vocab_size=64, d_sem=16, d_ap=8, n_heads=2, n_layers=1, max_positions=32,
+                           rp_locality_init=1.0), **config)
+        if fields["variant"] == "ap":
+            fields = {k: v for k, v in fields.items() if k not in ("d_sem", "d_ap")} | dict(d_model=16)
+        with pytest.raises(ValueError, match="rp_locality_init"):
+            ModelConfig(**fields)

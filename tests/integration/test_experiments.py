@@ -156,7 +156,8 @@ def test_claims_cover_every_finding_with_a_verdict(gallery):
             "holmes_wins"} <= ids
     verdicts = {c["id"]: c["verdict"] for c in table}
     assert verdicts["holmes_wins"] == "not measured"  # no figures/holmes in a tiny run
-    assert all(v in {"holds", "partly", "does not hold", "not measured", "reference"} for v in verdicts.values())
+    assert all(v in {"holds", "partly", "does not hold", "inconclusive", "not measured", "reference"}
+               for v in verdicts.values())
     assert verdicts["ap_pc1_pc2_dstg"] != "not measured" and verdicts["final_token"] != "not measured"
     assert "| claim | paper | ours |" in (figures / "claims.md").read_text()
 
@@ -187,6 +188,18 @@ def test_claims_rules_on_hand_written_numbers():
     assert holmes["verdict"] == "partly" and holmes["ours"] == pytest.approx(20 / 65)
     assert holmes["ci"][0] < 20 / 65 < holmes["ci"][1]
     assert claims.wilson_interval(0, 10)[0] == 0.0
+    ties = counts.assign(wins=[1, 2, 0], ties=[23, 22, 24], losses=0, n_phenomena=24)  # the offline suite's tie
+    holmes = claims.holmes_claims(ties)[0]
+    assert holmes["verdict"] == "inconclusive" and "offline stand-in suite of 24 phenomena" in holmes["detail"]
+    assert claims.holmes_claims(ties.assign(ties=0, losses=[23, 22, 24]))[0]["verdict"] == "does not hold"
+
+    # the paper's statistic beside ours: plain R² holds where the partial R² (beyond token position) does not
+    plain = [dict(_probe_row("dstg", "segment", "paragraph", "ap", 6, 0.30, 0.05), partial_r2=0.0,
+                  partial_ci_low=-0.05, partial_ci_high=0.05)]
+    plain += [dict(_probe_row(m, "segment", "paragraph", "full", 6, 0.10, 0.05), partial_r2=0.0, partial_ci_low=-0.05,
+                   partial_ci_high=0.05) for m in ("rope", "ap", "rp")]
+    verdicts = {c["id"]: c["verdict"] for c in claims.final_layer_claims(pd.DataFrame(plain))}
+    assert verdicts["final_paragraph_raw"] == "holds" and verdicts["final_segment_paragraph"] == "does not hold"
 
 
 def test_claims_over_seeds_use_the_seed_interval():

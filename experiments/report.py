@@ -564,7 +564,7 @@ DATA_FORM_ARMS = {  # arm label -> (letter, the one thing it changes)
     "authors,layers=6,corpus=en-mix:wikipedia,tokens=8000000,schedule=constant":
         ("E", "A with the rate kept at its peak (constant, linear decay over the last 20%)"),
     "authors,layers=6,corpus=en-mix:wikipedia,tokens=8000000,rp_prior=2.0":
-        ("G", "A with the RP bias started at a locality prior, -2 ln(1 + |offset|): locality off the table"),
+        ("G", "A with the RP bias started at a locality prior, -2 ln(1 + the offset's size): locality off the table"),
 }
 
 

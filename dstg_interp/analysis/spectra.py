@@ -262,7 +262,9 @@ def random_control(
     return result
 
 
-SMOOTH_CONTROL_DRAWS = 200
+SMOOTH_CONTROL_DRAWS = 200  # draws for a table of DSTG's AP shape (128 x 16); wider tables get fewer, at least 20
+SMOOTH_DRAW_BUDGET = 400_000  # table cells drawn per family: the draws shrink as P x d grows
+MIN_SMOOTH_DRAWS = 20
 SMOOTH_FAMILIES = ("walk", "smoothed")
 SMOOTH_KEYS = ("pc1_pc2", "pc3", "pcs_95", "participation_ratio", "low_freq_share")
 MIN_CONTROL_POSITIONS = 8  # fewer rows leave no curve to call smooth
@@ -326,7 +328,7 @@ def smooth_control(
         raise ValueError(f"unknown smooth control {family!r}; choose from {', '.join(SMOOTH_FAMILIES)}")
     if family == "smoothed" and (roughness is None or not np.isfinite(roughness)):
         raise ValueError("the smoothed-noise control needs the table's roughness (lag1_autocorrelation)")
-    key = round(float(roughness), 2) if family == "smoothed" else None
+    key = round(float(roughness) * 50) / 50 if family == "smoothed" else None  # to 0.02: near tables share draws
     return dict(_smooth_control((rows, width), family, key, n_pcs, n_low_bins, int(n_draws), seed))
 
 
@@ -334,10 +336,17 @@ def smooth_control(
 def _smooth_control(shape, family, roughness, n_pcs, n_low_bins, n_draws, seed) -> tuple:
     rng = np.random.default_rng(seed)
     draws = []
-    for _ in range(n_draws):
-        table = random_walk_table(shape, rng) if family == "walk" else smoothed_noise_table(shape, rng, roughness)
-        ratios, scores = pca(table)
-        draws.append(_summary_numbers(ratios, dct_power(scores[:, :n_pcs]), n_low_bins))
+    chunk = max(1, min(n_draws, int(2e7 // (shape[0] * shape[1]))))  # ~160 MB of float64 at most
+    for start in range(0, n_draws, chunk):
+        noise = rng.standard_normal((min(chunk, n_draws - start), *shape))
+        if family == "walk":
+            tables = np.cumsum(noise, axis=1)
+        else:
+            from scipy.ndimage import gaussian_filter1d
+
+            tables = gaussian_filter1d(noise, smoothing_width(roughness), axis=1, mode="reflect")
+        for ratios, scores in _batched_pca(tables, n_pcs):
+            draws.append(_summary_numbers(ratios, dct_power(scores), n_low_bins))
     frame = pd.DataFrame(draws)
     result: dict = {key: float(frame[key].mean()) for key in frame.columns}
     result.update({f"{key}_q05": float(frame[key].quantile(0.05)) for key in frame.columns})
@@ -346,15 +355,46 @@ def _smooth_control(shape, family, roughness, n_pcs, n_low_bins, n_draws, seed) 
     return tuple(result.items())
 
 
+def _batched_pca(tables: np.ndarray, n_pcs: int):
+    """``pca`` of each table of a [draws, P, d] stack: the explained-variance ratios from the eigenvalues of the
+    smaller Gram matrix (batched), the leading ``n_pcs`` score curves from its top eigenvectors alone (signs as
+    they come: a control reads no sign).  Much faster than a full SVD of every draw for wide tables, and than a
+    full eigh, which a heavily smoothed table sends into very slow iterations."""
+    from scipy.linalg import eigh
+
+    centred = tables - tables.mean(axis=1, keepdims=True)
+    n_positions, width = tables.shape[1:]
+    rank = min(n_positions - 1, width)
+    wide = width > n_positions
+    gram = centred @ centred.transpose(0, 2, 1) if wide else centred.transpose(0, 2, 1) @ centred
+    size = gram.shape[1]
+    values = np.clip(np.linalg.eigvalsh(gram)[:, ::-1][:, :rank], 0, None)
+    totals = values.sum(axis=1, keepdims=True)
+    ratios = np.where(totals > 0, values / np.where(totals > 0, totals, 1.0), 0.0)
+    for draw in range(len(tables)):
+        top, vectors = eigh(gram[draw], subset_by_index=[size - n_pcs, size - 1])
+        top, vectors = np.clip(top[::-1], 0, None), vectors[:, ::-1]
+        yield ratios[draw], vectors * np.sqrt(top) if wide else centred[draw] @ vectors
+
+
+def smooth_draws(shape: tuple[int, int]) -> int:
+    """How many draws a smooth control of ``shape`` takes by default: SMOOTH_CONTROL_DRAWS for a table of up to
+    SMOOTH_DRAW_BUDGET / 200 cells, fewer for wider ones (their spread over draws is narrower), at least
+    MIN_SMOOTH_DRAWS; the summary says how many (``<family>_n_draws``)."""
+    return int(np.clip(SMOOTH_DRAW_BUDGET // (shape[0] * shape[1]), MIN_SMOOTH_DRAWS, SMOOTH_CONTROL_DRAWS))
+
+
 def smooth_controls(table, n_pcs: int = DEFAULT_N_PCS, n_low_bins: int = DEFAULT_LOW_BINS,
-                    n_draws: int = SMOOTH_CONTROL_DRAWS, seed: int = 0) -> dict:
+                    n_draws: int | None = None, seed: int = 0) -> dict:
     """Both smooth families for ``table`` (its shape, and its own roughness for the smoothed noise), flat:
     ``walk_<key>``, ``walk_<key>_q95``, ``smoothed_<key>``, ... for SMOOTH_KEYS, and ``lag1_autocorrelation``."""
     table = _check_table(table)
     roughness = lag1_autocorrelation(table)
     result: dict = {"lag1_autocorrelation": roughness}
+    n_draws = smooth_draws(table.shape) if n_draws is None else n_draws
     for family in SMOOTH_FAMILIES:
         control = smooth_control(table.shape, family, roughness, n_pcs, n_low_bins, n_draws, seed)
+        result[f"{family}_n_draws"] = n_draws
         for key in SMOOTH_KEYS:
             for suffix in ("", "_q05", "_q95"):
                 result[f"{family}_{key}{suffix}"] = control[f"{key}{suffix}"]

@@ -19,6 +19,10 @@ from typing import Any
 import torch
 
 
+TEXT_CHARS_PER_POSITION = 16  # the first prefix tokenized per position of the model (doubled while too short)
+PREFIX_MARGIN_TOKENS = 32  # tokens past the limit a prefix must hold, so the word it cuts lies beyond the limit
+
+
 class NoTokenizerError(ValueError, AttributeError):
     """Text was handed to a model without ``.tokenizer``."""
 
@@ -37,12 +41,29 @@ class TextInputs:
                 "dstg_interp.data.load_tokenizer(path)")
         return self.tokenizer
 
+    def _encode(self, text: str, add_special_tokens: bool) -> list[int]:
+        try:
+            return list(self._tokenizer().encode(text, add_special_tokens=add_special_tokens).ids)
+        except TypeError:  # the tokenizers library refuses a str that is not valid Unicode (a lone surrogate)
+            raise ValueError("the text is not valid Unicode (it holds a lone surrogate, such as '\\ud800'); "
+                             "decode it with errors='replace' first") from None
+
     def _ids(self, text: str, add_special_tokens: bool, truncate: bool) -> list[int]:
-        ids = list(self._tokenizer().encode(text, add_special_tokens=add_special_tokens).ids)
         limit = self.config.max_positions
+        # A long text is tokenized a prefix at a time, the prefix doubling until it holds more than the model's
+        # positions: the tokens before the limit are the same, and an 11 MB string costs what its first
+        # kilobytes cost (round 5, TK1: 18 s and 2 GB for the whole text before the cut).
+        prefix = limit * TEXT_CHARS_PER_POSITION
+        while True:
+            ids = self._encode(text[:prefix], add_special_tokens)
+            if prefix >= len(text) or len(ids) > limit + PREFIX_MARGIN_TOKENS:
+                break
+            prefix *= 2
         if len(ids) > limit:
             if not truncate:
-                raise ValueError(f"the text is {len(ids)} tokens long, past max_positions={limit}; pass truncate=True")
+                more = "" if prefix >= len(text) else "more than "
+                raise ValueError(f"the text is {more}{len(ids)} tokens long, past max_positions={limit}; "
+                                 "pass truncate=True")
             ids = ids[:limit - 1] + ids[-1:] if add_special_tokens else ids[:limit]  # keep the closing [SEP]
         return ids
 
@@ -54,6 +75,8 @@ class TextInputs:
         is TransformerLens' name for ``add_special_tokens`` ([CLS] ... [SEP] here)."""
         if prepend_bos is not None:
             add_special_tokens = bool(prepend_bos)
+        if not isinstance(input, (str, list, tuple)):
+            raise TypeError(f"to_tokens takes a string or a non-empty list of strings, got {type(input).__name__}")
         texts = [input] if isinstance(input, str) else list(input)
         if not texts or not all(isinstance(text, str) for text in texts):
             raise TypeError("to_tokens takes a string or a non-empty list of strings")

@@ -145,3 +145,26 @@ def test_disk_full_while_saving_a_checkpoint(tiny, tmp_path, capsys, monkeypatch
     assert caught.value.errno == errno.ENOSPC
     assert (checkpoint / "model.safetensors").read_bytes() == before
     assert [p.name for p in checkpoint.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_to_tokens_of_a_huge_text_tokenizes_a_prefix_only_and_keeps_what_the_whole_text_gives():
+    """TK1: an 11 MB string was tokenized whole (18 s, 2 GB) before the cut; TK6, TK9: None and a lone surrogate."""
+    import pytest
+
+    from dstg_interp import load_model
+    model = load_model("dstg")
+    text = " ".join(f"word{i} and more" for i in range(60_000))  # ~1 MB
+    encoded, encode = [], model._encode
+    model._encode = lambda part, special: encoded.append(len(part)) or encode(part, special)
+    tokens = model.to_tokens(text)
+    del model._encode
+    assert max(encoded) < len(text) / 100  # a prefix of a few kB, not the whole text
+    whole = model._tokenizer().encode(text).ids
+    limit = model.config.max_positions
+    assert tokens[0].tolist() == whole[:limit - 1] + whole[-1:]
+    with pytest.raises(ValueError, match="more than .* tokens long, past max_positions"):
+        model.to_tokens(text, truncate=False)
+    with pytest.raises(TypeError, match="got NoneType"):
+        model.to_tokens(None)
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        model.to_tokens("\ud800 abc")

@@ -15,7 +15,7 @@ the order written (``@first-cut@words=80``).  The spec, forms included, keys eve
   (en-mix and en-large cut each source text -- a manual page, a Bible book, a chapter -- into ``<unit>/<part>``);
   a document whose id has no ``/`` is its own unit.
 - ``pack=K``: K consecutive documents of the same source joined into one (paragraphs kept), ids
-  ``pack:<first id>+<K-1>``; with sentence-boundary windows (``--windows``) sequences then run across the
+  ``pack:<first id>+<K-1>``; with sentence-boundary windows (``TrainConfig.windows``) sequences run across the
   joined documents' ends, and position 0 is a sentence inside a document, not its start.
 """
 

@@ -284,7 +284,8 @@ def plot_lever_study(table_curves: pd.DataFrame, runs: pd.DataFrame, out_dir, ba
     arms = list(dict.fromkeys(runs.arm))
     if base in arms:
         arms = [base] + [arm for arm in arms if arm != base]
-    palette = dict(zip([a for a in arms if a != base], sns.color_palette("tab20", max(1, len(arms) - 1))))
+    others = [a for a in arms if a != base]  # the base arm may have no run yet (a partial grid): every other one
+    palette = dict(zip(others, sns.color_palette("tab20", max(1, len(others)))))
     palette[base] = (0.0, 0.0, 0.0)
     short = {arm: "base" if arm == base else arm.replace(base + ",", "+ ") for arm in arms}
     fig = plt.figure(figsize=(17.0, 7.5))

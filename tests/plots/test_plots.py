@@ -243,3 +243,18 @@ def test_the_zoo_a_recipe_figure_is_about_is_drawn_solid():
     assert recipe_styles(["one"]) == {"one": "-"} and recipe_styles([]) == {}
     with pytest.raises(ValueError, match="at most 4 recipes"):
         recipe_styles(["a", "b", "c", "d", "e"])
+
+
+def test_the_lever_figure_draws_a_partial_grid_whose_base_arm_has_not_run(tmp_path):
+    """A study invocation whose first (base) arm had no run yet, with earlier arms kept in the ledger, lost its
+    figure to a KeyError (one colour short)."""
+    import pandas as pd
+
+    from dstg_interp.plots.recipe import plot_lever_study
+    runs = pd.DataFrame([dict(arm=arm, seed=0, pc1_pc2=0.5, pc1_pc2_chance=0.2, low_freq_share=0.8,
+                              participation_ratio=3.0, position_r2_first=0.9, position_r2_last=0.8,
+                              heldout_gain_points=10.0) for arm in ("x", "y")])
+    curves = pd.DataFrame([dict(arm=arm, seed=0, step=step, tokens=step * 100, pc1_pc2=0.1 * step)
+                           for arm in ("x", "y") for step in (1, 2, 3)])
+    paths = plot_lever_study(curves, runs, tmp_path, base="not run yet")
+    assert paths["png"].stat().st_size > 0

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 import matplotlib.pyplot as plt
+from matplotlib.artist import Artist
 from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -353,7 +355,7 @@ def plot_data_form(tables: pd.DataFrame, control: dict, out_dir, stem: str = "da
     require_columns(tables, ["arm", "seed", "tokens", "pc1_pc2", "participation_ratio", "low_freq_share"], "table curves")
     arms = list(dict.fromkeys(tables.arm))
     colors = distinct_colors(arms)
-    styles = ["-", "--", ":", "-."]
+    styles: list[Literal["-", "--", ":", "-."]] = ["-", "--", ":", "-."]
     panels = [("pc1_pc2", "PC1+PC2"), ("participation_ratio", "participation ratio"),
               ("low_freq_share", "DCT share, bins 0-3 (pooled PC1/PC2)")]
     fig, axes = plt.subplots(1, len(panels), figsize=(14, 4.2))
@@ -369,10 +371,10 @@ def plot_data_form(tables: pd.DataFrame, control: dict, out_dir, stem: str = "da
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("training tokens (millions)")
         ax.grid(alpha=0.3)
-    handles = [Line2D([], [], color=colors[a], label=a) for a in arms]
+    handles: list[Artist] = [Line2D([], [], color=colors[a], label=a) for a in arms]
     handles += [Line2D([], [], color="black", linestyle=styles[int(s) % len(styles)], label=f"seed {s}")
                 for s in sorted(tables.seed.unique())]
-    handles.append(plt.Rectangle((0, 0), 1, 1, color="grey", alpha=0.2,
+    handles.append(Rectangle((0, 0), 1, 1, color="grey", alpha=0.2,
                                  label="random walks of the table's shape: 5-95% (dashed: mean)"))
     if paper is not None:
         handles.append(Line2D([], [], color="black", linestyle="-.", label=f"the paper: {paper:g}"))

@@ -462,9 +462,9 @@ def raw_r2_claim(probes, segment: str) -> dict:
     valid = _valid_ci(dstg) and all(_valid_ci(r) for r in baselines.values())
     clear = valid and all(dstg.ci_low.min() > r.ci_high.max() for r in baselines.values())
     above = all(dstg.r2.mean() > r.r2.mean() for r in baselines.values())
-    detail = "; ".join(f"{m} {_r2_text(r)}" for m, r in baselines.items()) + \
-        f"; token position alone explains {dstg.position_r2.mean():.2f} of it (DSTG's tokens)" \
-        if "position_r2" in dstg else "; ".join(f"{m} {_r2_text(r)}" for m, r in baselines.items())
+    detail = "; ".join(f"{m} {_r2_text(r)}" for m, r in baselines.items())
+    if "position_r2" in dstg:
+        detail += f"; token position alone explains {dstg.position_r2.mean():.2f} of it (DSTG's tokens)"
     return claim(claim_id, text, "DSTG high; baselines degrade", float(dstg.r2.mean()), _envelope(dstg),
                  HOLDS if clear else PARTLY if above else FAILS, detail, _seeds(dstg))
 

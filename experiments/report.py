@@ -30,6 +30,7 @@ from dstg_interp.analysis.spectra import smooth_control
 from dstg_interp.io import write_text_atomic
 from dstg_interp.plots.recipe import plot_data_form
 from experiments import report_beyond, zoo_heldout
+from experiments.claims import PAPER_DSTG_TABLE_PC1_PC2
 from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 
 README = FIGURES_DIR.parent / "README.md"
@@ -552,6 +553,7 @@ def recipe_depth(figures: Path) -> str:
 
 
 DATA_FORM = "recipe/data_form"  # the data-form study (issue 58): figures/recipe/DATA_FORM.md
+DATA_FORM_TABLE = (128, 16)  # the shape of every data-form arm's position table (128 positions x d_AP 16)
 DATA_FORM_BASE = "authors,layers=6,corpus=en-mix:wikipedia,tokens=8000000"  # arm A, first run in recipe/depth
 DATA_FORM_ARMS = {  # arm label -> (letter, the one thing it changes)
     DATA_FORM_BASE: ("A", "Wikipedia leads: whole ~117-token articles from their start"),
@@ -577,6 +579,11 @@ def data_form_runs(figures: Path) -> pd.DataFrame:
     return pd.concat([earlier.assign(ledger="recipe/depth"), runs.assign(ledger=DATA_FORM)], ignore_index=True)
 
 
+def _column(frame: pd.DataFrame, name: str) -> pd.Series:
+    """``frame[name]``, or NaNs where a ledger written before that reading has no such column."""
+    return frame[name] if name in frame else pd.Series(np.nan, index=frame.index)
+
+
 def recipe_data_form(figures: Path) -> str:
     """One row per arm of the data-form study: the training split's form, the table against the smooth
     (random-walk) control, layer 0's AP kernel and the model's learning, mean over seeds [min, max]."""
@@ -587,28 +594,25 @@ def recipe_data_form(figures: Path) -> str:
               "active heads' modal offsets", "AP-stream position R² first → last", "held-out gain (points)",
               "plateau exit (M tokens)"]
     rows = []
+    walk = smooth_control(DATA_FORM_TABLE, "walk")  # every arm's table: d_AP 16 over 128 positions
     for label, (letter, what) in DATA_FORM_ARMS.items():
         arm = runs[runs.arm == label]
         if arm.empty:
             rows.append([letter, what, "—"] + ["not run yet"] + ["—"] * (len(header) - 4))
             continue
-        walk = smooth_control((128, 16), "walk")
-        q95 = arm.pc1_pc2_walk_q95 if "pc1_pc2_walk_q95" in arm else pd.Series(np.nan, index=arm.index)
-        q95 = q95.fillna(walk["pc1_pc2_q95"])
-        dct_q95 = arm.low_freq_share_walk_q95 if "low_freq_share_walk_q95" in arm else pd.Series(np.nan, index=arm.index)
-        dct_q95 = dct_q95.fillna(walk["low_freq_share_q95"])
-        column = (lambda name: arm[name] if name in arm else pd.Series(np.nan, index=arm.index))
-        split = column("train_split_tokens") / 1e6
+        q95 = _column(arm, "pc1_pc2_walk_q95").fillna(walk["pc1_pc2_q95"])  # A's rows: the same shape's walk
+        dct_q95 = _column(arm, "low_freq_share_walk_q95").fillna(walk["low_freq_share_q95"])
+        split = _column(arm, "train_split_tokens") / 1e6
         exits = arm.plateau_exit_tokens.dropna() / 1e6
         modal = "; ".join(f"s{int(r.seed)}: {r.l0_modal_offsets}" for r in arm.itertuples()
                           if isinstance(getattr(r, "l0_modal_offsets", None), str))
         rows.append([letter, what, " ".join(map(str, sorted(arm.seed))),
                      f"{_seed_range(split)} ({_seed_range(8 / split, 1)})" if split.notna().any() else "—",
-                     _seed_range(column("ends_inside_window")),
+                     _seed_range(_column(arm, "ends_inside_window")),
                      _seed_range(arm.pc1_pc2), f"{q95.mean():.2f} ({int((arm.pc1_pc2 > q95).sum())}/{len(arm)})",
-                     _seed_range(column("pc3")), _seed_range(arm.participation_ratio, 1),
+                     _seed_range(_column(arm, "pc3")), _seed_range(arm.participation_ratio, 1),
                      f"{_seed_range(arm.low_freq_share)} ({dct_q95.mean():.2f})",
-                     f"{_seed_range(column('l0_offset_share'))} ({_seed_range(column('l0_offset_share_random'))})",
+                     f"{_seed_range(_column(arm, 'l0_offset_share'))} ({_seed_range(_column(arm, 'l0_offset_share_random'))})",
                      modal or "—",
                      f"{_seed_range(arm.position_r2_first)} → {_seed_range(arm.position_r2_last)}",
                      _seed_range(arm.heldout_gain_points, 1), f"{_seed_range(exits)} ({len(exits)}/{len(arm)} left)"])
@@ -624,16 +628,14 @@ def data_form_figure(figures: Path) -> dict:
     """``recipe/data_form/data_form.{png,pdf,json}``: every arm's table curves (A's from ``recipe/depth`` where
     it was not rerun) against the random-walk control of the table's shape."""
     runs = data_form_runs(figures)
-    curves = pd.concat([_csv(figures, "recipe/depth/diagnosis_table_curves.csv"),
-                        _csv(figures, f"{DATA_FORM}/diagnosis_table_curves.csv")], ignore_index=True)
-    keep = runs[["arm", "seed", "ledger"]]
-    curves = curves.assign(ledger=np.where(curves.index < len(_csv(figures, "recipe/depth/diagnosis_table_curves.csv")),
-                                           "recipe/depth", DATA_FORM)).merge(keep, on=["arm", "seed", "ledger"])
+    curves = pd.concat([_csv(figures, f"{ledger}/diagnosis_table_curves.csv").assign(ledger=ledger)
+                        for ledger in ("recipe/depth", DATA_FORM)], ignore_index=True)
+    curves = curves.merge(runs[["arm", "seed", "ledger"]], on=["arm", "seed", "ledger"])
     curves = curves[curves.arm.isin(list(DATA_FORM_ARMS))]
     curves = curves.assign(arm=curves.arm.map(lambda a: f"{DATA_FORM_ARMS[a][0]}: {DATA_FORM_ARMS[a][1].split(':')[0]}"))
     order = {f"{letter}: {what.split(':')[0]}": i for i, (letter, what) in enumerate(DATA_FORM_ARMS.values())}
     curves = curves.sort_values(["arm", "seed", "tokens"], key=lambda c: c.map(order) if c.name == "arm" else c)
-    return plot_data_form(curves, smooth_control((128, 16), "walk"), figures / DATA_FORM, paper=0.941)
+    return plot_data_form(curves, smooth_control(DATA_FORM_TABLE, "walk"), figures / DATA_FORM, paper=PAPER_DSTG_TABLE_PC1_PC2)
 
 
 def gallery_tables(prefix: str, gallery: str) -> dict:

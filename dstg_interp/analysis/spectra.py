@@ -46,6 +46,8 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 from scipy.fft import dct
+from scipy.linalg import eigh
+from scipy.ndimage import gaussian_filter1d
 
 DEFAULT_LOW_BINS = 4  # the paper's "first four bins"
 DEFAULT_N_PCS = 2  # the paper's 2-D manifold
@@ -282,11 +284,11 @@ def lag1_autocorrelation(table) -> float:
     return float((centred[:-1] * centred[1:]).sum() / total)
 
 
-def random_walk_table(shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
-    """A structureless smooth curve of ``shape``: each column the cumulative sum of i.i.d. Gaussian steps along
-    position.  PCA of such a curve returns cosines of rising frequency (PC1 ~ DCT bin 1, PC2 ~ bin 2), so it
+def random_walk_table(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """A structureless smooth curve of ``shape`` ([P, d], or a stack [n, P, d]): each column the cumulative sum of
+    i.i.d. Gaussian steps along position.  PCA of such a curve returns cosines of rising frequency (PC1 ~ DCT bin 1, PC2 ~ bin 2), so it
     reads high on PC1+PC2 and the low-bin DCT share without being a 2-D manifold: the null for "smooth"."""
-    return np.cumsum(rng.standard_normal(shape), axis=0)
+    return np.cumsum(rng.standard_normal(shape), axis=-2)
 
 
 def smoothing_width(roughness: float) -> float:
@@ -296,12 +298,10 @@ def smoothing_width(roughness: float) -> float:
     return float(np.sqrt(-1.0 / (4.0 * np.log(rho))))
 
 
-def smoothed_noise_table(shape: tuple[int, int], rng: np.random.Generator, roughness: float) -> np.ndarray:
+def smoothed_noise_table(shape: tuple[int, ...], rng: np.random.Generator, roughness: float) -> np.ndarray:
     """White noise smoothed along position by a Gaussian kernel matched to ``roughness`` (``smoothing_width``):
-    a structureless curve exactly as smooth, row to row, as the table it controls for."""
-    from scipy.ndimage import gaussian_filter1d
-
-    return gaussian_filter1d(rng.standard_normal(shape), smoothing_width(roughness), axis=0, mode="reflect")
+    a structureless curve exactly as smooth, row to row, as the table it controls for ([P, d] or [n, P, d])."""
+    return gaussian_filter1d(rng.standard_normal(shape), smoothing_width(roughness), axis=-2, mode="reflect")
 
 
 def smooth_control(
@@ -338,13 +338,8 @@ def _smooth_control(shape, family, roughness, n_pcs, n_low_bins, n_draws, seed) 
     draws = []
     chunk = max(1, min(n_draws, int(2e7 // (shape[0] * shape[1]))))  # ~160 MB of float64 at most
     for start in range(0, n_draws, chunk):
-        noise = rng.standard_normal((min(chunk, n_draws - start), *shape))
-        if family == "walk":
-            tables = np.cumsum(noise, axis=1)
-        else:
-            from scipy.ndimage import gaussian_filter1d
-
-            tables = gaussian_filter1d(noise, smoothing_width(roughness), axis=1, mode="reflect")
+        stack = (min(chunk, n_draws - start), *shape)
+        tables = random_walk_table(stack, rng) if family == "walk" else smoothed_noise_table(stack, rng, roughness)
         for ratios, scores in _batched_pca(tables, n_pcs):
             draws.append(_summary_numbers(ratios, dct_power(scores), n_low_bins))
     frame = pd.DataFrame(draws)
@@ -360,8 +355,6 @@ def _batched_pca(tables: np.ndarray, n_pcs: int):
     smaller Gram matrix (batched), the leading ``n_pcs`` score curves from its top eigenvectors alone (signs as
     they come: a control reads no sign).  Much faster than a full SVD of every draw for wide tables, and than a
     full eigh, which a heavily smoothed table sends into very slow iterations."""
-    from scipy.linalg import eigh
-
     centred = tables - tables.mean(axis=1, keepdims=True)
     n_positions, width = tables.shape[1:]
     rank = min(n_positions - 1, width)

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dstg_interp.analysis.heads import POSITIONAL_SCORE_MIN
+from dstg_interp.analysis.heads import POSITIONAL_SCORE_MIN, layer_permutation_test
 from dstg_interp.analysis.spectra import SMOOTH_FAMILIES, smooth_control
 from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import FLOOR_TRAIN_COMMAND, ZOO_DIR, ZOO_FLOOR
@@ -350,7 +350,8 @@ def head_claims(heads, sweep=None) -> list[dict]:
                   f"{', '.join(str(rp[t]) for t in with_rp)}" if with_rp else "no RP head at any swept threshold "
                   f">= {rule['majority']:g}")
     return [structure, claim("heads_no_rp", texts[1], 0, sum(n_rp) / len(n_rp), _interval(n_rp), verdict,
-                             f"{largest}; {sweep_text}", seeds), structure_kind_reference(dstg)]
+                             f"{largest}; {sweep_text}", seeds), structure_kind_reference(dstg),
+            offset_heads_reference(heads)]
 
 
 def structure_kind_reference(dstg: pd.DataFrame) -> dict:
@@ -370,6 +371,27 @@ def structure_kind_reference(dstg: pd.DataFrame) -> dict:
                           for seed, rows in structure.groupby("seed")))
     return claim("structure_relative", text, None, sum(shares) / len(shares), _interval(shares), REFERENCE, detail,
                  _seeds(structure))
+
+
+def offset_heads_reference(heads: pd.DataFrame, n_permutations: int = 10_000) -> dict:
+    """Reference: DSTG's share of offset-driven heads (pattern explained by the offset j - i, the one head class
+    defined alike for every model) against each baseline's, by a permutation test that swaps whole (seed,
+    layer) clusters (``analysis.heads.layer_permutation_test``: heads of a layer are not independent)."""
+    text = "Reference: DSTG's share of offset-driven heads against each baseline's (layer-clustered permutation test)"
+    offset = heads.assign(offset_driven=heads.positional_score.ge(POSITIONAL_SCORE_MIN)) \
+        if "positional_score" in heads else None
+    others = [m for m in ("rope", "ap", "rp") if offset is not None and (offset.model == m).any()]
+    if offset is None or not others:
+        return claim("offset_heads", text, None, verdict=REFERENCE, detail="no baseline heads with a positional "
+                     "score in heads.csv")
+    dstg = offset[offset.model == "dstg"]
+    shares = [float(rows.offset_driven.mean()) for _, rows in dstg.groupby("seed")]
+    tests = [layer_permutation_test(offset, "dstg", other, n_permutations=n_permutations) for other in others]
+    detail = (f"offset R² of the pattern >= {POSITIONAL_SCORE_MIN:g}; " + "; ".join(
+        f"{t['share_a']:.0%} vs {t['model_b']} {t['share_b']:.0%}: p = {t['p_value']:.4f} "
+        f"({t['n_clusters']} (seed, layer) clusters, {t['n_permutations']:,} swaps)" for t in tests))
+    return claim("offset_heads", text, None, sum(shares) / len(shares), _interval(shares), REFERENCE, detail,
+                 _seeds(dstg))
 
 
 # --- findings 3-4: position probes ---------------------------------------------------------------

@@ -85,7 +85,7 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
         try:
             label = table_label(inputs, name)
             tables[label] = position_table(model)
-            members[label] = (variant, model_seed)
+            members[label] = (variant, model_seed, table_label(inputs, name, with_seed=False))
         except ValueError as err:  # RoPE / RP: no table; their layer-state version is in part 2
             notes[variant] = (NO_TABLE if inputs.given else str(err).split(" -- ")[0] + " (layers_* below)")
     if with_minilm:
@@ -94,13 +94,13 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
         except Exception as err:  # a reference point only: the figures still make sense without it
             notes["minilm"] = f"MiniLM reference skipped: {err}"
     rng = np.random.default_rng(seed)
-    first = min((s for _, s in members.values()), default=0)
+    first = min((s for _, s, _ in members.values()), default=0)
     width = match_width(tables[name] for name in members)
     for name, table in tables.items():
         spectrum = analyze_table(table, name=name, n_control_draws=n_control_draws, seed=seed, match_width=width,
                                  n_projections=n_projections)
         if name in members:
-            spectrum.summary.update(model=members[name][0], seed=members[name][1])
+            spectrum.summary.update(model=members[name][0], seed=members[name][1], group=members[name][2])
         spectra.append(spectrum)
         if name in members and members[name][1] != first:
             continue  # one random table per shape is enough
@@ -115,12 +115,14 @@ NO_TABLE = ("no learned position table (position enters inside attention): its s
             "basis of its hidden states (layers_* figures)")
 
 
-def table_label(inputs, name: str) -> str:
-    """How the tables figures title a member's learned table: the zoo's by variant (``dstg AP table``), a
+def table_label(inputs, name: str, with_seed: bool = True) -> str:
+    """How the tables figures title a member's learned table: the zoo's by variant (``dstg AP table``, later
+    seeds ``dstg AP table (seed 1)``; ``with_seed=False``: the name the seeds share, which the figures group by), a
     --model member by its name (``mine AP table``, ``MiniLM position table (entangled)``)."""
     variant, model_seed = inputs.member(name)
     if not inputs.given:
-        return TABLE_NAMES.get(variant, f"{variant} table") + (f" (seed {model_seed})" if model_seed else "")
+        seed = f" (seed {model_seed})" if model_seed and with_seed else ""
+        return TABLE_NAMES.get(variant, f"{variant} table") + seed
     streams = "sem" in inputs.encoder(name).subspaces
     return f"{name} AP table" if streams else f"{name} position table (entangled)"
 
@@ -152,23 +154,28 @@ def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int,
                                          match_width=min(width or basis.means.shape[1], basis.means.shape[1]),
                                          n_projections=n_projections)
                 spectrum.summary.update(model=variant, seed=model_seed, layer=int(layer), subspace=subspace,
-                                        last_layer=layer == layers[-1],
+                                        last_layer=layer == layers[-1], group=f"{variant} L{layer} {subspace}",
                                         **{key: basis.summary[key] for key in BASIS_COLUMNS})
                 spectra.append(spectrum)
     return spectra
 
 
-def plot_position_share(layers: pd.DataFrame, seed: int, out) -> dict:
+def plot_position_share(layers: pd.DataFrame, out) -> dict:
     """layers_position_share: the share of each layer's variance that its position basis explains (the
-    between-position variance), by layer, for one seed, against its chance level (``layers``: the layer-state
-    rows of spectra.csv)."""
-    rows = layers[layers.seed == seed]
-    long = measurements(rows, ["position_share"])
-    chance = float(rows.chance_share.max())
+    between-position variance), by layer: the mean over each model's seeds, the band their lowest to highest,
+    against its chance level (``layers``: the layer-state rows of spectra.csv)."""
+    keys = ["model", "subspace", "layer"]
+    over_seeds = (layers.groupby(keys, sort=False).position_share.agg(["mean", "min", "max", "count"])
+                  .reset_index().rename(columns={"mean": "position_share", "count": "n_seeds"}))
+    long = measurements(over_seeds, ["position_share"], intervals={"position_share": ("min", "max")})
+    chance = float(layers.chance_share.max())
+    seeds = sorted(layers.seed.unique())
     return plot_by_layer(long, out, stem="layers_position_share", ylabel="position share of variance",
-                         reference=chance, reference_label=f"chance, (P - 1) / (n - 1) = {chance:.4f} (the largest); "
-                         "position share: between-position over total variance of the layer's states",
-                         numbers={"seed": seed, "chance_share": rows[["model", "layer", "subspace", "chance_share"]]})
+                         reference=chance, bands=f"lines: the mean over each model's seeds ({len(seeds)} at most); "
+                         "bands: their lowest to highest", reference_label=f"chance, (P - 1) / (n - 1) = {chance:.4f} "
+                         "(the largest); position share: between-position over total variance of the layer's states",
+                         numbers={"seeds": seeds, "per_seed": layers[["model", "seed", "layer", "subspace", "position_share"]],
+                                  "chance_share": layers[["model", "seed", "layer", "subspace", "chance_share"]]})
 
 
 def run(config: ApManifoldConfig) -> dict:
@@ -183,17 +190,15 @@ def run(config: ApManifoldConfig) -> dict:
     width = min((s.summary["matched_width"] for s in tables if "matched_width" in s.summary), default=None)
     entangled = stream_notes(inputs)
     say_not_applicable("fig_ap_manifold", notes, entangled, quiet=config.quiet)
-    first = min(config.model_seeds)  # the figures show one seed; spectra.csv has them all
-    shown = [s for s in tables if s.summary.get("seed", first) == first]
-    if tables:
-        plot_scree(shown + random_tables, config.out, stem="tables_scree")
-        plot_pc_curves(shown, config.out, stem="tables_pc_curves")
-        plot_dct_power(shown + random_tables, config.out, stem="tables_dct")
+    if tables:  # every seed drawn: the figures group a table's seeds (summary "group")
+        plot_scree(tables + random_tables, config.out, stem="tables_scree")
+        plot_pc_curves(tables, config.out, stem="tables_pc_curves")
+        plot_dct_power(tables + random_tables, config.out, stem="tables_dct")
 
     references = {MINILM: fetch_minilm()} if with_minilm and "minilm" not in notes else {}
     layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress, width,
                                  config.projections, references)
-    last = [s for s in layers if s.summary["last_layer"] and s.summary["seed"] == first]
+    last = [s for s in layers if s.summary["last_layer"]]
     plot_scree(last, config.out, stem="layers_scree")
     plot_pc_curves(last, config.out, stem="layers_pc_curves")
     plot_dct_power(last, config.out, stem="layers_dct")
@@ -202,7 +207,7 @@ def run(config: ApManifoldConfig) -> dict:
     summary.insert(0, "source", ["learned table"] * len(tables) + ["random table"] * len(random_tables)
                    + ["layer states"] * len(layers))
     summary.to_csv(config.out / "spectra.csv", index=False)
-    plot_position_share(summary[summary.source == "layer states"], first, config.out)
+    plot_position_share(summary[summary.source == "layer states"], config.out)
     save_config(config, "experiments/fig_ap_manifold.py", min_count_used=min_count, inputs=inputs.description,
                 notes=notes, **({"stream_notes": entangled} if entangled else {}), wall_s=round(time.perf_counter() - started, 1))
     if progress:

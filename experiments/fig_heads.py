@@ -17,8 +17,10 @@ entangled baselines are labelled by how much of their pattern relative offset al
 (positional / content / mixed, or RP when RP-NeoBERT's bias dominates).
 
 Writes into ``--out`` (default dstg-results/figures/heads/; the committed gallery: --out figures/heads): heads.csv (one row per model x seed x layer x
-head), label_counts.csv, head_map and head_shares (PNG + PDF + JSON, the first seed), head_sweep.csv and
-head_sweep (the share distributions and the labels for dominant shares 0.40 to 0.90, every seed),
+head), label_counts.csv, head_map and head_shares (PNG + PDF + JSON, every seed; the map colours each head's class, a DSTG structure
+head split into relative / absolute), head_sweep.csv and head_sweep (the share distributions and the labels for
+dominant shares 0.40 to 0.90, every seed), head_tests.csv (DSTG's share of offset-driven heads against each other
+model's, a permutation test that swaps whole (seed, layer) clusters: ``analysis.heads.layer_permutation_test``),
 summary.json (per member) and config.json.
 """
 
@@ -33,11 +35,12 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from dstg_interp.analysis.heads import DOMINANT_SHARE, classify_heads, head_stats_from_store, threshold_sweep
+from dstg_interp.analysis.heads import (DOMINANT_SHARE, classify_heads, head_stats_from_store, layer_permutation_test,
+                                        threshold_sweep)
 from dstg_interp.plots import plot_head_map, plot_head_sweep, plot_share_scatter
 from dstg_interp.model.checkpoint import zoo_member
 from dstg_interp.encoders import HFEncoder
-from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, attention_store, first_seed, inputs_for, figure_config, readable_members, run_as_command, save_config, with_member_columns)
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, attention_store, inputs_for, figure_config, readable_members, run_as_command, save_config, with_member_columns)
 
 NEEDS = "separate attention-logit terms (DSTG, a RoPE / AP / RP baseline or the authors' formats)"
 
@@ -88,11 +91,33 @@ def label_summary(heads: pd.DataFrame) -> dict:
     return summary
 
 
+def offset_head_tests(heads: pd.DataFrame, n_permutations: int = 10_000) -> pd.DataFrame:
+    """Does DSTG (else the first model) have a different share of offset-driven heads (the pattern explained
+    by the offset j - i: the one head class defined alike for every model) than each other model?  One row per
+    comparison: ``analysis.heads.layer_permutation_test``, swapping whole (seed, layer) clusters."""
+    models = list(dict.fromkeys(heads.model))
+    if len(models) < 2 or "offset_driven" not in heads.columns:
+        return pd.DataFrame(columns=["model_a", "model_b", "class", "share_a", "share_b", "difference", "p_value"])
+    reference = "dstg" if "dstg" in models else models[0]
+    rows = []
+    for other in models:
+        if other == reference:
+            continue
+        try:
+            rows.append(layer_permutation_test(heads, reference, other, "offset_driven", n_permutations))
+        except ValueError as err:  # no (seed, layer) in common: said in the table, not a crash
+            rows.append({"model_a": reference, "model_b": other, "class": "offset_driven", "note": str(err)})
+    return pd.DataFrame(rows)
+
+
 def run(config: HeadsFigureConfig) -> dict:
     started = time.perf_counter()
     if config.from_heads is not None:  # the statistics as the earlier run computed them, labelled again
         heads = classify_heads(pd.read_csv(config.from_heads))
         description = {"from_heads": str(config.from_heads)}
+        earlier = config.from_heads.parent / "config.json"  # the run that computed the statistics, if beside it
+        if earlier.is_file():
+            description["statistics_from"] = json.loads(earlier.read_text()).get("inputs")
     else:
         inputs = inputs_for(config, n_docs=config.n_docs)
         members, notes = readable_members(inputs, "fig_heads", NEEDS, no_logit_terms, config.quiet)
@@ -102,13 +127,15 @@ def run(config: HeadsFigureConfig) -> dict:
     heads.to_csv(config.out / "heads.csv", index=False)
     counts = heads.groupby(["model", "seed", "label"], sort=False).size().rename("n_heads").reset_index()
     counts.to_csv(config.out / "label_counts.csv", index=False)
-    plot_head_map(first_seed(heads), config.out, stem="head_map")  # the maps and scatter: the first seed
-    plot_share_scatter(first_seed(heads), config.out, stem="head_shares")
+    plot_head_map(heads, config.out, stem="head_map")  # every seed: a row of maps each
+    plot_share_scatter(heads, config.out, stem="head_shares")
+    tests = offset_head_tests(heads)
+    tests.to_csv(config.out / "head_tests.csv", index=False)
     sweep = threshold_sweep(heads)  # the labels for a range of dominant shares, every seed
     sweep.to_csv(config.out / "head_sweep.csv", index=False)
     plot_head_sweep(sweep, heads, config.out, DOMINANT_SHARE, stem="head_sweep")
     summary = {"rule": {"dominant_share": DOMINANT_SHARE, "variance_over": "pair (store summaries)"},
-               "models": label_summary(heads)}
+               "models": label_summary(heads), "offset_head_tests": tests.to_dict(orient="records")}
     (config.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     save_config(config, "experiments/fig_heads.py", inputs=description,
                 wall_s=round(time.perf_counter() - started, 1))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import sys
 
+from dstg_interp.cli.help_text import print_stored_help
 from dstg_interp.cli.shell import EXIT_ERROR, EXIT_INTERRUPTED, run_cli
 
 # name -> (module, what it draws); the order of the list ``dstg-figures`` prints
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         print(listing())
         return 0 if argv else EXIT_ERROR
     name, flags = argv[0], argv[1:]
+    if name in FIGURES and print_stored_help(PROG, argv):  # dstg-figures heads --help: no torch (cli/help_text.py)
+        return 0
     module_name = module_of(name)
     if module_name is None:
         print(f"{PROG}: error: no figure named {name!r}; choose one of {', '.join(FIGURES)} ({PROG} lists them)",

@@ -44,6 +44,18 @@ weight by the head's mean weight at that offset; ``content_score = 1 - positiona
     otherwise                                                          -> "mixed"
 DSTG heads get a positional_score too (same axis for every model) but are labelled by the term rule.
 
+Head classes (``head_class``, what the head map colours): the label, with a DSTG structure head split by its
+``structure_kind`` into "structure-relative" (positional_score >= POSITIONAL_SCORE_MIN: the offset j - i alone
+explains its pattern, a locality head) and "structure-absolute" (it attends to absolute positions).  On every
+model's heads, ``offset_driven`` marks the heads whose pattern the offset explains (positional_score >=
+POSITIONAL_SCORE_MIN): the one class defined the same way for DSTG and the entangled baselines, so the one whose
+share can be compared across models.
+
+Comparing a class's share between two models: ``layer_permutation_test``.  Heads of one layer read the same
+input and are not independent draws, so a head-level test overstates the evidence; the unit exchanged is a
+(training seed, layer) cluster: each permutation swaps whole layers between the two models, layer l of one
+with layer l of the other at the same seed, and the statistic is the difference of the class shares.
+
 One cut is not a finding: ``threshold_sweep`` relabels the heads for a range of dominant shares
 (``classify_heads(stats, dominant_share=...)``) and counts each label per model and training seed, so a
 verdict such as "no RP heads" can be read together with the threshold it needs.
@@ -65,6 +77,8 @@ BASELINE_TERMS = ("content", "rp")
 ALL_TERMS = ("sem", "ap", "content", "rp")
 TERM_LABELS = {"sem": "semantic", "ap": "structure", "rp": "RP", "content": "content"}
 LABELS = ("structure", "semantic", "RP", "mixed", "positional", "content")
+HEAD_CLASSES = ("structure-relative", "structure-absolute", "structure", "semantic", "RP", "mixed", "positional",
+                "content")  # "structure": a structure head without a positional score to split it
 
 DOMINANT_SHARE = 0.6  # a term must carry at least this share of the summed term variances
 POSITIONAL_SCORE_MIN = 0.5  # baselines: offset alone explains at least half of the pattern variance
@@ -194,8 +208,12 @@ def classify_heads(stats: pd.DataFrame, dominant_share: float = DOMINANT_SHARE) 
         raise ValueError(f"dominant_share must be in (0, 1], got {dominant_share}")
     rows = [_classify_row(row, dominant_share) for row in stats.to_dict(orient="records")]
     result = pd.DataFrame(rows)
+    result["head_class"] = [f"structure-{row['structure_kind']}" if _present(row.get("structure_kind")) else row["label"]
+                            for row in rows]
+    result["offset_driven"] = result.positional_score.ge(POSITIONAL_SCORE_MIN) & result.positional_score.notna()
     leading = ["model", "layer", "head", *[f"share_{t}" for t in ALL_TERMS], "cov_share",
-               *[f"js_without_{t}" for t in ALL_TERMS], "positional_score", "content_score", "dominant_term", "label"]
+               *[f"js_without_{t}" for t in ALL_TERMS], "positional_score", "content_score", "dominant_term", "label",
+               "head_class", "offset_driven"]
     rest = [c for c in result.columns if c not in leading]
     return result[[c for c in leading if c in result.columns] + rest]
 
@@ -209,6 +227,9 @@ def _classify_row(row: dict, dominant_share: float = DOMINANT_SHARE) -> dict:
     covariance = sum(float(row.get(f"cov_{a}_{b}", 0.0) or 0.0) for a, b in _term_pairs(terms, diagonal=False)
                      if _present(row.get(f"cov_{a}_{b}")))
     out = dict(row)
+    for derived in ("structure_kind", "head_class", "offset_driven"):  # a relabelled heads.csv: computed again
+        out.pop(derived, None)
+    out["structure_kind"] = np.nan  # relative / absolute for a structure head, below
     for t in ALL_TERMS:
         out[f"share_{t}"] = variances[t] / summed if t in variances and summed > 0 else np.nan
         out.setdefault(f"js_without_{t}", np.nan)
@@ -251,6 +272,58 @@ def _dominant_term(terms: list[str], row: dict, dominant_share: float = DOMINANT
     if effects and effects.get(best, -np.inf) < max(effects.values()):
         return None
     return best
+
+
+def layer_permutation_test(heads: pd.DataFrame, model_a: str, model_b: str, column: str = "offset_driven",
+                           n_permutations: int = 10_000, seed: int = 0) -> dict:
+    """Do two models differ in the share of their heads in a class (``column``: a boolean column of ``heads``,
+    e.g. ``offset_driven``)?  A two-sided permutation test whose unit is a (training seed, layer) cluster: a
+    permutation swaps whole layers between the models, layer l of ``model_a`` with layer l of ``model_b`` at the
+    same seed, so heads that share a layer's input stay together (they are not independent draws).  Exact when
+    the 2^clusters swaps number at most ``n_permutations``, else ``n_permutations`` seeded random swaps.
+
+    Returns share_a, share_b, difference (a - b), p_value (two-sided; a sampled test counts the observed
+    split too, so p >= 1 / (n + 1)), n_clusters, n_permutations, exact, and the smallest p the design allows."""
+    for name in ("model", "layer", column):
+        if name not in heads.columns:
+            raise ValueError(f"the head table lacks the column {name!r} (classify_heads adds offset_driven)")
+    if n_permutations < 1 or n_permutations > 10_000_000:
+        raise ValueError(f"n_permutations must be 1 to 10,000,000, got {n_permutations}")
+    table = heads if "seed" in heads.columns else heads.assign(seed=0)
+    counts = {}
+    for model in (model_a, model_b):
+        rows = table[table.model == model]
+        if rows.empty:
+            raise ValueError(f"no heads of model {model!r} in the table (models: {sorted(table.model.unique())})")
+        flags = rows[column].astype(bool)
+        counts[model] = flags.groupby([rows.seed, rows.layer]).agg(["sum", "size"])
+    clusters = counts[model_a].index.intersection(counts[model_b].index)
+    if len(clusters) == 0:
+        raise ValueError(f"{model_a} and {model_b} share no (seed, layer): a layer-matched swap needs the same "
+                         "seeds and layers")
+    k = np.stack([counts[m].loc[clusters, "sum"].to_numpy(float) for m in (model_a, model_b)])  # [2, C]
+    n = np.stack([counts[m].loc[clusters, "size"].to_numpy(float) for m in (model_a, model_b)])
+    n_clusters = len(clusters)
+    exact = 2 ** n_clusters <= n_permutations
+    if exact:
+        swaps = (np.arange(2 ** n_clusters)[:, None] >> np.arange(n_clusters)) & 1
+    else:
+        swaps = np.random.default_rng(seed).integers(0, 2, (n_permutations, n_clusters))
+    swaps = swaps.astype(float)
+
+    def differences(z: np.ndarray) -> np.ndarray:  # z: [N, C], 1 = the cluster's layers swapped
+        share_a = ((1 - z) * k[0] + z * k[1]).sum(1) / ((1 - z) * n[0] + z * n[1]).sum(1)
+        share_b = ((1 - z) * k[1] + z * k[0]).sum(1) / ((1 - z) * n[1] + z * n[0]).sum(1)
+        return share_a - share_b
+
+    observed = float(differences(np.zeros((1, n_clusters)))[0])
+    extreme = np.abs(differences(swaps)) >= abs(observed) - 1e-12
+    p_value = float(extreme.mean()) if exact else float((extreme.sum() + 1) / (len(swaps) + 1))
+    return {"model_a": model_a, "model_b": model_b, "class": column,
+            "share_a": float(k[0].sum() / n[0].sum()), "share_b": float(k[1].sum() / n[1].sum()),
+            "difference": observed, "p_value": p_value, "n_clusters": n_clusters,
+            "n_permutations": int(len(swaps)), "exact": bool(exact),
+            "smallest_p": float(2 / 2 ** n_clusters if exact else 1 / (len(swaps) + 1))}
 
 
 SWEEP_THRESHOLDS = tuple(np.round(np.arange(0.40, 0.901, 0.05), 2))

@@ -18,6 +18,7 @@ import time
 
 from dstg_interp.cli import COMMANDS
 from dstg_interp.cli.allocator import keep_freed_memory
+from dstg_interp.cli.help_text import print_stored_help
 from dstg_interp.cli.shell import EXIT_INTERRUPTED, EXIT_TERMINATED, Terminated, exit_after_this_command, raise_terminated, say
 
 SLOW_START_S = 3.0  # a command still importing after this long says what it is doing
@@ -61,6 +62,8 @@ class ImportNotice:
 
 def launch(prog: str, argv: list[str] | None = None) -> int:
     """Import the module of ``prog`` and run its ``main(argv)``; interruptions while loading are one line."""
+    if print_stored_help(prog, sys.argv[1:] if argv is None else argv):  # --help: no torch to import (help_text.py)
+        return 0
     signal.signal(signal.SIGTERM, raise_terminated)
     keep_freed_memory()  # each batch reuses the last one's pages instead of faulting fresh ones in (allocator.py)
     slow_start = ImportNotice(prog)

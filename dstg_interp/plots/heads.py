@@ -16,7 +16,7 @@ from ..analysis.heads import CONTENT_SCORE_MAX_POSITIONAL, DOMINANT_SHARE, POSIT
 from .output import LABEL_COLORS, caption, display_name, model_color, ordered_models, require_columns, save_figure
 
 _SHARE_LETTERS = (("share_sem", "S"), ("share_ap", "A"), ("share_rp", "R"))
-_NUMBER_COLUMNS = ["model", "layer", "head", "label", "share_sem", "share_ap", "share_rp", "share_content",
+_NUMBER_COLUMNS = ["model", "layer", "head", "label", "head_class", "share_sem", "share_ap", "share_rp", "share_content",
                    "cov_share", "js_without_sem", "js_without_ap", "js_without_rp", "js_without_content",
                    "positional_score", "content_score"]
 
@@ -24,6 +24,10 @@ _NUMBER_COLUMNS = ["model", "layer", "head", "label", "share_sem", "share_ap", "
 # What each label means (analysis.heads' rule), for the legends.
 _DOMINATES = f"carries >= {DOMINANT_SHARE:g} of the head's logit-term variance and drives its pattern"
 LABEL_KEY = {
+    "structure-relative": f"structure-relative: the AP term {_DOMINATES}, and the offset j - i explains >= "
+                          f"{POSITIONAL_SCORE_MIN:g} of its pattern (a locality head)",
+    "structure-absolute": f"structure-absolute: the AP term {_DOMINATES}, and attends to absolute positions (offset "
+                          f"explains < {POSITIONAL_SCORE_MIN:g} of its pattern)",
     "structure": f"structure: the AP term {_DOMINATES}",
     "semantic": f"semantic: the semantic term {_DOMINATES}",
     "RP": f"RP: the relative-position term {_DOMINATES}",
@@ -51,53 +55,66 @@ def _cell_text(row: pd.Series) -> str:
 
 
 def plot_head_map(heads: pd.DataFrame, out_dir, stem: str = "head_map") -> dict:
-    """One panel per model: a layer x head grid coloured by label, each cell annotated with its shares."""
+    """A layer x head grid per model (columns) and training seed (rows), coloured by head class (``head_class``:
+    the label, a DSTG structure head split into relative / absolute; ``label`` for a table without it), each
+    cell annotated with its shares."""
     require_columns(heads, ["model", "layer", "head", "label"], "the head table")
+    heads = heads if "seed" in heads.columns else heads.assign(seed=0)
+    column = "head_class" if "head_class" in heads.columns else "label"
     models = ordered_models(heads.model)
+    seeds = sorted(heads.seed.unique())
     n_layers = int(heads.layer.max()) + 1
     n_heads = int(heads["head"].max()) + 1
-    labels = list(LABEL_COLORS)
-    unknown = sorted(set(heads.label) - set(labels))
+    classes = list(LABEL_COLORS)
+    unknown = sorted(set(heads[column]) - set(classes))
     if unknown:
-        raise ValueError(f"unknown head label(s) {unknown}; expected {labels}")
-    colormap = ListedColormap([LABEL_COLORS[label] for label in labels])
-    fig, axes = plt.subplots(1, len(models), figsize=(1.0 + 0.9 * n_heads * len(models), 0.65 * n_layers + 1.6),
-                             squeeze=False)
-    for ax, model in zip(axes[0], models):
-        rows = heads[heads.model == model]
-        grid = np.full((n_layers, n_heads), np.nan)  # [layer, head] label index
-        for _, row in rows.iterrows():
-            grid[int(row.layer), int(row["head"])] = labels.index(row.label)
-            ax.text(row["head"], row.layer, _cell_text(row), ha="center", va="center", fontsize=6)
-        ax.imshow(np.ma.masked_invalid(grid), cmap=colormap, vmin=-0.5, vmax=len(labels) - 0.5, aspect="auto")
-        ax.set_xticks(range(n_heads))
-        ax.set_yticks(range(n_layers))
-        ax.set(xlabel="head", ylabel="layer", title=display_name(model))
-        ax.title.set_color(model_color(model, models))
-    used = [label for label in labels if label in set(heads.label)]
-    fig.legend(handles=[Patch(color=LABEL_COLORS[label], label=LABEL_KEY[label]) for label in used],
-               loc="upper center", ncol=1 if len(models) < 3 else 2, fontsize=6, bbox_to_anchor=(0.5, 0.0))
+        raise ValueError(f"unknown head class(es) {unknown}; expected {classes}")
+    colormap = ListedColormap([LABEL_COLORS[c] for c in classes])
+    fig, axes = plt.subplots(len(seeds), len(models), figsize=(1.0 + 0.9 * n_heads * len(models),
+                                                               (0.65 * n_layers + 1.0) * len(seeds) + 0.6), squeeze=False)
+    for row_axes, seed in zip(axes, seeds):
+        for ax, model in zip(row_axes, models):
+            rows = heads[(heads.model == model) & (heads.seed == seed)]
+            grid = np.full((n_layers, n_heads), np.nan)  # [layer, head] class index
+            for _, row in rows.iterrows():
+                grid[int(row.layer), int(row["head"])] = classes.index(row[column])
+                ax.text(row["head"], row.layer, _cell_text(row), ha="center", va="center", fontsize=6)
+            ax.imshow(np.ma.masked_invalid(grid), cmap=colormap, vmin=-0.5, vmax=len(classes) - 0.5, aspect="auto")
+            ax.set_xticks(range(n_heads))
+            ax.set_yticks(range(n_layers))
+            title = display_name(model) + (f", seed {seed}" if len(seeds) > 1 else f" (one seed: {seed})")
+            ax.set(xlabel="head", ylabel="layer", title=title)
+            ax.title.set_color(model_color(model, models))
+    used = [c for c in classes if c in set(heads[column])]
+    n_columns = 1 if len(models) < 3 else 2
+    fig.legend(handles=[Patch(color=LABEL_COLORS[c], label=LABEL_KEY[c]) for c in used],
+               loc="upper center", ncol=n_columns, fontsize=6, bbox_to_anchor=(0.5, 0.0))
     fig.tight_layout()
-    caption(fig, CELL_KEY, y=-0.03 - 0.035 * len(used))
-    counts = heads.groupby(["model", "label"]).size().rename("n_heads").reset_index()
-    numbers = {"heads": heads[[c for c in _NUMBER_COLUMNS if c in heads.columns]], "label_counts": counts}
+    legend_rows = -(-len(used) // n_columns)  # each about 0.14 in tall, under the figure
+    caption(fig, CELL_KEY, y=-(0.12 + 0.14 * legend_rows) / fig.get_figheight())
+    counts = heads.groupby(["model", "seed", column]).size().rename("n_heads").reset_index()
+    numbers = {"heads": heads[[c for c in ["seed", *_NUMBER_COLUMNS] if c in heads.columns]], "class_counts": counts}
     return save_figure(fig, out_dir, stem, numbers)
 
 
 def plot_share_scatter(heads: pd.DataFrame, out_dir, stem: str = "head_shares") -> dict:
-    """Left: semantic share vs AP share of every DSTG-style head, coloured by label (the diagonal
-    share_sem + share_ap = 1 is "no RP").  Right: every model's positional score by layer."""
+    """Left: semantic share vs AP share of every DSTG-style head, coloured by head class (the diagonal
+    share_sem + share_ap = 1 is "no RP").  Right: every model's positional score by layer.  Every training
+    seed's heads are drawn (the title says how many seeds)."""
     require_columns(heads, ["model", "layer", "head", "label"], "the head table")
+    column = "head_class" if "head_class" in heads.columns else "label"
+    n_seeds = heads.seed.nunique() if "seed" in heads.columns else 1
+    seeds_text = f"{n_seeds} seeds" if n_seeds > 1 else "one seed"
     has_streams = heads[[c for c in ("share_sem", "share_ap") if c in heads.columns]].notna().all(axis=1) \
         if {"share_sem", "share_ap"} <= set(heads.columns) else pd.Series(False, index=heads.index)
     stream_heads = heads[has_streams]
     fig, (ax_shares, ax_positional) = plt.subplots(1, 2, figsize=(9, 4))
-    for label, rows in stream_heads.groupby("label"):
+    for label, rows in stream_heads.groupby(column):
         ax_shares.scatter(rows.share_sem, rows.share_ap, color=LABEL_COLORS.get(label, "grey"), label=label,
-                          s=28, edgecolor="black", linewidth=0.3)
+                          s=22, edgecolor="black", linewidth=0.3, alpha=0.85)
     ax_shares.plot([0, 1], [1, 0], color="grey", lw=0.8, ls="--")
     ax_shares.set(xlim=(-0.03, 1.03), ylim=(-0.03, 1.03), xlabel="semantic share of logit variance",
-                  ylabel="AP share of logit variance", title="DSTG heads" if len(stream_heads) else "no DSTG heads")
+                  ylabel="AP share of logit variance", title=f"DSTG heads ({seeds_text})" if len(stream_heads) else "no DSTG heads")
     if len(stream_heads):
         ax_shares.legend(fontsize=7)
     models = ordered_models(heads.model)
@@ -110,13 +127,15 @@ def plot_share_scatter(heads: pd.DataFrame, out_dir, stem: str = "head_shares") 
         ax_positional.legend(fontsize=7)
         ax_positional.set_xticks(range(int(heads.layer.max()) + 1))  # layers are blocks: whole numbers
     ax_positional.set(xlabel="layer (block)", ylabel="positional score (R² on offset)", ylim=(-0.03, 1.03),
-                      title="pattern explained by relative offset")
+                      title=f"pattern explained by relative offset ({seeds_text})")
     for ax in (ax_shares, ax_positional):
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    caption(fig, "Left: each DSTG head's semantic and AP shares of its summed logit-term variance, coloured by label "
+    caption(fig, "Left: each DSTG head's semantic and AP shares of its summed logit-term variance, coloured by class "
                  f"(structure / semantic / RP: that term carries >= {DOMINANT_SHARE:g} of the variance and drives the "
-                 "pattern; mixed: none does); the dashed diagonal is a head with no RP share. Right: every head's "
+                 "pattern; mixed: none does; a structure head is relative when the offset explains >= "
+                 f"{POSITIONAL_SCORE_MIN:g} of its pattern, else absolute); the dashed diagonal is a head with no RP "
+                 "share. A dot per head and training seed. Right: every head's "
                  "positional score, the share of its attention pattern's variance explained by relative offset, by "
                  "block (models side by side within a block).")
     numbers = {"heads": heads[[c for c in _NUMBER_COLUMNS if c in heads.columns]]}

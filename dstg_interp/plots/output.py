@@ -23,6 +23,8 @@ _OTHER_COLORS = ["#555555", "#D55E00", "#999933", "#882255", "#000000"]
 _SPARE_COLORS = ["#56B4E9", "#F0E442", "#44AA99", "#AA4499"]  # only when two models of a figure share a colour
 # one colour per head label (heads.LABELS)
 LABEL_COLORS = {
+    "structure-relative": "#D55E00",
+    "structure-absolute": "#882255",
     "structure": "#D55E00",
     "semantic": "#56B4E9",
     "RP": "#F0E442",

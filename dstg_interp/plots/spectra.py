@@ -2,6 +2,12 @@
 
     from dstg_interp.plots import plot_scree, plot_pc_curves, plot_dct_power
     plot_scree([dstg_spectrum, ap_spectrum], "figures/", stem="ap_scree")
+
+Every seed is drawn.  Spectra of one table across the seeds of a zoo variant carry the same ``group`` in their
+summary (``fig_ap_manifold`` sets it: the table's name without its seed) and a ``seed``; a figure draws each
+group once, every seed in it (overlaid lines, one panel per seed, or bars of the mean with a dot per seed), and
+titles it with the mean [lowest, highest] over its seeds, or says "one seed".  A spectrum without a group is a
+group of one.
 """
 
 from __future__ import annotations
@@ -9,8 +15,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..analysis.spectra import TableSpectrum
-from .output import MAX_COLUMNS, caption, display_name, model_color, save_figure
+from ..analysis.spectra import SMOOTH_FAMILIES, TableSpectrum
+from .output import MAX_COLUMNS, MODEL_COLORS, caption, display_name, model_color, save_figure
 
 
 def _as_list(spectra) -> list[TableSpectrum]:
@@ -21,59 +27,140 @@ def _as_list(spectra) -> list[TableSpectrum]:
     return spectra
 
 
-def _color(spectrum: TableSpectrum, spectra: list[TableSpectrum]) -> str:
-    return model_color(spectrum.name.split()[0], [s.name.split()[0] for s in spectra])
+def seed_groups(spectra) -> dict[str, list[TableSpectrum]]:
+    """The spectra of each table across seeds, in order of first appearance: by ``summary['group']`` where set,
+    else by name; within a group by seed."""
+    groups: dict[str, list[TableSpectrum]] = {}
+    for spectrum in _as_list(spectra):
+        groups.setdefault(str(spectrum.summary.get("group", spectrum.name)), []).append(spectrum)
+    return {group: sorted(members, key=lambda s: s.summary.get("seed", 0)) for group, members in groups.items()}
+
+
+def over_seeds(values) -> str:
+    """``57.1% [46.3%, 58.0%] over 3 seeds``, or ``57.1% (one seed)``."""
+    values = [float(v) for v in values]
+    if len(values) == 1:
+        return f"{values[0]:.1%} (one seed)"
+    return f"{np.mean(values):.1%} [{min(values):.1%}, {max(values):.1%}] over {len(values)} seeds"
+
+
+def _seed_numbers(values) -> dict:
+    values = [float(v) for v in values]
+    return {"mean": float(np.mean(values)), "low": min(values), "high": max(values), "n_seeds": len(values),
+            "per_seed": values}
+
+
+def smooth_q95(summary: dict, key: str) -> float | None:
+    """The stronger smooth control's 95th percentile of ``key`` (``analysis.spectra.smooth_controls``), or None
+    for a spectrum analysed without them."""
+    values = [summary[f"{family}_{key}_q95"] for family in SMOOTH_FAMILIES if f"{family}_{key}_q95" in summary]
+    return max(values) if values else None
+
+
+def _seed_label(spectrum: TableSpectrum, members: list[TableSpectrum]) -> str:
+    return f"seed {spectrum.summary['seed']}" if len(members) > 1 and "seed" in spectrum.summary else _title(spectrum.name)
+
+
+def _color(group: str, groups) -> str:
+    """A zoo table's model colour (its first word: ``dstg L6 ap``); any other table (MiniLM's, the random
+    controls) a colour of its own."""
+    keys = [g.split()[0] if g.split()[0] in MODEL_COLORS else g for g in groups]
+    key = group.split()[0] if group.split()[0] in MODEL_COLORS else group
+    return model_color(key, [k for k in dict.fromkeys(keys) if k not in MODEL_COLORS])
 
 
 def plot_scree(spectra, out_dir, stem: str = "scree", n_components: int = 10) -> dict:
-    """Explained-variance ratio per component (left) and cumulative variance (right), one line per table,
-    with the Gaussian control (dotted) where the spectrum has one."""
-    spectra = _as_list(spectra)
-    fig, (ax_ratio, ax_cumulative) = plt.subplots(1, 2, figsize=(9, 3.5))
+    """Explained-variance ratio per component (left) and cumulative variance (right), one line per table and
+    seed (a table's seeds share its colour), with the Gaussian control (dotted) and the smooth control's q95
+    (dashed) of PC1+PC2 where the spectrum has them."""
+    groups = seed_groups(spectra)
+    fig, (ax_ratio, ax_cumulative) = plt.subplots(1, 2, figsize=(10, 3.8))
     numbers = {}
-    for spectrum in spectra:
-        head = spectrum.variance.head(n_components)
-        color = _color(spectrum, spectra)
-        ax_ratio.plot(head.component, head.ratio, "o-", color=color, label=_title(spectrum.name), ms=3)
-        ax_cumulative.plot(head.component, head.cumulative, "o-", color=color, label=_title(spectrum.name), ms=3)
-        control = spectrum.summary.get("control")
-        if control:
-            ax_cumulative.axhline(control["pc1_pc2"], color=color, ls=":", lw=1)
-        numbers[spectrum.name] = {"variance": head, "summary": spectrum.summary}
-    ax_ratio.set(xlabel="component", ylabel="explained variance ratio", title="scree")
+    for group, members in groups.items():
+        color = _color(group, groups)
+        label = f"{_title(group)}: PC1+PC2 {over_seeds(s.summary['pc1_pc2'] for s in members)}"
+        for i, spectrum in enumerate(members):
+            head = spectrum.variance.head(n_components)
+            style = dict(color=color, ms=3, lw=1.4 if i == 0 else 0.9, alpha=1.0 if i == 0 else 0.6,
+                         label=label if i == 0 else None)
+            ax_ratio.plot(head.component, head.ratio, "o-", **style)
+            ax_cumulative.plot(head.component, head.cumulative, "o-", **style)
+        first = members[0].summary
+        if first.get("control"):
+            ax_cumulative.axhline(first["control"]["pc1_pc2"], color=color, ls=":", lw=1)
+        smooth = smooth_q95(first, "pc1_pc2")
+        if smooth is not None:
+            ax_cumulative.axhline(smooth, color=color, ls="--", lw=0.8, alpha=0.7)
+        numbers[group] = {"pc1_pc2": _seed_numbers(s.summary["pc1_pc2"] for s in members),
+                          "smooth_control_pc1_pc2_q95": smooth,
+                          "tables": {s.name: {"seed": s.summary.get("seed"), "variance": s.variance.head(n_components),
+                                              "summary": s.summary} for s in members}}
+    ax_ratio.set(xlabel="component", ylabel="explained variance ratio", title="scree (one line per seed)")
     ax_cumulative.set(xlabel="component", ylabel="cumulative ratio", ylim=(0, 1.02),
-                      title="cumulative (dotted: random PC1+PC2)")
+                      title="cumulative (dotted: Gaussian table; dashed: smooth-control q95)")
     for ax in (ax_ratio, ax_cumulative):
         ax.grid(alpha=0.3)
-    ax_cumulative.legend(fontsize=7, loc="lower right")
+    ax_cumulative.legend(fontsize=6.5, loc="lower right")
+    caption(fig, "One line per table and seed (a table's seeds share its colour; legend: PC1+PC2 as the mean "
+                 "[lowest, highest] over the seeds). Dotted: PC1+PC2 of a Gaussian table of the same shape; dashed: "
+                 "the 95th percentile of the stronger structureless smooth control (random walks, or white noise "
+                 "smoothed to the table's own roughness), the bar a 2-D manifold must clear.", y=-0.03)
     return save_figure(fig, out_dir, stem, numbers)
 
 
+def _aligned(curves, reference):
+    """PC scores with each PC's sign chosen to agree with ``reference``'s (seeds' PCs have arbitrary signs)."""
+    common = curves.index.intersection(reference.index)
+    for pc in curves.columns.intersection(reference.columns):
+        if float(np.dot(curves.loc[common, pc], reference.loc[common, pc])) < 0:
+            curves[pc] = -curves[pc]
+    return curves
+
+
 def plot_pc_curves(spectra, out_dir, stem: str = "pc_curves") -> dict:
-    """Per table: PC1 and PC2 along position (left) and the 2-D manifold PC1 vs PC2 coloured by position."""
-    spectra = _as_list(spectra)
-    fig, axes = plt.subplots(len(spectra), 2, figsize=(9, 3.2 * len(spectra)), squeeze=False)
+    """Per table (a row): PC1 and PC2 along position for every seed (left; signs aligned to the first seed),
+    and each seed's 2-D manifold PC1 vs PC2 coloured by position (one panel per seed)."""
+    groups = seed_groups(spectra)
+    n_seeds = max(len(members) for members in groups.values())
+    fig, axes = plt.subplots(len(groups), 1 + n_seeds, figsize=(4.3 * (1 + n_seeds), 3.3 * len(groups)),
+                             squeeze=False)
     numbers = {}
-    for (ax_curve, ax_manifold), spectrum in zip(axes, spectra):
-        curves = spectrum.curves.pivot(index="position", columns="pc", values="score")  # [P, n_pcs]
-        for pc, style in zip(curves.columns[:2], ("-", "--")):
-            ax_curve.plot(curves.index, curves[pc], style, color=_color(spectrum, spectra), label=f"PC{pc}")
-        ax_curve.set(xlabel="position", ylabel="score", title=f"{_title(spectrum.name)}: PCs along position")
+    for row, (group, members) in zip(axes, groups.items()):
+        color = _color(group, groups)
+        ax_curve, reference = row[0], None
+        for i, spectrum in enumerate(members):
+            curves = spectrum.curves.pivot(index="position", columns="pc", values="score")  # [P, n_pcs]
+            curves = curves if reference is None else _aligned(curves, reference)
+            reference = curves if reference is None else reference
+            for pc, style in zip(curves.columns[:2], ("-", "--")):
+                ax_curve.plot(curves.index, curves[pc], style, color=color, lw=1.2 if i == 0 else 0.8,
+                              alpha=1.0 if i == 0 else 0.55, label=f"PC{pc}" if i == 0 else None)
+            ax_manifold = row[1 + i]
+            if curves.shape[1] >= 2:
+                points = ax_manifold.scatter(curves[1], curves[2], c=curves.index, cmap="viridis", s=8)
+                ax_manifold.plot(curves[1], curves[2], color="grey", lw=0.5, alpha=0.5)
+                fig.colorbar(points, ax=ax_manifold, label="position")
+            ratios = spectrum.summary
+            ax_manifold.set(xlabel=f"PC1 ({ratios['pc1']:.1%})", ylabel=f"PC2 ({ratios['pc2']:.1%})",
+                            title=f"{_seed_label(spectrum, members)}: PC1+PC2 = {ratios['pc1_pc2']:.1%}")
+        for ax in row[1 + len(members):]:
+            ax.set_visible(False)
+        seeds = "every seed" if len(members) > 1 else "one seed"
+        ax_curve.set(xlabel="position", ylabel="score",
+                     title=f"{_title(group)} ({seeds})\nPC1+PC2 {over_seeds(s.summary['pc1_pc2'] for s in members)}")
+        ax_curve.title.set_fontsize(9)
         ax_curve.legend(fontsize=7)
         ax_curve.grid(alpha=0.3)
-        if curves.shape[1] >= 2:
-            points = ax_manifold.scatter(curves[1], curves[2], c=curves.index, cmap="viridis", s=10)
-            ax_manifold.plot(curves[1], curves[2], color="grey", lw=0.5, alpha=0.5)
-            fig.colorbar(points, ax=ax_manifold, label="position")
-        ratios = spectrum.summary
-        ax_manifold.set(xlabel=f"PC1 ({ratios['pc1']:.1%})", ylabel=f"PC2 ({ratios['pc2']:.1%})",
-                        title=f"{_title(spectrum.name)}: PC1+PC2 = {ratios['pc1_pc2']:.1%}")
-        numbers[spectrum.name] = {"curves": spectrum.curves, "pc1": ratios["pc1"], "pc2": ratios["pc2"]}
+        numbers[group] = {"pc1_pc2": _seed_numbers(s.summary["pc1_pc2"] for s in members),
+                          "tables": {s.name: {"seed": s.summary.get("seed"), "curves": s.curves, "pc1": s.summary["pc1"],
+                                              "pc2": s.summary["pc2"]} for s in members}}
     fig.tight_layout()
-    caption(fig, "Left: each position's score on the table's first two principal components (solid: PC1, dashed: PC2). "
-                 "Right: the same positions as points in the PC1-PC2 plane, coloured by position; the grey line joins "
-                 "consecutive positions, so a smooth curve is a table that changes smoothly along position. "
-                 "Percentages: the share of the table's variance each PC explains.", y=-0.01)
+    caption(fig, "A row per table. Left: each position's score on the table's first two principal components "
+                 "(solid: PC1, dashed: PC2), one line per seed (faint: later seeds, signs aligned to the first). "
+                 "Right: each seed's positions as points in its own PC1-PC2 plane, coloured by position; the grey line "
+                 "joins consecutive positions, so a smooth curve is a table that changes smoothly along position. "
+                 "Percentages: the share of the table's variance each PC explains; the row title gives PC1+PC2 as the "
+                 "mean [lowest, highest] over the seeds.", y=-0.01)
     return save_figure(fig, out_dir, stem, numbers)
 
 
@@ -88,45 +175,61 @@ def shown_bins(dct, n_bins: int, power: float = 0.95) -> int:
 
 
 def plot_dct_power(spectra, out_dir, stem: str = "dct_power", n_bins: int = 16) -> dict:
-    """Share of each leading PC's DCT-II power per bin, the low-frequency bins shaded; one panel per table,
-    at most three to a row.  Each panel draws its first ``n_bins`` bins, or as many as hold 95% of every PC's
-    power (``shown_bins``), so no panel is empty because its power lies beyond the default range."""
-    spectra = _as_list(spectra)
-    columns = min(len(spectra), MAX_COLUMNS)
-    rows_of_panels = -(-len(spectra) // columns)
-    fig, axes = plt.subplots(rows_of_panels, columns, figsize=(4.2 * columns, 3.4 * rows_of_panels), squeeze=False)
-    for ax in axes.flat[len(spectra):]:
+    """Share of each leading PC's DCT-II power per bin, the low-frequency bins shaded; one panel per table (bars:
+    the mean over its seeds, dots: each seed), at most three to a row.  Each panel draws its first ``n_bins``
+    bins, or as many as hold 95% of every PC's power in any seed (``shown_bins``), so no panel is empty because
+    its power lies beyond the default range."""
+    groups = seed_groups(spectra)
+    columns = min(len(groups), MAX_COLUMNS)
+    rows_of_panels = -(-len(groups) // columns)
+    fig, axes = plt.subplots(rows_of_panels, columns, figsize=(4.4 * columns, 3.6 * rows_of_panels), squeeze=False)
+    for ax in axes.flat[len(groups):]:
         ax.set_visible(False)
     numbers = {}
-    for ax, spectrum in zip(axes.flat, spectra):
-        drawn = shown_bins(spectrum.dct, n_bins)
-        table = spectrum.dct[spectrum.dct.bin < drawn]
-        pcs = sorted(table.pc.unique())
+    for ax, (group, members) in zip(axes.flat, groups.items()):
+        color = _color(group, groups)
+        drawn = max(shown_bins(s.dct, n_bins) for s in members)
+        tables = [s.dct[s.dct.bin < drawn] for s in members]
+        pcs = sorted(tables[0].pc.unique())
         width = 0.8 / max(len(pcs), 1)
+        top = 0.1
         for i, pc in enumerate(pcs):
-            rows = table[table.pc == pc]
-            ax.bar(rows.bin + (i - (len(pcs) - 1) / 2) * width, rows.share, width=width,
-                   color=_color(spectrum, spectra), alpha=1.0 - 0.45 * i, label=f"PC{pc}")
-        k = spectrum.summary["n_low_bins"]
+            per_seed = [t[t.pc == pc].set_index("bin").share for t in tables]
+            mean = sum(per_seed) / len(per_seed)
+            offset = (i - (len(pcs) - 1) / 2) * width
+            ax.bar(mean.index + offset, mean.to_numpy(), width=width, color=color, alpha=1.0 - 0.45 * i, label=f"PC{pc}")
+            if len(members) > 1:
+                for shares in per_seed:
+                    ax.plot(shares.index + offset, shares.to_numpy(), ".", color="black", ms=2.5, alpha=0.7)
+            top = max(top, max(float(s.max()) for s in per_seed))
+        first = members[0].summary
+        k = first["n_low_bins"]
         ax.axvspan(-0.5, k - 0.5, color="grey", alpha=0.12)
-        control = spectrum.summary.get("control", {}).get("low_freq_share")
-        note = f"; random {control:.1%}" if control is not None else ""
-        top = float(table.share.max()) if len(table) else 1.0
-        total = int(spectrum.dct.bin.max()) + 1 if len(spectrum.dct) else drawn
+        control = first.get("control", {}).get("low_freq_share")
+        smooth = smooth_q95(first, "low_freq_share")
+        notes = "".join([f"; Gaussian {control:.1%}" if control is not None else "",
+                         f"; smooth q95 {smooth:.1%}" if smooth is not None else ""])
+        total = int(members[0].dct.bin.max()) + 1 if len(members[0].dct) else drawn
         shown = "" if drawn >= total else f"; bins 0-{drawn - 1} of {total}"
         ax.set(xlabel=f"DCT-II bin (frequency along position{shown})", ylabel="share of the PC's power",
-               ylim=(0, min(1.02, max(0.1, top * 1.15))), xlim=(-0.7, drawn - 0.3),
-               title=f"{_title(spectrum.name)}\nfirst {k} bins: {spectrum.summary['low_freq_share']:.1%}{note}")
+               ylim=(0, min(1.02, top * 1.15)), xlim=(-0.7, drawn - 0.3))
+        ax.set_title(f"{_title(group)}\nbins 1-{k - 1}: {over_seeds(s.summary['low_freq_share'] for s in members)}"
+                     f"\n{notes.lstrip('; ')}", fontsize=8)
         ax.set_xticks(np.unique(np.linspace(0, drawn - 1, min(drawn, 9)).round().astype(int)))
         ax.legend(fontsize=7)
-        numbers[spectrum.name] = {"dct": table, "bins_drawn": drawn, "low_freq_share": spectrum.summary["low_freq_share"],
-                                  "low_freq_share_per_pc": spectrum.summary["low_freq_share_per_pc"],
-                                  "n_low_bins": k, "control_low_freq_share": control}
+        numbers[group] = {"low_freq_share": _seed_numbers(s.summary["low_freq_share"] for s in members),
+                          "bins_drawn": drawn, "n_low_bins": k, "control_low_freq_share": control,
+                          "smooth_control_low_freq_share_q95": smooth,
+                          "tables": {s.name: {"seed": s.summary.get("seed"), "dct": t,
+                                              "low_freq_share": s.summary["low_freq_share"],
+                                              "low_freq_share_per_pc": s.summary["low_freq_share_per_pc"]}
+                                     for s, t in zip(members, tables)}}
     fig.tight_layout()
-    caption(fig, "Bars: each leading PC's share of its DCT-II power per frequency bin (dark: PC1, light: PC2); "
-                 "grey band: the low-frequency bins the title's share counts; 'random': the same share for a Gaussian "
-                 "table of equal shape (the control). A panel draws the bins that hold 95% of each PC's power "
-                 "(at least 16); the bins beyond it, up to one per position, hold the rest.")
+    caption(fig, "Bars: each leading PC's share of its DCT-II power per frequency bin, the mean over the table's seeds "
+                 "(dark: PC1, light: PC2); black dots: each seed. Grey band: the low-frequency bins the title's share "
+                 "counts (bin 0 is empty after centring), as the mean [lowest, highest] over seeds; 'Gaussian': the "
+                 "same share for a Gaussian table of equal shape; 'smooth q95': the 95th percentile of the stronger "
+                 "structureless smooth control. A panel draws the bins that hold 95% of each PC's power (at least 16).")
     return save_figure(fig, out_dir, stem, numbers)
 
 

@@ -104,6 +104,16 @@ def test_ap_manifold_outputs(gallery):
     embedded = layers[(layers.layer == 0) & (((layers.model == "dstg") & (layers.subspace == "ap")) | (layers.model == "ap"))]
     assert len(embedded) == 4 and (embedded.position_share > 10 * embedded.chance_share).all()
     assert spectra.pc1_pc2.between(0, 1).all() and spectra.low_freq_share.between(0, 1).all()
+    # every seed drawn: one entry per table with both seeds in it, their mean over seeds in the numbers
+    drawn = json.loads((folder / "tables_pc_curves.json").read_text())
+    assert set(drawn) == {"dstg AP table", "ap table (entangled)"}
+    assert all(entry["pc1_pc2"]["n_seeds"] == 2 for entry in drawn.values())
+    dstg = learned[learned.model == "dstg"].pc1_pc2
+    assert drawn["dstg AP table"]["pc1_pc2"]["mean"] == pytest.approx(dstg.mean())
+    last = json.loads((folder / "layers_dct.json").read_text())
+    assert "dstg L2 ap" in last and len(last["dstg L2 ap"]["tables"]) == 2
+    # and the smooth controls beside each table's numbers
+    assert (spectra.loc[spectra.source == "learned table", "walk_pc1_pc2_q95"] > 0).all()
     config = json.loads((folder / "config.json").read_text())
     assert config["seed"] == 0 and set(config["notes"]) == {"rope", "rp"}
     assert "no learned position table" in config["notes"]["rope"]
@@ -119,6 +129,13 @@ def test_heads_outputs(gallery):
     assert set(heads[heads.model == "rope"].label) <= {"positional", "content", "mixed"}
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["models"]["dstg"]["n_heads"] == 8 and summary["models"]["dstg-seed1"]["n_heads"] == 8
+    # the map draws every seed's heads by class; DSTG against each baseline in the layer-clustered test
+    drawn = pd.DataFrame(json.loads((folder / "head_map.json").read_text())["heads"])
+    assert set(drawn.seed) == {0, 1} and set(drawn.head_class) <= {"structure-relative", "structure-absolute", "semantic",
+                                                                  "RP", "mixed", "positional", "content"}
+    tests = pd.read_csv(folder / "head_tests.csv")
+    assert set(tests.model_b) == {"rope", "ap", "rp"} and (tests.model_a == "dstg").all()
+    assert (tests.n_clusters == 2 * 2).all() and tests.exact.all() and tests.p_value.between(2 / 16, 1).all()
 
 
 def test_probe_outputs(gallery):

@@ -28,6 +28,7 @@ from dstg_interp.plots import (
     plot_share_scatter,
 )
 from dstg_interp.plots.output import entry_name
+from dstg_interp.plots.spectra import over_seeds, seed_groups
 from probes.holmes.aggregate import a_vs_b, dataset_scores, winning_rates
 from probes.holmes.registry import register_dataset
 
@@ -101,11 +102,38 @@ def _check_outputs(paths, folder, stem):
 def test_spectrum_figures(spectra, tmp_path):
     folder = tmp_path / "new" / "figures"  # created on demand
     numbers = _check_outputs(plot_scree(spectra, folder, stem="scree"), folder, "scree")
-    assert numbers["dstg AP table"]["summary"]["pc1_pc2"] == pytest.approx(1.0)
+    assert numbers["dstg AP table"]["tables"]["dstg AP table"]["summary"]["pc1_pc2"] == pytest.approx(1.0)
+    assert numbers["dstg AP table"]["pc1_pc2"]["n_seeds"] == 1
     numbers = _check_outputs(plot_pc_curves(spectra[:2], folder, stem="curves"), folder, "curves")
-    assert len(numbers["ap table"]["curves"]) == 2 * 40
+    assert len(numbers["ap table"]["tables"]["ap table"]["curves"]) == 2 * 40
     numbers = _check_outputs(plot_dct_power(spectra[0], folder, stem="dct"), folder, "dct")
     assert numbers["dstg AP table"]["n_low_bins"] == 4
+
+
+def test_spectrum_figures_draw_every_seed(tmp_path):
+    """Spectra sharing a group are one table's seeds: each figure draws all of them under one entry whose
+    numbers are the mean, lowest and highest over the seeds, and says 'one seed' for a group of one."""
+    rng = np.random.default_rng(3)
+    seeds = []
+    for seed in range(3):
+        spectrum = analyze_table(rng.standard_normal((24, 6)).cumsum(axis=0), name=f"dstg AP table (seed {seed})",
+                                 n_control_draws=2)
+        spectrum.summary.update(seed=seed, group="dstg AP table")
+        seeds.append(spectrum)
+    alone = analyze_table(rng.standard_normal((24, 6)), name="random 24x6", n_control_draws=0)
+    values = [s.summary["pc1_pc2"] for s in seeds]
+    assert list(seed_groups(seeds + [alone])) == ["dstg AP table", "random 24x6"]
+    assert over_seeds(values) == (f"{np.mean(values):.1%} [{min(values):.1%}, {max(values):.1%}] over 3 seeds")
+    assert over_seeds(values[:1]) == f"{values[0]:.1%} (one seed)"
+    for plot, stem in ((plot_scree, "scree"), (plot_pc_curves, "curves"), (plot_dct_power, "dct")):
+        numbers = _check_outputs(plot(seeds + [alone], tmp_path, stem=stem), tmp_path, stem)
+        assert set(numbers) == {"dstg AP table", "random 24x6"}
+        assert len(numbers["dstg AP table"]["tables"]) == 3 and len(numbers["random 24x6"]["tables"]) == 1
+    key = "low_freq_share"
+    assert numbers["dstg AP table"][key]["per_seed"] == pytest.approx([s.summary[key] for s in seeds])
+    assert numbers["dstg AP table"][key]["high"] == pytest.approx(max(s.summary[key] for s in seeds))
+    walk_q95 = seeds[0].summary["walk_low_freq_share_q95"]
+    assert numbers["dstg AP table"]["smooth_control_low_freq_share_q95"] >= walk_q95
 
 
 def test_head_figures(heads, tmp_path):

@@ -14,7 +14,8 @@
 Shared pieces: ``shell.py`` (exit codes, signals, one-line errors: ``run_cli``), ``flags.py`` (the flags
 every command shares, the argparse types) and ``config_args.py`` (a config dataclass's flags, and
 ``run_command``, every command's ``main``).  ``entry.py`` is what pyproject.toml's scripts call: it takes
-over Ctrl-C before a command's heavy imports start.  ``COMMANDS`` below is the one table of commands.  Each module runs as ``python -m`` too
+over Ctrl-C before a command's heavy imports start, and answers a plain ``--help`` from the texts in ``help/``
+(``help_text.py``) without them.  ``COMMANDS`` below is the one table of commands.  Each module runs as ``python -m`` too
 (``torchrun --nproc_per_node 2 -m dstg_interp.cli.train ...``; ``dstg-launch --nproc-per-node 2 dstg-train ...``
 is the same with a clean end).
 """

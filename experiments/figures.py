@@ -32,6 +32,7 @@ FIGURES = {
     "patching": ("experiments.fig_patching", "activation and attribution patching per layer, position and stream"),
     "logit-lens": ("experiments.fig_logit_lens", "each layer decoded through the model's own MLM head"),
     "rope-bands": ("experiments.fig_rope_bands", "RoPE heads classified by the frequency bands of their q.k"),
+    "ground-truth": ("experiments.fig_ground_truth", "each method's position subspace scored against DSTG's AP stream"),
     "decomposition": ("experiments.fig_decomposition", "hidden states split into mean, position, context, residual"),
     "attention-view": ("experiments.fig_attention_view", "one text's attention by head and logit term, as an HTML page"),
     "gallery": ("experiments.run_all", "the whole gallery of the shipped zoo (run_all)"),

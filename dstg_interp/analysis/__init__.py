@@ -39,6 +39,9 @@ Files:
                     variance over keys, heads labelled positional / semantic / mixed, a threshold sweep.
     decomposition.py  Song & Zhong's h = mean + position + context + residual per layer: variance shares, the
                     position part's rank, the position-context incoherence (max |cos|) against chance.
+    ground_truth.py DSTG's AP coordinates as the known position subspace: each method's subspace for position
+                    (per-position-mean PCs, probe span, LEACE, random, DAS, a learned rotation written on
+                    ``encoders.edits``) scored against it by principal angles and by interchange on the MLM output.
     sae.py          sparse autoencoders on one stream: EleutherAI's sparsify TopK SAE trained on a layer x
                     stream of a store (held-out FVU beside rank-k PCA), the [sae] extra.
 
@@ -56,6 +59,8 @@ EXPORTS = {
     "band_stats": "rope_bands", "classify_band_heads": "rope_bands", "band_sweep": "rope_bands",
     "decompose": "decomposition", "decomposition_by_layer": "decomposition",
     "masked_batch": "masked_inputs",
+    "true_position_basis": "ground_truth", "subspace_score": "ground_truth", "train_das": "ground_truth",
+    "interchange_effect": "ground_truth",
 }
 __all__ = sorted(EXPORTS)
 

@@ -16,9 +16,11 @@ by layer read the measurement layout of ``plots.tidy`` (one row per model x subs
     invariance tables              plot_invariance_by_layer (cosine / rel. L2), plot_recall_by_layer (recall@k)
     length extrapolation           plot_mlm_by_position, plot_probe_ranges, plot_extended_tables
     patching and RoPE bands        plot_patching_map, plot_attribution_agreement, plot_band_shares
+    ground truth (fig_ground_truth's scores)  plot_ground_truth (each method's subspace vs DSTG's AP stream)
 """
 
 from .extrapolation import at_last_layer, plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
+from .ground_truth import plot_ground_truth
 from .heads import plot_head_map, plot_head_sweep, plot_share_scatter
 from .holmes import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
 from .invariance import plot_invariance_by_layer, plot_recall_by_layer
@@ -56,4 +58,5 @@ __all__ = [
     "plot_patching_map",
     "plot_attribution_agreement",
     "plot_band_shares",
+    "plot_ground_truth",
 ]

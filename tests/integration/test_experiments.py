@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from experiments import claims, fig_decomposition, fig_logit_lens, fig_patching, fig_probes, fig_rope_bands, run_all
-from experiments.figure_inputs import parse_config
+from experiments import (claims, fig_decomposition, fig_ground_truth, fig_logit_lens, fig_patching, fig_probes,
+                         fig_rope_bands, run_all)
+from experiments.figure_inputs import FigureCannotRead, parse_config
 
 torch.set_num_threads(1)
 
@@ -374,3 +375,23 @@ def test_round_two_figures_on_the_tiny_zoo(script, files, tmp_path):
         assert (shares - 1).abs().max() < 1e-6
         layer0_ap = table[(table.model == "dstg") & (table.subspace == "ap") & (table.layer == 0)]
         assert len(layer0_ap) and (layer0_ap.centred_share_position > 0.999).all()  # the table rows: position only
+
+
+def test_the_ground_truth_figure_on_the_tiny_zoo(tmp_path):
+    """fig_ground_truth --tiny: one row per (seed, layer, method), the truth scores itself 1 and reproduces the
+    counterfactual at layer 0, and a model without an AP stream is refused in one line."""
+    out = tmp_path / "out"
+    fig_ground_truth.main(["--tiny", "--quiet", "--out", str(out), "--store-root", str(tmp_path / "stores"),
+                           "--model-seeds", "0", "1"])
+    _non_empty_figure(out, "ground_truth")
+    scores = pd.read_csv(out / "scores.csv")
+    assert list(scores.columns) == fig_ground_truth.SCORE_COLUMNS
+    assert set(scores.model) == {"dstg"} and set(scores.seed) == {0, 1} and set(scores.layer) == {0, 1, 2}
+    assert len(scores) == 2 * 3 * 6 and not scores[["mean_cos2", "kl", "top1_agreement"]].isna().any().any()
+    truth = scores[scores.method == "ap_coordinates"]
+    assert (truth.mean_cos2 == 1).all() and (truth.chance == 8 / 32).all()
+    layer0 = truth[truth.layer == 0]
+    assert (layer0.kl < 1e-9).all() and (layer0.top1_agreement == 1).all()
+    assert ((scores.mean_cos2 >= 0) & (scores.mean_cos2 <= 1 + 1e-9)).all()
+    with pytest.raises(FigureCannotRead, match="fig_ground_truth needs an AP stream.*rope"):
+        fig_ground_truth.main(["--tiny", "--quiet", "--out", str(tmp_path / "rope"), "--model", "rope"])

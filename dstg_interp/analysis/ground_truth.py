@@ -1,0 +1,346 @@
+"""DSTG as ground truth for subspace-finding methods: its AP coordinates are the position subspace by construction.
+
+    from dstg_interp.analysis import ground_truth as gt
+    true = gt.true_position_basis(encoder)                     # [d, d_ap]: the last d_ap coordinates of ``full``
+    X, p = gt.position_states(encoder, layer, tokens, mask)    # held-out states [n, d] of real tokens, positions [n]
+    found = gt.leace_subspace(X, p, k=true.shape[1])           # or position_means_pcs, probe_span, random_subspace
+    gt.subspace_score(found, true)                             # mean_cos2, share_inside, chance, k, k_true, d
+    das = gt.train_das(encoder, layer, k, tokens, mask, source_shift=8)     # das.basis [d, k], das.losses [steps]
+    gt.interchange_effect(encoder, layer, das.basis, tokens, mask, source_shift=8)   # kl, top1_agreement, ...
+
+DSTG's state at every layer is ``full`` = [sem | ap] (``encoders.hooks``), so the position subspace is known:
+the d_ap AP coordinates.  Every method here returns an orthonormal basis [d, k] of the subspace it finds for
+position, and is scored two ways against that truth:
+    geometry   principal angles between the found and the true subspace: ``mean_cos2`` (mean cos^2 over the
+               min(k, k_true) angles) and ``share_inside`` = ||P_AP Q||_F^2 / k, the share of the found subspace
+               inside AP; a random k-subspace has E[share_inside] = k_true / d (``chance``).
+    causal     ``interchange_effect``: the base input's state at a layer gets the found subspace's coordinates
+               from the same tokens read ``source_shift`` positions later (``position_offset``); the MLM output
+               is compared with that shifted run's own output (the counterfactual): KL(counterfactual ||
+               intervened) and top-1 agreement (interchange-intervention accuracy).  At layer 0 of DSTG the
+               semantic stream does not depend on position, so interchanging the true AP coordinates reproduces
+               the counterfactual exactly (KL 0, agreement 1).
+
+Methods (states of held-out tokens at one layer):
+    position_means_pcs  top-k PCs of the per-position mean state (``spectra.per_position_mean``).
+    probe_span          the span of ridge weights predicting position features (position, Fourier pairs).
+    leace_subspace      the subspace LEACE edits to erase one-hot position (closed form, Belrose et al. 2023).
+    random_subspace     a uniformly random k-subspace: the control every score is read against.
+    das_subspace        distributed alignment search (Geiger et al. 2024): a learned orthogonal rotation whose first
+                        k axes, interchanged between base and shifted source, make the output follow the
+                        counterfactual (``train_das``; the optimisation itself is ``fit_rotation``, which takes any
+                        intervene-and-score closure, so a synthetic model with a planted subspace tests it).
+pyvene is not used (it is an optional tool we do not pin): DAS here is written on our one write path into a
+model, ``encoders.edits.edit_states``, with the model's weights frozen and gradients reaching the rotation only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.nn.utils.parametrizations import orthogonal
+
+from ..encoders import Encoder, EncoderError
+from ..encoders.edits import edit_states
+from .spectra import per_position_mean
+
+RANK_TOLERANCE = 1e-8  # singular values below this times the largest count as zero
+
+
+@dataclass
+class RotationFit:
+    """What ``fit_rotation`` learned: the first k axes of the rotation and the loss at every step."""
+
+    basis: np.ndarray  # [d, k] orthonormal
+    losses: np.ndarray  # [steps]
+
+
+# --- bases and their score ------------------------------------------------------------------------
+def orthonormal_basis(matrix, what: str = "basis", width: int | None = None) -> np.ndarray:
+    """An orthonormal basis [d, k] of the column span of ``matrix`` [d, k] (``width``: the d it must have);
+    one ValueError naming ``what`` is wrong for NaN, a wrong width, k = 0, k > d or rank below k."""
+    basis = np.asarray(matrix.detach().cpu() if isinstance(matrix, torch.Tensor) else matrix, dtype=np.float64)
+    if basis.ndim != 2:
+        raise ValueError(f"{what} must be a matrix [d, k] (one column per direction), got shape {list(basis.shape)}")
+    if not np.isfinite(basis).all():
+        raise ValueError(f"{what} has NaN or infinite entries; a subspace needs finite directions")
+    d, k = basis.shape
+    if width is not None and d != width:
+        raise ValueError(f"{what} has {d} rows but the states are {width} wide; give a basis [{width}, k]")
+    if k == 0:
+        raise ValueError(f"{what} has no columns (k = 0); a subspace needs at least one direction")
+    if k > d:
+        raise ValueError(f"{what} has {k} columns but only {d} rows: at most {d} directions are independent")
+    if np.allclose(basis.T @ basis, np.eye(k), atol=1e-10):
+        return basis  # already orthonormal: kept as given (the true AP basis stays exactly axis-aligned)
+    u, s, _ = np.linalg.svd(basis, full_matrices=False)
+    rank = int((s > RANK_TOLERANCE * max(s[0], 1e-300)).sum())
+    if rank < k:
+        raise ValueError(f"{what} is rank-deficient: its {k} columns span only {rank} directions; "
+                         "drop the dependent columns or ask for a smaller k")
+    return u
+
+
+def true_position_basis(encoder: Encoder, subspace: str = "full") -> np.ndarray:
+    """The AP coordinates of ``subspace`` ("full" [sem | ap] or "ap") of a DSTG encoder as a basis [d, d_ap]."""
+    if not {"sem", "ap"} <= set(encoder.subspaces):
+        raise EncoderError(f"{encoder.name}: a {encoder.variant!r} model has no AP stream, so its position subspace "
+                           "is not known by construction; ground truth needs a DSTG model (subspaces 'sem' and 'ap')")
+    if subspace not in ("full", "ap"):
+        raise EncoderError(f"the true position subspace lives in 'full' or 'ap', not {subspace!r}")
+    widths = {"sem": encoder.config.d_sem, "ap": encoder.config.d_ap}
+    parts = ["ap"] if subspace == "ap" else [hook.rsplit("_", 1)[-1] for hook in encoder.hooks_for(0, "full")]
+    start = sum(widths[part] for part in parts[:parts.index("ap")])
+    return np.eye(sum(widths[part] for part in parts))[:, start:start + widths["ap"]]
+
+
+def subspace_score(found, true) -> dict:
+    """Principal-angle scores of a found basis [d, k] against the true one [d, k_true] (module docstring):
+    mean_cos2, share_inside, k, k_true, d, chance = k_true / d (share_inside of a random subspace)."""
+    found, true = orthonormal_basis(found, "the found basis"), orthonormal_basis(true, "the true basis")
+    if found.shape[0] != true.shape[0]:
+        raise ValueError(f"the found basis has {found.shape[0]} rows but the true basis {true.shape[0]}: both must be "
+                         "bases of the same state (e.g. true_position_basis(encoder, 'full') for 'full' states)")
+    overlap = true.T @ found  # [k_true, k]
+    cosines = np.clip(np.linalg.svd(overlap, compute_uv=False), 0.0, 1.0)  # cos of the min(k, k_true) angles
+    d, k = found.shape
+    return {"mean_cos2": float(np.mean(cosines**2)), "share_inside": float((overlap**2).sum() / k),
+            "k": k, "k_true": true.shape[1], "d": d, "chance": true.shape[1] / d}
+
+
+# --- methods that read states ----------------------------------------------------------------------
+def position_states(encoder: Encoder, layer, tokens: torch.Tensor, mask: torch.Tensor,
+                    subspace: str = "full") -> tuple[np.ndarray, np.ndarray]:
+    """The states [n, d] (float64) of the real tokens of ``tokens`` [B, T] at ``layer`` and their positions [n]."""
+    states = encoder.states(tokens, [layer], [subspace], attention_mask=mask)[(layer, subspace)]
+    mask = mask.to(states.device).bool()
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    return states[mask].double().cpu().numpy(), positions[mask].cpu().numpy()
+
+
+def position_means_pcs(X, p, k: int) -> np.ndarray:
+    """The top-k principal directions [d, k] of the per-position mean state (the position table a layer holds)."""
+    X, p = _checked_states(X, p, k)
+    means, _ = per_position_mean(X, p)
+    if len(means) - 1 < k:
+        raise ValueError(f"the means of {len(means)} positions span at most {len(means) - 1} directions, fewer "
+                         f"than k = {k}; use tokens at more positions or a smaller k")
+    return _top_directions((means - means.mean(axis=0)).T, k, "the per-position means")
+
+
+def position_features(p, n_pairs: int) -> np.ndarray:
+    """[n, 1 + 2 n_pairs] standardised position features: the position and sin/cos of it at frequencies
+    1..n_pairs cycles over the positions seen (the smooth functions of position a probe can read)."""
+    p = np.asarray(p, dtype=np.float64)
+    phase = 2 * np.pi * (p - p.min()) / (np.ptp(p) + 1)
+    columns = [p] + [f(m * phase) for m in range(1, n_pairs + 1) for f in (np.sin, np.cos)]
+    features = np.column_stack(columns)
+    return (features - features.mean(axis=0)) / np.where(features.std(axis=0) > 0, features.std(axis=0), 1.0)
+
+
+def probe_span(X, p, k: int, alpha: float = 1e-3) -> np.ndarray:
+    """The top-k span [d, k] of ridge weights predicting ``position_features(p, ceil(k / 2))`` from ``X``
+    (ridge strength ``alpha`` times the mean variance of the states)."""
+    X, p = _checked_states(X, p, k)
+    centred = X - X.mean(axis=0)
+    targets = position_features(p, (k + 1) // 2)
+    gram = centred.T @ centred / len(X)
+    ridge = alpha * np.trace(gram) / X.shape[1]
+    weights = np.linalg.solve(gram + ridge * np.eye(X.shape[1]), centred.T @ targets / len(X))  # [d, features]
+    return _top_directions(weights, k, "the probe weights")
+
+
+def leace_subspace(X, p, k: int) -> np.ndarray:
+    """The k-dimensional subspace [d, k] in which LEACE erases one-hot position from ``X``.
+
+    LEACE (Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed form", Theorem 4.3) erases
+    concept Z by r(x) = x - W^+ P W (x - mean), W = (Sigma_xx^1/2)^+ the whitening, P the orthogonal projection
+    onto the column space of the whitened cross-covariance W Sigma_xz; it changes x only within span(W^+ U),
+    U the top-k left singular vectors of W Sigma_xz.  Written out in numpy (``probes.erasure`` has the same
+    closed form; concept-erasure's ``LeaceFitter`` agrees, tests/analysis/test_ground_truth.py)."""
+    X, p = _checked_states(X, p, k)
+    centred = X - X.mean(axis=0)
+    one_hot = (p[:, None] == np.unique(p)[None, :]).astype(np.float64)
+    sigma_xx = centred.T @ centred / len(X)
+    sigma_xz = centred.T @ (one_hot - one_hot.mean(axis=0)) / len(X)
+    eigenvalues, vectors = np.linalg.eigh((sigma_xx + sigma_xx.T) / 2)
+    kept = eigenvalues > eigenvalues[-1] * X.shape[1] * np.finfo(np.float64).eps
+    root = np.sqrt(np.where(kept, eigenvalues, 1.0))
+    whiten = (vectors * np.where(kept, 1 / root, 0)) @ vectors.T
+    unwhiten = (vectors * np.where(kept, root, 0)) @ vectors.T
+    directions = _top_directions(whiten @ sigma_xz, k, "the whitened position cross-covariance")
+    return orthonormal_basis(unwhiten @ directions, "the LEACE subspace")
+
+
+def random_subspace(d: int, k: int, seed: int = 0) -> np.ndarray:
+    """A uniformly random k-dimensional subspace of R^d as an orthonormal basis [d, k]."""
+    _check_k(k, d)
+    return orthonormal_basis(np.random.default_rng(seed).standard_normal((d, k)), "the random basis")
+
+
+# --- DAS: a learned rotation, and the interchange that scores any basis --------------------------------------
+def fit_rotation(intervene_and_loss: Callable[[torch.Tensor], torch.Tensor], d: int, k: int, steps: int = 200,
+                 lr: float = 0.03, seed: int = 0, device: str | torch.device = "cpu") -> RotationFit:
+    """Learn an orthogonal R [d, d] (``parametrizations.orthogonal`` on a Linear) by Adam on
+    ``intervene_and_loss(Q)``, Q = the first k rotated axes [d, k]: the closure interchanges span(Q) and
+    returns a scalar loss with gradients to Q.  Returns the final Q (orthonormal) and the loss at each step."""
+    _check_k(k, d)
+    if steps < 1 or lr <= 0:
+        raise ValueError(f"fit_rotation needs steps >= 1 and lr > 0, got steps={steps}, lr={lr}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        rotation = orthogonal(torch.nn.Linear(d, d, bias=False)).to(device)
+    optimizer = torch.optim.Adam(rotation.parameters(), lr=lr)
+    losses = []
+    with torch.enable_grad():
+        for _ in range(steps):
+            optimizer.zero_grad(set_to_none=True)
+            loss = intervene_and_loss(rotation.weight[:k].T)
+            if not torch.isfinite(loss):
+                raise ValueError(f"the DAS loss became {float(loss)} at step {len(losses)}; lower lr")
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+        basis = rotation.weight[:k].T.detach()
+    return RotationFit(orthonormal_basis(basis, "the DAS rotation"), np.asarray(losses))
+
+
+def train_das(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mask: torch.Tensor, source_shift: int,
+              steps: int = 200, lr: float = 0.03, seed: int = 0) -> RotationFit:
+    """DAS at ``layer``'s ``full`` state: the rotation whose first k axes, interchanged from the same tokens read
+    ``source_shift`` positions later, minimise KL(counterfactual || intervened) over real tokens."""
+    tokens, mask = _checked_inputs(encoder, layer, base_tokens, mask, source_shift)
+    source, counterfactual = _counterfactual(encoder, layer, tokens, mask, source_shift)
+    target = counterfactual.double().log_softmax(-1)[mask]
+    real = mask[..., None].to(source.dtype)
+
+    def intervene_and_loss(basis: torch.Tensor) -> torch.Tensor:
+        with edit_states(encoder, layer, "full", _interchange(source, basis, real)):
+            logits = encoder.mlm_logits(tokens, mask)
+        return _kl(target, logits.double().log_softmax(-1)[mask]).mean()
+
+    with _frozen(encoder.model):  # gradients reach the rotation only
+        return fit_rotation(intervene_and_loss, source.shape[-1], k, steps, lr, seed, encoder.device)
+
+
+def das_subspace(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mask: torch.Tensor, source_shift: int,
+                 steps: int = 200, lr: float = 0.03, seed: int = 0) -> np.ndarray:
+    """The basis [d, k] DAS finds (``train_das``), as the other methods return theirs."""
+    return train_das(encoder, layer, k, base_tokens, mask, source_shift, steps, lr, seed).basis
+
+
+def interchange_effect(encoder: Encoder, layer, basis, tokens: torch.Tensor, mask: torch.Tensor,
+                       source_shift: int) -> dict:
+    """The causal score of ``basis`` [d, k] at ``layer`` (module docstring): kl and top1_agreement of the
+    interchanged run with the counterfactual, the same two for the unedited base run (``kl_unedited``,
+    ``top1_unedited``: what no interchange leaves), and n_tokens."""
+    tokens, mask = _checked_inputs(encoder, layer, tokens, mask, source_shift)
+    source, counterfactual = _counterfactual(encoder, layer, tokens, mask, source_shift)
+    basis = torch.as_tensor(orthonormal_basis(basis, "basis", width=source.shape[-1]), device=encoder.device)
+    with torch.no_grad():
+        unedited = encoder.mlm_logits(tokens, mask)
+        with edit_states(encoder, layer, "full", _interchange(source, basis, mask[..., None].to(source.dtype))):
+            intervened = encoder.mlm_logits(tokens, mask)
+    target = counterfactual.double().log_softmax(-1)[mask]
+    kl, agreement = _agreement(target, intervened.double().log_softmax(-1)[mask])
+    kl_unedited, agreement_unedited = _agreement(target, unedited.double().log_softmax(-1)[mask])
+    return {"kl": kl, "top1_agreement": agreement, "kl_unedited": kl_unedited, "top1_unedited": agreement_unedited,
+            "n_tokens": int(mask.sum())}
+
+
+def _agreement(target: torch.Tensor, log_q: torch.Tensor) -> tuple[float, float]:
+    """Mean KL(target || q) and top-1 agreement over rows of log-probabilities [n, vocab]."""
+    return float(_kl(target, log_q).mean()), float((target.argmax(-1) == log_q.argmax(-1)).double().mean())
+
+
+def _interchange(source: torch.Tensor, basis: torch.Tensor, real: torch.Tensor):
+    """The edit x + (x_source - x) Q Q^T on real tokens (``real`` [B, T, 1]: 1 on them, 0 on padding)."""
+    def edit(x: torch.Tensor) -> torch.Tensor:
+        projection = basis.to(x.dtype) @ basis.to(x.dtype).T
+        return x + ((source - x) @ projection) * real
+    return edit
+
+
+def _counterfactual(encoder: Encoder, layer, tokens, mask, shift: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``full`` state at ``layer`` [B, T, d] and the MLM logits [B, T, vocab] of ``tokens`` read ``shift``
+    positions later (``position_offset``), from one forward without gradients."""
+    held: dict[str, torch.Tensor] = {}
+
+    def keep(x: torch.Tensor) -> torch.Tensor:
+        held["state"] = x.detach().clone()
+        return x
+
+    offset = torch.full((tokens.shape[0],), int(shift), dtype=torch.long, device=tokens.device)
+    with torch.no_grad(), edit_states(encoder, layer, "full", keep):
+        logits = encoder.model(tokens, attention_mask=mask, position_offset=offset, return_type="logits")
+    return held["state"], logits
+
+
+def _kl(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) per row of log-probabilities [n, vocab]."""
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
+@contextlib.contextmanager
+def _frozen(model: torch.nn.Module):
+    """The model's parameters with requires_grad off inside the block, restored afterwards."""
+    flags = [(parameter, parameter.requires_grad) for parameter in model.parameters()]
+    for parameter, _ in flags:
+        parameter.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for parameter, flag in flags:
+            parameter.requires_grad_(flag)
+
+
+def _checked_inputs(encoder: Encoder, layer, tokens, mask, shift) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens and mask [B, T] on the encoder's device, or one EncoderError for what a shifted interchange needs."""
+    encoder.resolve([layer], ["full"])
+    config = encoder.config
+    if encoder.kind != "dstg-interp" or not getattr(config, "has_ap_table", False):
+        raise EncoderError(f"{encoder.name}: a shifted source needs a model of ours that reads a learned absolute-"
+                           f"position table (dstg, ap), not a {encoder.variant!r} model")
+    if not getattr(encoder, "has_mlm_head", False):
+        raise EncoderError(f"{encoder.name}: the model has no MLM head, so there is no output to interchange on")
+    tokens = tokens[None] if tokens.dim() == 1 else tokens
+    mask = (mask[None] if mask.dim() == 1 else mask).to(encoder.device).bool()
+    if mask.shape != tokens.shape:
+        raise EncoderError(f"the mask has shape {list(mask.shape)} but the tokens {list(tokens.shape)}")
+    if isinstance(shift, bool) or int(shift) != shift or not 1 <= shift <= config.max_positions - tokens.shape[1]:
+        raise EncoderError(f"source_shift must be an integer in [1, {config.max_positions - tokens.shape[1]}] (the "
+                           f"{tokens.shape[1]}-token input read later within {config.max_positions} positions), "
+                           f"got {shift!r}")
+    return tokens.to(encoder.device), mask
+
+
+def _check_k(k: int, d: int) -> None:
+    if isinstance(k, bool) or int(k) != k or not 1 <= k <= d:
+        raise ValueError(f"k = {k!r}: a subspace of the {d}-wide states needs an integer k in [1, {d}]")
+
+
+def _checked_states(X, p, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """States [n, d] as float64 and positions [n] as integers >= 0, k checked against d; or one ValueError."""
+    X = np.asarray(X.detach().cpu() if isinstance(X, torch.Tensor) else X, dtype=np.float64)
+    p = np.asarray(p.detach().cpu() if isinstance(p, torch.Tensor) else p)
+    if X.ndim != 2 or p.shape != (X.shape[0],):
+        raise ValueError(f"states must be [n, d] and positions [n]; got {list(X.shape)} and {list(p.shape)}")
+    if not np.isfinite(X).all():
+        raise ValueError("the states have NaN or infinite entries; drop those tokens (or check the model's dtype)")
+    if p.size == 0 or not np.issubdtype(p.dtype, np.integer) or p.min() < 0:
+        raise ValueError("positions must be a non-empty array of integers >= 0, one per state")
+    _check_k(k, X.shape[1])
+    return X, p.astype(np.int64)
+
+
+def _top_directions(matrix: np.ndarray, k: int, what: str) -> np.ndarray:
+    """The top-k left singular vectors [d, k] of ``matrix`` [d, m], or one ValueError if it has rank below k."""
+    u, s, _ = np.linalg.svd(matrix, full_matrices=False)
+    rank = int((s > RANK_TOLERANCE * max(s[0], 1e-300)).sum()) if s.size else 0
+    if rank < k:
+        raise ValueError(f"{what} span only {rank} directions, fewer than k = {k}; use more tokens or a smaller k")
+    return u[:, :k]

@@ -1,0 +1,126 @@
+"""Figure: DSTG as ground truth -- each method's subspace for position scored against the AP stream, by layer.
+
+    python -m experiments.fig_ground_truth                          # DSTG, every training seed of the zoo
+    python -m experiments.fig_ground_truth --tiny --out /tmp/fig    # tiny random models, seconds
+    python -m experiments.fig_ground_truth --model runs/mine --name mine   # your DSTG models
+
+DSTG's state at every layer is [semantic | AP], so the position subspace is known: the d_AP AP coordinates
+(``dstg_interp.analysis.ground_truth``).  For every DSTG member (training seed) and layer 0..n_layers, on
+``n_sequences`` held-out windows of ``length`` tokens -- the first half fits each method, the second half scores
+its interchange -- each method gives a k = d_AP subspace:
+    ap_coordinates      the truth itself (the reference: cos² 1; its interchange is the AP interchange)
+    das                 distributed alignment search: a learned rotation (``das_steps`` Adam steps at ``das_lr``)
+    leace               the subspace LEACE edits to erase one-hot position
+    probe_span          the span of ridge weights predicting position features
+    position_means_pcs  the top PCs of the per-position mean state
+    random              a uniformly random subspace (seeded by ``--seed``): the control
+scored by principal angles against the AP subspace (mean cos², share inside, chance k_AP / d) and by interchange:
+the base window's state gets the subspace's coordinates from the same tokens read ``shift`` positions later,
+against that shifted run's own MLM output (KL, top-1 agreement; and the same two with no interchange).
+A model without an AP stream (RoPE, RP, AP-NeoBERT, a Hugging Face encoder) has no known position subspace:
+it is said in one line and left out (none left: exit 2).
+
+Writes into ``--out`` (default dstg-results/figures/ground_truth/): scores.csv (one row per model x seed x
+layer x method), ground_truth (PNG + PDF + JSON) and config.json.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from tqdm.auto import tqdm
+
+from dstg_interp.analysis import ground_truth as gt
+from dstg_interp.encoders import open_encoder
+from dstg_interp.plots import plot_ground_truth
+from experiments.fig_interventions import fitted, windows
+from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigureConfig, inputs_for, figure_config,
+                                       readable_members, run_as_command, save_config, with_member_columns)
+
+NEEDS = "an AP stream of its own (a DSTG model: subspaces 'sem' and 'ap')"
+SCORE_COLUMNS = ["model", "seed", "layer", "method", "k", "d", "mean_cos2", "share_inside", "chance", "kl",
+                 "top1_agreement", "kl_unedited", "top1_unedited", "n_tokens"]
+
+
+@dataclass
+class GroundTruthFigureConfig(SeedsFigureConfig):
+    out: Path = OUTPUT_DIR / "ground_truth"
+    n_sequences: int = field(default=64, metadata={"min": 4, "help": "held-out windows: the first half fits each "
+                                                                     "method, the second half scores its interchange"})
+    length: int = field(default=64, metadata={"min": 2, "help": "tokens per window"})
+    shift: int = field(default=32, metadata={"min": 1, "help": "positions later the interchange's source is read"})
+    das_steps: int = field(default=200, metadata={"min": 1, "help": "Adam steps of each DAS rotation"})
+    das_lr: float = field(default=0.03, metadata={"help": "Adam learning rate of DAS"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not self.das_lr > 0:
+            raise ValueError(f"GroundTruthFigureConfig.das_lr: the learning rate must be > 0, got {self.das_lr}")
+
+
+def no_ap_stream(name: str, model) -> str | None:
+    """Why a model has no known position subspace here (None: it has one)."""
+    if not {"sem", "ap"} <= set(open_encoder(model, name=name).subspaces):
+        return "no AP stream of its own: its position subspace is not known by construction"
+    return None
+
+
+def member_scores(encoder, config: GroundTruthFigureConfig, documents) -> pd.DataFrame:
+    """The scores of every method at every layer of one DSTG encoder (rows of SCORE_COLUMNS but model, seed)."""
+    length, shift = fitted(encoder, 24 if config.tiny else config.length, 8 if config.tiny else config.shift)
+    tokens, mask = windows(encoder, documents, length, config.n_sequences)
+    half = len(tokens) // 2
+    if half < 1:
+        raise FigureCannotRead(f"fig_ground_truth: {encoder.name}: fewer than 2 held-out windows of {length} tokens; "
+                               "lower --length")
+    fit, score = (tokens[:half], mask[:half]), (tokens[half:], mask[half:])
+    true = gt.true_position_basis(encoder)
+    d, k = true.shape
+    steps = 60 if config.tiny else config.das_steps
+    rows = []
+    for layer in range(encoder.n_layers + 1):
+        X, p = gt.position_states(encoder, layer, *fit)
+        bases = {"ap_coordinates": true,
+                 "das": gt.das_subspace(encoder, layer, k, *fit, shift, steps, config.das_lr, config.seed),
+                 "leace": gt.leace_subspace(X, p, k), "probe_span": gt.probe_span(X, p, k),
+                 "position_means_pcs": gt.position_means_pcs(X, p, k), "random": gt.random_subspace(d, k, config.seed)}
+        for method, basis in bases.items():
+            geometry = gt.subspace_score(basis, true)
+            effect = gt.interchange_effect(encoder, layer, basis, *score, shift)
+            rows.append({"layer": layer, "method": method, "k": k, "d": d, "mean_cos2": geometry["mean_cos2"],
+                         "share_inside": geometry["share_inside"], "chance": geometry["chance"], **effect})
+    return pd.DataFrame(rows)
+
+
+def run(config: GroundTruthFigureConfig) -> dict:
+    started = time.perf_counter()
+    inputs = inputs_for(config)
+    if inputs.given:
+        members, notes = readable_members(inputs, "fig_ground_truth", NEEDS, no_ap_stream, config.quiet)
+    else:  # the zoo's baselines have no AP stream by design: left out unsaid
+        members, notes = [name for name in inputs.models if inputs.member(name)[0] == "dstg"], {}
+    tables = []
+    for name in tqdm(members, desc="ground truth", disable=config.quiet):
+        tables.append(with_member_columns(member_scores(inputs.encoder(name), config, inputs.documents), inputs, name))
+    scores = pd.concat(tables, ignore_index=True)[SCORE_COLUMNS]
+    config.out.mkdir(parents=True, exist_ok=True)
+    scores.to_csv(config.out / "scores.csv", index=False)
+    plot_ground_truth(scores, config.out, stem="ground_truth")
+    save_config(config, "experiments/fig_ground_truth.py", inputs=inputs.description,
+                **({"notes": notes} if notes else {}), wall_s=round(time.perf_counter() - started, 1))
+    if not config.quiet:
+        print(scores.pivot_table(index=["model", "layer"], columns="method", values="mean_cos2")
+              .to_string(float_format="%.3f"))
+    return {"scores": scores, "notes": notes}
+
+
+def main(argv=None) -> dict:
+    return run(figure_config(GroundTruthFigureConfig, argv, __doc__))
+
+
+if __name__ == "__main__":
+    sys.exit(run_as_command(main, "fig_ground_truth"))

@@ -1,0 +1,175 @@
+"""DSTG as ground truth: the true AP basis, the principal-angle and interchange scores, each method, DAS (on a
+planted linear subspace and at layer 0 of a tiny DSTG), and one clear error for each bad input."""
+
+import numpy as np
+import pytest
+import torch
+
+from dstg_interp.analysis import ground_truth as gt
+from dstg_interp.encoders import EncoderError, open_encoder
+from dstg_interp.encoders.edits import edit_states
+from conftest import tiny_model
+
+torch.set_num_threads(1)
+SHIFT = 8
+
+
+@pytest.fixture(scope="module")
+def dstg():
+    # At the default init (std 0.02) a random DSTG's MLM output barely depends on position (KL 2e-5 between an
+    # input and the same input 8 positions later), so nothing causal could be read; std 0.2 makes it 0.47 nats.
+    return open_encoder(tiny_model("dstg", init_std=0.2).eval())
+
+
+def batch(size=8, length=16, seed=0):
+    tokens = torch.randint(5, 97, (size, length), generator=torch.Generator().manual_seed(seed))
+    return tokens, torch.ones_like(tokens, dtype=torch.bool)
+
+
+def kl_to_counterfactual(encoder, logits, tokens, mask):
+    offset = torch.full((tokens.shape[0],), SHIFT)
+    with torch.no_grad():
+        target = encoder.model(tokens, attention_mask=mask, position_offset=offset).double().log_softmax(-1)[mask]
+    log_q = logits.double().log_softmax(-1)[mask]
+    return float((target.exp() * (target - log_q)).sum(-1).mean())
+
+
+def test_the_true_basis_is_the_ap_part_of_full_and_its_interchange_is_the_ap_interchange(dstg):
+    true = gt.true_position_basis(dstg)
+    d_sem, d_ap = dstg.config.d_sem, dstg.config.d_ap
+    assert true.shape == (d_sem + d_ap, d_ap)
+    tokens, mask = batch()
+    states = dstg.states(tokens, [1], ["full", "ap"], attention_mask=mask)
+    assert torch.equal(states[(1, "full")] @ torch.as_tensor(true, dtype=torch.float32), states[(1, "ap")])
+    score = gt.subspace_score(true, true)
+    assert score["mean_cos2"] == pytest.approx(1) and score["share_inside"] == pytest.approx(1)
+    assert gt.true_position_basis(dstg, "ap").shape == (d_ap, d_ap)
+
+    # layer 0: the semantic stream does not depend on position, so swapping the AP coordinates is the counterfactual
+    exact = gt.interchange_effect(dstg, 0, true, tokens, mask, SHIFT)
+    assert exact["kl"] < 1e-9 and exact["top1_agreement"] == 1 and exact["n_tokens"] == 8 * 16
+    assert exact["kl_unedited"] > 0.1 and exact["top1_unedited"] < 0.5  # the shift does move the output
+
+    # layer 1: the same as replacing the AP state through its own hook (a second path into the model)
+    effect = gt.interchange_effect(dstg, 1, true, tokens, mask, SHIFT)
+    shifted_ap = {}
+    with edit_states(dstg, 1, "ap", lambda x: shifted_ap.setdefault("x", x.clone())), torch.no_grad():
+        dstg.model(tokens, attention_mask=mask, position_offset=torch.full((8,), SHIFT))
+    with edit_states(dstg, 1, "ap", lambda x: shifted_ap["x"].clone()), torch.no_grad():
+        through_ap = dstg.mlm_logits(tokens, mask)
+    assert effect["kl"] == pytest.approx(kl_to_counterfactual(dstg, through_ap, tokens, mask), rel=1e-6)
+    assert 1e-4 < effect["kl"] < effect["kl_unedited"]  # after a block the semantic stream carries position too
+
+
+def test_a_random_subspace_scores_its_chance_level():
+    true = np.eye(32)[:, 24:]  # 8 of 32 coordinates
+    narrow = [gt.subspace_score(gt.random_subspace(32, 4, seed), true) for seed in range(40)]
+    assert narrow[0]["chance"] == 0.25 and narrow[0]["k"] == 4 and narrow[0]["k_true"] == 8
+    assert np.mean([s["share_inside"] for s in narrow]) == pytest.approx(0.25, abs=0.05)
+    assert np.mean([s["mean_cos2"] for s in narrow]) == pytest.approx(0.25, abs=0.05)  # k <= k_true: the same
+    wide = [gt.subspace_score(gt.random_subspace(32, 16, seed), true) for seed in range(40)]
+    assert np.mean([s["share_inside"] for s in wide]) == pytest.approx(0.25, abs=0.05)
+    assert np.mean([s["mean_cos2"] for s in wide]) == pytest.approx(0.5, abs=0.05)  # 8 angles, each cos^2 ~ 16/32
+    assert not np.allclose(gt.random_subspace(32, 4, 0), gt.random_subspace(32, 4, 1))
+
+
+def test_das_recovers_a_planted_subspace_of_a_linear_model():
+    # h = M [z_planted | z_other] with M a random rotation; y = W h; the counterfactual of (base, source) is y of
+    # the planted coordinates of the source and the others of the base: only span(M[:, :k]) interchanges to it
+    rng = np.random.default_rng(0)
+    d, k, n = 16, 4, 256
+    mix = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    readout = torch.tensor(rng.standard_normal((24, d)), dtype=torch.float32)
+    base, source = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    counterfactual = np.concatenate([source[:, :k], base[:, k:]], axis=1) @ mix.T
+    h_base, h_source = (torch.tensor(z @ mix.T, dtype=torch.float32) for z in (base, source))
+    target = torch.tensor(counterfactual, dtype=torch.float32) @ readout.T
+
+    def intervene_and_loss(basis):
+        h = h_base + (h_source - h_base) @ basis @ basis.T
+        return ((h @ readout.T - target) ** 2).mean()
+
+    fit = gt.fit_rotation(intervene_and_loss, d, k, steps=300, lr=0.03, seed=0)
+    planted = mix[:, :k]
+    assert gt.subspace_score(fit.basis, planted)["mean_cos2"] >= 0.95
+    assert fit.losses[-1] < 1e-3 * fit.losses[0] and len(fit.losses) == 300
+    assert gt.subspace_score(gt.random_subspace(d, k, 0), planted)["mean_cos2"] < 0.6
+
+
+def test_das_at_layer_0_of_dstg_finds_the_ap_stream(dstg):
+    # At layer 0 the source differs from the base only in its AP coordinates, and interchanging a k = d_ap subspace
+    # reproduces the counterfactual only if it is those coordinates: the optimum is the AP stream (measured
+    # cos^2 0.99998 after 150 steps; 0.9 leaves room for an optimiser that stops early)
+    tokens, mask = batch()
+    true = gt.true_position_basis(dstg)
+    fit = gt.train_das(dstg, 0, true.shape[1], tokens, mask, SHIFT, steps=150, lr=0.03, seed=0)
+    assert gt.subspace_score(fit.basis, true)["mean_cos2"] >= 0.9
+    held_out, held_out_mask = batch(seed=1)
+    found = gt.interchange_effect(dstg, 0, fit.basis, held_out, held_out_mask, SHIFT)
+    control = gt.interchange_effect(dstg, 0, gt.random_subspace(32, true.shape[1], 0), held_out, held_out_mask, SHIFT)
+    assert found["kl"] < 0.05 * found["kl_unedited"] and found["top1_agreement"] > 0.9
+    assert control["kl"] > 0.5 * control["kl_unedited"] and control["top1_agreement"] < 0.5
+    # the model's weights were frozen for the fit only, and took no gradient
+    assert all(p.requires_grad and p.grad is None for p in dstg.model.parameters())
+
+
+def test_the_state_methods_find_the_ap_stream_at_layer_0(dstg):
+    tokens, mask = batch(size=64, length=32, seed=2)
+    X, p = gt.position_states(dstg, 0, tokens, mask)
+    assert X.shape == (64 * 32, 32) and p.max() == 31
+    true = gt.true_position_basis(dstg)
+    scores = {name: gt.subspace_score(method(X, p, 8), true)["mean_cos2"]
+              for name, method in [("means", gt.position_means_pcs), ("probe", gt.probe_span),
+                                   ("leace", gt.leace_subspace)]}
+    assert scores["means"] > 0.9 and scores["leace"] > 0.9
+    assert scores["probe"] > 0.5  # ridge reads position out of the sampled token embeddings too (measured 0.83)
+    for name, method in [("means", gt.position_means_pcs), ("probe", gt.probe_span), ("leace", gt.leace_subspace)]:
+        basis = method(X, p, 8)
+        assert basis.shape == (32, 8) and np.allclose(basis.T @ basis, np.eye(8)), name
+
+
+def test_the_leace_subspace_is_where_concept_erasure_edits(dstg):
+    concept_erasure = pytest.importorskip("concept_erasure")
+    tokens, mask = batch(size=64, length=8, seed=3)  # 8 positions: one-hot position has rank 7 < d
+    X, p = gt.position_states(dstg, 1, tokens, mask)
+    one_hot = (p[:, None] == np.arange(8)[None, :]).astype(np.float64)
+    fitter = concept_erasure.LeaceFitter(32, 8, method="leace", affine=True, constrain_cov_trace=False,
+                                         shrinkage=False, svd_tol=1e-6, dtype=torch.float64)
+    left = fitter.update(torch.from_numpy(X), torch.from_numpy(one_hot)).eraser.proj_left.numpy()
+    left = left[:, np.abs(left).sum(axis=0) > 0]  # the package zeroes the columns it drops
+    assert left.shape[1] == 7
+    assert gt.subspace_score(gt.leace_subspace(X, p, 7), left)["mean_cos2"] == pytest.approx(1, abs=1e-6)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda X, p: gt.probe_span(X, p, 0), r"k = 0: .* integer k in \[1, 32\]"),
+    (lambda X, p: gt.leace_subspace(X, p, 33), r"k = 33: .* integer k in \[1, 32\]"),
+    (lambda X, p: gt.random_subspace(32, 0), r"k = 0"),
+    (lambda X, p: gt.position_means_pcs(np.where(np.arange(32) == 3, np.nan, X), p, 4), "NaN or infinite"),
+    (lambda X, p: gt.subspace_score(np.eye(30)[:, :4], np.eye(32)[:, 24:]),
+     "found basis has 30 rows but the true basis 32"),
+    (lambda X, p: gt.subspace_score(np.eye(32)[:, [0, 1, 1]], np.eye(32)[:, 24:]), "rank-deficient.* only 2"),
+    (lambda X, p: gt.subspace_score(np.zeros((32, 0)), np.eye(32)[:, 24:]), r"no columns \(k = 0\)"),
+    (lambda X, p: gt.orthonormal_basis(np.ones((4, 5)), "the basis"), "5 columns but only 4 rows"),
+    (lambda X, p: gt.position_means_pcs(X[p < 3], p[p < 3], 4), "3 positions span at most 2"),
+])
+def test_bad_input_is_one_clear_value_error(dstg, call, message):
+    tokens, mask = batch(size=4, length=8)
+    X, p = gt.position_states(dstg, 0, tokens, mask)
+    with pytest.raises(ValueError, match=message):
+        call(X, p)
+
+
+def test_models_without_an_ap_stream_have_no_ground_truth(dstg):
+    rope = open_encoder(tiny_model("rope").eval())
+    with pytest.raises(EncoderError, match="'rope' model has no AP stream.*DSTG"):
+        gt.true_position_basis(rope)
+    tokens, mask = batch(size=2, length=8)
+    with pytest.raises(EncoderError, match="learned absolute-position table.*not a 'rope' model"):
+        gt.interchange_effect(rope, 0, np.eye(32)[:, :4], tokens, mask, SHIFT)
+    with pytest.raises(ValueError, match=r"basis has 30 rows but the states are 32 wide"):
+        gt.interchange_effect(dstg, 0, np.eye(30)[:, :4], tokens, mask, SHIFT)
+    with pytest.raises(EncoderError, match=r"source_shift must be an integer in \[1, 32\]"):
+        gt.train_das(dstg, 0, 8, tokens, mask, 33, steps=1)
+    with pytest.raises(EncoderError, match="not 'sem'"):
+        gt.true_position_basis(dstg, "sem")

@@ -9,7 +9,8 @@ DSTG's state at every layer is [semantic | AP], so the position subspace is know
 ``n_sequences`` held-out windows of ``length`` tokens -- the first half fits each method, the second half scores
 its interchange -- each method gives a k = d_AP subspace:
     ap_coordinates      the truth itself (the reference: cos² 1; its interchange is the AP interchange)
-    das                 distributed alignment search: a learned rotation (``das_steps`` Adam steps at ``das_lr``)
+    das                 distributed alignment search: a learned rotation (``das_steps`` Adam steps at ``das_lr``,
+                        the best of ``das_restarts`` fits)
     leace               the subspace LEACE edits to erase one-hot position
     probe_span          the span of ridge weights predicting position features
     position_means_pcs  the top PCs of the per-position mean state
@@ -55,6 +56,8 @@ class GroundTruthFigureConfig(SeedsFigureConfig):
     shift: int = field(default=32, metadata={"min": 1, "help": "positions later the interchange's source is read"})
     das_steps: int = field(default=200, metadata={"min": 1, "help": "Adam steps of each DAS rotation"})
     das_lr: float = field(default=0.03, metadata={"help": "Adam learning rate of DAS"})
+    das_restarts: int = field(default=3, metadata={"min": 1, "help": "DAS fits from successive seeds; the one with "
+                                                                     "the lowest final loss is kept"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -85,7 +88,8 @@ def member_scores(encoder, config: GroundTruthFigureConfig, documents) -> pd.Dat
     for layer in range(encoder.n_layers + 1):
         X, p = gt.position_states(encoder, layer, *fit)
         bases = {"ap_coordinates": true,
-                 "das": gt.das_subspace(encoder, layer, k, *fit, shift, steps, config.das_lr, config.seed),
+                 "das": gt.das_subspace(encoder, layer, k, *fit, shift, steps, config.das_lr, config.seed,
+                                        config.das_restarts),
                  "leace": gt.leace_subspace(X, p, k), "probe_span": gt.probe_span(X, p, k),
                  "position_means_pcs": gt.position_means_pcs(X, p, k), "random": gt.random_subspace(d, k, config.seed)}
         for method, basis in bases.items():

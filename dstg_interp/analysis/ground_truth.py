@@ -210,9 +210,14 @@ def fit_rotation(intervene_and_loss: Callable[[torch.Tensor], torch.Tensor], d: 
 
 
 def train_das(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mask: torch.Tensor, source_shift: int,
-              steps: int = 200, lr: float = 0.03, seed: int = 0) -> RotationFit:
+              steps: int = 200, lr: float = 0.03, seed: int = 0, restarts: int = 1) -> RotationFit:
     """DAS at ``layer``'s ``full`` state: the rotation whose first k axes, interchanged from the same tokens read
-    ``source_shift`` positions later, minimise KL(counterfactual || intervened) over real tokens."""
+    ``source_shift`` positions later, minimise KL(counterfactual || intervened) over real tokens.  The fit is
+    not convex: where the output barely depends on some position directions it can stop in a local optimum
+    holding only the ones that matter, so ``restarts`` fits from seeds ``seed``, ``seed + 1``, ... are made and
+    the one with the lowest final loss kept."""
+    if isinstance(restarts, bool) or int(restarts) != restarts or restarts < 1:
+        raise ValueError(f"restarts must be an integer >= 1, got {restarts!r}")
     tokens, mask = _checked_inputs(encoder, layer, base_tokens, mask, source_shift)
     source, counterfactual = _counterfactual(encoder, layer, tokens, mask, source_shift)
     target = counterfactual.double().log_softmax(-1)[mask]
@@ -224,13 +229,15 @@ def train_das(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mask: 
         return _kl(target, logits.double().log_softmax(-1)[mask]).mean()
 
     with _frozen(encoder.model):  # gradients reach the rotation only
-        return fit_rotation(intervene_and_loss, source.shape[-1], k, steps, lr, seed, encoder.device)
+        fits = [fit_rotation(intervene_and_loss, source.shape[-1], k, steps, lr, seed + restart, encoder.device)
+                for restart in range(int(restarts))]
+    return min(fits, key=lambda fit: fit.losses[-1])
 
 
 def das_subspace(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mask: torch.Tensor, source_shift: int,
-                 steps: int = 200, lr: float = 0.03, seed: int = 0) -> np.ndarray:
+                 steps: int = 200, lr: float = 0.03, seed: int = 0, restarts: int = 1) -> np.ndarray:
     """The basis [d, k] DAS finds (``train_das``), as the other methods return theirs."""
-    return train_das(encoder, layer, k, base_tokens, mask, source_shift, steps, lr, seed).basis
+    return train_das(encoder, layer, k, base_tokens, mask, source_shift, steps, lr, seed, restarts).basis
 
 
 def interchange_effect(encoder: Encoder, layer, basis, tokens: torch.Tensor, mask: torch.Tensor,

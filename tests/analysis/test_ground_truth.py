@@ -113,6 +113,16 @@ def test_das_at_layer_0_of_dstg_finds_the_ap_stream(dstg):
     assert all(p.requires_grad and p.grad is None for p in dstg.model.parameters())
 
 
+def test_das_keeps_the_restart_with_the_lowest_loss(dstg):
+    tokens, mask = batch()
+    k = gt.true_position_basis(dstg).shape[1]
+    single = [gt.train_das(dstg, 0, k, tokens, mask, SHIFT, steps=20, seed=seed) for seed in (3, 4)]
+    best = gt.train_das(dstg, 0, k, tokens, mask, SHIFT, steps=20, seed=3, restarts=2)
+    assert best.losses[-1] == min(fit.losses[-1] for fit in single)
+    with pytest.raises(ValueError, match="restarts"):
+        gt.train_das(dstg, 0, k, tokens, mask, SHIFT, steps=1, restarts=0)
+
+
 def test_the_state_methods_find_the_ap_stream_at_layer_0(dstg):
     tokens, mask = batch(size=64, length=32, seed=2)
     X, p = gt.position_states(dstg, 0, tokens, mask)

@@ -46,7 +46,7 @@ from dstg_interp.analysis.position_basis import position_basis
 from dstg_interp.encoders import EncoderError, fetch_minilm
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.plots import measurements, plot_by_layer
-from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, has_mlm_head, inputs_for, model_store, figure_config, readable_members, run_as_command, save_config, say_not_applicable,
+from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigureConfig, has_mlm_head, inputs_for, model_store, figure_config, readable_members, run_as_command, save_config, say_not_applicable,
                                        with_member_columns)
 
 
@@ -66,6 +66,9 @@ def windows(encoder, documents, length: int, n: int):
     """The first ``n`` full windows of ``length`` tokens of the documents: [n, length] tokens and mask."""
     sequences = encoder.structured_sequences(documents, max_length=length, windows=True)
     full = [sequences[i]["input_ids"] for i in range(len(sequences)) if len(sequences[i]["input_ids"]) == length][:n]
+    if not full:  # a --length past every document (or past the model's positions): say which, not pad_batch's words
+        raise FigureCannotRead(f"no held-out window of {length} tokens for {encoder.name} (its documents are shorter; "
+                               f"the model reads {encoder.max_positions} positions): lower --length")
     return pad_batch(full, encoder.special.pad)
 
 

@@ -224,6 +224,9 @@ class EncoderForMLM(TextInputs, HookedRootModule):
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape [batch, pos], got {tuple(tokens.shape)}")
         seq_len = tokens.shape[1]
+        if tokens.shape[0] == 0 or seq_len == 0:
+            raise ValueError(f"tokens of shape {tuple(tokens.shape)} hold no token: give at least one sequence of at "
+                             "least one token ([CLS] ... [SEP] from to_tokens)")
         if seq_len > self.config.max_positions:
             raise ValueError(
                 f"sequence length {seq_len} exceeds max_positions={self.config.max_positions}; truncate the input"

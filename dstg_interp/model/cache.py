@@ -22,6 +22,8 @@ component through those scales, so its stack sums to the residual there too.
 
 from __future__ import annotations
 
+import operator
+
 import re
 from typing import Any
 
@@ -334,8 +336,18 @@ class StreamActivationCache(ActivationCache):
 
     # --- helpers ---------------------------------------------------------------------------------------
     def _layer(self, layer: int | None) -> int:
+        original = layer
         n_layers = self._net.config.n_layers
-        if layer is None or layer == -1:
+        if layer is None:
+            return n_layers
+        try:  # an integer (a numpy or 0-d tensor one too), never a bool: True is not layer 1
+            layer = operator.index(layer) if not isinstance(layer, bool) else None
+        except TypeError:
+            layer = None
+        if layer is None:
+            raise TypeError(f"layer must be an integer in [0, {n_layers}] (or None / -1 for the final state), got "
+                            f"{original!r}")
+        if layer == -1:
             return n_layers
         if not 0 <= layer <= n_layers:
             raise ValueError(f"layer must be in [0, {n_layers}] (or None / -1 for the final state), got {layer}")

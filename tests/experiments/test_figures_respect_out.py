@@ -56,6 +56,19 @@ def test_out_of_range_figure_flags_are_refused_naming_the_flag(argv, said, capsy
     assert code == 2 and said in err.strip().splitlines()[-1], err
 
 
+def test_a_window_longer_than_every_document_is_refused_naming_the_flag():
+    # PA4: the error was pad_batch's "needs at least one sequence"
+    from dstg_interp.encoders import open_encoder
+    from dstg_interp.tiny_zoo import tiny_zoo
+    from experiments.fig_interventions import windows
+    from experiments.figure_inputs import FigureCannotRead
+    models, documents = tiny_zoo(("dstg",), n_docs=6)
+    encoder = open_encoder(models["dstg"], name="dstg")
+    assert windows(encoder, documents, 8, 2)[0].shape == (2, 8)
+    with pytest.raises(FigureCannotRead, match="no held-out window of 200 tokens.*lower --length"):
+        windows(encoder, documents, 200, 2)  # past the model's 64 positions
+
+
 def test_a_layer_past_the_model_is_refused_not_clamped(tmp_path):
     """SA3: sae_streams --layers 99 under --tiny was clamped to the last layer and ran."""
     from experiments.sae_streams import main as sae_main

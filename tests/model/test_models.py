@@ -393,6 +393,8 @@ def test_config_json_round_trip(variant):
         (lambda: (torch.full((2, 8), -1), None), "outside the vocabulary"),
         (lambda: (torch.randint(5, 97, (2, 8)), torch.ones(2, 7)), "attention_mask has shape"),
         (lambda: (torch.rand(2, 8), None), "integer torch.Tensor"),
+        (lambda: (torch.zeros(1, 0, dtype=torch.long), None), "hold no token"),
+        (lambda: (torch.zeros(0, 8, dtype=torch.long), None), "hold no token"),
     ],
 )
 def test_bad_inputs_raise_clear_errors(variant, make_input, message):

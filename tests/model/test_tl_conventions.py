@@ -212,6 +212,11 @@ def test_tutorial_moves(variant, text_models):
     if dstg:
         with pytest.raises(ValueError, match="semantic stream only"):
             cache.logit_attrs(cache.decompose_resid(stream="ap"), target)
+    # a layer is an integer (a 0-d tensor one too), never a word, a fraction or a bool (True is not layer 1)
+    torch.testing.assert_close(cache.decompose_resid(layer=torch.tensor(1)), cache.decompose_resid(layer=1))
+    for layer in ("abc", 1.5, True):
+        with pytest.raises(TypeError, match="layer must be an integer"):
+            cache.decompose_resid(layer=layer)
 
 
 def test_transformer_lens_patching_helper_runs_on_a_baseline(text_models):

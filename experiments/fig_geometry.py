@@ -57,6 +57,7 @@ from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigure
                                        model_store, run_as_command, save_config, say_not_applicable)
 from probes.positions import probing_sequences
 
+MIN_COUNT, TINY_MIN_COUNT = 20, 3  # sequences a position must be held by (the tiny corpus has 40 documents)
 COUNTS = ("layer", "n_positions", "width", "pcs_95", "n_outlier_dims", "n_tokens")
 KEYS = ["model", "seed", "member", "source", "layer", "subspace", "applies"]
 LEFT_OUT = {
@@ -72,8 +73,9 @@ class GeometryConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "geometry"
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as the probes)"})
-    min_count: int = field(default=20, metadata={"help": "drop positions held by fewer sequences (layer rows); "
-                                                          "--tiny uses at most 3"})
+    min_count: int | None = field(default=None, metadata={
+        "help": f"drop positions held by fewer sequences (layer rows; default {MIN_COUNT}, with --tiny "
+                f"{TINY_MIN_COUNT}: its corpus has 40 documents)"})
     stress_draws: int = field(default=STRESS_CONTROL_DRAWS, metadata={
         "help": "smooth tables drawn for each MDS-stress control"})
     outlier_sd: float = field(default=OUTLIER_SD, metadata={
@@ -89,7 +91,7 @@ class GeometryConfig(SeedsFigureConfig):
         super().__post_init__()
         if self.n_docs is not None and self.n_docs < 1:
             raise ValueError(f"--n-docs must be at least 1, got {self.n_docs}")
-        if self.min_count < 1 or self.stress_draws < 1 or self.batch_size < 1:
+        if (self.min_count is not None and self.min_count < 1) or self.stress_draws < 1 or self.batch_size < 1:
             raise ValueError("--min-count, --stress-draws and --batch-size must be at least 1")
         if not self.outlier_sd > 0 or not 0 <= self.min_position_r2 <= 1:
             raise ValueError("--outlier-sd must be > 0 and --min-position-r2 within 0..1")
@@ -132,7 +134,7 @@ def model_rows(inputs, name: str, config: GeometryConfig, min_count: int, progre
 def run(config: GeometryConfig) -> dict:
     started = time.perf_counter()
     progress = not config.quiet
-    min_count = min(config.min_count, 3) if config.tiny else config.min_count  # the tiny corpus has 40 documents
+    min_count = config.min_count or (TINY_MIN_COUNT if config.tiny else MIN_COUNT)
     inputs = inputs_for(config, n_docs=config.n_docs)
     rows = []
     for name in tqdm(list(inputs.models), desc="geometry", disable=not progress):
@@ -140,7 +142,8 @@ def run(config: GeometryConfig) -> dict:
     table = pd.DataFrame(rows)
     layer_rows = table[table.source == "layer"]
     if not layer_rows.applies.any():
-        reasons = "; ".join(dict.fromkeys(f"{row.member}: {row.notes}" for row in layer_rows.itertuples()))
+        first = layer_rows.groupby("member", sort=False).notes.first()  # one reason per model: its first layer's
+        reasons = "; ".join(f"{member}: {why}" for member, why in first.items())
         raise FigureCannotRead(f"fig_geometry needs a layer whose position basis has 3 positions or more, and no "
                                f"model given has one ({reasons or 'no layer'})")
     table = table[KEYS + [c for c in table.columns if c not in KEYS]]

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from scipy.spatial.distance import pdist, squareform
 
 from ..encoders import Encoder
 from .spectra import DEFAULT_LOW_BINS, MIN_CONTROL_POSITIONS, analyze_table, random_walk_table, smoothed_noise_table
@@ -174,8 +175,7 @@ def classical_mds(distances, n_components: int = STRESS_DIMENSIONS) -> np.ndarra
 def euclidean_distances(table) -> np.ndarray:
     """[P, P] Euclidean distances between the rows of ``table`` [P, d]."""
     table = np.asarray(table, dtype=np.float64)
-    norms = (table**2).sum(axis=1)
-    return np.sqrt(np.clip(norms[:, None] + norms[None] - 2 * table @ table.T, 0.0, None))
+    return squareform(pdist(table))  # pairwise differences: exact zeros for equal rows, unlike a Gram expansion
 
 
 def kruskal_stress(distances, embedded) -> float:

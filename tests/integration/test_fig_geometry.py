@@ -58,3 +58,21 @@ def test_a_model_list_with_no_readable_model_is_one_line_and_writes_nothing(tiny
     assert_one_line_error(code, err, "fig_geometry needs a layer whose position basis has 3 positions",
                           "held by 100000 tokens", prog="dstg-figures geometry")
     assert not out.exists()
+
+
+def test_the_store_route_reads_the_numbers_of_the_storeless_route(tiny, tmp_path):
+    """--store reads dstg-probe's store (float16 states) instead of summing the forward pass: the same rows, the
+    same numbers to float16 rounding."""
+    checkpoint, _ = tiny
+    common = ["--tiny", "--quiet", "--model", str(checkpoint), "--stress-draws", "3", "--store-root", str(tmp_path / "s")]
+    storeless = fig_geometry.main([*common, "--out", str(tmp_path / "a")])["geometry"]
+    stored = fig_geometry.main([*common, "--store", "--out", str(tmp_path / "b")])["geometry"]
+    assert (tmp_path / "s").is_dir()
+    keys = ["source", "layer", "subspace"]
+    pairs = storeless.merge(stored, on=keys, suffixes=("", "_store"))
+    assert len(pairs) == len(storeless) == len(stored) == 1 + 3 * 3  # the table, layers 0-2 x ap / sem / full
+    layers = pairs[pairs.source == "layer"]
+    for column in ("pc1_pc2", "participation_ratio", "mds_stress", "position_share"):
+        diff = (layers[column].astype(float) - layers[f"{column}_store"].astype(float)).abs().max()
+        assert diff < 1e-3, (column, diff)  # measured ~1e-5
+    assert (layers.n_tokens == layers.n_tokens_store).all()

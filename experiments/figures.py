@@ -34,6 +34,7 @@ FIGURES = {
     "rope-bands": ("experiments.fig_rope_bands", "RoPE heads classified by the frequency bands of their q.k"),
     "ground-truth": ("experiments.fig_ground_truth", "each method's position subspace scored against DSTG's AP stream"),
     "decomposition": ("experiments.fig_decomposition", "hidden states split into mean, position, context, residual"),
+    "geometry": ("experiments.fig_geometry", "one table of any encoder's position geometry, beside smooth controls"),
     "attention-view": ("experiments.fig_attention_view", "one text's attention by head and logit term, as an HTML page"),
     "gallery": ("experiments.run_all", "the whole gallery of the shipped zoo (run_all)"),
 }

@@ -42,6 +42,9 @@ Files:
     ground_truth.py DSTG's AP coordinates as the known position subspace: each method's subspace for position
                     (per-position-mean PCs, probe span, LEACE, random, DAS, a learned rotation written on
                     ``encoders.edits``) scored against it by principal angles and by interchange on the MLM output.
+    geometry.py     the position geometry of any encoder, one row per table: PC1+PC2, PCs to 95%, participation
+                    ratio, DCT low-bin share and 2-D MDS stress beside their smooth controls, position-tied
+                    outlier dimensions; per-position sums of a layer's states gathered during the forward pass.
     sae.py          sparse autoencoders on one stream: EleutherAI's sparsify TopK SAE trained on a layer x
                     stream of a store (held-out FVU beside rank-k PCA), the [sae] extra.
 
@@ -61,6 +64,7 @@ EXPORTS = {
     "masked_batch": "masked_inputs",
     "true_position_basis": "ground_truth", "subspace_score": "ground_truth", "train_das": "ground_truth",
     "interchange_effect": "ground_truth",
+    "layer_statistics": "geometry", "table_geometry": "geometry", "state_geometry": "geometry", "mds_stress": "geometry",
 }
 __all__ = sorted(EXPORTS)
 

@@ -17,9 +17,11 @@ by layer read the measurement layout of ``plots.tidy`` (one row per model x subs
     length extrapolation           plot_mlm_by_position, plot_probe_ranges, plot_extended_tables
     patching and RoPE bands        plot_patching_map, plot_attribution_agreement, plot_band_shares
     ground truth (fig_ground_truth's scores)  plot_ground_truth (each method's subspace vs DSTG's AP stream)
+    position geometry (fig_geometry's rows)   plot_geometry_leaderboard, plot_geometry_by_layer
 """
 
 from .extrapolation import at_last_layer, plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
+from .geometry import plot_geometry_by_layer, plot_geometry_leaderboard
 from .ground_truth import plot_ground_truth
 from .heads import plot_head_map, plot_head_sweep, plot_share_scatter
 from .holmes import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
@@ -59,4 +61,6 @@ __all__ = [
     "plot_attribution_agreement",
     "plot_band_shares",
     "plot_ground_truth",
+    "plot_geometry_leaderboard",
+    "plot_geometry_by_layer",
 ]

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from dstg_interp.tiny_zoo import tiny_documents
-from experiments import (fig_ap_manifold, fig_decomposition, fig_erasure, fig_extrapolation, fig_heads, fig_interventions,
-                         fig_invariance, fig_logit_lens, fig_patching, fig_probes, fig_rope_bands, holmes_suite)
+from experiments import (fig_ap_manifold, fig_decomposition, fig_erasure, fig_extrapolation, fig_geometry, fig_heads,
+                         fig_interventions, fig_invariance, fig_logit_lens, fig_patching, fig_probes, fig_rope_bands,
+                         holmes_suite)
 from experiments.figure_inputs import run_as_command
 from hf_writers import write_tiny_bert, write_tiny_rotary
 from your_models import POSITIONS, write_your_models
@@ -181,6 +182,24 @@ def test_rope_bands_read_the_rotary_models_of_the_list(models, tmp_path, capsys)
     heads = pd.read_csv(out / "heads.csv")
     assert set(heads.model) == {"NeoBERT", "NeoBERT-random init"} and heads.high_share.between(0, 1).all()
     assert "[fig_rope_bands] mine: no rotary heads: no frequency-band split" in capsys.readouterr().err
+
+
+def test_geometry_reads_every_model_of_the_list_and_says_which_has_no_table(models, tmp_path, capsys):
+    """A DSTG checkpoint, an HF BERT (its learned table) and the authors' rotary NeoBERT (no table: one line)."""
+    folders, root = models
+    out = tmp_path / "geometry"
+    argv = ["--tiny", "--model", str(folders["tiny-dstg"]), str(folders["tiny-bert"]), str(folders["neobert-hf"]),
+            "--name", "mine", "MiniLM-like", "NeoBERT", "--out", str(out), "--store-root", str(root / "stores"),
+            "--stress-draws", "3"]
+    assert run(fig_geometry, "fig_geometry", argv) == 0
+    table = pd.read_csv(out / "geometry.csv", keep_default_na=False, na_values=[""])
+    tables = table[table.source == "table"].set_index("model")
+    assert tables.applies.to_dict() == {"mine": True, "MiniLM-like": True, "NeoBERT": False}
+    assert tables.n_positions["MiniLM-like"] == POSITIONS and not pd.isna(tables.mds_stress["MiniLM-like"])
+    layers = table[table.source == "layer"]
+    assert set(layers.model) == {"mine", "MiniLM-like", "NeoBERT"} and layers.applies.all()
+    assert set(layers[layers.model == "mine"].subspace) == {"ap", "sem", "full"}
+    assert "[fig_geometry] NeoBERT table: no table row:" in capsys.readouterr().err
 
 
 def test_rope_bands_read_a_hugging_face_modernbert_and_leave_another_rotary_family_out(tmp_path, capsys):

@@ -1,0 +1,136 @@
+"""The position-geometry figures (``analysis.geometry``; the rows of fig_geometry's geometry.csv).
+
+    plot_geometry_leaderboard(table, "figures/geometry")   # models x numbers: each table and last layer, controls
+    plot_geometry_by_layer(table, "figures/geometry")      # per model: PC1+PC2 and participation ratio by layer
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from .output import caption, display_name, model_palette, require_columns, save_figure, shared_legend, subspace_name
+
+# column -> what a panel's axis says; the order of the leaderboard's panels
+LEADERBOARD_METRICS = {
+    "pc1_pc2": "PC1+PC2",
+    "pcs_95": "PCs to 95% variance",
+    "participation_ratio": "participation ratio",
+    "low_freq_share": "DCT share, bins 0-3",
+    "mds_stress": "MDS stress (2-D)",
+    "n_outlier_dims": "position-tied outlier dims",
+}
+BY_LAYER_METRICS = {"pc1_pc2": "PC1+PC2", "participation_ratio": "participation ratio"}
+CONTROL_MARKERS = {"walk": ("D", "random walk"), "smoothed": ("s", "smoothed noise")}
+SUBSPACE_STYLES = {"full": "-", "ap": "--", "sem": "-."}  # dotted is the learned table
+COLUMNS = ("model", "seed", "source", "layer", "subspace", "applies", *LEADERBOARD_METRICS)
+
+
+def leaderboard_entries(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows the leaderboard draws: every learned table that applies, and each model's last layer (every
+    subspace), with an ``entry`` label ("DSTG-NeoBERT, table", "RoPE-NeoBERT, L2 full state")."""
+    applies = table[table.applies.astype(bool)]
+    layers = applies[applies.source == "layer"]
+    last = layers.groupby("model").layer.transform("max")
+    chosen = pd.concat([applies[applies.source == "table"], layers[layers.layer == last]])
+    labels = [f"{display_name(row.model)}, " + ("table" if row.source == "table" else
+                                                 f"L{int(row.layer)} {subspace_name(row.subspace)}")
+              for row in chosen.itertuples()]
+    return chosen.assign(entry=labels)
+
+
+def plot_geometry_leaderboard(table: pd.DataFrame, out_dir, stem: str = "geometry_leaderboard") -> dict:
+    """One panel per number (``LEADERBOARD_METRICS``), one line per entry (``leaderboard_entries``): a dot at the
+    mean over training seeds, a bar from the lowest to the highest seed, and the smooth controls' means (grey
+    diamond: random walks, open square: smoothed noise) where the number has a control."""
+    require_columns(table, COLUMNS, "the geometry table")
+    entries = leaderboard_entries(table)
+    if not len(entries):
+        raise ValueError("the geometry table has no row that applies: nothing to draw")
+    order = list(dict.fromkeys(entries.entry))
+    palette = model_palette(entries.model.unique())
+    models = dict(zip(entries.entry, entries.model))
+    fig, axes = plt.subplots(1, len(LEADERBOARD_METRICS), figsize=(2.3 * len(LEADERBOARD_METRICS) + 2.2,
+                                                                    0.35 * len(order) + 1.4), sharey=True, squeeze=False)
+    summary = []
+    for ax, (metric, label) in zip(axes[0], LEADERBOARD_METRICS.items()):
+        for y, entry in enumerate(order):
+            rows = entries[entries.entry == entry]
+            values = rows[metric].astype(float)
+            mean, low, high = values.mean(), values.min(), values.max()
+            ax.errorbar([mean], [y], xerr=[[mean - low], [high - mean]], fmt="o", ms=5, color=palette[models[entry]],
+                        capsize=2, label="model (mean over seeds)")
+            record = {"entry": entry, "metric": metric, "mean": mean, "low": low, "high": high,
+                      "n_seeds": int(rows.seed.nunique())}
+            for family, (marker, name) in CONTROL_MARKERS.items():
+                column = f"{family}_{metric}"
+                if column in rows and rows[column].notna().any():
+                    control = float(rows[column].mean())
+                    ax.plot([control], [y], marker=marker, ms=5, ls="none", color="#777777",
+                            mfc="#777777" if family == "walk" else "none", label=f"{name} control (mean)")
+                    record[f"{family}_control"] = control
+            summary.append(record)
+        ax.set_xlabel(label, fontsize=8)
+        ax.grid(alpha=0.3, axis="x")
+        ax.tick_params(labelsize=7)
+    axes[0][0].set_yticks(range(len(order)))
+    axes[0][0].set_yticklabels(order, fontsize=7)
+    axes[0][0].invert_yaxis()
+    shared_legend(fig, axes, top=0.86 if len(order) < 6 else 0.92)
+    n_seeds = int(entries.seed.nunique())
+    caption(fig, "Rows: each model's learned position table (where it has one) and the position basis of its last "
+                 "layer (per-position mean state over held-out documents). Dots: the mean over "
+                 f"{n_seeds} training seed(s); bars: lowest to highest seed. Grey diamonds: random walks of the same "
+                 "shape; open squares: white noise smoothed to the table's own row-to-row correlation (means over "
+                 "seeded draws). A number beyond both controls says more than 'smooth'. Stress: Kruskal stress-1 of "
+                 "the 2-D classical MDS of the positions (0 = a plane). Outliers: dims > 3 sd above the mean "
+                 "magnitude with position R² >= 0.5.", y=-0.04)
+    return save_figure(fig, out_dir, stem, {"entries": pd.DataFrame(summary), "rows": entries})
+
+
+def plot_geometry_by_layer(table: pd.DataFrame, out_dir, stem: str = "geometry_by_layer") -> dict:
+    """Small multiples, one column per model and one row per number (``BY_LAYER_METRICS``): the layer rows by
+    layer, one line per subspace (mean over training seeds, band lowest to highest seed), the random-walk
+    control (grey dashed: mean, grey band: up to its q95) and the learned table's value (dotted) where there is one."""
+    require_columns(table, COLUMNS, "the geometry table")
+    applies = table[table.applies.astype(bool)]
+    layers = applies[applies.source == "layer"]
+    if not len(layers):
+        raise ValueError("the geometry table has no layer row: nothing to draw")
+    models = list(dict.fromkeys(layers.model))
+    palette = model_palette(models)
+    fig, axes = plt.subplots(len(BY_LAYER_METRICS), len(models), figsize=(3.0 * len(models) + 0.6, 5.4),
+                             squeeze=False, sharex="col")
+    for column, model in enumerate(models):
+        rows = layers[layers.model == model]
+        tables = applies[(applies.model == model) & (applies.source == "table")]
+        for row, (metric, label) in enumerate(BY_LAYER_METRICS.items()):
+            ax = axes[row][column]
+            for subspace in dict.fromkeys(rows.subspace):
+                line = rows[rows.subspace == subspace].groupby("layer")[metric].agg(["mean", "min", "max"])
+                ax.plot(line.index, line["mean"], marker="o", ms=3, color=palette[model],
+                        ls=SUBSPACE_STYLES.get(subspace, "-"), label=subspace_name(subspace))
+                ax.fill_between(line.index, line["min"], line["max"], color=palette[model], alpha=0.15, lw=0)
+            control = rows.groupby("layer")[[f"walk_{metric}", f"walk_{metric}_q95"]].mean()
+            ax.plot(control.index, control[f"walk_{metric}"], color="#777777", ls="--", lw=0.9,
+                    label="random-walk control (mean)")
+            ax.fill_between(control.index, control[f"walk_{metric}"], control[f"walk_{metric}_q95"], color="#777777",
+                            alpha=0.15, lw=0, label="random-walk control, up to q95")
+            if len(tables):
+                ax.axhline(float(tables[metric].mean()), color=palette[model], ls=":", lw=1.6,
+                           label="learned table")
+            ax.set_xticks(np.unique(rows.layer))
+            ax.set_ylabel(label, fontsize=8)
+            ax.grid(alpha=0.3)
+            if row == 0:
+                ax.set_title(display_name(model), fontsize=9)
+            if row == len(BY_LAYER_METRICS) - 1:
+                ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
+    shared_legend(fig, axes, max_columns=4, top=0.88)
+    caption(fig, "Each layer's position basis (the per-position mean state over held-out documents). Lines: mean "
+                 f"over {int(layers.seed.nunique())} training seed(s), one per subspace; coloured bands: lowest to "
+                 "highest seed. Grey dashed: random walks of the basis's shape (a smooth curve with no structure), "
+                 "grey band: up to their 95% quantile -- a PC1+PC2 inside it reads only 'smooth'. Dotted: the "
+                 "model's learned position table, where it has one.", y=-0.03)
+    return save_figure(fig, out_dir, stem, {"layers": layers})

@@ -1,0 +1,40 @@
+"""plots.geometry: the leaderboard draws each model's table and last layer (mean over seeds, min-max bars) and the
+by-layer figure every layer row; a table without the columns is refused."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from dstg_interp.plots.geometry import LEADERBOARD_METRICS, plot_geometry_by_layer, plot_geometry_leaderboard
+
+
+def geometry_rows() -> pd.DataFrame:
+    rows = []
+    for seed in (0, 1):
+        for model, has_table in (("dstg", True), ("rope", False)):
+            rows.append({"model": model, "seed": seed, "source": "table", "layer": None, "subspace": "table",
+                         "applies": has_table, **{m: (0.5 + seed if has_table else None) for m in LEADERBOARD_METRICS}})
+            for layer in (0, 1, 2):
+                rows.append({"model": model, "seed": seed, "source": "layer", "layer": layer, "subspace": "full",
+                             "applies": True, **{m: layer + seed for m in LEADERBOARD_METRICS},
+                             **{f"walk_{m}": 0.8 for m in ("pc1_pc2", "participation_ratio")},
+                             **{f"walk_{m}_q95": 0.9 for m in ("pc1_pc2", "participation_ratio")}})
+    return pd.DataFrame(rows)
+
+
+def test_the_leaderboard_draws_tables_and_last_layers_with_seed_intervals(tmp_path):
+    paths = plot_geometry_leaderboard(geometry_rows(), tmp_path)
+    entries = pd.DataFrame(json.loads(paths["json"].read_text())["entries"])
+    assert set(entries.entry) == {"DSTG-NeoBERT, table", "DSTG-NeoBERT, L2 full state", "RoPE-NeoBERT, L2 full state"}
+    last = entries[(entries.entry == "RoPE-NeoBERT, L2 full state") & (entries.metric == "pc1_pc2")].iloc[0]
+    assert (last["mean"], last["low"], last["high"], last["n_seeds"]) == (2.5, 2, 3, 2)
+    assert last["walk_control"] == pytest.approx(0.8)
+    assert paths["png"].stat().st_size > 1000 and paths["pdf"].is_file()
+
+
+def test_the_by_layer_figure_reads_every_layer_row_and_refuses_a_bare_table(tmp_path):
+    paths = plot_geometry_by_layer(geometry_rows(), tmp_path)
+    assert len(json.loads(paths["json"].read_text())["layers"]) == 2 * 2 * 3
+    with pytest.raises(ValueError, match="lacks the column"):
+        plot_geometry_by_layer(geometry_rows().drop(columns="applies"), tmp_path)

@@ -2,7 +2,7 @@
 position explains its activation beyond what a position-blind latent of the same sparsity would show.
 
     from dstg_interp.analysis.place_cells import place_cells, tiling
-    cells = place_cells(codes, positions, groups=doc_index)   # codes [n, m]; positions, groups [n]
+    cells = place_cells(codes, positions, groups=token_ids)   # codes [n, m]; positions, groups [n]
     cells.table        # one row per latent: latent, n_active, mean_activation, peak, peak_activation, width, cut,
                        # eta2, tuned
     cells.fields       # [m, n_positions] mean activation of each latent at each position of cells.positions
@@ -23,13 +23,14 @@ Definitions (latent j, activation a_j over the n tokens, position t among the po
                      sum_t n_t (f_j(t) - mean a_j)^2 / sum_i (a_ij - mean a_j)^2; NaN for a latent of no variance.
     tuned            live (active on at least ``min_active`` tokens) and eta2 above ``threshold``.
     threshold        the ``quantile`` (0.99) of eta2 over the live latents and ``n_shuffles`` draws of the same codes
-                     with positions permuted (within each group -- a document -- when ``groups`` is given, else
-                     over all tokens): eta2 of a latent with n tokens over T positions is biased upward by about
-                     (T - 1) / (n - 1) even when it ignores position, and more so for a sparse latent, so the bar
-                     is what latents with these very activations reach once position is made meaningless; about
-                     1 % of position-blind latents pass it.  Permuting within documents keeps each document's
-                     own activation level with its tokens, so a latent that tracks documents is not taken for one
-                     that tracks position.
+                     with positions permuted among the tokens of each group (``groups``; None: over all tokens).
+                     eta2 of a latent with n tokens over T positions is biased upward by about (T - 1) / (n - 1) even
+                     when it ignores position, and more so for a sparse latent, so the bar is what latents with these
+                     very activations reach once position is made meaningless; about 1 % of position-blind latents
+                     pass it.  The groups say which alternative the control rules out: groups = token ids (positions
+                     exchanged only among occurrences of the same token) rule out a latent that reads the token,
+                     whose frequency varies with position in real text (sentence starts); groups = documents rule out
+                     a latent that tracks its document (long documents alone reach late positions).
 
 ``tiling`` places the latents on the position curve (the LessWrong layer-0 GPT-2 figure; Gurnee et al. 2026):
 the curve is the per-position mean state, centred, in its top-2 principal plane; each latent's point is
@@ -66,7 +67,8 @@ class PlaceCells:
 def place_cells(codes, positions, groups=None, n_shuffles: int = 5, quantile: float = 0.99, min_active: int = 20,
                 seed: int = 0) -> PlaceCells:
     """Receptive field, peak, width, eta2 and tuning of every latent of ``codes`` [n, m] over ``positions`` [n]
-    (``groups`` [n]: the document of each token, for the within-document shuffle); module docstring."""
+    (``groups`` [n]: each token's group -- its token id or document -- within which the control permutes positions;
+    None: over all tokens); module docstring."""
     codes, positions, groups = _checked(codes, positions, groups)
     if isinstance(n_shuffles, bool) or int(n_shuffles) != n_shuffles or n_shuffles < 1:
         raise ValueError(f"n_shuffles must be an integer >= 1, got {n_shuffles!r}")
@@ -187,6 +189,6 @@ def _checked(codes, positions, groups):
     if groups is not None:
         groups = np.asarray(groups)
         if groups.shape != positions.shape:
-            raise ValueError(f"groups must give one document per token ({len(positions)}), got shape "
+            raise ValueError(f"groups must give one group (token id, document) per token ({len(positions)}), got shape "
                              f"{list(groups.shape)}")
     return codes, positions.astype(np.int64), groups

@@ -19,7 +19,9 @@ scored by principal angles against the AP subspace (mean cos², share inside, ch
 the base window's state gets the subspace's coordinates from the same tokens read ``shift`` positions later,
 against that shifted run's own MLM output (KL, top-1 agreement; and the same two with no interchange).
 A model without an AP stream (RoPE, RP, AP-NeoBERT, a Hugging Face encoder) has no known position subspace:
-it is said in one line and left out (none left: exit 2).
+it is said in one line and left out (none left: exit 2).  Each layer is one ``ground_truth.score_method`` call
+(the methods as a dict, DAS closed over its layer): the call a method of your own goes through
+(docs/ground-truth.md).
 
 Writes into ``--out`` (default dstg-results/figures/ground_truth/): scores.csv (one row per model x seed x
 layer x method), ground_truth (PNG + PDF + JSON) and config.json.
@@ -43,8 +45,7 @@ from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigure
                                        readable_members, run_as_command, save_config, with_member_columns)
 
 NEEDS = "an AP stream of its own (a DSTG model: subspaces 'sem' and 'ap')"
-SCORE_COLUMNS = ["model", "seed", "layer", "method", "k", "d", "mean_cos2", "share_inside", "chance", "kl",
-                 "top1_agreement", "kl_unedited", "top1_unedited", "n_tokens"]
+SCORE_COLUMNS = ["model", "seed", *gt.SCORE_COLUMNS]
 
 
 @dataclass
@@ -81,23 +82,17 @@ def member_scores(encoder, config: GroundTruthFigureConfig, documents) -> pd.Dat
         raise FigureCannotRead(f"fig_ground_truth: {encoder.name}: fewer than 2 held-out windows of {length} tokens; "
                                "lower --length")
     fit, score = (tokens[:half], mask[:half]), (tokens[half:], mask[half:])
-    true = gt.true_position_basis(encoder)
-    d, k = true.shape
     steps = 60 if config.tiny else config.das_steps
-    rows = []
-    for layer in range(encoder.n_layers + 1):
-        X, p = gt.position_states(encoder, layer, *fit)
-        bases = {"ap_coordinates": true,
-                 "das": gt.das_subspace(encoder, layer, k, *fit, shift, steps, config.das_lr, config.seed,
-                                        config.das_restarts),
-                 "leace": gt.leace_subspace(X, p, k), "probe_span": gt.probe_span(X, p, k),
-                 "position_means_pcs": gt.position_means_pcs(X, p, k), "random": gt.random_subspace(d, k, config.seed)}
-        for method, basis in bases.items():
-            geometry = gt.subspace_score(basis, true)
-            effect = gt.interchange_effect(encoder, layer, basis, *score, shift)
-            rows.append({"layer": layer, "method": method, "k": k, "d": d, "mean_cos2": geometry["mean_cos2"],
-                         "share_inside": geometry["share_inside"], "chance": geometry["chance"], **effect})
-    return pd.DataFrame(rows)
+    tables = []
+    for layer in range(encoder.n_layers + 1):  # DAS reads the layer it fits at: one call per layer
+        def das(X, p, k, layer=layer):
+            return gt.das_subspace(encoder, layer, k, *fit, shift, steps, config.das_lr, config.seed,
+                                   config.das_restarts)
+        methods = {"das": das, "leace": gt.leace_subspace, "probe_span": gt.probe_span,
+                   "position_means_pcs": gt.position_means_pcs}
+        tables.append(gt.score_method(methods, encoder, *fit, layers=[layer], source_shift=shift,
+                                      score_tokens=score[0], score_mask=score[1], seed=config.seed))
+    return pd.concat(tables, ignore_index=True)
 
 
 def run(config: GroundTruthFigureConfig) -> dict:

@@ -33,6 +33,7 @@ FIGURES = {
     "logit-lens": ("experiments.fig_logit_lens", "each layer decoded through the model's own MLM head"),
     "rope-bands": ("experiments.fig_rope_bands", "RoPE heads classified by the frequency bands of their q.k"),
     "ground-truth": ("experiments.fig_ground_truth", "each method's position subspace scored against DSTG's AP stream"),
+    "place-cells": ("experiments.fig_place_cells", "SAE latents as place cells: receptive fields over position"),
     "decomposition": ("experiments.fig_decomposition", "hidden states split into mean, position, context, residual"),
     "geometry": ("experiments.fig_geometry", "one table of any encoder's position geometry, beside smooth controls"),
     "attention-view": ("experiments.fig_attention_view", "one text's attention by head and logit term, as an HTML page"),

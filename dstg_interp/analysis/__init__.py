@@ -41,12 +41,16 @@ Files:
                     position part's rank, the position-context incoherence (max |cos|) against chance.
     ground_truth.py DSTG's AP coordinates as the known position subspace: each method's subspace for position
                     (per-position-mean PCs, probe span, LEACE, random, DAS, a learned rotation written on
-                    ``encoders.edits``) scored against it by principal angles and by interchange on the MLM output.
+                    ``encoders.edits``) scored against it by principal angles and by interchange on the MLM output;
+                    ``score_method`` scores a method of your own beside the truth and a random subspace.
     geometry.py     the position geometry of any encoder, one row per table: PC1+PC2, PCs to 95%, participation
                     ratio, DCT low-bin share and 2-D MDS stress beside their smooth controls, position-tied
                     outlier dimensions; per-position sums of a layer's states gathered during the forward pass.
     sae.py          sparse autoencoders on one stream: EleutherAI's sparsify TopK SAE trained on a layer x
                     stream of a store (held-out FVU beside rank-k PCA), the [sae] extra.
+    place_cells.py  a dictionary's latents (an SAE's codes) as place cells: receptive field over position, peak,
+                    width at half maximum, eta² and tuning against a shuffled-position control; the latents on
+                    the position curve's principal plane.
 
 This package imports none of its modules itself: import the one you need, so that reading a spectrum
 does not load the encoders (and transformers) that heads and invariance run on.  The functions of the

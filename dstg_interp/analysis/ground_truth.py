@@ -7,6 +7,7 @@
     gt.subspace_score(found, true)                             # mean_cos2, share_inside, chance, k, k_true, d
     das = gt.train_das(encoder, layer, k, tokens, mask, source_shift=8)     # das.basis [d, k], das.losses [steps]
     gt.interchange_effect(encoder, layer, das.basis, tokens, mask, source_shift=8)   # kl, top1_agreement, ...
+    gt.score_method(my_method, encoder, tokens, mask, k=8)     # your method(X, p, k) -> [d, k] vs truth vs chance
 
 DSTG's state at every layer is ``full`` = [sem | ap] (``encoders.hooks``), so the position subspace is known:
 the d_ap AP coordinates.  Every method here returns an orthonormal basis [d, k] of the subspace it finds for
@@ -30,6 +31,11 @@ Methods (states of held-out tokens at one layer):
                         k axes, interchanged between base and shifted source, make the output follow the
                         counterfactual (``train_das``; the optimisation itself is ``fit_rotation``, which takes any
                         intervene-and-score closure, so a synthetic model with a planted subspace tests it).
+Your own method: ``score_method(method, encoder, tokens, mask)`` takes any ``method(X, p, k) -> basis [d, k]`` (the
+signature of the state methods above, or a dict of them by name), fits it on the states of one half of the
+sequences at each layer, checks what it returns, and scores it beside the two controls -- the AP coordinates
+themselves and a random subspace of the same k -- in one table (docs/ground-truth.md).
+
 pyvene is not used (it is an optional tool we do not pin): DAS here is written on our one write path into a
 model, ``encoders.edits.edit_states``, with the model's weights frozen and gradients reaching the rotation only.
 """
@@ -41,10 +47,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import torch
 from torch.nn.utils.parametrizations import orthogonal
 
-from ..encoders import Encoder, EncoderError
+from ..encoders import Encoder, EncoderError, open_encoder
 from ..encoders.edits import edit_states
 from .spectra import per_position_mean
 
@@ -89,7 +96,9 @@ def true_position_basis(encoder: Encoder, subspace: str = "full") -> np.ndarray:
     """The AP coordinates of ``subspace`` ("full" [sem | ap] or "ap") of a DSTG encoder as a basis [d, d_ap]."""
     if not {"sem", "ap"} <= set(encoder.subspaces):
         raise EncoderError(f"{encoder.name}: a {encoder.variant!r} model has no AP stream, so its position subspace "
-                           "is not known by construction; ground truth needs a DSTG model (subspaces 'sem' and 'ap')")
+                           "is not known by construction; ground truth needs a DSTG model (subspaces 'sem' and 'ap': "
+                           "the zoo's dstg members or a checkpoint of variant dstg; RoPE-, AP-, RP-NeoBERT and "
+                           "Hugging Face encoders have none)")
     if subspace not in ("full", "ap"):
         raise EncoderError(f"the true position subspace lives in 'full' or 'ap', not {subspace!r}")
     widths = {"sem": encoder.config.d_sem, "ap": encoder.config.d_ap}
@@ -180,6 +189,77 @@ def random_subspace(d: int, k: int, seed: int = 0) -> np.ndarray:
     """A uniformly random k-dimensional subspace of R^d as an orthonormal basis [d, k]."""
     _check_k(k, d)
     return orthonormal_basis(np.random.default_rng(seed).standard_normal((d, k)), "the random basis")
+
+
+# --- any method, scored beside its controls --------------------------------------------------------------
+CONTROLS = ("ap_coordinates", "random")  # the truth itself and a random subspace of the same k
+SCORE_COLUMNS = ["layer", "method", "k", "d", "mean_cos2", "share_inside", "chance", "kl", "top1_agreement",
+                 "kl_unedited", "top1_unedited", "n_tokens"]
+StateMethod = Callable[[np.ndarray, np.ndarray, int], object]
+
+
+def score_method(method: StateMethod | dict[str, StateMethod], encoder, tokens: torch.Tensor,
+                 mask: torch.Tensor | None = None, layers=None, k: int | None = None, source_shift: int = 8,
+                 score_tokens: torch.Tensor | None = None, score_mask: torch.Tensor | None = None,
+                 seed: int = 0) -> pd.DataFrame:
+    """Score ``method(X, p, k) -> basis [d, k]`` against DSTG's AP coordinates at each of ``layers``.
+
+    ``encoder``: a DSTG model (anything ``open_encoder`` takes); any other model is one EncoderError saying
+    which models have ground truth.  ``method``: a callable (named by its ``__name__``) or a dict {name:
+    callable}.  At each layer (None: 0..n_layers) the method gets the ``full`` states X [n, d] of the real tokens
+    of ``tokens`` [B, T] (``mask``: None = all real), their positions p [n] and ``k`` (None: d_AP); what it
+    returns must be a finite [d, k] matrix of rank k (else one ValueError naming the method).  The basis is then
+    scored by principal angles against the truth (``subspace_score``) and by ``interchange_effect`` with the
+    source read ``source_shift`` positions later, on ``score_tokens`` / ``score_mask`` -- default: the method is
+    fitted on the first half of the sequences and its interchange scored on the second half (held out).
+
+    Returns a tidy DataFrame of ``SCORE_COLUMNS``, one row per (layer, method), with two control rows per layer:
+    ``ap_coordinates`` (the truth as a method: mean_cos2 1, the AP interchange) and ``random`` (a uniformly random
+    k-subspace drawn with ``seed``: chance).
+    """
+    encoder = encoder if isinstance(encoder, Encoder) else open_encoder(encoder)
+    true = true_position_basis(encoder)
+    methods = _named_methods(method)
+    d = true.shape[0]
+    k = true.shape[1] if k is None else k
+    _check_k(k, d)
+    layers = list(range(encoder.n_layers + 1)) if layers is None else encoder.resolve(layers, ["full"])[0]
+    tokens = tokens[None] if tokens.dim() == 1 else tokens
+    mask = torch.ones_like(tokens, dtype=torch.bool) if mask is None else (mask[None] if mask.dim() == 1 else mask)
+    if score_tokens is None:
+        if len(tokens) < 2:
+            raise ValueError(f"score_method fits on half of the sequences and scores on the other half, but got "
+                             f"{len(tokens)} sequence; give at least 2, or held-out score_tokens")
+        half = len(tokens) // 2
+        (tokens, mask), (score_tokens, score_mask) = (tokens[:half], mask[:half]), (tokens[half:], mask[half:])
+    elif score_mask is None:
+        score_mask = torch.ones_like(score_tokens, dtype=torch.bool)
+    rows = []
+    for layer in layers:
+        X, p = position_states(encoder, layer, tokens, mask)
+        bases = {name: orthonormal_basis(call(X, p, k), f"{name}'s basis", width=d) for name, call in methods.items()}
+        for name, basis in bases.items():
+            if basis.shape[1] != k:
+                raise ValueError(f"{name}'s basis has {basis.shape[1]} columns but k = {k} directions were asked "
+                                 "for; a method(X, p, k) returns a basis [d, k]")
+        bases.update({"ap_coordinates": true, "random": random_subspace(d, k, seed)})
+        for name, basis in bases.items():
+            geometry = subspace_score(basis, true)
+            effect = interchange_effect(encoder, layer, basis, score_tokens, score_mask, source_shift)
+            rows.append({"layer": layer, "method": name, "k": basis.shape[1], "d": d, **geometry, **effect})
+    return pd.DataFrame(rows)[SCORE_COLUMNS]
+
+
+def _named_methods(method) -> dict[str, StateMethod]:
+    """{name: callable} of a callable (its ``__name__``) or a dict of them; one ValueError for anything else."""
+    methods = method if isinstance(method, dict) else {getattr(method, "__name__", type(method).__name__): method}
+    if not methods or not all(callable(call) for call in methods.values()):
+        raise ValueError("score_method needs a callable method(X, p, k) -> basis [d, k], or a dict {name: callable}; "
+                         f"got {type(method).__name__}")
+    taken = [name for name in methods if name in CONTROLS]
+    if taken:
+        raise ValueError(f"the method name {taken[0]!r} is a control's ({', '.join(CONTROLS)}); name it otherwise")
+    return {str(name): call for name, call in methods.items()}
 
 
 # --- DAS: a learned rotation, and the interchange that scores any basis --------------------------------------

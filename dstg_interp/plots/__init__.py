@@ -18,6 +18,7 @@ by layer read the measurement layout of ``plots.tidy`` (one row per model x subs
     patching and RoPE bands        plot_patching_map, plot_attribution_agreement, plot_band_shares
     ground truth (fig_ground_truth's scores)  plot_ground_truth (each method's subspace vs DSTG's AP stream)
     position geometry (fig_geometry's rows)   plot_geometry_leaderboard, plot_geometry_by_layer
+    place cells (fig_place_cells' tables)  plot_receptive_fields, plot_position_tiling (SAE latents over position)
 """
 
 from .extrapolation import at_last_layer, plot_extended_tables, plot_mlm_by_position, plot_probe_ranges
@@ -28,6 +29,7 @@ from .holmes import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
 from .invariance import plot_invariance_by_layer, plot_recall_by_layer
 from .patching import plot_attribution_agreement, plot_band_shares, plot_patching_map
 from .output import LABEL_COLORS, MODEL_COLORS, FigureOutputError, model_color, model_palette, save_figure
+from .place_cells import plot_position_tiling, plot_receptive_fields
 from .probes import plot_r2_by_layer
 from .spectra import plot_dct_power, plot_pc_curves, plot_scree
 from .tidy import MEASUREMENT_COLUMNS, measurements, plot_by_layer
@@ -48,6 +50,8 @@ __all__ = [
     "plot_head_map",
     "plot_share_scatter",
     "plot_r2_by_layer",
+    "plot_receptive_fields",
+    "plot_position_tiling",
     "plot_holmes_areas",
     "plot_holmes_counts",
     "plot_holmes_scores",

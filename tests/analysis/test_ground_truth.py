@@ -183,3 +183,74 @@ def test_models_without_an_ap_stream_have_no_ground_truth(dstg):
         gt.train_das(dstg, 0, 8, tokens, mask, 33, steps=1)
     with pytest.raises(EncoderError, match="not 'sem'"):
         gt.true_position_basis(dstg, "sem")
+
+
+# --- score_method: anyone's method against the truth and chance -------------------------------------------------
+def test_score_method_the_truth_as_a_method_scores_one_and_the_ap_interchange(dstg):
+    tokens, mask = batch(size=8, length=16, seed=4)
+    true = gt.true_position_basis(dstg)
+
+    def the_truth(X, p, k):
+        return true
+
+    scores = gt.score_method(the_truth, dstg, tokens, mask, layers=[0, 1], source_shift=SHIFT)
+    assert list(scores.columns) == gt.SCORE_COLUMNS and len(scores) == 2 * 3
+    assert list(scores.method.unique()) == ["the_truth", "ap_coordinates", "random"]
+    mine = scores[scores.method == "the_truth"].set_index("layer")
+    truth = scores[scores.method == "ap_coordinates"].set_index("layer")
+    assert (mine.mean_cos2 == 1).all() and (mine.share_inside == 1).all() and (mine.chance == 8 / 32).all()
+    for layer in (0, 1):  # the held-out half (sequences 4..7) scores the interchange: the AP interchange's own KL
+        direct = gt.interchange_effect(dstg, layer, true, tokens[4:], mask[4:], SHIFT)
+        assert mine.loc[layer, "kl"] == pytest.approx(direct["kl"], rel=1e-9, abs=1e-12)
+        assert mine.loc[layer, "kl"] == pytest.approx(truth.loc[layer, "kl"], rel=1e-9, abs=1e-12)
+        assert mine.loc[layer, "top1_agreement"] == direct["top1_agreement"]
+        assert mine.loc[layer, "n_tokens"] == 4 * 16
+    assert mine.loc[0, "kl"] < 1e-9 and mine.loc[0, "top1_agreement"] == 1
+
+
+def test_score_method_a_random_method_scores_near_chance(dstg):
+    tokens, mask = batch(size=64, length=16, seed=5)
+
+    def guess(X, p, k):
+        return np.random.default_rng(7).standard_normal((X.shape[1], k))  # not orthonormal: score_method makes it so
+
+    scores = gt.score_method({"guess": guess, "leace": gt.leace_subspace}, dstg, tokens, mask, layers=[0], k=8,
+                             source_shift=SHIFT)
+    rows = scores.set_index("method")
+    assert list(rows.index) == ["guess", "leace", "ap_coordinates", "random"]
+    # a random 8-subspace of R^32 against 8 true coordinates: E[cos^2] = 1/4; 8 angles of one draw scatter by ~0.1
+    assert abs(rows.loc["guess", "mean_cos2"] - 0.25) < 0.15 and rows.loc["guess", "chance"] == 0.25
+    assert rows.loc["guess", "kl"] > 0.5 * rows.loc["guess", "kl_unedited"]  # it interchanges little of position
+    assert rows.loc["leace", "mean_cos2"] > 0.8 and rows.loc["leace", "kl"] < 0.25 * rows.loc["leace", "kl_unedited"]
+
+
+@pytest.mark.parametrize("returned, message", [
+    (lambda X, k: np.eye(30)[:, :k], "broken's basis has 30 rows but the states are 32 wide"),
+    (lambda X, k: np.eye(32)[:, [0] * k], "broken's basis is rank-deficient: its 8 columns span only 1"),
+    (lambda X, k: np.full((32, k), np.nan), "broken's basis has NaN"),
+    (lambda X, k: np.eye(32)[:, :3], "broken's basis has 3 columns but k = 8"),
+    (lambda X, k: np.eye(32)[0], r"broken's basis must be a matrix \[d, k\]"),
+])
+def test_score_method_refuses_a_bad_basis_naming_the_method(dstg, returned, message):
+    tokens, mask = batch(size=4, length=8)
+
+    def broken(X, p, k):
+        return returned(X, k)
+
+    with pytest.raises(ValueError, match=message):
+        gt.score_method(broken, dstg, tokens, mask, layers=[0], k=8)
+
+
+def test_score_method_refuses_a_model_without_ground_truth_and_bad_calls(dstg):
+    tokens, mask = batch(size=4, length=8)
+    rope = open_encoder(tiny_model("rope").eval())
+    with pytest.raises(EncoderError, match="'rope' model has no AP stream.*ground truth needs a DSTG model"):
+        gt.score_method(gt.leace_subspace, rope, tokens, mask)
+    with pytest.raises(ValueError, match="'random' is a control's"):
+        gt.score_method({"random": gt.leace_subspace}, dstg, tokens, mask)
+    with pytest.raises(ValueError, match="needs a callable method"):
+        gt.score_method("leace", dstg, tokens, mask)
+    with pytest.raises(ValueError, match="got 1 sequence; give at least 2"):
+        gt.score_method(gt.leace_subspace, dstg, tokens[:1], mask[:1])
+    with pytest.raises(EncoderError, match="layer"):
+        gt.score_method(gt.leace_subspace, dstg, tokens, mask, layers=[9])

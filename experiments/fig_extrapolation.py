@@ -51,7 +51,7 @@ from dstg_interp.plots import at_last_layer, plot_extended_tables, plot_mlm_by_p
 from dstg_interp.store.cache import cached_extract
 from dstg_interp.tiny_zoo import tiny_long_documents
 from dstg_interp.encoders import HFEncoder
-from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, has_mlm_head, inputs_for, figure_config, readable_members,
+from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, has_mlm_head, inputs_for, figure_config, one_seed_title, readable_members,
                                        run_as_command, save_config, with_offset_model)
 from probes.by_range import probe_by_range
 
@@ -213,9 +213,9 @@ def run(config: ExtrapolationFigureConfig) -> dict:
     ranges.to_csv(config.out / "probe_ranges.csv", index=False)
     fits.to_csv(config.out / "table_fits.csv", index=False)
     summary.to_csv(config.out / "summary.csv", index=False)
-    plot_mlm_by_position(mlm, config.out, trained_length=trained)
-    plot_probe_ranges(ranges, config.out, trained_length=trained)
-    plot_extended_tables(paths, config.out, trained_length=trained)
+    plot_mlm_by_position(mlm, config.out, trained_length=trained, title=one_seed_title(inputs))
+    plot_probe_ranges(ranges, config.out, trained_length=trained, title=one_seed_title(inputs))
+    plot_extended_tables(paths, config.out, trained_length=trained, title=one_seed_title(inputs))
     save_config(config, "experiments/fig_extrapolation.py", trained_length=trained, windows=windows,
                 inputs=inputs.description, wall_s=round(time.perf_counter() - started, 1))
     if not config.quiet:

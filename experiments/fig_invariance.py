@@ -36,7 +36,7 @@ import pandas as pd
 
 from dstg_interp.analysis.invariance import CONDITIONS, measure_invariance, select_passages
 from dstg_interp.plots import plot_invariance_by_layer, plot_recall_by_layer
-from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, figure_config, run_as_command, save_config,
+from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, inputs_for, figure_config, one_seed_title, run_as_command, save_config,
                                        say_not_applicable, stream_notes, with_offset_model)
 
 ZOO_PASSAGES = 400
@@ -90,8 +90,8 @@ def run(config: InvarianceFigureConfig) -> dict:
         temporary = config.out / f".{stem}.tmp.csv"
         table.to_csv(temporary, index=False)
         temporary.replace(config.out / f"{stem}.csv")
-    plot_invariance_by_layer(invariance, config.out, stem="invariance_by_layer")
-    plot_recall_by_layer(retrieval, config.out, stem="recall_by_layer", k=1)
+    plot_invariance_by_layer(invariance, config.out, stem="invariance_by_layer", title=one_seed_title(inputs))
+    plot_recall_by_layer(retrieval, config.out, stem="recall_by_layer", k=1, title=one_seed_title(inputs))
     summary = final_layer_summary(invariance, retrieval)
     save_config(config, "experiments/fig_invariance.py", passages_per_model=passage_counts, conditions=CONDITIONS,
                 mean_offset=float(invariance.mean_offset.mean()), inputs=inputs.description,

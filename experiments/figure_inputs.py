@@ -512,6 +512,16 @@ def _shared_zoo_model(path: str):
     return load_model(Path(path)).eval()
 
 
+def one_seed_title(inputs: FigureInputs) -> str | None:
+    """The title of a figure that reads one training seed of the zoo (and the random_offset DSTG), saying so;
+    None for a model list (drawn as given)."""
+    if inputs.given:
+        return None
+    seeds = sorted({seed for _, seed in inputs.members.values()})
+    return (f"One training seed ({', '.join(f'seed {s}' for s in seeds)}) of each zoo variant, and the random_offset "
+            "DSTG: no interval over seeds")
+
+
 def with_offset_model(inputs: FigureInputs) -> dict:
     """The figure models plus the random_offset DSTG: shipped in the zoo, or for --tiny a random DSTG with a
     table four times the tiny models' length.  The studies beyond the paper read it; the paper figures do not."""

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .output import model_color, ordered_models, require_columns, save_figure
+from .output import figure_title, model_color, ordered_models, require_columns, save_figure
 
 METHOD_STYLES = {"chunked": ":", "native": "-", "curve": "-", "repeat": "--", "stretch": "-."}
 # the random_offset DSTG shares DSTG's name prefix (and so its zoo colour): give it its own
@@ -42,7 +42,8 @@ def _arms(frame: pd.DataFrame) -> list[tuple[str, str]]:
     return [(model, method) for model in models for method in methods if (model, method) in present]
 
 
-def plot_mlm_by_position(mlm: pd.DataFrame, out_dir, trained_length: int, stem: str = "mlm_by_position") -> dict:
+def plot_mlm_by_position(mlm: pd.DataFrame, out_dir, trained_length: int, stem: str = "mlm_by_position",
+                         title: str | None = None) -> dict:
     """Columns = lengths; rows = accuracy, loss; one line per (model, method) over position buckets (the model's
     colour, the method's dashes); the grey line is the trained length."""
     require_columns(mlm, ["model", "method", "length", "bucket_start", "bucket_end", "loss", "accuracy"], "the MLM table")
@@ -67,6 +68,7 @@ def plot_mlm_by_position(mlm: pd.DataFrame, out_dir, trained_length: int, stem: 
     grid.set_titles(row_template="{row_name}", col_template="{col_name}-token windows")
     if grid.legend is not None:
         grid.legend.set_title(None)
+    figure_title(grid.figure, title)
     return save_figure(grid.figure, out_dir, stem, {"trained_length": trained_length, "rows": mlm})
 
 
@@ -77,7 +79,7 @@ def at_last_layer(ranges: pd.DataFrame) -> pd.Series:
 
 
 def plot_probe_ranges(ranges: pd.DataFrame, out_dir, trained_length: int, layer=None, fit_on: str = "all",
-                      metric: str = "mae", stem: str = "probe_ranges") -> dict:
+                      metric: str = "mae", stem: str = "probe_ranges", title: str | None = None) -> dict:
     """Bars of a held-out probe metric inside vs beyond the trained range at ``layer`` (default: each model's last),
     per arm; panels = targets x lengths.  Every model's full state (DSTG: [sem, ap]).  ``metric``: ``mae``
     (mean absolute error in positions / sentences; lower is better) or ``r2`` (within each range)."""
@@ -115,12 +117,14 @@ def plot_probe_ranges(ranges: pd.DataFrame, out_dir, trained_length: int, layer=
                 ax.set_ylim(-0.2, 1.0)
     axes[0, 0].legend(fontsize=7, frameon=False)
     fig.tight_layout()
+    figure_title(fig, title)
     note = "R² within each range, below -0.2 drawn at -0.2" if metric == "r2" else "lower is better"
     return save_figure(fig, out_dir, stem, {"layer": layer, "fit_on": fit_on, "metric": metric,
                                             "trained_length": trained_length, "note": note, "rows": rows})
 
 
-def plot_extended_tables(paths: pd.DataFrame, out_dir, trained_length: int, stem: str = "extended_tables") -> dict:
+def plot_extended_tables(paths: pd.DataFrame, out_dir, trained_length: int, stem: str = "extended_tables",
+                         title: str | None = None) -> dict:
     """One panel per (model, method): the extended table's rows in the learned table's PC1-PC2 plane,
     coloured by position, the learned range in grey underneath."""
     require_columns(paths, ["model", "method", "position", "pc1", "pc2"], "the table-path table")
@@ -133,4 +137,5 @@ def plot_extended_tables(paths: pd.DataFrame, out_dir, trained_length: int, stem
         points = ax.scatter(arm.pc1, arm.pc2, c=arm.position, cmap="viridis", s=6, zorder=2)
         ax.set(title=f"{model}: {method}", xlabel="PC1", ylabel="PC2")
     fig.colorbar(points, ax=axes[0].tolist(), label="position", shrink=0.8)
+    figure_title(fig, title)
     return save_figure(fig, out_dir, stem, {"trained_length": trained_length, "rows": paths})

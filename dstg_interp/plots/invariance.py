@@ -21,7 +21,7 @@ METRIC_LABELS = {"token_cosine": "cosine to alone (tokens)", "token_rel_l2": "re
 
 
 def plot_invariance_by_layer(invariance: pd.DataFrame, out_dir, stem: str = "invariance_by_layer",
-                             metrics=("token_cosine", "token_rel_l2")) -> dict:
+                             metrics=("token_cosine", "token_rel_l2"), title: str | None = None) -> dict:
     """Grid: rows = metric, columns = condition; each panel the metric by layer, one line per (model, subspace).
     The black line is what a perfectly invariant state gives (cosine 1, change 0)."""
     require_columns(invariance, ["model", "subspace", "condition", "layer", *metrics], "the invariance table")
@@ -29,10 +29,11 @@ def plot_invariance_by_layer(invariance: pd.DataFrame, out_dir, stem: str = "inv
     long["metric"] = long.metric.map(lambda m: METRIC_LABELS.get(m, m))
     reference = {METRIC_LABELS.get(m, m): 1.0 if "cosine" in m else 0.0 for m in metrics}
     return plot_by_layer(long, out_dir, stem, row="metric", col="condition", ylabel="", reference=reference, share_y="row",
-                         numbers={"metrics": list(metrics)})
+                         numbers={"metrics": list(metrics)}, title=title)
 
 
-def plot_recall_by_layer(retrieval: pd.DataFrame, out_dir, stem: str = "recall_by_layer", k: int = 1) -> dict:
+def plot_recall_by_layer(retrieval: pd.DataFrame, out_dir, stem: str = "recall_by_layer", k: int = 1,
+                         title: str | None = None) -> dict:
     """One panel per condition: recall@k by layer (database = the passages encoded alone), one line per
     (model, subspace); the black line is chance (k / number of passages)."""
     require_columns(retrieval, ["model", "subspace", "condition", "layer", "k", "recall", "n_passages"],
@@ -43,7 +44,7 @@ def plot_recall_by_layer(retrieval: pd.DataFrame, out_dir, stem: str = "recall_b
     long = measurements(_by_condition(chosen), ["recall"], keys=["condition"])
     chance = k / chosen.n_passages.max()
     return plot_by_layer(long, out_dir, stem, col="condition", ylabel=f"recall@{k}", reference=chance,
-                         numbers={"k": k, "chance": chance})
+                         numbers={"k": k, "chance": chance}, title=title)
 
 
 def _by_condition(frame: pd.DataFrame) -> pd.DataFrame:

@@ -77,6 +77,13 @@ def caption(fig, text: str, y: float = -0.02) -> None:
     fig.text(0.5, y, text, ha="center", va="top", fontsize=7, wrap=True)
 
 
+def figure_title(fig, title: str | None) -> None:
+    """A title over the whole figure, above its panels (e.g. what it reads: "seed 0 of the zoo: one training
+    seed"); nothing for None."""
+    if title:
+        fig.suptitle(title, fontsize=9, y=1.0, va="bottom")
+
+
 def model_color(model: str, others: list[str] | None = None) -> str:
     """The zoo colour of ``model`` ("dstg", or a name starting with it like "dstg-seed1"); other models
     (e.g. MiniLM) get greys/extra colours in the order of ``others``."""

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .output import MAX_COLUMNS, caption, display_name, model_palette, require_columns, save_figure, subspace_name
+from .output import (MAX_COLUMNS, caption, display_name, figure_title, model_palette, require_columns, save_figure,
+                     subspace_name)
 
 MEASUREMENT_COLUMNS = ["model", "subspace", "layer", "metric", "value", "ci_low", "ci_high"]
 SUBSPACE_ORDER = ("full", "sem", "ap")
@@ -51,12 +52,13 @@ def measurements(table: pd.DataFrame, metrics, keys=(), intervals: dict | None =
 def plot_by_layer(long: pd.DataFrame, out_dir, stem: str, row: str | None = None, col: str | None = None,
                   ylabel: str = "value", reference: dict | float | None = None, share_y: bool | str = True,
                   numbers: dict | None = None, bands: str = "shaded bands: the interval of each line",
-                  reference_label: str | None = None) -> dict:
+                  reference_label: str | None = None, title: str | None = None) -> dict:
     """Measurements by layer, one line per (model, subspace) coloured by model and dashed by subspace, with the
     interval as a band; facets ``row`` x ``col`` (columns of ``long``), wrapped after three columns when there
     are no rows.  Lines and titles use display names (DSTG-NeoBERT, "AP stream"); ``bands`` says in the caption
     what the bands are, ``reference_label`` what the horizontal ``reference`` line is (one value, or metric ->
-    value when the rows are metrics).  Writes PNG + PDF + JSON (the rows drawn, with the internal names)."""
+    value when the rows are metrics), ``title`` a title over the whole figure (e.g. which seeds it reads).  Writes
+    PNG + PDF + JSON (the rows drawn, with the internal names)."""
     require_columns(long, MEASUREMENT_COLUMNS + [c for c in (row, col) if c], "the measurements")
     long = long.assign(line=_line_names(long))
     if col == "subspace":
@@ -93,8 +95,9 @@ def plot_by_layer(long: pd.DataFrame, out_dir, stem: str, row: str | None = None
     words = [bands if has_band else None, f"thin black line: {reference_label}" if reference is not None and reference_label
              else None, "dashed: DSTG-NeoBERT's semantic stream, dotted: its AP stream, solid: a whole state"]
     caption(grid.figure, "; ".join(w for w in words if w) + ".")
+    figure_title(grid.figure, title)
     drawn = long.drop(columns=[c for c in ("line", "subspace_title") if c in long.columns])
-    return save_figure(grid.figure, out_dir, stem, {**(numbers or {}), "bands": bands if has_band else None,
+    return save_figure(grid.figure, out_dir, stem, {**(numbers or {}), "title": title, "bands": bands if has_band else None,
                                                     "measurements": drawn})
 
 

@@ -172,7 +172,11 @@ def test_invariance_figures(tmp_path):
     numbers = _check_outputs(plot_invariance_by_layer(table, tmp_path, stem="inv"), tmp_path, "inv")
     assert len(numbers["measurements"]) == 2 * len(table)
     numbers = _check_outputs(plot_recall_by_layer(table, tmp_path, stem="recall", k=1), tmp_path, "recall")
-    assert numbers["chance"] == pytest.approx(1 / 40)
+    assert numbers["chance"] == pytest.approx(1 / 40) and numbers["title"] is None
+    # a figure of one training seed says so over its panels
+    said = "One training seed (seed 0) of each zoo variant"
+    numbers = _check_outputs(plot_recall_by_layer(table, tmp_path, stem="recall", k=1, title=said), tmp_path, "recall")
+    assert numbers["title"] == said
     with pytest.raises(ValueError, match="no rows with k=5"):
         plot_recall_by_layer(table, tmp_path, k=5)
     # DSTG and the random_offset DSTG share the zoo colour; in one figure they must not

@@ -232,9 +232,11 @@ def holmes_a_vs_b(figures: Path) -> str:
 
 
 def claims_table(figures: Path, brief: bool = False) -> str:
-    """The claims table (claims.json, computed by experiments/claims.py); ``brief``: without the control, the
-    rule and the detail (the README's; REPORT.md has them all)."""
+    """The claims table (claims.json, computed by experiments/claims.py); ``brief``: the paper's claims only (no
+    reference rows) without the control, the rule and the detail (the README's; REPORT.md has them all)."""
     claims = _json(figures / "claims.json", "claims.json")
+    if brief:
+        claims = [c for c in claims if c["verdict"] != "reference"]
 
     def number(value):
         if value is None:
@@ -252,7 +254,8 @@ def claims_table(figures: Path, brief: bool = False) -> str:
 
 
 def claims_brief(figures: Path) -> str:
-    """The claims table without its control, rule and detail columns (README.md; REPORT.md has the whole)."""
+    """The paper's claims without the reference rows and the control, rule and detail columns (README.md;
+    REPORT.md has the whole table)."""
     return claims_table(figures, brief=True)
 
 

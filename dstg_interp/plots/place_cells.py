@@ -4,7 +4,8 @@ the latents tiling the position curve.
     plot_receptive_fields(cells, fields, "figures/place_cells")   # fig_place_cells' place_cells.csv, fields.csv
     plot_position_tiling(cells, curve, "figures/place_cells")     # ... and curve.csv
 
-One panel per (model, layer, subspace) of the lowest training seed.
+One panel per (model, layer, subspace) of the lowest training seed, its title giving the tuned count of every
+seed (``_seed_counts``).
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ def plot_receptive_fields(cells: pd.DataFrame, fields: pd.DataFrame, out_dir, st
     require_columns(cells, CELL_COLUMNS, "the place-cell table")
     require_columns(fields, ["model", "seed", "layer", "subspace", "latent", "position", "activation"],
                     "the receptive fields")
-    cells, fields = _first_seed(cells), _first_seed(fields)
+    every_seed, (cells, fields) = cells, (_first_seed(cells), _first_seed(fields))
     panels = list(cells.groupby(PANEL_KEYS, sort=False))
     fig, axes = _grid(len(panels), 3.6, 3.0)
     image = None
     for ax, (key, rows) in zip(axes, panels):
         tuned = rows[rows.tuned.astype(bool)].sort_values(["peak", "latent"])
-        ax.set_title(_panel_title(key) + f"\n{len(tuned)} of {len(rows)} latents position-tuned", fontsize=8)
+        ax.set_title(_panel_title(key) + f"\n{len(tuned)} of {len(rows)} latents position-tuned"
+                     + _seed_counts(every_seed, key), fontsize=8)
         ax.set_xlabel("token position", fontsize=8)
         ax.set_ylabel("tuned latents, by peak position", fontsize=8)
         if not len(tuned):
@@ -67,7 +69,7 @@ def plot_position_tiling(cells: pd.DataFrame, curve: pd.DataFrame, out_dir, stem
     require_columns(cells, CELL_COLUMNS + ["pc1", "pc2"], "the place-cell table")
     require_columns(curve, ["model", "seed", "layer", "subspace", "position", "pc1", "pc2", "share"],
                     "the position curve")
-    cells, curve = _first_seed(cells), _first_seed(curve)
+    every_seed, (cells, curve) = cells, (_first_seed(cells), _first_seed(curve))
     panels = list(curve.groupby(PANEL_KEYS, sort=False))
     fig, axes = _grid(len(panels), 3.8, 3.4)
     top = max(float(curve.position.max()), float(cells.peak.max()) if cells.peak.notna().any() else 0.0)
@@ -83,7 +85,7 @@ def plot_position_tiling(cells: pd.DataFrame, curve: pd.DataFrame, out_dir, stem
                    zorder=3)
         ax.axhline(0, color="#DDDDDD", lw=0.5, zorder=0)
         ax.axvline(0, color="#DDDDDD", lw=0.5, zorder=0)
-        ax.set_title(_panel_title(key) + f"\ntuned latents: {len(tuned)}; PC1-2: "
+        ax.set_title(_panel_title(key) + f"\ntuned latents: {len(tuned)}{_seed_counts(every_seed, key)}; PC1-2: "
                                          f"{100 * float(line.share.iloc[0]):.0f}% of the means' variance", fontsize=7)
         ax.set_xlabel("PC1 of the per-position mean state", fontsize=8)
         ax.set_ylabel("PC2", fontsize=8)
@@ -100,6 +102,18 @@ def plot_position_tiling(cells: pd.DataFrame, curve: pd.DataFrame, out_dir, stem
 
 def _first_seed(table: pd.DataFrame) -> pd.DataFrame:
     return table[table.seed == table.seed.min()] if len(table) else table
+
+
+def _seed_counts(cells: pd.DataFrame, key) -> str:
+    """" (seed 0; 54, 61 in seeds 1, 2)": the seed drawn and the tuned count of every other seed of the panel's
+    (model, layer, subspace), or " (one seed: 0)"."""
+    rows = cells.loc[(cells[PANEL_KEYS] == pd.Series(key, index=PANEL_KEYS)).all(axis=1)]
+    counts = rows.groupby("seed").tuned.apply(lambda tuned: int(tuned.astype(bool).sum()))
+    first, others = int(counts.index.min()), counts.iloc[1:]
+    if others.empty:
+        return f" (one seed: {first})"
+    return (f" (seed {first}; {', '.join(str(int(n)) for n in others)} in seed{'s' if len(others) > 1 else ''} "
+            f"{', '.join(str(int(s)) for s in others.index)})")
 
 
 def _panel_title(key) -> str:

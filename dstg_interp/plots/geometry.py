@@ -89,11 +89,15 @@ def plot_geometry_leaderboard(table: pd.DataFrame, out_dir, stem: str = "geometr
     return save_figure(fig, out_dir, stem, {"entries": pd.DataFrame(summary), "rows": entries})
 
 
+CONTROL_GREYS = ("#555555", "#999999", "#BBBBBB", "#DDDDDD")  # the controls of a panel's widths, narrowest first
+
+
 def plot_geometry_by_layer(table: pd.DataFrame, out_dir, stem: str = "geometry_by_layer") -> dict:
     """Small multiples, one column per model and one row per number (``BY_LAYER_METRICS``): the layer rows by
     layer, one line per subspace (mean over training seeds, band lowest to highest seed), the random-walk
-    control (grey dashed: mean, grey band: up to its q95) and the learned table's value (dotted) where there is one."""
-    require_columns(table, COLUMNS, "the geometry table")
+    control of each width in the panel (grey dashed: mean, grey band: up to its q95) and the learned table's
+    value (dotted) where there is one."""
+    require_columns(table, (*COLUMNS, "width"), "the geometry table")
     applies = table[table.applies.astype(bool)]
     layers = applies[applies.source == "layer"]
     if not len(layers):
@@ -112,11 +116,13 @@ def plot_geometry_by_layer(table: pd.DataFrame, out_dir, stem: str = "geometry_b
                 ax.plot(line.index, line["mean"], marker="o", ms=3, color=palette[model],
                         ls=SUBSPACE_STYLES.get(subspace, "-"), label=subspace_name(subspace))
                 ax.fill_between(line.index, line["min"], line["max"], color=palette[model], alpha=0.15, lw=0)
-            control = rows.groupby("layer")[[f"walk_{metric}", f"walk_{metric}_q95"]].mean()
-            ax.plot(control.index, control[f"walk_{metric}"], color="#777777", ls="--", lw=0.9,
-                    label="random-walk control (mean)")
-            ax.fill_between(control.index, control[f"walk_{metric}"], control[f"walk_{metric}_q95"], color="#777777",
-                            alpha=0.15, lw=0, label="random-walk control, up to q95")
+            widths = sorted(rows.width.unique())  # a control is of one shape: DSTG's 16-wide AP stream has its own
+            for shade, width in zip(CONTROL_GREYS, widths):
+                control = rows[rows.width == width].groupby("layer")[[f"walk_{metric}", f"walk_{metric}_q95"]].mean()
+                ax.plot(control.index, control[f"walk_{metric}"], color=shade, ls="--", lw=0.9,
+                        label=f"random walks, {int(width)} wide (mean)")
+                ax.fill_between(control.index, control[f"walk_{metric}"], control[f"walk_{metric}_q95"],
+                                color=shade, alpha=0.15, lw=0, label=f"random walks, {int(width)} wide, up to q95")
             if len(tables):
                 ax.axhline(float(tables[metric].mean()), color=palette[model], ls=":", lw=1.6,
                            label="learned table")
@@ -130,7 +136,10 @@ def plot_geometry_by_layer(table: pd.DataFrame, out_dir, stem: str = "geometry_b
     shared_legend(fig, axes, max_columns=4, top=0.88)
     caption(fig, "Each layer's position basis (the per-position mean state over held-out documents). Lines: mean "
                  f"over {int(layers.seed.nunique())} training seed(s), one per subspace; coloured bands: lowest to "
-                 "highest seed. Grey dashed: random walks of the basis's shape (a smooth curve with no structure), "
-                 "grey band: up to their 95% quantile -- a PC1+PC2 inside it reads only 'smooth'. Dotted: the "
+                 "highest seed. Grey dashed: random walks of the basis's shape, one per width (a smooth curve with no "
+                 "structure; DSTG's AP stream is narrower than its other states), grey band: up to their 95% quantile "
+                 "-- a PC1+PC2 inside it reads only 'smooth'. Dotted: the "
                  "model's learned position table, where it has one.", y=-0.03)
-    return save_figure(fig, out_dir, stem, {"layers": layers})
+    controls = (layers.groupby(["model", "width", "layer"])[[f"walk_{m}" for m in BY_LAYER_METRICS]
+                               + [f"walk_{m}_q95" for m in BY_LAYER_METRICS]].mean().reset_index())
+    return save_figure(fig, out_dir, stem, {"layers": layers, "controls": controls})

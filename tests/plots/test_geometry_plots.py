@@ -16,17 +16,19 @@ def geometry_rows() -> pd.DataFrame:
             rows.append({"model": model, "seed": seed, "source": "table", "layer": None, "subspace": "table",
                          "applies": has_table, **{m: (0.5 + seed if has_table else None) for m in LEADERBOARD_METRICS}})
             for layer in (0, 1, 2):
-                rows.append({"model": model, "seed": seed, "source": "layer", "layer": layer, "subspace": "full",
-                             "applies": True, **{m: layer + seed for m in LEADERBOARD_METRICS},
-                             **{f"walk_{m}": 0.8 for m in ("pc1_pc2", "participation_ratio")},
-                             **{f"walk_{m}_q95": 0.9 for m in ("pc1_pc2", "participation_ratio")}})
+                for subspace, width, walk in (("full", 32, 0.8), ("ap", 8, 0.7))[:2 if has_table else 1]:
+                    rows.append({"model": model, "seed": seed, "source": "layer", "layer": layer, "subspace": subspace,
+                                 "width": width, "applies": True, **{m: layer + seed for m in LEADERBOARD_METRICS},
+                                 **{f"walk_{m}": walk for m in ("pc1_pc2", "participation_ratio")},
+                                 **{f"walk_{m}_q95": walk + 0.1 for m in ("pc1_pc2", "participation_ratio")}})
     return pd.DataFrame(rows)
 
 
 def test_the_leaderboard_draws_tables_and_last_layers_with_seed_intervals(tmp_path):
     paths = plot_geometry_leaderboard(geometry_rows(), tmp_path)
     entries = pd.DataFrame(json.loads(paths["json"].read_text())["entries"])
-    assert set(entries.entry) == {"DSTG-NeoBERT, table", "DSTG-NeoBERT, L2 full state", "RoPE-NeoBERT, L2 full state"}
+    assert set(entries.entry) == {"DSTG-NeoBERT, table", "DSTG-NeoBERT, L2 full state", "DSTG-NeoBERT, L2 AP stream",
+                                  "RoPE-NeoBERT, L2 full state"}
     last = entries[(entries.entry == "RoPE-NeoBERT, L2 full state") & (entries.metric == "pc1_pc2")].iloc[0]
     assert (last["mean"], last["low"], last["high"], last["n_seeds"]) == (2.5, 2, 3, 2)
     assert last["walk_control"] == pytest.approx(0.8)
@@ -35,6 +37,11 @@ def test_the_leaderboard_draws_tables_and_last_layers_with_seed_intervals(tmp_pa
 
 def test_the_by_layer_figure_reads_every_layer_row_and_refuses_a_bare_table(tmp_path):
     paths = plot_geometry_by_layer(geometry_rows(), tmp_path)
-    assert len(json.loads(paths["json"].read_text())["layers"]) == 2 * 2 * 3
+    drawn = json.loads(paths["json"].read_text())
+    assert len(drawn["layers"]) == 2 * (2 + 1) * 3  # seeds x (DSTG's two subspaces + RoPE's one) x layers
+    # one control per width: DSTG's 8-wide stream is read against 8-wide walks, not the mean of both widths
+    controls = pd.DataFrame(drawn["controls"])
+    assert sorted(controls[controls.model == "dstg"].width.unique()) == [8, 32]
+    assert controls[(controls.model == "dstg") & (controls.width == 8)].walk_pc1_pc2.eq(0.7).all()
     with pytest.raises(ValueError, match="lacks the column"):
         plot_geometry_by_layer(geometry_rows().drop(columns="applies"), tmp_path)

@@ -26,6 +26,7 @@ returns the same fits.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -174,7 +175,7 @@ class _Pass:
 
 def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest, control: Encoder | None = None, *,
                    progress: bool = False, ranks: Ranks | None = None, desc: str = "probe",
-                   control_cache: str | Path | None = None):
+                   control_cache: str | os.PathLike | None = None):
     """(fitted, random_init, partials) as ``probes.positions.probe_store`` gets them from ``fit_ridge_grid``:
     ``fitted`` one row per (set, target) with test R², bootstrap CI and test predictions; ``random_init`` the
     control's test R² by set (None without ``control``); ``partials`` {set: (partial R², low, high)}.
@@ -251,8 +252,7 @@ def _cached_control(folder: Path, control: Encoder, sequences, layout: "_RowLayo
     def read() -> tuple[ControlEntry | None, dict | None]:
         if not ranks.first:
             return None, None
-        sets = [(source.layer, sub, control.hooks_for(source.layer, sub)) for source in sources
-                for (_, sub) in source.columns]
+        sets = [(layer, sub, control.hooks_for(layer, sub)) for source in sources for (layer, sub) in source.columns]
         settings = dict(n_splits=request.n_splits, alphas=DEFAULT_ALPHAS, gram_precision=request.gram_precision,
                         batch_size=request.batch_size, device=control.device.type, world_size=ranks.world_size)
         target = np.concatenate([layout.Y_rows[:, 0], layout.y_shift[:1]])  # the centred target and its centre

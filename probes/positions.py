@@ -22,7 +22,8 @@ outer split by whole documents (``test_fraction`` of documents held out); on the
 penalty is chosen by grouped 5-fold CV (``probes.ridge``); held-out R² with a bootstrap CI over test
 documents.  Two controls, so an R² means something:
 
-- ``random_init_r2``: the same probe on a randomly initialised model of the same config (same tokens);
+- ``random_init_r2``: the same probe on a randomly initialised model of the same config (same tokens; without a
+  store its R² are kept in the cache and a rerun reads them instead of running the twin: ``probes.control_cache``);
 - ``shuffled_r2``: the same features with the target shuffled *within each document* (what a probe gets
   from knowing only which document a token is in, plus chance).
 

@@ -21,7 +21,9 @@ same numbers: the results equal the store route's to 1e-8 (``tests/probes/test_s
 the statistics -- per layer (folds + 1) x (d + 4)² float64 plus the same per token position and d wide --,
 one batch and at most ``held_out_memory_mb`` of held-out rows: flat in the number of tokens. Under torchrun
 (``ranks``) each rank runs a share of the batches and the statistics are summed over the ranks; every rank
-returns the same fits.
+returns the same fits.  Given ``control_cache`` (a folder), the random-init control's R² are kept there by key
+(``probes.control_cache``) and a run that finds them does not run the twin (under torchrun rank 0 reads and
+writes, and every rank follows its answer).
 """
 
 from __future__ import annotations

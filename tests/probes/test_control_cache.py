@@ -8,17 +8,22 @@ and one holding another key's numbers are each said in one line, recomputed and 
 
 import json
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
 import probes.control_cache as control_cache
 import probes.storeless as storeless
 from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp.cli.probe import main as probe_main
 from dstg_interp.data import load_corpus, train_tokenizer
-from probes.positions import probe_positions
+from dstg_interp.encoders import open_encoder
+from dstg_interp.store.distributed import Ranks
+from probes.positions import PositionProbeConfig, probe_positions, probe_sequences, probing_sequences
 from reliability_setup import run_main
 
 torch.set_num_threads(1)
@@ -170,3 +175,42 @@ def test_no_control_cache_neither_reads_nor_writes(setup, tmp_path, twin_forward
     pd.testing.assert_frame_equal(tables[0], tables[1], check_exact=True)
     pd.testing.assert_frame_equal(tables[0], tables[2], check_exact=True)
     assert "control_cache" in (tmp_path / "c" / "results.json").read_text()
+
+
+# --- under torchrun: rank 0 reads and writes, every rank follows its answer --------------------------------------
+def _rank_main(rank, world_size, rendezvous, checkpoint, corpus, folder, report):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world_size)
+    try:
+        encoder = open_encoder(str(checkpoint))
+        sequences = probing_sequences(encoder, load_corpus(str(corpus), progress=False))
+        ranks = Ranks(rank=rank, world_size=world_size, grouped=True)
+        counted = []
+        run = storeless._Pass.run
+        storeless._Pass.run = lambda self, model, batch, hooks: (
+            counted.append(model.name) if model.name.endswith("(random init)") else None,
+            run(self, model, batch, hooks))[1]
+        config = PositionProbeConfig(task="segment", n_boot=20, layers=[0, 1])
+        tables = []
+        for _ in range(2):
+            counted.clear()
+            tables.append(probe_sequences(encoder, sequences, config, model_name="m", ranks=ranks, batch_size=4,
+                                          control_cache=folder))
+            tables[-1].to_csv(f"{report}.{rank}.{len(tables)}.csv", index=False)
+            Path(f"{report}.{rank}.{len(tables)}").write_text(str(len(counted)))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_share_one_entry_and_skip_the_twin_together(setup, tmp_path):
+    checkpoint, corpus = setup
+    folder = tmp_path / "controls"
+    mp.spawn(_rank_main, args=(2, tmp_path / "rendezvous", checkpoint, corpus, folder, tmp_path / "report"), nprocs=2)
+    entry = json.loads(next(folder.glob("random-init-*.json")).read_text())
+    assert len(list(folder.iterdir())) == 1 and entry["components"]["world_size"] == 2  # rank 0's file, nothing else
+    first, second = ({rank: int((tmp_path / f"report.{rank}.{run}").read_text()) for rank in (0, 1)} for run in (1, 2))
+    assert min(first.values()) > 0 and second == {0: 0, 1: 0}  # each rank ran its share of the twin once, then none
+    for rank in (0, 1):
+        pd.testing.assert_frame_equal(pd.read_csv(tmp_path / f"report.{rank}.1.csv"),
+                                      pd.read_csv(tmp_path / f"report.{rank}.2.csv"), check_exact=True)

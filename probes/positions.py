@@ -22,7 +22,8 @@ outer split by whole documents (``test_fraction`` of documents held out); on the
 penalty is chosen by grouped 5-fold CV (``probes.ridge``); held-out R² with a bootstrap CI over test
 documents.  Two controls, so an R² means something:
 
-- ``random_init_r2``: the same probe on a randomly initialised model of the same config (same tokens);
+- ``random_init_r2``: the same probe on a randomly initialised model of the same config (same tokens; without a
+  store its R² are kept in the cache and a rerun reads them instead of running the twin: ``probes.control_cache``);
 - ``shuffled_r2``: the same features with the target shuffled *within each document* (what a probe gets
   from knowing only which document a token is in, plus chance).
 
@@ -98,6 +99,8 @@ class PositionProbeConfig(ConfigIO):
         test_fraction: share of documents held out for the reported R².
         n_splits: grouped CV folds for the ridge penalty.  n_boot: bootstrap resamples for the CI.
         controls: run the random-init and shuffled-target controls.
+        control_cache: without a store, keep the random-init control's R² in the cache folder
+        (``probes.control_cache``) and reuse them when the same twin probes the same tokens the same way.
         position_baseline: the position-only probes, partial R² and selectivity over position.
         seed: subsample, split, shuffle and bootstrap seed.
         held_out_memory_mb: the storeless route's memory for held-out states between its statistics pass and
@@ -118,6 +121,10 @@ class PositionProbeConfig(ConfigIO):
     n_boot: int = field(default=1000, metadata={"min": 0, "help": "bootstrap resamples for the 95% CI"})
     controls: bool = field(default=True, metadata={
         "flag": "--no-controls", "invert": True, "help": "skip the random-init and shuffled-target controls"})
+    control_cache: bool = field(default=True, metadata={
+        "flag": "--no-control-cache", "invert": True,
+        "help": "without a store: run the random-init twin even when the cache (<cache>/controls) holds its R² for "
+                "the same twin, tokens and probe (on by default: a rerun skips the twin's forward pass)"})
     position_baseline: bool = field(default=True, metadata={
         "flag": "--no-position-baseline", "invert": True,
         "help": "skip the position-only probes, the partial R² given token position and the selectivity over "
@@ -325,9 +332,12 @@ def result_rows(plan: ProbePlan, cfg: PositionProbeConfig, model_name: str, fitt
 
 def probe_sequences(encoder: Encoder, sequences: StructuredSequences, cfg: PositionProbeConfig, *, model_name: str,
                     controls: bool = True, progress: bool = False, ranks: Ranks | None = None,
-                    batch_size: int = ExtractionConfig.batch_size) -> pd.DataFrame:
+                    batch_size: int = ExtractionConfig.batch_size,
+                    control_cache: str | os.PathLike | None = None) -> pd.DataFrame:
     """``probe_store``'s table without a store: the probes' statistics are summed during the forward passes
-    of ``encoder`` (and of its random-init control) over ``sequences`` (``probes.storeless``)."""
+    of ``encoder`` (and of its random-init control) over ``sequences`` (``probes.storeless``).
+    ``control_cache``: a folder that keeps the control's R² (``probes.control_cache``; ``probe_positions`` passes
+    ``<cache>/controls`` unless ``control_cache=False``); None (default here): the twin is always run."""
     # None: every layer a store would hold (all but "final"); else the request, resolved as at the door
     layers = encoder.resolve(cfg.layers, cfg.subspaces)[0] if cfg.layers is not None else \
         [layer for layer in encoder.layers if layer != "final"]
@@ -340,7 +350,7 @@ def probe_sequences(encoder: Encoder, sequences: StructuredSequences, cfg: Posit
                                cfg.held_out_memory_mb, cfg.gram_precision)
     control = encoder.random_init() if controls and cfg.controls else None
     fitted, random_init, partials = storeless_fits(encoder, sequences, plan, request, control, progress=progress,
-                                                   ranks=ranks, desc=model_name)
+                                                   ranks=ranks, desc=model_name, control_cache=control_cache)
     if baseline is not None and baseline.exact:  # nothing left after position (PositionBaseline.partial_r2_sets)
         partials = dict.fromkeys(((layer, sub) for layer in layers for sub in subspaces), (0.0, 0.0, 0.0))
     return result_rows(plan, cfg, model_name, fitted, random_init, partials, baseline)
@@ -349,6 +359,7 @@ def probe_sequences(encoder: Encoder, sequences: StructuredSequences, cfg: Posit
 # --- from a model (name, checkpoint, HF folder) or a store to results -----------------------------
 DEFAULT_MODEL = "dstg"
 DEFAULT_CORPUS = "en-mix"
+CONTROLS_FOLDER = "controls"  # the random-init control's kept R² (probes.control_cache), in the cache folder
 
 
 def reads_paragraph_windows(task: str, segment: str) -> bool:
@@ -400,9 +411,10 @@ def _probe_without_store(encoder: Encoder, documents, cfg: PositionProbeConfig, 
     n_sets = len(layers) * len(cfg.subspaces or encoder.subspaces)
     say(f"{int(sequence_lengths(sequences).sum())} tokens; {n_sets} ridge probe{'s' if n_sets != 1 else ''} "
         "(layer x subspace) from statistics summed during the forward pass (no store is written; --store keeps one)")
+    control_cache = default_cache_dir() / CONTROLS_FOLDER if cfg.control_cache else None
     try:
         return probe_sequences(encoder, sequences, cfg, model_name=name, controls=cfg.controls, progress=progress,
-                               ranks=ranks)
+                               ranks=ranks, control_cache=control_cache)
     except StorelessUnsuitable:
         if ranks is not None and ranks.grouped:
             raise ValueError("fewer training tokens than features: these probes need the states themselves, "

@@ -21,12 +21,16 @@ same numbers: the results equal the store route's to 1e-8 (``tests/probes/test_s
 the statistics -- per layer (folds + 1) x (d + 4)² float64 plus the same per token position and d wide --,
 one batch and at most ``held_out_memory_mb`` of held-out rows: flat in the number of tokens. Under torchrun
 (``ranks``) each rank runs a share of the batches and the statistics are summed over the ranks; every rank
-returns the same fits.
+returns the same fits.  Given ``control_cache`` (a folder), the random-init control's R² are kept there by key
+(``probes.control_cache``) and a run that finds them does not run the twin (under torchrun rank 0 reads and
+writes, and every rank follows its answer).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -34,8 +38,9 @@ import torch
 
 from dstg_interp.encoders import Encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
-from dstg_interp.progress import progress_bar
+from dstg_interp.progress import progress_bar, write_line
 from dstg_interp.store.distributed import Ranks
+from probes.control_cache import ControlEntry, control_entry
 from probes.grid import StackedProbes, check_finite, one_blas_thread, solve_each, solve_folds
 from probes.ridge import DEFAULT_ALPHAS, grouped_folds
 from probes.splits import bootstrap_r2_ci, check_nonconstant_target
@@ -171,13 +176,15 @@ class _Pass:
 
 
 def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest, control: Encoder | None = None, *,
-                   progress: bool = False, ranks: Ranks | None = None, desc: str = "probe"):
+                   progress: bool = False, ranks: Ranks | None = None, desc: str = "probe",
+                   control_cache: str | os.PathLike | None = None):
     """(fitted, random_init, partials) as ``probes.positions.probe_store`` gets them from ``fit_ridge_grid``:
     ``fitted`` one row per (set, target) with test R², bootstrap CI and test predictions; ``random_init`` the
     control's test R² by set (None without ``control``); ``partials`` {set: (partial R², low, high)}.
 
     ``plan``: a ``probes.positions.ProbePlan`` over the rows of ``sequences`` (one row per token, sequence
-    after sequence, as a store's)."""
+    after sequence, as a store's).  ``control_cache``: a folder where the control's R² are kept by key
+    (``probes.control_cache``): found there, the twin is not run; None: always run."""
     ranks = ranks or Ranks()
     lengths = sequence_lengths(sequences)
     row_start = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -190,6 +197,12 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
     if max(len(cols) for s in sources for cols in s.columns.values()) > layout.n_train - np.bincount(layout.fold, minlength=F).max():
         raise StorelessUnsuitable("fewer training tokens than features in a fold")
 
+    entry, reused = None, None
+    if control is not None and control_cache is not None:
+        entry, reused = _cached_control(Path(control_cache), control, sequences, layout, request, sources, ranks,
+                                        progress, desc)
+    twin = control if reused is None else None
+
     # pass 1: the statistics of every layer (and of the control's), summed over the batches and the ranks; with a
     # bootstrap the model's held-out rows are predicted one by one, so their part needs no Gram (the control's,
     # scored from its sums, does)
@@ -200,12 +213,12 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
              for s in sources}
     control_stats = {s.layer: PartStatistics(sum(widths[h] for h in s.hooks), 1, F + 1, 1, device,
                                              gram_precision=request.gram_precision)
-                     for s in sources} if control is not None else {}
+                     for s in sources} if twin is not None else {}
     passes = _Pass(sequences, row_start, lengths, request.batch_size, ranks)
     probed = np.zeros(len(lengths), dtype=bool)
     probed[np.unique(np.searchsorted(row_start, plan.tokens, side="right") - 1)] = True
     batches = [b for b in passes.batches() if probed[b].any()]
-    models = [(encoder, stats, slice(None))] + ([(control, control_stats, slice(0, 1))] if control is not None else [])
+    models = [(encoder, stats, slice(None))] + ([(twin, control_stats, slice(0, 1))] if twin is not None else [])
 
     test_of_row = np.full(len(layout.part_of_row), -1, dtype=np.int64)
     test_of_row[plan.tokens[plan.test_idx]] = np.arange(len(plan.test_idx))
@@ -222,11 +235,37 @@ def storeless_fits(encoder: Encoder, sequences, plan, request: StorelessRequest,
             layer_stats.reduce(ranks)
 
     solved = _solve(sources, stats, control_stats, layout, len(plan.targets), F, request.residual is not None)
+    if reused is not None:
+        solved.control_r2 = reused
+    elif entry is not None:
+        entry.write(solved.control_r2)  # rank 0's: every rank solved the same sums
     # the held-out predictions the bootstrap resamples: from the rows pass 1 kept, then (pass 2) the rest
     with one_blas_thread():
         predictions = _predictions(encoder, passes, sources, layout.position_of_row, held_out, solved, hooks, progress,
                                    desc) if request.n_boot else {}
     return _fit_tables(solved, predictions, layout, plan, request, control is not None)
+
+
+def _cached_control(folder: Path, control: Encoder, sequences, layout: "_RowLayout", request: StorelessRequest,
+                    sources: list[_Source], ranks: Ranks, progress: bool, desc: str) -> tuple[ControlEntry | None,
+                                                                                            dict | None]:
+    """(the entry rank 0 writes after the twin ran, the control's R² by set if its file holds them). Under torchrun
+    rank 0 alone reads and writes; its answer goes to every rank, so all skip the twin or none does."""
+    def read() -> tuple[ControlEntry | None, dict | None]:
+        if not ranks.first:
+            return None, None
+        sets = [(layer, sub, control.hooks_for(layer, sub)) for source in sources for (layer, sub) in source.columns]
+        settings = dict(n_splits=request.n_splits, alphas=DEFAULT_ALPHAS, gram_precision=request.gram_precision,
+                        batch_size=request.batch_size, device=control.device.type, world_size=ranks.world_size)
+        target = np.concatenate([layout.Y_rows[:, 0], layout.y_shift[:1]])  # the centred target and its centre
+        entry = control_entry(folder, control, sequences, layout.part_of_row, target, sets, settings)
+        reused = entry.read([key for source in sources for key in source.columns])
+        if reused is not None and progress:
+            write_line(f"[{desc}] random-init control: reused from {entry.path} (same twin, same tokens)")
+        return entry, reused
+
+    entry, reused = ranks.together(read)  # a rank that fails here stops every rank, as in the passes
+    return entry, ranks.broadcast(reused)
 
 
 @dataclass

@@ -15,7 +15,9 @@ selectivity over position, each with its interval (``probes.position_baseline``)
 ``results.csv`` (tidy, one row per model x layer x subspace) and ``results.json`` (config, versions,
 results) into ``--out`` (default ``dstg-results/<task>`` in the working directory, git-ignored), written atomically.  The probes'
 statistics are summed during the forward pass and no activations are written (``probes.storeless``; under
-``dstg-launch``/torchrun the ranks share the passes); ``--store`` extracts stores into the cache instead,
+``dstg-launch``/torchrun the ranks share the passes); the random-init control's R² are kept in the cache
+(``<cache>/controls/random-init-<key>.json``, ``probes.control_cache``), so a rerun skips the twin's forward
+pass (``--no-control-cache``: always run it); ``--store`` extracts stores into the cache instead,
 reused by later runs, for the same results.  Bad input: one line on stderr, exit code 2, nothing written; an unusable --out is refused
 before any work, and --out may hold earlier dstg-probe results (replaced) but no other results.csv/json.
 Intervals resting on fewer than 10 held-out documents print as "n/a", with a warning.

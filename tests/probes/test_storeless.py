@@ -96,7 +96,8 @@ def test_held_out_states_kept_in_memory_or_run_again_give_the_same_table(setup, 
     import probes.storeless as storeless
 
     checkpoint, corpus = setup
-    kwargs = dict(task="segment", corpus=str(corpus), n_boot=100, progress=False)
+    # the twin run every time (no control cache): each count below is the same twin's plus the model's passes
+    kwargs = dict(task="segment", corpus=str(corpus), n_boot=100, progress=False, control_cache=False)
     store = probe_positions(str(checkpoint), store=True, store_root=tmp_path / "stores", **kwargs)
     forwards, kept = [], []
     run, claim = storeless._Pass.run, storeless._HeldOut.claim

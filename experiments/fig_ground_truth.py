@@ -1,6 +1,6 @@
 """Figure: DSTG as ground truth -- each method's subspace for position scored against the AP stream, by layer.
 
-    python -m experiments.fig_ground_truth                          # DSTG, every training seed of the zoo
+    python -m experiments.fig_ground_truth                          # DSTG and AP-NeoBERT, every training seed
     python -m experiments.fig_ground_truth --tiny --out /tmp/fig    # tiny random models, seconds
     python -m experiments.fig_ground_truth --model runs/mine --name mine   # your DSTG models
 
@@ -11,15 +11,19 @@ its interchange -- each method gives a k = d_AP subspace:
     ap_coordinates      the truth itself (the reference: cos² 1; its interchange is the AP interchange)
     das                 distributed alignment search: a learned rotation (``das_steps`` Adam steps at ``das_lr``,
                         the best of ``das_restarts`` fits)
+    attribution         attribution patching's subspace: DAS to first order (one forward and backward pass)
     leace               the subspace LEACE edits to erase one-hot position
+    inlp                the k directions iterative nullspace projection removes (one ridge of position per round)
     probe_span          the span of ridge weights predicting position features
     position_means_pcs  the top PCs of the per-position mean state
     random              a uniformly random subspace (seeded by ``--seed``): the control
 scored by principal angles against the AP subspace (mean cos², share inside, chance k_AP / d) and by interchange:
 the base window's state gets the subspace's coordinates from the same tokens read ``shift`` positions later,
 against that shifted run's own MLM output (KL, top-1 agreement; and the same two with no interchange).
-A model without an AP stream (RoPE, RP, AP-NeoBERT, a Hugging Face encoder) has no known position subspace:
-it is said in one line and left out (none left: exit 2).  Each layer is one ``ground_truth.score_method`` call
+AP-NeoBERT has no known position subspace but a learned absolute table, so a shifted source changes its output:
+its methods (k = ``--k``, default: the d_AP of the DSTG models in the run, else 16) are scored on interchange alone, with DSTG's scores as the
+error bar of each method.  RoPE, RP and Hugging Face encoders have neither (a relative model's output does not change
+when every position shifts): said in one line and left out (none left: exit 2).  Each layer is one ``ground_truth.score_method`` call
 (the methods as a dict, DAS closed over its layer): the call a method of your own goes through
 (docs/ground-truth.md).
 
@@ -38,13 +42,15 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp.analysis import ground_truth as gt
-from dstg_interp.encoders import open_encoder
+from dstg_interp.encoders import EncoderError, open_encoder
 from dstg_interp.plots import plot_ground_truth
 from experiments.fig_interventions import fitted, windows
 from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigureConfig, inputs_for, figure_config,
                                        readable_members, run_as_command, save_config, with_member_columns)
 
-NEEDS = "an AP stream of its own (a DSTG model: subspaces 'sem' and 'ap')"
+NEEDS = ("an AP stream of its own (DSTG: scored against the truth) or a learned absolute-position table "
+         "(AP-NeoBERT: scored on interchange alone)")
+ZOO_K = 16  # the zoo's d_AP: what each method finds on a model with no AP stream unless --k says otherwise
 SCORE_COLUMNS = ["model", "seed", *gt.SCORE_COLUMNS]
 
 
@@ -60,6 +66,9 @@ class GroundTruthFigureConfig(SeedsFigureConfig):
     das_restarts: int = field(default=1, metadata={"min": 1, "help": "DAS fits from successive seeds, the one with the "
                                                                      "lowest final loss kept (more where the output "
                                                                      "barely depends on position: a random model)"})
+    k: int | None = field(default=None, metadata={"min": 1, "help": "directions each method finds (default: a DSTG "
+                                                                   "model's d_AP, on the others the d_AP of the DSTG "
+                                                                   f"models in the run, else {ZOO_K})"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -67,15 +76,19 @@ class GroundTruthFigureConfig(SeedsFigureConfig):
             raise ValueError(f"GroundTruthFigureConfig.das_lr: the learning rate must be > 0, got {self.das_lr}")
 
 
-def no_ap_stream(name: str, model) -> str | None:
-    """Why a model has no known position subspace here (None: it has one)."""
-    if not {"sem", "ap"} <= set(open_encoder(model, name=name).subspaces):
-        return "no AP stream of its own: its position subspace is not known by construction"
+def not_scored(name: str, model) -> str | None:
+    """Why a model can be scored neither against the truth nor on interchange (None: it can be)."""
+    try:
+        gt.known_position_basis(open_encoder(model, name=name))
+    except EncoderError:
+        return ("no AP stream and no learned absolute table: no known position subspace, and shifting every "
+                "position leaves its output unchanged")
     return None
 
 
-def member_scores(encoder, config: GroundTruthFigureConfig, documents) -> pd.DataFrame:
-    """The scores of every method at every layer of one DSTG encoder (rows of SCORE_COLUMNS but model, seed)."""
+def member_scores(encoder, config: GroundTruthFigureConfig, documents, k_untrue: int = ZOO_K) -> pd.DataFrame:
+    """The scores of every method at every layer of one encoder (rows of SCORE_COLUMNS but model, seed): against
+    the truth on DSTG, on interchange alone on AP-NeoBERT (k = ``k_untrue`` unless ``--k`` says)."""
     length, shift = fitted(encoder, 24 if config.tiny else config.length, 8 if config.tiny else config.shift)
     tokens, mask = windows(encoder, documents, length, config.n_sequences)
     half = len(tokens) // 2
@@ -84,14 +97,19 @@ def member_scores(encoder, config: GroundTruthFigureConfig, documents) -> pd.Dat
                                "lower --length")
     fit, score = (tokens[:half], mask[:half]), (tokens[half:], mask[half:])
     steps = 60 if config.tiny else config.das_steps
+    truth = gt.known_position_basis(encoder)
+    k = config.k or (k_untrue if truth is None else truth.shape[1])
     tables = []
     for layer in range(encoder.n_layers + 1):  # DAS reads the layer it fits at: one call per layer
         def das(X, p, k, layer=layer):
             return gt.das_subspace(encoder, layer, k, *fit, shift, steps, config.das_lr, config.seed,
                                    config.das_restarts)
-        methods = {"das": das, "leace": gt.leace_subspace, "probe_span": gt.probe_span,
-                   "position_means_pcs": gt.position_means_pcs}
-        tables.append(gt.score_method(methods, encoder, *fit, layers=[layer], source_shift=shift,
+
+        def attribution(X, p, k, layer=layer):
+            return gt.attribution_subspace(encoder, layer, k, *fit, shift)
+        methods = {"das": das, "attribution": attribution, "leace": gt.leace_subspace, "inlp": gt.inlp_subspace,
+                   "probe_span": gt.probe_span, "position_means_pcs": gt.position_means_pcs}
+        tables.append(gt.score_method(methods, encoder, *fit, layers=[layer], k=k, source_shift=shift,
                                       score_tokens=score[0], score_mask=score[1], seed=config.seed))
     return pd.concat(tables, ignore_index=True)
 
@@ -100,12 +118,16 @@ def run(config: GroundTruthFigureConfig) -> dict:
     started = time.perf_counter()
     inputs = inputs_for(config)
     if inputs.given:
-        members, notes = readable_members(inputs, "fig_ground_truth", NEEDS, no_ap_stream, config.quiet)
-    else:  # the zoo's baselines have no AP stream by design: left out unsaid
-        members, notes = [name for name in inputs.models if inputs.member(name)[0] == "dstg"], {}
+        members, notes = readable_members(inputs, "fig_ground_truth", NEEDS, not_scored, config.quiet)
+    else:  # the zoo's relative-position baselines have neither by design: left out unsaid
+        members, notes = [name for name in inputs.models if inputs.member(name)[0] in ("dstg", "ap")], {}
+    encoders = {name: inputs.encoder(name) for name in members}
+    # a model without an AP stream finds as many directions as the DSTG models beside it hold (the error bar)
+    k_untrue = next((e.config.d_ap for e in encoders.values() if {"sem", "ap"} <= set(e.subspaces)), ZOO_K)
     tables = []
     for name in tqdm(members, desc="ground truth", disable=config.quiet):
-        tables.append(with_member_columns(member_scores(inputs.encoder(name), config, inputs.documents), inputs, name))
+        tables.append(with_member_columns(member_scores(encoders[name], config, inputs.documents, k_untrue), inputs,
+                                          name))
     scores = pd.concat(tables, ignore_index=True)[SCORE_COLUMNS]
     config.out.mkdir(parents=True, exist_ok=True)
     scores.to_csv(config.out / "scores.csv", index=False)

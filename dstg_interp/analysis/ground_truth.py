@@ -26,7 +26,12 @@ Methods (states of held-out tokens at one layer):
     position_means_pcs  top-k PCs of the per-position mean state (``spectra.per_position_mean``).
     probe_span          the span of ridge weights predicting position features (position, Fourier pairs).
     leace_subspace      the subspace LEACE edits to erase one-hot position (closed form, Belrose et al. 2023).
+    inlp_subspace       the k directions iterative nullspace projection (Ravfogel et al. 2020) removes, one ridge of
+                        position per round.
     random_subspace     a uniformly random k-subspace: the control every score is read against.
+Methods that run the model (closures over the encoder and a layer, as ``fig_ground_truth`` passes them):
+    attribution_subspace  attribution patching for a subspace: the k directions whose interchange lowers the
+                        counterfactual loss most to first order (one forward and one backward pass).
     das_subspace        distributed alignment search (Geiger et al. 2024): a learned orthogonal rotation whose first
                         k axes, interchanged between base and shifted source, make the output follow the
                         counterfactual (``train_das``; the optimisation itself is ``fit_rotation``, which takes any
@@ -185,6 +190,30 @@ def leace_subspace(X, p, k: int) -> np.ndarray:
     return orthonormal_basis(unwhiten @ directions, "the LEACE subspace")
 
 
+def inlp_subspace(X, p, k: int, alpha: float = 1e-3) -> np.ndarray:
+    """The k directions [d, k] iterative nullspace projection removes to erase position (INLP, Ravfogel et al.
+    2020, with a ridge regression of the standardised position as its linear predictor): each round fits the ridge
+    of ``probe_span`` on the states with the directions found so far projected out, keeps its weight vector, and
+    projects it out in turn -- k rounds, k directions, the first the most predictive.  ``probes.erasure.fit_inlp``
+    is the same loop with a cross-validated stop, for erasing rather than for a subspace of fixed k."""
+    X, p = _checked_states(X, p, k)
+    centred = X - X.mean(axis=0)
+    target = (p - p.mean()) / (p.std() if p.std() > 0 else 1.0)
+    gram = centred.T @ centred / len(X)
+    ridge = alpha * np.trace(gram) / X.shape[1]
+    basis, first = np.zeros((X.shape[1], 0)), None
+    for _ in range(k):
+        nulled = np.eye(X.shape[1]) - basis @ basis.T  # the projection off the directions found so far
+        weights = np.linalg.solve(nulled @ gram @ nulled + ridge * np.eye(X.shape[1]), nulled @ centred.T @ target / len(X))
+        direction = nulled @ weights
+        first = np.linalg.norm(direction) if first is None else first
+        if np.linalg.norm(direction) <= RANK_TOLERANCE * max(first, 1e-300):
+            raise ValueError(f"INLP found only {basis.shape[1]} directions predicting position, fewer than k = {k}; "
+                             "use more tokens or a smaller k")
+        basis = np.column_stack([basis, direction / np.linalg.norm(direction)])
+    return orthonormal_basis(basis, "the INLP subspace")
+
+
 def random_subspace(d: int, k: int, seed: int = 0) -> np.ndarray:
     """A uniformly random k-dimensional subspace of R^d as an orthonormal basis [d, k]."""
     _check_k(k, d)
@@ -218,9 +247,12 @@ def score_method(method: StateMethod | dict[str, StateMethod], encoder, tokens: 
     k-subspace drawn with ``seed``: chance).
     """
     encoder = encoder if isinstance(encoder, Encoder) else open_encoder(encoder)
-    true = true_position_basis(encoder)
+    true = known_position_basis(encoder)
     methods = _named_methods(method)
-    d = true.shape[0]
+    d = int(encoder.config.d_model) if true is None else true.shape[0]
+    if k is None and true is None:
+        raise ValueError(f"{encoder.name} has no AP stream, so there is no d_AP to take k from: give k (the zoo's "
+                         "DSTG members have d_AP = 16)")
     k = true.shape[1] if k is None else k
     _check_k(k, d)
     layers = list(range(encoder.n_layers + 1)) if layers is None else encoder.resolve(layers, ["full"])[0]
@@ -242,12 +274,29 @@ def score_method(method: StateMethod | dict[str, StateMethod], encoder, tokens: 
             if basis.shape[1] != k:
                 raise ValueError(f"{name}'s basis has {basis.shape[1]} columns but k = {k} directions were asked "
                                  "for; a method(X, p, k) returns a basis [d, k]")
-        bases.update({"ap_coordinates": true, "random": random_subspace(d, k, seed)})
+        bases.update({**({} if true is None else {"ap_coordinates": true}), "random": random_subspace(d, k, seed)})
         for name, basis in bases.items():
-            geometry = subspace_score(basis, true)
+            geometry = NO_GEOMETRY if true is None else subspace_score(basis, true)
             effect = interchange_effect(encoder, layer, basis, score_tokens, score_mask, source_shift)
             rows.append({"layer": layer, "method": name, "k": basis.shape[1], "d": d, **geometry, **effect})
     return pd.DataFrame(rows)[SCORE_COLUMNS]
+
+
+NO_GEOMETRY = {"mean_cos2": np.nan, "share_inside": np.nan, "chance": np.nan}  # a model with no known subspace
+
+
+def known_position_basis(encoder: Encoder) -> np.ndarray | None:
+    """DSTG's AP coordinates (``true_position_basis``); None for a model of ours whose only position input is a
+    learned absolute table (AP-NeoBERT): no subspace is known there, but a shifted source still changes its output,
+    so a method's interchange can be scored.  Any other model: one EncoderError saying why neither holds."""
+    try:
+        return true_position_basis(encoder)
+    except EncoderError as error:
+        if encoder.kind == "dstg-interp" and getattr(encoder.config, "has_ap_table", False):
+            return None
+        raise EncoderError(f"{error}. Interchange alone needs a learned absolute-position table (AP-NeoBERT): a "
+                           "relative-position model's (RoPE, RP) output does not change when every position shifts, "
+                           "so there is no counterfactual to interchange toward") from None
 
 
 def _named_methods(method) -> dict[str, StateMethod]:
@@ -318,6 +367,40 @@ def das_subspace(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mas
                  steps: int = 200, lr: float = 0.03, seed: int = 0, restarts: int = 1) -> np.ndarray:
     """The basis [d, k] DAS finds (``train_das``), as the other methods return theirs."""
     return train_das(encoder, layer, k, base_tokens, mask, source_shift, steps, lr, seed, restarts).basis
+
+
+def attribution_matrix(encoder: Encoder, layer, base_tokens: torch.Tensor, mask: torch.Tensor,
+                       source_shift: int) -> np.ndarray:
+    """S [d, d] = sym(sum_i delta_i g_i^T): g_i the gradient of KL(counterfactual || base run) (summed over real
+    tokens) at token i's ``full`` state, delta_i = x_source,i - x_i the interchange's difference.  Interchanging
+    span(Q) changes that loss by tr(Q^T S Q) to first order: attribution patching (Nanda 2023; Syed et al. 2023,
+    "Attribution patching outperforms automated circuit discovery") for a subspace rather than a component."""
+    tokens, mask = _checked_inputs(encoder, layer, base_tokens, mask, source_shift)
+    source, counterfactual = _counterfactual(encoder, layer, tokens, mask, source_shift)
+    target = counterfactual.double().log_softmax(-1)[mask]
+    held: dict[str, torch.Tensor] = {}
+
+    def keep(x: torch.Tensor) -> torch.Tensor:
+        held["state"] = x.detach().requires_grad_(True)
+        return held["state"]
+
+    with _frozen(encoder.model), torch.enable_grad():
+        with edit_states(encoder, layer, "full", keep):
+            logits = encoder.mlm_logits(tokens, mask)
+        _kl(target, logits.double().log_softmax(-1)[mask]).sum().backward()
+    state = held["state"]
+    products = ((source - state.detach())[mask].double().T @ state.grad[mask].double()).cpu().numpy()
+    return (products + products.T) / 2
+
+
+def attribution_subspace(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mask: torch.Tensor,
+                         source_shift: int) -> np.ndarray:
+    """Attribution patching's subspace [d, k]: DAS to first order, from one forward and one backward pass -- the k
+    eigenvectors of ``attribution_matrix`` with the most negative eigenvalues, the orthonormal Q minimising
+    tr(Q^T S Q) (Ky Fan), i.e. the subspace whose interchange lowers the loss most by that estimate."""
+    _, vectors = np.linalg.eigh(attribution_matrix(encoder, layer, base_tokens, mask, source_shift))
+    _check_k(k, vectors.shape[0])
+    return orthonormal_basis(vectors[:, :k], "the attribution subspace")
 
 
 def interchange_effect(encoder: Encoder, layer, basis, tokens: torch.Tensor, mask: torch.Tensor,

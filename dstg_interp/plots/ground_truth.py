@@ -16,7 +16,9 @@ from .output import caption, display_name, require_columns, save_figure
 METHODS = {
     "ap_coordinates": ("AP coordinates (the truth)", "#000000"),
     "das": ("DAS (learned rotation)", "#D55E00"),
+    "attribution": ("attribution patching (DAS to first order)", "#E69F00"),
     "leace": ("LEACE subspace", "#0072B2"),
+    "inlp": ("INLP subspace", "#56B4E9"),
     "probe_span": ("ridge probe span", "#009E73"),
     "position_means_pcs": ("per-position mean PCs", "#CC79A7"),
     "random": ("random subspace", "#999999"),
@@ -49,15 +51,21 @@ def plot_ground_truth(scores: pd.DataFrame, out_dir, stem: str = "ground_truth",
                 color = METHODS.get(method, (None, "#555555"))[1]
                 ax.plot(line.layer, line["mean"], marker="o", ms=3, color=color, label=method_name(method))
                 ax.fill_between(line.layer, line["min"], line["max"], color=color, alpha=0.15, lw=0)
-            reference = rows.groupby("layer")["chance" if column == "mean_cos2" else "top1_unedited"].mean()
             geometry = column == "mean_cos2"
+            ax.set_title(display_name(model), fontsize=9)
+            if geometry and rows[column].isna().all():  # a model with no AP stream: interchange alone
+                ax.text(0.5, 0.5, "no known position subspace:\nscored on interchange alone", ha="center",
+                        va="center", fontsize=8, transform=ax.transAxes)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                continue
+            reference = rows.groupby("layer")["chance" if geometry else "top1_unedited"].mean()
             ax.plot(reference.index, reference.to_numpy(), color="black", lw=0.8, ls="--" if geometry else ":",
                     label="chance (k_AP / d)" if geometry else "no interchange")
             ax.set_ylim(-0.02, 1.02)
             ax.set_xticks(np.unique(rows.layer))
             ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
             ax.set_ylabel(label, fontsize=8)
-            ax.set_title(display_name(model), fontsize=9)
             ax.grid(alpha=0.3)
     handles, labels = [], []
     for ax in axes.ravel():
@@ -72,5 +80,7 @@ def plot_ground_truth(scores: pd.DataFrame, out_dir, stem: str = "ground_truth",
                  "against the AP coordinates of DSTG's state. Left: 1 = the AP subspace, dashed: a random subspace's "
                  "expected value. Right: the base window's state gets the subspace's coordinates from the same tokens "
                  "read later; share of tokens whose top-1 prediction is that shifted run's; dotted: no interchange. "
-                 f"Lines: mean over {n_seeds} training seed(s); bands: min-max over them.")
+                 "A model with no AP stream (AP-NeoBERT) has no truth to compare with: its methods' interchange "
+                 f"is read beside a random subspace's. Lines: mean over {n_seeds} training seed(s); bands: min-max "
+                 "over them.")
     return save_figure(fig, out_dir, stem, {**(numbers or {}), "scores": scores})

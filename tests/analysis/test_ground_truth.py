@@ -138,6 +138,56 @@ def test_the_state_methods_find_the_ap_stream_at_layer_0(dstg):
         assert basis.shape == (32, 8) and np.allclose(basis.T @ basis, np.eye(8)), name
 
 
+def test_inlp_removes_one_direction_per_round_and_finds_the_ap_stream_at_layer_0(dstg):
+    tokens, mask = batch(size=64, length=32, seed=2)
+    X, p = gt.position_states(dstg, 0, tokens, mask)
+    true = gt.true_position_basis(dstg)
+    basis = gt.inlp_subspace(X, p, 8)
+    assert basis.shape == (32, 8) and np.allclose(basis.T @ basis, np.eye(8))
+    assert gt.subspace_score(basis, true)["mean_cos2"] > 0.5  # measured 0.80; ridge also reads the token sample
+    # the first round is the ridge of position itself: its direction is the first column
+    centred = X - X.mean(axis=0)
+    target = (p - p.mean()) / p.std()
+    gram = centred.T @ centred / len(X)
+    weights = np.linalg.solve(gram + 1e-3 * np.trace(gram) / 32 * np.eye(32), centred.T @ target / len(X))
+    assert abs(basis[:, 0] @ weights) / np.linalg.norm(weights) == pytest.approx(1, abs=1e-8)
+    # after k rounds nothing is left along the found directions, so position is predicted no better by them
+    nulled = centred - centred @ basis @ basis.T
+    assert np.abs(nulled @ basis).max() < 1e-8
+    with pytest.raises(ValueError, match="fewer than k = 8"):
+        gt.inlp_subspace(X[:, :1].repeat(32, axis=1), p, 8)
+
+
+def test_the_attribution_matrix_is_the_first_order_change_of_the_interchange_loss(dstg):
+    # tr(Q^T S Q) must be the derivative of the loss at eps = 0 when span(Q) is interchanged by a fraction eps
+    tokens, mask = batch(size=4, length=16, seed=5)
+    layer, k = 1, 4
+    S = gt.attribution_matrix(dstg, layer, tokens, mask, SHIFT)
+    assert S.shape == (32, 32) and np.allclose(S, S.T)
+    offset = torch.full((tokens.shape[0],), SHIFT)
+    held = {}
+
+    def keep(x):
+        held["source"] = x.detach().clone()
+        return x
+    with torch.no_grad(), edit_states(dstg, layer, "full", keep):
+        dstg.model(tokens, attention_mask=mask, position_offset=offset)
+
+    def loss(Q, eps):
+        projection = torch.from_numpy(Q @ Q.T).float()
+        with torch.no_grad(), edit_states(dstg, layer, "full", lambda x: x + eps * (held["source"] - x) @ projection):
+            logits = dstg.mlm_logits(tokens, mask)
+        return kl_to_counterfactual(dstg, logits, tokens, mask) * int(mask.sum())
+    for Q in (gt.random_subspace(32, k, 0), gt.attribution_subspace(dstg, layer, k, tokens, mask, SHIFT)):
+        slope = (loss(Q, 1e-2) - loss(Q, -1e-2)) / 2e-2
+        assert slope == pytest.approx(float(np.trace(Q.T @ S @ Q)), rel=0.05, abs=1e-3)
+    # the attribution subspace is the first-order optimum: no other k-subspace is predicted to lower the loss more
+    found = gt.attribution_subspace(dstg, layer, k, tokens, mask, SHIFT)
+    for candidate in (gt.true_position_basis(dstg)[:, :k], gt.random_subspace(32, k, 1)):
+        assert np.trace(found.T @ S @ found) <= np.trace(candidate.T @ S @ candidate) + 1e-12
+    assert all(p.requires_grad and p.grad is None for p in dstg.model.parameters())
+
+
 def test_the_leace_subspace_is_where_concept_erasure_edits(dstg):
     concept_erasure = pytest.importorskip("concept_erasure")
     tokens, mask = batch(size=64, length=8, seed=3)  # 8 positions: one-hot position has rank 7 < d
@@ -254,3 +304,19 @@ def test_score_method_refuses_a_model_without_ground_truth_and_bad_calls(dstg):
         gt.score_method(gt.leace_subspace, dstg, tokens[:1], mask[:1])
     with pytest.raises(EncoderError, match="layer"):
         gt.score_method(gt.leace_subspace, dstg, tokens, mask, layers=[9])
+
+
+def test_score_method_reads_ap_neobert_on_interchange_alone():
+    # AP-NeoBERT has no known position subspace but a learned absolute table, so a shifted source changes its
+    # output: each method is scored on interchange beside the random control, its geometry left empty
+    ap = open_encoder(tiny_model("ap", init_std=0.2).eval())
+    tokens, mask = batch(size=8, length=16)
+    assert gt.known_position_basis(ap) is None
+    scores = gt.score_method({"leace": gt.leace_subspace}, ap, tokens, mask, layers=[0, 2], k=8, source_shift=SHIFT)
+    assert list(scores.method) == ["leace", "random"] * 2 and (scores.k == 8).all()
+    assert scores[["mean_cos2", "share_inside", "chance"]].isna().all().all()
+    assert (scores.kl_unedited > 0.01).all() and not scores[["kl", "top1_agreement"]].isna().any().any()
+    with pytest.raises(ValueError, match="no AP stream, so there is no d_AP to take k from: give k"):
+        gt.score_method(gt.leace_subspace, ap, tokens, mask)
+    with pytest.raises(EncoderError, match="relative-position model's .* does not change when every position shifts"):
+        gt.known_position_basis(open_encoder(tiny_model("rope").eval()))

@@ -386,13 +386,17 @@ def test_the_ground_truth_figure_on_the_tiny_zoo(tmp_path):
     _non_empty_figure(out, "ground_truth")
     scores = pd.read_csv(out / "scores.csv")
     assert list(scores.columns) == fig_ground_truth.SCORE_COLUMNS
-    assert set(scores.model) == {"dstg"} and set(scores.seed) == {0, 1} and set(scores.layer) == {0, 1, 2}
-    assert len(scores) == 2 * 3 * 6 and not scores[["mean_cos2", "kl", "top1_agreement"]].isna().any().any()
+    assert set(scores.model) == {"dstg", "ap"} and set(scores.seed) == {0, 1} and set(scores.layer) == {0, 1, 2}
+    dstg, ap = scores[scores.model == "dstg"], scores[scores.model == "ap"]
+    assert len(dstg) == 2 * 3 * 8 and not dstg[["mean_cos2", "kl", "top1_agreement"]].isna().any().any()
+    # AP-NeoBERT has no truth: every method and the random control on interchange alone, geometry left empty
+    assert len(ap) == 2 * 3 * 7 and "ap_coordinates" not in set(ap.method) and ap.mean_cos2.isna().all()
+    assert not ap[["kl", "top1_agreement"]].isna().any().any() and (ap.k == 8).all()
     truth = scores[scores.method == "ap_coordinates"]
     assert (truth.mean_cos2 == 1).all() and (truth.chance == 8 / 32).all()
     layer0 = truth[truth.layer == 0]
     assert (layer0.kl < 1e-9).all() and (layer0.top1_agreement == 1).all()
-    assert ((scores.mean_cos2 >= 0) & (scores.mean_cos2 <= 1 + 1e-9)).all()
+    assert ((dstg.mean_cos2 >= 0) & (dstg.mean_cos2 <= 1 + 1e-9)).all()
     with pytest.raises(FigureCannotRead, match="fig_ground_truth needs an AP stream.*rope"):
         fig_ground_truth.main(["--tiny", "--quiet", "--out", str(tmp_path / "rope"), "--model", "rope"])
 

@@ -264,6 +264,10 @@ def probe_cli() -> str:
         text += (f"; under glibc's default allocator settings (`DSTG_MALLOC=system`, the commands before they kept "
                  f"freed memory) the storeless route takes {result['system_allocator_over_storeless_seconds']:.2f}x "
                  "its seconds")
+    if "first_run_over_rerun_seconds" in result:
+        text += (f"; a first run takes {result['first_run_over_rerun_seconds']:.2f}x a rerun's seconds, which reads "
+                 "the random-init control's R² from the cache (`probes/control_cache.py`) instead of forwarding "
+                 "the twin")
     text += "."
     return text + "\n\n" + source("probe_cli", result)
 

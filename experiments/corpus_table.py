@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 from tokenizers import Tokenizer
 
+from dstg_interp.cli.shell import EXIT_ERROR
 from dstg_interp.data.corpora import default_cache_dir, split_documents
 from dstg_interp.data.en_large import LICENCES, PIECES, REGISTERS
 from dstg_interp.data.en_mix import PieceUnavailable, fetch_artifact, units_sha256
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
         table = run(config)
     except (ValueError, OSError) as err:
         print(f"corpus_table: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     config.out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(config.out / "pieces.csv", table.to_csv(index=False))
     fetched = table[table.fetched]

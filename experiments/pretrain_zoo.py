@@ -59,6 +59,7 @@ from pathlib import Path
 import torch
 
 from dstg_interp import ModelConfig, load_model
+from dstg_interp.cli.shell import EXIT_ERROR
 from dstg_interp.config import MAX_SEED, VALIDATION_MASK_SEED
 from dstg_interp.evaluation import Unigram
 from dstg_interp.io import RESULTS_DIR, check_replaceable, write_text_atomic
@@ -359,12 +360,12 @@ def main(argv=None) -> int:
         config = parse_config(PretrainZooConfig, argv, __doc__)
     except ValueError as err:
         print(f"pretrain_zoo: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     try:
         run(config)
     except ValueError as err:  # a zoo of another recipe, found before anything was trained
         print(f"pretrain_zoo: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("pretrain_zoo: interrupted; rerun the same command to continue from the last checkpoint", file=sys.stderr)
         return 130

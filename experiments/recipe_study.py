@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dstg_interp.cli.shell import EXIT_ERROR
 from dstg_interp.io import RESULTS_DIR, write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_WIDTHS
 from dstg_interp.tiny_zoo import TINY_WIDTHS
@@ -458,7 +459,7 @@ def main(argv=None) -> int:
         curves, summary = run_screen(study)
     except (ValueError, OSError) as err:
         print(f"recipe_study: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("recipe_study: interrupted; finished runs are kept and a rerun with --resume continues", file=sys.stderr)
         return 130

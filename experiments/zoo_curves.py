@@ -35,6 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from dstg_interp.analysis.spectra import random_control
+from dstg_interp.cli.shell import EXIT_ERROR
 from dstg_interp.io import RESULTS_DIR
 from dstg_interp.plots.recipe import plot_table_curves, plot_zoo_curves
 from experiments.claims import PAPER_DSTG_TABLE_PC1_PC2, RULES
@@ -129,7 +130,7 @@ def main(argv=None) -> int:
         earlier_zoos = [zoo_curves(zoo) for zoo in args.against_zoo]
     except (ValueError, OSError) as err:
         print(f"zoo_curves: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     args.out.mkdir(parents=True, exist_ok=True)
     curves = pd.concat([*earlier, *(zoo[0] for zoo in earlier_zoos), new], ignore_index=True)  # earliest first: dashed
     new.to_csv(args.out / f"{args.prefix}_curves.csv", index=False)

@@ -34,6 +34,7 @@ from dstg_interp.store.config import ExtractionConfig
 from dstg_interp.store.extract import extract
 
 from .config_args import add_config_arguments, config_from_args, run_command
+from .shell import EXIT_ERROR
 from .flags import one_model
 
 
@@ -97,7 +98,7 @@ def _main(command: CacheCommand) -> int:
         with torchrun_ranks(command.device) as ranks:
             store = run(command, ranks)
     except OtherRankFailed:  # the failing rank prints its own error
-        return 2
+        return EXIT_ERROR
     if ranks.first:
         print(f"{store.directory}: {store.model_name}, {store.n_tokens} tokens, layers {list(store.layers)}, "
               f"subspaces {list(store.subspaces)}")

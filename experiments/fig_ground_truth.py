@@ -72,8 +72,9 @@ class GroundTruthFigureConfig(SeedsFigureConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.das_lr > 0:
-            raise ValueError(f"GroundTruthFigureConfig.das_lr: the learning rate must be > 0, got {self.das_lr}")
+        if not 0 < self.das_lr < float("inf"):
+            raise ValueError(f"GroundTruthFigureConfig.das_lr: the learning rate must be finite and > 0, got "
+                             f"{self.das_lr}")
 
 
 def not_scored(name: str, model) -> str | None:

@@ -119,7 +119,10 @@ def _value_type(element, meta: typing.Mapping):
         return flags.seed_int
     minimum = meta.get("min")
     if element is int:
-        return {1: flags.positive_int, 0: flags.non_negative_int}.get(minimum, int)
+        if minimum is None:
+            return int
+        return {1: flags.positive_int, 0: flags.non_negative_int}.get(
+            minimum, flags.integer_at_least(minimum, f"an integer >= {minimum}"))
     if element is float:
         return {0: flags.non_negative_float}.get(minimum, flags.positive_float) if minimum is not None else float
     return element if element in (str, Path) else str

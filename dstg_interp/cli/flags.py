@@ -78,7 +78,7 @@ def parse_device(text: str) -> str:
     raise argparse.ArgumentTypeError(f"expected cpu, cuda or cuda:N, got {text!r}")
 
 
-def _integer_at_least(minimum: int, words: str):
+def integer_at_least(minimum: int, words: str):
     """An argparse type: an integer >= ``minimum``; argparse prefixes the flag ("argument --threads: ...")."""
     def parse(text: str) -> int:
         try:
@@ -91,8 +91,8 @@ def _integer_at_least(minimum: int, words: str):
     return parse
 
 
-positive_int = _integer_at_least(1, "a positive integer")
-non_negative_int = _integer_at_least(0, "a non-negative integer")
+positive_int = integer_at_least(1, "a positive integer")
+non_negative_int = integer_at_least(0, "a non-negative integer")
 
 
 def non_negative_float(text: str) -> float:

@@ -50,6 +50,10 @@ def test_a_folder_a_figure_wrote_is_written_into_again(tmp_path):
     (["patching", "--n-sequences", "-3"], "--n-sequences"),  # PA2: ran on every window but three
     (["patching", "--offset", "-5"], "--offset"),  # PA7: the offset corruption silently dropped
     (["patching", "--n-sequences", "0"], "--n-sequences"),  # PA1: the flag was not named
+    # R6-GT1, R6-GT2: a field's minimum above 1 was not enforced (-3 windows ran the figure)
+    (["ground-truth", "--tiny", "--n-sequences", "-3"], "--n-sequences: expected an integer >= 4, got -3"),
+    (["ground-truth", "--tiny", "--length", "1"], "--length: expected an integer >= 2, got 1"),
+    (["ground-truth", "--tiny", "--das-lr", "inf"], "must be finite and > 0, got inf"),  # R6-GT3: a NaN loss later
 ])
 def test_out_of_range_figure_flags_are_refused_naming_the_flag(argv, said, capsys):
     code, _, err = run_main(capsys, figures_main, *argv)

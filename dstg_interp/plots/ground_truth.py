@@ -74,7 +74,7 @@ def plot_ground_truth(scores: pd.DataFrame, out_dir, stem: str = "ground_truth",
                 handles.append(handle)
                 labels.append(text)
     fig.legend(handles, labels, loc="upper center", ncol=4, fontsize=7, bbox_to_anchor=(0.5, 1.0))
-    fig.tight_layout(rect=(0, 0, 1, 0.88 if len(models) == 1 else 0.94))
+    fig.tight_layout(rect=(0, 0, 1, 0.88 if len(models) == 1 else 0.91))
     n_seeds = int(scores.seed.nunique())
     caption(fig, "Each method's k-dimensional subspace for position (k = the AP width), fitted on held-out windows, "
                  "against the AP coordinates of DSTG's state. Left: 1 = the AP subspace, dashed: a random subspace's "

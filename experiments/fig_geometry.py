@@ -25,7 +25,11 @@ Each row (``dstg_interp.analysis.geometry``, whose docstring defines every numbe
 A model without a learned table (RoPE, RP, NoPE, most HF encoders) gets a table row with ``applies`` False and
 ``notes`` saying why; each such note is also one line on stderr (not with --quiet).  Left out: the token-position
 probe R² (``dstg-probe`` fits it with its own folds and bootstrap, which this single pass does not sum), and the
-optional start-vs-end bias and Frequency-Entropy readings of the issue.
+optional start-vs-end bias of the issue.  Rotary models (RoPE-NeoBERT, ModernBERT) also get
+frequency_entropy.csv: one row per layer x head x rotation plane, the Frequency Entropy of the plane's query norm
+along the sequence (``analysis.rope_bands.frequency_entropy``; 0 = one frequency, 1 = a flat spectrum) beside its frequency and
+its norm rank in the head (0 = the high-norm band) and a white-noise control (mean, q05), on the first 64 full
+windows of 128 tokens.
 
 Writes into ``--out`` (default dstg-results/figures/geometry/): geometry.csv (tidy, one row per model x seed x
 source x layer x subspace), geometry.json (the rows, the notes, the definitions), geometry_leaderboard (models x
@@ -49,12 +53,16 @@ from tqdm.auto import tqdm
 
 from dstg_interp.analysis.geometry import (MIN_POSITION_R2, OUTLIER_SD, STRESS_CONTROL_DRAWS, layer_statistics,
                                            state_geometry, store_statistics, table_geometry)
+from dstg_interp.analysis.rope_bands import frequency_entropy
 from dstg_interp.analysis.spectra import position_table
+from dstg_interp.encoders import EncoderError
 from dstg_interp.io import write_text_atomic
 from dstg_interp.plots.geometry import plot_geometry_by_layer, plot_geometry_leaderboard
 from dstg_interp.plots.output import jsonable
 from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigureConfig, figure_config, inputs_for,
-                                       model_store, run_as_command, save_config, say_not_applicable)
+                                       model_store, run_as_command, save_config, say_not_applicable,
+                                       with_member_columns)
+from experiments.fig_interventions import windows
 from probes.positions import probing_sequences
 
 MIN_COUNT, TINY_MIN_COUNT = 20, 3  # sequences a position must be held by (the tiny corpus has 40 documents)
@@ -64,8 +72,8 @@ LEFT_OUT = {
     "token_position_probe_r2": "dstg-probe fits it with its own CV folds and bootstrap; this single pass sums "
                                "only per-position statistics (run dstg-probe --model ... for it)",
     "start_end_bias": "optional in issue 63; not built yet",
-    "frequency_entropy": "optional in issue 63; not built yet",
 }
+ENTROPY_WINDOWS, ENTROPY_LENGTH = 64, 128  # full windows each rotary model's query norms are averaged over
 
 
 @dataclass
@@ -131,14 +139,27 @@ def model_rows(inputs, name: str, config: GeometryConfig, min_count: int, progre
     return rows
 
 
+def entropy_rows(inputs, name: str, tiny: bool) -> pd.DataFrame | None:
+    """Frequency Entropy of a rotary model's planes (``frequency_entropy``), or None for a model without rotary
+    heads (every other position mechanism: nothing to read, nothing said)."""
+    encoder = inputs.encoder(name)
+    length = min(16 if tiny else ENTROPY_LENGTH, encoder.max_positions)
+    try:
+        tokens, mask = windows(encoder, inputs.documents, length, ENTROPY_WINDOWS)
+        return with_member_columns(frequency_entropy(encoder, tokens, mask), inputs, name)
+    except EncoderError:
+        return None
+
+
 def run(config: GeometryConfig) -> dict:
     started = time.perf_counter()
     progress = not config.quiet
     min_count = config.min_count or (TINY_MIN_COUNT if config.tiny else MIN_COUNT)
     inputs = inputs_for(config, n_docs=config.n_docs)
-    rows = []
+    rows, entropies = [], []
     for name in tqdm(list(inputs.models), desc="geometry", disable=not progress):
         rows += model_rows(inputs, name, config, min_count, progress)
+        entropies.append(entropy_rows(inputs, name, config.tiny))
     table = pd.DataFrame(rows)
     layer_rows = table[table.source == "layer"]
     if not layer_rows.applies.any():
@@ -157,6 +178,9 @@ def run(config: GeometryConfig) -> dict:
 
     config.out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(config.out / "geometry.csv", table.to_csv(index=False))
+    if any(frame is not None for frame in entropies):
+        write_text_atomic(config.out / "frequency_entropy.csv",
+                          pd.concat([f for f in entropies if f is not None], ignore_index=True).to_csv(index=False))
     definitions = {"input": "layer rows: per-position mean of the layer's non-special token states over the held-out "
                             f"documents, positions held by >= {min_count} sequences; table rows: the learned table",
                    "mds_stress": "Kruskal stress-1 of the 2-D classical MDS of the positions' Euclidean distances",

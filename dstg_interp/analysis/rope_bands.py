@@ -195,3 +195,69 @@ def band_sweep(stats: pd.DataFrame, thresholds=SWEEP_THRESHOLDS, by=("model", "s
         counts["n_total"] = counts.groupby(by)["n_heads"].transform("sum") if by else counts.n_heads.sum()
         tables.append(counts.assign(threshold=float(threshold)))
     return pd.concat(tables, ignore_index=True)
+
+
+# --- Frequency Entropy of each rotation plane's query norm along the sequence -------------------------------
+ENTROPY_COLUMNS = ["layer", "head", "plane", "frequency", "mean_norm", "norm_rank", "frequency_entropy",
+                   "noise_entropy", "noise_entropy_q05"]
+NOISE_DRAWS = 200  # white-noise signals of the window's length: the control a periodic norm is read against
+
+
+def spectral_entropy(signal) -> float:
+    """The Shannon entropy of a signal's power spectrum along its last axis, normalised to [0, 1]: the power at
+    frequencies 1 .. T // 2 of the mean-removed signal as a distribution, entropy / log(number of frequencies).
+    0: all power at one frequency (a pure sinusoid); near 1: power spread evenly (white noise); NaN for a
+    constant signal (no power to distribute)."""
+    signal = np.asarray(signal, dtype=np.float64)
+    if signal.ndim != 1 or signal.size < 4:
+        raise ValueError(f"spectral_entropy needs a 1-D signal of at least 4 values, got shape {list(signal.shape)}")
+    power = np.abs(np.fft.rfft(signal - signal.mean()))[1: signal.size // 2 + 1] ** 2
+    if power.sum() <= 0:
+        return float("nan")
+    p = power / power.sum()
+    nonzero = p[p > 0]
+    return float(-(nonzero * np.log(nonzero)).sum() / np.log(len(p)))
+
+
+def frequency_entropy(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                      layers=None) -> pd.DataFrame:
+    """One row per (layer, head, rotation plane) (``ENTROPY_COLUMNS``): each plane's query norm along the sequence
+    (the norm of the plane's two query coordinates at each position, averaged over the real tokens there; the
+    rotation leaves it unchanged), its ``spectral_entropy`` (Frequency Entropy, after "Probing Rotary Position
+    Embeddings through Frequency Entropy", ICLR 2026 submission: low = the norm rises and falls periodically along
+    the sequence), the plane's ``frequency`` (radians per token), its ``mean_norm`` and ``norm_rank`` within the
+    head (0 = the highest-norm plane: where the head's high-norm frequency band lies), and the control: the mean
+    and 5th percentile of the entropy of ``NOISE_DRAWS`` white-noise signals of the same length (seed 0); a plane
+    below ``noise_entropy_q05`` has a norm more periodic than noise.  Rotary models only (one EncoderError
+    otherwise, as ``band_stats``)."""
+    rotary_of(encoder, 0)
+    tokens, mask = checked_batch(tokens, attention_mask)
+    if tokens.shape[1] < 4:
+        raise EncoderError(f"Frequency Entropy needs windows of at least 4 tokens, got {tokens.shape[1]}")
+    blocks = list(range(encoder.n_layers)) if layers is None else [int(b) for b in layers]
+    with torch.no_grad():
+        captured = encoder.capture(tokens.to(encoder.device), mask.to(encoder.device),
+                                   [f"blocks.{b}.attn.hook_q" for b in blocks])
+    real = mask.to(encoder.device).double()[:, :, None, None]  # [B, T, 1, 1]
+    counts = real.sum(0)  # [T, 1, 1]
+    if bool((counts == 0).any()):
+        raise EncoderError("every position needs at least one real token to read a norm along the sequence; "
+                           "give full windows")
+    noise = [spectral_entropy(x) for x in np.random.default_rng(0).standard_normal((NOISE_DRAWS, tokens.shape[1]))]
+    control = {"noise_entropy": float(np.mean(noise)), "noise_entropy_q05": float(np.quantile(noise, 0.05))}
+    rows = []
+    for block in blocks:
+        rotary = rotary_of(encoder, block, positions=tokens.shape[1])
+        q = captured[f"blocks.{block}.attn.hook_q"].double()  # [B, T, H, d]
+        half = q.shape[-1] // 2
+        norms = (q[..., :half] ** 2 + q[..., half:] ** 2).sqrt()  # [B, T, H, planes]
+        along = ((norms * real).sum(0) / counts).cpu().numpy()  # [T, H, planes]: the mean norm at each position
+        frequencies = plane_frequencies(rotary, q.shape[-1])
+        for head in range(along.shape[1]):
+            mean_norm = along[:, head].mean(axis=0)
+            rank = np.argsort(np.argsort(-mean_norm))
+            for plane in range(along.shape[2]):
+                rows.append({"layer": block, "head": head, "plane": plane, "frequency": float(frequencies[plane]),
+                             "mean_norm": float(mean_norm[plane]), "norm_rank": int(rank[plane]),
+                             "frequency_entropy": spectral_entropy(along[:, head, plane]), **control})
+    return pd.DataFrame(rows, columns=ENTROPY_COLUMNS)

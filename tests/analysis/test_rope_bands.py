@@ -18,7 +18,7 @@ from transformers.models.modernbert.modeling_modernbert import eager_attention_f
 
 from dstg_interp import EncoderError
 from dstg_interp.analysis import band_stats, band_sweep, classify_band_heads, logit_lens
-from dstg_interp.analysis.rope_bands import plane_logits, rotary_of
+from dstg_interp.analysis.rope_bands import frequency_entropy, plane_logits, rotary_of, spectral_entropy
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.edits import edit_hooks
 from dstg_interp.tiny_zoo import tiny_documents
@@ -197,3 +197,32 @@ def test_a_hugging_face_rope_family_not_in_the_table_is_refused_naming_those_rea
     assert "\n" not in str(err.value)
     with pytest.raises(EncoderError, match="exposes hidden_states.0..3 only .* rotary families modernbert"):
         encoder.capture(tokens, torch.ones_like(tokens, dtype=torch.bool), ["blocks.0.attn.hook_q"])
+
+
+def test_spectral_entropy_is_0_for_a_sinusoid_and_near_1_for_white_noise():
+    t = np.arange(128)
+    assert spectral_entropy(3 + np.sin(2 * np.pi * 5 * t / 128)) < 1e-12  # all power at one frequency
+    noise = np.mean([spectral_entropy(np.random.default_rng(s).standard_normal(128)) for s in range(20)])
+    assert 0.8 < noise < 0.95  # an even spectrum, up to the sampling spread of a periodogram
+    two = spectral_entropy(np.sin(2 * np.pi * 5 * t / 128) + np.sin(2 * np.pi * 9 * t / 128))
+    assert two == pytest.approx(np.log(2) / np.log(64), rel=1e-9)  # two equal peaks of 64 frequencies
+    assert np.isnan(spectral_entropy(np.ones(16)))
+    with pytest.raises(ValueError, match="at least 4 values"):
+        spectral_entropy([1.0, 2.0])
+
+
+def test_frequency_entropy_reads_each_planes_query_norm_along_the_sequence(rope):
+    tokens = batch(rows=4, length=24)
+    table = frequency_entropy(rope, tokens, torch.ones_like(tokens, dtype=torch.bool))
+    n_heads, d_head = rope.n_heads, rope.config.d_head
+    assert len(table) == rope.n_layers * n_heads * d_head // 2
+    assert table.frequency_entropy.between(0, 1).all() and (table.groupby(["layer", "head"]).norm_rank.min() == 0).all()
+    assert table.noise_entropy_q05.nunique() == 1 and 0.5 < table.noise_entropy_q05.iloc[0] < table.noise_entropy.iloc[0] < 1
+    # the plane norms, computed here from hook_q, give the entropies of the table
+    q = rope.capture(tokens, torch.ones_like(tokens, dtype=torch.bool), ["blocks.0.attn.hook_q"])["blocks.0.attn.hook_q"]
+    half = d_head // 2
+    norm = (q[..., 0, 0] ** 2 + q[..., 0, half] ** 2).sqrt().double().mean(0).numpy()  # head 0, plane 0
+    row = table[(table.layer == 0) & (table["head"] == 0) & (table.plane == 0)].iloc[0]
+    assert row.frequency_entropy == pytest.approx(spectral_entropy(norm), abs=1e-6)  # float32 norms here
+    with pytest.raises(EncoderError, match="needs rotary"):
+        frequency_entropy(open_encoder(tiny_model("dstg").eval()), tokens)

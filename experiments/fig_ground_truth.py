@@ -20,12 +20,13 @@ its interchange -- each method gives a k = d_AP subspace:
 scored by principal angles against the AP subspace (mean cos², share inside, chance k_AP / d) and by interchange:
 the base window's state gets the subspace's coordinates from the same tokens read ``shift`` positions later,
 against that shifted run's own MLM output (KL, top-1 agreement; and the same two with no interchange).
-AP-NeoBERT has no known position subspace but a learned absolute table, so a shifted source changes its output:
-its methods (k = ``--k``, default: the d_AP of the DSTG models in the run, else 16) are scored on interchange alone, with DSTG's scores as the
-error bar of each method.  RoPE, RP and Hugging Face encoders have neither (a relative model's output does not change
-when every position shifts): said in one line and left out (none left: exit 2).  Each layer is one ``ground_truth.score_method`` call
-(the methods as a dict, DAS closed over its layer): the call a method of your own goes through
-(docs/ground-truth.md).
+AP-NeoBERT has no known position subspace but a learned absolute table, so a shifted source changes its
+output: its methods (k = ``--k``, default: the d_AP of the DSTG models in the run, else 16) are scored on
+interchange alone, with DSTG's scores as each method's error bar.  RoPE and RP have neither (a relative model's
+output does not change when every position shifts), nor do Hugging Face encoders here (the shifted source is
+built with our models' ``position_offset``): said in one line and left out (none left: exit 2).  Each layer is
+one ``ground_truth.score_method`` call (the methods as a dict, DAS closed over its layer): the call a method of
+your own goes through (docs/ground-truth.md).
 
 Writes into ``--out`` (default dstg-results/figures/ground_truth/): scores.csv (one row per model x seed x
 layer x method), ground_truth (PNG + PDF + JSON) and config.json.
@@ -82,8 +83,8 @@ def not_scored(name: str, model) -> str | None:
     try:
         gt.known_position_basis(open_encoder(model, name=name))
     except EncoderError:
-        return ("no AP stream and no learned absolute table: no known position subspace, and shifting every "
-                "position leaves its output unchanged")
+        return ("no AP stream and no learned absolute table of ours: no known position subspace, and no shifted "
+                "source to interchange")
     return None
 
 

@@ -233,8 +233,9 @@ def score_method(method: StateMethod | dict[str, StateMethod], encoder, tokens: 
                  seed: int = 0) -> pd.DataFrame:
     """Score ``method(X, p, k) -> basis [d, k]`` against DSTG's AP coordinates at each of ``layers``.
 
-    ``encoder``: a DSTG model (anything ``open_encoder`` takes); any other model is one EncoderError saying
-    which models have ground truth.  ``method``: a callable (named by its ``__name__``) or a dict {name:
+    ``encoder``: a DSTG model (anything ``open_encoder`` takes), or AP-NeoBERT, scored on interchange alone
+    (``known_position_basis``: geometry columns NaN, no ``ap_coordinates`` row, ``k`` required); any other model
+    is one EncoderError saying which models can be scored.  ``method``: a callable (named by its ``__name__``) or a dict {name:
     callable}.  At each layer (None: 0..n_layers) the method gets the ``full`` states X [n, d] of the real tokens
     of ``tokens`` [B, T] (``mask``: None = all real), their positions p [n] and ``k`` (None: d_AP); what it
     returns must be a finite [d, k] matrix of rank k (else one ValueError naming the method).  The basis is then

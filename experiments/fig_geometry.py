@@ -24,12 +24,14 @@ Each row (``dstg_interp.analysis.geometry``, whose docstring defines every numbe
 - ``position_share`` (the between-position share of the layer's variance) and its ``chance_share``.
 A model without a learned table (RoPE, RP, NoPE, most HF encoders) gets a table row with ``applies`` False and
 ``notes`` saying why; each such note is also one line on stderr (not with --quiet).  Left out: the token-position
-probe R² (``dstg-probe`` fits it with its own folds and bootstrap, which this single pass does not sum), and the
-optional start-vs-end bias of the issue.  Rotary models (RoPE-NeoBERT, ModernBERT) also get
-frequency_entropy.csv: one row per layer x head x rotation plane, the Frequency Entropy of the plane's query norm
-along the sequence (``analysis.rope_bands.frequency_entropy``; 0 = one frequency, 1 = a flat spectrum) beside its frequency and
-its norm rank in the head (0 = the high-norm band) and a white-noise control (mean, q05), on the first 64 full
-windows of 128 tokens.
+probe R² (``dstg-probe`` fits it with its own folds and bootstrap, which this single pass does not sum).
+start_end.csv, one row per model: the start-vs-end bias of the pooled embedding (``geometry.start_end_bias``: an
+irrelevant sentence inserted at the start vs the end of 256 held-out documents read from their start; the mean
+cosine change of the mean-pooled last layer each way, and their difference with a bootstrap interval over
+documents).  frequency_entropy.csv, for rotary models (RoPE-NeoBERT, ModernBERT): one row per layer x head x
+rotation plane, the Frequency Entropy of the plane's query norm along the sequence
+(``analysis.rope_bands.frequency_entropy``; 0 = one frequency, 1 = a flat spectrum) beside its frequency, its norm
+rank in the head (0 = the high-norm band) and a white-noise control (mean, q05), on 64 full windows of 128 tokens.
 
 Writes into ``--out`` (default dstg-results/figures/geometry/): geometry.csv (tidy, one row per model x seed x
 source x layer x subspace), geometry.json (the rows, the notes, the definitions), geometry_leaderboard (models x
@@ -51,8 +53,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from dstg_interp.analysis.geometry import (MIN_POSITION_R2, OUTLIER_SD, STRESS_CONTROL_DRAWS, layer_statistics,
-                                           state_geometry, store_statistics, table_geometry)
+from dstg_interp.analysis.geometry import (FILLER, MIN_POSITION_R2, OUTLIER_SD, STRESS_CONTROL_DRAWS, layer_statistics,
+                                           start_end_bias, state_geometry, store_statistics, table_geometry)
 from dstg_interp.analysis.rope_bands import frequency_entropy
 from dstg_interp.analysis.spectra import position_table
 from dstg_interp.encoders import EncoderError
@@ -71,9 +73,9 @@ KEYS = ["model", "seed", "member", "source", "layer", "subspace", "applies"]
 LEFT_OUT = {
     "token_position_probe_r2": "dstg-probe fits it with its own CV folds and bootstrap; this single pass sums "
                                "only per-position statistics (run dstg-probe --model ... for it)",
-    "start_end_bias": "optional in issue 63; not built yet",
 }
 ENTROPY_WINDOWS, ENTROPY_LENGTH = 64, 128  # full windows each rotary model's query norms are averaged over
+BIAS_DOCUMENTS = 256  # documents (from their start) the start-vs-end bias is read on
 
 
 @dataclass
@@ -151,15 +153,29 @@ def entropy_rows(inputs, name: str, tiny: bool) -> pd.DataFrame | None:
         return None
 
 
+def bias_row(inputs, name: str, seed: int) -> dict:
+    """``start_end_bias`` of a model on the first BIAS_DOCUMENTS held-out documents read from their start, with
+    the member's model and seed columns."""
+    encoder = inputs.encoder(name)
+    sequences = encoder.structured_sequences(inputs.documents[:BIAS_DOCUMENTS], max_length=encoder.max_positions,
+                                             windows=False)
+    special = {encoder.special.cls, encoder.special.sep}
+    contents = [[t for t in sequences[i]["input_ids"] if t not in special] for i in range(len(sequences))]
+    filler = encoder.tokenizer.encode(FILLER, add_special_tokens=False).ids
+    variant, model_seed = inputs.member(name)
+    return {"model": variant, "seed": model_seed, "member": name, **start_end_bias(encoder, contents, filler, seed=seed)}
+
+
 def run(config: GeometryConfig) -> dict:
     started = time.perf_counter()
     progress = not config.quiet
     min_count = config.min_count or (TINY_MIN_COUNT if config.tiny else MIN_COUNT)
     inputs = inputs_for(config, n_docs=config.n_docs)
-    rows, entropies = [], []
+    rows, entropies, biases = [], [], []
     for name in tqdm(list(inputs.models), desc="geometry", disable=not progress):
         rows += model_rows(inputs, name, config, min_count, progress)
         entropies.append(entropy_rows(inputs, name, config.tiny))
+        biases.append(bias_row(inputs, name, config.seed))
     table = pd.DataFrame(rows)
     layer_rows = table[table.source == "layer"]
     if not layer_rows.applies.any():
@@ -178,6 +194,7 @@ def run(config: GeometryConfig) -> dict:
 
     config.out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(config.out / "geometry.csv", table.to_csv(index=False))
+    write_text_atomic(config.out / "start_end.csv", pd.DataFrame(biases).to_csv(index=False))
     if any(frame is not None for frame in entropies):
         write_text_atomic(config.out / "frequency_entropy.csv",
                           pd.concat([f for f in entropies if f is not None], ignore_index=True).to_csv(index=False))

@@ -292,3 +292,60 @@ def store_statistics(store, layers=None, subspaces=None, chunk_rows: int = 65536
                 summed.add(np.asarray(states[rows], dtype=np.float64), positions[rows])
             statistics[(layer, subspace)] = summed
     return statistics
+
+
+# --- start-vs-end bias of a pooled embedding ----------------------------------------------------------------
+# an irrelevant sentence (written for this test): inserted at a document's start or end (arXiv 2412.15241's protocol)
+FILLER = "The weather report for the coastal towns was read aloud at noon, as it is every day."
+BIAS_BOOTSTRAP = 1000
+
+
+def start_end_bias(encoder: Encoder, contents, filler_ids, batch_size: int = 32, seed: int = 0,
+                   n_bootstrap: int = BIAS_BOOTSTRAP) -> dict:
+    """How much more a mean-pooled embedding moves when an irrelevant sentence is inserted at the start of a
+    document than at its end (Goel et al., arXiv 2412.15241: embedding models weight the start).
+
+    ``contents``: documents as token-id lists without special tokens; ``filler_ids``: the inserted sentence's ids.
+    Each document is cut so that [CLS] filler document [SEP] fits the model's positions; its embedding is the mean
+    of the last layer's ``full`` state over the non-special tokens, read three ways: alone, with the filler first,
+    with the filler last.  ``change_start`` / ``change_end``: the mean over documents of 1 - cos(alone, with filler);
+    ``bias`` = change_start - change_end (> 0: the start weighs more) with a bootstrap 95% interval over documents
+    (``seed``) -- the control a bias is read against is that interval excluding 0 -- and ``share_start_larger``,
+    the share of documents whose start insertion moves the embedding more."""
+    filler = [int(t) for t in filler_ids]
+    room = encoder.max_positions - 2 - len(filler)
+    if not filler or room < 1:
+        raise ValueError(f"the filler has {len(filler)} tokens; it must be non-empty and leave room for a document "
+                         f"in {encoder.max_positions} positions")
+    documents = [[int(t) for t in content][:room] for content in contents]
+    documents = [d for d in documents if d]
+    if len(documents) < 2:
+        raise ValueError(f"start_end_bias needs at least 2 non-empty documents, got {len(documents)}")
+    cls, sep = encoder.special.cls, encoder.special.sep
+    layer = encoder.resolve(["last"], ["full"])[0][0]
+    variants = {"alone": lambda d: d, "start": lambda d: filler + d, "end": lambda d: d + filler}
+    pooled: dict[str, list[np.ndarray]] = {name: [] for name in variants}
+    for start in range(0, len(documents), batch_size):
+        part = documents[start:start + batch_size]
+        for name, build in variants.items():
+            rows = [[cls, *build(d), sep] for d in part]
+            tokens, mask = encoder.pad(rows)
+            states = encoder.states(tokens, [layer], ["full"], attention_mask=mask)[(layer, "full")].double()
+            keep = mask.clone()
+            keep[:, 0] = False  # [CLS]
+            keep[torch.arange(len(rows)), mask.sum(1) - 1] = False  # [SEP]
+            weights = keep[..., None].double()
+            pooled[name].append(((states * weights).sum(1) / weights.sum(1)).cpu().numpy())
+    embeddings = {name: np.concatenate(parts) for name, parts in pooled.items()}
+
+    def change(other: np.ndarray) -> np.ndarray:
+        alone = embeddings["alone"]
+        cos = (alone * other).sum(1) / (np.linalg.norm(alone, axis=1) * np.linalg.norm(other, axis=1))
+        return 1 - cos
+    start_change, end_change = change(embeddings["start"]), change(embeddings["end"])
+    difference = start_change - end_change
+    draws = np.random.default_rng(seed).integers(0, len(difference), (n_bootstrap, len(difference)))
+    low, high = np.quantile(difference[draws].mean(axis=1), [0.025, 0.975])
+    return {"n_documents": len(documents), "filler_tokens": len(filler), "change_start": float(start_change.mean()),
+            "change_end": float(end_change.mean()), "bias": float(difference.mean()), "bias_low": float(low),
+            "bias_high": float(high), "share_start_larger": float((difference > 0).mean())}

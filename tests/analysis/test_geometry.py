@@ -153,3 +153,37 @@ def test_layer_statistics_sum_the_states_of_one_forward_pass():
     assert ap_share == pytest.approx(1.0, abs=1e-6)
     np.testing.assert_allclose(statistics[(0, "ap")].means()[0],
                                models["dstg"].ap_table.detach().double().numpy()[kept], atol=1e-5)
+
+
+def _documents(n=12, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(4, 20, (n,), generator=generator)
+    return [torch.randint(5, 97, (int(length),), generator=generator).tolist() for length in lengths]
+
+
+def test_the_start_end_bias_is_zero_for_a_model_without_positions_and_read_against_its_interval():
+    from conftest import tiny_model
+    from dstg_interp.analysis.geometry import start_end_bias
+    from dstg_interp.encoders import open_encoder
+    # NoPE attends to a set: the filler first or last gives the same pooled embedding, so the bias is 0
+    nope = start_end_bias(open_encoder(tiny_model("nope", init_std=0.2).eval()), _documents(), [7, 8, 9, 10])
+    assert nope["change_start"] > 0.01 and abs(nope["bias"]) < 1e-6
+    assert nope["change_start"] == pytest.approx(nope["change_end"], abs=1e-6)
+    assert nope["bias_low"] <= nope["bias"] <= nope["bias_high"] and nope["n_documents"] == 12
+    # a model with positions moves differently each way, and the interval is over documents
+    dstg = start_end_bias(open_encoder(tiny_model("dstg", init_std=0.2).eval()), _documents(), [7, 8, 9, 10])
+    assert abs(dstg["bias"]) > 1e-3 and dstg["bias_low"] <= dstg["bias"] <= dstg["bias_high"]
+    assert 0 <= dstg["share_start_larger"] <= 1
+
+
+def test_the_start_end_bias_refuses_what_it_cannot_read():
+    from conftest import tiny_model
+    from dstg_interp.analysis.geometry import start_end_bias
+    from dstg_interp.encoders import open_encoder
+    encoder = open_encoder(tiny_model("dstg").eval())
+    with pytest.raises(ValueError, match="at least 2 non-empty documents"):
+        start_end_bias(encoder, [[5, 6], []], [7])
+    with pytest.raises(ValueError, match="leave room for a document"):
+        start_end_bias(encoder, _documents(), list(range(5, 5 + encoder.max_positions)))
+    with pytest.raises(ValueError, match="non-empty"):
+        start_end_bias(encoder, _documents(), [])

@@ -44,6 +44,11 @@ def test_the_geometry_table_of_the_tiny_zoo(tmp_path):
     assert record["route"] == "storeless" and "token_position_probe_r2" in record["left_out"]
     assert record["notes"]["rope table"].startswith("no table row")
     assert json.loads((out / "config.json").read_text())["min_count_used"] == fig_geometry.TINY_MIN_COUNT
+    # the start-vs-end bias: one row per model, its interval around it
+    bias = pd.read_csv(out / "start_end.csv").set_index("model")
+    assert set(bias.index) == {"dstg", "rope", "ap", "rp"} and (bias.n_documents >= 2).all()
+    assert ((bias.bias_low <= bias.bias) & (bias.bias <= bias.bias_high)).all()
+    assert ((bias.change_start > 0) & (bias.change_end > 0)).all()
     # Frequency Entropy: the rotary model alone, one row per block x head x rotation plane, each in [0, 1]
     entropy = pd.read_csv(out / "frequency_entropy.csv")
     assert set(entropy.model) == {"rope"} and set(entropy.seed) == {0} and set(entropy.layer) == {0, 1}

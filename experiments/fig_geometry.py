@@ -55,7 +55,7 @@ from tqdm.auto import tqdm
 
 from dstg_interp.analysis.geometry import (FILLER, MIN_POSITION_R2, OUTLIER_SD, STRESS_CONTROL_DRAWS, layer_statistics,
                                            start_end_bias, state_geometry, store_statistics, table_geometry)
-from dstg_interp.analysis.rope_bands import frequency_entropy
+from dstg_interp.analysis.rope_bands import frequency_entropy, rotary_of
 from dstg_interp.analysis.spectra import position_table
 from dstg_interp.encoders import EncoderError
 from dstg_interp.io import write_text_atomic
@@ -119,15 +119,15 @@ def table_row(model, config: GeometryConfig) -> dict:
     return {"applies": True, **row}
 
 
-def model_rows(inputs, name: str, config: GeometryConfig, min_count: int, progress: bool) -> list[dict]:
-    """Every row of member ``name``: its table row, then one per layer x subspace of its position basis."""
+def model_rows(inputs, name: str, encoder, config: GeometryConfig, min_count: int, progress: bool) -> list[dict]:
+    """Every row of member ``name`` (opened as ``encoder``): its table row, then one per layer x subspace of its
+    position basis."""
     variant, model_seed = inputs.member(name)
     member = {"model": variant, "seed": model_seed, "member": name}
     rows = [{**member, "source": "table", "layer": np.nan, "subspace": "table", **table_row(inputs.models[name], config)}]
     if config.store:
         statistics = store_statistics(model_store(inputs, name, progress=progress))
     else:
-        encoder = inputs.encoder(name)
         sequences = probing_sequences(encoder, inputs.documents)
         statistics = layer_statistics(encoder, sequences, batch_size=config.batch_size, progress=progress,
                                       desc=f"sum states {name}")
@@ -141,22 +141,21 @@ def model_rows(inputs, name: str, config: GeometryConfig, min_count: int, progre
     return rows
 
 
-def entropy_rows(inputs, name: str, tiny: bool) -> pd.DataFrame | None:
+def entropy_rows(inputs, name: str, encoder, tiny: bool) -> pd.DataFrame | None:
     """Frequency Entropy of a rotary model's planes (``frequency_entropy``), or None for a model without rotary
     heads (every other position mechanism: nothing to read, nothing said)."""
-    encoder = inputs.encoder(name)
-    length = min(16 if tiny else ENTROPY_LENGTH, encoder.max_positions)
     try:
-        tokens, mask = windows(encoder, inputs.documents, length, ENTROPY_WINDOWS)
-        return with_member_columns(frequency_entropy(encoder, tokens, mask), inputs, name)
+        rotary_of(encoder, 0)
     except EncoderError:
         return None
+    length = min(16 if tiny else ENTROPY_LENGTH, encoder.max_positions)
+    tokens, mask = windows(encoder, inputs.documents, length, ENTROPY_WINDOWS)
+    return with_member_columns(frequency_entropy(encoder, tokens, mask), inputs, name)
 
 
-def bias_row(inputs, name: str, seed: int) -> dict:
+def bias_row(inputs, name: str, encoder, seed: int) -> dict:
     """``start_end_bias`` of a model on the first BIAS_DOCUMENTS held-out documents read from their start, with
     the member's model and seed columns."""
-    encoder = inputs.encoder(name)
     sequences = encoder.structured_sequences(inputs.documents[:BIAS_DOCUMENTS], max_length=encoder.max_positions,
                                              windows=False)
     special = {encoder.special.cls, encoder.special.sep}
@@ -173,9 +172,10 @@ def run(config: GeometryConfig) -> dict:
     inputs = inputs_for(config, n_docs=config.n_docs)
     rows, entropies, biases = [], [], []
     for name in tqdm(list(inputs.models), desc="geometry", disable=not progress):
-        rows += model_rows(inputs, name, config, min_count, progress)
-        entropies.append(entropy_rows(inputs, name, config.tiny))
-        biases.append(bias_row(inputs, name, config.seed))
+        encoder = inputs.encoder(name)  # opened once: the sums, the entropies and the bias all read it
+        rows += model_rows(inputs, name, encoder, config, min_count, progress)
+        entropies.append(entropy_rows(inputs, name, encoder, config.tiny))
+        biases.append(bias_row(inputs, name, encoder, config.seed))
     table = pd.DataFrame(rows)
     layer_rows = table[table.source == "layer"]
     if not layer_rows.applies.any():

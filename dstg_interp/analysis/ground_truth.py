@@ -399,8 +399,8 @@ def attribution_subspace(encoder: Encoder, layer, k: int, base_tokens: torch.Ten
     """Attribution patching's subspace [d, k]: DAS to first order, from one forward and one backward pass -- the k
     eigenvectors of ``attribution_matrix`` with the most negative eigenvalues, the orthonormal Q minimising
     tr(Q^T S Q) (Ky Fan), i.e. the subspace whose interchange lowers the loss most by that estimate."""
+    _check_k(k, int(encoder.config.d_model))  # before the forward and backward pass it would waste
     _, vectors = np.linalg.eigh(attribution_matrix(encoder, layer, base_tokens, mask, source_shift))
-    _check_k(k, vectors.shape[0])
     return orthonormal_basis(vectors[:, :k], "the attribution subspace")
 
 

@@ -204,7 +204,7 @@ NOISE_DRAWS = 200  # white-noise signals of the window's length: the control a p
 
 
 def spectral_entropy(signal) -> float:
-    """The Shannon entropy of a signal's power spectrum along its last axis, normalised to [0, 1]: the power at
+    """The Shannon entropy of a 1-D signal's power spectrum, normalised to [0, 1]: the power at
     frequencies 1 .. T // 2 of the mean-removed signal as a distribution, entropy / log(number of frequencies).
     0: all power at one frequency (a pure sinusoid); near 1: power spread evenly (white noise); NaN for a
     constant signal (no power to distribute)."""

@@ -28,7 +28,8 @@ probe R² (``dstg-probe`` fits it with its own folds and bootstrap, which this s
 start_end.csv, one row per model: the start-vs-end bias of the pooled embedding (``geometry.start_end_bias``: an
 irrelevant sentence inserted at the start vs the end of 256 held-out documents read from their start; the mean
 cosine change of the mean-pooled last layer each way, and their difference with a bootstrap interval over
-documents).  frequency_entropy.csv, for rotary models (RoPE-NeoBERT, ModernBERT): one row per layer x head x
+documents; a model whose positions cannot hold the filler and a document has ``applies`` False and a note).
+frequency_entropy.csv, for rotary models (RoPE-NeoBERT, ModernBERT): one row per layer x head x
 rotation plane, the Frequency Entropy of the plane's query norm along the sequence
 (``analysis.rope_bands.frequency_entropy``; 0 = one frequency, 1 = a flat spectrum) beside its frequency, its norm
 rank in the head (0 = the high-norm band) and a white-noise control (mean, q05), on 64 full windows of 128 tokens.
@@ -155,14 +156,19 @@ def entropy_rows(inputs, name: str, encoder, tiny: bool) -> pd.DataFrame | None:
 
 def bias_row(inputs, name: str, encoder, seed: int) -> dict:
     """``start_end_bias`` of a model on the first BIAS_DOCUMENTS held-out documents read from their start, with
-    the member's model and seed columns."""
+    the member's model and seed columns; ``applies`` False and a note for a model whose positions cannot hold the
+    filler and a document (a short tiny model)."""
     sequences = encoder.structured_sequences(inputs.documents[:BIAS_DOCUMENTS], max_length=encoder.max_positions,
                                              windows=False)
     special = {encoder.special.cls, encoder.special.sep}
     contents = [[t for t in sequences[i]["input_ids"] if t not in special] for i in range(len(sequences))]
     filler = encoder.tokenizer.encode(FILLER, add_special_tokens=False).ids
     variant, model_seed = inputs.member(name)
-    return {"model": variant, "seed": model_seed, "member": name, **start_end_bias(encoder, contents, filler, seed=seed)}
+    member = {"model": variant, "seed": model_seed, "member": name}
+    try:
+        return {**member, "applies": True, **start_end_bias(encoder, contents, filler, seed=seed), "notes": ""}
+    except ValueError as err:
+        return {**member, "applies": False, "notes": f"no start-vs-end row: {err}"}
 
 
 def run(config: GeometryConfig) -> dict:
@@ -190,6 +196,7 @@ def run(config: GeometryConfig) -> dict:
             table[column] = table[column].astype("Int64")
     notes = {f"{row.member} {row.source}" + ("" if row.source == "table" else f" L{int(row.layer)} {row.subspace}"):
              row.notes for row in table.itertuples() if row.notes}
+    notes.update({f"{row['member']} start-vs-end": row["notes"] for row in biases if row["notes"]})
     say_not_applicable("fig_geometry", notes, quiet=config.quiet)
 
     config.out.mkdir(parents=True, exist_ok=True)

@@ -199,7 +199,12 @@ def test_geometry_reads_every_model_of_the_list_and_says_which_has_no_table(mode
     layers = table[table.source == "layer"]
     assert set(layers.model) == {"mine", "MiniLM-like", "NeoBERT"} and layers.applies.all()
     assert set(layers[layers.model == "mine"].subspace) == {"ap", "sem", "full"}
-    assert "[fig_geometry] NeoBERT table: no table row:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "[fig_geometry] NeoBERT table: no table row:" in err
+    # a model of 32 positions cannot hold the filler and a document: a row that says so, and one line
+    bias = pd.read_csv(out / "start_end.csv", keep_default_na=False, na_values=[""]).set_index("model")
+    assert set(bias.index) == {"mine", "MiniLM-like", "NeoBERT"} and not bias.applies["mine"]
+    assert f"[fig_geometry] mine start-vs-end: {bias.notes['mine']}" in err
 
 
 def test_rope_bands_read_a_hugging_face_modernbert_and_leave_another_rotary_family_out(tmp_path, capsys):

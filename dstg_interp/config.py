@@ -151,6 +151,14 @@ def model_field(default: str | None = None, *, required: bool | None = None) -> 
     return _shared("model", default_factory=lambda: [default], required=required, model_default=default)
 
 
+def tokenizer_mismatch_field() -> Any:
+    """``--allow-tokenizer-mismatch``: read a model whose tokenizer covers under 90% of its embedding rows
+    (refused otherwise: ``dstg_interp.model.files.check_tokenizer_fits``)."""
+    return dataclasses.field(default=False, metadata={
+        "help": "read a model whose tokenizer covers under 0.9 of its embedding rows (refused otherwise: it looks "
+                "like another model's tokenizer); say so only when it is the model's own"})
+
+
 def layers_field(default=None, *, shown: str | None = None) -> Any:
     """``--layers``: a layer selection in the grammar of ``dstg_interp.encoders.selection`` (``LayerSelection``)."""
     return _shared("layers", default, shown=shown)

@@ -42,13 +42,14 @@ import pandas as pd
 
 from dstg_interp import ModelConfig, build_model, load_model, open_encoder
 from dstg_interp.cli.config_args import add_config_arguments, config_from_args
-from dstg_interp.config import MAX_SEED, ConfigIO, check_seed
+from dstg_interp.config import MAX_SEED, ConfigIO, check_seed, tokenizer_mismatch_field
 from dstg_interp.cli.shell import run_cli
 from dstg_interp.data import default_cache_dir, probing_documents
 from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.encoders import Encoder, EncoderError, HFEncoder
 from dstg_interp.encoders.naming import table_names
 from dstg_interp.io import RESULTS_DIR, OutputError, folder_entries, free_sibling, write_text_atomic
+from dstg_interp.model.files import tokenizer_mismatch_allowed, tokenizer_mismatch_is_allowed
 from dstg_interp.model.checkpoint import (FLOOR_TRAIN_COMMAND, ZOO_DIR, ZOO_FLOOR, ZOO_FLOOR_SEEDS, ZOO_NAMES, ZOO_SEEDS,
                                           missing_tokenizer_message, missing_zoo_members, zoo_member)
 from dstg_interp.store import as_sequences
@@ -104,6 +105,7 @@ class FigureConfig(ScriptConfig):
     name: list[str] | None = field(default=None, metadata={
         "help": "how tables and figures name each --model, in order (default: the zoo name, hub id, model-card "
                 "title or folder name)"})
+    allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -330,8 +332,9 @@ def inputs_for(config: FigureConfig, n_docs: int | None = None, floor: bool = Fa
     them, else seed 0; the model list and its names when ``--model`` is given); ``floor``: the zoo's NoPE floor
     too, where it is trained (never with ``--model``)."""
     if config.model is not None:
-        return load_figure_inputs(tiny=config.tiny, models=config.model, names=config.name, given=True, n_docs=n_docs,
-                                  seed=config.seed, store_root=config.store_root)
+        with tokenizer_mismatch_allowed(config.allow_tokenizer_mismatch):
+            return load_figure_inputs(tiny=config.tiny, models=config.model, names=config.name, given=True,
+                                      n_docs=n_docs, seed=config.seed, store_root=config.store_root)
     return load_figure_inputs(tiny=config.tiny, n_docs=n_docs, seed=config.seed, store_root=config.store_root,
                               zoo=config.zoo, model_seeds=getattr(config, "model_seeds", [0]), floor=floor)
 
@@ -360,7 +363,8 @@ def model_names(specs: list[str] | None, given: list[str] | None) -> list[str]:
 
 def _given_models(specs: list[str], names, tiny: bool, n_docs, seed: int, store_root, corpus: str) -> FigureInputs:
     names = model_names(specs, names)
-    models = {name: _shared_given_model(str(spec)) for name, spec in zip(names, specs)}
+    allowed = tokenizer_mismatch_is_allowed()  # part of the key: a model opened under the rule is not reused past it
+    models = {name: _shared_given_model(str(spec), allowed) for name, spec in zip(names, specs)}
     if tiny:
         documents = tiny_documents(40, seed)
         root = Path(store_root) if store_root is not None else default_cache_dir() / "stores" / "figures-tiny"
@@ -373,10 +377,10 @@ def _given_models(specs: list[str], names, tiny: bool, n_docs, seed: int, store_
 
 
 @lru_cache(maxsize=None)
-def _shared_given_model(spec: str):
+def _shared_given_model(spec: str, mismatch_allowed: bool = False):
     """One --model, opened once per process: ours as the torch module (with its tokenizer), an HF encoder as
     its adapter -- with its masked-LM head where the checkpoint has one (the studies that read MLM
-    outputs need it), else without."""
+    outputs need it), else without.  ``mismatch_allowed``: the tokenizer rule it was opened under."""
     try:
         encoder = open_encoder(spec, mlm_head=True)
     except EncoderError:

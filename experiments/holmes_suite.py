@@ -29,6 +29,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from dstg_interp.config import tokenizer_mismatch_field
+from dstg_interp.model.files import tokenizer_mismatch_allowed
 from experiments import fig_holmes
 from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, model_names, figure_config, run_as_command, save_config
 from probes.holmes import HolmesProbeConfig, run_holmes
@@ -52,6 +54,7 @@ class HolmesSuiteConfig(ScriptConfig):
     name: list[str] | None = field(default=None, metadata={
         "help": "how tables and figures name each --model, in order (default: the zoo name, hub id, model-card "
                 "title or folder name)"})
+    allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
     protocol: str = field(default="reference", metadata={"help": "reference or standardised (probes.holmes.protocol)"})
     datasets: list[str] | None = field(default=None, metadata={"help": "only these suite datasets (a part of the run)"})
     combine: list[Path] | None = field(default=None, metadata={
@@ -121,8 +124,9 @@ def run(config: HolmesSuiteConfig) -> dict:
         write_tables(results, config.out, run_config)
     else:
         probe = HolmesProbeConfig(flash_fraction=None if config.full else 1 / 32, protocol=config.protocol)
-        results = run_holmes(config.pool(), config.suite_dir, config=probe, random_init_control=config.random_init,
-                             datasets=config.datasets, out_dir=config.out)
+        with tokenizer_mismatch_allowed(config.allow_tokenizer_mismatch):
+            results = run_holmes(config.pool(), config.suite_dir, config=probe, random_init_control=config.random_init,
+                                 datasets=config.datasets, out_dir=config.out)
     areas = pd.read_csv(config.out / "areas.csv")
     counts = pd.read_csv(config.out / "a_vs_b.csv") if (config.out / "a_vs_b.csv").exists() else pd.DataFrame()
     seed_counts = pd.read_csv(config.out / "seed_test_counts.csv") if (config.out / "seed_test_counts.csv").exists() \

@@ -52,7 +52,7 @@ class RunAllConfig(SeedsFigureConfig):
                                                                 "stores and probes (default: all, as dstg-probe)"})
     threads: int = field(default=2, metadata={"help": "torch threads"})
     # the zoo's gallery (claims, report): your own models go to each figure script's --model
-    FLAGS_LEFT_OUT: ClassVar[tuple[str, ...]] = ("model", "name")
+    FLAGS_LEFT_OUT: ClassVar[tuple[str, ...]] = ("model", "name", "allow_tokenizer_mismatch")
 
     def __post_init__(self) -> None:
         super().__post_init__()

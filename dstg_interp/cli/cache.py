@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from dstg_interp.data import StructuredSequences, load_corpus
 from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.encoders import open_encoder
-from dstg_interp.config import ConfigIO, device_field, layers_field, model_field, out_field, quiet_field
+from dstg_interp.config import ConfigIO, device_field, layers_field, model_field, tokenizer_mismatch_field, out_field, quiet_field
 from dstg_interp.encoders.selection import LayerSelection
 from dstg_interp.io import check_output_location, output_lock
 from dstg_interp.store.distributed import OtherRankFailed, Ranks, torchrun_ranks
@@ -43,6 +43,8 @@ class CacheCommand(ConfigIO):
     """dstg-cache's flags beside the ExtractionConfig's: which model, which text, where, and how."""
 
     model: list = model_field(required=True)
+
+    allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
     name: str | None = field(default=None, metadata={
         "help": "how the store names the model (its manifest's model_name)", "shown": "the zoo name, hub id, "
         "model-card title or folder name (dstg_interp.encoders.naming)"})

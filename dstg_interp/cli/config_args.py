@@ -60,6 +60,7 @@ from typing import Any
 import dstg_interp
 
 from dstg_interp.config import SHARED_FLAGS
+from dstg_interp.model.files import tokenizer_mismatch_allowed
 
 from . import flags
 from .shell import run_cli
@@ -296,7 +297,8 @@ def run_command(parser: argparse.ArgumentParser, config_class, body: Callable[[A
 
     def run() -> int | None:
         made.append(parse_config(config_class, args))
-        return body(made[0])
+        with tokenizer_mismatch_allowed(getattr(made[0], "allow_tokenizer_mismatch", False)):
+            return body(made[0])
 
     said = None if interrupted is None else lambda: interrupted(made[0] if made else None)
     return run_cli(parser.prog, run, interrupted=said)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import json
 import sys
 
-from dstg_interp.config import ConfigIO
+from dstg_interp.config import ConfigIO, tokenizer_mismatch_field
 from dstg_interp.model.convert import DTYPES, convert_checkpoint
 
 from .config_args import add_config_arguments, config_from_args, run_command
@@ -32,6 +32,7 @@ class ConvertCommand(ConfigIO):
     require_tokenizer: bool = field(default=True, metadata={
         "flag": "--no-tokenizer", "invert": True, "help": "convert without a tokenizer (no probing from text)"})
     dtype: str = field(default="float32", metadata={"choices": sorted(DTYPES), "help": "weights dtype in OUT"})
+    allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
     overwrite: bool = field(default=False, metadata={
         "help": "replace OUT if it is a checkpoint folder dstg-interp wrote (a folder with anything else in it is "
                 "never replaced)"})

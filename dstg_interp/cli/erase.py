@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from dstg_interp.config import ConfigIO, device_field, model_field, out_field, quiet_field, threads_field
+from dstg_interp.config import ConfigIO, device_field, model_field, tokenizer_mismatch_field, out_field, quiet_field, threads_field
 from dstg_interp.encoders.naming import model_label
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import (OutputError, check_output_location, folder_entries, foreign_entries, output_lock,
@@ -49,6 +49,8 @@ class EraseCommand(ConfigIO):
     config.json beside them (``EraseCommand.from_json(out / "config.json")`` is the run again)."""
 
     model: list = model_field(required=True)
+
+    allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
     name: str | None = field(default=None, metadata={
         "help": "how the table and results.json name the model", "shown": "the zoo name, hub id, model-card title "
         "or folder name (dstg_interp.encoders.naming)"})

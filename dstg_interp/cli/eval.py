@@ -29,7 +29,7 @@ import torch
 from dstg_interp.data import load_corpus
 from dstg_interp.evaluation import RESULT_COLUMNS, mlm_accuracy, results_table, training_config, training_unigram
 from dstg_interp.io import OutputError, check_output_location, created_folder
-from dstg_interp.config import ConfigIO, model_field, out_field, quiet_field, seed_field, threads_field
+from dstg_interp.config import ConfigIO, model_field, tokenizer_mismatch_field, out_field, quiet_field, seed_field, threads_field
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.naming import table_names
 
@@ -56,6 +56,8 @@ class EvalCommand(ConfigIO):
     """dstg-eval's flags: which models on which corpora, how many documents, where the table goes."""
 
     model: list = model_field(required=True)
+
+    allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
     name: list[str] | None = field(default=None, metadata={
         "help": "how the table names each --model, in order", "shown": "the zoo name, hub id, model-card title or "
         "folder name (dstg_interp.encoders.naming)"})

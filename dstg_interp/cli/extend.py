@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dstg_interp.analysis.extrapolate import (DEFAULT_COMPONENTS, DEFAULT_FREQUENCIES, EXTENSION_FILE, METHODS,
                                               extend_positions, save_extended)
-from dstg_interp.config import ConfigIO, model_field, out_field
+from dstg_interp.config import ConfigIO, model_field, tokenizer_mismatch_field, out_field
 from dstg_interp.io import OutputError, check_output_location, check_replaceable
 from dstg_interp.model.checkpoint import load_model, resolve_checkpoint
 from dstg_interp.model.saving import checkpoint_foreign_entries
@@ -33,6 +33,8 @@ class ExtendCommand(ConfigIO):
     """dstg-extend's flags: the model, how much longer, by which method, and where."""
 
     model: list = model_field(required=True)
+
+    allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
     factor: float | None = field(default=None, metadata={"help": "new length = factor x max_positions (> 1)",
                                                          "shown": "2 unless --new-length"})
     new_length: int | None = field(default=None, metadata={"help": "new max_positions (instead of --factor)"})

@@ -43,7 +43,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from dstg_interp.config import ConfigIO, device_field, model_field, out_field, quiet_field, threads_field
+from dstg_interp.config import ConfigIO, device_field, model_field, tokenizer_mismatch_field, out_field, quiet_field, threads_field
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import RESULTS_DIR, OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from dstg_interp.store.distributed import Ranks, torchrun_ranks
@@ -65,6 +65,8 @@ class ProbeCommand(ConfigIO):
     PositionProbeConfig's, and --task holmes adds the Holmes flags."""
 
     model: list = model_field(DEFAULT_MODEL)
+
+    allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
     task: str | None = field(default=None, metadata={
         "required": True, "choices": list(TASKS), "help": "token / segment / intra: position probes; holmes: the Holmes benchmark"})
     corpus: str = field(default="en-mix", metadata={"help": "en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:..."})

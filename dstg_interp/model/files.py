@@ -15,6 +15,7 @@ import hashlib
 import json
 import pickle
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -164,22 +165,50 @@ def read_tokenizer(path: str | Path) -> Tokenizer:
 
 # Published encoders often pad their embedding past the tokenizer (30,522 tokens, 30,528 rows; 50,265 / 50,272;
 # 32,100 / 32,128): ids past the tokenizer are never produced.  A tokenizer covering less than this share of
-# the rows (25 tokens for 100 rows) is most likely another model's: said in a warning.
+# the rows (25 tokens for 100 rows) is most likely another model's: refused, unless the user says it is the
+# model's own (``tokenizer_mismatch_allowed``; the commands' --allow-tokenizer-mismatch), then said in a warning.
 MIN_TOKENIZER_SHARE = 0.9
+ALLOW_MISMATCH_FLAG = "--allow-tokenizer-mismatch"
+_TOKENIZER_RULE = {"allow_mismatch": False}
 
 
 class TokenizerMismatchWarning(UserWarning):
-    """A tokenizer much smaller than the embedding it is used with."""
+    """A tokenizer much smaller than the embedding it is used with, read because the user allowed it."""
+
+
+@contextmanager
+def tokenizer_mismatch_allowed(allowed: bool = True):
+    """Within it, a tokenizer covering less than MIN_TOKENIZER_SHARE of the model's embedding rows is read with
+    a TokenizerMismatchWarning instead of refused (the model's own tokenizer on an embedding padded far past it).
+
+        with tokenizer_mismatch_allowed():
+            encoder = open_encoder("path/to/model")
+    """
+    saved = _TOKENIZER_RULE["allow_mismatch"]
+    _TOKENIZER_RULE["allow_mismatch"] = bool(allowed)
+    try:
+        yield
+    finally:
+        _TOKENIZER_RULE["allow_mismatch"] = saved
+
+
+def tokenizer_mismatch_is_allowed() -> bool:
+    """Whether the code runs inside ``tokenizer_mismatch_allowed``."""
+    return _TOKENIZER_RULE["allow_mismatch"]
 
 
 def check_tokenizer_fits(n_tokens: int, vocab_size: int, where: str, error=ValueError) -> None:
-    """The rule for a tokenizer beside an embedding of ``vocab_size`` rows: never more tokens than rows
-    (``error`` is raised), and a warning below MIN_TOKENIZER_SHARE of them."""
+    """The rule for a tokenizer beside an embedding of ``vocab_size`` rows: never more tokens than rows, and
+    not under MIN_TOKENIZER_SHARE of them (``error`` is raised) unless ``tokenizer_mismatch_allowed``, where
+    the second is a TokenizerMismatchWarning."""
     if n_tokens > vocab_size:
         raise error(f"{where}: the tokenizer has {n_tokens} tokens but the model's embedding only {vocab_size} rows, "
                     "so some token ids have no embedding; pass the tokenizer the model was trained with")
     if n_tokens < MIN_TOKENIZER_SHARE * vocab_size:
-        warnings.warn(f"{where}: the tokenizer has {n_tokens} tokens for an embedding of {vocab_size} rows "
-                      f"({n_tokens / vocab_size:.0%}); a padded embedding keeps at least {MIN_TOKENIZER_SHARE:.0%} "
-                      "of its rows in use, so this looks like another model's tokenizer: its ids would mean other "
-                      "words", TokenizerMismatchWarning, stacklevel=3)
+        said = (f"{where}: the tokenizer has {n_tokens} tokens for an embedding of {vocab_size} rows "
+                f"({n_tokens / vocab_size:.0%}); a padded embedding keeps at least {MIN_TOKENIZER_SHARE:.0%} "
+                "of its rows in use, so this looks like another model's tokenizer: its ids would mean other words")
+        if not _TOKENIZER_RULE["allow_mismatch"]:
+            raise error(f"{said}; pass the model's own tokenizer, or {ALLOW_MISMATCH_FLAG} if this is it (Python: "
+                        "with dstg_interp.model.files.tokenizer_mismatch_allowed(): ...)")
+        warnings.warn(said, TokenizerMismatchWarning, stacklevel=3)

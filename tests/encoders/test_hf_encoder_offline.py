@@ -91,6 +91,28 @@ def test_a_padded_hf_embedding_loads_without_transformers_report(tmp_path, capsy
         load_hf_encoder(tiny_hf_folder(tmp_path / "short", extra_rows=-5))
 
 
+def test_another_models_tokenizer_is_refused_unless_allowed(tmp_path, capsys):
+    """Round 5 (newcomer): 90 tokens for a 300-row embedding only warned, then a full table was written.  The API
+    raises one line; ``tokenizer_mismatch_allowed`` reads it with the warning; dstg-probe refuses it (exit 2,
+    nothing written) unless --allow-tokenizer-mismatch."""
+    from dstg_interp.cli.probe import main as probe_main
+    from dstg_interp.encoders import EncoderError, open_encoder
+    from dstg_interp.model.files import TokenizerMismatchWarning, tokenizer_mismatch_allowed
+
+    folder = tiny_hf_folder(tmp_path / "wide", extra_rows=210)
+    with pytest.raises(EncoderError, match="90 tokens for an embedding of 300 rows .*--allow-tokenizer-mismatch"):
+        open_encoder(folder)
+    with tokenizer_mismatch_allowed(), pytest.warns(TokenizerMismatchWarning, match="another model's tokenizer"):
+        assert open_encoder(folder).vocab_size == 300
+    with pytest.raises(EncoderError):  # the rule is back outside the block
+        open_encoder(folder)
+    capsys.readouterr()
+    out = tmp_path / "results"
+    assert probe_main(["--model", str(folder), "--task", "segment", "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "another model's tokenizer" in err and not out.exists()
+
+
 def test_a_config_field_of_the_wrong_type_is_one_line_naming_the_file(tiny_bert, tmp_path):
     """F10, G6: an HF config.json with hidden_size "abc" was a 79-line traceback."""
     import json

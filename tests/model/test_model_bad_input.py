@@ -116,15 +116,22 @@ def test_nan_weights_are_one_warning_line_of_our_own(tmp_path, capsys):
     assert len(lines) == 1 and lines[0].startswith("dstg-convert: warning:") and "NaN" in lines[0], err
 
 
-def test_a_tokenizer_far_smaller_than_the_embedding_is_said(tmp_path, capsys):
-    """N31: a 25-token vocab.txt for a 100-row model was accepted silently."""
+def test_a_tokenizer_far_smaller_than_the_embedding_is_refused_unless_allowed(tmp_path, capsys):
+    """N31: a 25-token vocab.txt for a 100-row model was accepted silently; round 5 (newcomer): it only warned
+    and a full table followed.  Refused (one line, exit 2, nothing written); --allow-tokenizer-mismatch reads it
+    with the warning."""
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(20)]) + "\n")
     code, _, err = run_main(capsys, convert_main, AUTHORS, tmp_path / "out", "--tokenizer", vocab)
-    assert code == 0
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("dstg-convert: warning:"), err
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("dstg-convert: error:"), err
     assert "25 tokens for an embedding of 100 rows" in lines[0] and "another model's tokenizer" in lines[0]
+    assert "--allow-tokenizer-mismatch" in lines[0] and not (tmp_path / "out").exists()
+    code, _, err = run_main(capsys, convert_main, AUTHORS, tmp_path / "out", "--tokenizer", vocab,
+                            "--allow-tokenizer-mismatch")
+    lines = err.strip().splitlines()
+    assert code == 0 and len(lines) == 1 and lines[0].startswith("dstg-convert: warning:"), err
+    assert "25 tokens for an embedding of 100 rows" in lines[0] and (tmp_path / "out" / "config.json").is_file()
 
 
 # --- disk full ------------------------------------------------------------------------------------

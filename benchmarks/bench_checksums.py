@@ -20,6 +20,7 @@ import argparse
 import shutil
 import tempfile
 import time
+from typing import Literal
 from pathlib import Path
 
 import torch
@@ -64,7 +65,9 @@ def main() -> None:
                             progress=False)
             best["extract"] = min(best["extract"], time.perf_counter() - started)
             files = sorted(store.manifest["checksums"]["files"])
-            for name, check in (("checksums", None), ("open_sampled", "sample"), ("verify_full", "full")):
+            checks: tuple[tuple[str, Literal["sample", "full"] | None], ...] = (
+                ("checksums", None), ("open_sampled", "sample"), ("verify_full", "full"))
+            for name, check in checks:
                 started = time.perf_counter()
                 found = store_checksums(out, files) if check is None else store_damage(out, store.manifest, check)
                 best[name] = min(best[name], time.perf_counter() - started)

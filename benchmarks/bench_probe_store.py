@@ -39,9 +39,9 @@ from threadpoolctl import threadpool_limits
 
 import os
 
-from bench_store import RandomSequences, _status_mb
+from bench_store import RandomSequences
 from dstg_interp import ActivationStore, ModelConfig, build_model, extract
-from machine import LoadWatch, add_load_arguments, write_result
+from machine import LoadWatch, add_load_arguments, status_mb, write_result
 from probes import fit_ridge_grid, grouped_train_test_split
 from probes.grid import store_feature_sets
 from ridge_grid_before import fit_ridge_grid_before
@@ -95,7 +95,7 @@ def fit(store: ActivationStore, mode: str, subsample: int, device: str | None):
 
 def run_grid(store: ActivationStore, mode: str, subsample: int, device: str | None = None) -> dict:
     """The probe grid in one mode; the child process's measurements."""
-    rss_before = _status_mb("VmRSS")
+    rss_before = status_mb("VmRSS")
     load = os.getloadavg()
     start = time.perf_counter()
     cpu = time.process_time()
@@ -105,7 +105,7 @@ def run_grid(store: ActivationStore, mode: str, subsample: int, device: str | No
     return {"mode": mode, "device": device, "n_tokens_probed": int(n_rows), "n_train": int(n_train),
             "n_test": int(n_test), "feature_sets": int(table.key.nunique()), "targets": list(TARGETS),
             "seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2),
-            "rss_before_grid_mb": round(rss_before, 1), "peak_rss_mb": round(_status_mb("VmHWM"), 1),
+            "rss_before_grid_mb": round(rss_before, 1), "peak_rss_mb": round(status_mb("VmHWM"), 1),
             "loadavg_before": [round(x, 2) for x in load], "loadavg_after": [round(x, 2) for x in os.getloadavg()],
             "test_r2": {f"{key[0]}/{key[1]}/{target}": float(r2)
                         for key, target, r2 in zip(table.key, table.target, table.test_r2)},

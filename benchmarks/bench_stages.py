@@ -86,7 +86,7 @@ def buffered_writes():
     finally:
         npy_writer.NpyWriter.__init__ = original_init
         if o_direct is not None:
-            os.O_DIRECT = o_direct
+            os.O_DIRECT = o_direct  # type: ignore[misc]  # put back what the context removed
 
 
 def plain_forward(model, sequences, batch_size: int) -> float:

@@ -53,6 +53,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import torch
@@ -63,6 +64,7 @@ from bench_scaling import LabelledSequences  # noqa: E402
 from bench_store import RandomSequences  # noqa: E402
 from machine import LoadWatch  # noqa: E402
 
+from dstg_interp.data import StructuredSequences  # noqa: E402
 from dstg_interp import ActivationStore, ModelConfig, build_model, extract  # noqa: E402
 from dstg_interp.flops import training_flops_per_token  # noqa: E402
 from dstg_interp.model.checkpoint import ZOO_WIDTHS  # noqa: E402 (the zoo's widths, named once)
@@ -317,7 +319,8 @@ def storeless(ctx) -> dict:
     e = sizes.extract
     batch_size = 32 if sizes.dry else 256
     config = PositionProbeConfig(task="segment", controls=False, n_boot=200)
-    sequences = LabelledSequences(sizes.extract_tokens, sizes.extract_length, 8192)
+    # random labelled sequences with StructuredSequences' interface (len, [i], to_dataframe)
+    sequences = cast(StructuredSequences, LabelledSequences(sizes.extract_tokens, sizes.extract_length, 8192))
     n_tokens = int(sequences.lengths.sum())
     encoder = open_encoder(ctx.extract_model)
     start = time.perf_counter()
@@ -347,7 +350,7 @@ def storeless(ctx) -> dict:
     if not sizes.dry and ctx.remaining() > 240:  # the paper's width: 6 layers, 720 + 48, 12 heads
         wide = build_model(ModelConfig(variant="dstg", vocab_size=8192, max_positions=256, n_layers=6, n_heads=12,
                                        d_sem=720, d_ap=48, seed=0)).to(device).eval()
-        wide_sequences = LabelledSequences(200_000, 256, 8192)
+        wide_sequences = cast(StructuredSequences, LabelledSequences(200_000, 256, 8192))
         wide_tokens = int(wide_sequences.lengths.sum())
 
         def wide_forward():
@@ -461,7 +464,7 @@ class Context:
 
 
 def environment(device) -> dict:
-    env = {"torch": torch.__version__, "device": str(device), "python": sys.version.split()[0]}
+    env: dict[str, object] = {"torch": torch.__version__, "device": str(device), "python": sys.version.split()[0]}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         env.update(name=props.name, capability=f"{props.major}.{props.minor}", memory_gib=round(props.total_memory / 2**30, 1),

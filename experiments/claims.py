@@ -40,6 +40,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -322,7 +323,7 @@ def head_claims(heads, sweep=None) -> list[dict]:
     if dstg is None or dstg.empty:
         return [claim("heads_structure_semantic", texts[0], "almost all heads"), claim("heads_no_rp", texts[1], 0)]
     rule = RULES["heads_structure_semantic"]
-    per_seed = []
+    per_seed: list[dict[str, Any]] = []
     for model_seed, rows in dstg.groupby("seed"):
         counts = rows.label.value_counts()
         n_structure, n_semantic = int(counts.get("structure", 0)), int(counts.get("semantic", 0))

@@ -31,6 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -114,7 +115,7 @@ def run(config: HeadsFigureConfig) -> dict:
     started = time.perf_counter()
     if config.from_heads is not None:  # the statistics as the earlier run computed them, labelled again
         heads = classify_heads(pd.read_csv(config.from_heads))
-        description = {"from_heads": str(config.from_heads)}
+        description: dict[str, Any] = {"from_heads": str(config.from_heads)}
         earlier = config.from_heads.parent / "config.json"  # the run that computed the statistics, if beside it
         if earlier.is_file():
             description["statistics_from"] = json.loads(earlier.read_text()).get("inputs")

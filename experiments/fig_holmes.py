@@ -84,7 +84,7 @@ def run(config: HolmesFigureConfig) -> str:
     for folder in config.results:
         target = config.figures_folder(folder)
         if draw(folder, target):
-            save_config(replace(config, out=target), "experiments/fig_holmes.py", name="figure_config.json")
+            save_config(replace(config, out=target), "experiments/fig_holmes.py", "figure_config.json")
             drawn.append(folder)
         print(f"[fig_holmes] {folder}: {f'drawn into {target}' if folder in drawn else 'skipped: no ' + ' / '.join(TABLES)}")
     return "ok" if drawn else "skipped: no Holmes results to draw"

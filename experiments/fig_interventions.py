@@ -34,6 +34,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -92,7 +93,7 @@ def fitted(encoder, length: int, shift: int) -> tuple[int, int]:
     return min(length, encoder.max_positions - shift), shift
 
 
-def intervene_all(config: InterventionsFigureConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+def intervene_all(config: InterventionsFigureConfig) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     inputs = inputs_for(config)
     length, shift = (24, 8) if config.tiny else (config.length, config.shift)
     rows, heads = [], []
@@ -114,7 +115,7 @@ def intervene_all(config: InterventionsFigureConfig) -> tuple[pd.DataFrame, pd.D
         store = model_store(inputs, name, progress=not config.quiet) if streams else None
         layers = [layer for layer in encoder.layers if layer != "final"] if streams else [0]
         for layer in layers:
-            plans = {"interchange": {"position_map": mirror}, "shift": {"shift": model_shift}}
+            plans: dict[str, dict[str, Any]] = {"interchange": {"position_map": mirror}, "shift": {"shift": model_shift}}
             if store is not None:
                 basis = position_basis(store, layer, "ap")
                 means = np.zeros((encoder.max_positions, basis.means.shape[1]))

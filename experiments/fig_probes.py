@@ -41,6 +41,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -108,7 +109,7 @@ def run(config: ProbesFigureConfig) -> dict:
         order = {variant: i for i, variant in enumerate((*ZOO_NAMES, ZOO_FLOOR))}
         results = results.sort_values(["model", "seed"], key=lambda c: c.map(order) if c.name == "model" else c,
                                       kind="stable").reset_index(drop=True)
-        description = {"combined": [str(folder) for folder in config.combine]}
+        description: dict[str, Any] = {"combined": [str(folder) for folder in config.combine]}
     else:
         floor = config.model is None and (config.variants is None or ZOO_FLOOR in config.variants)
         inputs = inputs_for(config, n_docs=config.n_docs, floor=floor)

@@ -219,8 +219,8 @@ def figure_config(config_class, argv=None, doc: str = ""):
     return config
 
 
-def save_config(config: ScriptConfig, script: str, name: str = "config.json", **facts) -> Path:
-    """``name`` in ``config.out``: the whole config plus what the run found (inputs, notes, wall time);
+def save_config(config: ScriptConfig, script: str, name: str = "config.json", /, **facts) -> Path:
+    """``name`` (positional: every other keyword is a fact) in ``config.out``: the whole config plus what the run found (inputs, notes, wall time);
     written under a temporary name, then renamed."""
     config.out.mkdir(parents=True, exist_ok=True)
     record = {"script": script, **config.to_dict(), **facts}

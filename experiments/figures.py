@@ -14,30 +14,46 @@ from __future__ import annotations
 
 import importlib
 import sys
+from dataclasses import dataclass
 
 from dstg_interp.cli.help_text import print_stored_help
 from dstg_interp.cli.shell import EXIT_ERROR, EXIT_INTERRUPTED, run_cli
 
-# name -> (module, what it draws); the order of the list ``dstg-figures`` prints
+@dataclass(frozen=True)
+class Figure:
+    """One row of the figure registry: every consumer (``dstg-figures``, its stored help texts, ``run_all``'s
+    gallery, the every-figure ``--out`` test) reads the figures from ``FIGURES`` and nowhere else."""
+
+    module: str  # the script: python -m MODULE, or dstg-figures NAME
+    what: str  # what it draws, one line of dstg-figures --list
+    gallery: str | None = None  # its folder in the gallery run_all draws (None: not in the gallery)
+
+
+# name -> row, in the order dstg-figures lists them and run_all draws the gallery's
 FIGURES = {
-    "ap-manifold": ("experiments.fig_ap_manifold", "PCA and DCT of learned position tables and of layer states"),
-    "heads": ("experiments.fig_heads", "attention heads classified structure / semantic / RP / mixed"),
-    "probes": ("experiments.fig_probes", "linear position probes by layer and subspace"),
-    "holmes-suite": ("experiments.holmes_suite", "the offline Holmes suite probed, tabled and drawn"),
-    "holmes": ("experiments.fig_holmes", "the Holmes figures of a results folder"),
-    "erasure": ("experiments.fig_erasure", "loss and output change when position is erased at a layer"),
-    "interventions": ("experiments.fig_interventions", "AP-stream interventions: MLM and attention change"),
-    "extrapolation": ("experiments.fig_extrapolation", "length extrapolation along the AP manifold"),
-    "invariance": ("experiments.fig_invariance", "position-free semantic states and retrieval"),
-    "patching": ("experiments.fig_patching", "activation and attribution patching per layer, position and stream"),
-    "logit-lens": ("experiments.fig_logit_lens", "each layer decoded through the model's own MLM head"),
-    "rope-bands": ("experiments.fig_rope_bands", "RoPE heads classified by the frequency bands of their q.k"),
-    "ground-truth": ("experiments.fig_ground_truth", "each method's position subspace scored against DSTG's AP stream"),
-    "place-cells": ("experiments.fig_place_cells", "SAE latents as place cells: receptive fields over position"),
-    "decomposition": ("experiments.fig_decomposition", "hidden states split into mean, position, context, residual"),
-    "geometry": ("experiments.fig_geometry", "one table of any encoder's position geometry, beside smooth controls"),
-    "attention-view": ("experiments.fig_attention_view", "one text's attention by head and logit term, as an HTML page"),
-    "gallery": ("experiments.run_all", "the whole gallery of the shipped zoo (run_all)"),
+    "ap-manifold": Figure("experiments.fig_ap_manifold", "PCA and DCT of learned position tables and of layer states",
+                          "ap_manifold"),
+    "heads": Figure("experiments.fig_heads", "attention heads classified structure / semantic / RP / mixed", "heads"),
+    "probes": Figure("experiments.fig_probes", "linear position probes by layer and subspace", "probes"),
+    "holmes-suite": Figure("experiments.holmes_suite", "the offline Holmes suite probed, tabled and drawn", "holmes"),
+    "holmes": Figure("experiments.fig_holmes", "the Holmes figures of a results folder", "holmes_figure"),
+    "erasure": Figure("experiments.fig_erasure", "loss and output change when position is erased at a layer"),
+    "interventions": Figure("experiments.fig_interventions", "AP-stream interventions: MLM and attention change"),
+    "extrapolation": Figure("experiments.fig_extrapolation", "length extrapolation along the AP manifold",
+                            "extrapolation"),
+    "invariance": Figure("experiments.fig_invariance", "position-free semantic states and retrieval", "invariance"),
+    "patching": Figure("experiments.fig_patching", "activation and attribution patching per layer, position and stream"),
+    "logit-lens": Figure("experiments.fig_logit_lens", "each layer decoded through the model's own MLM head"),
+    "rope-bands": Figure("experiments.fig_rope_bands", "RoPE heads classified by the frequency bands of their q.k"),
+    "ground-truth": Figure("experiments.fig_ground_truth",
+                           "each method's position subspace scored against DSTG's AP stream"),
+    "place-cells": Figure("experiments.fig_place_cells", "SAE latents as place cells: receptive fields over position"),
+    "decomposition": Figure("experiments.fig_decomposition",
+                            "hidden states split into mean, position, context, residual"),
+    "geometry": Figure("experiments.fig_geometry", "one table of any encoder's position geometry, beside smooth controls"),
+    "attention-view": Figure("experiments.fig_attention_view",
+                             "one text's attention by head and logit term, as an HTML page"),
+    "gallery": Figure("experiments.run_all", "the whole gallery of the shipped zoo (run_all)"),
 }
 PROG = "dstg-figures"
 
@@ -45,7 +61,7 @@ PROG = "dstg-figures"
 def listing() -> str:
     width = max(map(len, FIGURES))
     lines = [f"usage: {PROG} NAME [flags]   ({PROG} NAME --help: the figure's flags)", "", "figures:"]
-    lines += [f"  {name:<{width}}  {what} ({module})" for name, (module, what) in FIGURES.items()]
+    lines += [f"  {name:<{width}}  {row.what} ({row.module})" for name, row in FIGURES.items()]
     return "\n".join(lines)
 
 
@@ -54,8 +70,8 @@ def module_of(name: str) -> str | None:
     key = name.replace("_", "-")
     key = key[4:] if key.startswith("fig-") else key
     if key in FIGURES:
-        return FIGURES[key][0]
-    return next((module for module, _ in FIGURES.values() if module.rsplit(".", 1)[1] == name), None)
+        return FIGURES[key].module
+    return next((row.module for row in FIGURES.values() if row.module.rsplit(".", 1)[1] == name), None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,8 +30,8 @@ def help_requests() -> dict[str, tuple[Callable, list[str], str | None]]:
         requests[prog] = (main, ["--help"], None)
         for sub in SUBCOMMANDS.get(prog, ()):
             requests[f"{prog} {sub}"] = (main, [sub, "--help"], None)
-    for name, (module_name, _) in FIGURES.items():
-        requests[f"{PROG} {name}"] = (importlib.import_module(module_name).main, ["--help"], f"{PROG} {name}")
+    for name, row in FIGURES.items():
+        requests[f"{PROG} {name}"] = (importlib.import_module(row.module).main, ["--help"], f"{PROG} {name}")
     return requests
 
 

@@ -141,7 +141,7 @@ def run(config: HolmesSuiteConfig) -> dict:
                "skipped": results.attrs["skipped"]}
     (config.out / "summary.json").write_text(json.dumps(summary, indent=2))
     (config.out / "tables.md").write_text(markdown_tables(areas, counts, summary, seed_counts))
-    save_config(config, "experiments/holmes_suite.py", name="suite_config.json", wall_s=summary["wall_s"])
+    save_config(config, "experiments/holmes_suite.py", "suite_config.json", wall_s=summary["wall_s"])
     fig_holmes.draw(config.out)
     print(areas.to_string(index=False))
     if len(counts):

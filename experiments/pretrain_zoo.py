@@ -55,6 +55,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -87,7 +88,7 @@ from experiments.recipe_readings import TABLE_CURVE_FILE, read_table_curve, tabl
 # The architecture is the library's (dstg_interp.model.checkpoint.zoo_architecture).  Beyond the reference
 # four: DSTG trained with the authors' random_offset option on a 512-row AP table
 # (sequences stay 128 tokens; each reads the table from a random start), the extrapolation study's extra arm
-VARIANT_OPTIONS = {"dstg-offset": dict(max_positions=512, random_offset=True)}
+VARIANT_OPTIONS: dict[str, dict[str, Any]] = {"dstg-offset": dict(max_positions=512, random_offset=True)}
 VARIANT_WIDTHS = {"dstg-offset": "dstg"}  # an extra arm -> the zoo variant whose architecture it has
 VARIANTS = (*ZOO_WIDTHS, *VARIANT_WIDTHS)
 # The recipe chosen by the recipe study (figures/recipe/README.md): the same for all four variants.
@@ -106,7 +107,7 @@ SHARED = dict(corpus="en-mix", max_length=128, windows=True, vocab_size=8192, ba
 # choices, nope takes every one that is not an architecture choice (corpus, document starts, batch, schedule,
 # AdamW, bf16); none of their architecture choices applies to it: it has no relative bias, no AP table (so no
 # random_offset or table init) and one stream (so no split FFN, no normed-residual quirk).
-RECIPES = {
+RECIPES: dict[str, dict[str, Any]] = {
     "4x128": dict(depth=dict(n_layers=4), steps=ZOO_STEPS, shared={}),
     "6x128": dict(depth=dict(n_layers=6), steps=8000, shared=dict(corpus="en-large")),
     # authors (the shipped zoo): 7,800 steps of 32 sequences = 28.4M tokens, 5.4 epochs of en-large's 46,316

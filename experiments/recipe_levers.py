@@ -16,12 +16,13 @@ such a variant explicitly.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from dstg_interp.data.forms import split_form_spec
 
 MAX_WINDOW = 8192  # tokens per training sequence: far above the paper's 512; a larger number is a typo
 # lever -> (parser of a command-line value, variants it applies to, what it changes)
-LEVER_SPECS = {
+LEVER_SPECS: dict[str, tuple[Any, Any, str]] = {
     "lr": (float, None, "peak learning rate"),
     "warmup": (int, None, "warm-up steps"),
     "schedule": (str, None, "cosine, linear, or constant with a linear decay over the last 20% of the steps"),
@@ -63,7 +64,7 @@ ZOO_RECIPE = dict(FORMER_RECIPE, warmup=200, schedule="constant", batch=16)
 # Named arms of the diagnosis, as lever values over ZOO_RECIPE.  ``reimpl``: the minimal re-implementation
 # of shared/notes/ap-feasibility.md (batch 32, cosine after 200 warm-up steps, tied head, one sequence per
 # document from its start, vocabulary 4096; its disentangled model: one mixed SwiGLU, no relative bias).
-ARMS = {
+ARMS: dict[str, dict[str, Any]] = {
     "zoo": {},
     "reimpl": dict(batch=32, schedule="cosine", tie=True, windows=False, vocab=4096, mlp="mixed", rp=False),
     # the lever study's base (issue 35): reimpl on the Wikipedia leads with the 8M-token cosine it was planned
@@ -85,7 +86,7 @@ ARMS = {
     "cosine": dict(schedule="cosine"),
 }
 # the one-lever screen (no --arms): the values tried per lever, over FORMER_RECIPE
-SCREEN_VALUES = {"lr": [3e-3], "batch": [16], "pos_init": [0.2], "tie": [True], "schedule": ["constant"], "warmup": [10],
+SCREEN_VALUES: dict[str, list[Any]] = {"lr": [3e-3], "batch": [16], "pos_init": [0.2], "tie": [True], "schedule": ["constant"], "warmup": [10],
                  "d_ap": [32], "vocab": [4096]}
 VARIANTS = ("dstg", "rope", "ap", "rp", "nope")  # nope: the floor, no position mechanism for a lever to act on
 

@@ -44,6 +44,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -398,12 +399,12 @@ def write_diagnosis(study: RecipeStudyConfig, runs: pd.DataFrame, curves: pd.Dat
     plot_diagnosis(plotted_curves, plotted_runs, out)
     if not table_curves.empty and "pc1_pc2" in runs:  # the lever figure: every arm against the first one given
         plot_lever_study(lever_curves, lever_runs[lever_runs.pc1_pc2.notna()], out, base=study.parsed_arms[0].label)
-    save_config(study, "experiments/recipe_study.py", name="diagnosis_config.json", wall_s=round(time.time() - start, 1))
+    save_config(study, "experiments/recipe_study.py", "diagnosis_config.json", wall_s=round(time.time() - start, 1))
 
 
 def run_screen(study: RecipeStudyConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     curves = []
-    plan = [(variant, None, None) for variant in study.variants]
+    plan: list[tuple[str, str | None, Any]] = [(variant, None, None) for variant in study.variants]
     # lever-major: every variant's run of one lever lands before the next lever starts
     plan += [(variant, lever, value) for lever in study.levers for value in SCREEN_VALUES[lever] for variant in study.variants]
     for number, (variant, lever, value) in enumerate(plan, 1):

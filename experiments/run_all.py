@@ -1,5 +1,5 @@
-"""Regenerate the whole gallery in figures/: the zoo's held-out table, AP manifold, heads, probes, Holmes, the claims table, the two
-studies beyond the paper (length extrapolation, position-free semantic states), then REPORT.md's tables.
+"""Regenerate the whole gallery in figures/: the zoo's held-out table, AP manifold, heads, probes, Holmes, the two studies
+beyond the paper (length extrapolation, position-free semantic states), the claims table, then REPORT.md's tables.
 
     python -m experiments.run_all                   # the shipped zoo (figures/timing.json: each step's time)
     python -m experiments.run_all --tiny --out /tmp/gallery   # tiny random models, no Holmes, seconds
@@ -24,11 +24,14 @@ from __future__ import annotations
 if not __package__:  # started as a file (python experiments/run_all.py): the package imports below need -m
     raise SystemExit("run it from the repository root as a module: python -m experiments.run_all")
 
+import dataclasses
+import importlib
 import json
 import os
 import subprocess
 import sys
 import time
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -36,11 +39,15 @@ from typing import ClassVar
 import torch
 
 from dstg_interp.model.checkpoint import ZOO_DIR
-from experiments import claims, fig_ap_manifold, fig_extrapolation, fig_heads, fig_holmes, fig_invariance, fig_probes, report, zoo_heldout
+from experiments import claims, report, zoo_heldout
 from experiments.figure_inputs import OUTPUT_DIR, SeedsFigureConfig, figure_config, run_as_command, save_config
+from experiments.figures import FIGURES
 from experiments.holmes_suite import ZOO_MEMBERS
 
-STEPS = ("zoo", "ap_manifold", "heads", "probes", "holmes", "holmes_figure", "claims", "extrapolation", "invariance", "report")
+# the gallery's figures are the registry's rows with a gallery step (experiments/figures.py), between the zoo's
+# held-out table and the two steps that read what the figures wrote: the claims table and REPORT.md's tables
+GALLERY_FIGURES = {row.gallery: name for name, row in FIGURES.items() if row.gallery}
+STEPS = ("zoo", *GALLERY_FIGURES, "claims", "report")
 REPOSITORY = Path(__file__).resolve().parents[1]
 
 
@@ -72,25 +79,37 @@ def run_holmes_suite(out: Path, zoo: Path = ZOO_DIR) -> str:
     return "ok" if result.returncode == 0 else f"failed with exit code {result.returncode}"
 
 
+def figure_step(step: str, config: RunAllConfig, **given):
+    """Gallery step ``step`` as a call of its registered script's ``run`` on the script's own config, built from
+    run_all's fields the config has (a field run_all leaves unset keeps the script's default) into
+    <out>/<step>; ``given`` overrides."""
+    module = importlib.import_module(FIGURES[GALLERY_FIGURES[step]].module)
+    config_class = typing.get_type_hints(module.run)["config"]
+    fields = {spec.name for spec in dataclasses.fields(config_class)}
+    shared = dict(tiny=config.tiny, seed=config.seed, store_root=config.store_root, quiet=config.quiet, zoo=config.zoo,
+                  model_seeds=config.model_seeds, n_docs=config.n_docs)
+    values = {key: value for key, value in shared.items() if key in fields and value is not None}
+    return lambda: module.run(config_class(**{"out": config.out / step, **values, **given}))
+
+
 def steps(config: RunAllConfig) -> dict:
-    """Each step as a call of its script on its own config, built from run_all's."""
-    shared = dict(tiny=config.tiny, seed=config.seed, store_root=config.store_root, quiet=config.quiet, zoo=config.zoo)
-    seeded_no_docs = dict(shared, model_seeds=config.model_seeds)  # the zoo table and paper-claim figures: every seed
-    seeded = dict(seeded_no_docs, n_docs=config.n_docs)
+    """Each step as a call of its script on its own config, built from run_all's: the registry's gallery figures
+    (``figure_step``; the Holmes suite runs as its own process, its figures drawn from both of its results
+    folders, and a tiny run extrapolates to twice the length only), then the claims and the report."""
     out = config.out
-    return {
-        "zoo": lambda: zoo_heldout.run(zoo_heldout.ZooHeldoutConfig(out=out / "zoo", **seeded_no_docs)),
-        "ap_manifold": lambda: fig_ap_manifold.run(fig_ap_manifold.ApManifoldConfig(out=out / "ap_manifold", **seeded)),
-        "heads": lambda: fig_heads.run(fig_heads.HeadsFigureConfig(out=out / "heads", **seeded)),
-        "probes": lambda: fig_probes.run(fig_probes.ProbesFigureConfig(out=out / "probes", **seeded)),
+    special = {
         "holmes": lambda: run_holmes_suite(out, config.zoo),
-        "holmes_figure": lambda: fig_holmes.run(fig_holmes.HolmesFigureConfig(
-            out=out / "holmes", results=[out / "holmes", out / "holmes" / "full"])),
+        "holmes_figure": figure_step("holmes_figure", config, out=out / "holmes",
+                                     results=[out / "holmes", out / "holmes" / "full"]),
+        "extrapolation": figure_step("extrapolation", config, **({"factors": [2.0]} if config.tiny else {})),
+    }
+    figures = {step: special.get(step) or figure_step(step, config) for step in GALLERY_FIGURES}
+    return {
+        "zoo": lambda: zoo_heldout.run(zoo_heldout.ZooHeldoutConfig(
+            out=out / "zoo", tiny=config.tiny, seed=config.seed, store_root=config.store_root, quiet=config.quiet,
+            zoo=config.zoo, model_seeds=config.model_seeds)),
+        **figures,
         "claims": lambda: claims.main(["--figures", str(out)] + (["--quiet"] if config.quiet else [])),
-        "extrapolation": lambda: fig_extrapolation.run(fig_extrapolation.ExtrapolationFigureConfig(
-            out=out / "extrapolation", **({"factors": [2.0]} if config.tiny else {}), **shared)),
-        "invariance": lambda: fig_invariance.run(fig_invariance.InvarianceFigureConfig(
-            out=out / "invariance", tiny=config.tiny, seed=config.seed, quiet=config.quiet, zoo=config.zoo)),
         "report": lambda: report.run(report.ReportConfig(figures=out)),
     }
 
@@ -112,7 +131,7 @@ def run(config: RunAllConfig) -> list[dict]:
     record = {"steps": timing, "total_seconds": total, "cpu_count": os.cpu_count(), "threads": config.threads,
               "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     (config.out / "timing.json").write_text(json.dumps(record, indent=1) + "\n")
-    save_config(config, "experiments/run_all.py", name="run_all.json")
+    save_config(config, "experiments/run_all.py", "run_all.json")
     print(f"\n{'step':<14} {'seconds':>8}  status")
     for t in timing:
         print(f"{t['step']:<14} {t['seconds']:>8.1f}  {t['status']}")

@@ -48,7 +48,7 @@ model, ``encoders.edits.edit_states``, with the model's weights frozen and gradi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -227,7 +227,7 @@ SCORE_COLUMNS = ["layer", "method", "k", "d", "mean_cos2", "share_inside", "chan
 StateMethod = Callable[[np.ndarray, np.ndarray, int], object]
 
 
-def score_method(method: StateMethod | dict[str, StateMethod], encoder, tokens: torch.Tensor,
+def score_method(method: StateMethod | Mapping[str, StateMethod], encoder, tokens: torch.Tensor,
                  mask: torch.Tensor | None = None, layers=None, k: int | None = None, source_shift: int = 8,
                  score_tokens: torch.Tensor | None = None, score_mask: torch.Tensor | None = None,
                  seed: int = 0) -> pd.DataFrame:
@@ -302,7 +302,7 @@ def known_position_basis(encoder: Encoder) -> np.ndarray | None:
 
 def _named_methods(method) -> dict[str, StateMethod]:
     """{name: callable} of a callable (its ``__name__``) or a dict of them; one ValueError for anything else."""
-    methods = method if isinstance(method, dict) else {getattr(method, "__name__", type(method).__name__): method}
+    methods = dict(method) if isinstance(method, Mapping) else {getattr(method, "__name__", type(method).__name__): method}
     if not methods or not all(callable(call) for call in methods.values()):
         raise ValueError("score_method needs a callable method(X, p, k) -> basis [d, k], or a dict {name: callable}; "
                          f"got {type(method).__name__}")

@@ -24,6 +24,7 @@ import sys
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 import pysbd
 from dstg_interp.io import written_file
@@ -400,13 +401,25 @@ ZOO_VAL_FRACTION = 0.05
 ZOO_SPLIT_SEED = 0
 
 
-def split_documents(documents: list[Document], val_fraction: float = ZOO_VAL_FRACTION,
-                    seed: int = ZOO_SPLIT_SEED) -> tuple[list[Document], list[Document]]:
+class HasDocId(Protocol):
+    """Anything with a ``doc_id``: what ``split_documents`` reads of a document."""
+
+    @property
+    def doc_id(self) -> str: ...
+
+
+DocumentLike = TypeVar("DocumentLike", bound=HasDocId)
+
+
+def split_documents(documents: list[DocumentLike], val_fraction: float = ZOO_VAL_FRACTION,
+                    seed: int = ZOO_SPLIT_SEED) -> tuple[list[DocumentLike], list[DocumentLike]]:
     """Document-level (train, validation) split by a stable sha256 hash of doc_id (same on every run
-    and machine, unlike Python's salted `hash`). Order within each part follows the input."""
+    and machine, unlike Python's salted `hash`). Order within each part follows the input (any objects with a
+    ``doc_id``: documents, or stand-ins that carry only the id)."""
     if not 0.0 <= val_fraction < 1.0:
         raise ValueError(f"val_fraction must be in [0, 1), got {val_fraction}")
-    train, validation = [], []
+    train: list[DocumentLike] = []
+    validation: list[DocumentLike] = []
     for doc in documents:
         digest = hashlib.sha256(f"{seed}:{doc.doc_id}".encode()).digest()
         unit_interval = int.from_bytes(digest[:8], "big") / 2**64

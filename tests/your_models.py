@@ -29,13 +29,17 @@ POSITIONS = 32  # the authors' fixtures' max_length
 FIXTURE_VOCAB = 100  # the fixtures' embedding rows
 
 
+def padded_tokenizer(words):
+    """A tokenizer of ``words`` padded with spare words to just under the fixtures' 100 embedding rows (one much
+    smaller than the embedding is refused as another model's: ``check_tokenizer_fits``)."""
+    words = sorted(words) + list(".,")
+    spare = FIXTURE_VOCAB - build_tokenizer(words).get_vocab_size() - 2
+    return build_tokenizer(words + [f"spare{i}" for i in range(max(spare, 0))])
+
+
 def authors_tokenizer(documents):
-    """A tokenizer over the synthetic documents' words, padded with spare words to just under the fixtures'
-    100 embedding rows (a tokenizer much smaller than the embedding draws a 'another model's tokenizer' warning)."""
-    words = sorted({word.strip(".,").lower() for document in documents for word in document.text.split()})
-    tokenizer = build_tokenizer(words + list(".,"))
-    spare = FIXTURE_VOCAB - tokenizer.get_vocab_size() - 2
-    return build_tokenizer(words + list(".,") + [f"spare{i}" for i in range(max(spare, 0))])
+    """``padded_tokenizer`` over the synthetic documents' words."""
+    return padded_tokenizer({word.strip(".,").lower() for document in documents for word in document.text.split()})
 
 
 def write_your_models(root: Path) -> dict[str, Path]:

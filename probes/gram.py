@@ -3,7 +3,7 @@
     sums = FoldSums.accumulate(X, rows, fold, Y, n_folds)   # one pass over X[rows], chunk by chunk
     gram, x_sum, xy, y_sum, n = sums.train(f)               # every row outside fold f
     r2 = sums.validation_r2(f, W_raw, offset)              # fold f's R² for every (alpha, target)
-    res = cv_ridge_streamed(X, rows, fold, Y, n_folds, alphas)   # what probes.ridge.cv_ridge returns
+    res = cv_ridge_streamed(X, rows, fold, Y, n_folds, alphas)   # a RidgeFit, as probes.ridge.cv_ridge
 
 Every quantity grouped CV needs is a sum over rows. Per fold f: n_f, X_f'X_f, X_f'1, X_f'Y_f, Y_f'1 and
 Σy² per target. The training sums of fold f are the totals minus fold f's, and the squared error of the
@@ -234,6 +234,26 @@ def primal_solutions(gram: np.ndarray, x_sum: np.ndarray, xy: np.ndarray, y_sum:
     return W, mean, scale, y_sum / n
 
 
+@dataclass
+class RidgeFit:
+    """One feature set's grouped-CV ridge over an alpha grid and its refit on every training row: what
+    ``probes.ridge.cv_ridge``, ``cv_ridge_streamed`` and ``probes.grid.solve_folds`` return.  For ``n_splits`` folds,
+    ``n_alphas`` penalties, ``p`` features and ``k`` targets:"""
+
+    fold_scores: np.ndarray  # (n_splits, n_alphas, k): R² on each fold's held-out rows
+    cv_scores: np.ndarray  # (n_alphas, k): their mean over folds
+    best: np.ndarray  # (k,): each target's best alpha (index; the first maximum, as GridSearchCV)
+    coef: np.ndarray  # (p, k): the refit's weights on standardised features, at each target's best alpha
+    intercept: np.ndarray  # (k,)
+    mean: np.ndarray  # (p,): the features' mean ...
+    scale: np.ndarray  # (p,): ... and scale (1 without standardisation): x -> (x - mean) / scale
+    test_r2: np.ndarray | None = None  # (k,): R² on the test rows, once they are scored
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """(n, k) predictions of ``X`` (n, p) at each target's best alpha."""
+        return ((X - self.mean) / self.scale) @ self.coef + self.intercept
+
+
 def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize: bool = True, chunk_rows=DEFAULT_CHUNK_ROWS, name: Hashable = "X"):
     """``cv_ridge`` (primal route) from per-fold sums read in chunks of ``X[rows]``: same results, flat memory.
 
@@ -258,12 +278,5 @@ def cv_ridge_streamed(X, rows, fold, Y, n_splits, alphas, standardize: bool = Tr
     W, mean, scale, y_mean = primal_solutions(*sums.totals(), alphas, standardize)
     cv_scores = fold_scores.mean(axis=0)
     best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
-    return {
-        "fold_scores": fold_scores,
-        "cv_scores": cv_scores,
-        "best": best,
-        "coef": W[:, best, np.arange(Y.shape[1])],
-        "intercept": y_mean + sums.y_shift,
-        "mean": mean + sums.x_shift,
-        "scale": scale,
-    }
+    return RidgeFit(fold_scores, cv_scores, best, coef=W[:, best, np.arange(Y.shape[1])], intercept=y_mean + sums.y_shift,
+                    mean=mean + sums.x_shift, scale=scale)

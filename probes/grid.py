@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from probes.gram import FoldSums, chunks, primal_solutions, read_rows
+from probes.gram import FoldSums, RidgeFit, chunks, primal_solutions, read_rows
 from probes.splits import non_finite_error
 
 
@@ -74,7 +74,8 @@ def solve_each(jobs: Sequence[Job], solve: Callable[[Job], Any], threads: int | 
 
 
 def solve_folds(sums: FoldSums, alphas, standardize):
-    """Grouped-CV ridge from one feature set's sums: what ``probes.gram.cv_ridge_streamed`` returns."""
+    """Grouped-CV ridge from one feature set's sums: a RidgeFit, as ``probes.gram.cv_ridge_streamed``, with the
+    held-out part's ``test_r2``."""
     n_splits, k = sums.n_folds, sums.y_sum.shape[1]
     fold_scores = np.empty((n_splits, alphas.size, k))
     for f in range(n_splits):
@@ -88,9 +89,8 @@ def solve_folds(sums: FoldSums, alphas, standardize):
     cv_scores = fold_scores.mean(axis=0)
     best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
     coef = W[:, best, np.arange(k)]
-    return {"fold_scores": fold_scores, "cv_scores": cv_scores, "best": best, "coef": coef,
-            "intercept": y_mean + sums.y_shift, "mean": mean + sums.x_shift, "scale": scale,
-            "test_r2": held_out_r2(sums, coef, mean, scale, y_mean)}
+    return RidgeFit(fold_scores, cv_scores, best, coef, intercept=y_mean + sums.y_shift, mean=mean + sums.x_shift,
+                    scale=scale, test_r2=held_out_r2(sums, coef, mean, scale, y_mean))
 
 
 def held_out_r2(sums: FoldSums, coef, mean, scale, y_mean) -> np.ndarray:
@@ -121,7 +121,7 @@ def predictions(X, rows, fits: dict, chunk_rows: int) -> dict:
     order = np.argsort(rows, kind="stable")
     sorted_rows = rows[order]
     stacked = StackedProbes(fits, X.shape[1])
-    out = {key: np.empty((len(rows), fit["coef"].shape[1])) for key, (_, fit) in fits.items()}
+    out = {key: np.empty((len(rows), fit.coef.shape[1])) for key, (_, fit) in fits.items()}
     for part in chunks(len(rows), chunk_rows):
         for key, predicted in stacked.predict(read_rows(X, sorted_rows[part])).items():
             out[key][order[part]] = predicted
@@ -135,15 +135,15 @@ class StackedProbes:
     instead of a copy, a standardisation and a product per fit.  ``fits``: {key: (columns, fit)}."""
 
     def __init__(self, fits: dict, width: int):
-        sizes = [fit["coef"].shape[1] for _, fit in fits.values()]
+        sizes = [fit.coef.shape[1] for _, fit in fits.values()]
         starts = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
         self.weights = np.zeros((width, starts[-1]))
         self.offset = np.zeros(starts[-1])
         self.outputs = {}
         for (key, (columns, fit)), start, stop in zip(fits.items(), starts[:-1], starts[1:]):
-            scaled = fit["coef"] / fit["scale"][:, None]
+            scaled = fit.coef / fit.scale[:, None]
             self.weights[columns, start:stop] = scaled
-            self.offset[start:stop] = fit["intercept"] - fit["mean"] @ scaled
+            self.offset[start:stop] = fit.intercept - fit.mean @ scaled
             self.outputs[key] = slice(start, stop)
 
     def predict(self, X: np.ndarray) -> dict:

@@ -38,7 +38,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from probes.gram import DEFAULT_CHUNK_ROWS, FoldSums, cv_ridge_streamed, primal_solutions, scale_from_var
+from probes.gram import DEFAULT_CHUNK_ROWS, FoldSums, RidgeFit, cv_ridge_streamed, primal_solutions, scale_from_var
 from probes.grid import check_finite, grouped_by_source, load, predictions, solve_each, solve_folds
 from probes.splits import (
     bootstrap_r2_ci,
@@ -147,7 +147,7 @@ def cv_ridge(X, Y, bounds, alphas, standardize: bool = True):
 
     Returns
     -------
-    dict with fold_scores (n_splits, n_alphas, k), cv_scores (n_alphas, k), best (k,) alpha
+    RidgeFit (probes.gram): fold_scores (n_splits, n_alphas, k), cv_scores (n_alphas, k), best (k,) alpha
     indices, coef (p, k) on standardised features, intercept (k,), mean (p,), scale (p,).
     """
     n, p = X.shape
@@ -182,15 +182,7 @@ def cv_ridge(X, Y, bounds, alphas, standardize: bool = True):
     cv_scores = fold_scores.mean(axis=0)
     best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
     coef = W[:, best, np.arange(Y.shape[1])]
-    return {
-        "fold_scores": fold_scores,
-        "cv_scores": cv_scores,
-        "best": best,
-        "coef": coef,
-        "intercept": y_mean,
-        "mean": mean + shift,
-        "scale": scale,
-    }
+    return RidgeFit(fold_scores, cv_scores, best, coef, intercept=y_mean, mean=mean + shift, scale=scale)
 
 
 def _test_r2(y_true, pred) -> np.ndarray:
@@ -288,12 +280,12 @@ class RidgeProbe(RegressorMixin, BaseEstimator):
         else:
             res = cv_ridge_streamed(features, np.arange(len(features)), fold, Y, self.n_splits, alphas, self.standardize)
         pick = (lambda a: a[..., 0]) if was_1d else (lambda a: a)
-        self.cv_fold_scores_ = pick(res["fold_scores"])
-        self.cv_scores_ = pick(res["cv_scores"])
-        self.alpha_ = float(alphas[res["best"][0]]) if was_1d else alphas[res["best"]]
-        self.coef_ = res["coef"][:, 0] if was_1d else res["coef"].T.copy()
-        self.intercept_ = float(res["intercept"][0]) if was_1d else res["intercept"]
-        self.mean_, self.scale_ = res["mean"], res["scale"]
+        self.cv_fold_scores_ = pick(res.fold_scores)
+        self.cv_scores_ = pick(res.cv_scores)
+        self.alpha_ = float(alphas[res.best[0]]) if was_1d else alphas[res.best]
+        self.coef_ = res.coef[:, 0] if was_1d else res.coef.T.copy()
+        self.intercept_ = float(res.intercept[0]) if was_1d else res.intercept
+        self.mean_, self.scale_ = res.mean, res.scale
         return self
 
     def _check_params(self) -> None:
@@ -449,8 +441,8 @@ def _fit_source(X, members, rows: _GridRows, standardize: bool, chunk_rows: int,
             check_finite_features(X_train, key)
             check_finite_features(X_test, key)
             res = cv_ridge(X_train, rows.Y_train[order], bounds, rows.alphas, standardize)
-            pred = ((X_test - res["mean"]) / res["scale"]) @ res["coef"] + res["intercept"]
-            res["test_r2"] = _test_r2(rows.Y_test, pred)
+            pred = res.predict(X_test)
+            res.test_r2 = _test_r2(rows.Y_test, pred)
             fitted[key] = (res, pred)
         return fitted
     sums = FoldSums.accumulate(X, rows.rows_all, rows.part_all, rows.Y_all, rows.n_splits, chunk_rows, device,
@@ -466,7 +458,7 @@ def _fit_source(X, members, rows: _GridRows, standardize: bool, chunk_rows: int,
     preds = predictions(X, rows.test_idx, fits, chunk_rows) if want_predictions else {}
     for key, (_, res) in fits.items():
         if key in preds:  # the R² of the predictions the table keeps (and the bootstrap resamples)
-            res["test_r2"] = _test_r2(rows.Y_test, preds[key])
+            res.test_r2 = _test_r2(rows.Y_test, preds[key])
         fitted[key] = (res, preds.get(key))
     return fitted
 
@@ -478,15 +470,15 @@ def _grid_table(feature_sets, fitted: dict, rows: _GridRows, n_boot: int, level:
     for key in feature_sets:
         res, pred = fitted[key]
         for j, name in enumerate(rows.names):
-            best = res["best"][j]
+            best = res.best[j]
             row = {
                 "key": key,
                 "target": name,
                 "alpha": rows.alphas[best],
-                "cv_r2": res["cv_scores"][best, j],
-                "cv_r2_sd": res["fold_scores"][:, best, j].std(),
-                "test_r2": res["test_r2"][j],
-                "n_features": res["coef"].shape[0],
+                "cv_r2": res.cv_scores[best, j],
+                "cv_r2_sd": res.fold_scores[:, best, j].std(),
+                "test_r2": res.test_r2[j],
+                "n_features": res.coef.shape[0],
                 "n_train": len(rows.train_idx),
                 "n_test": len(rows.test_idx),
             }

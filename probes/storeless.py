@@ -334,7 +334,7 @@ def _solve(sources: list[_Source], stats: dict, control_stats: dict, layout: _Ro
             for key, cols in source.columns.items():
                 block = c_sums.columns(cols)
                 check_finite(block, key)
-                solved.control_r2[key] = float(solve_folds(block, alphas, True)["test_r2"][0])
+                solved.control_r2[key] = float(solve_folds(block, alphas, True).test_r2[0])
         if with_residual:  # the partial R²: probes of the states minus their per-position mean
             train_sum, train_counts = layer_stats.position_sums(slice(0, F))
             fallback = train_sum.sum(axis=0) / max(layout.n_train, 1)
@@ -367,12 +367,12 @@ def _fit_tables(solved: _Solved, predictions: dict, layout: _RowLayout, plan, re
     records = []
     for key, (_, res) in solved.fits.items():
         pred = predictions.get(("main", key))
-        test_r2 = _test_r2(y_test[:, :n_targets], pred) if pred is not None else res["test_r2"]
+        test_r2 = _test_r2(y_test[:, :n_targets], pred) if pred is not None else res.test_r2
         for j, name in enumerate(names):
-            row = {"key": key, "target": name, "alpha": alphas[res["best"][j]],
-                   "cv_r2": res["cv_scores"][res["best"][j], j],
-                   "cv_r2_sd": res["fold_scores"][:, res["best"][j], j].std(), "test_r2": test_r2[j],
-                   "n_features": res["coef"].shape[0], "n_train": layout.n_train, "n_test": len(plan.test_idx)}
+            row = {"key": key, "target": name, "alpha": alphas[res.best[j]],
+                   "cv_r2": res.cv_scores[res.best[j], j],
+                   "cv_r2_sd": res.fold_scores[:, res.best[j], j].std(), "test_r2": test_r2[j],
+                   "n_features": res.coef.shape[0], "n_train": layout.n_train, "n_test": len(plan.test_idx)}
             if request.n_boot:
                 row["r2_ci_low"], row["r2_ci_high"] = bootstrap_r2_ci(y_test[:, j], pred[:, j], test_groups,
                                                                       n_boot=request.n_boot, seed=request.seed)
@@ -382,7 +382,7 @@ def _fit_tables(solved: _Solved, predictions: dict, layout: _RowLayout, plan, re
     for key, (_, res) in solved.residual_fits.items():
         pred = predictions.get(("residual", key))
         if pred is None:
-            partials[key] = (float(res["test_r2"][0]), np.nan, np.nan)
+            partials[key] = (float(res.test_r2[0]), np.nan, np.nan)
             continue
         y_true = y_test[:, n_targets]
         low, high = bootstrap_r2_ci(y_true, pred[:, 0], test_groups, n_boot=request.n_boot, seed=request.seed)
@@ -442,7 +442,7 @@ def _predictions(encoder, passes: _Pass, sources, position_of_row, held_out: _He
     n_test = int((held_out.test_of_row >= 0).sum())
     wanted = [("main", key, fit) for key, fit in solved.fits.items()] + \
              [("residual", key, fit) for key, fit in solved.residual_fits.items()]
-    out = {(kind, key): np.zeros((n_test, fit[1]["coef"].shape[1])) for kind, key, fit in wanted}
+    out = {(kind, key): np.zeros((n_test, fit[1].coef.shape[1])) for kind, key, fit in wanted}
 
     # per layer, its fits folded into one linear map per kind (probes.grid.StackedProbes): one product per block
     stacked = {(kind, source.layer): StackedProbes({key: fit for k, key, fit in wanted

@@ -17,7 +17,7 @@ from threadpoolctl import threadpool_limits
 from conftest import RandomSequences, tiny_model
 from dstg_interp import extract
 from probes import fit_ridge_grid, grouped_train_test_split
-from probes.gram import release_pages
+from probes.gram import RidgeFit, release_pages
 from probes.grid import Columns, StackedProbes, store_feature_sets
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -211,12 +211,13 @@ def test_stacked_probes_predict_what_each_fit_predicts_on_its_own_columns():
     fits = {}
     for key, columns, k in (("sem", np.arange(0, 6), 2), ("ap", np.arange(6, 9), 1), ("full", slice(None), 3)):
         p = len(np.arange(9)[columns])
-        fits[key] = (columns, {"coef": rng.normal(size=(p, k)), "mean": rng.normal(size=p),
-                               "scale": rng.uniform(0.5, 2, size=p), "intercept": rng.normal(size=k)})
+        fits[key] = (columns, RidgeFit(np.empty(0), np.empty(0), np.empty(0), coef=rng.normal(size=(p, k)),
+                                       intercept=rng.normal(size=k), mean=rng.normal(size=p),
+                                       scale=rng.uniform(0.5, 2, size=p)))
     predicted = StackedProbes(fits, 9).predict(X)
     assert list(predicted) == ["sem", "ap", "full"]
     for key, (columns, fit) in fits.items():
-        direct = ((X[:, columns].astype(np.float64) - fit["mean"]) / fit["scale"]) @ fit["coef"] + fit["intercept"]
+        direct = ((X[:, columns].astype(np.float64) - fit.mean) / fit.scale) @ fit.coef + fit.intercept
         np.testing.assert_allclose(predicted[key], direct, rtol=1e-12, atol=1e-12)
 
 
@@ -239,8 +240,8 @@ def test_solves_side_by_side_are_the_solves_one_by_one():
 
     alone, together = solve_each(sets, solve, threads=1), solve_each(sets, solve, threads=3)
     for a, b in zip(alone, together):
-        assert np.array_equal(a["coef"], b["coef"]) and np.array_equal(a["cv_scores"], b["cv_scores"])
-    assert not np.array_equal(alone[0]["coef"], alone[2]["coef"][:8])  # the sets differ: the order is checked
+        assert np.array_equal(a.coef, b.coef) and np.array_equal(a.cv_scores, b.cv_scores)
+    assert not np.array_equal(alone[0].coef, alone[2].coef[:8])  # the sets differ: the order is checked
 
     def fails(columns):
         raise ValueError(f"set {columns} has no rows")

@@ -42,11 +42,11 @@ def test_chunked_gram_sums_equal_the_in_memory_solution(chunk_rows):
     streamed = cv_ridge_streamed(X, np.arange(len(X)), fold, Y, 5, ALPHAS, chunk_rows=chunk_rows)
     order, bounds = grouped_fold_bounds(groups, 5)
     in_memory = cv_ridge(_gather_float64(X, order), Y[order], bounds, ALPHAS)
-    assert np.array_equal(streamed["best"], in_memory["best"])
-    np.testing.assert_allclose(streamed["fold_scores"], in_memory["fold_scores"], rtol=0, atol=1e-9)
-    np.testing.assert_allclose(streamed["cv_scores"], in_memory["cv_scores"], rtol=0, atol=1e-10)
+    assert np.array_equal(streamed.best, in_memory.best)
+    np.testing.assert_allclose(streamed.fold_scores, in_memory.fold_scores, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(streamed.cv_scores, in_memory.cv_scores, rtol=0, atol=1e-10)
     for name in ("coef", "intercept", "mean", "scale"):
-        np.testing.assert_allclose(streamed[name], in_memory[name], rtol=1e-9, atol=1e-9, err_msg=name)
+        np.testing.assert_allclose(getattr(streamed, name), getattr(in_memory, name), rtol=1e-9, atol=1e-9, err_msg=name)
 
 
 def test_grid_on_a_memmap_in_chunks_equals_the_grid_in_memory(tmp_path):

@@ -207,9 +207,9 @@ def test_statistics_without_the_held_out_parts_gram_are_the_folds_of_the_full_su
     assert with_test.gram.shape[0] == 4 and without.gram.shape[0] == 3
     alphas = np.array([0.1, 10.0])
     full, folds = solve_folds(with_test, alphas, True), solve_folds(without, alphas, True)
-    np.testing.assert_allclose(folds["cv_scores"], full["cv_scores"], rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(folds["coef"], full["coef"], rtol=1e-12, atol=1e-12)
-    assert np.isfinite(full["test_r2"]).all() and np.isnan(folds["test_r2"]).all()
+    np.testing.assert_allclose(folds.cv_scores, full.cv_scores, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(folds.coef, full.coef, rtol=1e-12, atol=1e-12)
+    assert np.isfinite(full.test_r2).all() and np.isnan(folds.test_r2).all()
     with pytest.raises(ValueError, match="gram_parts"):
         PartStatistics(5, 2, 4, 7, gram_parts=5)
 

@@ -1,14 +1,19 @@
 """Figure: the position geometry of any encoder -- one command, one table (issue 63).
 
     dstg-figures geometry --model runs/mine path/to/all-MiniLM-L6-v2 --name mine MiniLM --out my-figures/geometry
-    python -m experiments.fig_geometry                            # the zoo's four variants at every --model-seeds
+    python -m experiments.fig_geometry                            # the zoo's four variants at every --model-seeds, and the NoPE floor
     python -m experiments.fig_geometry --tiny --out /tmp/geometry  # tiny random models, seconds
 
 For each model, one row per layer x subspace (DSTG: AP stream, semantic stream, full state; others: the full state)
 and one for its learned position table, of geometry.csv.  A layer's input is its position basis: the mean of the
-layer's states over every non-special token at each position of the held-out documents (the probes' documents;
-positions held by fewer than ``--min-count`` sequences dropped), summed during one forward pass -- no activation
-store is written unless ``--store`` (then the store ``dstg-probe`` keeps is extracted or reused, and read).
+layer's states over the non-special tokens at each position of the held-out documents read from their start (the
+probes' sequences), summed during one forward pass -- no activation store is written unless ``--store`` (then the
+store ``dstg-probe`` keeps is extracted or reused, and read).  By default (``--sequences balanced``) the means are
+over the sequences of the longest length that ``--min-count`` sequences reach, below that length, so every
+position is held by the same sequences; over every sequence (``--sequences all``) position p is averaged over the
+sequences longer than p only, and the NoPE floor, which has no position input, then reads as a smooth,
+nearly one-dimensional curve (``analysis.geometry.balanced_selection``); each layer row's ``sequences`` column
+says which.
 Each row (``dstg_interp.analysis.geometry``, whose docstring defines every number exactly):
 
 - PC1+PC2, PCs to 95% of the variance, participation ratio, DCT-II share of bins 0-3 (``low_freq_bins``) from
@@ -54,12 +59,14 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from dstg_interp.analysis.geometry import (FILLER, MIN_POSITION_R2, OUTLIER_SD, STRESS_CONTROL_DRAWS, layer_statistics,
-                                           start_end_bias, state_geometry, store_statistics, table_geometry)
+from dstg_interp.analysis.geometry import (FILLER, MIN_POSITION_R2, OUTLIER_SD, STRESS_CONTROL_DRAWS, balanced_selection,
+                                           layer_statistics, start_end_bias, state_geometry, store_statistics,
+                                           table_geometry)
 from dstg_interp.analysis.rope_bands import frequency_entropy, rotary_of
 from dstg_interp.analysis.spectra import position_table
 from dstg_interp.encoders import EncoderError
 from dstg_interp.io import write_text_atomic
+from dstg_interp.model.checkpoint import ZOO_FLOOR
 from dstg_interp.plots.geometry import plot_geometry_by_layer, plot_geometry_leaderboard
 from dstg_interp.plots.output import jsonable
 from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigureConfig, figure_config, inputs_for,
@@ -77,6 +84,7 @@ LEFT_OUT = {
 }
 ENTROPY_WINDOWS, ENTROPY_LENGTH = 64, 128  # full windows each rotary model's query norms are averaged over
 BIAS_DOCUMENTS = 256  # documents (from their start) the start-vs-end bias is read on
+SEQUENCE_SETS = ("balanced", "all")  # which sequences a layer row's per-position means are over
 
 
 @dataclass
@@ -87,6 +95,10 @@ class GeometryConfig(SeedsFigureConfig):
     min_count: int | None = field(default=None, metadata={
         "help": f"drop positions held by fewer sequences (layer rows; default {MIN_COUNT}, with --tiny "
                 f"{TINY_MIN_COUNT}: its corpus has 40 documents)"})
+    sequences: str = field(default="balanced", metadata={"choices": SEQUENCE_SETS, "help": (
+        "the sequences a layer row averages: balanced (the --min-count or more sequences of the longest common "
+        "length, read below it: every position held by the same sequences) or all (every sequence, as dstg-probe; "
+        "a position's mean then also moves with which sequences reach it)")})
     stress_draws: int = field(default=STRESS_CONTROL_DRAWS, metadata={
         "help": "smooth tables drawn for each MDS-stress control"})
     outlier_sd: float = field(default=OUTLIER_SD, metadata={
@@ -104,6 +116,8 @@ class GeometryConfig(SeedsFigureConfig):
             raise ValueError(f"--n-docs must be at least 1, got {self.n_docs}")
         if (self.min_count is not None and self.min_count < 1) or self.stress_draws < 1 or self.batch_size < 1:
             raise ValueError("--min-count, --stress-draws and --batch-size must be at least 1")
+        if self.sequences not in SEQUENCE_SETS:
+            raise ValueError(f"--sequences must be one of {', '.join(SEQUENCE_SETS)}, got {self.sequences!r}")
         if not self.outlier_sd > 0 or not 0 <= self.min_position_r2 <= 1:
             raise ValueError("--outlier-sd must be > 0 and --min-position-r2 within 0..1")
 
@@ -126,19 +140,31 @@ def model_rows(inputs, name: str, encoder, config: GeometryConfig, min_count: in
     variant, model_seed = inputs.member(name)
     member = {"model": variant, "seed": model_seed, "member": name}
     rows = [{**member, "source": "table", "layer": np.nan, "subspace": "table", **table_row(inputs.models[name], config)}]
+    sequences = probing_sequences(encoder, inputs.documents)  # the same sequences a store of dstg-probe's holds
+    chosen, below = None, None
+    if config.sequences == "balanced":
+        try:
+            chosen, below = balanced_selection(sequences.lengths, min_count)
+        except ValueError as err:  # every layer row says so
+            layers, subspaces = encoder.resolve(None, None)
+            return rows + [{**member, "source": "layer", "layer": layer, "subspace": subspace, "applies": False,
+                            "notes": f"no L{layer} {subspace} row: {err}"}
+                           for layer in layers if isinstance(layer, int) for subspace in subspaces]
     if config.store:
-        statistics = store_statistics(model_store(inputs, name, progress=progress))
+        statistics = store_statistics(model_store(inputs, name, progress=progress), sequences=chosen,
+                                      positions_below=below)
     else:
-        sequences = probing_sequences(encoder, inputs.documents)
-        statistics = layer_statistics(encoder, sequences, batch_size=config.batch_size, progress=progress,
-                                      desc=f"sum states {name}")
+        statistics = layer_statistics(encoder, sequences if chosen is None else sequences.select(chosen),
+                                      batch_size=config.batch_size, progress=progress, desc=f"sum states {name}",
+                                      positions_below=below)
     for (layer, subspace), summed in statistics.items():
         try:
             row = {"applies": True, **state_geometry(summed, f"{name} L{layer} {subspace}", min_count, config.seed,
                                                      config.stress_draws, config.outlier_sd, config.min_position_r2)}
         except ValueError as err:
             row = {"applies": False, "notes": f"no L{layer} {subspace} row: {err}"}
-        rows.append({**member, "source": "layer", "layer": layer, "subspace": subspace, **row})
+        rows.append({**member, "source": "layer", "layer": layer, "subspace": subspace, "sequences": config.sequences,
+                     **row})
     return rows
 
 
@@ -175,7 +201,7 @@ def run(config: GeometryConfig) -> dict:
     started = time.perf_counter()
     progress = not config.quiet
     min_count = config.min_count or (TINY_MIN_COUNT if config.tiny else MIN_COUNT)
-    inputs = inputs_for(config, n_docs=config.n_docs)
+    inputs = inputs_for(config, n_docs=config.n_docs, floor=config.model is None)  # the zoo's NoPE floor: a reference
     rows, entropies, biases = [], [], []
     for name in tqdm(list(inputs.models), desc="geometry", disable=not progress):
         encoder = inputs.encoder(name)  # opened once: the sums, the entropies and the bias all read it
@@ -197,6 +223,8 @@ def run(config: GeometryConfig) -> dict:
     notes = {f"{row.member} {row.source}" + ("" if row.source == "table" else f" L{int(row.layer)} {row.subspace}"):
              row.notes for row in table.itertuples() if row.notes}
     notes.update({f"{row['member']} start-vs-end": row["notes"] for row in biases if row["notes"]})
+    if inputs.floor_note:
+        notes[ZOO_FLOOR] = inputs.floor_note
     say_not_applicable("fig_geometry", notes, quiet=config.quiet)
 
     config.out.mkdir(parents=True, exist_ok=True)

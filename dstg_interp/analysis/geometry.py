@@ -132,11 +132,28 @@ class PositionStatistics:
         return (min(between / total, 1.0) if total > 0 else 0.0), (len(kept) - 1) / (n - 1)
 
 
+def balanced_selection(lengths, min_count: int = 1) -> tuple[np.ndarray, int]:
+    """The sequences and positions over which every position is held by the same sequences: the longest length
+    ``L`` that at least ``min_count`` sequences reach, those sequences (indices) and ``L - 1``, the positions below
+    which each of them holds a content token (its [SEP] is at L - 1 or later).  Per-position means over all
+    sequences instead drift with position for a reason that is not position: position p is averaged over the
+    sequences longer than p, whose context differs from the shorter ones' (a model without any position input
+    reads as a smooth curve).  ValueError when no length is reached by ``min_count`` sequences."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    reached = np.sort(lengths)[::-1]
+    if len(reached) < max(min_count, 1):
+        raise ValueError(f"{len(reached)} sequence(s): fewer than the {min_count} each position must be held by; give "
+                         "more documents or a lower --min-count")
+    common = int(reached[max(min_count, 1) - 1])
+    return np.flatnonzero(lengths >= common), common - 1
+
+
 def layer_statistics(encoder: Encoder, sequences, layers=None, subspaces=None, batch_size: int = 32,
-                     progress: bool = False, desc: str | None = None) -> dict:
+                     progress: bool = False, desc: str | None = None, positions_below: int | None = None) -> dict:
     """One forward pass over ``sequences`` (StructuredSequences) with ``encoder.iter_states``: the
     ``PositionStatistics`` of every (layer, subspace) (None: every integer layer, every subspace) over the
-    non-special tokens ([CLS] / [SEP] left out, as the position basis leaves them).  Only the sums are kept."""
+    non-special tokens ([CLS] / [SEP] left out, as the position basis leaves them), at positions below
+    ``positions_below`` (None: all; see ``balanced_selection``).  Only the sums are kept."""
     layers, subspaces = encoder.resolve(layers, subspaces)
     layers = [layer for layer in layers if isinstance(layer, int)]
     special = np.asarray(sequences.arrays["is_special"], dtype=bool)
@@ -149,6 +166,8 @@ def layer_statistics(encoder: Encoder, sequences, layers=None, subspaces=None, b
         for row, index in enumerate(batch.indices):
             length = offsets[index + 1] - offsets[index]
             keep[row, :length] &= ~special[offsets[index]:offsets[index + 1]]
+        if positions_below is not None:
+            keep[:, positions_below:] = False
         rows, positions = np.nonzero(keep)
         for key, states in batch.states.items():  # [B, T, d]
             if key not in statistics:
@@ -273,13 +292,20 @@ def state_geometry(statistics: PositionStatistics, name: str = "layer", min_coun
     return {**row, "n_tokens": statistics.n_tokens, "position_share": share, "chance_share": chance}
 
 
-def store_statistics(store, layers=None, subspaces=None, chunk_rows: int = 65536) -> dict:
+def store_statistics(store, layers=None, subspaces=None, chunk_rows: int = 65536, sequences=None,
+                     positions_below: int | None = None) -> dict:
     """``layer_statistics`` read from an activation store (``--store``: the states ``dstg-probe`` keeps, float16)
-    instead of a forward pass: {(layer, subspace): PositionStatistics} over the non-special tokens, the store
-    read in row chunks."""
+    instead of a forward pass: {(layer, subspace): PositionStatistics} over the non-special tokens (of the
+    ``sequences`` given, by index; None: all; at positions below ``positions_below``), the store read in row
+    chunks."""
     labels = store.labels
-    keep = np.flatnonzero(~labels["is_special"].to_numpy())
     positions = labels["token_position"].to_numpy().astype(np.int64)
+    wanted = ~labels["is_special"].to_numpy()
+    if sequences is not None:
+        wanted &= np.isin(labels["sequence"].to_numpy(), np.asarray(sequences))
+    if positions_below is not None:
+        wanted &= positions < positions_below
+    keep = np.flatnonzero(wanted)
     n_positions = int(positions.max()) + 1 if len(positions) else 0
     layers = [layer for layer in (store.layers if layers is None else layers) if isinstance(layer, int)]
     statistics = {}

@@ -40,6 +40,14 @@ def leaderboard_entries(table: pd.DataFrame) -> pd.DataFrame:
     return chosen.assign(entry=labels)
 
 
+def basis_words(table: pd.DataFrame) -> str:
+    """How the layer rows' per-position means were taken (fig_geometry's ``sequences`` column), for a caption."""
+    sets = set(table["sequences"].dropna()) if "sequences" in table else set()
+    if sets == {"balanced"}:
+        return "every position over the same sequences"
+    return "each position over the sequences that reach it" if sets == {"all"} else "see the table's sequences column"
+
+
 def plot_geometry_leaderboard(table: pd.DataFrame, out_dir, stem: str = "geometry_leaderboard") -> dict:
     """One panel per number (``LEADERBOARD_METRICS``), one line per entry (``leaderboard_entries``): a dot at the
     mean over training seeds, a bar from the lowest to the highest seed, and the smooth controls' means (grey
@@ -80,7 +88,8 @@ def plot_geometry_leaderboard(table: pd.DataFrame, out_dir, stem: str = "geometr
     shared_legend(fig, axes, top=0.86 if len(order) < 6 else 0.92)
     n_seeds = int(entries.seed.nunique())
     caption(fig, "Rows: each model's learned position table (where it has one) and the position basis of its last "
-                 "layer (per-position mean state over held-out documents). Dots: the mean over "
+                 f"layer (per-position mean state over held-out documents, {basis_words(table)}). Dots: the mean "
+                 "over "
                  f"{n_seeds} training seed(s); bars: lowest to highest seed. Grey diamonds: random walks of the same "
                  "shape; open squares: white noise smoothed to the table's own row-to-row correlation (means over "
                  "seeded draws). A number beyond both controls says more than 'smooth'. Stress: Kruskal stress-1 of "
@@ -134,7 +143,8 @@ def plot_geometry_by_layer(table: pd.DataFrame, out_dir, stem: str = "geometry_b
             if row == len(BY_LAYER_METRICS) - 1:
                 ax.set_xlabel("layer (0 = embeddings)", fontsize=8)
     shared_legend(fig, axes, max_columns=4, top=0.88)
-    caption(fig, "Each layer's position basis (the per-position mean state over held-out documents). Lines: mean "
+    caption(fig, "Each layer's position basis (the per-position mean state over held-out documents, "
+                 f"{basis_words(table)}). Lines: mean "
                  f"over {int(layers.seed.nunique())} training seed(s), one per subspace; coloured bands: lowest to "
                  "highest seed. Grey dashed: random walks of the basis's shape, one per width (a smooth curve with no "
                  "structure; DSTG's AP stream is narrower than its other states), grey band: up to their 95% quantile "

@@ -155,6 +155,29 @@ def test_layer_statistics_sum_the_states_of_one_forward_pass():
                                models["dstg"].ap_table.detach().double().numpy()[kept], atol=1e-5)
 
 
+def test_a_balanced_selection_holds_every_position_by_the_same_sequences():
+    """The longest length min_count sequences reach, those sequences, and the positions below it where each holds a
+    content token: the summed counts are then equal at every kept position, which they are not over all sequences."""
+    from dstg_interp.analysis.geometry import balanced_selection
+    chosen, below = balanced_selection([5, 9, 9, 7, 3], min_count=2)
+    assert chosen.tolist() == [1, 2] and below == 8
+    chosen, below = balanced_selection([5, 9, 9, 7, 3], min_count=3)
+    assert chosen.tolist() == [1, 2, 3] and below == 6
+    with pytest.raises(ValueError, match="fewer than the 6 each position must be held by"):
+        balanced_selection([5, 9, 9, 7, 3], min_count=6)
+    models, documents = tiny_zoo(["nope"], n_docs=12)
+    encoder = open_encoder(models["nope"])
+    sequences = encoder.structured_sequences(documents, max_length=64, windows=True)  # the last windows are shorter
+    assert len(set(sequences.lengths.tolist())) > 1
+    chosen, below = balanced_selection(sequences.lengths, min_count=4)
+    balanced = layer_statistics(encoder, sequences.select(chosen), layers=[1], subspaces=["full"],
+                                positions_below=below)[(1, "full")]
+    _, kept = balanced.means()
+    assert kept.tolist() == list(range(1, below)) and set(balanced.counts[kept]) == {len(chosen)}
+    everything = layer_statistics(encoder, sequences, layers=[1], subspaces=["full"])[(1, "full")]
+    assert len(set(everything.counts[everything.kept()])) > 1  # over all sequences, late positions are held by fewer
+
+
 def _documents(n=12, seed=0):
     generator = torch.Generator().manual_seed(seed)
     lengths = torch.randint(4, 20, (n,), generator=generator)

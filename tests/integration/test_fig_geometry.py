@@ -13,20 +13,21 @@ torch.set_num_threads(1)
 
 
 def test_the_geometry_table_of_the_tiny_zoo(tmp_path):
-    """A row per model x layer x subspace and one table row per model: the numbers where a table exists, "does not
-    apply" with its reason for RoPE and RP; no store is written (the statistics are summed in the forward pass)."""
+    """A row per model x layer x subspace and one table row per model, the NoPE floor among them as a reference: the
+    numbers where a table exists, "does not apply" with its reason for RoPE, RP and NoPE; no store is written (the
+    statistics are summed in the forward pass)."""
     out, stores = tmp_path / "out", tmp_path / "stores"
     fig_geometry.main(["--tiny", "--quiet", "--out", str(out), "--store-root", str(stores), "--model-seeds", "0",
                        "--stress-draws", "5"])
     table = pd.read_csv(out / "geometry.csv", keep_default_na=False, na_values=[""])
     layers = table[table.source == "layer"]
-    expected = {("dstg", s) for s in ("ap", "sem", "full")} | {(m, "full") for m in ("rope", "ap", "rp")}
+    expected = {("dstg", s) for s in ("ap", "sem", "full")} | {(m, "full") for m in ("rope", "ap", "rp", "nope")}
     assert set(zip(layers.model, layers.subspace)) == expected
     assert len(layers) == 3 * len(expected) and set(layers.layer) == {0, 1, 2} and layers.applies.all()
+    assert set(layers.sequences) == {"balanced"}  # every position's mean over the same sequences
     tables = table[table.source == "table"].set_index("model")
-    assert set(tables.index) == {"dstg", "rope", "ap", "rp"}
-    assert tables.applies.to_dict() == {"dstg": True, "rope": False, "ap": True, "rp": False}
-    for model in ("rope", "rp"):
+    assert tables.applies.to_dict() == {"dstg": True, "rope": False, "ap": True, "rp": False, "nope": False}
+    for model in ("rope", "rp", "nope"):
         assert "no learned position table" in tables.notes[model] and pd.isna(tables.pc1_pc2[model])
     assert tables.width["dstg"] == 8 and tables.width["ap"] == 32  # DSTG's AP table; AP-NeoBERT's entangled one
     numbers = ["pc1_pc2", "walk_pc1_pc2", "walk_pc1_pc2_q95", "pcs_95", "participation_ratio", "low_freq_share",
@@ -46,7 +47,8 @@ def test_the_geometry_table_of_the_tiny_zoo(tmp_path):
     assert json.loads((out / "config.json").read_text())["min_count_used"] == fig_geometry.TINY_MIN_COUNT
     # the start-vs-end bias: one row per model, its interval around it
     bias = pd.read_csv(out / "start_end.csv").set_index("model")
-    assert set(bias.index) == {"dstg", "rope", "ap", "rp"} and (bias.n_documents >= 2).all()
+    assert set(bias.index) == {"dstg", "rope", "ap", "rp", "nope"} and (bias.n_documents >= 2).all()
+    assert abs(bias.bias["nope"]) < 1e-6  # the floor attends to a set: the filler first or last pools the same
     assert ((bias.bias_low <= bias.bias) & (bias.bias <= bias.bias_high)).all()
     assert ((bias.change_start > 0) & (bias.change_end > 0)).all()
     # Frequency Entropy: the rotary model alone, one row per block x head x rotation plane, each in [0, 1]
@@ -63,7 +65,7 @@ def test_a_model_list_with_no_readable_model_is_one_line_and_writes_nothing(tiny
     code, _, err = run_main(capsys, figures_main, "geometry", "--tiny", "--quiet", "--model", checkpoint,
                             "--min-count", "100000", "--out", out, "--store-root", tmp_path / "stores")
     assert_one_line_error(code, err, "fig_geometry needs a layer whose position basis has 3 positions",
-                          "held by 100000 tokens", prog="dstg-figures geometry")
+                          "fewer than the 100000 each position must be held by", prog="dstg-figures geometry")
     assert not out.exists()
 
 

@@ -45,7 +45,7 @@ def test_a_new_row_reaches_every_consumer(throwaway_row, tmp_path, capsys):
                            "--store-root", str(tmp_path / "stores")])
     assert {t["step"]: t["status"] for t in timing}["throwaway"] == "ok"
     table = pd.read_csv(out / "throwaway" / "geometry.csv")
-    assert set(table.model) == {"dstg", "rope", "ap", "rp"} and set(table.seed) == {0}
+    assert set(table.model) == {"dstg", "rope", "ap", "rp", "nope"} and set(table.seed) == {0}  # the zoo and its floor
     assert json.loads((out / "throwaway" / "config.json").read_text())["tiny"] is True
 
 

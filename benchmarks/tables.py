@@ -272,14 +272,14 @@ def probe_cli() -> str:
     return text + "\n\n" + source("probe_cli", result)
 
 
-def stages() -> str:
+def stages(name: str = "stages") -> str:
     """bench_stages.py: each route against the plain forward just before it, in one process, and its stages."""
-    result = load("stages")
+    result = load(name)
     rows = [[r["route"], r["width"], n(r["n_tokens"]), n(r["plain_forward_s"], 1), n(r["seconds"], 1),
              n(r["ratio_vs_plain_forward"], 2), "; ".join(f"{k} {v:.1f}" for k, v in r["stages"].items())]
             for r in result["rows"]]
     return grid(["route", "width", "tokens", "plain forward (s)", "route (s)", "× plain forward", "stages (s)"],
-                rows) + "\n\n" + source("stages", result)
+                rows) + "\n\n" + source(name, result)
 
 
 RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": train_loop_bf16,
@@ -287,7 +287,7 @@ RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": trai
              "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
              "loop_overhead": loop_overhead, "step_profile": step_profile, "scaling": scaling,
              "scaling_kept": lambda: scaling("scaling_kept"), "scaling_extract": lambda: scaling("scaling_extract"),
-             "probe_cli": probe_cli, "stages": stages}
+             "probe_cli": probe_cli, "stages": stages, "stages_20k": lambda: stages("stages_20k")}
 
 
 def rebuilt(text: str) -> str:

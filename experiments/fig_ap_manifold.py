@@ -13,8 +13,10 @@ Two families of position tables (rows = positions), each analysed by ``dstg_inte
    non-special tokens' states) of every zoo model (DSTG ap/sem/full, baselines full) over the held-out documents
    (the probes' stores), and of all-MiniLM-L6-v2 as a real-world reference (not with --no-minilm), at every
    layer; the spectra figures show the last layer, ``layers_position_share``
-   every layer: the share of the layer's variance the basis explains, against its chance level.  Positions
-   held by fewer than ``--min-count`` documents are dropped (late positions come from few long documents).
+   every layer: the share of the layer's variance the basis explains, against its chance level.  By default
+   (``--sequences balanced``) each position is averaged over the same sequences: those of the longest length
+   ``--min-count`` documents reach, below it (over every sequence, ``--sequences all``, position p is averaged over
+   the longer sequences only, and a model without position input reads as a smooth curve: REPORT §13).
 
 With ``--model`` the models are those given, under their names (``--name``), without the MiniLM reference (give
 it as one of them): each learned table (DSTG's AP table, an entangled model's or a Hugging Face encoder's
@@ -44,6 +46,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp import load_hf_encoder
+from dstg_interp.analysis.geometry import SEQUENCE_SETS, balanced_selection, sequence_lengths_of
 from dstg_interp.analysis.position_basis import position_basis
 from dstg_interp.analysis.spectra import DEFAULT_PROJECTIONS, analyze_table, position_table, spectra_table
 from dstg_interp.encoders import fetch_minilm
@@ -63,6 +66,10 @@ class ApManifoldConfig(SeedsFigureConfig):
     n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
                                                                 "(default: all of them, as the probes)"})
     min_count: int = field(default=20, metadata={"help": "drop positions held by fewer documents (layer states)"})
+    sequences: str = field(default="balanced", metadata={"choices": SEQUENCE_SETS, "help": (
+        "the sequences a layer's position basis averages: balanced (the --min-count or more sequences of the longest "
+        "common length, read below it: every position held by the same sequences) or all (every sequence, as "
+        "dstg-probe; a position's mean then also moves with which sequences reach it)")})
     control_draws: int = field(default=20, metadata={"help": "Gaussian tables averaged for each control"})
     no_minilm: bool = field(default=False, metadata={"help": "skip the MiniLM reference table (always with --model)"})
     projections: int = field(default=DEFAULT_PROJECTIONS, metadata={
@@ -72,6 +79,8 @@ class ApManifoldConfig(SeedsFigureConfig):
         super().__post_init__()
         if self.min_count < 1 or self.control_draws < 0 or self.projections < 1:
             raise ValueError("min_count and projections must be >= 1 and control_draws >= 0")
+        if self.sequences not in SEQUENCE_SETS:
+            raise ValueError(f"--sequences must be one of {', '.join(SEQUENCE_SETS)}, got {self.sequences!r}")
 
 
 def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: bool,
@@ -134,27 +143,33 @@ def match_width(tables) -> int | None:
 
 def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int, progress: bool,
                         width: int | None = None, n_projections: int = DEFAULT_PROJECTIONS,
-                        references: dict | None = None) -> list:
+                        references: dict | None = None, sequences: str = "balanced") -> list:
     """Spectra of the position basis (``analysis.position_basis``: per-position means of the non-special
-    tokens, positions held by at least ``min_count`` documents) of every model x layer x subspace (the last
-    layer is what the figures show), width-matched to ``width`` (None: each table at its own width), with
-    the basis's position share of the layer's variance, its chance level and the means' standard error;
-    ``references``: name -> path of models outside the zoo (MiniLM) read the same way, as seed 0."""
+    tokens, positions held by at least ``min_count`` documents; ``sequences`` "balanced": over the sequences of
+    the longest length ``min_count`` of them reach, below it, ``analysis.geometry.balanced_selection``) of every
+    model x layer x subspace (the last layer is what the figures show), width-matched to ``width`` (None: each
+    table at its own width), with the basis's position share of the layer's variance, its chance level and the
+    means' standard error; ``references``: name -> path of models outside the zoo (MiniLM) read the same way, as
+    seed 0."""
     spectra = []
     members = [(name, None, *inputs.member(name)) for name in inputs.models]
     members += [(name, path, name, 0) for name, path in (references or {}).items()]
     for name, path, variant, model_seed in tqdm(members, desc="layer spectra", disable=not progress):
         store = model_store(inputs, name, progress=progress, model=path)
         layers = [layer for layer in store.layers if isinstance(layer, int)]
+        chosen, below = (balanced_selection(sequence_lengths_of(store.labels), min_count) if sequences == "balanced"
+                         else (None, None))
         for layer in layers:
             for subspace in store.subspaces:
-                basis = position_basis(store, layer, subspace, min_documents=min_count)
+                basis = position_basis(store, layer, subspace, max_positions=below, min_documents=min_count,
+                                       sequences=chosen)
                 spectrum = analyze_table(basis.means, name=f"{name} L{layer} {subspace}", positions=basis.positions,
                                          n_control_draws=n_control_draws, seed=seed,
                                          match_width=min(width or basis.means.shape[1], basis.means.shape[1]),
                                          n_projections=n_projections)
                 spectrum.summary.update(model=variant, seed=model_seed, layer=int(layer), subspace=subspace,
                                         last_layer=layer == layers[-1], group=f"{variant} L{layer} {subspace}",
+                                        sequences=sequences,
                                         **{key: basis.summary[key] for key in BASIS_COLUMNS})
                 spectra.append(spectrum)
     return spectra
@@ -197,7 +212,7 @@ def run(config: ApManifoldConfig) -> dict:
 
     references = {MINILM: fetch_minilm()} if with_minilm and "minilm" not in notes else {}
     layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress, width,
-                                 config.projections, references)
+                                 config.projections, references, config.sequences)
     last = [s for s in layers if s.summary["last_layer"]]
     plot_scree(last, config.out, stem="layers_scree")
     plot_pc_curves(last, config.out, stem="layers_pc_curves")

@@ -59,8 +59,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from dstg_interp.analysis.geometry import (FILLER, MIN_POSITION_R2, OUTLIER_SD, STRESS_CONTROL_DRAWS, balanced_selection,
-                                           layer_statistics, start_end_bias, state_geometry, store_statistics,
+from dstg_interp.analysis.geometry import (FILLER, MIN_POSITION_R2, OUTLIER_SD, SEQUENCE_SETS, STRESS_CONTROL_DRAWS,
+                                           balanced_selection, layer_statistics, start_end_bias, state_geometry, store_statistics,
                                            table_geometry)
 from dstg_interp.analysis.rope_bands import frequency_entropy, rotary_of
 from dstg_interp.analysis.spectra import position_table
@@ -84,7 +84,6 @@ LEFT_OUT = {
 }
 ENTROPY_WINDOWS, ENTROPY_LENGTH = 64, 128  # full windows each rotary model's query norms are averaged over
 BIAS_DOCUMENTS = 256  # documents (from their start) the start-vs-end bias is read on
-SEQUENCE_SETS = ("balanced", "all")  # which sequences a layer row's per-position means are over
 
 
 @dataclass

@@ -132,6 +132,14 @@ class PositionStatistics:
         return (min(between / total, 1.0) if total > 0 else 0.0), (len(kept) - 1) / (n - 1)
 
 
+SEQUENCE_SETS = ("balanced", "all")  # which sequences a layer's per-position means are over (balanced_selection)
+
+
+def sequence_lengths_of(labels) -> np.ndarray:
+    """Each sequence's length (tokens, [CLS] and [SEP] included) from a store's labels table."""
+    return np.bincount(labels["sequence"].to_numpy().astype(np.int64))
+
+
 def balanced_selection(lengths, min_count: int = 1) -> tuple[np.ndarray, int]:
     """The sequences and positions over which every position is held by the same sequences: the longest length
     ``L`` that at least ``min_count`` sequences reach, those sequences (indices) and ``L - 1``, the positions below

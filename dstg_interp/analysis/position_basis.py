@@ -44,8 +44,10 @@ class PositionBasis:
 
 def position_basis(store, layer, subspace: str | None = None, max_positions: int | None = None,
                    min_documents: int = 5, exclude_special: bool = True, name: str | None = None,
-                   chunk_rows: int = 65536) -> PositionBasis:
-    """The per-position mean basis of a store's (layer, subspace) states (module docstring)."""
+                   chunk_rows: int = 65536, sequences=None) -> PositionBasis:
+    """The per-position mean basis of a store's (layer, subspace) states (module docstring); ``sequences``: the
+    store's sequences (indices) to average over (None: all; ``analysis.geometry.balanced_selection`` picks ones
+    that hold every position below ``max_positions``)."""
     states = store.states(layer, subspace)
     labels = store.labels
     keep = ~labels["is_special"].to_numpy() if exclude_special else np.ones(len(labels), bool)
@@ -53,6 +55,8 @@ def position_basis(store, layer, subspace: str | None = None, max_positions: int
     documents = labels["doc_index"].to_numpy()
     if max_positions is not None:
         keep &= positions < max_positions
+    if sequences is not None:
+        keep &= np.isin(labels["sequence"].to_numpy(), np.asarray(sequences))
     rows = np.flatnonzero(keep)
     if len(rows) == 0:
         raise ValueError("no tokens to average: the store has no non-special tokens in range")

@@ -1,6 +1,6 @@
 """Figure: the AP manifold -- PCA and DCT of learned position tables and of per-position mean layer states.
 
-    python -m experiments.fig_ap_manifold                 # the zoo + MiniLM (extracts the stores)
+    python -m experiments.fig_ap_manifold                 # the zoo + MiniLM (no store: sums in the forward pass)
     python -m experiments.fig_ap_manifold --tiny --out /tmp/fig   # tiny random models, seconds
     python -m experiments.fig_ap_manifold --model runs/mine path/to/all-MiniLM-L6-v2 --name mine MiniLM   # your models
 
@@ -11,7 +11,9 @@ Two families of position tables (rows = positions), each analysed by ``dstg_inte
    RoPE/RP have no table -- the script says so and covers them in 2.
 2. layer states: the position basis (``dstg_interp.analysis.position_basis``: the per-position mean of the
    non-special tokens' states) of every zoo model (DSTG ap/sem/full, baselines full) over the held-out documents
-   (the probes' stores), and of all-MiniLM-L6-v2 as a real-world reference (not with --no-minilm), at every
+   (the probes' sequences; the sums taken during one forward pass per model, no store written unless ``--store``,
+   which reads the stores dstg-probe keeps: the same numbers to float16 rounding), and of all-MiniLM-L6-v2 as a
+   real-world reference (not with --no-minilm), at every
    layer; the spectra figures show the last layer, ``layers_position_share``
    every layer: the share of the layer's variance the basis explains, against its chance level.  By default
    (``--sequences balanced``) each position is averaged over the same sequences: those of the longest length
@@ -45,14 +47,16 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from dstg_interp import load_hf_encoder
-from dstg_interp.analysis.geometry import SEQUENCE_SETS, balanced_selection, sequence_lengths_of
-from dstg_interp.analysis.position_basis import position_basis
+from dstg_interp import load_hf_encoder, open_encoder
+from dstg_interp.analysis.geometry import SEQUENCE_SETS, balanced_selection, layer_statistics, sequence_lengths_of
+from dstg_interp.analysis.position_basis import basis_from_statistics, position_basis
 from dstg_interp.analysis.spectra import DEFAULT_PROJECTIONS, analyze_table, position_table, spectra_table
 from dstg_interp.encoders import fetch_minilm
+from dstg_interp.store.config import ALL_SUBSPACES
 from dstg_interp.plots import measurements, plot_by_layer, plot_dct_power, plot_pc_curves, plot_scree
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, figure_config, run_as_command,
                                        save_config, say_not_applicable, stream_notes)
+from probes.positions import probing_sequences
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
 MINILM = "all-MiniLM-L6-v2"  # the real-world reference: its learned table and its layers' position basis
@@ -74,6 +78,9 @@ class ApManifoldConfig(SeedsFigureConfig):
     no_minilm: bool = field(default=False, metadata={"help": "skip the MiniLM reference table (always with --model)"})
     projections: int = field(default=DEFAULT_PROJECTIONS, metadata={
         "help": "random subspaces of the narrowest table's width, for the width-matched numbers"})
+    store: bool = field(default=False, metadata={"help": "read the layer states from the activation store dstg-probe "
+                                                         "keeps (extracted if absent) instead of summing them "
+                                                         "during the forward pass"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -141,28 +148,49 @@ def match_width(tables) -> int | None:
     return min((table.shape[1] for table in tables), default=None)
 
 
+def member_bases(inputs, name: str, path, min_count: int, sequences: str, store: bool, progress: bool) -> dict:
+    """{(layer, subspace): PositionBasis} of one member (``path``: a model outside the zoo, e.g. MiniLM): summed
+    during one forward pass (``geometry.layer_statistics``), or read from its store with ``store``."""
+    if store:
+        source = model_store(inputs, name, progress=progress, model=path)
+        lengths, layers, subspaces = sequence_lengths_of(source.labels), source.layers, source.subspaces
+    else:
+        encoder = open_encoder(inputs.models[name] if path is None else path)
+        all_sequences = probing_sequences(encoder, inputs.documents)  # the sequences dstg-probe's store holds
+        lengths, layers = all_sequences.lengths, encoder.layers
+        subspaces = [subspace for subspace in ALL_SUBSPACES if subspace in encoder.subspaces]  # a store's order
+    chosen, below = balanced_selection(lengths, min_count) if sequences == "balanced" else (None, None)
+    layers = [layer for layer in layers if isinstance(layer, int)]
+    if store:
+        return {(layer, subspace): position_basis(source, layer, subspace, max_positions=below,
+                                                  min_documents=min_count, sequences=chosen)
+                for layer in layers for subspace in subspaces}
+    statistics = layer_statistics(encoder, all_sequences if chosen is None else all_sequences.select(chosen),
+                                  layers, subspaces, progress=progress, desc=f"sum states {name}",
+                                  positions_below=below)
+    return {(layer, subspace): basis_from_statistics(statistics[(layer, subspace)], min_count, f"layer {layer} {subspace}")
+            for layer in layers for subspace in subspaces}
+
+
 def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int, progress: bool,
                         width: int | None = None, n_projections: int = DEFAULT_PROJECTIONS,
-                        references: dict | None = None, sequences: str = "balanced") -> list:
+                        references: dict | None = None, sequences: str = "balanced", store: bool = False) -> list:
     """Spectra of the position basis (``analysis.position_basis``: per-position means of the non-special
     tokens, positions held by at least ``min_count`` documents; ``sequences`` "balanced": over the sequences of
     the longest length ``min_count`` of them reach, below it, ``analysis.geometry.balanced_selection``) of every
     model x layer x subspace (the last layer is what the figures show), width-matched to ``width`` (None: each
     table at its own width), with the basis's position share of the layer's variance, its chance level and the
     means' standard error; ``references``: name -> path of models outside the zoo (MiniLM) read the same way, as
-    seed 0."""
+    seed 0; ``store``: from the activation stores instead of the forward pass (``member_bases``)."""
     spectra = []
     members = [(name, None, *inputs.member(name)) for name in inputs.models]
     members += [(name, path, name, 0) for name, path in (references or {}).items()]
     for name, path, variant, model_seed in tqdm(members, desc="layer spectra", disable=not progress):
-        store = model_store(inputs, name, progress=progress, model=path)
-        layers = [layer for layer in store.layers if isinstance(layer, int)]
-        chosen, below = (balanced_selection(sequence_lengths_of(store.labels), min_count) if sequences == "balanced"
-                         else (None, None))
+        bases = member_bases(inputs, name, path, min_count, sequences, store, progress)
+        layers = sorted({layer for layer, _ in bases})
         for layer in layers:
-            for subspace in store.subspaces:
-                basis = position_basis(store, layer, subspace, max_positions=below, min_documents=min_count,
-                                       sequences=chosen)
+            for subspace in dict.fromkeys(subspace for key_layer, subspace in bases if key_layer == layer):
+                basis = bases[(layer, subspace)]
                 spectrum = analyze_table(basis.means, name=f"{name} L{layer} {subspace}", positions=basis.positions,
                                          n_control_draws=n_control_draws, seed=seed,
                                          match_width=min(width or basis.means.shape[1], basis.means.shape[1]),
@@ -212,7 +240,7 @@ def run(config: ApManifoldConfig) -> dict:
 
     references = {MINILM: fetch_minilm()} if with_minilm and "minilm" not in notes else {}
     layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress, width,
-                                 config.projections, references, config.sequences)
+                                 config.projections, references, config.sequences, config.store)
     last = [s for s in layers if s.summary["last_layer"]]
     plot_scree(last, config.out, stem="layers_scree")
     plot_pc_curves(last, config.out, stem="layers_pc_curves")

@@ -71,12 +71,14 @@ class PositionStatistics:
     sums: np.ndarray = field(init=False)  # [P, d]
     absolute: np.ndarray = field(init=False)  # [d] sum of |h|
     squares: np.ndarray = field(init=False)  # [d] sum of h^2
+    position_squares: np.ndarray = field(init=False)  # [P, d] sum of h^2 per position (the means' standard error)
 
     def __post_init__(self) -> None:
         self.counts = np.zeros(self.n_positions)
         self.sums = np.zeros((self.n_positions, self.width))
         self.absolute = np.zeros(self.width)
         self.squares = np.zeros(self.width)
+        self.position_squares = np.zeros((self.n_positions, self.width))
 
     def add(self, states, positions) -> None:
         """Add ``states`` [n, d] (numpy or torch) of tokens at ``positions`` [n] (integers < n_positions)."""
@@ -88,10 +90,12 @@ class PositionStatistics:
         if len(positions) and (int(positions.min()) < 0 or int(positions.max()) >= self.n_positions):
             raise ValueError(f"positions must lie in 0..{self.n_positions - 1}")
         sums = torch.zeros(self.n_positions, self.width, dtype=torch.float64).index_add_(0, positions, states)
+        squares = torch.zeros(self.n_positions, self.width, dtype=torch.float64).index_add_(0, positions, states**2)
         self.sums += sums.numpy()
         self.counts += np.bincount(positions.numpy(), minlength=self.n_positions)
         self.absolute += states.abs().sum(dim=0).numpy()
-        self.squares += (states**2).sum(dim=0).numpy()
+        self.squares += squares.sum(dim=0).numpy()
+        self.position_squares += squares.numpy()
 
     @property
     def n_tokens(self) -> int:

@@ -83,19 +83,43 @@ def position_basis(store, layer, subspace: str | None = None, max_positions: int
         raise ValueError(f"fewer than 3 positions are held by {min_documents} documents or more; add documents")
     means = sums[kept] / counts[kept, None]
     standard_error = _between_document_error(doc_sums / doc_counts[:, None], key_position, means, kept, n_documents)
-    n = len(rows)
-    total = squares - float((grand**2).sum()) / n  # summed over dimensions
-    between = float((counts[kept, None] * (means - grand / n) ** 2).sum())
-    centred = means - means.mean(axis=0)
     label = name or f"layer {layer} {subspace or ''}".strip()
-    summary = {"name": label, "n_tokens": int(n), "n_positions": int(len(kept)), "width": int(width),
+    return _assembled(label, kept, means, standard_error, counts[kept], grand, squares, len(rows))
+
+
+def _assembled(name: str, kept, means, standard_error, counts, grand, squares: float, n: int) -> PositionBasis:
+    """The basis of the kept positions' ``means`` [P, d] (their ``standard_error`` and token ``counts``), with its
+    spectrum and summary; ``grand`` [d] and ``squares`` (a number): the sum and the summed squares of all ``n``
+    tokens read, dropped positions' included."""
+    total = squares - float((grand**2).sum()) / n  # summed over dimensions
+    between = float((counts[:, None] * (means - grand / n) ** 2).sum())
+    centred = means - means.mean(axis=0)
+    summary = {"name": name, "n_tokens": int(n), "n_positions": int(len(kept)), "width": int(means.shape[1]),
                "position_share": min(between / total, 1.0) if total > 0 else 0.0,  # 1 + rounding for a pure table
                "chance_share": (len(kept) - 1) / max(n - 1, 1),
                "mean_standard_error": float(standard_error.mean()),
                "mean_spread_of_means": float(centred.std(axis=0).mean())}
-    spectrum = analyze_table(means, name=label, positions=kept)
+    spectrum = analyze_table(means, name=name, positions=kept)
     summary.update({k: v for k, v in spectrum.summary.items() if not isinstance(v, (list, dict)) and k != "name"})
-    return PositionBasis(label, kept, means, standard_error, counts[kept], centred @ centred.T, spectrum, summary)
+    return PositionBasis(name, kept, means, standard_error, counts, centred @ centred.T, spectrum, summary)
+
+
+def basis_from_statistics(statistics, min_documents: int = 5, name: str = "layer") -> PositionBasis:
+    """``position_basis`` from sums taken during a forward pass (``analysis.geometry.PositionStatistics``, e.g.
+    ``layer_statistics``) instead of a store: the same means, counts, shares and spectrum; the standard error from
+    each position's spread of token states, which is the between-document one when every document holds at most
+    one token per position (sequences read from the documents' starts, one per document, as the probes read
+    them).  Positions held by fewer than ``min_documents`` tokens are dropped."""
+    counts = statistics.counts
+    kept = np.flatnonzero(counts >= max(min_documents, 2))
+    if len(kept) < 3:
+        raise ValueError(f"fewer than 3 positions are held by {min_documents} documents or more; add documents")
+    held = counts[kept, None]
+    means = statistics.sums[kept] / held
+    deviations = np.maximum(statistics.position_squares[kept] - held * means**2, 0.0)
+    standard_error = np.sqrt(deviations / (held - 1) / held)
+    return _assembled(name, kept, means, standard_error, counts[kept], statistics.sums.sum(axis=0),
+                      float(statistics.squares.sum()), statistics.n_tokens)
 
 
 def _between_document_error(doc_means, key_position, means, kept, n_documents) -> np.ndarray:

@@ -48,7 +48,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp import load_hf_encoder, open_encoder
-from dstg_interp.analysis.geometry import SEQUENCE_SETS, balanced_selection, layer_statistics, sequence_lengths_of
+from dstg_interp.analysis.geometry import SEQUENCE_SETS, layer_statistics, sequence_lengths_of, sequence_selection
 from dstg_interp.analysis.position_basis import basis_from_statistics, position_basis
 from dstg_interp.analysis.spectra import DEFAULT_PROJECTIONS, analyze_table, position_table, spectra_table
 from dstg_interp.encoders import fetch_minilm
@@ -153,21 +153,17 @@ def member_bases(inputs, name: str, path, min_count: int, sequences: str, store:
     during one forward pass (``geometry.layer_statistics``), or read from its store with ``store``."""
     if store:
         source = model_store(inputs, name, progress=progress, model=path)
-        lengths, layers, subspaces = sequence_lengths_of(source.labels), source.layers, source.subspaces
-    else:
-        encoder = open_encoder(inputs.models[name] if path is None else path)
-        all_sequences = probing_sequences(encoder, inputs.documents)  # the sequences dstg-probe's store holds
-        lengths, layers = all_sequences.lengths, encoder.layers
-        subspaces = [subspace for subspace in ALL_SUBSPACES if subspace in encoder.subspaces]  # a store's order
-    chosen, below = balanced_selection(lengths, min_count) if sequences == "balanced" else (None, None)
-    layers = [layer for layer in layers if isinstance(layer, int)]
-    if store:
+        chosen, below = sequence_selection(sequence_lengths_of(source.labels), sequences, min_count)
         return {(layer, subspace): position_basis(source, layer, subspace, max_positions=below,
                                                   min_documents=min_count, sequences=chosen)
-                for layer in layers for subspace in subspaces}
-    statistics = layer_statistics(encoder, all_sequences if chosen is None else all_sequences.select(chosen),
-                                  layers, subspaces, progress=progress, desc=f"sum states {name}",
-                                  positions_below=below)
+                for layer in source.layers if isinstance(layer, int) for subspace in source.subspaces}
+    encoder = open_encoder(inputs.models[name] if path is None else path)
+    every = probing_sequences(encoder, inputs.documents)  # the sequences dstg-probe's store holds
+    chosen, below = sequence_selection(every.lengths, sequences, min_count)
+    layers = [layer for layer in encoder.layers if isinstance(layer, int)]
+    subspaces = [subspace for subspace in ALL_SUBSPACES if subspace in encoder.subspaces]  # a store's order
+    statistics = layer_statistics(encoder, every if chosen is None else every.select(chosen), layers, subspaces,
+                                  progress=progress, desc=f"sum states {name}", positions_below=below)
     return {(layer, subspace): basis_from_statistics(statistics[(layer, subspace)], min_count, f"layer {layer} {subspace}")
             for layer in layers for subspace in subspaces}
 

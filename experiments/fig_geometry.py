@@ -60,8 +60,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from dstg_interp.analysis.geometry import (FILLER, MIN_POSITION_R2, OUTLIER_SD, SEQUENCE_SETS, STRESS_CONTROL_DRAWS,
-                                           balanced_selection, layer_statistics, start_end_bias, state_geometry, store_statistics,
-                                           table_geometry)
+                                           layer_statistics, sequence_lengths_of, sequence_selection, start_end_bias,
+                                           state_geometry, store_statistics, table_geometry)
 from dstg_interp.analysis.rope_bands import frequency_entropy, rotary_of
 from dstg_interp.analysis.spectra import position_table
 from dstg_interp.encoders import EncoderError
@@ -139,19 +139,21 @@ def model_rows(inputs, name: str, encoder, config: GeometryConfig, min_count: in
     variant, model_seed = inputs.member(name)
     member = {"model": variant, "seed": model_seed, "member": name}
     rows = [{**member, "source": "table", "layer": np.nan, "subspace": "table", **table_row(inputs.models[name], config)}]
-    sequences = probing_sequences(encoder, inputs.documents)  # the same sequences a store of dstg-probe's holds
-    chosen, below = None, None
-    if config.sequences == "balanced":
-        try:
-            chosen, below = balanced_selection(sequences.lengths, min_count)
-        except ValueError as err:  # every layer row says so
-            layers, subspaces = encoder.resolve(None, None)
-            return rows + [{**member, "source": "layer", "layer": layer, "subspace": subspace, "applies": False,
-                            "notes": f"no L{layer} {subspace} row: {err}"}
-                           for layer in layers if isinstance(layer, int) for subspace in subspaces]
     if config.store:
-        statistics = store_statistics(model_store(inputs, name, progress=progress), sequences=chosen,
-                                      positions_below=below)
+        store = model_store(inputs, name, progress=progress)
+        lengths = sequence_lengths_of(store.labels)
+    else:
+        sequences = probing_sequences(encoder, inputs.documents)  # the sequences a store of dstg-probe's holds
+        lengths = sequences.lengths
+    try:
+        chosen, below = sequence_selection(lengths, config.sequences, min_count)
+    except ValueError as err:  # every layer row says so
+        layers, subspaces = encoder.resolve(None, None)
+        return rows + [{**member, "source": "layer", "layer": layer, "subspace": subspace, "applies": False,
+                        "notes": f"no L{layer} {subspace} row: {err}"}
+                       for layer in layers if isinstance(layer, int) for subspace in subspaces]
+    if config.store:
+        statistics = store_statistics(store, sequences=chosen, positions_below=below)
     else:
         statistics = layer_statistics(encoder, sequences if chosen is None else sequences.select(chosen),
                                       batch_size=config.batch_size, progress=progress, desc=f"sum states {name}",
@@ -233,7 +235,8 @@ def run(config: GeometryConfig) -> dict:
         write_text_atomic(config.out / "frequency_entropy.csv",
                           pd.concat([f for f in entropies if f is not None], ignore_index=True).to_csv(index=False))
     definitions = {"input": "layer rows: per-position mean of the layer's non-special token states over the held-out "
-                            f"documents, positions held by >= {min_count} sequences; table rows: the learned table",
+                            f"documents ({config.sequences}: see the sequences flag), positions held by >= {min_count} "
+                            "sequences; table rows: the learned table",
                    "mds_stress": "Kruskal stress-1 of the 2-D classical MDS of the positions' Euclidean distances",
                    "outlier_dims": f"mean |h| > mean + {config.outlier_sd} sd over dimensions and position R^2 >= "
                                    f"{config.min_position_r2}",

@@ -49,7 +49,7 @@ from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.encoders import Encoder, EncoderError, HFEncoder
 from dstg_interp.encoders.naming import table_names
 from dstg_interp.io import RESULTS_DIR, OutputError, folder_entries, free_sibling, write_text_atomic
-from dstg_interp.model.files import tokenizer_mismatch_allowed, tokenizer_mismatch_is_allowed
+from dstg_interp.model.files import tokenizer_mismatch_allowed
 from dstg_interp.model.checkpoint import (FLOOR_TRAIN_COMMAND, ZOO_DIR, ZOO_FLOOR, ZOO_FLOOR_SEEDS, ZOO_NAMES, ZOO_SEEDS,
                                           missing_tokenizer_message, missing_zoo_members, zoo_member)
 from dstg_interp.store import as_sequences
@@ -220,8 +220,8 @@ def figure_config(config_class, argv=None, doc: str = ""):
 
 
 def save_config(config: ScriptConfig, script: str, name: str = "config.json", /, **facts) -> Path:
-    """``name`` (positional: every other keyword is a fact) in ``config.out``: the whole config plus what the run found (inputs, notes, wall time);
-    written under a temporary name, then renamed."""
+    """``name`` (positional: every other keyword is a fact) in ``config.out``: the whole config plus what the run
+    found (inputs, notes, wall time); written under a temporary name, then renamed."""
     config.out.mkdir(parents=True, exist_ok=True)
     record = {"script": script, **config.to_dict(), **facts}
     write_text_atomic(config.out / name, json.dumps(record, indent=1, default=str) + "\n")
@@ -276,14 +276,16 @@ def trained_floor(zoo: Path, wanted: dict) -> tuple[dict, str | None]:
 
 def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None = None, seed: int = 0,
                        store_root=None, corpus: str = "en-mix", zoo=ZOO_DIR, model_seeds=(0,),
-                       names: list[str] | None = None, given: bool = False, floor: bool = False) -> FigureInputs:
+                       names: list[str] | None = None, given: bool = False, floor: bool = False,
+                       allow_tokenizer_mismatch: bool = False) -> FigureInputs:
     """The zoo's members -- every variant of ``models`` at every training seed of ``model_seeds`` -- (or tiny
     stand-ins) and the held-out documents ``dstg-probe`` reads (``n_docs``: a seeded sample of them instead,
     for quick runs; a seeded draw keeps every en-mix source in it).  A member missing from ``zoo`` raises
     ZooIncomplete naming it and the command that trains it.
 
     ``given``: ``models`` is a model list (``--model``: anything ``open_encoder`` takes) named by ``names``
-    (``--name``; default: the naming rule), read on the same documents (``tiny``: on the synthetic corpus).
+    (``--name``; default: the naming rule), read on the same documents (``tiny``: on the synthetic corpus);
+    ``allow_tokenizer_mismatch``: they are opened under ``model.files.tokenizer_mismatch_allowed``.
 
     ``floor``: also the NoPE floor (``ZOO_FLOOR``, at the seeds of ``model_seeds`` it is trained at,
     ``ZOO_FLOOR_SEEDS``) where the zoo holds it; where it does not, nothing is raised: ``floor_note`` says what
@@ -293,7 +295,7 @@ def load_figure_inputs(tiny: bool = False, models=ZOO_NAMES, n_docs: int | None 
     tokenizer is not bit-reproducible across trainings, and another tokenizer would mean other stores).
     """
     if given:
-        return _given_models(list(models), names, tiny, n_docs, seed, store_root, corpus)
+        return _given_models(list(models), names, tiny, n_docs, seed, store_root, corpus, allow_tokenizer_mismatch)
     model_seeds = check_model_seeds(model_seeds)
     members = {zoo_member(variant, s): (variant, s) for s in model_seeds for variant in models}
     floor_members = floor_members_of(model_seeds) if floor and ZOO_FLOOR not in models else {}
@@ -332,9 +334,9 @@ def inputs_for(config: FigureConfig, n_docs: int | None = None, floor: bool = Fa
     them, else seed 0; the model list and its names when ``--model`` is given); ``floor``: the zoo's NoPE floor
     too, where it is trained (never with ``--model``)."""
     if config.model is not None:
-        with tokenizer_mismatch_allowed(config.allow_tokenizer_mismatch):
-            return load_figure_inputs(tiny=config.tiny, models=config.model, names=config.name, given=True,
-                                      n_docs=n_docs, seed=config.seed, store_root=config.store_root)
+        return load_figure_inputs(tiny=config.tiny, models=config.model, names=config.name, given=True, n_docs=n_docs,
+                                  seed=config.seed, store_root=config.store_root,
+                                  allow_tokenizer_mismatch=config.allow_tokenizer_mismatch)
     return load_figure_inputs(tiny=config.tiny, n_docs=n_docs, seed=config.seed, store_root=config.store_root,
                               zoo=config.zoo, model_seeds=getattr(config, "model_seeds", [0]), floor=floor)
 
@@ -361,10 +363,10 @@ def model_names(specs: list[str] | None, given: list[str] | None) -> list[str]:
     return names
 
 
-def _given_models(specs: list[str], names, tiny: bool, n_docs, seed: int, store_root, corpus: str) -> FigureInputs:
+def _given_models(specs: list[str], names, tiny: bool, n_docs, seed: int, store_root, corpus: str,
+                  allow_tokenizer_mismatch: bool = False) -> FigureInputs:
     names = model_names(specs, names)
-    allowed = tokenizer_mismatch_is_allowed()  # part of the key: a model opened under the rule is not reused past it
-    models = {name: _shared_given_model(str(spec), allowed) for name, spec in zip(names, specs)}
+    models = {name: _shared_given_model(str(spec), allow_tokenizer_mismatch) for name, spec in zip(names, specs)}
     if tiny:
         documents = tiny_documents(40, seed)
         root = Path(store_root) if store_root is not None else default_cache_dir() / "stores" / "figures-tiny"
@@ -380,11 +382,13 @@ def _given_models(specs: list[str], names, tiny: bool, n_docs, seed: int, store_
 def _shared_given_model(spec: str, mismatch_allowed: bool = False):
     """One --model, opened once per process: ours as the torch module (with its tokenizer), an HF encoder as
     its adapter -- with its masked-LM head where the checkpoint has one (the studies that read MLM
-    outputs need it), else without.  ``mismatch_allowed``: the tokenizer rule it was opened under."""
-    try:
-        encoder = open_encoder(spec, mlm_head=True)
-    except EncoderError:
-        encoder = open_encoder(spec)  # no head, or not openable at all: then this raises the reason
+    outputs need it), else without; ``mismatch_allowed``: opened under ``tokenizer_mismatch_allowed`` (part of the
+    cache key, so the rule a model was opened under is never reused past it)."""
+    with tokenizer_mismatch_allowed(mismatch_allowed):
+        try:
+            encoder = open_encoder(spec, mlm_head=True)
+        except EncoderError:
+            encoder = open_encoder(spec)  # no head, or not openable at all: then this raises the reason
     if encoder.tokenizer is None:
         path = encoder.checkpoint_path
         raise EncoderError(missing_tokenizer_message(path) if path is not None else

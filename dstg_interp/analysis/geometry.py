@@ -70,14 +70,12 @@ class PositionStatistics:
     counts: np.ndarray = field(init=False)  # [P]
     sums: np.ndarray = field(init=False)  # [P, d]
     absolute: np.ndarray = field(init=False)  # [d] sum of |h|
-    squares: np.ndarray = field(init=False)  # [d] sum of h^2
     position_squares: np.ndarray = field(init=False)  # [P, d] sum of h^2 per position (the means' standard error)
 
     def __post_init__(self) -> None:
         self.counts = np.zeros(self.n_positions)
         self.sums = np.zeros((self.n_positions, self.width))
         self.absolute = np.zeros(self.width)
-        self.squares = np.zeros(self.width)
         self.position_squares = np.zeros((self.n_positions, self.width))
 
     def add(self, states, positions) -> None:
@@ -94,8 +92,12 @@ class PositionStatistics:
         self.sums += sums.numpy()
         self.counts += np.bincount(positions.numpy(), minlength=self.n_positions)
         self.absolute += states.abs().sum(dim=0).numpy()
-        self.squares += squares.sum(dim=0).numpy()
         self.position_squares += squares.numpy()
+
+    @property
+    def squares(self) -> np.ndarray:
+        """[d] sum of h^2 over every token."""
+        return self.position_squares.sum(axis=0)
 
     @property
     def n_tokens(self) -> int:
@@ -115,10 +117,11 @@ class PositionStatistics:
         each dimension, over every token; 0 for a constant dimension)."""
         n = max(self.n_tokens, 1)
         grand = self.sums.sum(axis=0) / n
-        total = self.squares - n * grand**2
+        squares = self.squares
+        total = squares - n * grand**2
         seen = self.counts > 0
         between = (self.counts[seen, None] * (self.sums[seen] / self.counts[seen, None] - grand) ** 2).sum(axis=0)
-        r2 = np.where(total > 1e-12 * np.maximum(self.squares, 1e-300), between / np.where(total > 0, total, 1), 0.0)
+        r2 = np.where(total > 1e-12 * np.maximum(squares, 1e-300), between / np.where(total > 0, total, 1), 0.0)
         return self.absolute / n, np.clip(r2, 0.0, 1.0)
 
     def position_share(self, min_count: int = 1) -> tuple[float, float]:
@@ -158,6 +161,14 @@ def balanced_selection(lengths, min_count: int = 1) -> tuple[np.ndarray, int]:
                          "more documents or a lower --min-count")
     common = int(reached[max(min_count, 1) - 1])
     return np.flatnonzero(lengths >= common), common - 1
+
+
+def sequence_selection(lengths, how: str, min_count: int = 1) -> tuple[np.ndarray | None, int | None]:
+    """(the sequences, the positions below which) a layer's per-position means read, by ``how`` (``SEQUENCE_SETS``):
+    ``balanced_selection`` for "balanced", (None, None) -- every sequence, every position -- for "all"."""
+    if how not in SEQUENCE_SETS:
+        raise ValueError(f"sequences must be one of {', '.join(SEQUENCE_SETS)}, got {how!r}")
+    return balanced_selection(lengths, min_count) if how == "balanced" else (None, None)
 
 
 def layer_statistics(encoder: Encoder, sequences, layers=None, subspaces=None, batch_size: int = 32,

@@ -192,11 +192,6 @@ def tokenizer_mismatch_allowed(allowed: bool = True):
         _TOKENIZER_RULE["allow_mismatch"] = saved
 
 
-def tokenizer_mismatch_is_allowed() -> bool:
-    """Whether the code runs inside ``tokenizer_mismatch_allowed``."""
-    return _TOKENIZER_RULE["allow_mismatch"]
-
-
 def check_tokenizer_fits(n_tokens: int, vocab_size: int, where: str, error=ValueError) -> None:
     """The rule for a tokenizer beside an embedding of ``vocab_size`` rows: never more tokens than rows, and
     not under MIN_TOKENIZER_SHARE of them (``error`` is raised) unless ``tokenizer_mismatch_allowed``, where

@@ -11,11 +11,14 @@ its interchange -- each method gives a k = d_AP subspace:
     ap_coordinates      the truth itself (the reference: cos² 1; its interchange is the AP interchange)
     das                 distributed alignment search: a learned rotation (``das_steps`` Adam steps at ``das_lr``,
                         the best of ``das_restarts`` fits)
+    boundless_das       boundless DAS: the rotation and the width learned together (``das_steps`` steps, each
+                        direction priced ``width_cost``); DSTG members only, where its width reads against d_AP
     attribution         attribution patching's subspace: DAS to first order (one forward and backward pass)
     leace               the subspace LEACE edits to erase one-hot position
     inlp                the k directions iterative nullspace projection removes (one ridge of position per round)
     probe_span          the span of ridge weights predicting position features
     position_means_pcs  the top PCs of the per-position mean state
+    sae                 the decoder directions of a TopK SAE's position-tuned latents (``sae_steps`` steps)
     random              a uniformly random subspace (seeded by ``--seed``): the control
 scored by principal angles against the AP subspace (mean cos², share inside, chance k_AP / d) and by interchange:
 the base window's state gets the subspace's coordinates from the same tokens read ``shift`` positions later,
@@ -67,15 +70,19 @@ class GroundTruthFigureConfig(SeedsFigureConfig):
     das_restarts: int = field(default=1, metadata={"min": 1, "help": "DAS fits from successive seeds, the one with the "
                                                                      "lowest final loss kept (more where the output "
                                                                      "barely depends on position: a random model)"})
+    width_cost: float = field(default=0.05, metadata={"help": "boundless DAS: the loss each interchanged direction "
+                                                               "must save, times the width (each direction costs "
+                                                               "width_cost / d)"})
+    sae_steps: int = field(default=500, metadata={"min": 1, "help": "Adam steps of each layer's SAE"})
     k: int | None = field(default=None, metadata={"min": 1, "help": "directions each method finds (default: a DSTG "
                                                                    "model's d_AP, on the others the d_AP of the DSTG "
                                                                    f"models in the run, else {ZOO_K})"})
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0 < self.das_lr < float("inf"):
-            raise ValueError(f"GroundTruthFigureConfig.das_lr: the learning rate must be finite and > 0, got "
-                             f"{self.das_lr}")
+        for name in ("das_lr", "width_cost"):
+            if not 0 < getattr(self, name) < float("inf"):
+                raise ValueError(f"GroundTruthFigureConfig.{name} must be finite and > 0, got {getattr(self, name)}")
 
 
 def not_scored(name: str, model) -> str | None:
@@ -109,8 +116,17 @@ def member_scores(encoder, config: GroundTruthFigureConfig, documents, k_untrue:
 
         def attribution(X, p, k, layer=layer):
             return gt.attribution_subspace(encoder, layer, k, *fit, shift)
-        methods = {"das": das, "attribution": attribution, "leace": gt.leace_subspace, "inlp": gt.inlp_subspace,
-                   "probe_span": gt.probe_span, "position_means_pcs": gt.position_means_pcs}
+
+        def boundless_das(X, p, k, layer=layer):
+            return gt.boundless_das_subspace(encoder, layer, *fit, shift, steps, config.das_lr, config.width_cost,
+                                             config.seed)
+        boundless_das.learns_width = True  # type: ignore[attr-defined]  # its basis is [d, w], w learned
+
+        def sae(X, p, k):
+            return gt.sae_position_subspace(X, p, k, steps=50 if config.tiny else config.sae_steps, seed=config.seed)
+        methods = {"das": das, **({"boundless_das": boundless_das} if truth is not None else {}),
+                   "attribution": attribution, "leace": gt.leace_subspace, "inlp": gt.inlp_subspace,
+                   "probe_span": gt.probe_span, "position_means_pcs": gt.position_means_pcs, "sae": sae}
         tables.append(gt.score_method(methods, encoder, *fit, layers=[layer], k=k, source_shift=shift,
                                       score_tokens=score[0], score_mask=score[1], seed=config.seed))
     return pd.concat(tables, ignore_index=True)

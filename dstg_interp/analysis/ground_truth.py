@@ -28,6 +28,7 @@ Methods (states of held-out tokens at one layer):
     leace_subspace      the subspace LEACE edits to erase one-hot position (closed form, Belrose et al. 2023).
     inlp_subspace       the k directions iterative nullspace projection (Ravfogel et al. 2020) removes, one ridge of
                         position per round.
+    sae_position_subspace  the decoder directions of a TopK SAE's position-tuned latents (place cells).
     random_subspace     a uniformly random k-subspace: the control every score is read against.
 Methods that run the model (closures over the encoder and a layer, as ``fig_ground_truth`` passes them):
     attribution_subspace  attribution patching for a subspace: the k directions whose interchange lowers the
@@ -36,6 +37,8 @@ Methods that run the model (closures over the encoder and a layer, as ``fig_grou
                         k axes, interchanged between base and shifted source, make the output follow the
                         counterfactual (``train_das``; the optimisation itself is ``fit_rotation``, which takes any
                         intervene-and-score closure, so a synthetic model with a planted subspace tests it).
+    boundless_das_subspace  boundless DAS (Wu et al. 2023): the rotation and the interchanged width learned together
+                        (``train_boundless_das``, ``fit_boundless_rotation``); its basis has the width it learned.
 Your own method: ``score_method(method, encoder, tokens, mask)`` takes any ``method(X, p, k) -> basis [d, k]`` (the
 signature of the state methods above, or a dict of them by name), fits it on the states of one half of the
 sequences at each layer, checks what it returns, and scores it beside the two controls -- the AP coordinates
@@ -65,10 +68,12 @@ RANK_TOLERANCE = 1e-8  # singular values below this times the largest count as z
 
 @dataclass
 class RotationFit:
-    """What ``fit_rotation`` learned: the first k axes of the rotation and the loss at every step."""
+    """What ``fit_rotation`` (or ``fit_boundless_rotation``) learned: the first k axes of the rotation and the loss
+    at every step; boundless DAS also the width it learned (k = the final width) and the soft width at each step."""
 
     basis: np.ndarray  # [d, k] orthonormal
     losses: np.ndarray  # [steps]
+    widths: np.ndarray | None = None  # [steps] boundless DAS: the sum of the interchange weights; None for DAS
 
 
 # --- bases and their score ------------------------------------------------------------------------
@@ -214,6 +219,31 @@ def inlp_subspace(X, p, k: int, alpha: float = 1e-3) -> np.ndarray:
     return orthonormal_basis(basis, "the INLP subspace")
 
 
+def sae_position_subspace(X, p, k: int, num_latents: int = 128, active: int = 4, steps: int = 500,
+                          seed: int = 0) -> np.ndarray:
+    """The span [d, k] of the decoder directions of an SAE's position-tuned latents: a TopK SAE (``num_latents``
+    latents, ``active`` per token; ``sae.train_sae_on_states``, EleutherAI's sparsify) trained on ``X``, each
+    latent's receptive field over position read by ``place_cells`` (tuned: eta² above the 99th percentile of its
+    eta² with positions shuffled; fewer than k tuned latents: the k of highest eta²), each chosen latent's decoder
+    direction scaled by how far its mean activation moves with position (the std of its field), and the top-k
+    left singular vectors of those.  The place-cell reading of a dictionary (Gurnee et al.) turned into a subspace."""
+    from .place_cells import place_cells  # the SAE path only: sparsify is imported by .sae
+    from .sae import SAEConfig, train_sae_on_states
+
+    X, p = _checked_states(X, p, k)
+    states = X.astype(np.float32)
+    config = SAEConfig(num_latents=max(num_latents, k), k=min(active, max(num_latents, k)), steps=steps,
+                       batch_size=min(1024, len(states)), log_every=steps, seed=seed)
+    trained = train_sae_on_states(states, states, config)
+    cells = place_cells(trained.encode(states), p, n_shuffles=5, min_active=1, seed=seed)
+    tuned = np.flatnonzero(cells.table.tuned.to_numpy())
+    if len(tuned) < k:
+        tuned = np.argsort(-np.nan_to_num(cells.table.eta2.to_numpy(), nan=-1.0))[:k]
+    decoder = trained.sae.W_dec.detach().double().numpy()[tuned] / trained.scale  # [m, d] in the states' units
+    moves = cells.fields[tuned].std(axis=1)
+    return _top_directions((decoder * moves[:, None]).T, k, "the position-tuned latents' decoder directions")
+
+
 def random_subspace(d: int, k: int, seed: int = 0) -> np.ndarray:
     """A uniformly random k-dimensional subspace of R^d as an orthonormal basis [d, k]."""
     _check_k(k, d)
@@ -238,7 +268,8 @@ def score_method(method: StateMethod | Mapping[str, StateMethod], encoder, token
     is one EncoderError saying which models can be scored.  ``method``: a callable (named by its ``__name__``) or a dict {name:
     callable}.  At each layer (None: 0..n_layers) the method gets the ``full`` states X [n, d] of the real tokens
     of ``tokens`` [B, T] (``mask``: None = all real), their positions p [n] and ``k`` (None: d_AP); what it
-    returns must be a finite [d, k] matrix of rank k (else one ValueError naming the method).  The basis is then
+    returns must be a finite [d, k] matrix of rank k (else one ValueError naming the method; a method that learns
+    its own width, e.g. boundless DAS, says so by an attribute ``learns_width = True`` and returns [d, w], w its width).  The basis is then
     scored by principal angles against the truth (``subspace_score``) and by ``interchange_effect`` with the
     source read ``source_shift`` positions later, on ``score_tokens`` / ``score_mask`` -- default: the method is
     fitted on the first half of the sequences and its interchange scored on the second half (held out).
@@ -272,7 +303,7 @@ def score_method(method: StateMethod | Mapping[str, StateMethod], encoder, token
         X, p = position_states(encoder, layer, tokens, mask)
         bases = {name: orthonormal_basis(call(X, p, k), f"{name}'s basis", width=d) for name, call in methods.items()}
         for name, basis in bases.items():
-            if basis.shape[1] != k:
+            if basis.shape[1] != k and not getattr(methods[name], "learns_width", False):
                 raise ValueError(f"{name}'s basis has {basis.shape[1]} columns but k = {k} directions were asked "
                                  "for; a method(X, p, k) returns a basis [d, k]")
         bases.update({**({} if true is None else {"ap_coordinates": true}), "random": random_subspace(d, k, seed)})
@@ -348,6 +379,17 @@ def train_das(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mask: 
     the one with the lowest final loss kept."""
     if isinstance(restarts, bool) or int(restarts) != restarts or restarts < 1:
         raise ValueError(f"restarts must be an integer >= 1, got {restarts!r}")
+    intervene_and_loss, d = _das_objective(encoder, layer, base_tokens, mask, source_shift)
+    with _frozen(encoder.model):  # gradients reach the rotation only
+        fits = [fit_rotation(intervene_and_loss, d, k, steps, lr, seed + restart, encoder.device)
+                for restart in range(int(restarts))]
+    return min(fits, key=lambda fit: fit.losses[-1])
+
+
+def _das_objective(encoder: Encoder, layer, base_tokens: torch.Tensor, mask: torch.Tensor,
+                   source_shift: int) -> tuple[Callable[[torch.Tensor], torch.Tensor], int]:
+    """DAS's closure ``basis [d, k] -> mean KL(counterfactual || intervened)`` over real tokens, the interchange of
+    span(basis) from the same tokens read ``source_shift`` positions later, and the state's width d."""
     tokens, mask = _checked_inputs(encoder, layer, base_tokens, mask, source_shift)
     source, counterfactual = _counterfactual(encoder, layer, tokens, mask, source_shift)
     target = counterfactual.double().log_softmax(-1)[mask]
@@ -358,16 +400,72 @@ def train_das(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mask: 
             logits = encoder.mlm_logits(tokens, mask)
         return _kl(target, logits.double().log_softmax(-1)[mask]).mean()
 
-    with _frozen(encoder.model):  # gradients reach the rotation only
-        fits = [fit_rotation(intervene_and_loss, source.shape[-1], k, steps, lr, seed + restart, encoder.device)
-                for restart in range(int(restarts))]
-    return min(fits, key=lambda fit: fit.losses[-1])
+    return intervene_and_loss, int(source.shape[-1])
 
 
 def das_subspace(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mask: torch.Tensor, source_shift: int,
                  steps: int = 200, lr: float = 0.03, seed: int = 0, restarts: int = 1) -> np.ndarray:
     """The basis [d, k] DAS finds (``train_das``), as the other methods return theirs."""
     return train_das(encoder, layer, k, base_tokens, mask, source_shift, steps, lr, seed, restarts).basis
+
+
+def fit_boundless_rotation(intervene_and_loss: Callable[[torch.Tensor], torch.Tensor], d: int, steps: int = 200,
+                           lr: float = 0.03, width_cost: float = 0.05, seed: int = 0,
+                           device: str | torch.device = "cpu") -> RotationFit:
+    """Boundless DAS (Wu et al. 2023, "Interpretability at scale"): the rotation and the interchanged width learned
+    together.  Rotated axis i (0-based) is interchanged with weight m_i = sigmoid((b - i - 1/2) / t), b = d sigmoid(beta)
+    a learned boundary that starts at d / 2 and t a temperature annealed geometrically from d / 8 to 0.05 over the
+    steps, so the soft mask hardens into "the first w axes".  The loss is ``intervene_and_loss(A sqrt(m))`` (A the
+    rotation's axes [d, d]: the closure's Q Q^T is then A diag(m) A^T, the weighted interchange, so the closure of
+    ``fit_rotation`` serves unchanged) plus ``width_cost`` x sum(m) / d: each interchanged direction must lower the
+    loss by more than width_cost / d to be kept.  The learned width is the number of weights above 1/2 at the last
+    step (at least 1); the basis is those first axes.  The width is the smallest subspace that carries the
+    counterfactual to within that price, so it is read beside ``width_cost`` (interchanging every axis always
+    reproduces the source)."""
+    if steps < 1 or lr <= 0 or not 0 < width_cost < float("inf"):
+        raise ValueError(f"fit_boundless_rotation needs steps >= 1, lr > 0 and a finite width_cost > 0, got "
+                         f"steps={steps}, lr={lr}, width_cost={width_cost}")
+    _check_k(1, d)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        rotation = orthogonal(torch.nn.Linear(d, d, bias=False)).to(device)
+    boundary = torch.zeros((), device=device, requires_grad=True)  # b = d sigmoid(beta): d / 2 at the start
+    optimizer = torch.optim.Adam([{"params": rotation.parameters(), "lr": lr}, {"params": [boundary], "lr": 0.05}])
+    axes_index = torch.arange(d, device=device, dtype=torch.float32) + 0.5
+    temperatures = np.geomspace(max(d / 8, 0.05), 0.05, steps)
+    losses, widths = [], []
+    with torch.enable_grad():
+        for temperature in temperatures:
+            optimizer.zero_grad(set_to_none=True)
+            weights = torch.sigmoid((d * torch.sigmoid(boundary) - axes_index) / float(temperature))
+            # sqrt's slope is infinite at 0: a weight that underflowed keeps no gradient instead of a NaN
+            loss = (intervene_and_loss(rotation.weight.T * weights.clamp_min(1e-12).sqrt())
+                    + width_cost * weights.sum() / d)
+            if not torch.isfinite(loss):
+                raise ValueError(f"the boundless DAS loss became {float(loss.detach())} at step {len(losses)}; lower lr")
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
+            widths.append(float(weights.detach().sum()))
+        width = max(1, int((weights.detach() > 0.5).sum()))
+        basis = rotation.weight[:width].T.detach()
+    return RotationFit(orthonormal_basis(basis, "the boundless DAS rotation"), np.asarray(losses), np.asarray(widths))
+
+
+def train_boundless_das(encoder: Encoder, layer, base_tokens: torch.Tensor, mask: torch.Tensor, source_shift: int,
+                        steps: int = 200, lr: float = 0.03, width_cost: float = 0.05, seed: int = 0) -> RotationFit:
+    """Boundless DAS at ``layer``'s ``full`` state, on the interchange and loss of ``train_das``: the rotation and
+    the width w whose first w axes, interchanged from the same tokens read ``source_shift`` positions later, bring
+    the output to the counterfactual at the price ``width_cost`` (``fit_boundless_rotation``)."""
+    intervene_and_loss, d = _das_objective(encoder, layer, base_tokens, mask, source_shift)
+    with _frozen(encoder.model):
+        return fit_boundless_rotation(intervene_and_loss, d, steps, lr, width_cost, seed, encoder.device)
+
+
+def boundless_das_subspace(encoder: Encoder, layer, base_tokens: torch.Tensor, mask: torch.Tensor, source_shift: int,
+                           steps: int = 200, lr: float = 0.03, width_cost: float = 0.05, seed: int = 0) -> np.ndarray:
+    """The basis [d, w] boundless DAS finds, w its learned width (``train_boundless_das``)."""
+    return train_boundless_das(encoder, layer, base_tokens, mask, source_shift, steps, lr, width_cost, seed).basis
 
 
 def attribution_matrix(encoder: Encoder, layer, base_tokens: torch.Tensor, mask: torch.Tensor,

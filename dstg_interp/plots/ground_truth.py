@@ -16,11 +16,13 @@ from .output import caption, display_name, require_columns, save_figure
 METHODS = {
     "ap_coordinates": ("AP coordinates (the truth)", "#000000"),
     "das": ("DAS (learned rotation)", "#D55E00"),
+    "boundless_das": ("boundless DAS (learned width)", "#882255"),
     "attribution": ("attribution patching (DAS to first order)", "#E69F00"),
     "leace": ("LEACE subspace", "#0072B2"),
     "inlp": ("INLP subspace", "#56B4E9"),
     "probe_span": ("ridge probe span", "#009E73"),
     "position_means_pcs": ("per-position mean PCs", "#CC79A7"),
+    "sae": ("SAE position-tuned latents", "#44AA99"),
     "random": ("random subspace", "#999999"),
 }
 # (column, axis label) of each panel
@@ -76,7 +78,8 @@ def plot_ground_truth(scores: pd.DataFrame, out_dir, stem: str = "ground_truth",
     fig.legend(handles, labels, loc="upper center", ncol=4, fontsize=7, bbox_to_anchor=(0.5, 1.0))
     fig.tight_layout(rect=(0, 0, 1, 0.88 if len(models) == 1 else 0.91))
     n_seeds = int(scores.seed.nunique())
-    caption(fig, "Each method's k-dimensional subspace for position (k = the AP width), fitted on held-out windows, "
+    caption(fig, "Each method's k-dimensional subspace for position (k = the AP width; boundless DAS: the width it "
+                 "learns), fitted on held-out windows, "
                  "against the AP coordinates of DSTG's state. Left: 1 = the AP subspace, dashed: a random subspace's "
                  "expected value. Right: the base window's state gets the subspace's coordinates from the same tokens "
                  "read later; share of tokens whose top-1 prediction is that shifted run's; dotted: no interchange. "

@@ -74,23 +74,9 @@ def test_a_random_subspace_scores_its_chance_level():
 
 
 def test_das_recovers_a_planted_subspace_of_a_linear_model():
-    # h = M [z_planted | z_other] with M a random rotation; y = W h; the counterfactual of (base, source) is y of
-    # the planted coordinates of the source and the others of the base: only span(M[:, :k]) interchanges to it
-    rng = np.random.default_rng(0)
-    d, k, n = 16, 4, 256
-    mix = np.linalg.qr(rng.standard_normal((d, d)))[0]
-    readout = torch.tensor(rng.standard_normal((24, d)), dtype=torch.float32)
-    base, source = rng.standard_normal((n, d)), rng.standard_normal((n, d))
-    counterfactual = np.concatenate([source[:, :k], base[:, k:]], axis=1) @ mix.T
-    h_base, h_source = (torch.tensor(z @ mix.T, dtype=torch.float32) for z in (base, source))
-    target = torch.tensor(counterfactual, dtype=torch.float32) @ readout.T
-
-    def intervene_and_loss(basis):
-        h = h_base + (h_source - h_base) @ basis @ basis.T
-        return ((h @ readout.T - target) ** 2).mean()
-
+    d, k = 16, 4
+    intervene_and_loss, planted = planted_linear_model(d, k)
     fit = gt.fit_rotation(intervene_and_loss, d, k, steps=300, lr=0.03, seed=0)
-    planted = mix[:, :k]
     assert gt.subspace_score(fit.basis, planted)["mean_cos2"] >= 0.95
     assert fit.losses[-1] < 1e-3 * fit.losses[0] and len(fit.losses) == 300
     assert gt.subspace_score(gt.random_subspace(d, k, 0), planted)["mean_cos2"] < 0.6
@@ -121,6 +107,58 @@ def test_das_keeps_the_restart_with_the_lowest_loss(dstg):
     assert best.losses[-1] == min(fit.losses[-1] for fit in single)
     with pytest.raises(ValueError, match="restarts"):
         gt.train_das(dstg, 0, k, tokens, mask, SHIFT, steps=1, restarts=0)
+
+
+def planted_linear_model(d=16, k=4, n=256, seed=0):
+    """h = M [z_planted | z_other], y = W h; the counterfactual takes the source's planted coordinates and the base's
+    others, so only span(M[:, :k]) interchanges to it.  Returns the DAS closure and the planted basis [d, k]."""
+    rng = np.random.default_rng(seed)
+    mix = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    readout = torch.tensor(rng.standard_normal((24, d)), dtype=torch.float32)
+    base, source = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    counterfactual = np.concatenate([source[:, :k], base[:, k:]], axis=1) @ mix.T
+    h_base, h_source = (torch.tensor(z @ mix.T, dtype=torch.float32) for z in (base, source))
+    target = torch.tensor(counterfactual, dtype=torch.float32) @ readout.T
+
+    def intervene_and_loss(basis):
+        h = h_base + (h_source - h_base) @ basis @ basis.T
+        return ((h @ readout.T - target) ** 2).mean()
+    return intervene_and_loss, mix[:, :k]
+
+
+def test_boundless_das_learns_the_planted_width_and_subspace():
+    intervene_and_loss, planted = planted_linear_model(k=4)
+    fit = gt.fit_boundless_rotation(intervene_and_loss, 16, steps=300, width_cost=0.5, seed=0)
+    assert fit.basis.shape == (16, 4)  # the width learned from d / 2 = 8, not given
+    assert gt.subspace_score(fit.basis, planted)["mean_cos2"] >= 0.95
+    assert fit.widths[0] == pytest.approx(8, abs=0.5) and fit.widths[-1] == pytest.approx(4, abs=0.2)
+    assert fit.losses[-1] < 0.05 * fit.losses[0]
+    # a narrower truth gives a narrower width: the width is read from the model, not from the start
+    narrow, planted_two = planted_linear_model(k=2, seed=1)
+    assert gt.fit_boundless_rotation(narrow, 16, steps=300, width_cost=0.5, seed=0).basis.shape == (16, 2)
+    with pytest.raises(ValueError, match="finite width_cost > 0"):
+        gt.fit_boundless_rotation(intervene_and_loss, 16, steps=10, width_cost=0)
+
+
+def test_boundless_das_at_layer_0_of_dstg_holds_the_ap_stream(dstg):
+    # at layer 0 the source differs from the base only along AP: the learned subspace must hold all of it (any
+    # semantic axes it keeps change nothing and cost only their price)
+    tokens, mask = batch()
+    true = gt.true_position_basis(dstg)
+    fit = gt.train_boundless_das(dstg, 0, tokens, mask, SHIFT, steps=150, width_cost=0.2, seed=0)
+    assert true.shape[1] <= fit.basis.shape[1] < 32
+    assert gt.subspace_score(fit.basis, true)["mean_cos2"] >= 0.95  # over the d_AP angles: AP inside the found span
+    assert all(p.requires_grad and p.grad is None for p in dstg.model.parameters())
+
+
+def test_the_sae_method_finds_the_ap_stream_at_layer_0(dstg):
+    tokens, mask = batch(size=32, length=16, seed=1)
+    X, p = gt.position_states(dstg, 0, tokens, mask)
+    true = gt.true_position_basis(dstg)
+    basis = gt.sae_position_subspace(X, p, true.shape[1], steps=300)
+    assert basis.shape == (32, 8) and np.allclose(basis.T @ basis, np.eye(8))
+    assert gt.subspace_score(basis, true)["mean_cos2"] > 0.8  # measured 0.97; chance 0.25
+    assert np.allclose(basis, gt.sae_position_subspace(X, p, 8, steps=300))  # seeded
 
 
 def test_the_state_methods_find_the_ap_stream_at_layer_0(dstg):
@@ -272,6 +310,19 @@ def test_score_method_a_random_method_scores_near_chance(dstg):
     assert abs(rows.loc["guess", "mean_cos2"] - 0.25) < 0.15 and rows.loc["guess", "chance"] == 0.25
     assert rows.loc["guess", "kl"] > 0.5 * rows.loc["guess", "kl_unedited"]  # it interchanges little of position
     assert rows.loc["leace", "mean_cos2"] > 0.8 and rows.loc["leace", "kl"] < 0.25 * rows.loc["leace", "kl_unedited"]
+
+
+def test_score_method_takes_the_width_a_method_learns_when_it_says_so(dstg):
+    tokens, mask = batch(size=4, length=8)
+
+    def three(X, p, k):
+        return np.eye(32)[:, -3:]  # 3 of the 8 AP coordinates, whatever k
+    three.learns_width = True
+    row = gt.score_method(three, dstg, tokens, mask, layers=[0], k=8).set_index("method").loc["three"]
+    assert row.k == 3 and row.mean_cos2 == pytest.approx(1) and row.share_inside == pytest.approx(1)
+    del three.learns_width
+    with pytest.raises(ValueError, match="three's basis has 3 columns but k = 8"):
+        gt.score_method(three, dstg, tokens, mask, layers=[0], k=8)
 
 
 @pytest.mark.parametrize("returned, message", [

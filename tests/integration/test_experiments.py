@@ -388,9 +388,12 @@ def test_the_ground_truth_figure_on_the_tiny_zoo(tmp_path):
     assert list(scores.columns) == fig_ground_truth.SCORE_COLUMNS
     assert set(scores.model) == {"dstg", "ap"} and set(scores.seed) == {0, 1} and set(scores.layer) == {0, 1, 2}
     dstg, ap = scores[scores.model == "dstg"], scores[scores.model == "ap"]
-    assert len(dstg) == 2 * 3 * 8 and not dstg[["mean_cos2", "kl", "top1_agreement"]].isna().any().any()
-    # AP-NeoBERT has no truth: every method and the random control on interchange alone, geometry left empty
-    assert len(ap) == 2 * 3 * 7 and "ap_coordinates" not in set(ap.method) and ap.mean_cos2.isna().all()
+    assert len(dstg) == 2 * 3 * 10 and not dstg[["mean_cos2", "kl", "top1_agreement"]].isna().any().any()
+    # boundless DAS learns its width (the others take k = d_AP); DSTG only, where the width reads against d_AP
+    assert (dstg[dstg.method != "boundless_das"].k == 8).all() and dstg[dstg.method == "boundless_das"].k.between(1, 32).all()
+    # AP-NeoBERT has no truth: every method but boundless DAS and the random control on interchange alone
+    assert len(ap) == 2 * 3 * 8 and not {"ap_coordinates", "boundless_das"} & set(ap.method)
+    assert ap.mean_cos2.isna().all() and "sae" in set(ap.method)
     assert not ap[["kl", "top1_agreement"]].isna().any().any() and (ap.k == 8).all()
     truth = scores[scores.method == "ap_coordinates"]
     assert (truth.mean_cos2 == 1).all() and (truth.chance == 8 / 32).all()

@@ -37,15 +37,17 @@ _SIGNATURES = {  # the arguments of each routine, as scipy.linalg.cython_lapack 
 }
 
 
+# the C API that opens a capsule, as private prototypes (ctypes.pythonapi's shared attributes stay untouched)
+_capsule_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi))
+
+
 @cache
 def _routine(name: str):
-    """The routine ``name`` of scipy.linalg.cython_lapack as a ctypes function (which lets go of the GIL)."""
+    """The routine ``name`` of scipy.linalg.cython_lapack as a ctypes function (CFUNCTYPE: it lets go of the GIL)."""
     capsule = cython_lapack.__pyx_capi__[name]
-    capsule_name = ctypes.pythonapi.PyCapsule_GetName
-    capsule_name.restype, capsule_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    pointer = ctypes.pythonapi.PyCapsule_GetPointer
-    pointer.restype, pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    return ctypes.CFUNCTYPE(None, *_SIGNATURES[name])(pointer(capsule, capsule_name(capsule)))
+    return ctypes.CFUNCTYPE(None, *_SIGNATURES[name])(_capsule_pointer(capsule, _capsule_name(capsule)))
 
 
 def _call(name: str, *args) -> int:

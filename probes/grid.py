@@ -9,12 +9,13 @@ A feature set that is a column block of a wider array (DSTG's ``sem`` and ``ap``
 ``full``) needs no pass of its own: its Gram sums X'X, X'1, X'Y are the matching blocks of the wider
 array's. So the grid groups feature sets by source, reads each source once, chunk by chunk, and forms per
 part (the CV folds of the training rows plus the held-out test rows as one more part) the sums over all
-its columns; each set's folds are then solved from its block (one eigendecomposition per fold, all alphas
-and targets at once) and its test R² comes from the held-out part's sums, so without predictions to keep
+its columns; each set's folds are then solved from its block (``probes.gram.solve_folds``: one tridiagonal
+reduction per fold for all alphas and targets at once, one Cholesky solve for the refit) and its test R² comes
+from the held-out part's sums, so without predictions to keep
 there is no second pass. Memory: one chunk of rows plus (folds + 1) x p² sums per source.
 
 The solves of several sets run side by side (``solve_each``), each on one BLAS thread: at the authors' width
-(sets of 768 features, one eigendecomposition per fold) one BLAS thread per solve was faster than two even on a
+(sets of 768 features, then one eigendecomposition per fold) one BLAS thread per solve was faster than two even on a
 quiet two-core machine (7.2 s against 11.1 s for the 21 sets of a 6-layer DSTG), and OpenBLAS's spinning
 threads made the two-thread solves 7x slower beside another job (benchmarks/README.md, "Where the time goes").
 """
@@ -30,7 +31,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from probes.gram import FoldSums, RidgeFit, chunks, primal_solutions, read_rows
+from probes.gram import FoldSums, chunks, read_rows
 from probes.splits import non_finite_error
 
 
@@ -71,38 +72,6 @@ def solve_each(jobs: Sequence[Job], solve: Callable[[Job], Any], threads: int | 
             return [solve(job) for job in jobs]
         with ThreadPoolExecutor(min(threads, len(jobs)), thread_name_prefix="ridge-solves") as pool:
             return list(pool.map(solve, jobs))
-
-
-def solve_folds(sums: FoldSums, alphas, standardize):
-    """Grouped-CV ridge from one feature set's sums: a RidgeFit, as ``probes.gram.cv_ridge_streamed``, with the
-    held-out part's ``test_r2``."""
-    n_splits, k = sums.n_folds, sums.y_sum.shape[1]
-    fold_scores = np.empty((n_splits, alphas.size, k))
-    for f in range(n_splits):
-        gram, x_sum, xy, y_sum, n = sums.train(f)
-        W, mean, scale, y_mean = primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize)
-        W_raw = W / scale[:, None, None]
-        offset = y_mean - np.einsum("p,pak->ak", mean, W_raw)  # prediction = x W_raw + offset (shifted x, y)
-        fold_scores[f] = sums.validation_r2(f, W_raw, offset)
-    gram, x_sum, xy, y_sum, n = sums.totals()
-    W, mean, scale, y_mean = primal_solutions(gram, x_sum, xy, y_sum, n, alphas, standardize)
-    cv_scores = fold_scores.mean(axis=0)
-    best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
-    coef = W[:, best, np.arange(k)]
-    return RidgeFit(fold_scores, cv_scores, best, coef, intercept=y_mean + sums.y_shift, mean=mean + sums.x_shift,
-                    scale=scale, test_r2=held_out_r2(sums, coef, mean, scale, y_mean))
-
-
-def held_out_r2(sums: FoldSums, coef, mean, scale, y_mean) -> np.ndarray:
-    """Test R² per target from the held-out part's sums (NaN for a constant test target, as before)."""
-    if sums.gram.shape[0] == sums.n_folds or sums.n[-1] == 0:  # no held-out part, or no test rows
-        return np.full(coef.shape[1], np.nan)
-    W_raw = (coef / scale[:, None])[:, None, :]  # (p, 1, k)
-    offset = (y_mean - mean @ W_raw[:, 0, :])[None, :]
-    r2 = sums.validation_r2(sums.n_folds, W_raw, offset)[0]
-    yy, y_sum, n = sums.yy[-1], sums.y_sum[-1], sums.n[-1]
-    constant = yy - y_sum**2 / n <= 1e-12 * np.maximum(yy, 1e-300)
-    return np.where(constant, np.nan, r2)
 
 
 def grouped_by_source(feature_sets) -> list[tuple[Any, list[tuple[Any, Any]]]]:

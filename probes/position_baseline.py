@@ -88,7 +88,7 @@ def position_r2_of_columns(values: ArrayLike, token_position: ArrayLike, groups:
                           test_idx: np.ndarray, n_splits: int = 5, min_nonzero: int = 1) -> np.ndarray:
     """Held-out R² of the position-only probe (``position_r2``: a ridge probe on one-hot token position, its
     penalty chosen by grouped CV on the training documents) for every column of ``values`` [n, m] at once: one
-    ``fit_ridge_grid`` call, whose eigendecompositions serve all columns.  What token position alone explains of
+    ``fit_ridge_grid`` call, whose factorisations serve all columns.  What token position alone explains of
     each column (an SAE latent's activation, a neuron).  A column nonzero on fewer than ``min_nonzero`` training
     or held-out tokens (a latent that never fires there) gets NaN: its R² would read noise."""
     values = np.asarray(values, dtype=np.float64)

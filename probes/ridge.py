@@ -3,10 +3,14 @@
 A position or structure probe is ridge regression from one activation subspace to one
 per-token target. The penalty is chosen by grouped K-fold CV (groups = documents, so the
 tokens of a document never sit on both sides of a fold), features are standardised inside
-each training fold, and every alpha is scored from one eigendecomposition per fold:
+each training fold, and every alpha is scored from one factorisation per fold:
 
-    primal (n > p):  Z'Z = V diag(lam) V'    w(alpha) = V diag(1/(lam + alpha)) V'Z'y
-    dual   (p > n):  ZZ' = U diag(lam) U'    w(alpha) = Z'U diag(1/(lam + alpha)) U'y
+    primal (n > p):  Z'Z = Q T Q' (T tridiagonal)    w(alpha) = Q (T + alpha I)⁻¹ Q'Z'y
+    dual   (p > n):  ZZ' = U diag(lam) U'            w(alpha) = Z'U diag(1/(lam + alpha)) U'y
+
+(``probes.gram.ridge_path``: each (T + alpha I)⁻¹ is O(p), so every alpha costs what the reduction does, a
+third of an eigendecomposition). The primal refit on every training row at the chosen alpha is one Cholesky
+solve (``probes.gram.primal_refit``).
 
 In the primal route the per-fold training Gram matrices come from per-fold sums
 (train Gram = total Gram - validation-fold Gram), so the O(n p^2) work is done once per
@@ -38,8 +42,17 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from probes.gram import DEFAULT_CHUNK_ROWS, FoldSums, RidgeFit, cv_ridge_streamed, primal_solutions, scale_from_var
-from probes.grid import check_finite, grouped_by_source, load, predictions, solve_each, solve_folds
+from probes.gram import (
+    DEFAULT_CHUNK_ROWS,
+    FoldSums,
+    RidgeFit,
+    cv_ridge_streamed,
+    primal_refit,
+    primal_solutions,
+    scale_from_var,
+    solve_folds,
+)
+from probes.grid import check_finite, grouped_by_source, load, predictions, solve_each
 from probes.splits import (
     bootstrap_r2_ci,
     check_enough_groups,
@@ -164,7 +177,6 @@ def cv_ridge(X, Y, bounds, alphas, standardize: bool = True):
             train = np.r_[0 : val.start, val.stop : n]
             sol = _dual_solutions(X[train], Y[train], alphas, standardize)
             fold_scores[f] = _fold_r2(Y[val], _predict_all(X[val], *sol))
-        W, mean, scale, y_mean = _dual_solutions(X, Y, alphas, standardize)
     else:
         grams = [X[s].T @ X[s] for s in folds]
         sums = [X[s].sum(axis=0) for s in folds]
@@ -178,10 +190,13 @@ def cv_ridge(X, Y, bounds, alphas, standardize: bool = True):
                 n_train, alphas, standardize,
             )
             fold_scores[f] = _fold_r2(Y[val], _predict_all(X[val], *sol))
-        W, mean, scale, y_mean = primal_solutions(total[0], total[1], total[2], total[3], n, alphas, standardize)
     cv_scores = fold_scores.mean(axis=0)
     best = np.argmax(cv_scores, axis=0)  # first maximum, like GridSearchCV's rank_test_score == 1
-    coef = W[:, best, np.arange(Y.shape[1])]
+    if use_dual:
+        W, mean, scale, y_mean = _dual_solutions(X, Y, alphas, standardize)
+        coef = W[:, best, np.arange(Y.shape[1])]
+    else:
+        coef, mean, scale, y_mean = primal_refit(total[0], total[1], total[2], total[3], n, alphas[best], standardize)
     return RidgeFit(fold_scores, cv_scores, best, coef, intercept=y_mean, mean=mean + shift, scale=scale)
 
 
@@ -331,7 +346,7 @@ def fit_ridge_grid(
     One pass per feature source reads ``chunk_rows`` rows at a time and forms the Gram sums of every
     CV fold and of the test rows; feature sets given as ``probes.grid.Columns`` of one source (a
     DSTG layer's sem / ap / full: ``probes.grid.store_feature_sets``) share that pass. One
-    eigendecomposition per (feature set, fold) then serves all targets and all alphas, and the test
+    tridiagonal reduction per (feature set, fold) then serves all targets and all alphas, and the test
     R² comes from the test rows' sums; a second pass over the test rows runs only for predictions
     (``keep_predictions``, ``n_boot``). Memory is flat in the number of tokens: pass a store's
     memory-mapped states whole, with ``train_idx``/``test_idx`` naming the rows to use.

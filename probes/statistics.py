@@ -8,7 +8,7 @@
     sums = stats.fold_sums(shift, n_folds)    # a probes.gram.FoldSums: what one pass over a store would give
     residual = stats.residual_sums(means, target_column, n_folds)   # the same, of x - means[position]
 
-Everything ``probes.grid.solve_folds`` needs is a sum over rows (``probes.gram``): per part (the CV folds of
+Everything ``probes.gram.solve_folds`` needs is a sum over rows (``probes.gram``): per part (the CV folds of
 the training rows, then the held-out rows), X'X, X'1, X'Y, Y'1, Y'Y and n. The position-only baseline's
 partial R² probes ``x - m[position]`` (``probes.position_baseline.PositionResiduals``, with ``m`` the per-position
 training mean), whose ``m`` is known only after the pass; its sums follow from the same statistics kept per

@@ -9,7 +9,7 @@ and adds each batch's probed rows to ``probes.statistics.PartStatistics``: per l
 every CV fold and of the held-out documents over ``[states | targets | 1]``, kept per token position too,
 so the position-only baseline's partial R² (states minus their per-position training mean, a mean known
 only at the end) comes from the same sums. From them every (layer, subspace) probe is solved exactly as
-``fit_ridge_grid`` solves a store's (``probes.grid.solve_folds``: one eigendecomposition per fold, all alphas
+``fit_ridge_grid`` solves a store's (``probes.gram.solve_folds``: one tridiagonal reduction per fold, all alphas
 and targets). The held-out rows' predictions, whose per-document errors the bootstrap resamples, need the
 solved probes: pass 1 keeps those rows' states (float16, as a store holds them) up to ``held_out_memory_mb``
 and predicts them once the probes are solved, so a probe is one forward pass; held-out rows beyond that
@@ -41,7 +41,8 @@ from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
 from dstg_interp.progress import progress_bar, write_line
 from dstg_interp.store.distributed import Ranks
 from probes.control_cache import ControlEntry, control_entry
-from probes.grid import StackedProbes, check_finite, one_blas_thread, solve_each, solve_folds
+from probes.gram import solve_folds
+from probes.grid import StackedProbes, check_finite, one_blas_thread, solve_each
 from probes.ridge import DEFAULT_ALPHAS, grouped_folds
 from probes.splits import bootstrap_r2_ci, check_nonconstant_target
 from probes.statistics import PartStatistics
@@ -314,7 +315,7 @@ class _Solved:
 
 def _solve(sources: list[_Source], stats: dict, control_stats: dict, layout: _RowLayout, n_targets: int, F: int,
            with_residual: bool) -> _Solved:
-    """Every probe solved from the sums (``probes.grid.solve_folds``: what ``fit_ridge_grid`` does per source),
+    """Every probe solved from the sums (``probes.gram.solve_folds``: what ``fit_ridge_grid`` does per source),
     the layers side by side (``probes.grid.solve_each``)."""
     alphas = np.asarray(DEFAULT_ALPHAS, dtype=np.float64)
 

@@ -225,7 +225,8 @@ def test_solves_side_by_side_are_the_solves_one_by_one():
     """solve_each: the same results, bit for bit, on one thread or several (each solve on one BLAS thread), in
     the jobs' order; a job's error is raised as it was."""
     from probes.gram import FoldSums
-    from probes.grid import solve_each, solve_folds
+    from probes.gram import solve_folds
+    from probes.grid import solve_each
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((400, 24))

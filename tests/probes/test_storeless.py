@@ -188,7 +188,7 @@ def test_statistics_without_the_held_out_parts_gram_are_the_folds_of_the_full_su
     """``gram_parts``: the held-out part's Gram is not summed (the route predicts those rows instead); the folds'
     sums are those of statistics with every Gram, the sums read have no held-out part, and a reference moved
     between ranks keeps them so."""
-    from probes.grid import solve_folds
+    from probes.gram import solve_folds
 
     generator = torch.Generator().manual_seed(2)
     x = torch.randn(500, 5, generator=generator, dtype=torch.float64) + 2.0

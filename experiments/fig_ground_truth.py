@@ -3,6 +3,7 @@
     python -m experiments.fig_ground_truth                          # DSTG and AP-NeoBERT, every training seed
     python -m experiments.fig_ground_truth --tiny --out /tmp/fig    # tiny random models, seconds
     python -m experiments.fig_ground_truth --model runs/mine --name mine   # your DSTG models
+    python -m experiments.fig_ground_truth --methods boundless_das sae     # some methods (the controls always)
 
 DSTG's state at every layer is [semantic | AP], so the position subspace is known: the d_AP AP coordinates
 (``dstg_interp.analysis.ground_truth``).  For every DSTG member (training seed) and layer 0..n_layers, on
@@ -54,6 +55,7 @@ from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigure
 
 NEEDS = ("an AP stream of its own (DSTG: scored against the truth) or a learned absolute-position table "
          "(AP-NeoBERT: scored on interchange alone)")
+METHODS = ("das", "boundless_das", "attribution", "leace", "inlp", "probe_span", "position_means_pcs", "sae")
 ZOO_K = 16  # the zoo's d_AP: what each method finds on a model with no AP stream unless --k says otherwise
 SCORE_COLUMNS = ["model", "seed", *gt.SCORE_COLUMNS]
 
@@ -70,6 +72,9 @@ class GroundTruthFigureConfig(SeedsFigureConfig):
     das_restarts: int = field(default=1, metadata={"min": 1, "help": "DAS fits from successive seeds, the one with the "
                                                                      "lowest final loss kept (more where the output "
                                                                      "barely depends on position: a random model)"})
+    methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={
+        "choices": METHODS, "help": "the methods to score (the two controls always: the AP coordinates and a random "
+                                    "subspace); DAS and boundless DAS cost the most"})
     width_cost: float = field(default=0.05, metadata={"help": "boundless DAS: the loss each interchanged direction "
                                                                "must save, times the width (each direction costs "
                                                                "width_cost / d)"})
@@ -80,6 +85,10 @@ class GroundTruthFigureConfig(SeedsFigureConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        unknown = sorted(set(self.methods) - set(METHODS))
+        if unknown or not self.methods:
+            raise ValueError(f"GroundTruthFigureConfig.methods: {', '.join(unknown) or 'none given'}; choose from "
+                             f"{', '.join(METHODS)}")
         for name in ("das_lr", "width_cost"):
             if not 0 < getattr(self, name) < float("inf"):
                 raise ValueError(f"GroundTruthFigureConfig.{name} must be finite and > 0, got {getattr(self, name)}")
@@ -127,6 +136,9 @@ def member_scores(encoder, config: GroundTruthFigureConfig, documents, k_untrue:
         methods = {"das": das, **({"boundless_das": boundless_das} if truth is not None else {}),
                    "attribution": attribution, "leace": gt.leace_subspace, "inlp": gt.inlp_subspace,
                    "probe_span": gt.probe_span, "position_means_pcs": gt.position_means_pcs, "sae": sae}
+        methods = {name: call for name, call in methods.items() if name in config.methods}
+        if not methods:  # boundless DAS alone, on a model without the truth its width reads against
+            return pd.DataFrame(columns=gt.SCORE_COLUMNS)
         tables.append(gt.score_method(methods, encoder, *fit, layers=[layer], k=k, source_shift=shift,
                                       score_tokens=score[0], score_mask=score[1], seed=config.seed))
     return pd.concat(tables, ignore_index=True)
@@ -144,8 +156,12 @@ def run(config: GroundTruthFigureConfig) -> dict:
     k_untrue = next((e.config.d_ap for e in encoders.values() if {"sem", "ap"} <= set(e.subspaces)), ZOO_K)
     tables = []
     for name in tqdm(members, desc="ground truth", disable=config.quiet):
-        tables.append(with_member_columns(member_scores(encoders[name], config, inputs.documents, k_untrue), inputs,
-                                          name))
+        table = member_scores(encoders[name], config, inputs.documents, k_untrue)
+        if len(table):  # empty: boundless DAS alone on a model without the truth
+            tables.append(with_member_columns(table, inputs, name))
+    if not tables:
+        raise FigureCannotRead(f"fig_ground_truth: no model of the list can be scored by {', '.join(config.methods)} "
+                               "(boundless DAS needs a DSTG model)")
     scores = pd.concat(tables, ignore_index=True)[SCORE_COLUMNS]
     config.out.mkdir(parents=True, exist_ok=True)
     scores.to_csv(config.out / "scores.csv", index=False)

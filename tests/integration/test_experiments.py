@@ -402,6 +402,12 @@ def test_the_ground_truth_figure_on_the_tiny_zoo(tmp_path):
     assert ((dstg.mean_cos2 >= 0) & (dstg.mean_cos2 <= 1 + 1e-9)).all()
     with pytest.raises(FigureCannotRead, match="fig_ground_truth needs an AP stream.*rope"):
         fig_ground_truth.main(["--tiny", "--quiet", "--out", str(tmp_path / "rope"), "--model", "rope"])
+    # some methods only: the controls always come with them; boundless DAS alone leaves AP-NeoBERT out
+    some = fig_ground_truth.main(["--tiny", "--quiet", "--out", str(tmp_path / "some"), "--model-seeds", "0",
+                                  "--methods", "boundless_das"])["scores"]
+    assert set(some.model) == {"dstg"} and set(some.method) == {"boundless_das", "ap_coordinates", "random"}
+    with pytest.raises(SystemExit):
+        fig_ground_truth.main(["--tiny", "--quiet", "--out", str(tmp_path / "bad"), "--methods", "pca"])
 
 
 def test_the_place_cells_figure_on_the_tiny_zoo(tmp_path):

@@ -49,6 +49,16 @@ class Variant:
         return dict(variant=self.name, **(self.tiny_widths if tiny else self.zoo_widths))
 
 
+def _one_stream(name: str, *, mechanism: str, display_name: str, short_name: str, color: str,
+                position_table: bool = False, relative_bias: bool = False, rotary: bool = False,
+                role: Literal["baseline", "floor"] = "baseline") -> Variant:
+    """A row of the one-stream NeoBERT block: the class, hook family and widths the baselines share."""
+    return Variant(name, model_class="NeoBERT", hook_family="neobert", ap_stream=False, position_table=position_table,
+                   relative_bias=relative_bias, rotary=rotary, mechanism=mechanism, role=role,
+                   zoo_widths=dict(d_model=128), tiny_widths=dict(d_model=32), display_name=display_name,
+                   short_name=short_name, color=color)
+
+
 # One row per variant; table order is the canonical order (figures draw and tables list the variants in it).
 VARIANTS: dict[str, Variant] = {row.name: row for row in (
     Variant("dstg", model_class="DSTGNeoBERT", hook_family="dstg",
@@ -57,26 +67,15 @@ VARIANTS: dict[str, Variant] = {row.name: row for row in (
             # 112 + 16 (1:7, so each head keeps 4 AP value dims); the tiny zoo 24 + 8
             zoo_widths=dict(d_sem=112, d_ap=16), tiny_widths=dict(d_sem=24, d_ap=8),
             display_name="DSTG-NeoBERT", short_name="DSTG", color="#0072B2"),
-    Variant("rope", model_class="NeoBERT", hook_family="neobert",
-            ap_stream=False, position_table=False, relative_bias=False, rotary=True,
-            mechanism="rotary q/k", role="baseline",
-            zoo_widths=dict(d_model=128), tiny_widths=dict(d_model=32),
-            display_name="RoPE-NeoBERT", short_name="RoPE", color="#E69F00"),
-    Variant("ap", model_class="NeoBERT", hook_family="neobert",
-            ap_stream=False, position_table=True, relative_bias=False, rotary=False,
-            mechanism="a learned table added to the token embedding", role="baseline",
-            zoo_widths=dict(d_model=128), tiny_widths=dict(d_model=32),
-            display_name="AP-NeoBERT", short_name="AP-NeoBERT", color="#009E73"),
-    Variant("rp", model_class="NeoBERT", hook_family="neobert",
-            ap_stream=False, position_table=False, relative_bias=True, rotary=False,
-            mechanism="a learned relative bias in attention", role="baseline",
-            zoo_widths=dict(d_model=128), tiny_widths=dict(d_model=32),
-            display_name="RP-NeoBERT", short_name="RP", color="#CC79A7"),
-    Variant("nope", model_class="NeoBERT", hook_family="neobert",
-            ap_stream=False, position_table=False, relative_bias=False, rotary=False,
-            mechanism="nowhere: it has no positional input at all (NoPE-NeoBERT, the floor of the position readings)",
-            role="floor", zoo_widths=dict(d_model=128), tiny_widths=dict(d_model=32),
-            display_name="NoPE-NeoBERT", short_name="NoPE (floor)", color="#888888"),  # the grey floor
+    _one_stream("rope", rotary=True, mechanism="rotary q/k",
+                display_name="RoPE-NeoBERT", short_name="RoPE", color="#E69F00"),
+    _one_stream("ap", position_table=True, mechanism="a learned table added to the token embedding",
+                display_name="AP-NeoBERT", short_name="AP-NeoBERT", color="#009E73"),
+    _one_stream("rp", relative_bias=True, mechanism="a learned relative bias in attention",
+                display_name="RP-NeoBERT", short_name="RP", color="#CC79A7"),
+    _one_stream("nope", role="floor",  # no positional input: the grey floor
+                mechanism="nowhere: it has no positional input at all (NoPE-NeoBERT, the floor of the position readings)",
+                display_name="NoPE-NeoBERT", short_name="NoPE (floor)", color="#888888"),
 )}
 
 

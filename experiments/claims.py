@@ -382,7 +382,7 @@ def offset_heads_reference(heads: pd.DataFrame, n_permutations: int = 10_000) ->
     text = "Reference: DSTG's share of offset-driven heads against each baseline's (layer-clustered permutation test)"
     offset = heads.assign(offset_driven=heads.positional_score.ge(POSITIONAL_SCORE_MIN)) \
         if "positional_score" in heads else None
-    others = [m for m in ("rope", "ap", "rp") if offset is not None and (offset.model == m).any()]
+    others = [m for m in BASELINES if offset is not None and (offset.model == m).any()]
     if offset is None or not others:
         return claim("offset_heads", text, None, verdict=REFERENCE, detail="no baseline heads with a positional "
                      "score in heads.csv")

@@ -342,13 +342,13 @@ def probe_sequences(encoder: Encoder, sequences: StructuredSequences, cfg: Posit
                     controls: bool = True, progress: bool = False, ranks: Ranks | None = None,
                     batch_size: int = ExtractionConfig.batch_size,
                     control_cache: str | os.PathLike | None = None,
-                    request: tuple[list, list[str]] | None = None) -> pd.DataFrame:
+                    resolved: tuple[list, list[str]] | None = None) -> pd.DataFrame:
     """``probe_store``'s table without a store: the probes' statistics are summed during the forward passes
     of ``encoder`` (and of its random-init control) over ``sequences`` (``probes.storeless``).
     ``control_cache``: a folder that keeps the control's R² (``probes.control_cache``; ``probe_positions`` passes
     ``<cache>/controls`` unless ``control_cache=False``); None (default here): the twin is always run.
-    ``request``: the (layers, subspaces) of ``probe_request`` where the caller resolved them; None: resolved here."""
-    layers, subspaces = request if request is not None else probe_request(encoder, cfg)
+    ``resolved``: the (layers, subspaces) of ``probe_request`` where the caller resolved them; None: resolved here."""
+    layers, subspaces = resolved if resolved is not None else probe_request(encoder, cfg)
     labels = sequences.to_dataframe()
     plan = probe_plan(labels, select_rows(labels["is_special"].to_numpy(), cfg), cfg, model_name)
     baseline = fit_position_baseline(plan, cfg)
@@ -409,18 +409,18 @@ def phase_printer(progress: bool, name: str):
     return say
 
 
-def _probe_without_store(encoder: Encoder, documents, cfg: PositionProbeConfig, request: tuple[list, list[str]],
+def _probe_without_store(encoder: Encoder, documents, cfg: PositionProbeConfig, resolved: tuple[list, list[str]],
                          name: str, windows: bool, say, progress: bool, ranks: Ranks | None) -> pd.DataFrame | None:
-    """``probe_positions``'s storeless route over the resolved ``request``; None where the statistics cannot serve
-    the probe (fewer training tokens than features: the caller extracts a store instead)."""
+    """``probe_positions``'s storeless route over the ``resolved`` (layers, subspaces); None where the statistics
+    cannot serve the probe (fewer training tokens than features: the caller extracts a store instead)."""
     sequences = probing_sequences(encoder, documents, windows)
-    n_sets = len(request[0]) * len(request[1])
+    n_sets = len(resolved[0]) * len(resolved[1])
     say(f"{int(sequence_lengths(sequences).sum())} tokens; {n_sets} ridge probe{'s' if n_sets != 1 else ''} "
         "(layer x subspace) from statistics summed during the forward pass (no store is written; --store keeps one)")
     control_cache = default_cache_dir() / CONTROLS_FOLDER if cfg.control_cache else None
     try:
         return probe_sequences(encoder, sequences, cfg, model_name=name, controls=cfg.controls, progress=progress,
-                               ranks=ranks, control_cache=control_cache, request=request)
+                               ranks=ranks, control_cache=control_cache, resolved=resolved)
     except StorelessUnsuitable:
         if ranks is not None and ranks.grouped:
             raise ValueError("fewer training tokens than features: these probes need the states themselves, "
@@ -453,9 +453,9 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name, device=device)
     name = model_name or model_label(model_or_store)
     encoder = open_encoder(model_or_store, device=device)
-    request = probe_request(encoder, cfg)  # the one resolution, at the door, before the corpus is read and tokenized
+    resolved = probe_request(encoder, cfg)  # the one resolution, at the door, before the corpus is read and tokenized
     if layers is not None:  # "last", "all" -> this model's layer numbers; None stays "all the store has"
-        layers = request[0]
+        layers = resolved[0]
         cfg = dataclasses.replace(cfg, layers=layers)
     store_root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
     say = phase_printer(progress, name)
@@ -467,13 +467,13 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     store_layers = tuple(layers) if layers is not None else None
     windows = reads_paragraph_windows(task, segment)
     if not store:  # the default: the probes' statistics summed during the forward pass, no store written
-        results = _probe_without_store(encoder, documents, cfg, request, name, windows, say, progress, ranks)
+        results = _probe_without_store(encoder, documents, cfg, resolved, name, windows, say, progress, ranks)
         if results is not None:
             return results
     model_store = cached_store(encoder, documents, store_layers, store_root, name, progress, windows)
     control = cached_store(encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init",
                            progress, windows) if controls else None
-    n_sets = len(request[0]) * len(request[1])
+    n_sets = len(resolved[0]) * len(resolved[1])
     fits = ["the model"] + (["random-init", "shuffled-target"] if controls else [])
     say(f"{model_store.n_tokens} tokens; fitting {n_sets} ridge probe{'s' if n_sets != 1 else ''} (layer x subspace), "
         f"each on {', '.join(fits)}"

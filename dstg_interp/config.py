@@ -27,21 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-VARIANTS = ("dstg", "rope", "ap", "rp", "nope")
-# How position enters each variant, in words (refusals of analyses that need a position mechanism say it).
-POSITION_MECHANISMS = {
-    "dstg": "its AP stream (a learned table) and a learned relative bias",
-    "rope": "rotary q/k",
-    "ap": "a learned table added to the token embedding",
-    "rp": "a learned relative bias in attention",
-    "nope": "nowhere: it has no positional input at all (NoPE-NeoBERT, the floor of the position readings)",
-}
-POSITION_VARIANTS = tuple(v for v in VARIANTS if v != "nope")  # the variants with a position mechanism
+from .variants import VARIANTS, Variant, variant_row, variants_where
 
 
-def position_mechanism(variant: str) -> str:
-    """How position enters a model of ``variant`` (one phrase for messages; another model: "another way")."""
-    return POSITION_MECHANISMS.get(variant, "another way")
+def _named(**fields) -> str:
+    """The variants with these fields, quoted, for a message: ``'dstg'`` (or ``'dstg' / 'other'``)."""
+    return " / ".join(map(repr, variants_where(**fields)))
 
 
 def plain(value):
@@ -282,37 +273,39 @@ class ModelConfig(ConfigIO):
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"ModelConfig.variant: unknown variant {self.variant!r}; expected one of {', '.join(VARIANTS)}")
+        spec = self.spec
         for name in ("vocab_size", "max_positions", "n_layers", "n_heads", "rp_num_buckets", "rp_max_distance"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"ModelConfig.{name}: must be a positive integer, got {value!r}")
         check_seed(self.seed, "ModelConfig.seed")
-        if self.variant == "dstg":
+        if spec.ap_stream:
             for name in ("d_sem", "d_ap"):
                 value = getattr(self, name)
                 if not isinstance(value, int) or value <= 0:
-                    raise ValueError(f"ModelConfig.{name}: variant 'dstg' needs a positive integer {name}, got {value!r}")
+                    raise ValueError(f"ModelConfig.{name}: variant {self.variant!r} needs a positive integer {name}, got {value!r}")
                 if value % self.n_heads:
                     raise ValueError(f"ModelConfig.{name}: {value} is not divisible by n_heads={self.n_heads}")
             if self.d_model is not None and self.d_model != self.d_sem + self.d_ap:
-                raise ValueError(
-                    f"ModelConfig.d_model: for 'dstg' d_model must equal d_sem + d_ap = {self.d_sem + self.d_ap}, got {self.d_model}"
-                )
+                raise ValueError(f"ModelConfig.d_model: for {self.variant!r} d_model must equal d_sem + d_ap = "
+                                 f"{self.d_sem + self.d_ap}, got {self.d_model}")
             self.d_model = self.d_sem + self.d_ap
         else:
             if self.d_sem is not None or self.d_ap is not None:
-                raise ValueError(f"ModelConfig.d_sem: d_sem/d_ap only apply to variant 'dstg', not {self.variant!r}; set d_model")
+                raise ValueError(f"ModelConfig.d_sem: d_sem/d_ap only apply to variant {_named(ap_stream=True)}, "
+                                 f"not {self.variant!r}; set d_model")
             if not isinstance(self.d_model, int) or self.d_model <= 0:
                 raise ValueError(f"ModelConfig.d_model: variant {self.variant!r} needs a positive integer d_model, got {self.d_model!r}")
             if self.residual_from_normed:
-                raise ValueError("ModelConfig.residual_from_normed: the normed-residual quirk only exists in variant 'dstg'")
+                raise ValueError("ModelConfig.residual_from_normed: the normed-residual quirk only exists in variant "
+                                 f"{_named(ap_stream=True)}")
         if self.d_head is None:
             if self.d_model % self.n_heads:
                 raise ValueError(f"ModelConfig.d_head: d_model={self.d_model} is not divisible by n_heads={self.n_heads}; set d_head")
             self.d_head = self.d_model // self.n_heads
         if not isinstance(self.d_head, int) or self.d_head <= 0:
             raise ValueError(f"ModelConfig.d_head: must be a positive integer, got {self.d_head!r}")
-        if self.variant == "rope" and self.d_head % 2:
+        if spec.rotary and self.d_head % 2:
             raise ValueError(f"ModelConfig.d_head: rotary embeddings need an even d_head, got {self.d_head}")
         if self.d_mlp is None:
             self.d_mlp = _multiple_of_8(2 / 3 * 4 * self.d_model)
@@ -326,9 +319,9 @@ class ModelConfig(ConfigIO):
         if not self.norm_eps > 0 or not self.init_std > 0:
             raise ValueError("ModelConfig.norm_eps: norm_eps and init_std must be positive")
         if self.rp_locality_init is not None and (not self.rp_locality_init > 0 or self.rp_locality_init > 100
-                                                  or self.variant not in ("dstg", "rp") or not self.rp_bias):
+                                                  or not spec.relative_bias or not self.rp_bias):
             raise ValueError(f"ModelConfig.rp_locality_init: a strength in (0, 100] for a model with a relative bias "
-                             f"(dstg, rp), got {self.rp_locality_init} for {self.variant!r}")
+                             f"({', '.join(variants_where(relative_bias=True))}), got {self.rp_locality_init} for {self.variant!r}")
         if self.pos_init_std is not None and not self.pos_init_std > 0:
             raise ValueError(f"ModelConfig.pos_init_std: must be positive (or None for init_std), got {self.pos_init_std}")
         if not 0 <= self.pad_token_id < self.vocab_size:
@@ -343,9 +336,9 @@ class ModelConfig(ConfigIO):
         d = self.d_model
         weights = 2 * self.vocab_size * d + self.n_layers * (4 * d * d + 3 * d * self.d_mlp) + self.max_positions * d
         buffers = 0
-        if self.variant in ("dstg", "rp"):  # the [max_positions, max_positions] bucket index of each layer
+        if self.spec.relative_bias:  # the [max_positions, max_positions] bucket index of each layer
             buffers = self.n_layers * 8 * self.max_positions ** 2
-        elif self.variant == "rope":
+        elif self.spec.rotary:
             buffers = 16 * self.max_positions * self.d_head
         return 4 * weights + buffers
 
@@ -354,30 +347,34 @@ class ModelConfig(ConfigIO):
         for name in ("rp_bias", "rp_zero_boundary", "encoder_only", "residual_from_normed"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"ModelConfig.{name}: must be true or false, got {getattr(self, name)!r}")
-        if not self.rp_bias and self.variant != "dstg":
-            raise ValueError(f"ModelConfig.rp_bias: only variant 'dstg' can drop its relative bias (for {self.variant!r} "
-                             "leave it true: 'rp' is the bias, 'rope'/'ap' have none)")
-        if self.rp_zero_boundary and (self.variant not in ("dstg", "rp") or not self.rp_bias):
+        spec = self.spec
+        if not self.rp_bias and not spec.ap_stream:  # an AP stream's model keeps position without the bias
+            raise ValueError(f"ModelConfig.rp_bias: only variant {_named(ap_stream=True)} can drop its relative bias "
+                             f"(for {self.variant!r} leave it true: {_named(ap_stream=False, relative_bias=True)} is "
+                             f"the bias, the others have none)")
+        if self.rp_zero_boundary and (not spec.relative_bias or not self.rp_bias):
             raise ValueError(f"ModelConfig.rp_zero_boundary: this {self.variant!r} model has no relative bias")
         if self.mlp_mode not in ("split", "mixed"):
             raise ValueError(f"ModelConfig.mlp_mode: expected 'split' or 'mixed', got {self.mlp_mode!r}")
-        if self.mlp_mode == "mixed" and self.variant != "dstg":
-            raise ValueError(f"ModelConfig.mlp_mode: 'mixed' only exists for variant 'dstg', not {self.variant!r}")
+        if self.mlp_mode == "mixed" and not spec.ap_stream:
+            raise ValueError(f"ModelConfig.mlp_mode: 'mixed' only exists for variant {_named(ap_stream=True)}, "
+                             f"not {self.variant!r}")
         if self.mlp_ap_units is not None:
-            if self.variant != "dstg" or self.mlp_mode != "split":
-                raise ValueError("ModelConfig.mlp_ap_units: only the 'split' FFN of variant 'dstg' divides its hidden units")
+            if not spec.ap_stream or self.mlp_mode != "split":
+                raise ValueError(f"ModelConfig.mlp_ap_units: only the 'split' FFN of variant {_named(ap_stream=True)} "
+                                 "divides its hidden units")
             if not isinstance(self.mlp_ap_units, int) or isinstance(self.mlp_ap_units, bool) or not 0 < self.mlp_ap_units < self.d_mlp:
                 raise ValueError(f"ModelConfig.mlp_ap_units: must be an integer in [1, d_mlp - 1] = [1, {self.d_mlp - 1}], "
                                  f"got {self.mlp_ap_units!r}")
-        if self.variant == "dstg" and self.mlp_mode == "split" and not 0 < self.d_mlp_ap < self.d_mlp:
+        if spec.ap_stream and self.mlp_mode == "split" and not 0 < self.d_mlp_ap < self.d_mlp:
             raise ValueError(f"ModelConfig.d_mlp: {self.d_mlp} is too small to give the AP stream at least 8 hidden units")
         if self.mlm_head_input is None:
-            self.mlm_head_input = "sem" if self.variant == "dstg" else "full"
-        allowed = ("sem", "full") if self.variant == "dstg" else ("full",)
+            self.mlm_head_input = "sem" if spec.ap_stream else "full"
+        allowed = ("sem", "full") if spec.ap_stream else ("full",)
         if self.mlm_head_input not in allowed:
             raise ValueError(f"ModelConfig.mlm_head_input: variant {self.variant!r} allows {' or '.join(map(repr, allowed))}, "
                              f"got {self.mlm_head_input!r}")
-        if self.tie_embeddings and (self.encoder_only or (self.variant == "dstg" and self.mlm_head_input != "sem")):
+        if self.tie_embeddings and (self.encoder_only or (spec.ap_stream and self.mlm_head_input != "sem")):
             raise ValueError("ModelConfig.tie_embeddings: the head must read the token-embedding width (no encoder_only, "
                              "and mlm_head_input='sem' for dstg)")
         if self.source is not None and not (isinstance(self.source, dict) and all(isinstance(k, str) for k in self.source)):
@@ -388,7 +385,7 @@ class ModelConfig(ConfigIO):
     def d_mlp_ap(self) -> int:
         """AP share of the split DSTG SwiGLU hidden units: ``mlp_ap_units``, else proportional to the widths
         (rounded down to a multiple of 8). 0 for baselines and the mixed FFN, whose units write both streams."""
-        if self.variant != "dstg" or self.mlp_mode != "split":
+        if not self.spec.ap_stream or self.mlp_mode != "split":
             return 0
         if self.mlp_ap_units is not None:
             return self.mlp_ap_units
@@ -401,9 +398,14 @@ class ModelConfig(ConfigIO):
     @property
     def subspaces(self) -> tuple[str, ...]:
         """Subspaces of a hidden state that can be read: DSTG splits into AP and semantic streams."""
-        return ("ap", "sem", "full") if self.variant == "dstg" else ("full",)
+        return ("ap", "sem", "full") if self.spec.ap_stream else ("full",)
+
+    @property
+    def spec(self) -> Variant:
+        """This variant's row of the variants table (``dstg_interp.variants``): where position enters, its class."""
+        return variant_row(self.variant)
 
     @property
     def has_ap_table(self) -> bool:
-        return self.variant in ("dstg", "ap")
+        return self.spec.position_table
 

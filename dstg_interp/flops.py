@@ -15,7 +15,7 @@ from .config import ModelConfig
 
 def forward_flops_per_token(cfg: ModelConfig, seq_len: int, masked_fraction: float = 0.2) -> float:
     hd = cfg.n_heads * cfg.d_head
-    if cfg.variant == "dstg":
+    if cfg.spec.ap_stream:
         projections = 2 * cfg.d_sem * (2 * hd + cfg.d_sem) + 2 * cfg.d_ap * (2 * hd + cfg.d_ap)
         outputs = 2 * cfg.d_sem**2 + 2 * cfg.d_ap**2
         attention = 2 * seq_len * 2 * hd + 2 * seq_len * (cfg.d_sem + cfg.d_ap)  # [q_sem|q_ap].[k_sem|k_ap], p @ [v_sem|v_ap]

@@ -17,17 +17,12 @@ from .data import train_tokenizer
 from .data.corpora import make_document
 from .model import build_model
 from .model.checkpoint import ZOO_NAMES
+from .variants import VARIANTS, variant_row
 
 TINY_MAX_POSITIONS = 64
-# The tiny models' widths, defined once (tiny_config and the --tiny recipe study read them): the zoo's
-# (``model.checkpoint.ZOO_WIDTHS``) at a quarter, DSTG 24 + 8.
-TINY_WIDTHS = {
-    "dstg": dict(variant="dstg", d_sem=24, d_ap=8),
-    "rope": dict(variant="rope", d_model=32),
-    "ap": dict(variant="ap", d_model=32),
-    "rp": dict(variant="rp", d_model=32),
-    "nope": dict(variant="nope", d_model=32),  # the floor (model.checkpoint.ZOO_FLOOR): no positional input
-}
+# The tiny models' widths (the --tiny recipe study and the GPU check's dry run read them): each variant's row of
+# the variants table, the zoo's widths at a quarter (DSTG 24 + 8).
+TINY_WIDTHS = {name: row.widths(tiny=True) for name, row in VARIANTS.items()}
 
 _NAMES = ["the miller", "a weaver", "the captain", "her cousin", "the baker", "an old clerk"]
 _ACTIONS = ["mended", "opened", "counted", "lost", "painted", "carried"]
@@ -63,8 +58,8 @@ def tiny_long_documents(n_docs: int = 24, per_doc: int = 8, seed: int = 0) -> li
 
 def tiny_config(variant: str, vocab_size: int, seed: int = 0, **overrides) -> ModelConfig:
     """A 2-layer, 4-head model of ``variant`` (``dstg-offset`` and the like: of ``dstg``), ``TINY_WIDTHS`` wide."""
-    settings = dict(TINY_WIDTHS[variant.split("-")[0]], vocab_size=vocab_size, max_positions=TINY_MAX_POSITIONS,
-                    n_layers=2, n_heads=4, d_head=8, seed=seed)
+    settings = dict(variant_row(variant.split("-")[0]).widths(tiny=True), vocab_size=vocab_size,
+                    max_positions=TINY_MAX_POSITIONS, n_layers=2, n_heads=4, d_head=8, seed=seed)
     return ModelConfig(**{**settings, **overrides})
 
 

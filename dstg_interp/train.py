@@ -58,6 +58,7 @@ from .model.checkpoint import (RUN_CHECKPOINT, CheckpointError, build_model, loa
                                zoo_architecture)
 from .model.files import TOKENIZER_FILE
 from .torchrun_env import torchrun_environment
+from .variants import variants_where
 
 CHECKPOINT_DIR, LOG_FILE, CONFIG_FILE = RUN_CHECKPOINT, "log.jsonl", "train_config.json"
 DEFAULT_WARMUP_STEPS = 200  # the most warm-up a default run gets: 10% of max_steps, at most this
@@ -211,14 +212,14 @@ class TrainConfig(ConfigIO):
             raise ValueError(f"TrainConfig.device: 'cpu' or 'cuda', got {self.device!r}")
         if self.max_positions is not None and self.max_positions < self.max_length:
             raise ValueError(f"TrainConfig.max_positions: must be >= max_length={self.max_length}, got {self.max_positions}")
-        if self.random_offset and self.model.get("variant") not in ("dstg", "ap"):
-            raise ValueError(f"TrainConfig.random_offset: shifts a learned position table (variant dstg or ap); "
-                             f"a {self.model.get('variant')!r} model has none")
+        model = self.model_config()  # validates the model fields early, naming the bad one
+        if self.random_offset and not model.has_ap_table:
+            raise ValueError(f"TrainConfig.random_offset: shifts a learned position table (variant "
+                             f"{' or '.join(variants_where(position_table=True))}); a {model.variant!r} model has none")
         if self.random_offset and (self.max_positions or self.max_length) <= self.max_length:
             raise ValueError(f"TrainConfig.random_offset: needs a position table longer than the sequences "
                              f"(max_positions > max_length={self.max_length}), or there is no room to shift; "
                              "set --max-positions")
-        self.model_config()  # validates the model fields early, naming the bad one
 
     def padding_multiple(self) -> int:
         """What ``pad_to_multiple_of`` comes to: the value given, else ``BF16_PAD_MULTIPLE`` under bf16, else 1."""
@@ -707,7 +708,7 @@ def _setup(cfg: TrainConfig, resume: bool) -> _Run:
         load_optimizer_tensors(optimizer, load_file(str(checkpoint / OPTIMIZER_FILE)))
     # DSTG's final AP stream feeds no loss, so its last writers get no gradient: DDP must expect that.
     ddp_model = (
-        torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=cfg.model["variant"] == "dstg")
+        torch.nn.parallel.DistributedDataParallel(model, find_unused_parameters=model.config.spec.ap_stream)
         if world_size > 1
         else model
     )

@@ -48,13 +48,14 @@ from dstg_interp.analysis.heads import POSITIONAL_SCORE_MIN, layer_permutation_t
 from dstg_interp.analysis.spectra import SMOOTH_FAMILIES, smooth_control
 from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import FLOOR_TRAIN_COMMAND, ZOO_DIR, ZOO_FLOOR
+from dstg_interp.variants import variants_where
 from experiments.figure_inputs import FIGURES_DIR
 
 PAPER_DSTG_TABLE_PC1_PC2 = 0.941  # the paper's PC1+PC2 of DSTG-NeoBERT's learned AP table
 SMOOTH_CONTROL_TEXT = ("the stronger of two structureless smooth tables of the same shape (random walks; white noise "
                        "smoothed to the table's own lag-1 autocorrelation), 95th percentile of 200 draws; the "
                        "Gaussian table in the detail")
-BASELINES = ("rope", "ap", "rp")  # the paper's baselines; the NoPE floor (ZOO_FLOOR) is compared in floor_* only
+BASELINES = variants_where(role="baseline")  # the paper's; the NoPE floor (ZOO_FLOOR) is compared in floor_* only
 # the floor readings: (task, segment, the target in words, DSTG's subspace its claim reads)
 FLOOR_READINGS = (("token", "sentence", "token position", "ap"), ("segment", "sentence", "sentence index", "ap"),
                   ("segment", "paragraph", "paragraph index", "ap"), ("intra", "sentence", "intra-sentence position", "sem"),
@@ -381,7 +382,7 @@ def offset_heads_reference(heads: pd.DataFrame, n_permutations: int = 10_000) ->
     text = "Reference: DSTG's share of offset-driven heads against each baseline's (layer-clustered permutation test)"
     offset = heads.assign(offset_driven=heads.positional_score.ge(POSITIONAL_SCORE_MIN)) \
         if "positional_score" in heads else None
-    others = [m for m in ("rope", "ap", "rp") if offset is not None and (offset.model == m).any()]
+    others = [m for m in BASELINES if offset is not None and (offset.model == m).any()]
     if offset is None or not others:
         return claim("offset_heads", text, None, verdict=REFERENCE, detail="no baseline heads with a positional "
                      "score in heads.csv")

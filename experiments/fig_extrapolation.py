@@ -55,9 +55,6 @@ from experiments.figure_inputs import (OUTPUT_DIR, FigureConfig, has_mlm_head, i
                                        run_as_command, save_config, with_offset_model)
 from probes.by_range import probe_by_range
 
-TABLE_VARIANTS = ("dstg", "ap")
-
-
 @dataclass
 class ExtrapolationFigureConfig(FigureConfig):
     out: Path = OUTPUT_DIR / "extrapolation"
@@ -81,7 +78,7 @@ def arms(models: dict, length: int):
         yield name, "chunked", model
         if model.config.max_positions >= length:  # random_offset-trained: its table already reaches ``length``
             yield name, "native", model
-        elif model.config.variant in TABLE_VARIANTS:
+        elif model.config.spec.position_table:
             for method in METHODS:
                 yield name, method, extend_positions(model, new_length=length, method=method)
         else:
@@ -149,7 +146,7 @@ def table_paths(models: dict, factor: float) -> tuple[pd.DataFrame, pd.DataFrame
     paths, fits = [], []
     trained = trained_length(models)
     for name, model in models.items():
-        if model.config.variant not in TABLE_VARIANTS:
+        if not model.config.spec.position_table:
             continue
         table = model.ap_table.detach().double().numpy()
         mean = table[:trained].mean(axis=0)

@@ -150,7 +150,7 @@ def run(config: GroundTruthFigureConfig) -> dict:
     if inputs.given:
         members, notes = readable_members(inputs, "fig_ground_truth", NEEDS, not_scored, config.quiet)
     else:  # the zoo's relative-position baselines have neither by design: left out unsaid
-        members, notes = [name for name in inputs.models if inputs.member(name)[0] in ("dstg", "ap")], {}
+        members, notes = [name for name in inputs.models if inputs.models[name].config.spec.position_table], {}
     encoders = {name: inputs.encoder(name) for name in members}
     # a model without an AP stream finds as many directions as the DSTG models beside it hold (the error bar)
     k_untrue = next((e.config.d_ap for e in encoders.values() if {"sem", "ap"} <= set(e.subspaces)), ZOO_K)

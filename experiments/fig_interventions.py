@@ -100,11 +100,11 @@ def intervene_all(config: InterventionsFigureConfig) -> tuple[pd.DataFrame, pd.D
     if inputs.given:
         members, notes = readable_members(inputs, "fig_interventions", NEEDS, no_position_state, config.quiet)
     else:
-        members, notes = [name for name in inputs.models if inputs.member(name)[0] in ("dstg", "ap")], {}
+        members, notes = [name for name in inputs.models if inputs.models[name].config.spec.position_table], {}
     said = {}
     for name in members:
         encoder = inputs.encoder(name)
-        streams = encoder.kind == "dstg-interp" and encoder.variant == "dstg"  # DSTG's AP stream, every layer
+        streams = encoder.kind == "dstg-interp" and encoder.config.spec.ap_stream  # DSTG's AP stream, every layer
         model_length, model_shift = fitted(encoder, length, shift)
         if (model_length, model_shift) != (length, shift):
             said[name] = f"{encoder.max_positions} positions: windows of {model_length} tokens, shift {model_shift}"

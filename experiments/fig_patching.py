@@ -58,8 +58,13 @@ class PatchingFigureConfig(FigureConfig):
     offset: int = field(default=32, metadata={"min": 1, "help": "positions the 'offset' corruption moves the window"})
 
 
-def _corruptions(variant: str, offset: int) -> list[tuple[str, str]]:
-    return [("shuffle", "logit_diff")] + ([("offset", "kl")] if variant in ("dstg", "ap") and offset >= 1 else [])
+def _has_table(encoder) -> bool:
+    """A learned position table for the 'offset' corruption to read further down (DSTG's AP stream, AP-NeoBERT's)."""
+    return encoder.kind == "dstg-interp" and encoder.config.spec.position_table
+
+
+def _corruptions(encoder, offset: int) -> list[tuple[str, str]]:
+    return [("shuffle", "logit_diff")] + ([("offset", "kl")] if _has_table(encoder) and offset >= 1 else [])
 
 
 def fitted_offset(encoder, length: int, offset: int) -> int:
@@ -70,7 +75,7 @@ def fitted_offset(encoder, length: int, offset: int) -> int:
 def patch_member(encoder, tokens, mask, config, labels: dict, offset: int | None = None) -> dict:
     tables = {key: [] for key in ("patching", "attribution", "heads", "controls", "agreement")}
     offset = config.offset if offset is None else offset
-    for corruption, metric in _corruptions(encoder.variant, offset):
+    for corruption, metric in _corruptions(encoder, offset):
         pair = patching_pair(encoder, tokens, mask, corruption=corruption, n_masked=config.n_masked,
                              offset=offset, seed=config.seed)
         keys = {**labels, "corruption": corruption}
@@ -158,7 +163,7 @@ def run(config: PatchingFigureConfig) -> dict:
     for name in members:
         encoder = open_encoder(inputs.models[name])
         offset = fitted_offset(encoder, length, config.offset)
-        if encoder.variant in ("dstg", "ap") and offset != config.offset:
+        if _has_table(encoder) and offset != config.offset:
             said[name] = (f"{encoder.max_positions} positions: offset {offset}" if offset >= 1 else
                           f"{encoder.max_positions} positions: no room for an offset, shuffle only")
         if encoder.kind == "hf":

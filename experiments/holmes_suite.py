@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 
 from dstg_interp.config import tokenizer_mismatch_field
+from dstg_interp.model.checkpoint import ZOO_NAMES
 from dstg_interp.model.files import tokenizer_mismatch_allowed
 from experiments import fig_holmes
 from experiments.figure_inputs import OUTPUT_DIR, ScriptConfig, model_names, figure_config, run_as_command, save_config
@@ -41,7 +42,7 @@ from probes.holmes.suite import build_suite, default_suite_dir
 
 # The reference four at three seeds: the test over training seeds needs >= 2 seeds per variant, and the NoPE floor
 # has one so far (its Holmes scores: --models nope once trained, as any member).
-ZOO_MEMBERS = tuple(f"{variant}{suffix}" for variant in ("dstg", "rope", "ap", "rp") for suffix in ("", "-seed1", "-seed2"))
+ZOO_MEMBERS = tuple(f"{variant}{suffix}" for variant in ZOO_NAMES for suffix in ("", "-seed1", "-seed2"))
 
 
 @dataclass

@@ -19,23 +19,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from dstg_interp.data.forms import split_form_spec
+from dstg_interp.variants import VARIANTS, variant_row
 
 MAX_WINDOW = 8192  # tokens per training sequence: far above the paper's 512; a larger number is a typo
-# lever -> (parser of a command-line value, variants it applies to, what it changes)
+# lever -> (parser of a command-line value, the variants it applies to: those whose row of the variants table has
+# this field true, None = all; what it changes)
 LEVER_SPECS: dict[str, tuple[Any, Any, str]] = {
     "lr": (float, None, "peak learning rate"),
     "warmup": (int, None, "warm-up steps"),
     "schedule": (str, None, "cosine, linear, or constant with a linear decay over the last 20% of the steps"),
     "batch": (int, None, "sequences per step (the study keeps the training tokens fixed)"),
     "tie": ("bool", None, "MLM head tied to the token embedding"),
-    "pos_init": (float, ("dstg", "ap"), "std of the learned position table's init (none = every weight's 0.02)"),
+    "pos_init": (float, "position_table", "std of the learned position table's init (none = every weight's 0.02)"),
     "vocab": (int, None, "WordPiece vocabulary size, trained on the training split"),
-    "d_ap": (int, ("dstg",), "DSTG's AP width (d_sem = 128 - d_ap)"),
+    "d_ap": (int, "ap_stream", "DSTG's AP width (d_sem = 128 - d_ap)"),
     "windows": ("bool", None, "true: sentence-boundary windows over whole documents; false: one sequence per "
                               "document, from its start, truncated"),
-    "mlp": (str, ("dstg",), "DSTG FFN: split (hidden units per stream) or mixed (one SwiGLU writing both)"),
-    "rp": ("bool", ("dstg",), "DSTG's learned relative-position bias on (true) or absent (false)"),
-    "rp_prior": (float, ("dstg", "rp"), "the relative bias started at a locality prior of this strength, "
+    "mlp": (str, "ap_stream", "DSTG FFN: split (hidden units per stream) or mixed (one SwiGLU writing both)"),
+    "rp": ("bool", "ap_stream", "DSTG's learned relative-position bias on (true) or absent (false)"),
+    "rp_prior": (float, "relative_bias", "the relative bias started at a locality prior of this strength, "
                                         "-s * ln(1 + |offset|) (ModelConfig.rp_locality_init; none = zero, the authors')"),
     "tokens": (int, None, "this arm's training tokens (default: the study's --tokens), e.g. the minimal "
                           "re-implementation's own 8M, for the schedule horizon"),
@@ -43,7 +45,7 @@ LEVER_SPECS: dict[str, tuple[Any, Any, str]] = {
                            "tokens); a run with horizon > tokens stops part-way through its schedule, so the "
                            "budget at a high learning rate is a lever of its own"),
     "wd": (float, None, "AdamW weight decay on matrices and embeddings (the position table included)"),
-    "normed": ("bool", ("dstg",), "the authors' normed residual, x <- norm(x) + f(norm(x)) (ModelConfig."
+    "normed": ("bool", "ap_stream", "the authors' normed residual, x <- norm(x) + f(norm(x)) (ModelConfig."
                                   "residual_from_normed), instead of plain pre-norm"),
     "layers": (int, None, "encoder blocks (default: the study's --n-layers)"),
     "window": (int, None, "tokens per training sequence and rows of the position table (default: the study's "
@@ -88,7 +90,6 @@ ARMS: dict[str, dict[str, Any]] = {
 # the one-lever screen (no --arms): the values tried per lever, over FORMER_RECIPE
 SCREEN_VALUES: dict[str, list[Any]] = {"lr": [3e-3], "batch": [16], "pos_init": [0.2], "tie": [True], "schedule": ["constant"], "warmup": [10],
                  "d_ap": [32], "vocab": [4096]}
-VARIANTS = ("dstg", "rope", "ap", "rp", "nope")  # nope: the floor, no position mechanism for a lever to act on
 
 
 @dataclass(frozen=True)
@@ -159,8 +160,8 @@ def parse_arm(spec: str) -> Arm:
 
 
 def applies(lever: str, variant: str) -> bool:
-    allowed = LEVER_SPECS[lever][1]
-    return allowed is None or variant in allowed
+    needs = LEVER_SPECS[lever][1]
+    return needs is None or getattr(variant_row(variant), needs)
 
 
 def recipe_for(arm: Arm, variant: str, base: dict = ZOO_RECIPE) -> dict | None:

@@ -33,6 +33,7 @@ from dstg_interp.analysis.spectra import analyze_table, smooth_control, width_ma
 from dstg_interp.evaluation import mlm_accuracy
 from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import load_model
+from dstg_interp.variants import variant_row
 from dstg_interp.train import CHECKPOINT_DIR, CONFIG_FILE, STATE_FILE, TrainConfig, prepare_training_data, read_train_config
 from probes.positions import probe_positions
 
@@ -90,7 +91,7 @@ def model_readings(model, cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, pr
                     heldout_gain_points=100 * (heldout["accuracy"] - heldout["most_frequent_accuracy"]),
                     heldout_tokens=heldout["n_tokens"])
     readings.update(data_form(cfg, model.tokenizer))
-    if model.config.variant in ("dstg", "ap"):
+    if model.config.spec.position_table:
         spectrum = analyze_table(model.ap_table.detach(), name="position table", n_control_draws=50)
         readings.update(pc1_pc2=spectrum.summary["pc1_pc2"], pc1_pc2_chance=spectrum.summary["control"]["pc1_pc2"],
                         participation_ratio=spectrum.summary["participation_ratio"],
@@ -102,7 +103,7 @@ def model_readings(model, cfg: TrainConfig, heldout_docs: int = HELDOUT_DOCS, pr
                         pcs_95=spectrum.summary["pcs_95"], **matched_spectrum(model.ap_table.detach()))
         readings.update(walk_control(model.ap_table.detach().numpy()))
         readings.update(position_r2(model, cfg, probe_docs))
-    if model.config.variant == "dstg":
+    if model.config.spec.ap_stream:
         readings.update(kernel_readings(model, cfg.max_length))
     return readings
 
@@ -149,7 +150,7 @@ def table_reading(model) -> dict:
     DCT power in the first bins, mean row norm); empty for a variant without a table.  Cheap (one SVD of a
     [positions, d] table): the study reads it at every validation, so the table's collapse is a curve
     against tokens and not only an end point."""
-    if model.config.variant not in ("dstg", "ap"):
+    if not model.config.spec.position_table:
         return {}
     table = model.ap_table.detach().float()
     summary = analyze_table(table, n_control_draws=0).summary
@@ -169,7 +170,7 @@ def read_table_curve(run_dir: Path) -> pd.DataFrame:
 
 def position_r2(model, cfg: TrainConfig, probe_docs: int) -> dict:
     """Token-position R^2 of the position stream before the first block (layer 0) and after the last."""
-    subspace = "ap" if model.config.variant == "dstg" else "full"
+    subspace = "ap" if model.config.spec.ap_stream else "full"
     last = model.config.n_layers
     with tempfile.TemporaryDirectory(dir=Path(cfg.out_dir), prefix=".stores-") as stores:
         table = probe_positions(model, task="token", corpus=cfg.corpus, layers=[0, last], subspaces=[subspace],
@@ -293,7 +294,7 @@ def shipped_zoo_reference(zoo_dir: Path, figures_dir: Path, variants=("ap", "dst
         exit_step, exit_tokens = plateau_exit(curves[(curves.variant == variant) & (curves.seed == seed)])
         gain = heldout[(heldout.variant == variant) & (heldout.seed == seed)]["en-mix_gain_points"]
         table = spectra[(spectra.model == variant) & (spectra.seed == seed)]
-        subspace = "ap" if variant == "dstg" else "full"
+        subspace = "ap" if variant_row(variant).ap_stream else "full"
         r2 = probes[(probes.model == variant) & (probes.seed == seed) & (probes.subspace == subspace)].set_index("layer").r2
         last = int(r2.index.max()) if len(r2) else None
         matched = matched_spectrum(load_model(zoo_dir / member).ap_table.detach())

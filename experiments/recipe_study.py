@@ -52,16 +52,15 @@ import torch
 
 from dstg_interp.cli.shell import EXIT_ERROR
 from dstg_interp.io import RESULTS_DIR, write_text_atomic
-from dstg_interp.model.checkpoint import ZOO_WIDTHS
-from dstg_interp.tiny_zoo import TINY_WIDTHS
+from dstg_interp.variants import VARIANTS, variant_row
 from dstg_interp.plots.recipe import plot_diagnosis, plot_lever_study, plot_recipe_curves
 from dstg_interp.data.tokenizer import load_tokenizer
 from dstg_interp.train import (CHECKPOINT_DIR, CONFIG_FILE, LOG_FILE, RESUMABLE_DIFFERENCES, STATE_FILE, TrainConfig,
                              prepare_training_data, train)
 from experiments.figure_inputs import FIGURES_DIR, ZOO_DIR, ScriptConfig, parse_config, save_config
 from experiments.pretrain_zoo import unigram_baseline
-from experiments.recipe_levers import (ARMS, FORMER_RECIPE, LEVER_SPECS, SCREEN_VALUES, ZOO_RECIPE, Arm, parse_arm,
-                                       recipe_for)
+from experiments.recipe_levers import (ARMS, FORMER_RECIPE, LEVER_SPECS, SCREEN_VALUES, ZOO_RECIPE, Arm, applies,
+                                       parse_arm, recipe_for)
 from experiments.recipe_readings import (TABLE_CURVE_FILE, plateau_exit, read_table_curve, run_readings,
                                          shipped_zoo_curves, shipped_zoo_reference, summarize_arms, table_reading,
                                          zoo_member_readings, zoo_table_curves)
@@ -108,9 +107,9 @@ class RecipeStudyConfig(ScriptConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.runs = Path(self.runs)
-        bad = [variant for variant in self.variants if variant not in ZOO_WIDTHS]
+        bad = [variant for variant in self.variants if variant not in VARIANTS]
         if bad:
-            raise ValueError(f"unknown variant(s) {', '.join(bad)}; choose from {', '.join(ZOO_WIDTHS)}")
+            raise ValueError(f"unknown variant(s) {', '.join(bad)}; choose from {', '.join(VARIANTS)}")
         unknown = [lever for lever in self.levers if lever not in SCREEN_VALUES]
         if unknown:
             raise ValueError(f"unknown lever(s) {', '.join(unknown)}; choose from {', '.join(SCREEN_VALUES)}")
@@ -137,12 +136,13 @@ def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str
                  eval_every: int, eval_batches: int) -> TrainConfig:
     """The TrainConfig of one run of ``recipe`` (lever values, ``recipe_levers.LEVER_SPECS``); ``steps`` is the
     schedule's length (a ``horizon`` run stops before it, ``run_once``)."""
-    widths = dict((TINY_WIDTHS if study.tiny else ZOO_WIDTHS)[variant])
-    if variant == "dstg" and not study.tiny:
+    spec = variant_row(variant)
+    widths = spec.widths(tiny=study.tiny)
+    if spec.ap_stream and not study.tiny:
         widths.update(d_sem=128 - recipe["d_ap"], d_ap=recipe["d_ap"])
     model = dict(widths, n_layers=recipe.get("layers") or study.n_layers, n_heads=study.n_heads,
                  tie_embeddings=recipe["tie"])
-    if variant == "dstg":
+    if spec.ap_stream:
         model.update(mlp_mode=recipe["mlp"], rp_bias=recipe["rp"])
         if recipe.get("normed"):
             model["residual_from_normed"] = True
@@ -164,9 +164,7 @@ def train_config(study: RecipeStudyConfig, variant: str, recipe: dict, name: str
 def screen_config(study: RecipeStudyConfig, variant: str, lever: str | None, value, seed: int) -> TrainConfig | None:
     """The screen's run: the former recipe with ``lever`` set to ``value`` (None = the base run); None when
     the lever does not apply to the variant (d_ap for a baseline, pos_init without a table)."""
-    if lever == "d_ap" and (variant != "dstg" or study.tiny):
-        return None
-    if lever == "pos_init" and variant not in ("dstg", "ap"):
+    if lever is not None and (not applies(lever, variant) or lever == "d_ap" and study.tiny):
         return None
     recipe = dict(FORMER_RECIPE, **({lever: value} if lever else {}))
     steps = max(1, study.steps * FORMER_RECIPE["batch"] // recipe["batch"])  # same training sequences

@@ -29,16 +29,16 @@ import pandas as pd
 from dstg_interp.analysis.spectra import smooth_control
 from dstg_interp.io import write_text_atomic
 from dstg_interp.plots.recipe import plot_data_form
+from dstg_interp.variants import VARIANTS
 from experiments import report_beyond, zoo_heldout
 from experiments.claims import PAPER_DSTG_TABLE_PC1_PC2
 from experiments.figure_inputs import FIGURES_DIR, ScriptConfig, parse_config
 
 README = FIGURES_DIR.parent / "README.md"
 REPORT_NAME = "REPORT.md"
-DISPLAY = {"dstg": "DSTG", "rope": "RoPE", "ap": "AP-NeoBERT", "rp": "RP", "nope": "NoPE (floor)", "dstg-offset": "dstg-offset"}
-ZOO_ROWS = {"dstg": "DSTG-NeoBERT", "rope": "RoPE-NeoBERT", "ap": "AP-NeoBERT", "rp": "RP-NeoBERT",
-            "nope": "NoPE-NeoBERT (the floor: no positional input)",
-            "dstg-offset": "DSTG-NeoBERT, `random_offset` (`dstg-offset`)"}
+DISPLAY = report_beyond.DISPLAY
+ZOO_ROWS = {name: row.display_name + (" (the floor: no positional input)" if row.role == "floor" else "")
+            for name, row in VARIANTS.items()} | {"dstg-offset": "DSTG-NeoBERT, `random_offset` (`dstg-offset`)"}
 PROBES = (("token", "sentence", "token position"), ("segment", "sentence", "sentence index"),
           ("segment", "paragraph", "paragraph index"), ("intra", "sentence", "intra-sentence position"),
           ("intra", "paragraph", "intra-paragraph position"))
@@ -87,7 +87,7 @@ def _json(path: Path, relative: str):
 
 
 def _entry(model: str, subspace: str) -> str:
-    return f"{DISPLAY.get(model, model)} {subspace}" if model == "dstg" else DISPLAY.get(model, model)
+    return f"{DISPLAY.get(model, model)} {subspace}" if report_beyond.with_subspace(model) else DISPLAY.get(model, model)
 
 
 # --- the tables ------------------------------------------------------------------------------------

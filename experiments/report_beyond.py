@@ -9,9 +9,14 @@ from pathlib import Path
 import pandas as pd
 
 from dstg_interp.model.checkpoint import FLOOR_TRAIN_COMMAND
+from dstg_interp.variants import VARIANTS
 
-DISPLAY = {"dstg": "DSTG", "rope": "RoPE", "ap": "AP-NeoBERT", "rp": "RP", "nope": "NoPE (floor)",
-           "all-MiniLM-L6-v2": "all-MiniLM-L6-v2"}
+DISPLAY = {name: row.short_name for name, row in VARIANTS.items()}  # any other model (MiniLM, an arm) as it is
+
+
+def with_subspace(model: str) -> bool:
+    """Whether a table names the subspace beside the model: a zoo model with DSTG's streams."""
+    return model in VARIANTS and VARIANTS[model].ap_stream
 # the floor table: each probe target and the subspace of DSTG its claim reads (experiments.claims.FLOOR_READINGS)
 FLOOR_TARGETS = (("token", "sentence", "token position", "ap"), ("segment", "sentence", "sentence index", "ap"),
                  ("segment", "paragraph", "paragraph index", "ap"), ("intra", "sentence", "intra-sentence position", "sem"),
@@ -38,7 +43,7 @@ def _entry(model: str, subspace: str) -> str:
     if model.endswith("-random init"):
         return _entry(model[: -len("-random init")], subspace) + " (random init)"
     name = DISPLAY.get(model, model)
-    return f"{name} {subspace}" if model == "dstg" else name
+    return f"{name} {subspace}" if with_subspace(model) else name
 
 
 def _number(value: float, digits: int = 2) -> str:
@@ -233,7 +238,7 @@ def sae_table(figures: Path) -> str:
     for row in summary.itertuples():
         mine = fvu[(fvu.model == row.model) & (fvu.control == row.control) & (fvu.layer == row.layer) &
                    (fvu.stream == row.stream) & (fvu.num_latents == size)].set_index("k").fvu
-        name = _entry(row.model, row.stream if row.model == "dstg" else "") + \
+        name = _entry(row.model, row.stream if with_subspace(row.model) else "") + \
             ("" if row.control == "trained" else " (random init)")
         k_needed = "—" if pd.isna(row.k_for_target) else str(int(row.k_for_target))
         pca_needed = "—" if pd.isna(row.pca_k_for_target) else str(int(row.pca_k_for_target))

@@ -39,7 +39,8 @@ from dstg_interp.cli.shell import EXIT_ERROR
 from dstg_interp.io import RESULTS_DIR
 from dstg_interp.plots.recipe import plot_table_curves, plot_zoo_curves
 from experiments.claims import PAPER_DSTG_TABLE_PC1_PC2, RULES
-from experiments.pretrain_zoo import RECIPES, ZOO_WIDTHS, recipe_of, zoo_config
+from dstg_interp.variants import VARIANTS, variant_row
+from experiments.pretrain_zoo import RECIPES, recipe_of, zoo_config
 from experiments.recipe_readings import PLATEAU_MARGIN, plateau_exit
 
 NEW_RECIPE = "new (lr 1e-3, batch 16, constant + decay)"  # the 4x128 recipe, as the recipe study's CSVs name it
@@ -57,7 +58,7 @@ def recipe_label(train_config: dict) -> str:
     ``--steps`` changes the budget, not the recipe), else its depth and steps."""
     variant = train_config.get("model", {}).get("variant")
     held, steps = recipe_of(train_config), train_config.get("max_steps")
-    for name in RECIPES if variant in ZOO_WIDTHS else ():
+    for name in RECIPES if variant in VARIANTS else ():
         for precision in ("float32", "bf16"):  # a recipe is the same recipe whichever precision ran it
             if recipe_of(zoo_config(variant, Path("runs"), steps, None, 0, name, precision).to_dict()) == held:
                 return named_label(name, steps)
@@ -84,7 +85,7 @@ def zoo_curves(zoo: Path) -> tuple[pd.DataFrame, list[dict], pd.DataFrame]:
     for summary_file in sorted(Path(zoo).glob("*/training.json")):
         summary = json.loads(summary_file.read_text())
         recipe = json.loads((summary_file.parent / "train_config.json").read_text())
-        if summary["variant"] not in ZOO_WIDTHS:
+        if summary["variant"] not in VARIANTS:
             continue  # an extra arm with a recipe of its own (dstg-offset): not this comparison
         summaries.append(summary)
         records = [json.loads(line) for line in (summary_file.parent / "log.jsonl").read_text().splitlines() if line.strip()]
@@ -95,7 +96,7 @@ def zoo_curves(zoo: Path) -> tuple[pd.DataFrame, list[dict], pd.DataFrame]:
                  for r in records if "val_loss" in r]
         if summary.get("table_curve"):
             model = json.loads((summary_file.parent / "config.json").read_text())  # the checkpoint's whole config
-            width = model.get("d_ap") if summary["variant"] == "dstg" else model.get("d_model")
+            width = model.get("d_ap") if variant_row(summary["variant"]).ap_stream else model.get("d_model")
             tables += [dict(variant=summary["variant"], recipe=label, seed=summary["seed"], n_positions=model.get("max_positions"),
                             width=width, **point) for point in summary["table_curve"]]
     if not summaries:

@@ -35,6 +35,7 @@ from dstg_interp.evaluation import Unigram, mlm_accuracy
 from dstg_interp.plots.recipe import plot_heldout_gain
 from dstg_interp.tiny_zoo import tiny_documents
 from dstg_interp.model.checkpoint import ZOO_FLOOR
+from dstg_interp.variants import variants_where
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, parse_config, run_as_command,
                                        save_config, say_not_applicable)
 
@@ -43,7 +44,7 @@ from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for
 TARGET_GAIN = 8.0  # every variant, in every seed
 TARGET_DSTG_GAP = 2.0  # DSTG's mean gain at most this far below the best baseline's mean
 TARGET_AP_SD = 1.0  # AP-NeoBERT's seed-to-seed sd
-BASELINES = ("rope", "ap", "rp")
+BASELINES = variants_where(role="baseline")
 
 ZOO_COLUMNS = ["steps", "train_tokens", "train_seconds", "val_loss", "val_accuracy", "unigram_loss",
                "most_frequent_accuracy"]

@@ -40,13 +40,13 @@ import numpy as np
 import torch
 from safetensors.numpy import load_file, save_file
 
+from dstg_interp.data.labels import position_labels
 from dstg_interp.store import ActivationStore
 
 from probes.ridge import RidgeProbe
 
 METHODS = ("leace", "inlp", "random")
 ENCODINGS = ("linear", "dct")
-TARGETS = ("token_position", "sentence_index", "paragraph_index", "intra_sentence_position", "intra_paragraph_position")
 BACKENDS = ("auto", "concept-erasure", "closed-form")
 SVD_TOL = 0.01  # canonical correlations below this are noise at store sizes (1/sqrt(20k) ~ 0.007)
 ERASER_FILES = ("eraser.safetensors", "eraser.json")
@@ -258,8 +258,8 @@ def check_request(store: ActivationStore, layers: Sequence[int | str], subspaces
     if missing:
         raise ErasureError(f"subspace {missing[0]!r} is not in the store {store.directory} (it has "
                            f"{', '.join(store.subspaces)})")
-    if target not in TARGETS:
-        raise ErasureError(f"unknown target {target!r}; use {', '.join(TARGETS)}")
+    if target not in position_labels():
+        raise ErasureError(f"unknown target {target!r}; use {', '.join(position_labels())}")
 
 
 def store_period(store: ActivationStore, target: str) -> float:

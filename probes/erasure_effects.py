@@ -49,6 +49,7 @@ from dstg_interp.encoders import Encoder, open_encoder
 from dstg_interp.encoders.edits import edit_states
 from dstg_interp.encoders.inputs import pad_batch
 from dstg_interp.encoders.selection import LayerSelection, listed
+from dstg_interp.data.labels import position_labels
 from dstg_interp.evaluation import Unigram, mlm_accuracy
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.attention import jensen_shannon
@@ -57,7 +58,6 @@ from probes.erasure import (
     BACKENDS,
     ENCODINGS,
     METHODS,
-    TARGETS,
     ErasureError,
     LinearEraser,
     check_request,
@@ -97,7 +97,8 @@ class ErasureConfig(ConfigIO):
     # The metadata makes dstg-erase's flags (dstg_interp/cli/config_args.py): a field is written once.
     layers: LayerSelection = layers_field(shown="all the store has")
     subspaces: list | None = subspaces_field(shown="all the model has")
-    target: str = field(default="token_position", metadata={"choices": list(TARGETS), "help": "the position label to erase"})
+    target: str = field(default="token_position", metadata={"choices": list(position_labels()),
+                                                              "help": "the position label to erase"})
     encoding: str = field(default="dct", metadata={
         "choices": list(ENCODINGS), "help": "linear: the value; dct: the value and its first DCT cosines"})
     n_features: int = field(default=8, metadata={"min": 1, "help": "concept features with --encoding dct"})

@@ -330,18 +330,25 @@ def result_rows(plan: ProbePlan, cfg: PositionProbeConfig, model_name: str, fitt
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
+def probe_request(encoder: Encoder, cfg: PositionProbeConfig) -> tuple[list, list[str]]:
+    """The layers and subspaces a probe reads, resolved once against ``encoder`` (``Encoder.resolve``: grammar,
+    names, range): None = every layer a store holds (0..n_layers, no ``final``) and every subspace the model has,
+    in the store's order."""
+    layers, subspaces = encoder.resolve(cfg.layers, cfg.subspaces)
+    return layers, subspaces if cfg.subspaces is not None else [s for s in ALL_SUBSPACES if s in subspaces]
+
+
 def probe_sequences(encoder: Encoder, sequences: StructuredSequences, cfg: PositionProbeConfig, *, model_name: str,
                     controls: bool = True, progress: bool = False, ranks: Ranks | None = None,
                     batch_size: int = ExtractionConfig.batch_size,
-                    control_cache: str | os.PathLike | None = None) -> pd.DataFrame:
+                    control_cache: str | os.PathLike | None = None,
+                    resolved: tuple[list, list[str]] | None = None) -> pd.DataFrame:
     """``probe_store``'s table without a store: the probes' statistics are summed during the forward passes
     of ``encoder`` (and of its random-init control) over ``sequences`` (``probes.storeless``).
     ``control_cache``: a folder that keeps the control's R² (``probes.control_cache``; ``probe_positions`` passes
-    ``<cache>/controls`` unless ``control_cache=False``); None (default here): the twin is always run."""
-    # None: every layer a store would hold (all but "final"); else the request, resolved as at the door
-    layers = encoder.resolve(cfg.layers, cfg.subspaces)[0] if cfg.layers is not None else \
-        [layer for layer in encoder.layers if layer != "final"]
-    subspaces = list(cfg.subspaces) if cfg.subspaces is not None else [s for s in ALL_SUBSPACES if s in encoder.subspaces]
+    ``<cache>/controls`` unless ``control_cache=False``); None (default here): the twin is always run.
+    ``resolved``: the (layers, subspaces) of ``probe_request`` where the caller resolved them; None: resolved here."""
+    layers, subspaces = resolved if resolved is not None else probe_request(encoder, cfg)
     labels = sequences.to_dataframe()
     plan = probe_plan(labels, select_rows(labels["is_special"].to_numpy(), cfg), cfg, model_name)
     baseline = fit_position_baseline(plan, cfg)
@@ -402,19 +409,18 @@ def phase_printer(progress: bool, name: str):
     return say
 
 
-def _probe_without_store(encoder: Encoder, documents, cfg: PositionProbeConfig, name: str, windows: bool, say,
-                         progress: bool, ranks: Ranks | None) -> pd.DataFrame | None:
-    """``probe_positions``'s storeless route; None where the statistics cannot serve the probe (fewer training
-    tokens than features: the caller extracts a store instead)."""
+def _probe_without_store(encoder: Encoder, documents, cfg: PositionProbeConfig, resolved: tuple[list, list[str]],
+                         name: str, windows: bool, say, progress: bool, ranks: Ranks | None) -> pd.DataFrame | None:
+    """``probe_positions``'s storeless route over the ``resolved`` (layers, subspaces); None where the statistics
+    cannot serve the probe (fewer training tokens than features: the caller extracts a store instead)."""
     sequences = probing_sequences(encoder, documents, windows)
-    layers = encoder.resolve(cfg.layers, cfg.subspaces)[0] if cfg.layers is not None else encoder.layers[:encoder.n_layers + 1]
-    n_sets = len(layers) * len(cfg.subspaces or encoder.subspaces)
+    n_sets = len(resolved[0]) * len(resolved[1])
     say(f"{int(sequence_lengths(sequences).sum())} tokens; {n_sets} ridge probe{'s' if n_sets != 1 else ''} "
         "(layer x subspace) from statistics summed during the forward pass (no store is written; --store keeps one)")
     control_cache = default_cache_dir() / CONTROLS_FOLDER if cfg.control_cache else None
     try:
         return probe_sequences(encoder, sequences, cfg, model_name=name, controls=cfg.controls, progress=progress,
-                               ranks=ranks, control_cache=control_cache)
+                               ranks=ranks, control_cache=control_cache, resolved=resolved)
     except StorelessUnsuitable:
         if ranks is not None and ranks.grouped:
             raise ValueError("fewer training tokens than features: these probes need the states themselves, "
@@ -439,7 +445,7 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     in a torchrun job (``dstg_interp.store.distributed``): the ranks share the forward passes.
     """
     cfg = config_or_fields(PositionProbeConfig, config, fields)
-    layers, subspaces, task, segment, controls = cfg.layers, cfg.subspaces, cfg.task, cfg.segment, cfg.controls
+    layers, task, segment, controls = cfg.layers, cfg.task, cfg.segment, cfg.controls
     if cfg.gram_precision != "float64" and (store or isinstance(model_or_store, ActivationStore)):
         raise ValueError(f"gram precision {cfg.gram_precision} is the storeless route's; a store is probed in float64: "
                          "drop --store (store=True) or --gram-precision")
@@ -447,9 +453,9 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
         return probe_store(model_or_store, cfg, model_name=model_name or model_or_store.directory.name, device=device)
     name = model_name or model_label(model_or_store)
     encoder = open_encoder(model_or_store, device=device)
-    resolved, _ = encoder.resolve(layers, subspaces)  # at the door, before the corpus is read and tokenized
+    resolved = probe_request(encoder, cfg)  # the one resolution, at the door, before the corpus is read and tokenized
     if layers is not None:  # "last", "all" -> this model's layer numbers; None stays "all the store has"
-        layers = resolved
+        layers = resolved[0]
         cfg = dataclasses.replace(cfg, layers=layers)
     store_root = Path(store_root) if store_root is not None else default_cache_dir() / "stores"
     say = phase_printer(progress, name)
@@ -461,13 +467,13 @@ def probe_positions(model_or_store: str | os.PathLike | torch.nn.Module | Encode
     store_layers = tuple(layers) if layers is not None else None
     windows = reads_paragraph_windows(task, segment)
     if not store:  # the default: the probes' statistics summed during the forward pass, no store written
-        results = _probe_without_store(encoder, documents, cfg, name, windows, say, progress, ranks)
+        results = _probe_without_store(encoder, documents, cfg, resolved, name, windows, say, progress, ranks)
         if results is not None:
             return results
     model_store = cached_store(encoder, documents, store_layers, store_root, name, progress, windows)
     control = cached_store(encoder.random_init(), documents, store_layers, store_root, f"{name}-random-init",
                            progress, windows) if controls else None
-    n_sets = len(model_store.layers if layers is None else layers) * len(subspaces or encoder.subspaces)
+    n_sets = len(resolved[0]) * len(resolved[1])
     fits = ["the model"] + (["random-init", "shuffled-target"] if controls else [])
     say(f"{model_store.n_tokens} tokens; fitting {n_sets} ridge probe{'s' if n_sets != 1 else ''} (layer x subspace), "
         f"each on {', '.join(fits)}"

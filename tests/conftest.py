@@ -22,6 +22,7 @@ import torch
 
 from dstg_interp import build_model
 from dstg_interp.tiny_zoo import tiny_config as library_tiny_config
+from dstg_interp.variants import VARIANTS as VARIANT_TABLE
 
 INTEGRATION = Path(__file__).resolve().parent / "integration"
 
@@ -39,7 +40,7 @@ def pytest_collection_modifyitems(config, items):
         if INTEGRATION in Path(item.path).resolve().parents:
             item.add_marker(pytest.mark.slow)
 
-VARIANTS = ("dstg", "rope", "ap", "rp", "nope")  # nope: the floor, no positional input
+VARIANTS = tuple(VARIANT_TABLE)  # every row of the variants table, the NoPE floor among them
 
 
 # The library's tiny model (``dstg_interp.tiny_zoo.tiny_config``, defined once) at the unit tests' sizes;

@@ -13,19 +13,19 @@ import numpy as np
 import pandas as pd
 
 from dstg_interp.store import ActivationStore
-from dstg_interp.store.extract import LABEL_COLUMNS
+from dstg_interp.data.labels import label_dtypes
 from dstg_interp.store.manifest import FORMAT_VERSION
 
 
 def write_synthetic_store(folder: Path, arrays: dict, labels: dict, doc_index, weights_sha256: str = "0" * 64,
                           config: dict | None = None) -> ActivationStore:
-    """``arrays``: {"layer/subspace": [n, d]}; ``labels``: some LABEL_COLUMNS (the rest are zeros)."""
+    """``arrays``: {"layer/subspace": [n, d]}; ``labels``: some of the label columns (data.labels; the rest are zeros)."""
     folder.mkdir(parents=True)
     doc_index = np.asarray(doc_index, dtype=np.int32)
     n = len(doc_index)
     columns = {"sequence": doc_index, "doc_index": doc_index, "is_special": np.zeros(n, bool)} | dict(labels)
     files = {}
-    for column, dtype in LABEL_COLUMNS.items():
+    for column, dtype in label_dtypes().items():
         files[column] = f"labels_{column}.npy"
         np.save(folder / files[column], np.asarray(columns.get(column, np.zeros(n)), dtype=dtype))
     entries = {}

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..config import POSITION_VARIANTS, position_mechanism
+from ..variants import position_mechanism, variant_row, variants_where
 from ..model.checkpoint import build_model, save_checkpoint
 
 METHODS = ("curve", "repeat", "stretch")
@@ -162,8 +162,10 @@ def extend_positions(model, factor: float | None = None, *, new_length: int | No
     # Validate the longer config before any table is built: an absurd length is refused in one line.
     type(model.config).from_dict({**model.config.to_dict(), "max_positions": new_length})
     if _table_key(model) is None:
-        kind = "a relative model" if variant in POSITION_VARIANTS else f"position enters {position_mechanism(variant)}; it"
-        raise ValueError(f"variant {variant!r} has no learned AP table to extend (only 'dstg' and 'ap' do); {kind} "
+        kind = "a relative model" if variant_row(variant).has_position_input else \
+            f"position enters {position_mechanism(variant)}; it"
+        raise ValueError(f"variant {variant!r} has no learned AP table to extend (only "
+                         f"{' and '.join(map(repr, variants_where(position_table=True)))} do); {kind} "
                          f"runs at any length: use with_max_positions(model, {new_length})")
     table, info = extend_table(model.ap_table.detach().cpu().double().numpy(), new_length, method, n_components,
                                n_frequencies)
@@ -198,10 +200,10 @@ def _new_length(old_length: int, factor, new_length) -> int:
 
 
 def _table_key(model) -> str | None:
-    variant = model.config.variant
-    if variant == "dstg":
+    spec = model.config.spec
+    if spec.ap_stream:
         return "ap_embed.weight"
-    if variant == "ap":
+    if spec.position_table:
         return "pos_embed.weight"
     return None
 

@@ -370,7 +370,7 @@ def ap_kernel_offsets(model, n_positions: int | None = None) -> pd.DataFrame:
 
     The control for ``offset_share`` is a random table of the same shape through the same weights
     (``offset_share_random``, mean over 5 draws): what an offset reading is for a table with no structure."""
-    if model.config.variant != "dstg":
+    if not model.config.spec.ap_stream:
         raise ValueError(f"ap_kernel_offsets needs a DSTG model (an AP stream), got variant {model.config.variant!r}")
     block = model.blocks[0]
     table = model.ap_table.detach().float()

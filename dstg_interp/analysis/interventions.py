@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import position_mechanism
+from ..variants import variant_row
 from ..encoders import Encoder, EncoderError, logit_terms
 from ..encoders.edits import RowsEdit, edit_hooks, edit_position_rows, position_rows_module
 from ..encoders.hf import HFEncoder
@@ -56,10 +56,11 @@ class InterventionResult:
 def position_hooks(encoder: Encoder, layer) -> list[str]:
     """The hook names whose tensor is the absolute-position state at ``layer``, or one clear EncoderError."""
     variant = encoder.variant
-    if encoder.kind == "dstg-interp" and variant == "dstg":
+    spec = variant_row(variant) if encoder.kind == "dstg-interp" else None
+    if spec is not None and spec.ap_stream:
         encoder.resolve([layer], ["ap"])
         return encoder.hooks_for(layer, "ap")
-    if encoder.kind == "dstg-interp" and variant == "ap":
+    if spec is not None and spec.position_table:
         if layer != 0:
             raise EncoderError(f"{encoder.name}: AP-NeoBERT carries position as a state of its own only at its input "
                                f"(hook_pos_embed, layer 0), not at layer {layer!r}; erase it there instead (dstg-erase)")
@@ -71,7 +72,7 @@ def position_hooks(encoder: Encoder, layer) -> list[str]:
                                "instead (dstg-erase)")
         return ["embeddings.position_embeddings"]
     raise EncoderError(f"{encoder.name}: this {variant!r} model has no hook that holds an absolute-position state "
-                       f"(position enters {position_mechanism(variant) if variant == 'nope' else 'inside attention'}); AP interventions need DSTG's AP stream, AP-NeoBERT's "
+                       f"(position enters {'inside attention' if spec is None or spec.has_position_input else spec.mechanism}); AP interventions need DSTG's AP stream, AP-NeoBERT's "
                        "hook_pos_embed or an HF encoder's learned position table")
 
 

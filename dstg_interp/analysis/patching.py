@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import position_mechanism
+from ..variants import position_mechanism, variant_row
 from ..encoders import Encoder, EncoderError
 from ..encoders.edits import edit_hooks, edit_states
 from ..encoders.hooks import head_values
@@ -93,7 +93,7 @@ def patching_pair(encoder: Encoder, tokens: torch.Tensor, attention_mask: torch.
         corrupted[clean.scored] = encoder.special.mask
         return PatchingPair(clean, corrupted, corruption)
     if corruption == "offset":
-        if encoder.kind == "hf" or encoder.variant not in ("dstg", "ap"):
+        if encoder.kind == "hf" or not variant_row(encoder.variant).position_table:
             raise EncoderError(f"{encoder.name}: the 'offset' corruption reads the input further down a learned "
                                f"position table; this {encoder.variant!r} model has none (position enters "
                                f"{position_mechanism(encoder.variant)}; use 'shuffle')")

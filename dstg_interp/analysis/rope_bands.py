@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..config import position_mechanism
+from ..variants import position_mechanism, variant_row
 from ..encoders import Encoder, EncoderError
 from ..encoders.rotary import RotaryTable, families_read, is_rotary, rotary_family, rotary_table
 from .heads import DOMINANT_SHARE
@@ -69,7 +69,7 @@ def rotary_of(encoder: Encoder, block: int, positions: int | None = None) -> Rot
                                "(one row each in dstg_interp/encoders/rotary.py), besides RoPE models of ours and the "
                                "authors' NeoBERT layout (chandar-lab/NeoBERT)")
         return rotary_table(encoder.model, block, encoder.max_positions if positions is None else positions)
-    if encoder.kind == "hf" or encoder.variant != "rope":
+    if encoder.kind == "hf" or not variant_row(encoder.variant).rotary:
         raise EncoderError(f"{encoder.name}: the frequency-band split needs rotary (RoPE) heads; this "
                            f"{encoder.variant!r} model has none (position enters {position_mechanism(encoder.variant)})")
     rotary = encoder.model.blocks[block].attn.rotary

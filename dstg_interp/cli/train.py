@@ -21,7 +21,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from dstg_interp.config import ConfigIO, VARIANTS
+from dstg_interp.config import ConfigIO
+from dstg_interp.variants import VARIANTS, variant_row
 from dstg_interp.io import check_output_location, folder_entries, output_lock
 from dstg_interp.torchrun_env import torchrun_environment
 from dstg_interp.train import CHECKPOINT_DIR, CONFIG_FILE, STATE_FILE, TrainConfig, train
@@ -37,7 +38,8 @@ class TrainCommand(ConfigIO):
 
     config: str | None = field(default=None, metadata={"help": "a train_config.json to start from (flags override it)"})
     resume: bool = field(default=False, metadata={"help": "continue the checkpoint in --out exactly"})
-    variant: str | None = field(default=None, metadata={"choices": list(VARIANTS), "help": "the model variant"})
+    # choices: the variants table itself, read when a parser is built
+    variant: str | None = field(default=None, metadata={"choices": VARIANTS, "help": "the model variant"})
     d_model: int | None = field(default=None, metadata={"help": "baseline width, or DSTG d_sem + d_ap"})
     d_ap: int | None = field(default=None, metadata={"help": "DSTG AP stream width", "shown": "1/8 of d_model"})
     n_layers: int | None = field(default=None, metadata={"min": 1, "help": "number of blocks"})
@@ -84,7 +86,7 @@ def _model_fields(model: dict, command: TrainCommand) -> dict:
     if command.variant or command.d_model or command.d_ap:
         variant = command.variant or model["variant"]
         d_model = command.d_model or (model.get("d_model") or (model.get("d_sem", 0) + model.get("d_ap", 0)))
-        if variant == "dstg":
+        if variant_row(variant).ap_stream:
             d_ap = command.d_ap or max(command.n_heads or model.get("n_heads", 4), d_model // 8)
             model = dict(model, variant=variant, d_sem=d_model - d_ap, d_ap=d_ap, d_model=None)
         else:

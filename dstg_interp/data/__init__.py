@@ -10,7 +10,7 @@
 Files, each importing only those listed before it: tokenizer.py (the WordPiece tokenizer and its special ids),
 corpora.py (Document, normalisation, sentence splitting, local sources, cache folder, the stable split),
 en_mix.py and pydocs.py (the pinned registry corpora), catalog.py (``load_corpus`` / ``probing_documents``:
-a corpus spec -> documents), structure.py (structured sequences), mlm.py (masking), prepare.py (the cached
+a corpus spec -> documents), labels.py (the per-token columns, one table), structure.py (structured sequences), mlm.py (masking), prepare.py (the cached
 tokenizer + sequences a training run reads).  Floor 1 of the house: nothing here imports the rest of dstg_interp.
 """
 

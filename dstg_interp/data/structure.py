@@ -13,16 +13,9 @@ With windows=True the rest of a long document becomes further sequences, each wi
 a window starts at the first sentence the previous window did not fully include (if a window holds
 only part of one over-long sentence, the next starts at the following sentence, so nothing repeats).
 
-Labels (all counted within the sequence, from 0):
-  token_position            index in the sequence
-  sentence_index            index of the token's sentence; paragraph_index likewise
-  intra_sentence_position   index of the token inside its sentence (windows start at sentence starts)
-  intra_paragraph_position  index inside its paragraph, counted from the paragraph's first token in
-                            this sequence (a window can start mid-paragraph)
-  doc_index                 row in the documents table (meta.json "documents")
-  is_special                True at [CLS] / [SEP]
-[CLS] has sentence/paragraph index 0 and intra positions -1; the final [SEP] has the last
-sentence/paragraph index and intra positions -1. Padding is added later, by `mlm.collate`.
+Labels: the per-token columns of ``data.labels.LABELS`` (token / sentence / paragraph index, intra-sentence and
+intra-paragraph position, doc_index, is_special), each with its dtype and meaning there, all counted within the
+sequence from 0. Padding is added later, by `mlm.collate`.
 """
 
 from __future__ import annotations
@@ -35,11 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dstg_interp.data.labels import label_dtypes, token_fields
 from dstg_interp.data.tokenizer import CLS_ID, SEP_ID, tokenizer_hash
 
-LABEL_FIELDS = ["token_position", "sentence_index", "paragraph_index", "intra_sentence_position",
-                "intra_paragraph_position", "doc_index"]
-TOKEN_FIELDS = ["input_ids"] + LABEL_FIELDS + ["is_special"]
 FORMAT_VERSION = 1
 
 
@@ -112,7 +103,7 @@ class StructuredSequences:
         meta = json.loads((directory / "meta.json").read_text())
         if meta.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{directory}: format_version {meta.get('format_version')} != {FORMAT_VERSION}")
-        arrays = {name: np.load(directory / f"{name}.npy", allow_pickle=False) for name in TOKEN_FIELDS}
+        arrays = {name: np.load(directory / f"{name}.npy", allow_pickle=False) for name in token_fields()}
         return cls(arrays, np.load(directory / "offsets.npy", allow_pickle=False), meta)
 
 
@@ -161,7 +152,7 @@ def build_structured_sequences(documents, tokenizer, max_length: int = DEFAULT_M
         raise ValueError(f"max_length must be >= 3 to hold [CLS], a token and [SEP], got {max_length}")
     all_sentences = [sentence for doc in documents for paragraph in doc.paragraphs for sentence in paragraph]
     encodings = tokenizer.encode_batch(all_sentences, add_special_tokens=False)
-    columns = {name: [] for name in TOKEN_FIELDS}
+    columns: dict[str, list] = {name: [] for name in token_fields()}
     lengths, cursor = [], 0
     for doc_index, doc in enumerate(documents):
         n_sentences = sum(len(paragraph) for paragraph in doc.paragraphs)
@@ -182,10 +173,9 @@ def build_structured_sequences(documents, tokenizer, max_length: int = DEFAULT_M
             special[[0, -1]] = True
             columns["is_special"].append(special)
             lengths.append(n)
-    arrays = {}
+    arrays, dtypes = {}, label_dtypes()
     for name, parts in columns.items():
-        dtype = bool if name == "is_special" else np.int32
-        arrays[name] = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
+        arrays[name] = np.concatenate(parts).astype(dtypes[name]) if parts else np.zeros(0, dtype=dtypes[name])
     offsets = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64)
     meta = {
         "format_version": FORMAT_VERSION,

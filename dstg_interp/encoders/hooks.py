@@ -2,7 +2,10 @@
 
     layer_hooks("dstg", 3, "full")      # ["blocks.2.hook_resid_post_sem", "blocks.2.hook_resid_post_ap"]
     layer_hooks("hf:bert", 3, "full")   # ["hidden_states.3"]
-    HOOK_TABLE["rp"]["logit_terms"]     # {"content": "hook_logits", "rp": "hook_logits_rp"}
+    logit_terms("rp")                   # {"content": "hook_logits", "rp": "hook_logits_rp"}
+
+A variant's family is its row's ``hook_family`` (``dstg_interp.variants``): DSTG's two streams, or the NeoBERT
+block all four single-stream variants share, whose relative term only a variant with a relative bias has.
 
 A state is a list of hook names concatenated on the last axis: DSTG ``full`` is [sem | ap], in the order
 the DSTG feed-forward concatenates them. Baselines read layer 0 at ``blocks.0.hook_resid_pre`` because
@@ -20,23 +23,14 @@ from __future__ import annotations
 
 import re
 
+from dstg_interp.variants import VARIANTS
+
 FINAL = "final"
 DSTG_SUBSPACES = ("sem", "ap", "full")
 ENTANGLED_SUBSPACES = ("full",)
 PATTERN_HOOK = "hook_pattern"
 HF_FAMILY = "hf"
-
-
-def _baseline(logit_terms: dict[str, str]) -> dict:
-    """A single-stream baseline (RoPE, AP, RP): one state per layer, read as ``full``."""
-    return {
-        "states": {0: "blocks.0.hook_resid_pre", "block": "blocks.{block}.hook_resid_post", FINAL: "hook_final"},
-        "parts": {},
-        "subspaces": ENTANGLED_SUBSPACES,
-        "final_hook": "hook_final",
-        "logit_terms": logit_terms,
-        "head_values": {"full": "hook_z"},
-    }
+RP_TERM = "rp"  # the relative bias's logit term: in a family's table, served to the variants that have the bias
 
 
 # Per family: where layer 0, the output of block l-1 (layer l >= 1) and the final norm are read ("{part}": each
@@ -48,13 +42,17 @@ HOOK_TABLE: dict[str, dict] = {
         "parts": {"full": ("sem", "ap")},
         "subspaces": DSTG_SUBSPACES,
         "final_hook": "hook_final_sem",
-        "logit_terms": {"sem": "hook_logits_sem", "ap": "hook_logits_ap", "rp": "hook_logits_rp"},
+        "logit_terms": {"sem": "hook_logits_sem", "ap": "hook_logits_ap", RP_TERM: "hook_logits_rp"},
         "head_values": {"sem": "hook_z_sem", "ap": "hook_z_ap"},
     },
-    "rope": _baseline({"content": "hook_logits"}),
-    "ap": _baseline({"content": "hook_logits"}),
-    "rp": _baseline({"content": "hook_logits", "rp": "hook_logits_rp"}),
-    "nope": _baseline({"content": "hook_logits"}),
+    "neobert": {  # one stream (RoPE, AP, RP, NoPE): one state per layer, read as ``full``
+        "states": {0: "blocks.0.hook_resid_pre", "block": "blocks.{block}.hook_resid_post", FINAL: "hook_final"},
+        "parts": {},
+        "subspaces": ENTANGLED_SUBSPACES,
+        "final_hook": "hook_final",
+        "logit_terms": {"content": "hook_logits", RP_TERM: "hook_logits_rp"},
+        "head_values": {"full": "hook_z"},
+    },
     HF_FAMILY: {
         "states": {0: "hidden_states.{layer}", "block": "hidden_states.{layer}", FINAL: "hidden_states.{layer}"},
         "parts": {},
@@ -70,13 +68,17 @@ def is_hf(variant: str) -> bool:
 
 
 def family(variant: str) -> dict:
-    """The ``HOOK_TABLE`` entry of a model of ``variant`` ("hf:<model_type>" for any Hugging Face encoder)."""
+    """The ``HOOK_TABLE`` entry of a model of ``variant`` ("hf:<model_type>" for any Hugging Face encoder), its
+    logit terms those the variant has."""
     if is_hf(variant):
         return HOOK_TABLE[HF_FAMILY]
-    if variant not in HOOK_TABLE or variant == HF_FAMILY:
-        raise ValueError(f"no hook names for variant {variant!r}; known: "
-                         f"{', '.join(v for v in HOOK_TABLE if v != HF_FAMILY)} and hf:<model_type>")
-    return HOOK_TABLE[variant]
+    row = VARIANTS.get(variant)
+    if row is None:
+        raise ValueError(f"no hook names for variant {variant!r}; known: {', '.join(VARIANTS)} and hf:<model_type>")
+    entry = HOOK_TABLE[row.hook_family]
+    if row.relative_bias:
+        return entry
+    return dict(entry, logit_terms={term: hook for term, hook in entry["logit_terms"].items() if term != RP_TERM})
 
 
 def subspaces_of(variant: str) -> tuple[str, ...]:
@@ -117,8 +119,8 @@ def logit_terms(variant: str, rp_bias: bool = True) -> dict[str, str]:
     """term -> hook name under ``blocks.{l}.attn.`` for one of our variants (README.md, "Hook names");
     ``rp_bias=False``: a DSTG built without its relative term (``ModelConfig.rp_bias``)."""
     terms = dict(family(variant)["logit_terms"])
-    if variant == "dstg" and not rp_bias:
-        del terms["rp"]
+    if not rp_bias:
+        terms.pop(RP_TERM, None)
     return terms
 
 

@@ -16,7 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformer_lens import HookedRootModule
 
-from ..config import POSITION_VARIANTS, ModelConfig, position_mechanism
+from ..config import ModelConfig
+from ..variants import position_mechanism
 from .cache import StreamActivationCache
 from .layers import RelativePositionBias, init_weights
 from .saving import save_checkpoint
@@ -188,7 +189,7 @@ class EncoderForMLM(TextInputs, HookedRootModule):
     @property
     def ap_table(self) -> torch.Tensor:
         """The learned absolute-position table, rows = positions: [max_positions, d]."""
-        if self.config.variant not in POSITION_VARIANTS:
+        if not self.config.spec.has_position_input:
             raise ValueError(f"variant {self.config.variant!r} has no learned position table: position enters "
                              f"{position_mechanism(self.config.variant)}")
         raise ValueError(
@@ -198,7 +199,7 @@ class EncoderForMLM(TextInputs, HookedRootModule):
     def no_head_reason(self) -> str:
         source = (self.config.source or {}).get("path")
         origin = f" (converted from {source}, saved without its MLM decoder)" if source else ""
-        hook = "hook_final_sem" if self.config.variant == "dstg" else "hook_final"
+        hook = "hook_final_sem" if self.config.spec.ap_stream else "hook_final"
         return (f"this {self.config.variant} model is encoder-only{origin}: it has no MLM head, so no logits or loss; "
                 f"read its states with run_with_cache (e.g. {hook!r} or blocks.{{l}}.hook_resid_post*)")
 

@@ -19,13 +19,10 @@ from torch import nn
 from transformer_lens.hook_points import HookPoint
 
 from ..config import ModelConfig
+from ..variants import variants_where
 from .base import EncoderForMLM
 from .layers import (RelativePositionBias, RMSNorm, Rotary, SwiGLU, additive_key_mask, attention_with_learned_bias,
                      fused_attention, is_hooked, merge_heads, split_heads, through_head_hook)
-
-# the position mechanism of each: RoPE rotates q/k, AP adds a table, RP adds a logit bias, NoPE has none
-BASELINE_VARIANTS = ("rope", "ap", "rp", "nope")
-
 
 class NeoBERTAttention(nn.Module):
     """One multi-head self-attention over the single stream: q, k, v from one projection; RoPE rotates q and k,
@@ -36,11 +33,11 @@ class NeoBERTAttention(nn.Module):
         self.n_heads, self.d_head = cfg.n_heads, cfg.d_head
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.n_heads * cfg.d_head, bias=False)
         self.out = nn.Linear(cfg.n_heads * cfg.d_head, cfg.d_model, bias=False)
-        self.rotary = Rotary(cfg.d_head, cfg.max_positions, cfg.rope_theta) if cfg.variant == "rope" else None
+        self.rotary = Rotary(cfg.d_head, cfg.max_positions, cfg.rope_theta) if cfg.spec.rotary else None
         self.rel_bias = (
             RelativePositionBias(cfg.n_heads, cfg.rp_num_buckets, cfg.rp_max_distance, cfg.max_positions,
                                  zero_boundary=cfg.rp_zero_boundary)
-            if cfg.variant == "rp"
+            if cfg.spec.relative_bias
             else None
         )
         self.hook_logits = HookPoint()  # [batch, head, query_pos, key_pos] content term q.k/sqrt(d_head)
@@ -102,11 +99,12 @@ class NeoBERT(EncoderForMLM):
     """RoPE-, AP-, RP- or NoPE-NeoBERT depending on ``config.variant``."""
 
     def __init__(self, config: ModelConfig):
-        if config.variant not in BASELINE_VARIANTS:
-            raise ValueError(f"NeoBERT builds the baselines {'/'.join(BASELINE_VARIANTS)}, not {config.variant!r}")
+        if config.spec.model_class != "NeoBERT":
+            raise ValueError(f"NeoBERT builds the variants {'/'.join(variants_where(model_class='NeoBERT'))}, "
+                             f"not {config.variant!r}")
         super().__init__(config, head_width=config.d_model)
         self.embed = nn.Embedding(config.vocab_size, config.d_model)
-        self.pos_embed = nn.Embedding(config.max_positions, config.d_model) if config.variant == "ap" else None
+        self.pos_embed = nn.Embedding(config.max_positions, config.d_model) if config.spec.position_table else None
         self.blocks = nn.ModuleList(NeoBERTBlock(config) for _ in range(config.n_layers))
         self.final_norm = RMSNorm(config.d_model, config.norm_eps)
         self.hook_embed = HookPoint()  # [batch, pos, d_model]

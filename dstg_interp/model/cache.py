@@ -141,7 +141,7 @@ class StreamActivationCache(ActivationCache):
 
     @property
     def _dstg(self) -> bool:
-        return self._net.config.variant == "dstg"
+        return self._net.config.spec.ap_stream
 
     @property
     def _variant(self) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from ..config import ModelConfig
+from ..variants import VARIANTS, variant_row, variants_where
 from .baselines import NeoBERT
 from .dstg import DSTGNeoBERT
 from .files import (
@@ -38,31 +39,27 @@ from .formats import is_neobert_family, read_foreign_checkpoint
 from .saving import save_checkpoint  # noqa: F401  (re-exported)
 
 ZOO_DIR = Path(__file__).resolve().parent.parent / "zoo"
-ZOO_NAMES = ("dstg", "rope", "ap", "rp")  # the reference four
+ZOO_NAMES = variants_where(role="proposed") + variants_where(role="baseline")  # the reference four
 ZOO_SEEDS = (0, 1, 2)  # the training seeds the zoo ships (experiments/pretrain_zoo.py --seeds 0 1 2)
 # The floor: NoPE-NeoBERT, no positional input at all, trained with the reference four's recipe (one seed so
 # far).  It is not one of the four (no paper claim is about it); the probe tables and claims read it, where
 # the zoo holds it, as what an MLM encoder recovers of position from content alone.
-ZOO_FLOOR = "nope"
+(ZOO_FLOOR,) = variants_where(role="floor")
 ZOO_FLOOR_SEEDS = (0,)
 # How to train it into the shipped zoo (a rerun of the same command continues from its last checkpoint).
 ZOO_TRAIN_COMMAND = "python -m experiments.pretrain_zoo --precision float32"  # the shipped zoo's recipe and precision
-FLOOR_TRAIN_COMMAND = f"{ZOO_TRAIN_COMMAND} --variants nope --seeds 0 --out dstg_interp/zoo --threads 1"
-# The zoo's architecture, defined once (pretrain_zoo, recipe_study, the benchmarks and TrainConfig's default
-# read it): d_model 128 for every variant, DSTG's split 112 + 16 (1:7, so each head keeps 4 AP value dims).
-ZOO_WIDTHS = {
-    "dstg": dict(variant="dstg", d_sem=112, d_ap=16),
-    "rope": dict(variant="rope", d_model=128),
-    "ap": dict(variant="ap", d_model=128),
-    "rp": dict(variant="rp", d_model=128),
-    ZOO_FLOOR: dict(variant="nope", d_model=128),
-}
+FLOOR_TRAIN_COMMAND = f"{ZOO_TRAIN_COMMAND} --variants {ZOO_FLOOR} --seeds 0 --out dstg_interp/zoo --threads 1"
+# The zoo's architecture (pretrain_zoo, recipe_study, the benchmarks and TrainConfig's default read it): each
+# variant's widths from its row of the variants table (d_model 128; DSTG 112 + 16), the depth here.
+ZOO_WIDTHS = {name: row.widths() for name, row in VARIANTS.items()}
 ZOO_DEPTH = dict(n_layers=6, n_heads=4)  # the shipped zoo (recipe authors, as 6x128 before it; the 4x128 zoo had 4 layers)
 
 
 def zoo_architecture(variant: str) -> dict:
     """The ModelConfig fields of a zoo model of ``variant`` (a copy): its widths and the zoo's depth."""
-    return dict(ZOO_WIDTHS[variant], **ZOO_DEPTH)
+    return dict(variant_row(variant).widths(), **ZOO_DEPTH)
+
+
 # The one tokenizer of the shipped zoo (every member holds a copy): the zoo recipe trains new members with
 # it, so a member trained later shares the shipped members' token ids.
 ZOO_TOKENIZER = ZOO_DIR / "dstg" / "tokenizer.json"
@@ -84,9 +81,13 @@ class NonFiniteWeightsWarning(UserWarning):
     """A checkpoint holds NaN or inf weights: everything computed from it will be NaN."""
 
 
+# the variants table names each variant's class (Variant.model_class)
+MODEL_CLASSES = {cls.__name__: cls for cls in (DSTGNeoBERT, NeoBERT)}
+
+
 def build_model(config: ModelConfig):
     """A randomly initialised model of ``config.variant``, seeded by ``config.seed`` (global RNG untouched)."""
-    cls = DSTGNeoBERT if config.variant == "dstg" else NeoBERT
+    cls = MODEL_CLASSES[config.spec.model_class]
     available = physical_memory()
     if available and config.memory_bytes() > available:
         raise CheckpointError(f"a {config.variant} model with these sizes needs about {config.memory_bytes() / 1e9:,.1f} GB "

@@ -35,6 +35,7 @@ from torch import nn
 from transformer_lens.hook_points import HookPoint
 
 from ..config import ModelConfig
+from ..variants import variants_where
 from .base import EncoderForMLM
 from .layers import (RelativePositionBias, RMSNorm, SwiGLU, additive_key_mask, attention_with_learned_bias, is_hooked,
                      merge_heads, split_heads, through_head_hook)
@@ -180,8 +181,9 @@ class DSTGNeoBERT(EncoderForMLM):
     (``ap_embed``), kept apart through every block; the MLM head reads the final semantic stream."""
 
     def __init__(self, config: ModelConfig):
-        if config.variant != "dstg":
-            raise ValueError(f"DSTGNeoBERT needs variant 'dstg', got {config.variant!r}")
+        if config.spec.model_class != "DSTGNeoBERT":
+            raise ValueError(f"DSTGNeoBERT builds the variants {'/'.join(variants_where(model_class='DSTGNeoBERT'))}, "
+                             f"not {config.variant!r}")
         super().__init__(config, head_width=config.d_sem if config.mlm_head_input == "sem" else config.d_model)
         self.embed = nn.Embedding(config.vocab_size, config.d_sem)
         self.ap_embed = nn.Embedding(config.max_positions, config.d_ap)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import torch
 
+from ..variants import variant_row
+
 from .files import CONFIG_FILE, CheckpointError
 from .mapping import (AUTHORS_RP_BUCKETS, AUTHORS_RP_MAX_DISTANCE, ForeignCheckpoint, check_authors_weights, field,
                       make_config, multiple_of_8_up, position_rows, vocabulary_fields)
@@ -36,14 +38,15 @@ def baseline_variant(data: dict, path: Path, format_name: str) -> str:
 
 
 def expected_shapes(variant: str, h: int, V: int, M: int, H: int, L: int, F: int) -> dict[str, tuple]:
+    spec = variant_row(variant)
     shapes = {"encoder.weight": (V, h), "layer_norm.weight": (h,), "decoder.weight": (V, h), "decoder.bias": (V,)}
-    if variant == "ap":
+    if spec.position_table:
         shapes["positional_embedding.weight"] = (M + 1, h)
     for i in range(L):
         t = f"transformer_encoder.{i}."
         shapes.update({t + "qkv.weight": (3 * h, h), t + "wo.weight": (h, h), t + "ffn.w12.weight": (2 * F, h),
                        t + "ffn.w3.weight": (h, F), t + "attention_norm.weight": (h,), t + "ffn_norm.weight": (h,)})
-        if variant == "rp":
+        if spec.relative_bias:
             shapes.update({t + "relative_pos_bias.relative_attention_bias": (AUTHORS_RP_BUCKETS, H),
                            t + "relative_pos_bias.bucket_indices": (M, M)})
     return shapes
@@ -62,6 +65,7 @@ def regroup_qkv(qkv: torch.Tensor, n_heads: int, rope: bool) -> torch.Tensor:
 
 def read_neobert(path: Path, file: Path, data: dict, state: dict, format_name: str) -> ForeignCheckpoint:
     variant = baseline_variant(data, path, format_name)
+    spec = variant_row(variant)
     base = vocabulary_fields(data, path)
     h, M, H, L = field(data, "hidden_size", path), field(data, "max_length", path), base["n_heads"], base["n_layers"]
     if h % H:
@@ -74,20 +78,20 @@ def read_neobert(path: Path, file: Path, data: dict, state: dict, format_name: s
 
     out = {"embed.weight": state["encoder.weight"], "final_norm.weight": state["layer_norm.weight"]}
     max_positions = M
-    if variant == "ap":
+    if spec.position_table:
         out["pos_embed.weight"], max_positions = position_rows(state["positional_embedding.weight"], base["pad_token_id"], M)
     for i in range(L):
         t, o = f"transformer_encoder.{i}.", f"blocks.{i}."
-        out[o + "attn.qkv.weight"] = regroup_qkv(state[t + "qkv.weight"], H, rope=variant == "rope")
+        out[o + "attn.qkv.weight"] = regroup_qkv(state[t + "qkv.weight"], H, rope=spec.rotary)
         out[o + "attn.out.weight"] = state[t + "wo.weight"]
-        if variant == "rp":
+        if spec.relative_bias:
             out[o + "attn.rel_bias.bias"] = state[t + "relative_pos_bias.relative_attention_bias"]
         out[o + "norm_attn.weight"], out[o + "norm_mlp.weight"] = state[t + "attention_norm.weight"], state[t + "ffn_norm.weight"]
         out[o + "mlp.w_in.weight"], out[o + "mlp.w_out.weight"] = state[t + "ffn.w12.weight"], state[t + "ffn.w3.weight"]
     has_decoder = "decoder.weight" in state
     if has_decoder:
         out["mlm_head.weight"], out["mlm_head.bias"] = state["decoder.weight"], state["decoder.bias"]
-    extra = dict(rp_num_buckets=AUTHORS_RP_BUCKETS, rp_max_distance=AUTHORS_RP_MAX_DISTANCE, rp_zero_boundary=True) if variant == "rp" else {}
+    extra = dict(rp_num_buckets=AUTHORS_RP_BUCKETS, rp_max_distance=AUTHORS_RP_MAX_DISTANCE, rp_zero_boundary=True) if spec.relative_bias else {}
     config = make_config(path, format_name, variant=variant, d_model=h, d_head=h // H, d_mlp=F, max_positions=max_positions,
                          rope_theta=10000.0, encoder_only=not has_decoder, **extra, **base)
     return ForeignCheckpoint(config=config, state={k: v.float().contiguous() for k, v in out.items()}, format=format_name)

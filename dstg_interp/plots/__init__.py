@@ -1,6 +1,6 @@
 """Paper figures: every function writes ``stem``.png, ``stem``.pdf and ``stem``.json (the numbers behind
 the figure) into ``out_dir`` (created if needed; ``FigureOutputError`` if it cannot be written) and returns
-their paths.  Seaborn on matplotlib's Agg backend; one colour per zoo model (``MODEL_COLORS``).  The figures
+their paths.  Seaborn on matplotlib's Agg backend; one colour per zoo model (``Variant.color``).  The figures
 by layer read the measurement layout of ``plots.tidy`` (one row per model x subspace x layer x metric).
 
     from dstg_interp.analysis.spectra import analyze_table, position_table
@@ -28,7 +28,7 @@ from .heads import plot_head_map, plot_head_sweep, plot_share_scatter
 from .holmes import plot_holmes_areas, plot_holmes_counts, plot_holmes_scores
 from .invariance import plot_invariance_by_layer, plot_recall_by_layer
 from .patching import plot_attribution_agreement, plot_band_shares, plot_patching_map
-from .output import LABEL_COLORS, MODEL_COLORS, FigureOutputError, model_color, model_palette, save_figure
+from .output import LABEL_COLORS, FigureOutputError, model_color, model_palette, save_figure
 from .place_cells import plot_position_tiling, plot_receptive_fields
 from .probes import plot_r2_by_layer
 from .spectra import plot_dct_power, plot_pc_curves, plot_scree
@@ -37,7 +37,6 @@ from .tidy import MEASUREMENT_COLUMNS, measurements, plot_by_layer
 __all__ = [
     "FigureOutputError",
     "LABEL_COLORS",
-    "MODEL_COLORS",
     "model_color",
     "model_palette",
     "MEASUREMENT_COLUMNS",

@@ -17,8 +17,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-# one colour per zoo model in every figure (Okabe-Ito, readable by colour-blind readers)
-MODEL_COLORS = {"dstg": "#0072B2", "rope": "#E69F00", "ap": "#009E73", "rp": "#CC79A7", "nope": "#888888"}  # nope: the grey floor
+from ..variants import VARIANTS  # noqa: E402
+
+# One colour and one name per zoo model in every figure: its row of the variants table (``Variant.color``,
+# Okabe-Ito, readable by colour-blind readers; ``Variant.display_name``).  Other models:
 _OTHER_COLORS = ["#555555", "#D55E00", "#999933", "#882255", "#000000"]
 _SPARE_COLORS = ["#56B4E9", "#F0E442", "#44AA99", "#AA4499"]  # only when two models of a figure share a colour
 # one colour per head label (heads.LABELS)
@@ -34,9 +36,6 @@ LABEL_COLORS = {
 }
 
 
-# What a reader sees instead of the internal keys: the model a figure draws, never a bare "ap" beside DSTG's "ap".
-DISPLAY_NAMES = {"dstg": "DSTG-NeoBERT", "rope": "RoPE-NeoBERT", "ap": "AP-NeoBERT", "rp": "RP-NeoBERT",
-                 "nope": "NoPE-NeoBERT"}
 SUBSPACE_NAMES = {"ap": "AP stream", "sem": "semantic stream", "full": "full state"}
 MAX_COLUMNS = 3  # multi-panel figures wrap after this many columns (a paper column holds three)
 
@@ -46,7 +45,8 @@ def display_name(model) -> str:
     seed 1", ``dstg-offset`` -> "DSTG-NeoBERT offset", ``ap (random init)`` -> "AP-NeoBERT (random init)");
     any other model (an HF name, a folder) as it is."""
     name = str(model)
-    for key, shown in DISPLAY_NAMES.items():
+    # what a reader sees instead of the internal keys: the model a figure draws, never a bare "ap" beside DSTG's "ap"
+    for key, shown in ((key, row.display_name) for key, row in VARIANTS.items()):
         if name.lower() == key:
             return shown
         for joiner in ("-", "_", " "):
@@ -88,7 +88,7 @@ def model_color(model: str, others: list[str] | None = None) -> str:
     """The zoo colour of ``model`` ("dstg", or a name starting with it like "dstg-seed1"); other models
     (e.g. MiniLM) get greys/extra colours in the order of ``others``."""
     name = str(model).lower()
-    for key, color in MODEL_COLORS.items():
+    for key, color in ((key, row.color) for key, row in VARIANTS.items()):
         if name == key or name.startswith(key + "-") or name.startswith(key + "_"):
             return color
     # crc32, not hash(): str hashes change between processes, colours must not
@@ -101,7 +101,7 @@ def model_palette(models) -> dict[str, str]:
     would share one (``dstg`` and ``dstg-offset``) the later ones get colours of their own."""
     models = ordered_models(models)
     palette, used = {}, set()
-    spare = [c for c in _OTHER_COLORS + _SPARE_COLORS if c not in MODEL_COLORS.values()]
+    spare = [c for c in _OTHER_COLORS + _SPARE_COLORS if c not in {row.color for row in VARIANTS.values()}]
     for model in models:
         color = model_color(model, models)
         if color in used:
@@ -114,7 +114,7 @@ def model_palette(models) -> dict[str, str]:
 def ordered_models(models) -> list[str]:
     """Zoo models first in the canonical order (dstg, rope, ap, rp, then the nope floor), then the rest alphabetically."""
     models = list(dict.fromkeys(models))
-    zoo = [m for key in MODEL_COLORS for m in models if str(m).lower() == key]
+    zoo = [m for key in VARIANTS for m in models if str(m).lower() == key]
     return zoo + sorted((m for m in models if m not in zoo), key=str)
 
 

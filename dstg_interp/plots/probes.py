@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..variants import variants_where
 from .output import require_columns
 from .tidy import measurements, plot_by_layer
 
@@ -35,7 +36,7 @@ def plot_r2_by_layer(results: pd.DataFrame, out_dir, stem: str = "r2_by_layer", 
                  "bootstrap CI low to the highest seed's CI high (held-out documents)")
     else:
         bands = "bands: 95% bootstrap CI over the held-out test documents"
-    if (results.model == "nope").any():
+    if results.model.isin(variants_where(role="floor")).any():
         bands += "; grey: NoPE-NeoBERT, no positional input (the floor: what content alone recovers)"
     return plot_by_layer(long, out_dir, stem, row="probe", col="subspace", ylabel=ylabel, reference=0.0,
                          bands=bands, reference_label="0, what predicting the mean gets")

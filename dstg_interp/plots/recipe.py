@@ -172,9 +172,11 @@ def plot_zoo_curves(curves: pd.DataFrame, out_dir, stem: str = "zoo_curves", exi
     return save_figure(fig, out_dir, stem, numbers)
 
 
-TABLE_PANELS = (("dstg", "pc1_pc2", "PC1+PC2 of the AP table"),
-                ("dstg", "low_freq_share", "DCT low-bin share of PC1/PC2"),
-                ("ap", "pc1_pc2", "PC1+PC2 of the position table"))
+# (variant, column, title, the references drawn on the panel where given: key -> (colour, line style))
+TABLE_PANELS = (("dstg", "pc1_pc2", "PC1+PC2 of the AP table",
+                 {"paper_pc1_pc2": ("black", "-."), "holds_pc1_pc2": ("tab:red", "-")}),
+                ("dstg", "low_freq_share", "DCT low-bin share of PC1/PC2", {"holds_low_freq_share": ("tab:red", "-")}),
+                ("ap", "pc1_pc2", "PC1+PC2 of the position table", {}))
 
 
 def plot_table_curves(tables: pd.DataFrame, out_dir, stem: str = "table_curves", exits: pd.DataFrame | None = None,
@@ -197,7 +199,7 @@ def plot_table_curves(tables: pd.DataFrame, out_dir, stem: str = "table_curves",
     styles = recipe_styles(recipes)
     colors = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # a ListedColormap
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.9), sharey=True, squeeze=False)
-    for ax, (variant, column, title) in zip(axes[0], panels):
+    for ax, (variant, column, title, marks) in zip(axes[0], panels):
         rows = tables[tables.variant == variant]
         for (recipe, seed), curve in rows.groupby(["recipe", "seed"], sort=False):
             curve = curve.sort_values("tokens")
@@ -208,12 +210,9 @@ def plot_table_curves(tables: pd.DataFrame, out_dir, stem: str = "table_curves",
                 at = float(exit_tokens.iloc[0])
                 ax.plot(at / 1e6, np.interp(at, curve.tokens, curve[column]), "o", color=colors[int(seed) % 10], markersize=4)
         ax.axhline(float(rows[f"control_{column}"].mean()), color="grey", linewidth=1, linestyle=":")
-        if variant == "dstg" and column == "pc1_pc2":
-            for key, color, style in (("paper_pc1_pc2", "black", "-."), ("holds_pc1_pc2", "tab:red", "-")):
-                if key in references:
-                    ax.axhline(references[key], color=color, linewidth=0.9, linestyle=style)
-        if variant == "dstg" and column == "low_freq_share" and "holds_low_freq_share" in references:
-            ax.axhline(references["holds_low_freq_share"], color="tab:red", linewidth=0.9)
+        for key, (color, style) in marks.items():
+            if key in references:
+                ax.axhline(references[key], color=color, linewidth=0.9, linestyle=style)
         shape = rows.iloc[0]
         ax.set_title(f"{display_name(variant)}: {title}\n({int(shape.n_positions)} x {int(shape.width)} table)", fontsize=10)
         ax.set_xlabel("training tokens (millions)")

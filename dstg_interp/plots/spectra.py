@@ -16,7 +16,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..analysis.spectra import SMOOTH_FAMILIES, TableSpectrum
-from .output import MAX_COLUMNS, MODEL_COLORS, caption, display_name, model_color, save_figure
+from ..variants import VARIANTS
+from .output import MAX_COLUMNS, caption, display_name, model_color, save_figure
 
 
 def _as_list(spectra) -> list[TableSpectrum]:
@@ -64,9 +65,9 @@ def _seed_label(spectrum: TableSpectrum, members: list[TableSpectrum]) -> str:
 def _color(group: str, groups) -> str:
     """A zoo table's model colour (its first word: ``dstg L6 ap``); any other table (MiniLM's, the random
     controls) a colour of its own."""
-    keys = [g.split()[0] if g.split()[0] in MODEL_COLORS else g for g in groups]
-    key = group.split()[0] if group.split()[0] in MODEL_COLORS else group
-    return model_color(key, [k for k in dict.fromkeys(keys) if k not in MODEL_COLORS])
+    keys = [g.split()[0] if g.split()[0] in VARIANTS else g for g in groups]
+    key = group.split()[0] if group.split()[0] in VARIANTS else group
+    return model_color(key, [k for k in dict.fromkeys(keys) if k not in VARIANTS])
 
 
 def plot_scree(spectra, out_dir, stem: str = "scree", n_components: int = 10) -> dict:

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from dstg_interp.data.labels import label_bytes
 from dstg_interp.io import check_output_location, check_outside_inputs, folder_entries, written_atomically
 
 from .manifest import StoreError
@@ -35,7 +36,6 @@ from .reader import ActivationStore
 
 CHUNK_ROWS = 16384
 MAX_SHARD_BYTES = 500 * 2**20  # save_to_disk's default shard size
-LABEL_BYTES = 33  # the nine label columns of a token (extract.LABEL_COLUMNS: eight int32, one bool)
 
 
 def column_name(layer, subspace: str) -> str:
@@ -48,7 +48,7 @@ def export_size(store: ActivationStore, layers=None, subspaces=None) -> int:
     widths = sum(store.manifest["arrays"][f"{layer}/{sub}"]["shape"][1] for layer, sub in keys)
     itemsize = 2 if store.dtype == "float16" else 4
     longest_id = max((len(str(doc.get("doc_id") or "")) for doc in store.documents), default=0)
-    return store.n_tokens * (widths * itemsize + LABEL_BYTES + 4 + longest_id) + 65536  # + doc_id offset and text
+    return store.n_tokens * (widths * itemsize + label_bytes() + 4 + longest_id) + 65536  # + doc_id offset and text
 
 
 def check_disk_space(folder: Path, needed: int, what: str,

@@ -38,6 +38,7 @@ import torch
 from dstg_interp.progress import progress_bar
 
 from dstg_interp.config import config_or_fields
+from dstg_interp.data.labels import label_bytes, label_dtypes
 from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.encoders import Encoder
 from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
@@ -48,11 +49,11 @@ from .background import BackgroundWrites
 from .checksums import store_checksums
 from .config import ExtractionConfig
 from .distributed import Ranks
-from .export import LABEL_BYTES, check_disk_space
+from .export import check_disk_space
 from .identity import extraction_identity, is_reusable, store_foreign_entries
 from .inputs import as_sequences, check_tokenizer, store_encoder
 from .layout import derived_parts
-from .manifest import LABEL_COLUMNS, StoreError, StoreInterrupted, build_manifest, write_manifest
+from .manifest import StoreError, StoreInterrupted, build_manifest, write_manifest
 from .npy_writer import NpyWriter
 from .reader import ActivationStore
 from .targets import Target, plan_targets
@@ -178,7 +179,7 @@ def _plan(folder: Path, encoder: Encoder, sequences, lengths, config, targets, w
     stored = [target for target in targets if target.key not in derived]
     files: dict[str, tuple] = {target.key: (target.file, (n_tokens, widths[target.key]), np_dtype) for target in stored}
     files.update({f"labels/{column}": (f"labels_{column}.npy", (n_tokens,), column_dtype)
-                  for column, column_dtype in LABEL_COLUMNS.items()})
+                  for column, column_dtype in label_dtypes().items()})
     hooks = sorted({hook for target in targets for hook in target.hooks})
     return _Plan(folder, encoder, sequences, lengths, row_start, files, stored, hooks, torch_dtype)
 
@@ -202,7 +203,7 @@ def _write_batch(plan: _Plan, writers: dict, batch, accumulator, writes: Backgro
     jobs = [(writers[key], first_row, rows[start:stop])
             for key, rows in _real_rows(captured, plan.stored, mask, plan.torch_dtype).items()
             for first_row, start, stop in runs]
-    for column, column_dtype in LABEL_COLUMNS.items():
+    for column, column_dtype in label_dtypes().items():
         values = np.concatenate([np.full(lengths[i], i) if column == "sequence" else item[column]
                                  for i, item in zip(batch, items)]).astype(column_dtype, copy=False)
         jobs += [(writers[f"labels/{column}"], first_row, values[start:stop]) for first_row, start, stop in runs]
@@ -238,7 +239,7 @@ def _finish(plan: _Plan, config, targets, widths, identity, attention) -> dict:
     ExtractionConfig.from_dict(identity["extraction"]).to_json(folder / "extraction.json")
     arrays = {t.key: ({"parts": derived[t.key]} if t.key in derived else {"file": t.file})
               | {"shape": [n_tokens, widths[t.key]], "dtype": config.dtype, "hooks": t.hooks} for t in targets}
-    labels = {"files": {column: f"labels_{column}.npy" for column in LABEL_COLUMNS}, "documents": "documents.json"}
+    labels = {"files": {column: f"labels_{column}.npy" for column in label_dtypes()}, "documents": "documents.json"}
     meta = getattr(sequences, "meta", {})
     extra = {
         "model_path": str(plan.encoder.checkpoint_path or ""),
@@ -274,7 +275,7 @@ def _extract_into(folder: Path, encoder: Encoder, sequences, lengths, config, ta
 def _store_bytes(lengths, widths: dict, targets, dtype: str) -> int:
     """Bytes a store takes: every stored array (a derived DSTG ``full`` has no file) and the label columns."""
     stored = sum(width for key, width in widths.items() if key not in derived_parts(targets))
-    return int(lengths.sum()) * (stored * (2 if dtype == "float16" else 4) + LABEL_BYTES)
+    return int(lengths.sum()) * (stored * (2 if dtype == "float16" else 4) + label_bytes())
 
 
 def _contiguous_runs(batch: np.ndarray, lengths: np.ndarray, row_start: np.ndarray) -> list[tuple[int, int, int]]:

@@ -23,14 +23,11 @@ import torch
 import transformers
 
 import dstg_interp
+from dstg_interp.data.labels import token_fields
 
 FORMAT_VERSION = 2  # 2: DSTG full = [sem | ap] is served on read, not written (layout.py)
 READABLE_VERSIONS = (1, 2)  # 1: full written as its own file; the reader serves both
 MANIFEST_FILE = "manifest.json"
-# one file of per-token labels each, [n_tokens]
-LABEL_COLUMNS = {"sequence": np.int32, "input_ids": np.int32, "token_position": np.int32,
-                 "sentence_index": np.int32, "paragraph_index": np.int32, "intra_sentence_position": np.int32,
-                 "intra_paragraph_position": np.int32, "doc_index": np.int32, "is_special": np.bool_}
 
 
 class StoreError(ValueError):
@@ -63,26 +60,22 @@ def file_sha256(path: str | Path, chunk: int = 1 << 24) -> str:
     return digest.hexdigest()
 
 
-TOKEN_FIELDS = ["input_ids", "token_position", "sentence_index", "paragraph_index", "intra_sentence_position",
-                "intra_paragraph_position", "doc_index", "is_special"]
-
-
 def sequences_sha256(sequences) -> str:
     """sha256 of every token field and the sequence boundaries, in a fixed order.
 
     Works on ``StructuredSequences`` (flat arrays, one update per field) and on any object with
     ``len``/``__getitem__`` returning dicts of arrays (one sequence at a time, bounded memory)."""
-    digest = hashlib.sha256()
+    digest, fields = hashlib.sha256(), token_fields()
     if hasattr(sequences, "arrays") and hasattr(sequences, "offsets"):
         digest.update(np.ascontiguousarray(sequences.offsets, dtype=np.int64).tobytes())
-        for field in TOKEN_FIELDS:
+        for field in fields:
             digest.update(field.encode())
             digest.update(np.ascontiguousarray(sequences.arrays[field]).tobytes())
     else:
         for index in range(len(sequences)):
             item = sequences[index]
             digest.update(np.int64(len(item["input_ids"])).tobytes())
-            for field in TOKEN_FIELDS:
+            for field in fields:
                 digest.update(np.ascontiguousarray(item[field]).tobytes())
     documents = getattr(sequences, "meta", {}).get("documents", [])
     digest.update(json.dumps(documents, sort_keys=True).encode())

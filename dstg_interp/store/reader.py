@@ -27,12 +27,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dstg_interp.data.labels import label_dtypes
 from dstg_interp.io import reading_lock
 
 from .attention import AttentionSummaries
 from .checksums import StoreFileError, checksum_damage, open_plain, store_file
 from .layout import ConcatenatedRows
-from .manifest import LABEL_COLUMNS, MANIFEST_FILE, StoreError, read_manifest
+from .manifest import MANIFEST_FILE, StoreError, read_manifest
 
 
 def store_damage(out: Path, manifest: dict, checksums: Literal["sample", "full", "none"] = "sample") -> str | None:
@@ -46,7 +47,8 @@ def store_damage(out: Path, manifest: dict, checksums: Literal["sample", "full",
             return f"{out / MANIFEST_FILE} gives an array of shape {entry.get('shape')} for {n_tokens} tokens"
     expected = [(entry["file"], int(np.prod(entry["shape"])) * (2 if entry.get("dtype") == "float16" else 4))
                 for entry in arrays]
-    expected += [(file, n_tokens * np.dtype(LABEL_COLUMNS.get(column, np.int32)).itemsize)
+    dtypes = label_dtypes()
+    expected += [(file, n_tokens * dtypes.get(column, np.dtype(np.int32)).itemsize)
                  for column, file in manifest.get("labels", {}).get("files", {}).items()]
     for file, data_bytes in expected:
         path = out / file

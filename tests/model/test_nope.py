@@ -20,11 +20,12 @@ from dstg_interp.analysis.extrapolate import extend_positions
 from dstg_interp.analysis.interventions import position_hooks
 from dstg_interp.analysis.patching import patching_pair
 from dstg_interp.analysis.rope_bands import rotary_of
-from dstg_interp.config import POSITION_VARIANTS, VARIANTS, ModelConfig
+from dstg_interp.config import ModelConfig
 from dstg_interp.encoders import logit_terms, open_encoder
 from dstg_interp.flops import forward_flops_per_token
 from dstg_interp.model.checkpoint import FLOOR_TRAIN_COMMAND, ZOO_FLOOR, ZOO_NAMES, ZOO_WIDTHS, CheckpointError
 from dstg_interp.plots.output import display_name
+from dstg_interp.variants import VARIANTS, variants_where
 from experiments import claims
 from experiments.figure_inputs import load_figure_inputs, trained_floor
 from experiments.pretrain_zoo import PretrainZooConfig, check_zoo_recipe, zoo_config
@@ -71,7 +72,7 @@ def test_every_model_with_position_input_is_not_equivariant():
     """The known answer's control: the same test fails for the variants with a position mechanism."""
     batch = tokens()
     perm = torch.randperm(batch.shape[1], generator=torch.Generator().manual_seed(1))
-    for variant in POSITION_VARIANTS:
+    for variant in variants_where(has_position_input=True):
         model = tiny_model(variant, init_std=0.2).eval()
         with torch.no_grad():
             for name, parameter in model.named_parameters():
@@ -105,7 +106,7 @@ def test_save_and_load_round_trip(nope, tmp_path):
 
 
 def test_the_variant_is_named_sized_and_counted():
-    assert "nope" in VARIANTS and "nope" not in POSITION_VARIANTS
+    assert "nope" in VARIANTS and not VARIANTS["nope"].has_position_input
     assert display_name("nope") == "NoPE-NeoBERT" and display_name("nope-seed1") == "NoPE-NeoBERT seed 1"
     assert ZOO_WIDTHS["nope"] == dict(variant="nope", d_model=128) and ZOO_FLOOR not in ZOO_NAMES
     rope, nope = tiny_config("rope"), tiny_config("nope")

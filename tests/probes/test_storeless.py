@@ -123,6 +123,23 @@ def test_the_default_route_writes_no_activations(setup, tmp_path, capsys):
     assert '"route": "storeless"' in (tmp_path / "o" / "results.json").read_text()
 
 
+def test_a_run_resolves_its_layers_once(setup, tmp_path, capsys, monkeypatch):
+    """Issue 57: dstg-probe's default route resolved the request three times (two spellings of "all layers");
+    the one resolution is at probe_positions' door, and the routes below carry its concrete values."""
+    from dstg_interp.encoders.base import Encoder
+    calls, resolve = [], Encoder.resolve
+    monkeypatch.setattr(Encoder, "resolve", lambda self, *args, **kw: calls.append(args) or resolve(self, *args, **kw))
+    checkpoint, corpus = setup
+    for layers in ([], ["--layers", "0,last"]):
+        calls.clear()
+        code, _, _ = run_main(capsys, probe_main, "--model", checkpoint, "--task", "token", "--corpus", corpus,
+                              "--n-boot", "0", "--no-controls", "--no-position-baseline", *layers, "--out", tmp_path / "o")
+        assert code == 0 and len(calls) == 1, calls
+        table = pd.read_csv(tmp_path / "o" / "results.csv")
+        assert table.layer.unique().tolist() == ([0, 1, 2] if not layers else [0, 2])
+        assert table.subspace.unique().tolist() == ["sem", "ap", "full"]  # the store's order
+
+
 def test_store_and_no_store_at_once_is_one_line(setup, tmp_path, capsys):
     checkpoint, corpus = setup
     code, _, err = run_main(capsys, probe_main, "--model", checkpoint, "--task", "token", "--corpus", corpus,

@@ -61,6 +61,8 @@ from torch.nn.utils.parametrizations import orthogonal
 
 from ..encoders import Encoder, EncoderError, open_encoder
 from ..encoders.edits import edit_states
+from .place_cells import place_cells
+from .sae import SAEConfig, train_sae_on_states
 from .spectra import per_position_mean
 
 RANK_TOLERANCE = 1e-8  # singular values below this times the largest count as zero
@@ -227,9 +229,6 @@ def sae_position_subspace(X, p, k: int, num_latents: int = 128, active: int = 4,
     eta² with positions shuffled; fewer than k tuned latents: the k of highest eta²), each chosen latent's decoder
     direction scaled by how far its mean activation moves with position (the std of its field), and the top-k
     left singular vectors of those.  The place-cell reading of a dictionary (Gurnee et al.) turned into a subspace."""
-    from .place_cells import place_cells  # the SAE path only: sparsify is imported by .sae
-    from .sae import SAEConfig, train_sae_on_states
-
     X, p = _checked_states(X, p, k)
     states = X.astype(np.float32)
     config = SAEConfig(num_latents=max(num_latents, k), k=min(active, max(num_latents, k)), steps=steps,

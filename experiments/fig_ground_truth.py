@@ -75,9 +75,10 @@ class GroundTruthFigureConfig(SeedsFigureConfig):
     methods: list[str] = field(default_factory=lambda: list(METHODS), metadata={
         "choices": METHODS, "help": "the methods to score (the two controls always: the AP coordinates and a random "
                                     "subspace); DAS and boundless DAS cost the most"})
-    width_cost: float = field(default=0.05, metadata={"help": "boundless DAS: the loss each interchanged direction "
-                                                               "must save, times the width (each direction costs "
-                                                               "width_cost / d)"})
+    width_cost: float = field(default=0.5, metadata={"help": "boundless DAS: the price of interchanging every "
+                                                              "axis, as a share of the loss with nothing "
+                                                              "interchanged (each direction costs width_cost / d of "
+                                                              "it)"})
     sae_steps: int = field(default=500, metadata={"min": 1, "help": "Adam steps of each layer's SAE"})
     k: int | None = field(default=None, metadata={"min": 1, "help": "directions each method finds (default: a DSTG "
                                                                    "model's d_AP, on the others the d_AP of the DSTG "

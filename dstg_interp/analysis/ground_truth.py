@@ -409,18 +409,19 @@ def das_subspace(encoder: Encoder, layer, k: int, base_tokens: torch.Tensor, mas
 
 
 def fit_boundless_rotation(intervene_and_loss: Callable[[torch.Tensor], torch.Tensor], d: int, steps: int = 200,
-                           lr: float = 0.03, width_cost: float = 0.05, seed: int = 0,
+                           lr: float = 0.03, width_cost: float = 0.5, seed: int = 0,
                            device: str | torch.device = "cpu") -> RotationFit:
     """Boundless DAS (Wu et al. 2023, "Interpretability at scale"): the rotation and the interchanged width learned
     together.  Rotated axis i (0-based) is interchanged with weight m_i = sigmoid((b - i - 1/2) / t), b = d sigmoid(beta)
     a learned boundary that starts at d / 2 and t a temperature annealed geometrically from d / 8 to 0.05 over the
     steps, so the soft mask hardens into "the first w axes".  The loss is ``intervene_and_loss(A sqrt(m))`` (A the
     rotation's axes [d, d]: the closure's Q Q^T is then A diag(m) A^T, the weighted interchange, so the closure of
-    ``fit_rotation`` serves unchanged) plus ``width_cost`` x sum(m) / d: each interchanged direction must lower the
-    loss by more than width_cost / d to be kept.  The learned width is the number of weights above 1/2 at the last
-    step (at least 1); the basis is those first axes.  The width is the smallest subspace that carries the
-    counterfactual to within that price, so it is read beside ``width_cost`` (interchanging every axis always
-    reproduces the source)."""
+    ``fit_rotation`` serves unchanged) plus ``width_cost`` x L0 x sum(m) / d, L0 the loss with nothing interchanged:
+    the price is a share of what is at stake, so interchanging every axis costs ``width_cost`` of it and each
+    direction kept must lower the loss by more than width_cost x L0 / d.  The learned width is the number of weights
+    above 1/2 at the last step (at least 1); the basis is those first axes.  The width is the smallest subspace that
+    carries the counterfactual to within that price, so it is read beside ``width_cost`` (interchanging every axis
+    always reproduces the source)."""
     if steps < 1 or lr <= 0 or not 0 < width_cost < float("inf"):
         raise ValueError(f"fit_boundless_rotation needs steps >= 1, lr > 0 and a finite width_cost > 0, got "
                          f"steps={steps}, lr={lr}, width_cost={width_cost}")
@@ -431,6 +432,8 @@ def fit_boundless_rotation(intervene_and_loss: Callable[[torch.Tensor], torch.Te
     boundary = torch.zeros((), device=device, requires_grad=True)  # b = d sigmoid(beta): d / 2 at the start
     optimizer = torch.optim.Adam([{"params": rotation.parameters(), "lr": lr}, {"params": [boundary], "lr": 0.05}])
     axes_index = torch.arange(d, device=device, dtype=torch.float32) + 0.5
+    with torch.no_grad():  # L0: the loss with nothing interchanged, what the price is a share of
+        at_stake = float(intervene_and_loss(torch.zeros(d, 1, device=device)))
     temperatures = np.geomspace(max(d / 8, 0.05), 0.05, steps)
     losses, widths = [], []
     with torch.enable_grad():
@@ -439,7 +442,7 @@ def fit_boundless_rotation(intervene_and_loss: Callable[[torch.Tensor], torch.Te
             weights = torch.sigmoid((d * torch.sigmoid(boundary) - axes_index) / float(temperature))
             # sqrt's slope is infinite at 0: a weight that underflowed keeps no gradient instead of a NaN
             loss = (intervene_and_loss(rotation.weight.T * weights.clamp_min(1e-12).sqrt())
-                    + width_cost * weights.sum() / d)
+                    + width_cost * at_stake * weights.sum() / d)
             if not torch.isfinite(loss):
                 raise ValueError(f"the boundless DAS loss became {float(loss.detach())} at step {len(losses)}; lower lr")
             loss.backward()
@@ -452,7 +455,7 @@ def fit_boundless_rotation(intervene_and_loss: Callable[[torch.Tensor], torch.Te
 
 
 def train_boundless_das(encoder: Encoder, layer, base_tokens: torch.Tensor, mask: torch.Tensor, source_shift: int,
-                        steps: int = 200, lr: float = 0.03, width_cost: float = 0.05, seed: int = 0) -> RotationFit:
+                        steps: int = 200, lr: float = 0.03, width_cost: float = 0.5, seed: int = 0) -> RotationFit:
     """Boundless DAS at ``layer``'s ``full`` state, on the interchange and loss of ``train_das``: the rotation and
     the width w whose first w axes, interchanged from the same tokens read ``source_shift`` positions later, bring
     the output to the counterfactual at the price ``width_cost`` (``fit_boundless_rotation``)."""
@@ -462,7 +465,7 @@ def train_boundless_das(encoder: Encoder, layer, base_tokens: torch.Tensor, mask
 
 
 def boundless_das_subspace(encoder: Encoder, layer, base_tokens: torch.Tensor, mask: torch.Tensor, source_shift: int,
-                           steps: int = 200, lr: float = 0.03, width_cost: float = 0.05, seed: int = 0) -> np.ndarray:
+                           steps: int = 200, lr: float = 0.03, width_cost: float = 0.5, seed: int = 0) -> np.ndarray:
     """The basis [d, w] boundless DAS finds, w its learned width (``train_boundless_das``)."""
     return train_boundless_das(encoder, layer, base_tokens, mask, source_shift, steps, lr, width_cost, seed).basis
 

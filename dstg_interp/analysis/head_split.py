@@ -9,12 +9,16 @@ DSTG's heads are classed by its separate logit terms (``analysis.heads``); an en
 an HF encoder) has one q.k.  Here every model's q.k is split as Song & Zhong split the states
 (``analysis.decomposition``): over C contexts (windows) of T positions, each head's query at position t of window c
 is q[c, t] = q_pos[t] + q_ctx[c, t], with q_pos[t] = mean_c q[c, t] (the per-position mean) and q_ctx the rest;
-the same for its key; and the logit q.k / sqrt(d_head) is the sum of four terms (``SPLIT_TERMS``):
+q_pos[t] = mu + p[t] holds the overall mean mu = mean_t q_pos[t], which varies with neither position nor context.
+The same for the key.  Each product of the parts goes to the term of what it varies with, and the logit
+q.k / sqrt(d_head) is the sum of four terms (``SPLIT_TERMS``):
 
-    position        q_pos[t] . k_pos[s]   plus any additive position bias (RP's bucket bias): positions alone
-    context         q_ctx[c, t] . k_ctx[c, s]
-    query_position  q_pos[t] . k_ctx[c, s]   the query's position part meets the key's context part
-    key_position    q_ctx[c, t] . k_pos[s]   the query's context part meets the key's position part
+    position        q_pos[t] . k_pos[s]                          positions alone, plus any additive position bias
+                                                                 (RP's bucket bias)
+    context         (mu_q + q_ctx[c, t]) . k_ctx[c, s] + q_ctx[c, t] . mu_k     contexts alone (the mean query
+                                                                 reading the key's content is content attention)
+    query_position  p_q[t] . k_ctx[c, s]     the query's position part picks the key's content
+    key_position    q_ctx[c, t] . p_k[s]     the query's content picks the key's position
 
 A head's queries and keys are an affine map of its input (the normed state the block reads), so the per-position
 mean of q is the query of the per-position mean input: this is the split of the input pushed through the head.  A
@@ -121,13 +125,19 @@ def read_queries_keys(encoder: Encoder, tokens: torch.Tensor, mask: torch.Tensor
 def split_terms(q: torch.Tensor, k: torch.Tensor, q_position: torch.Tensor, k_position: torch.Tensor, scale: float,
                 bias: torch.Tensor | None = None, bias_term: str = "position") -> dict[str, torch.Tensor]:
     """The four ``SPLIT_TERMS`` [B, H, T, T] of q @ k^T * scale (+ ``bias``, added to ``bias_term``) given the
-    position parts ``q_position``, ``k_position`` (broadcastable to q, k [B, H, T, d]): the context parts are the
-    rest."""
+    position parts ``q_position``, ``k_position`` (the per-position means, broadcastable to q, k [B, H, T, d]; their
+    mean over positions is the overall mean): the context parts are the rest, and each product of the parts goes to
+    the term of what it varies with (module docstring)."""
+    q_mean, k_mean = q_position.mean(dim=-2, keepdim=True), k_position.mean(dim=-2, keepdim=True)
     q_context, k_context = q - q_position, k - k_position
-    terms = {"position": q_position @ k_position.transpose(-1, -2) * scale,
-             "context": q_context @ k_context.transpose(-1, -2) * scale,
-             "query_position": q_position @ k_context.transpose(-1, -2) * scale,
-             "key_position": q_context @ k_position.transpose(-1, -2) * scale}
+
+    def dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return a @ b.transpose(-1, -2) * scale
+
+    terms = {"position": dot(q_position, k_position),  # (mean + position) . (mean + position)
+             "context": dot(q_mean + q_context, k_context) + dot(q_context, k_mean),
+             "query_position": dot(q_position - q_mean, k_context),
+             "key_position": dot(q_context, k_position - k_mean)}
     if bias is not None:
         terms[bias_term] = terms[bias_term] + bias
     full = terms["context"]  # [B, H, T, T]: q's and k's own rows

@@ -53,8 +53,9 @@ rotation plane, the Frequency Entropy of the plane's query norm along the sequen
 (``analysis.rope_bands.frequency_entropy``; 0 = one frequency, 1 = a flat spectrum) beside its frequency, its norm
 rank in the head (0 = the high-norm band) and a white-noise control (mean, q05), on 64 full windows of 128 tokens.
 
-head_split.csv: one row per model x seed x block x head, its term shares, label and the control's; head_split_sweep.csv:
-the labels for dominant shares 0.40 to 0.90 (``heads.threshold_sweep``); head_split_check.csv, for DSTG: each head's
+head_split.csv: one row per model x seed x block x head, its term shares, label and the control's; head_split_sweep.csv
+and head_split_sweep (PNG + PDF + JSON): the labels for dominant shares 0.40 to 0.90 (``heads.threshold_sweep``), one
+panel per class; head_split_check.csv, for DSTG: each head's
 split beside its own logit terms on the same windows (``head_split.term_agreement``; its summary -- Pearson r of
 the position share with the AP + RP share, class agreement -- in geometry.json under ``head_split_check``).
 
@@ -90,7 +91,7 @@ from dstg_interp.data import default_cache_dir
 from dstg_interp.encoders import EncoderError
 from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_FLOOR
-from dstg_interp.plots.geometry import plot_geometry_by_layer, plot_geometry_leaderboard
+from dstg_interp.plots.geometry import plot_geometry_by_layer, plot_geometry_leaderboard, plot_head_split_sweep
 from dstg_interp.plots.output import jsonable
 from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigureConfig, figure_config, inputs_for,
                                        model_store, run_as_command, save_config, say_not_applicable,
@@ -344,6 +345,7 @@ def run(config: GeometryConfig) -> dict:
         write_text_atomic(config.out / "head_split.csv", heads_table.to_csv(index=False))
         sweep = threshold_sweep(heads_table, by=("model", "seed", "member"), classify=classify_split_heads)
         write_text_atomic(config.out / "head_split_sweep.csv", sweep.to_csv(index=False))
+        plot_head_split_sweep(sweep, config.out, DOMINANT_SHARE)
     if checks:
         write_text_atomic(config.out / "head_split_check.csv", pd.concat(
             [c["heads"] for c in checks.values()], ignore_index=True).to_csv(index=False))

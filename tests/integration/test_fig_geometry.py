@@ -39,7 +39,7 @@ def test_the_geometry_table_of_the_tiny_zoo(tmp_path):
     ap0 = layers[(layers.model == "dstg") & (layers.subspace == "ap") & (layers.layer == 0)].iloc[0]
     assert ap0.position_share > 0.999 and ap0.max_position_r2 > 0.999
     assert not stores.exists()  # storeless: nothing extracted
-    for stem in ("geometry_leaderboard", "geometry_by_layer"):
+    for stem in ("geometry_leaderboard", "geometry_by_layer", "head_split_sweep"):
         for kind in ("png", "pdf", "json"):
             assert (out / f"{stem}.{kind}").stat().st_size > 1000
     record = json.loads((out / "geometry.json").read_text())

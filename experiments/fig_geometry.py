@@ -26,10 +26,24 @@ Each row (``dstg_interp.analysis.geometry``, whose docstring defines every numbe
 - position-tied outlier dimensions (arXiv 2011.04393): mean magnitude > ``--outlier-sd`` sd above the mean over
   dimensions and position R² (between-position over total variance of that dimension) >= ``--min-position-r2``;
   ``n_outlier_dims`` and ``outlier_dims`` (space-separated indices);
-- ``position_share`` (the between-position share of the layer's variance) and its ``chance_share``.
+- ``position_share`` (the between-position share of the layer's variance) and its ``chance_share``;
+- the token-position probe (``token_probe_*``): dstg-probe's ridge probe of token position, its protocol and default
+  storeless route (``probes.positions.probe_sequences``: fig_probes' token-position numbers), over every
+  layer x subspace on the probes' sequences: held-out R² (``token_probe_r2``) with its bootstrap interval over
+  documents (``_ci_low``, ``_ci_high``; undefined under 10 held-out documents), beside the random-init twin's R²
+  (``token_probe_random_init_r2``, kept in the cache's controls/ as dstg-probe keeps it) and the shuffled-target
+  R² (``token_probe_shuffled_r2``);
+- head classes for any encoder (``analysis.head_split``), on the full-state row of the layer a block reads (block l
+  reads layer l): each head's q.k over ``--head-windows`` held-out windows of 64 tokens split by the per-position
+  mean of its queries and keys into a position, a context and two cross terms, the heads named by DSTG's rule
+  (positional / semantic / mixed: a term with >= 60% of the within-query variance whose removal changes the
+  pattern most): ``n_heads``, the share of the block's heads in each class (``heads_positional``,
+  ``heads_semantic``, ``heads_mixed``), the mean term shares (``head_share_position`` / ``_context`` / ``_cross``)
+  and the control (``heads_positional_control``, ``head_share_position_control``: the means over positions
+  shuffled within each window).  ``heads_note`` says why a layer row has none (the last layer, DSTG's stream rows,
+  a sliding-window block, an HF family whose queries and keys the adapter does not read).
 A model without a learned table (RoPE, RP, NoPE, most HF encoders) gets a table row with ``applies`` False and
-``notes`` saying why; each such note is also one line on stderr (not with --quiet).  Left out: the token-position
-probe R² (``dstg-probe`` fits it with its own folds and bootstrap, which this single pass does not sum).
+``notes`` saying why; each such note is also one line on stderr (not with --quiet).
 start_end.csv, one row per model: the start-vs-end bias of the pooled embedding (``geometry.start_end_bias``: an
 irrelevant sentence inserted at the start vs the end of 256 held-out documents read from their start; the mean
 cosine change of the mean-pooled last layer each way, and their difference with a bootstrap interval over
@@ -38,6 +52,12 @@ frequency_entropy.csv, for rotary models (RoPE-NeoBERT, ModernBERT): one row per
 rotation plane, the Frequency Entropy of the plane's query norm along the sequence
 (``analysis.rope_bands.frequency_entropy``; 0 = one frequency, 1 = a flat spectrum) beside its frequency, its norm
 rank in the head (0 = the high-norm band) and a white-noise control (mean, q05), on 64 full windows of 128 tokens.
+
+head_split.csv: one row per model x seed x block x head, its term shares, label and the control's; head_split_sweep.csv
+and head_split_sweep (PNG + PDF + JSON): the labels for dominant shares 0.40 to 0.90 (``heads.threshold_sweep``), one
+panel per class; head_split_check.csv, for DSTG: each head's
+split beside its own logit terms on the same windows (``head_split.term_agreement``; its summary -- Pearson r of
+the position share with the AP + RP share, class agreement -- in geometry.json under ``head_split_check``).
 
 Writes into ``--out`` (default dstg-results/figures/geometry/): geometry.csv (tidy, one row per model x seed x
 source x layer x subspace), geometry.json (the rows, the notes, the definitions), geometry_leaderboard (models x
@@ -62,26 +82,31 @@ from tqdm.auto import tqdm
 from dstg_interp.analysis.geometry import (FILLER, MIN_POSITION_R2, OUTLIER_SD, SEQUENCE_SETS, STRESS_CONTROL_DRAWS,
                                            layer_statistics, sequence_lengths_of, sequence_selection, start_end_bias,
                                            state_geometry, store_statistics, table_geometry)
+from dstg_interp.analysis.head_split import (classify_split_heads, head_split_stats, layer_class_shares,
+                                             term_agreement, unread_blocks)
+from dstg_interp.analysis.heads import DOMINANT_SHARE, classify_heads, head_summaries_from_cache, threshold_sweep
 from dstg_interp.analysis.rope_bands import frequency_entropy, rotary_of
 from dstg_interp.analysis.spectra import position_table
+from dstg_interp.data import default_cache_dir
 from dstg_interp.encoders import EncoderError
 from dstg_interp.io import write_text_atomic
 from dstg_interp.model.checkpoint import ZOO_FLOOR
-from dstg_interp.plots.geometry import plot_geometry_by_layer, plot_geometry_leaderboard
+from dstg_interp.plots.geometry import plot_geometry_by_layer, plot_geometry_leaderboard, plot_head_split_sweep
 from dstg_interp.plots.output import jsonable
 from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigureConfig, figure_config, inputs_for,
                                        model_store, run_as_command, save_config, say_not_applicable,
                                        with_member_columns)
 from experiments.fig_interventions import windows
-from probes.positions import probing_sequences
+from probes.positions import CONTROLS_FOLDER, PositionProbeConfig, probe_sequences, probing_sequences
 
 MIN_COUNT, TINY_MIN_COUNT = 20, 3  # sequences a position must be held by (the tiny corpus has 40 documents)
-COUNTS = ("layer", "n_positions", "width", "pcs_95", "n_outlier_dims", "n_tokens")
+COUNTS = ("layer", "n_positions", "width", "pcs_95", "n_outlier_dims", "n_tokens", "n_heads", "token_probe_n_test_docs")
 KEYS = ["model", "seed", "member", "source", "layer", "subspace", "applies"]
-LEFT_OUT = {
-    "token_position_probe_r2": "dstg-probe fits it with its own CV folds and bootstrap; this single pass sums "
-                               "only per-position statistics (run dstg-probe --model ... for it)",
-}
+HEAD_LENGTH, TINY_HEAD_LENGTH = 64, 16  # tokens per window the heads' q.k is split over (fig_decomposition's 64)
+# the token-position probe's columns of a layer row (dstg-probe's result columns, renamed)
+PROBE_COLUMNS = {"r2": "token_probe_r2", "ci_low": "token_probe_ci_low", "ci_high": "token_probe_ci_high",
+                 "random_init_r2": "token_probe_random_init_r2", "shuffled_r2": "token_probe_shuffled_r2",
+                 "n_test_docs": "token_probe_n_test_docs"}
 ENTROPY_WINDOWS, ENTROPY_LENGTH = 64, 128  # full windows each rotary model's query norms are averaged over
 BIAS_DOCUMENTS = 256  # documents (from their start) the start-vs-end bias is read on
 
@@ -105,6 +130,9 @@ class GeometryConfig(SeedsFigureConfig):
     min_position_r2: float = field(default=MIN_POSITION_R2, metadata={
         "help": "an outlier is position-tied when its per-position mean explains this share of its variance"})
     batch_size: int = field(default=32, metadata={"help": "sequences per forward pass"})
+    head_windows: int = field(default=128, metadata={
+        "help": f"held-out windows of {HEAD_LENGTH} tokens (--tiny: {TINY_HEAD_LENGTH}) whose per-position mean "
+                "splits each head's q.k into position and context terms"})
     store: bool = field(default=False, metadata={"help": "read the states from the activation store dstg-probe "
                                                          "keeps (extracted if absent) instead of summing them "
                                                          "during the forward pass"})
@@ -115,6 +143,8 @@ class GeometryConfig(SeedsFigureConfig):
             raise ValueError(f"--n-docs must be at least 1, got {self.n_docs}")
         if (self.min_count is not None and self.min_count < 1) or self.stress_draws < 1 or self.batch_size < 1:
             raise ValueError("--min-count, --stress-draws and --batch-size must be at least 1")
+        if self.head_windows < 2:
+            raise ValueError(f"--head-windows must be at least 2 (a per-position mean over windows), got {self.head_windows}")
         if self.sequences not in SEQUENCE_SETS:
             raise ValueError(f"--sequences must be one of {', '.join(SEQUENCE_SETS)}, got {self.sequences!r}")
         if not self.outlier_sd > 0 or not 0 <= self.min_position_r2 <= 1:
@@ -198,18 +228,94 @@ def bias_row(inputs, name: str, encoder, seed: int) -> dict:
         return {**member, "applies": False, "notes": f"no start-vs-end row: {err}"}
 
 
+def member_first(table: pd.DataFrame) -> pd.DataFrame:
+    return table[["model", "seed", "member"] + [c for c in table.columns if c not in ("model", "seed", "member")]]
+
+
+def head_classes(inputs, name: str, encoder, config: GeometryConfig) -> dict:
+    """The heads of member ``name`` split into position / context terms (``analysis.head_split``) on
+    ``--head-windows`` held-out windows: {"heads": one row per head (its shares and label, the shuffled-position
+    control's beside), "blocks": one row per block (``layer_class_shares`` and the control's positional share),
+    "check": DSTG's agreement with its own logit terms (None for another model), "unread": {block: why},
+    "why": one line when no head could be read (else None)}."""
+    length = min(TINY_HEAD_LENGTH if config.tiny else HEAD_LENGTH, encoder.max_positions)
+    try:
+        tokens, _ = windows(encoder, inputs.documents, length, config.head_windows)
+        split = classify_split_heads(head_split_stats(encoder, tokens, model_name=name, seed=config.seed))
+        control = classify_split_heads(head_split_stats(encoder, tokens, model_name=name, seed=config.seed,
+                                                        shuffle_positions=True))
+    except (EncoderError, FigureCannotRead) as err:
+        return {"heads": None, "blocks": None, "check": None, "unread": {}, "why": f"no head classes: {err}"}
+    keys = ["layer", "head"]
+    heads = split.merge(control[keys + ["share_position", "label"]].rename(
+        columns={"share_position": "share_position_control", "label": "label_control"}), on=keys)
+    blocks = layer_class_shares(heads).merge(
+        layer_class_shares(control)[["layer", "heads_positional", "head_share_position"]].rename(
+            columns={"heads_positional": "heads_positional_control",
+                     "head_share_position": "head_share_position_control"}), on="layer")
+    check = None
+    if encoder.kind != "hf" and {"sem", "ap"} <= set(encoder.logit_terms):  # DSTG: its own terms on the same pairs
+        terms = classify_heads(head_summaries_from_cache(encoder, tokens, model_name=name, drop_ends=True))
+        merged, summary = term_agreement(split, terms)
+        check = {"heads": member_first(with_member_columns(merged.drop(columns="model"), inputs, name).assign(member=name)),
+                 "summary": summary}
+    return {"heads": member_first(with_member_columns(heads.drop(columns="model"), inputs, name).assign(member=name)),
+            "blocks": blocks.assign(member=name, n_windows=len(tokens), window_tokens=length), "check": check,
+            "unread": unread_blocks(encoder, length), "why": None}
+
+
+def head_columns(table: pd.DataFrame, found: dict) -> pd.DataFrame:
+    """The layer rows of ``table`` with each block's head classes on the full-state row of the layer it reads
+    (block l reads layer l) and ``heads_note`` saying why a layer row has none."""
+    blocks = pd.concat([f["blocks"] for f in found.values() if f["blocks"] is not None], ignore_index=True) \
+        if any(f["blocks"] is not None for f in found.values()) else pd.DataFrame(columns=["member", "layer"])
+    blocks = blocks.assign(source="layer", subspace="full")
+    table = table.merge(blocks, on=["member", "source", "layer", "subspace"], how="left")
+    last = table[table.source == "layer"].groupby("member").layer.max()
+
+    def note(row) -> str:
+        if row.source != "layer" or pd.notna(row.n_heads):
+            return ""
+        member = found.get(row.member, {})
+        if member.get("why"):
+            return member["why"]
+        if row.subspace != "full":
+            return "head classes are per block: on the layer's full-state row"
+        if row.layer == last[row.member]:
+            return "no block reads the last layer (the last block's heads are on the row of the layer it reads)"
+        return member.get("unread", {}).get(int(row.layer), "")
+    return table.assign(heads_note=[note(row) for row in table.itertuples()])
+
+
+def probe_columns(inputs, name: str, encoder, config: GeometryConfig) -> pd.DataFrame:
+    """The token-position probe of every layer x subspace of member ``name`` (``probes.positions.probe_sequences``:
+    dstg-probe's protocol and its default, storeless route, on the probes' sequences of the held-out documents):
+    held-out R² and its bootstrap interval over documents, the random-init twin's R² and the shuffled-target
+    control's, under ``PROBE_COLUMNS``' names."""
+    probe = PositionProbeConfig(task="token", position_baseline=False, seed=config.seed)
+    table = probe_sequences(encoder, probing_sequences(encoder, inputs.documents), probe, model_name=name,
+                            progress=not config.quiet, batch_size=config.batch_size,
+                            control_cache=default_cache_dir() / CONTROLS_FOLDER)
+    table = table[["layer", "subspace", *PROBE_COLUMNS]].rename(columns=PROBE_COLUMNS)
+    return table.assign(member=name, source="layer")
+
+
 def run(config: GeometryConfig) -> dict:
     started = time.perf_counter()
     progress = not config.quiet
     min_count = config.min_count or (TINY_MIN_COUNT if config.tiny else MIN_COUNT)
     inputs = inputs_for(config, n_docs=config.n_docs, floor=config.model is None)  # the zoo's NoPE floor: a reference
-    rows, entropies, biases = [], [], []
+    rows, entropies, biases, found, probes = [], [], [], {}, []
     for name in tqdm(list(inputs.models), desc="geometry", disable=not progress):
-        encoder = inputs.encoder(name)  # opened once: the sums, the entropies and the bias all read it
+        encoder = inputs.encoder(name)  # opened once: every number of the model reads it
         rows += model_rows(inputs, name, encoder, config, min_count, progress)
         entropies.append(entropy_rows(inputs, name, encoder, config.tiny))
         biases.append(bias_row(inputs, name, encoder, config.seed))
+        found[name] = head_classes(inputs, name, encoder, config)
+        probes.append(probe_columns(inputs, name, encoder, config))
     table = pd.DataFrame(rows)
+    table = head_columns(table.merge(pd.concat(probes, ignore_index=True), on=["member", "source", "layer", "subspace"],
+                                     how="left"), found)
     layer_rows = table[table.source == "layer"]
     if not layer_rows.applies.any():
         first = layer_rows.groupby("member", sort=False).notes.first()  # one reason per model: its first layer's
@@ -224,6 +330,7 @@ def run(config: GeometryConfig) -> dict:
     notes = {f"{row.member} {row.source}" + ("" if row.source == "table" else f" L{int(row.layer)} {row.subspace}"):
              row.notes for row in table.itertuples() if row.notes}
     notes.update({f"{row['member']} start-vs-end": row["notes"] for row in biases if row["notes"]})
+    notes.update({f"{member} heads": f["why"] for member, f in found.items() if f["why"]})
     if inputs.floor_note:
         notes[ZOO_FLOOR] = inputs.floor_note
     say_not_applicable("fig_geometry", notes, quiet=config.quiet)
@@ -231,6 +338,17 @@ def run(config: GeometryConfig) -> dict:
     config.out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(config.out / "geometry.csv", table.to_csv(index=False))
     write_text_atomic(config.out / "start_end.csv", pd.DataFrame(biases).to_csv(index=False))
+    heads = [f["heads"] for f in found.values() if f["heads"] is not None]
+    checks = {member: f["check"] for member, f in found.items() if f["check"] is not None}
+    if heads:
+        heads_table = pd.concat(heads, ignore_index=True)
+        write_text_atomic(config.out / "head_split.csv", heads_table.to_csv(index=False))
+        sweep = threshold_sweep(heads_table, by=("model", "seed", "member"), classify=classify_split_heads)
+        write_text_atomic(config.out / "head_split_sweep.csv", sweep.to_csv(index=False))
+        plot_head_split_sweep(sweep, config.out, DOMINANT_SHARE)
+    if checks:
+        write_text_atomic(config.out / "head_split_check.csv", pd.concat(
+            [c["heads"] for c in checks.values()], ignore_index=True).to_csv(index=False))
     if any(frame is not None for frame in entropies):
         write_text_atomic(config.out / "frequency_entropy.csv",
                           pd.concat([f for f in entropies if f is not None], ignore_index=True).to_csv(index=False))
@@ -241,19 +359,30 @@ def run(config: GeometryConfig) -> dict:
                    "outlier_dims": f"mean |h| > mean + {config.outlier_sd} sd over dimensions and position R^2 >= "
                                    f"{config.min_position_r2}",
                    "controls": "walk_*: random walks of the same shape; smoothed_*: white noise smoothed to the "
-                               "table's lag-1 autocorrelation (spectra.smooth_controls)"}
-    record = {"rows": table, "notes": notes, "left_out": LEFT_OUT, "definitions": definitions,
+                               "table's lag-1 autocorrelation (spectra.smooth_controls)",
+                   "heads": f"block l's heads on layer l's full-state row: each head's q.k over {config.head_windows} "
+                            "held-out windows split by the per-position mean of its queries and keys into position, "
+                            "context and two cross terms (analysis.head_split); heads_<class>: share of the block's "
+                            "heads named positional / semantic / mixed by DSTG's rule (a term with >= "
+                            f"{DOMINANT_SHARE} of the within-query variance whose removal changes the pattern most); "
+                            "*_control: the same with the means over positions shuffled within each window",
+                   "token_probe": "dstg-probe's token-position ridge probe (storeless route): held-out R² with a "
+                                  "bootstrap interval over documents, beside the random-init twin's and the "
+                                  "shuffled-target R²"}
+    record = {"rows": table, "notes": notes, "definitions": definitions,
+              "head_split_check": {member: c["summary"] for member, c in checks.items()},
               "route": "store" if config.store else "storeless"}
     write_text_atomic(config.out / "geometry.json", json.dumps(jsonable(record), indent=1) + "\n")
     plot_geometry_leaderboard(table, config.out)
     plot_geometry_by_layer(table, config.out)
     save_config(config, "experiments/fig_geometry.py", min_count_used=min_count, inputs=inputs.description,
-                notes=notes, left_out=LEFT_OUT, wall_s=round(time.perf_counter() - started, 1))
+                notes=notes, wall_s=round(time.perf_counter() - started, 1))
     if progress:
         columns = ["member", "source", "layer", "subspace", "pc1_pc2", "walk_pc1_pc2_q95", "participation_ratio",
-                   "low_freq_share", "mds_stress", "walk_mds_stress", "n_outlier_dims"]
+                   "low_freq_share", "mds_stress", "walk_mds_stress", "n_outlier_dims", "token_probe_r2",
+                   "token_probe_random_init_r2", "heads_positional", "heads_positional_control"]
         print(table[table.applies.astype(bool)][columns].to_string(index=False, float_format="%.3f"))
-    return {"geometry": table, "notes": notes}
+    return {"geometry": table, "notes": notes, "head_split_check": {m: c["summary"] for m, c in checks.items()}}
 
 
 def main(argv=None) -> dict:

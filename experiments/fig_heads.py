@@ -6,7 +6,9 @@
 
 With ``--model`` the members are those models under their names (``--name``).  Heads are classified from the
 separate attention-logit terms of our model classes (DSTG, the RoPE / AP / RP baselines, the authors' formats):
-a Hugging Face encoder exposes only its patterns, so it is left out with one line saying so (none left: exit 2).
+a Hugging Face encoder exposes only its patterns, so it is left out with one line saying so (none left: exit 2);
+``dstg-figures geometry`` classes any encoder's heads by the position / context split of their q.k instead
+(``analysis.head_split``).
 
 Per zoo member (variant x training seed, ``--model-seeds``), the attention summaries of its store (held-out documents, ``figure_inputs.attention_store``)
 give each head's logit-term variances and the pattern change when a term is removed
@@ -59,7 +61,8 @@ class HeadsFigureConfig(SeedsFigureConfig):
 def no_logit_terms(name: str, model) -> str | None:
     """Why a model's heads cannot be classified here (None: they can)."""
     if isinstance(model, HFEncoder):
-        return "a Hugging Face encoder exposes its attention patterns only, no logit terms: no head classification"
+        return ("a Hugging Face encoder exposes its attention patterns only, no logit terms: no head classification "
+                "here (dstg-figures geometry classes its heads by the position / context split of their q.k)")
     return None
 
 

@@ -4,6 +4,7 @@ CSV files only (``figures/patching``, ``logit_lens``, ``rope_bands``, ``decompos
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,8 @@ import pandas as pd
 from dstg_interp.model.checkpoint import FLOOR_TRAIN_COMMAND
 from dstg_interp.variants import VARIANTS
 
-DISPLAY = {name: row.short_name for name, row in VARIANTS.items()}  # any other model (MiniLM, an arm) as it is
+DISPLAY = {**{name: row.short_name for name, row in VARIANTS.items()},  # any other model (an arm) as it is
+           "MiniLM": "all-MiniLM-L6-v2"}
 
 
 def with_subspace(model: str) -> bool:
@@ -249,7 +251,68 @@ def sae_table(figures: Path) -> str:
                       "position share", "median position R²"], rows)
 
 
+# the geometry table's galleries: the zoo's, and MiniLM's from its own folder (absent: left out of the rows)
+GEOMETRY = ("geometry/geometry.csv", "geometry/minilm/geometry.csv")
+
+
+def _geometry_layers(figures: Path) -> pd.DataFrame:
+    """The layer rows of the geometry galleries (``GEOMETRY``; the zoo's must be there)."""
+    tables = [_csv(figures, GEOMETRY[0])] + [pd.read_csv(figures / g) for g in GEOMETRY[1:] if (figures / g).is_file()]
+    table = pd.concat(tables, ignore_index=True)
+    return table[table.source == "layer"]
+
+
+def geometry_heads(figures: Path) -> str:
+    """Head classes from the position / context split of each head's q.k (geometry.csv's head columns): the share
+    of a member's heads in each class over its blocks, beside the control (the means over shuffled positions), and
+    the positional share by block; mean over training seeds [min, max]."""
+    layers = _geometry_layers(figures)
+    read = layers[layers.n_heads.notna()]
+    blocks = sorted(read.layer.unique().astype(int))
+    rows = []
+    for model, group in read.groupby("model", sort=False):
+        members = group.groupby("member")
+        cells = [_seed_cell(members[f"heads_{label}"].mean()) for label in ("positional", "semantic", "mixed")]
+        by_block = group.groupby("layer").heads_positional.mean()
+        rows.append([DISPLAY.get(model, model), group.member.nunique(), int(group.n_heads.iloc[0]), *cells,
+                     _seed_cell(members.heads_positional_control.mean()),
+                     f"{_seed_cell(members.head_share_position.mean())} ({_seed_cell(members.head_share_position_control.mean())})",
+                     " / ".join(_number(by_block.get(b)) for b in blocks)])
+    return _markdown(["model", "seeds", "heads per block", "positional", "semantic", "mixed",
+                      "positional, shuffled-position control", "mean position share (control)",
+                      f"positional by block ({blocks[0]}–{blocks[-1]})"], rows)
+
+
+def geometry_heads_check(figures: Path) -> str:
+    """DSTG's split beside its own logit terms on the same windows (geometry.json, ``head_split_check``): per
+    training seed, Pearson r of the split's position share with the AP + RP share and of its context share with
+    the semantic share, and the share of heads whose class agrees."""
+    path = figures / "geometry" / "geometry.json"
+    if not path.is_file():
+        raise MissingInput("geometry/geometry.json")
+    checks = json.loads(path.read_text()).get("head_split_check", {})
+    rows = [[member, summary["n_heads"], _number(summary["r_position"], 3), _number(summary["r_context"], 3),
+             _number(summary["class_agreement"])] for member, summary in checks.items()]
+    return _markdown(["member", "heads", "r: position share vs AP + RP share", "r: context share vs semantic share",
+                      "classes that agree"], rows)
+
+
+def geometry_probe(figures: Path) -> str:
+    """The token-position probe of geometry.csv: held-out R² at the first and last layer, beside the random-init
+    twin's and the shuffled target's at the last layer; mean over training seeds [min, max]."""
+    layers = _geometry_layers(figures)
+    rows = []
+    for (model, subspace), group in layers.groupby(["model", "subspace"], sort=False):
+        first, last = group[group.layer == group.layer.min()], group[group.layer == group.layer.max()]
+        rows.append([_entry(model, subspace), group.member.nunique(), _seed_cell(first.token_probe_r2, 3),
+                     _seed_cell(last.token_probe_r2, 3), _seed_cell(last.token_probe_random_init_r2, 3),
+                     _seed_cell(last.token_probe_shuffled_r2, 3)])
+    return _markdown(["model", "seeds", "R², layer 0", "R², last layer", "random init, last layer",
+                      "shuffled target, last layer"], rows)
+
+
 TABLES = {"patching": patching_table, "patching_agreement": patching_agreement, "patching_controls": patching_controls,
           "patching_heads": patching_heads, "logit_lens": lens_table, "rope_bands": bands_table,
           "decomposition": decomposition_table, "incoherence": incoherence_table, "sae": sae_table,
-          "floor": floor_table}
+          "floor": floor_table, "geometry_heads": geometry_heads, "geometry_heads_check": geometry_heads_check,
+          "geometry_probe": geometry_probe}

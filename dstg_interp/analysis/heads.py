@@ -87,7 +87,7 @@ CONTENT_SCORE_MAX_POSITIONAL = 0.2  # baselines: offset explains less than this 
 # --- statistics from a batch (no store) ------------------------------------------------------------
 def head_summaries_from_cache(
     model, tokens: torch.Tensor, attention_mask: torch.Tensor | None = None, model_name: str | None = None,
-    batch_size: int = 16, variance_over: str = "query",
+    batch_size: int = 16, variance_over: str = "query", drop_ends: bool = False,
 ) -> pd.DataFrame:
     """Head statistics (see module docstring) of ``model`` on a batch, from the logit-term hooks.
 
@@ -98,6 +98,8 @@ def head_summaries_from_cache(
         batch_size: sequences per forward pass (the [B, H, T, T] term tensors are the memory cost; each
             block's are folded into the statistics and dropped before the next block runs).
         variance_over: "query" (within-query, what softmax sees) or "pair" (over all valid pairs, as the store).
+        drop_ends: leave the first and last position ([CLS] / [SEP]) out of the queries and keys the statistics
+            read, as ``head_split`` does (full rows only: no padding).
     Returns:
         one row per (layer, head): model, layer, head, var_*, cov_*, js_without_*, positional_score, n_pairs.
     """
@@ -116,6 +118,10 @@ def head_summaries_from_cache(
     lengths = attention_mask.sum(1)
     if not torch.equal(attention_mask, torch.arange(tokens.shape[1])[None, :] < lengths[:, None]):
         raise ValueError("head statistics need right-padded sequences: each attention_mask row is True, then False")
+    if drop_ends and (not bool(attention_mask.all()) or tokens.shape[1] < 3):
+        raise ValueError("drop_ends needs full rows of 3 tokens or more (no padding): the ends are the first and "
+                         "last position of every row")
+    ends = slice(1, -1) if drop_ends else slice(None)
     # the store's accumulator, with every offset its own bin (none clipped) and the pattern from the terms
     accumulator = AttentionAccumulator(encoder.n_layers, encoder.n_heads, list(terms), max_offset=tokens.shape[1] - 1,
                                        max_positions=tokens.shape[1], variance_over=variance_over)
@@ -124,10 +130,10 @@ def head_summaries_from_cache(
     try:
         for start in range(0, tokens.shape[0], batch_size):
             batch_mask = attention_mask[start : start + batch_size]
-            batch_lengths = lengths[start : start + batch_size].tolist()
+            batch_lengths = [n - 2 if drop_ends else n for n in lengths[start : start + batch_size].tolist()]
 
             def fold(layer, term_logits, pattern, batch_lengths=batch_lengths):  # term_logits: {term: [B, H, T, T]}
-                accumulator.update(layer, [term_logits[t] for t in terms], None, batch_lengths)
+                accumulator.update(layer, [term_logits[t][:, :, ends, ends] for t in terms], None, batch_lengths)
 
             encoder.attention(tokens[start : start + batch_size], batch_mask, on_layer=fold)
     finally:
@@ -238,7 +244,7 @@ def _classify_row(row: dict, dominant_share: float = DOMINANT_SHARE) -> dict:
     out["positional_score"] = positional
     out["content_score"] = 1.0 - positional if _present(positional) else np.nan
 
-    dominant = _dominant_term(terms, out, dominant_share)
+    dominant = dominant_term(terms, out, dominant_share)
     out["dominant_term"] = dominant
     is_dstg = "sem" in terms or "ap" in terms
     if is_dstg:
@@ -260,8 +266,9 @@ def _classify_row(row: dict, dominant_share: float = DOMINANT_SHARE) -> dict:
     return out
 
 
-def _dominant_term(terms: list[str], row: dict, dominant_share: float = DOMINANT_SHARE) -> str | None:
-    """The term with share >= dominant_share whose removal also changes the pattern most, else None."""
+def dominant_term(terms: list[str], row: dict, dominant_share: float = DOMINANT_SHARE) -> str | None:
+    """The term with share >= dominant_share whose removal also changes the pattern most, else None (``row``:
+    ``share_{t}`` and ``js_without_{t}`` of each term t; ``analysis.head_split`` applies it to its own terms)."""
     shares = {t: row[f"share_{t}"] for t in terms if _present(row[f"share_{t}"])}
     if not shares:
         return None
@@ -329,14 +336,17 @@ def layer_permutation_test(heads: pd.DataFrame, model_a: str, model_b: str, colu
 SWEEP_THRESHOLDS = tuple(np.round(np.arange(0.40, 0.901, 0.05), 2))
 
 
-def threshold_sweep(stats: pd.DataFrame, thresholds=SWEEP_THRESHOLDS, by=("model", "seed")) -> pd.DataFrame:
+def threshold_sweep(stats: pd.DataFrame, thresholds=SWEEP_THRESHOLDS, by=("model", "seed"),
+                    classify=None) -> pd.DataFrame:
     """Head counts per label for every dominant-share threshold: one row per (``by`` groups, threshold, label),
     with n_heads and the group's n_total.  ``stats``: head statistics or a ``classify_heads`` table (it keeps
-    the var_* / js_* columns the rule reads)."""
+    the var_* / js_* columns the rule reads); ``classify``: the rule (default ``classify_heads``;
+    ``head_split.classify_split_heads`` for the position / context split of any encoder)."""
     by = [column for column in by if column in stats]
+    classify = classify_heads if classify is None else classify
     tables = []
     for threshold in thresholds:
-        labelled = classify_heads(stats, dominant_share=float(threshold))
+        labelled = classify(stats, dominant_share=float(threshold))
         counts = labelled.groupby(by + ["label"], sort=False).size().rename("n_heads").reset_index()
         counts["n_total"] = counts.groupby(by)["n_heads"].transform("sum")
         tables.append(counts.assign(threshold=float(threshold)))

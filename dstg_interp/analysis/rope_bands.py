@@ -79,13 +79,13 @@ def rotary_of(encoder: Encoder, block: int, positions: int | None = None) -> Rot
 def plane_logits(q: torch.Tensor, k: torch.Tensor, rotary) -> torch.Tensor:
     """q, k [B, T, H, d] before the rotation -> [B, H, T, T, d / 2]: each rotation plane's part of q.k / sqrt(d)."""
     q, k = q.transpose(1, 2).double(), k.transpose(1, 2).double()  # [B, H, T, d]
-    rotated_q, rotated_k = _rotate(q, rotary), _rotate(k, rotary)
+    rotated_q, rotated_k = rotate(q, rotary), rotate(k, rotary)
     half = q.shape[-1] // 2
     products = rotated_q[:, :, :, None, :] * rotated_k[:, :, None, :, :]  # [B, H, T, T, d]
     return (products[..., :half] + products[..., half:]) / math.sqrt(q.shape[-1])
 
 
-def _rotate(x: torch.Tensor, rotary) -> torch.Tensor:
+def rotate(x: torch.Tensor, rotary) -> torch.Tensor:
     seq_len = x.shape[-2]
     cos, sin = rotary.cos[:seq_len].double(), rotary.sin[:seq_len].double()
     x1, x2 = x.chunk(2, dim=-1)

@@ -10,7 +10,8 @@
 Files: hooks.py (the hook-name table), edits.py (edit a layer's states in the forward pass: the table's write
 side), inputs.py (special tokens, batching, padding), base.py (the shared API), hooked.py (models with hook
 points), hf.py (transformers Auto classes), rotary.py (an HF family's rotary heads: queries, keys and rotation,
-one table row per family), hub.py (hub ids through the Hugging Face cache), naming.py (how a
+one table row per family), queries_keys.py (where an HF family's heads make their queries and keys: rotary and
+BERT-family rows), hub.py (hub ids through the Hugging Face cache), naming.py (how a
 model is named in tables and messages), selection.py (the layer grammar, the device check), open.py
 (open_encoder).
 """

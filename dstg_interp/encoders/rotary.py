@@ -1,7 +1,8 @@
 """Rotary heads of a Hugging Face encoder, read per family from a table (``ROTARY_FAMILIES``, data): where a
 block makes its queries and keys, how that output splits into heads, the rotation the block applies and the keys
-a query may see.  The HF adapter serves the queries and keys under our hook names (``HFEncoder.capture``);
-``analysis.rope_bands`` splits their q.k by frequency band.
+a query may see.  The HF adapter serves the queries and keys under our hook names (``HFEncoder.capture``, through
+``queries_keys.recording_queries_keys``, which also reads the absolute-position families); ``analysis.rope_bands``
+splits their q.k by frequency band.
 
     encoder = open_encoder("path/to/modernbert")
     captured = encoder.capture(tokens, mask, ["blocks.0.attn.hook_q", "blocks.0.attn.hook_k"])  # [B, T, H, d]
@@ -22,8 +23,7 @@ positions away.  Another HF encoder with rotary heads (EuroBERT, NomicBERT, RoFo
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -96,29 +96,3 @@ def rotary_table(model: torch.nn.Module, block: int, positions: int) -> RotaryTa
     if family is None:
         raise KeyError(f"{getattr(model.config, 'model_type', None)!r} is not a rotary family of the table")
     return family.rotation(model.base_model, block, max(int(positions), 2))
-
-
-@contextmanager
-def recording_queries_keys(model: torch.nn.Module, blocks: Sequence[int]) -> Iterator[dict]:
-    """While inside, every forward of ``model`` (a table family's) records {block: (q, k)}, each [B, T, H, d]
-    before the rotation, into the dict it yields (the last forward's); no blocks: nothing is hooked."""
-    family = rotary_family(model)
-    if family is None and blocks:
-        raise KeyError(f"{getattr(model.config, 'model_type', None)!r} is not a rotary family of the table")
-    recorded: dict = {}
-    handles = []
-    for block in blocks if family is not None else ():
-        attention = family.attention(model.base_model, block)
-        outputs: list = [None] * len(family.projections)
-        for slot, name in enumerate(family.projections):
-            def keep(module, args, output, outputs=outputs, slot=slot, attention=attention, block=block):
-                outputs[slot] = output
-                if all(part is not None for part in outputs):
-                    recorded[block] = family.queries_keys(attention, list(outputs))
-                    outputs[:] = [None] * len(outputs)
-            handles.append(getattr(attention, name).register_forward_hook(keep))
-    try:
-        yield recorded
-    finally:
-        for handle in handles:
-            handle.remove()

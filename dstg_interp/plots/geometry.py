@@ -2,6 +2,7 @@
 
     plot_geometry_leaderboard(table, "figures/geometry")   # models x numbers: each table and last layer, controls
     plot_geometry_by_layer(table, "figures/geometry")      # per model: PC1+PC2 and participation ratio by layer
+    plot_head_split_sweep(sweep, "figures/geometry", 0.6)  # per head class: the share of heads as the threshold sweeps
 """
 
 from __future__ import annotations
@@ -153,3 +154,41 @@ def plot_geometry_by_layer(table: pd.DataFrame, out_dir, stem: str = "geometry_b
     controls = (layers.groupby(["model", "width", "layer"])[[f"walk_{m}" for m in BY_LAYER_METRICS]
                                + [f"walk_{m}_q95" for m in BY_LAYER_METRICS]].mean().reset_index())
     return save_figure(fig, out_dir, stem, {"layers": layers, "controls": controls})
+
+
+HEAD_CLASSES = ("positional", "semantic", "mixed")  # analysis.head_split's labels, one panel each
+
+
+def plot_head_split_sweep(sweep: pd.DataFrame, out_dir, threshold: float, stem: str = "head_split_sweep") -> dict:
+    """One panel per head class of the position / context split of the heads' q.k (``analysis.head_split``): the
+    share of a model's heads in the class as the dominant-share threshold sweeps (``heads.threshold_sweep``), mean
+    over training seeds, band lowest to highest seed; dashed: the threshold the geometry table's classes use."""
+    require_columns(sweep, ("model", "seed", "member", "threshold", "label", "n_heads", "n_total"),
+                    "the head-split sweep")
+    if not len(sweep):
+        raise ValueError("the head-split sweep is empty: nothing to draw")
+    counts = sweep.pivot_table(index=["model", "seed", "member", "threshold", "n_total"], columns="label",
+                               values="n_heads", fill_value=0).reset_index()
+    models = list(dict.fromkeys(sweep.model))
+    palette = model_palette(models)
+    fig, axes = plt.subplots(1, len(HEAD_CLASSES), figsize=(3.3 * len(HEAD_CLASSES), 3.4), squeeze=False, sharey=True)
+    shares = []
+    for ax, label in zip(axes[0], HEAD_CLASSES):
+        share = counts.assign(share=(counts[label] if label in counts else 0) / counts.n_total)
+        shares.append(share[["model", "seed", "member", "threshold", "share"]].assign(label=label))
+        for model in models:
+            line = share[share.model == model].groupby("threshold").share.agg(["mean", "min", "max"])
+            ax.plot(line.index, line["mean"], marker="o", ms=3, color=palette[model], label=display_name(model))
+            ax.fill_between(line.index, line["min"], line["max"], color=palette[model], alpha=0.15, lw=0)
+        ax.axvline(threshold, color="black", ls="--", lw=0.9)
+        ax.set(title=f"{label} heads", xlabel="dominant-share threshold", ylim=(-0.03, 1.03))
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("share of the model's heads")
+    shared_legend(fig, axes, max_columns=6, top=0.88)
+    caption(fig, "Each head's q.k split by the per-position mean of its queries and keys into position, context and "
+                 "cross terms; a head is named after a term carrying at least the threshold's share of the "
+                 "within-query variance whose removal changes its pattern most (DSTG's rule), else mixed. Lines: "
+                 f"mean over {int(sweep.seed.nunique())} training seed(s); bands: lowest to highest seed; dashed: "
+                 "the threshold of the geometry table's head columns (beside them, the control with positions "
+                 "shuffled within each window).", y=-0.04)
+    return save_figure(fig, out_dir, stem, {"shares": pd.concat(shares, ignore_index=True)})

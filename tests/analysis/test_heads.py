@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from conftest import tiny_model
+from hand_built_heads import N_HEADS, hand_built_dstg, qk_rows
 from dstg_interp.analysis.heads import (
     DOMINANT_SHARE,
     classify_heads,
@@ -17,8 +18,6 @@ from dstg_interp.analysis.heads import (
 )
 
 torch.set_num_threads(1)
-
-N_HEADS, D_HEAD = 4, 8
 
 
 @pytest.fixture
@@ -31,35 +30,9 @@ def batch():
     return tokens, attention_mask
 
 
-def _qk_rows(head: int) -> list[int]:
-    """Rows of a fused [q | k | v] projection that produce head ``head``'s query and key."""
-    q = range(head * D_HEAD, (head + 1) * D_HEAD)
-    k = range(N_HEADS * D_HEAD + head * D_HEAD, N_HEADS * D_HEAD + (head + 1) * D_HEAD)
-    return [*q, *k]
-
-
-def _hand_built_dstg():
-    """Layer 0 heads: 0 AP-only, 1 semantic-only, 2 RP-only, 3 untouched (strong sem and AP). Layer 1 as built."""
-    model = tiny_model("dstg")
-    generator = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for block in model.blocks:
-            attn = block.attn
-            # large weights so the logits are far from uniform attention (init std 0.02 gives ~0 logits)
-            attn.qkv_sem.weight.copy_(torch.randn(attn.qkv_sem.weight.shape, generator=generator) * 0.6)
-            attn.qkv_ap.weight.copy_(torch.randn(attn.qkv_ap.weight.shape, generator=generator) * 1.0)
-        attn = model.blocks[0].attn
-        attn.qkv_sem.weight[_qk_rows(0)] = 0.0  # head 0: no semantic q/k -> AP-driven
-        attn.qkv_ap.weight[_qk_rows(1)] = 0.0  # head 1: no AP q/k -> semantic
-        attn.qkv_sem.weight[_qk_rows(2)] = 0.0  # head 2: neither -> only the relative bias is left
-        attn.qkv_ap.weight[_qk_rows(2)] = 0.0
-        attn.rel_bias.bias[:, 2] = torch.randn(attn.rel_bias.bias.shape[0], generator=generator) * 3.0
-    return model
-
-
 def test_zeroed_heads_get_the_right_labels(batch):
     tokens, attention_mask = batch
-    heads = head_table(_hand_built_dstg(), tokens, attention_mask, model_name="hand-built")
+    heads = head_table(hand_built_dstg(), tokens, attention_mask, model_name="hand-built")
     layer0 = heads[heads.layer == 0].set_index("head")
     assert list(layer0.label.loc[[0, 1, 2]]) == ["structure", "semantic", "RP"]
     assert layer0.share_ap[0] == pytest.approx(1.0) and layer0.share_sem[0] == 0.0
@@ -76,7 +49,7 @@ def test_zeroed_heads_get_the_right_labels(batch):
 def test_statistics_match_a_direct_computation(batch):
     """Within-query variance and JS of one head, recomputed by hand from the hooks."""
     tokens, attention_mask = batch
-    model = _hand_built_dstg()
+    model = hand_built_dstg()
     stats = head_summaries_from_cache(model, tokens, attention_mask, batch_size=3)  # two forward passes
     _, cache = model.run_with_cache(tokens, attention_mask=attention_mask)
     layer, head = 1, 3
@@ -127,7 +100,7 @@ def test_baseline_positional_score_separates_offset_heads_from_content_heads(bat
     with torch.no_grad():
         attn = model.blocks[0].attn
         attn.qkv.weight.copy_(torch.randn(attn.qkv.weight.shape, generator=generator) * 0.6)
-        attn.qkv.weight[_qk_rows(0)] = 0.0
+        attn.qkv.weight[qk_rows(0)] = 0.0
         attn.rel_bias.bias[1, 0] = 8.0  # bucket 1 = offset -1: a previous-token head
     heads = head_table(model, tokens, attention_mask).query("layer == 0").set_index("head")
     assert heads.label[0] == "RP" and heads.positional_score[0] > 0.8
@@ -148,7 +121,7 @@ def test_store_adapter_agrees_with_the_cache_path(batch):
     """The store's attention summaries (pair-level variance) give the same head statistics as a batch: one accumulator."""
     from dstg_interp.store import attention
     tokens, attention_mask = batch
-    model = _hand_built_dstg()
+    model = hand_built_dstg()
     terms = attention.logit_terms("dstg")
     accumulator = attention.AttentionAccumulator(2, N_HEADS, list(terms), max_offset=8, max_positions=24)
     _, cache = model.run_with_cache(tokens, attention_mask=attention_mask)

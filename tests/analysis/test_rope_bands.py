@@ -195,7 +195,7 @@ def test_a_hugging_face_rope_family_not_in_the_table_is_refused_naming_those_rea
     with pytest.raises(EncoderError, match=f"hf:{family}\\) whose heads .* does not read: .* it reads modernbert") as err:
         band_stats(encoder, tokens)
     assert "\n" not in str(err.value)
-    with pytest.raises(EncoderError, match="exposes hidden_states.0..3 only .* rotary families modernbert"):
+    with pytest.raises(EncoderError, match="exposes hidden_states.0..3 only .* families bert, camembert, .*modernbert"):
         encoder.capture(tokens, torch.ones_like(tokens, dtype=torch.bool), ["blocks.0.attn.hook_q"])
 
 

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -38,11 +39,34 @@ def test_the_geometry_table_of_the_tiny_zoo(tmp_path):
     ap0 = layers[(layers.model == "dstg") & (layers.subspace == "ap") & (layers.layer == 0)].iloc[0]
     assert ap0.position_share > 0.999 and ap0.max_position_r2 > 0.999
     assert not stores.exists()  # storeless: nothing extracted
-    for stem in ("geometry_leaderboard", "geometry_by_layer"):
+    for stem in ("geometry_leaderboard", "geometry_by_layer", "head_split_sweep"):
         for kind in ("png", "pdf", "json"):
             assert (out / f"{stem}.{kind}").stat().st_size > 1000
     record = json.loads((out / "geometry.json").read_text())
-    assert record["route"] == "storeless" and "token_position_probe_r2" in record["left_out"]
+    assert record["route"] == "storeless" and "left_out" not in record
+    # the token-position probe on every layer row, beside its random-init and shuffled-target controls
+    assert not layers[["token_probe_r2", "token_probe_random_init_r2", "token_probe_shuffled_r2"]].isna().any().any()
+    assert (layers.token_probe_r2 <= 1).all() and (layers.token_probe_n_test_docs >= 2).all()
+    # DSTG's AP stream holds the table: its probe reads position far above the semantic stream's
+    dstg0 = layers[(layers.model == "dstg") & (layers.layer == 0)].set_index("subspace")
+    assert dstg0.token_probe_r2["ap"] > dstg0.token_probe_r2["sem"] + 0.1
+    # head classes on the full-state row of the layer each block reads; the last layer and DSTG's streams say why not
+    heads = ["n_heads", "heads_positional", "heads_semantic", "heads_mixed", "head_share_position",
+             "heads_positional_control", "head_share_position_control"]
+    read = layers[(layers.subspace == "full") & (layers.layer < 2)]
+    assert len(read) == 2 * 5 and not read[heads].isna().any().any() and (read.n_heads == 4).all()
+    assert np.allclose(read[["heads_positional", "heads_semantic", "heads_mixed"]].sum(axis=1), 1.0)
+    unread = layers[~layers.index.isin(read.index)]
+    assert unread[heads].isna().all().all() and (unread.heads_note != "").all()
+    last = unread[(unread.layer == 2) & (unread.subspace == "full")]
+    assert set(last.heads_note) == {"no block reads the last layer (the last block's heads are on the row of the "
+                                    "layer it reads)"}
+    split = pd.read_csv(out / "head_split.csv")
+    assert len(split) == 5 * 2 * 4 and set(split.label) <= {"positional", "semantic", "mixed"}
+    assert set(pd.read_csv(out / "head_split_sweep.csv").threshold) >= {0.4, 0.6, 0.9}
+    check = record["head_split_check"]["dstg"]  # DSTG's split beside its own logit terms, on the same windows
+    assert check["n_heads"] == 8 and 0 <= check["class_agreement"] <= 1
+    assert len(pd.read_csv(out / "head_split_check.csv")) == 8
     assert record["notes"]["rope table"].startswith("no table row")
     assert json.loads((out / "config.json").read_text())["min_count_used"] == fig_geometry.TINY_MIN_COUNT
     # the start-vs-end bias: one row per model, its interval around it

@@ -69,7 +69,8 @@ def test_heads_leave_out_the_hf_encoder_in_one_line(models, tmp_path, capsys):
     assert set(json.loads((out / "summary.json").read_text())["models"]) == {"mine", "PosNeoBERT"}
     said = [line for line in capsys.readouterr().err.splitlines() if line.startswith("[fig_heads]")]
     assert said == ["[fig_heads] MiniLM-like: a Hugging Face encoder exposes its attention patterns only, no logit "
-                    "terms: no head classification"]
+                    "terms: no head classification here (dstg-figures geometry classes its heads by the position / "
+                    "context split of their q.k)"]
 
 
 def test_ap_manifold_titles_tables_by_model_name(models, tmp_path, capsys):
@@ -201,6 +202,10 @@ def test_geometry_reads_every_model_of_the_list_and_says_which_has_no_table(mode
     assert set(layers[layers.model == "mine"].subspace) == {"ap", "sem", "full"}
     err = capsys.readouterr().err
     assert "[fig_geometry] NeoBERT table: no table row:" in err
+    # head classes for every model of the list: the HF BERT's and the rotary NeoBERT's from the split of their q.k
+    first = layers[(layers.subspace == "full") & (layers.layer == 0)].set_index("model")
+    assert first.n_heads.notna().all() and first.heads_note.isna().all()
+    assert set(pd.read_csv(out / "head_split.csv").model) == {"mine", "MiniLM-like", "NeoBERT"}
     # a model of 32 positions cannot hold the filler and a document: a row that says so, and one line
     bias = pd.read_csv(out / "start_end.csv", keep_default_na=False, na_values=[""]).set_index("model")
     assert set(bias.index) == {"mine", "MiniLM-like", "NeoBERT"} and not bias.applies["mine"]

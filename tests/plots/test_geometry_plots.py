@@ -1,12 +1,14 @@
 """plots.geometry: the leaderboard draws each model's table and last layer (mean over seeds, min-max bars) and the
-by-layer figure every layer row; a table without the columns is refused."""
+by-layer figure every layer row; the head-split sweep each class's share of heads, a class no head holds at 0; a
+table without the columns is refused."""
 
 import json
 
 import pandas as pd
 import pytest
 
-from dstg_interp.plots.geometry import LEADERBOARD_METRICS, plot_geometry_by_layer, plot_geometry_leaderboard
+from dstg_interp.plots.geometry import (LEADERBOARD_METRICS, plot_geometry_by_layer, plot_geometry_leaderboard,
+                                        plot_head_split_sweep)
 
 
 def geometry_rows() -> pd.DataFrame:
@@ -45,3 +47,19 @@ def test_the_by_layer_figure_reads_every_layer_row_and_refuses_a_bare_table(tmp_
     assert controls[(controls.model == "dstg") & (controls.width == 8)].walk_pc1_pc2.eq(0.7).all()
     with pytest.raises(ValueError, match="lacks the column"):
         plot_geometry_by_layer(geometry_rows().drop(columns="applies"), tmp_path)
+
+
+def test_the_head_split_sweep_draws_each_class_share_with_absent_classes_at_zero(tmp_path):
+    rows = []
+    for seed, positional in ((0, 3), (1, 1)):  # of 4 heads; the rest semantic, none mixed
+        for threshold in (0.5, 0.6):
+            rows += [{"model": "dstg", "seed": seed, "member": f"dstg-{seed}", "threshold": threshold, "label": label,
+                      "n_heads": n, "n_total": 4} for label, n in (("positional", positional), ("semantic", 4 - positional))]
+    paths = plot_head_split_sweep(pd.DataFrame(rows), tmp_path, 0.6)
+    shares = pd.DataFrame(json.loads(paths["json"].read_text())["shares"])
+    positional = shares[(shares.label == "positional") & (shares.threshold == 0.6)].set_index("seed").share
+    assert positional.to_dict() == {0: 0.75, 1: 0.25}
+    assert shares[shares.label == "mixed"].share.eq(0).all() and len(shares) == 3 * 2 * 2
+    assert paths["png"].stat().st_size > 1000
+    with pytest.raises(ValueError, match="lacks the column"):
+        plot_head_split_sweep(pd.DataFrame(rows).drop(columns="n_total"), tmp_path, 0.6)

@@ -19,6 +19,8 @@ Files:
                     table of equal shape as control.  Needs only numpy / scipy.
     heads.py        attention-head classification: which logit term (semantic, AP, RP, content) drives each
                     head, from a batch (``head_summaries_from_cache``) or a store's attention summaries.
+    head_split.py   the same classes for any encoder with queries and keys: each head's q.k split through the
+                    per-position mean of q and k into position, context and cross terms.
     extrapolate.py  length extrapolation: extend a learned position table past ``max_positions`` along the
                     AP manifold (curve fit, repeat, stretch) and save the longer checkpoint; the dstg-extend
                     command.

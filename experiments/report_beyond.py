@@ -311,8 +311,34 @@ def geometry_probe(figures: Path) -> str:
                       "shuffled target, last layer"], rows)
 
 
+GROUND_TRUTH_ORDER = ("ap_coordinates", "probe_span", "inlp", "leace", "position_means_pcs", "attribution", "das",
+                      "boundless_das", "sae", "random")
+
+
+def ground_truth_table(figures: Path) -> str:
+    """DSTG's ground-truth scores (``fig_ground_truth``): each method's mean cos² with the AP subspace and its
+    interchange accuracy at the first, middle and last layer, mean over training seeds [min, max]; the methods of
+    ``ground_truth/scores.csv`` and those ``ground_truth/learned_width/scores.csv`` adds (its controls are the same
+    rows again and are read from the first)."""
+    scores = _csv(figures, "ground_truth/scores.csv")
+    added = _csv(figures, "ground_truth/learned_width/scores.csv")
+    added = added[~added.method.isin(scores.method.unique())]
+    dstg = pd.concat([scores, added], ignore_index=True).query("model == 'dstg'")
+    layers = sorted(dstg.layer.unique())
+    shown = [layers[0], layers[len(layers) // 2], layers[-1]]
+    methods = [m for m in GROUND_TRUTH_ORDER if m in set(dstg.method)] + sorted(set(dstg.method) - set(GROUND_TRUTH_ORDER))
+    rows = []
+    for method in methods:
+        rows_of = dstg[dstg.method == method]
+        at = {layer: rows_of[rows_of.layer == layer] for layer in shown}
+        rows.append([method, _seed_cell(rows_of.k, 0), *[_seed_cell(at[layer].mean_cos2, 3) for layer in shown],
+                     *[_seed_cell(at[layer].top1_agreement, 3) for layer in shown]])
+    return _markdown(["method", "k (mean [min, max] over layers and seeds)", *[f"cos² layer {layer}" for layer in shown],
+                      *[f"interchange layer {layer}" for layer in shown]], rows)
+
+
 TABLES = {"patching": patching_table, "patching_agreement": patching_agreement, "patching_controls": patching_controls,
           "patching_heads": patching_heads, "logit_lens": lens_table, "rope_bands": bands_table,
           "decomposition": decomposition_table, "incoherence": incoherence_table, "sae": sae_table,
           "floor": floor_table, "geometry_heads": geometry_heads, "geometry_heads_check": geometry_heads_check,
-          "geometry_probe": geometry_probe}
+          "geometry_probe": geometry_probe, "ground_truth": ground_truth_table}

@@ -49,13 +49,15 @@ from tqdm.auto import tqdm
 from dstg_interp.analysis import ground_truth as gt
 from dstg_interp.encoders import EncoderError, open_encoder
 from dstg_interp.plots import plot_ground_truth
+from dstg_interp.plots.ground_truth import METHODS as PLOTTED_METHODS
 from experiments.fig_interventions import fitted, windows
 from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigureConfig, inputs_for, figure_config,
                                        readable_members, run_as_command, save_config, with_member_columns)
 
 NEEDS = ("an AP stream of its own (DSTG: scored against the truth) or a learned absolute-position table "
          "(AP-NeoBERT: scored on interchange alone)")
-METHODS = ("das", "boundless_das", "attribution", "leace", "inlp", "probe_span", "position_means_pcs", "sae")
+# the methods a run can score: the plot's table of methods (names, colours, legend order) less the two controls
+METHODS = tuple(method for method in PLOTTED_METHODS if method not in gt.CONTROLS)
 ZOO_K = 16  # the zoo's d_AP: what each method finds on a model with no AP stream unless --k says otherwise
 SCORE_COLUMNS = ["model", "seed", *gt.SCORE_COLUMNS]
 
@@ -108,6 +110,10 @@ def not_scored(name: str, model) -> str | None:
 def member_scores(encoder, config: GroundTruthFigureConfig, documents, k_untrue: int = ZOO_K) -> pd.DataFrame:
     """The scores of every method at every layer of one encoder (rows of SCORE_COLUMNS but model, seed): against
     the truth on DSTG, on interchange alone on AP-NeoBERT (k = ``k_untrue`` unless ``--k`` says)."""
+    truth = gt.known_position_basis(encoder)
+    wanted = [m for m in config.methods if truth is not None or m != "boundless_das"]  # its width reads against d_AP
+    if not wanted:  # boundless DAS alone, on a model without the truth
+        return pd.DataFrame(columns=gt.SCORE_COLUMNS)
     length, shift = fitted(encoder, 24 if config.tiny else config.length, 8 if config.tiny else config.shift)
     tokens, mask = windows(encoder, documents, length, config.n_sequences)
     half = len(tokens) // 2
@@ -116,7 +122,6 @@ def member_scores(encoder, config: GroundTruthFigureConfig, documents, k_untrue:
                                "lower --length")
     fit, score = (tokens[:half], mask[:half]), (tokens[half:], mask[half:])
     steps = 60 if config.tiny else config.das_steps
-    truth = gt.known_position_basis(encoder)
     k = config.k or (k_untrue if truth is None else truth.shape[1])
     tables = []
     for layer in range(encoder.n_layers + 1):  # DAS reads the layer it fits at: one call per layer
@@ -134,12 +139,10 @@ def member_scores(encoder, config: GroundTruthFigureConfig, documents, k_untrue:
 
         def sae(X, p, k):
             return gt.sae_position_subspace(X, p, k, steps=50 if config.tiny else config.sae_steps, seed=config.seed)
-        methods = {"das": das, **({"boundless_das": boundless_das} if truth is not None else {}),
-                   "attribution": attribution, "leace": gt.leace_subspace, "inlp": gt.inlp_subspace,
-                   "probe_span": gt.probe_span, "position_means_pcs": gt.position_means_pcs, "sae": sae}
-        methods = {name: call for name, call in methods.items() if name in config.methods}
-        if not methods:  # boundless DAS alone, on a model without the truth its width reads against
-            return pd.DataFrame(columns=gt.SCORE_COLUMNS)
+        every = {"das": das, "boundless_das": boundless_das, "attribution": attribution, "leace": gt.leace_subspace,
+                 "inlp": gt.inlp_subspace, "probe_span": gt.probe_span, "position_means_pcs": gt.position_means_pcs,
+                 "sae": sae}
+        methods = {name: every[name] for name in METHODS if name in wanted}
         tables.append(gt.score_method(methods, encoder, *fit, layers=[layer], k=k, source_shift=shift,
                                       score_tokens=score[0], score_mask=score[1], seed=config.seed))
     return pd.concat(tables, ignore_index=True)

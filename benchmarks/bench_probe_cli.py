@@ -12,11 +12,17 @@ start from what a user has after their first run of anything: the corpus fetched
 routes alternate within a round, so background load hits both alike; each reports its best round, and the
 ratio is the store route's best seconds over the storeless route's. The store route is the route every
 ``dstg-probe`` took before issue #39 (extract the model's and the control's stores, then probe them).
+
+The reference is one plain forward of the same model over the same sequences in the same batches (length-sorted,
+``ExtractionConfig.batch_size``), run in a fresh process of its own with the same cache: the forward's seconds
+alone (``plain_forward_s``: what every ``× plain forward`` ratio divides) and the whole script's (start-up, the
+corpus, tokenising, the forward), which is what the shortest script a user could write instead costs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -25,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import LoadWatch, add_load_arguments, write_result
+from machine import LoadWatch, add_load_arguments, json_child, write_result
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -66,14 +72,46 @@ def run_once(argv: list[str], cache: Path, out: Path, environment: dict | None =
             "store_bytes": folder_bytes(cache / "stores")}
 
 
+def plain_forward_child(model: str, task: str) -> None:
+    """In its own process: the model's plain forward over the sequences ``dstg-probe --task TASK`` reads (no hooks,
+    no probes); prints one JSON line with the forward's seconds and the token count."""
+    import torch
+
+    from dstg_interp.encoders import open_encoder
+    from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
+    from dstg_interp.store.config import ExtractionConfig
+    from probes.positions import (DEFAULT_CORPUS, PositionProbeConfig, probing_documents, probing_sequences,
+                                  reads_paragraph_windows)
+
+    config = PositionProbeConfig(task=task)
+    encoder = open_encoder(model)
+    sequences = probing_sequences(encoder, probing_documents(DEFAULT_CORPUS, None, progress=False),
+                                  reads_paragraph_windows(config.task, config.segment))
+    lengths = sequence_lengths(sequences)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for batch in length_sorted_batches(lengths, ExtractionConfig.batch_size):
+            tokens, mask = encoder.pad([sequences[int(i)]["input_ids"] for i in batch])
+            encoder.model(tokens, attention_mask=mask, stop_at_layer=encoder.model.config.n_layers)
+    print(json.dumps({"plain_forward_s": time.perf_counter() - start, "tokens": int(lengths.sum())}))
+
+
+def plain_forward(model: str, task: str, cache: Path) -> dict:
+    """``plain_forward_child`` in a fresh process with ``cache``: the forward's seconds, the script's, the tokens."""
+    return json_child([sys.executable, __file__, "--plain-forward-child", "--model", model, "--task", task],
+                      {**os.environ, "DSTG_CACHE": str(cache)})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", nargs="+", default=["dstg"], help="what --model gets (default: the shipped DSTG)")
     parser.add_argument("--task", default="segment")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--work-dir", default=tempfile.gettempdir(), help="where the caches and outputs go (a real disk)")
-    add_load_arguments(parser)
+    parser.add_argument("--plain-forward-child", action="store_true", help=argparse.SUPPRESS)
+    add_load_arguments(parser, rounds=2)
     args = parser.parse_args()
+    if args.plain_forward_child:
+        plain_forward_child(args.model[0], args.task)
+        return
     command = [dstg_probe(), "--model", *args.model, "--task", args.task]
     work = Path(tempfile.mkdtemp(prefix="bench-probe-cli-", dir=args.work_dir))
     try:
@@ -85,7 +123,12 @@ def main() -> None:
         shutil.move(corpus_cache / "controls", controls)
         watch = LoadWatch.start(args)
         rounds: dict[str, list[dict]] = {route: [] for route in ROUTES}
+        forwards: list[dict] = []
         for number in range(args.rounds):
+            if len(args.model) == 1:  # the reference: one model's plain forward (several models: their sum is not one)
+                forwards.append(plain_forward(args.model[0], args.task, corpus_cache))
+                print(f"round {number + 1} {'plain forward':34s}: {forwards[-1]['plain_forward_s']:7.1f} s "
+                      f"({forwards[-1]['script_s']:.1f} s as a script, {forwards[-1]['tokens']} tokens)", flush=True)
             for route, (flags, environment, rerun) in ROUTES.items():
                 cache = work / f"cache-{''.join(c if c.isalnum() else '-' for c in route)}-{number}"
                 shutil.copytree(corpus_cache, cache)
@@ -106,6 +149,16 @@ def main() -> None:
                   "system_allocator_over_storeless_seconds": round(
                       best["storeless, system allocator"]["seconds"] / best["storeless"]["seconds"], 3),
                   "date": time.strftime("%Y-%m-%d")}
+        if forwards:
+            forward = min(forwards, key=lambda r: r["plain_forward_s"])
+            script = min(r["script_s"] for r in forwards)
+            result.update(plain_forward=forwards, plain_forward_s=round(forward["plain_forward_s"], 3),
+                          plain_forward_script_s=script, tokens=forward["tokens"],
+                          first_run_vs_plain_forward=round(forward["plain_forward_s"] / best["storeless"]["seconds"], 3),
+                          rerun_vs_plain_forward=round(forward["plain_forward_s"]
+                                                       / best["storeless, rerun (control reused)"]["seconds"], 3),
+                          first_run_vs_plain_script=round(script / best["storeless"]["seconds"], 3),
+                          rerun_vs_plain_script=round(script / best["storeless, rerun (control reused)"]["seconds"], 3))
         write_result(RESULTS / "probe_cli.json", result, watch, args)
     finally:
         shutil.rmtree(work, ignore_errors=True)

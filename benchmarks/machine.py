@@ -19,6 +19,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,7 +58,13 @@ def versions() -> dict:
     return found
 
 
-def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+def add_load_arguments(parser: argparse.ArgumentParser, rounds: int | None = None) -> None:
+    """--allow-load and --wait-quiet; with ``rounds`` also --rounds (that default) and --work-dir, for a benchmark
+    that times whole commands in fresh processes with caches of their own."""
+    if rounds is not None:
+        parser.add_argument("--rounds", type=int, default=rounds)
+        parser.add_argument("--work-dir", default=tempfile.gettempdir(),
+                            help="where the caches and outputs go (a real disk)")
     parser.add_argument("--allow-load", action="store_true",
                         help=f"write results over the committed ones even if the 1-min load was above {QUIET_LOAD}")
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
@@ -125,3 +132,14 @@ def write_result(path: str | Path, result: dict, watch: LoadWatch, args: argpars
     os.replace(tmp, path)
     print(f"wrote {path} ({'quiet' if watch.quiet else 'UNDER LOAD'})")
     return path
+
+
+def json_child(argv: list[str], env: dict | None = None) -> dict:
+    """Run a benchmark's child process (``argv``, e.g. ``[sys.executable, __file__, "--...-child", ...]``) that ends
+    by printing one JSON line: that line's dict, with ``script_s``, the child's whole wall time (start-up included)."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, argv))} exited {done.returncode}:\n{done.stderr[-3000:]}")
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "script_s": round(seconds, 2)}

@@ -72,10 +72,9 @@ def train_loop() -> str:
         cells += [f"{n(budget[0] and budget[0]['steady_tokens_per_s'])} / {n(budget[1] and budget[1]['steady_tokens_per_s'])}",
                   f"{n(compiled and compiled['loop_vs_model_step'], 2)} / {n(budget[1] and budget[1]['vs_model_step'], 2)}"]
         rows.append(cells)
-    header = ["variant", "loop, eager", "loop, compiled", "bare step, eager / compiled",
-              "HF step (eager run; compiled run)", "loop / HF, eager", "loop / HF, compiled",
-              "`dstg-train` as typed, eager / compiled", "loop with `--batch-tokens 4096`, eager / compiled",
-              "loop / bare step, compiled: fixed / budget batches"]
+    header = ["variant", "loop, eager", "loop, compiled", "bare step, eager / compiled", "HF step (eager; compiled run)",
+              "loop / HF, eager", "loop / HF, compiled", "dstg-train, eager / compiled", "budget batches, eager / compiled",
+              "loop / bare step, compiled: fixed / budget"]
     return grid(header, rows) + "\n\n" + source("train_loop", result)
 
 
@@ -95,12 +94,9 @@ def train_loop_bf16(name: str = "train_loop_bf16") -> str:
                      f"{n(hf.get('float32'))} / {n(hf.get('bfloat16'))}", n(r["loop_vs_hf"], 2),
                      n(r["cli"] and r["cli"]["tokens_per_s"]), n(r["cli_vs_hf"], 2),
                      f"{losses['mean_last']:.4f} vs {losses['float32_mean_last']:.4f} ({losses['max_rel_diff']:.1e})"])
-    header = ["variant", "mode", "loop, bf16", "bf16 loop unpadded, `--pad-to-multiple-of 1` (padded ×)",
-              "float32 loop, same run (bf16 ×)",
-              "loop, bf16, `--batch-tokens 4096` (× HF)",
-"bare step, bf16", "HF step, float32 / bf16", "loop / HF (faster)",
-              "`dstg-train --bf16` as typed", "`dstg-train --bf16` / HF",
-              "loss, last steps: bf16 vs float32 run (largest relative step difference)"]
+    header = ["variant", "mode", "loop", "unpadded (padded ×)", "float32 loop (bf16 ×)", "budget batches (× HF)",
+              "bare step", "HF f32 / bf16", "loop / HF", "dstg-train", "dstg-train / HF",
+              "loss: bf16 vs f32 (max rel. diff.)"]
     return grid(header, rows) + "\n\n" + source(name, result)
 
 
@@ -153,7 +149,9 @@ def store() -> str:
     return grid(["rival", "tokens/s", "× plain forward"], rows) + "\n\n" + source("store", result)
 
 
-def probe_store_table(name: str) -> str:
+def probe_store() -> str:
+    """bench_probe_store.py: the whole grid over a 1M-token store, now against the per-set route before it."""
+    name = "probe_store"
     result = load(name)
     labels = {"before": "every token, per-set route (before)", "all": "every token, one pass per layer (now)",
               "subsample": "the former 100k subsample"}
@@ -176,14 +174,6 @@ def probe_store_table(name: str) -> str:
                  + f"; largest |Δ test R²| before vs now {result['max_abs_delta_before_vs_all']['test_r2']:.1e}, "
                  f"|Δ CV R²| {result['max_abs_delta_before_vs_all']['cv_r2']:.1e}.")
     return text + "\n\n" + source(name, result)
-
-
-def probe_store() -> str:
-    return probe_store_table("probe_store")
-
-
-def probe_store_loaded() -> str:
-    return probe_store_table("probe_store_loaded")
 
 
 def holmes() -> str:
@@ -224,8 +214,8 @@ def step_profile() -> str:
 
 
 def scaling(name: str = "scaling") -> str:
-    """bench_scaling.py: every (rival, width, tokens) cell, then the 10M-token projection (until a run is committed,
-    one line saying so)."""
+    """bench_scaling.py: every (rival, width, tokens) cell (until a run is committed, one line saying so); the
+    10M-token projection is in the result's JSON and figures/scaling.png."""
     if not (RESULTS / f"{name}.json").exists():
         return (f"*No committed `results/{name}.json` of `bench_scaling.py` yet: run it on a quiet machine, then "
                 "`python benchmarks/tables.py --write`.*")
@@ -234,11 +224,6 @@ def scaling(name: str = "scaling") -> str:
              n(r["peak_rss_mb"]), n(r["disk_bytes"] / 2**20, 1)]
             for r in sorted(result["rows"], key=lambda r: (r["width"], r["n_tokens"], r["rival"]))]
     text = grid(["rival", "width", "tokens", "tokens/s", "× plain forward", "peak RSS (MiB)", "disk (MiB)"], rows)
-    projected = [[p["rival"], p["width"], n(p["seconds"] / 3600, 2), n(p["tokens_per_s"]), n(p["peak_rss_mb"]),
-                  n(p["rss_mb_per_million_tokens"], 1), n(p["disk_gb"], 1)] for p in result["projection_10M_tokens"]]
-    text += "\n\nProjected to 10M tokens on this machine (seconds = a + b × tokens over the measured counts):\n\n"
-    text += grid(["rival", "width", "hours", "tokens/s", "peak RSS (MiB)", "RSS slope (MiB / 1M tokens)", "disk (GB)"],
-                 projected)
     if result.get("allocator"):
         text += f"\n\nEvery cell under the `{result['allocator']}` allocator (`--allocator`)."
     for r in result["rows"]:
@@ -269,6 +254,12 @@ def probe_cli() -> str:
                  "the random-init control's R² from the cache (`probes/control_cache.py`) instead of forwarding "
                  "the twin")
     text += "."
+    if "plain_forward_s" in result:
+        text += (f"\n\nAgainst one plain forward of the model over the same {n(result['tokens'])} tokens "
+                 f"({result['plain_forward_s']:.1f} s; {result['plain_forward_script_s']:.1f} s as a script of its own "
+                 f"with start-up, corpus and tokenising): a first run reads **{result['first_run_vs_plain_forward']:.2f}x** "
+                 f"the forward ({result['first_run_vs_plain_script']:.2f}x the script), a rerun "
+                 f"**{result['rerun_vs_plain_forward']:.2f}x** ({result['rerun_vs_plain_script']:.2f}x).")
     return text + "\n\n" + source("probe_cli", result)
 
 
@@ -284,7 +275,7 @@ def stages(name: str = "stages") -> str:
 
 RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": train_loop_bf16,
              "train_loop_bf16_baselines": lambda: train_loop_bf16("train_loop_bf16_baselines"), "training": training, "ridge": ridge, "store": store,
-             "probe_store": probe_store, "probe_store_loaded": probe_store_loaded, "holmes": holmes,
+             "probe_store": probe_store, "holmes": holmes,
              "loop_overhead": loop_overhead, "step_profile": step_profile, "scaling": scaling,
              "scaling_kept": lambda: scaling("scaling_kept"), "scaling_extract": lambda: scaling("scaling_extract"),
              "probe_cli": probe_cli, "stages": stages, "stages_20k": lambda: stages("stages_20k")}

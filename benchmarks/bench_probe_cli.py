@@ -122,6 +122,11 @@ def main() -> None:
         controls = work / "controls"
         shutil.move(corpus_cache / "controls", controls)
         watch = LoadWatch.start(args)
+        helps = []
+        for _ in range(3):  # the stored --help (dstg_interp/cli/help_text.py): no torch imported
+            start = time.perf_counter()
+            subprocess.run([dstg_probe(), "--help"], check=True, capture_output=True)
+            helps.append(round(time.perf_counter() - start, 3))
         rounds: dict[str, list[dict]] = {route: [] for route in ROUTES}
         forwards: list[dict] = []
         for number in range(args.rounds):
@@ -148,7 +153,7 @@ def main() -> None:
                       best["storeless"]["seconds"] / best["storeless, rerun (control reused)"]["seconds"], 3),
                   "system_allocator_over_storeless_seconds": round(
                       best["storeless, system allocator"]["seconds"] / best["storeless"]["seconds"], 3),
-                  "date": time.strftime("%Y-%m-%d")}
+                  "help_seconds": helps, "date": time.strftime("%Y-%m-%d")}
         if forwards:
             forward = min(forwards, key=lambda r: r["plain_forward_s"])
             script = min(r["script_s"] for r in forwards)

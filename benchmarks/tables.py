@@ -1,7 +1,7 @@
-"""The tables of benchmarks/README.md, rebuilt from the committed result files: no number typed by hand.
+"""The tables of benchmarks/README.md (and docs/performance.md's), rebuilt from the committed result files: no number typed by hand.
 
     python benchmarks/tables.py            # print every table
-    python benchmarks/tables.py --write    # rewrite the README's table blocks from results/*.json
+    python benchmarks/tables.py --write    # rewrite the documents' table blocks from results/*.json
     python benchmarks/tables.py --check    # exit 1 if a block differs from its results (tests/benchmarks/test_benchmark_tables.py)
 
 A block in the README is ``<!-- table: NAME -->`` ... ``<!-- /table -->``; NAME is a renderer below, which
@@ -20,6 +20,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 README = HERE / "README.md"
+PERFORMANCE = HERE.parent / "docs" / "performance.md"  # its expectations table comes from the same results
+DOCUMENTS = (README, PERFORMANCE)
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 
@@ -260,7 +262,59 @@ def probe_cli() -> str:
                  f"with start-up, corpus and tokenising): a first run reads **{result['first_run_vs_plain_forward']:.2f}x** "
                  f"the forward ({result['first_run_vs_plain_script']:.2f}x the script), a rerun "
                  f"**{result['rerun_vs_plain_forward']:.2f}x** ({result['rerun_vs_plain_script']:.2f}x).")
+    if "help_seconds" in result:
+        text += f" `dstg-probe --help`: {min(result['help_seconds']):.2f} s (best of {len(result['help_seconds'])})."
     return text + "\n\n" + source("probe_cli", result)
+
+
+def figures() -> str:
+    """bench_figures.py: a figure script as typed, under a pseudo-terminal, against the plain forward."""
+    if not (RESULTS / "figures.json").exists():
+        return "*No committed `results/figures.json` yet: run `bench_figures.py` on a quiet machine.*"
+    result = load("figures")
+    rows = [[number + 1, n(r["seconds"], 1), n(r["plain_forward_s"], 1), n(r["script_s"], 1), n(r["tokens"]),
+             n(r["ratio_vs_plain_forward"], 2), f"{r['longest_silence_s']:.1f} s (at {r['longest_silence_starts_at_s']:.0f} s)",
+             n(r["store_bytes"] / 2**20, 1)] for number, r in enumerate(result["rounds"])]
+    return (f"`{result['command']}`:\n\n"
+            + grid(["round", "figure (s)", "plain forward (s)", "as a script (s)", "tokens", "× plain forward",
+                    "longest silence", "stores written (MiB)"], rows) + "\n\n" + source("figures", result))
+
+
+def fitted_seconds(rows: list[dict], rival: str, width: int, tokens: int) -> tuple[float, bool] | None:
+    """seconds = a + b × tokens through the measured cells of (rival, width) (least squares; one cell: b alone),
+    and whether ``tokens`` was measured (within 1%); None without a cell."""
+    cells = [(r["n_tokens"], r["seconds"]) for r in rows if r["rival"] == rival and r["width"] == width]
+    if not cells:
+        return None
+    measured = next((s for t, s in cells if abs(t - tokens) <= 0.01 * tokens), None)
+    if measured is not None:
+        return measured, True
+    if len(cells) == 1:
+        return cells[0][1] * tokens / cells[0][0], False
+    mean_t = sum(t for t, _ in cells) / len(cells)
+    mean_s = sum(s for _, s in cells) / len(cells)
+    slope = (sum((t - mean_t) * (s - mean_s) for t, s in cells) / sum((t - mean_t) ** 2 for t, _ in cells))
+    return mean_s + slope * (tokens - mean_t), False
+
+
+def expectations() -> str:
+    """docs/performance.md: what a 20k / 100k / 1M-token run costs at widths 128 and 768 (bench_scaling.py's
+    cells, each rival in a process of its own, start-up excluded), measured where a cell was run, else fitted."""
+    name = "scaling"
+    result = load(name)
+    rivals = {"plain_forward": "plain forward", "storeless": "probes (storeless, the default)",
+              "extract": "extraction to a store"}
+    rows = []
+    for width in (128, 768):
+        for rival, label in rivals.items():
+            cells = [fitted_seconds(result["rows"], rival, width, tokens) for tokens in (20_000, 100_000, 1_000_000)]
+            forward = [fitted_seconds(result["rows"], "plain_forward", width, t) for t in (20_000, 100_000, 1_000_000)]
+            rows.append([width, label] + [("–" if c is None else f"{c[0]:,.0f} s" + ("" if c[1] else "*")
+                                           + ("" if rival == "plain_forward" or f is None else f" ({f[0] / c[0]:.2f}x)"))
+                                          for c, f in zip(cells, forward)])
+    return (grid(["width", "run", "20k tokens", "100k tokens", "1M tokens"], rows)
+            + "\n\n\\* fitted (seconds = a + b × tokens through the measured cells), not measured; (x): × the plain "
+            "forward.\n\n" + source(name, result))
 
 
 def stages(name: str = "stages") -> str:
@@ -278,34 +332,34 @@ RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": trai
              "probe_store": probe_store, "holmes": holmes,
              "loop_overhead": loop_overhead, "step_profile": step_profile, "scaling": scaling,
              "scaling_kept": lambda: scaling("scaling_kept"), "scaling_extract": lambda: scaling("scaling_extract"),
-             "probe_cli": probe_cli, "stages": stages, "stages_20k": lambda: stages("stages_20k")}
+             "probe_cli": probe_cli, "expectations": expectations, "figures": figures, "stages": stages, "stages_20k": lambda: stages("stages_20k")}
 
 
 def rebuilt(text: str) -> str:
     def fill(match: re.Match) -> str:
         name = match.group("name")
         if name not in RENDERERS:
-            raise SystemExit(f"README block {name!r} has no renderer in benchmarks/tables.py")
+            raise SystemExit(f"table block {name!r} has no renderer in benchmarks/tables.py")
         return match.group(1) + RENDERERS[name]() + "\n" + match.group(4)
     return BLOCK.sub(fill, text)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write", action="store_true", help="rewrite the README's blocks")
-    parser.add_argument("--check", action="store_true", help="exit 1 when a README block is not what its results give")
+    parser.add_argument("--write", action="store_true", help="rewrite the documents' table blocks")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a table block is not what its results give")
     args = parser.parse_args(argv)
-    text = README.read_text()
-    new = rebuilt(text)
+    changed = [(document, rebuilt(document.read_text())) for document in DOCUMENTS]
+    changed = [(document, text) for document, text in changed if text != document.read_text()]
     if args.check:
-        if new != text:
-            print("benchmarks/README.md tables differ from results/*.json: run python benchmarks/tables.py --write",
-                  file=sys.stderr)
-            return 1
-        return 0
+        for document, _ in changed:
+            print(f"{document.relative_to(HERE.parent)}: tables differ from results/*.json: run python "
+                  "benchmarks/tables.py --write", file=sys.stderr)
+        return 1 if changed else 0
     if args.write:
-        README.write_text(new)
-        print(f"rewrote {len(BLOCK.findall(text))} table block(s) in {README}")
+        for document, text in changed:
+            document.write_text(text)
+        print(f"rewrote {len(changed)} document(s): {', '.join(str(d.relative_to(HERE.parent)) for d, _ in changed)}")
         return 0
     for name, render in RENDERERS.items():
         print(f"## {name}\n\n{render()}\n")

@@ -75,3 +75,13 @@ def test_the_training_table_reads_runs_before_and_after_the_bf16_arms(tmp_path, 
     (tmp_path / "training.json").write_text(json.dumps(old))
     monkeypatch.setattr(tables, "RESULTS", tmp_path)
     assert "| dstg | eager | float32 |" in tables.training() and "bfloat16" not in tables.training()
+
+
+def test_the_expectations_table_marks_what_was_fitted_and_fits_a_line_exactly():
+    rows = [{"rival": "plain_forward", "width": 128, "n_tokens": t, "seconds": 2.0 + 0.001 * t} for t in (10_000, 100_000)]
+    assert tables.fitted_seconds(rows, "plain_forward", 128, 100_000) == (102.0, True)  # a measured cell as measured
+    seconds, measured = tables.fitted_seconds(rows, "plain_forward", 128, 1_000_000)
+    assert not measured and abs(seconds - 1002.0) < 1e-9  # a + b × tokens through the cells
+    assert tables.fitted_seconds(rows, "storeless", 128, 20_000) is None
+    text = tables.expectations()
+    assert "| 768 | probes (storeless, the default) |" in text and "* fitted" in text

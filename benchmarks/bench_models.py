@@ -24,7 +24,8 @@ import torch
 import transformers
 
 from dstg_interp import ModelConfig, build_model
-from machine import LoadWatch, add_load_arguments, write_result
+from machine import LoadWatch, write_result
+from threaded_args import parse_threaded
 
 
 def interleaved_median_seconds(steps: dict, warmup: int, rounds: int) -> dict:
@@ -53,9 +54,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "models.json"))
-    add_load_arguments(parser)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse_threaded(parser)
     watch = LoadWatch.start(args)
 
     gen = torch.Generator().manual_seed(0)

@@ -53,7 +53,8 @@ import torch
 
 from bench_store import RandomSequences
 from dstg_interp.cli.allocator import keep_freed_memory
-from machine import LoadWatch, add_load_arguments, status_mb, write_result
+from machine import LoadWatch, status_mb, write_result
+from threaded_args import parse_threaded
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -314,9 +315,7 @@ def main() -> None:
     parser.add_argument("--result", default="scaling", help="results/<name>.json (the figure: only for scaling)")
     parser.add_argument("--figure-only", action="store_true", help="redraw the figure from the committed JSON")
     parser.add_argument("--cell", nargs=3, default=None, help=argparse.SUPPRESS)
-    add_load_arguments(parser)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse_threaded(parser)
     if args.cell is not None:
         run_cell(args)
         return

@@ -47,7 +47,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from machine import LoadWatch, add_load_arguments, status_mb, write_result
+from machine import LoadWatch, status_mb, write_result
+from threaded_args import parse_threaded
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -313,9 +314,7 @@ def main() -> None:
     parser.add_argument("--rss-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--rss-out", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ranks-child", type=int, default=None, help=argparse.SUPPRESS)
-    add_load_arguments(parser)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse_threaded(parser)
     if args.rss_child is not None:
         rss_child(args)
         return

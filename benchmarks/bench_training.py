@@ -26,7 +26,8 @@ import torch
 from dstg_interp import ModelConfig, build_model
 from dstg_interp.model.checkpoint import ZOO_NAMES, ZOO_WIDTHS, zoo_architecture
 from bench_models import interleaved_median_seconds  # noqa: E402 (sibling script)
-from machine import BENCH_DEPTH, LoadWatch, add_load_arguments, write_result
+from machine import BENCH_DEPTH, LoadWatch, write_result
+from threaded_args import parse_threaded
 from dstg_interp.flops import training_flops_per_token
 from dstg_interp.train import TrainConfig, compile_for_training, make_optimizer
 
@@ -60,9 +61,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--no-compile", action="store_true", help="leave out the compiled arms")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "training.json"))
-    add_load_arguments(parser)
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = parse_threaded(parser)
     watch = LoadWatch.start(args)
     gen = torch.Generator().manual_seed(0)
     size = 1024

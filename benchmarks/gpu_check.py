@@ -390,6 +390,18 @@ def synthetic_corpus(folder: Path, n_docs: int) -> Path:
     return folder
 
 
+def run_stage(ctx, out: dict, stage: str, command: list[str], env: dict) -> bool:
+    """Run one stage of the torchrun section within the budget left; its wall time (startup included), return code
+    and, when it failed, the tail of its stderr go into ``out`` as ``<stage>_...``.  True when it succeeded."""
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=ctx.remaining())
+    out[f"{stage}_seconds_with_startup"] = round(time.perf_counter() - start, 1)
+    out[f"{stage}_returncode"] = done.returncode
+    if done.returncode:
+        out[f"{stage}_stderr_tail"] = done.stderr[-3000:]
+    return not done.returncode
+
+
 def torchrun(ctx) -> dict:
     sizes, device = ctx.sizes, ctx.device
     corpus = synthetic_corpus(ctx.work / "corpus", sizes.corpus_docs)
@@ -406,12 +418,7 @@ def torchrun(ctx) -> dict:
         str(sizes.torchrun_steps), "--log-every", "1", "--device", device.type, "--bf16", "--out", str(run_dir),
         "--quiet", "--compile" if compile_run else "--no-compile", "--vocab-size", "1000"]
     out: dict = {"train_command": " ".join(train_command[2:]), "compiled": compile_run}
-    start = time.perf_counter()
-    done = subprocess.run(train_command, capture_output=True, text=True, env=env, timeout=ctx.remaining())
-    out["train_seconds_with_startup"] = round(time.perf_counter() - start, 1)
-    out["train_returncode"] = done.returncode
-    if done.returncode:
-        out["train_stderr_tail"] = done.stderr[-3000:]
+    if not run_stage(ctx, out, "train", train_command, env):
         return out
     records = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
     steps = [r for r in records if "tokens_seen" in r]
@@ -425,12 +432,7 @@ def torchrun(ctx) -> dict:
                                 "--out", str(store_dir), "--device", device.type, "--quiet",
                                 "--max-length", str(sizes.length)]
     out["cache_command"] = " ".join(cache_command[2:])
-    start = time.perf_counter()
-    done = subprocess.run(cache_command, capture_output=True, text=True, env=env, timeout=ctx.remaining())
-    out["cache_seconds_with_startup"] = round(time.perf_counter() - start, 1)
-    out["cache_returncode"] = done.returncode
-    if done.returncode:
-        out["cache_stderr_tail"] = done.stderr[-3000:]
+    if not run_stage(ctx, out, "cache", cache_command, env):
         return out
     store = ActivationStore(store_dir)
     out.update(cache_n_tokens=store.n_tokens, cache_layers=list(store.layers), cache_subspaces=list(store.subspaces))

@@ -1,6 +1,6 @@
 """dstg-interp: train, hook, cache and probe encoders that separate positional and semantic information."""
 
-import importlib
+from dstg_interp.lazy import lazy_face
 
 # The public names load on first use (PEP 562): importing the package stays instant, so a console
 # command can take over Ctrl-C before torch and transformers load (see dstg_interp/cli/entry.py).
@@ -16,16 +16,4 @@ _EXPORTS = {
 
 __version__ = "0.1.0"
 
-__all__ = list(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'dstg_interp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)  # lazy: PEP 562, on first use
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__, __all__ = lazy_face(__name__, _EXPORTS)

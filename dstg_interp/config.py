@@ -150,6 +150,13 @@ def tokenizer_mismatch_field() -> Any:
                 "like another model's tokenizer); say so only when it is the model's own"})
 
 
+def model_name_field(help: str) -> Any:
+    """``--name``: how the output names the model(s) (``help``); by default what ``dstg_interp.encoders.naming``
+    makes of the model spec."""
+    return dataclasses.field(default=None, metadata={"help": help, "shown": "the zoo name, hub id, model-card title "
+                                                                            "or folder name (dstg_interp.encoders.naming)"})
+
+
 def layers_field(default=None, *, shown: str | None = None) -> Any:
     """``--layers``: a layer selection in the grammar of ``dstg_interp.encoders.selection`` (``LayerSelection``)."""
     return _shared("layers", default, shown=shown)

@@ -424,6 +424,15 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         tmp.write_text(text)
 
 
+def read_json_file(path: Path, error: type[Exception], hint: str = ""):
+    """The JSON value in ``path``; text that is not JSON (or not UTF-8) is one ``error``, worded
+    '<path>: not valid JSON (<why>)<hint>'.  Reading the file may raise OSError as usual."""
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise error(f"{path}: not valid JSON ({err}){hint}") from None
+
+
 @contextlib.contextmanager
 def created_folder(path: str | Path):
     """Create ``path`` (and missing parents) for the duration; if the block fails, the folders it created

@@ -55,7 +55,7 @@ from dstg_interp.encoders import fetch_minilm
 from dstg_interp.store.config import ALL_SUBSPACES
 from dstg_interp.plots import measurements, plot_by_layer, plot_dct_power, plot_pc_curves, plot_scree
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, model_store, figure_config, run_as_command,
-                                       save_config, say_not_applicable, stream_notes)
+                                       sample_docs_field, save_config, say_not_applicable, stream_notes)
 from probes.positions import probing_sequences
 
 TABLE_NAMES = {"dstg": "dstg AP table", "ap": "ap table (entangled)"}
@@ -67,8 +67,7 @@ BASIS_COLUMNS = ("position_share", "chance_share", "n_tokens", "mean_standard_er
 @dataclass
 class ApManifoldConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "ap_manifold"
-    n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
-                                                                "(default: all of them, as the probes)"})
+    n_docs: int | None = sample_docs_field()
     min_count: int = field(default=20, metadata={"help": "drop positions held by fewer documents (layer states)"})
     sequences: str = field(default="balanced", metadata={"choices": SEQUENCE_SETS, "help": (
         "the sequences a layer's position basis averages: balanced (the --min-count or more sequences of the longest "

@@ -39,6 +39,7 @@ from experiments.figure_inputs import (
     has_mlm_head,
     inputs_for,
     figure_config, run_as_command,
+    print_summary,
     save_config,
     say_not_applicable,
     stream_notes,
@@ -136,9 +137,8 @@ def run(config: ErasureFigureConfig) -> dict:
     summary = over_seeds(table)
     plot(summary, config.out)
     save_config(config, "experiments/fig_erasure.py", study=DEFAULTS.to_dict(), wall_s=round(time.perf_counter() - started, 1))
-    if not config.quiet:
-        print(summary.pivot_table(index=["model", "subspace", "layer"], columns="method", values="loss_increase")
-              .to_string(float_format="%.4f"))
+    print_summary(config, summary, "%.4f", index=["model", "subspace", "layer"], columns="method",
+                  values="loss_increase")
     return {"results": table, "heads": heads}
 
 

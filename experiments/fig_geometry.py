@@ -94,7 +94,7 @@ from dstg_interp.model.checkpoint import ZOO_FLOOR
 from dstg_interp.plots.geometry import plot_geometry_by_layer, plot_geometry_leaderboard, plot_head_split_sweep
 from dstg_interp.plots.output import jsonable
 from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigureConfig, figure_config, inputs_for,
-                                       model_store, run_as_command, save_config, say_not_applicable,
+                                       model_store, run_as_command, sample_docs_field, save_config, say_not_applicable,
                                        with_member_columns)
 from experiments.fig_interventions import windows
 from probes.positions import CONTROLS_FOLDER, PositionProbeConfig, probe_sequences, probing_sequences
@@ -114,8 +114,7 @@ BIAS_DOCUMENTS = 256  # documents (from their start) the start-vs-end bias is re
 @dataclass
 class GeometryConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "geometry"
-    n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
-                                                                "(default: all of them, as the probes)"})
+    n_docs: int | None = sample_docs_field()
     min_count: int | None = field(default=None, metadata={
         "help": f"drop positions held by fewer sequences (layer rows; default {MIN_COUNT}, with --tiny "
                 f"{TINY_MIN_COUNT}: its corpus has 40 documents)"})

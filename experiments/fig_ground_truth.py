@@ -52,7 +52,7 @@ from dstg_interp.plots import plot_ground_truth
 from dstg_interp.plots.ground_truth import METHODS as PLOTTED_METHODS
 from experiments.fig_interventions import fitted, windows
 from experiments.figure_inputs import (OUTPUT_DIR, FigureCannotRead, SeedsFigureConfig, inputs_for, figure_config,
-                                       readable_members, run_as_command, save_config, with_member_columns)
+                                       readable_members, run_as_command, print_summary, save_config, with_member_columns)
 
 NEEDS = ("an AP stream of its own (DSTG: scored against the truth) or a learned absolute-position table "
          "(AP-NeoBERT: scored on interchange alone)")
@@ -172,9 +172,7 @@ def run(config: GroundTruthFigureConfig) -> dict:
     plot_ground_truth(scores, config.out, stem="ground_truth")
     save_config(config, "experiments/fig_ground_truth.py", inputs=inputs.description,
                 **({"notes": notes} if notes else {}), wall_s=round(time.perf_counter() - started, 1))
-    if not config.quiet:
-        print(scores.pivot_table(index=["model", "layer"], columns="method", values="mean_cos2")
-              .to_string(float_format="%.3f"))
+    print_summary(config, scores, "%.3f", index=["model", "layer"], columns="method", values="mean_cos2")
     return {"scores": scores, "notes": notes}
 
 

@@ -43,7 +43,7 @@ from dstg_interp.analysis.heads import (DOMINANT_SHARE, classify_heads, head_sta
 from dstg_interp.plots import plot_head_map, plot_head_sweep, plot_share_scatter
 from dstg_interp.model.checkpoint import zoo_member
 from dstg_interp.encoders import HFEncoder
-from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, attention_store, inputs_for, figure_config, readable_members, run_as_command, save_config, with_member_columns)
+from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, attention_store, inputs_for, figure_config, readable_members, run_as_command, print_summary, sample_docs_field, save_config, with_member_columns)
 
 NEEDS = "separate attention-logit terms (DSTG, a RoPE / AP / RP baseline or the authors' formats)"
 
@@ -51,8 +51,7 @@ NEEDS = "separate attention-logit terms (DSTG, a RoPE / AP / RP baseline or the 
 @dataclass
 class HeadsFigureConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "heads"
-    n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
-                                                                "(default: all of them, as the probes)"})
+    n_docs: int | None = sample_docs_field()
     from_heads: Path | None = field(default=None, metadata={
         "help": "no store reading: relabel the head statistics of an earlier run's heads.csv (the stores are the "
                 "same, so are the statistics) and write the tables and figures from them"})
@@ -143,8 +142,7 @@ def run(config: HeadsFigureConfig) -> dict:
     (config.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     save_config(config, "experiments/fig_heads.py", inputs=description,
                 wall_s=round(time.perf_counter() - started, 1))
-    if not config.quiet:
-        print(counts.pivot_table(index=["model", "seed"], columns="label", values="n_heads", fill_value=0).to_string())
+    print_summary(config, counts, index=["model", "seed"], columns="label", values="n_heads", fill_value=0)
     return {"heads": heads, "summary": summary}
 
 

@@ -32,7 +32,7 @@ from dstg_interp import open_encoder
 from dstg_interp.analysis.mlm_lens import logit_lens
 from dstg_interp.plots import measurements, plot_by_layer
 from experiments.fig_interventions import windows
-from experiments.figure_inputs import (MLM_HEAD, OUTPUT_DIR, SeedsFigureConfig, inputs_for, figure_config, readable_members, run_as_command, save_config, with_member_columns,
+from experiments.figure_inputs import (MLM_HEAD, OUTPUT_DIR, SeedsFigureConfig, inputs_for, figure_config, readable_members, run_as_command, print_summary, save_config, with_member_columns,
                                        without_mlm_head)
 
 METRICS = ("top1_accuracy", "top1_agreement", "kl_to_final")
@@ -73,8 +73,7 @@ def run(config: LensFigureConfig) -> dict:
                            "random_init": table[table.control == "random init"]})
     save_config(config, "experiments/fig_logit_lens.py", **({"notes": notes} if notes else {}),
                 wall_s=round(time.perf_counter() - started, 1))
-    if not config.quiet:
-        print(over_seeds.pivot_table(index="layer", columns="model", values="top1_accuracy").to_string(float_format="%.3f"))
+    print_summary(config, over_seeds, "%.3f", index="layer", columns="model", values="top1_accuracy")
     return {"lens": table}
 
 

@@ -43,7 +43,7 @@ from dstg_interp.plots import plot_attribution_agreement, plot_patching_map
 from dstg_interp.tiny_zoo import tiny_config
 from experiments.fig_interventions import windows
 from experiments.figure_inputs import (MLM_HEAD, OUTPUT_DIR, FigureConfig, inputs_for, figure_config, readable_members,
-                                       run_as_command, save_config, say_not_applicable, without_mlm_head)
+                                       run_as_command, print_summary, save_config, say_not_applicable, without_mlm_head)
 
 CURVE_FRACTIONS = (1e-3, 1e-2, 0.1, 0.3, 1.0)
 
@@ -183,9 +183,7 @@ def run(config: PatchingFigureConfig) -> dict:
     draw(results, config.out)
     save_config(config, "experiments/fig_patching.py", **({"notes": notes} if notes else {}),
                 wall_s=round(time.perf_counter() - started, 1))
-    if not config.quiet:
-        print(results["agreement"].pivot_table(index=["model", "corruption"], columns="subspace", values="r")
-              .to_string(float_format="%.3f"))
+    print_summary(config, results["agreement"], "%.3f", index=["model", "corruption"], columns="subspace", values="r")
     return results
 
 

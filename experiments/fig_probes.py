@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 from dstg_interp.plots import plot_r2_by_layer
 from dstg_interp.model.checkpoint import ZOO_FLOOR, ZOO_NAMES
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, ZooIncomplete, inputs_for, model_store,
-                                       over_seeds, figure_config, random_init_store, run_as_command, save_config,
+                                       over_seeds, figure_config, random_init_store, run_as_command, sample_docs_field, save_config,
                                        say_not_applicable, stream_notes, with_member_columns)
 from probes.positions import PositionProbeConfig, probe_store, reads_paragraph_windows
 
@@ -62,8 +62,7 @@ PROBE_DEFAULTS = PositionProbeConfig()  # dstg-probe's settings: the same number
 @dataclass
 class ProbesFigureConfig(SeedsFigureConfig):
     out: Path = OUTPUT_DIR / "probes"
-    n_docs: int | None = field(default=None, metadata={"help": "a seeded sample of the held-out documents "
-                                                                "(default: all of them, as dstg-probe)"})
+    n_docs: int | None = sample_docs_field("dstg-probe")
     max_tokens: int | None = field(default=PROBE_DEFAULTS.max_tokens, metadata={
         "help": "a seeded subsample of tokens per probe (default: every token of the store, as dstg-probe)"})
     n_boot: int = field(default=PROBE_DEFAULTS.n_boot, metadata={"help": "bootstrap resamples of test documents"})

@@ -35,7 +35,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -219,6 +219,12 @@ def figure_config(config_class, argv=None, doc: str = ""):
     return config
 
 
+def sample_docs_field(like: str = "the probes") -> Any:
+    """``--n-docs``: a seeded sample of the held-out documents; by default all of them, ``like`` the probes."""
+    return field(default=None, metadata={"help": f"a seeded sample of the held-out documents (default: all of them, "
+                                                 f"as {like})"})
+
+
 def save_config(config: ScriptConfig, script: str, name: str = "config.json", /, **facts) -> Path:
     """``name`` (positional: every other keyword is a fact) in ``config.out``: the whole config plus what the run
     found (inputs, notes, wall time); written under a temporary name, then renamed."""
@@ -226,6 +232,12 @@ def save_config(config: ScriptConfig, script: str, name: str = "config.json", /,
     record = {"script": script, **config.to_dict(), **facts}
     write_text_atomic(config.out / name, json.dumps(record, indent=1, default=str) + "\n")
     return config.out / name
+
+
+def print_summary(config: FigureConfig, table: pd.DataFrame, float_format: str | None = None, **pivot) -> None:
+    """The run's summary on stdout unless ``--quiet``: ``table.pivot_table(**pivot)``, numbers in ``float_format``."""
+    if not config.quiet:
+        print(table.pivot_table(**pivot).to_string(float_format=float_format))
 
 
 # --- models, documents, stores ---------------------------------------------------------------------

@@ -62,6 +62,12 @@ def _seed_cell(values: pd.Series, digits: int = 2) -> str:
     return f"{_number(values.mean(), digits)} [{_number(values.min(), digits)}, {_number(values.max(), digits)}]"
 
 
+def _pair_by_layer(group: pd.DataFrame, layers: list, first: str, second: str, first_digits: int = 2) -> list[str]:
+    """'first / second' for each of ``layers``: the group's means over training seeds ('—' where a layer is absent)."""
+    mean = group.groupby("layer")[[first, second]].mean()
+    return [f"{_number(mean[first].get(layer), first_digits)} / {_number(mean[second].get(layer))}" for layer in layers]
+
+
 def patching_table(figures: Path) -> str:
     """Recovery of the clean output by layer: the exact patches summed over the masked positions / over the others,
     mean over training seeds (patching/summary.csv)."""
@@ -69,10 +75,8 @@ def patching_table(figures: Path) -> str:
     layers = sorted(summary.layer.unique())
     rows = []
     for (model, corruption, subspace), group in summary.groupby(["model", "corruption", "subspace"], sort=False):
-        by_layer = group.groupby("layer")[["recovery_masked", "recovery_other"]].mean()
         rows.append([_entry(model, subspace), corruption, group.metric.iloc[0], group.seed.nunique()]
-                    + [f"{_number(by_layer.recovery_masked.get(layer))} / {_number(by_layer.recovery_other.get(layer))}"
-                       for layer in layers])
+                    + _pair_by_layer(group, layers, "recovery_masked", "recovery_other"))
     return _markdown(["model", "corruption", "metric", "seeds", *[f"layer {layer}" for layer in layers]], rows)
 
 
@@ -145,10 +149,9 @@ def lens_table(figures: Path) -> str:
     layers = sorted(lens.layer.unique())
     rows = []
     for (control, model, subspace), group in lens.groupby(["control", "model", "subspace"], sort=False):
-        mean = group.groupby("layer")[["top1_accuracy", "kl_to_final"]].mean()
         name = _entry(model, subspace) + ("" if control == "trained" else " (random init)")
-        rows.append([name, group.seed.nunique()] + [f"{_number(mean.top1_accuracy.get(layer), 3)} / "
-                                                    f"{_number(mean.kl_to_final.get(layer))}" for layer in layers])
+        rows.append([name, group.seed.nunique()] + _pair_by_layer(group, layers, "top1_accuracy", "kl_to_final",
+                                                                  first_digits=3))
     rows.append(["chance (the batch's most frequent masked token)", lens.seed.nunique(),
                  *[_number(lens.chance_accuracy.mean(), 3)] * len(layers)])
     return _markdown(["model", "seeds", *[f"layer {layer}" for layer in layers]], rows)

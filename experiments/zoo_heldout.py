@@ -37,7 +37,7 @@ from dstg_interp.tiny_zoo import tiny_documents
 from dstg_interp.model.checkpoint import ZOO_FLOOR
 from dstg_interp.variants import variants_where
 from experiments.figure_inputs import (OUTPUT_DIR, SeedsFigureConfig, inputs_for, parse_config, run_as_command,
-                                       save_config, say_not_applicable)
+                                       print_summary, save_config, say_not_applicable)
 
 # the zoo issue's targets (#21), over the training seeds of every held-out corpus, in points of gain over the
 # most-frequent-token rate on the same masked tokens
@@ -171,9 +171,7 @@ def run(config: ZooHeldoutConfig) -> dict:
     plot_heldout_gain(heldout, config.out)
     save_config(config, "experiments/zoo_heldout.py", inputs={k: v for k, v in inputs.description.items() if k != "zoo"},
                 wall_s=round(time.perf_counter() - started, 1))
-    if not config.quiet:
-        print(heldout.pivot_table(index=["variant", "seed"], columns="corpus", values="gain_points")
-              .to_string(float_format="%.1f"))
+    print_summary(config, heldout, "%.1f", index=["variant", "seed"], columns="corpus", values="gain_points")
     return {"zoo": table, "heldout": heldout}
 
 

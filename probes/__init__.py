@@ -7,7 +7,7 @@ The public names load on first use (PEP 562), as in ``dstg_interp``: ``from prob
 numpy and the ridge module only, not torch or the Holmes runner.
 """
 
-import importlib
+from dstg_interp.lazy import lazy_face
 
 _EXPORTS = {
     "DEFAULT_ALPHAS": "probes.ridge", "RidgeProbe": "probes.ridge", "fit_ridge_grid": "probes.ridge",
@@ -19,16 +19,4 @@ _EXPORTS = {
     "probe_positions": "probes.positions", "probe_store": "probes.positions", "probe_sequences": "probes.positions",
 }
 
-__all__ = list(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'probes' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)  # lazy: PEP 562, on first use
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__, __all__ = lazy_face(__name__, _EXPORTS)

@@ -4,8 +4,9 @@ Unit tests live in a folder per room of the code (tests/data/, tests/model/, tes
 tests/probes/holmes/, ...; tests/train/ for train.py and evaluation.py, tests/core/ for the other top-level
 modules, tests/house/ for the layers and package faces): tiny models, fixtures written here, no network,
 each a second or less.  A room's bad-input, output-safety, ... cases are its test_<room>_bad_input.py,
-test_<room>_output_safety.py, ... (docs/RELIABILITY.md maps the cases to them).  This file and the helper
-modules beside it (reliability_setup, synthetic_store, hf_writers, your_models, readme_examples) stay in
+test_<room>_output_safety.py, ... (docs/RELIABILITY.md maps the cases to them); the bad-input ones run on
+one torch thread with a private cache (``bad_input_room``).  This file and the helper modules beside it
+(reliability_setup, gloo_ranks, synthetic_store, hf_writers, your_models, readme_examples) stay in
 tests/, which pyproject.toml puts on the path, so any test imports them by name.  Integration tests --
 whole scripts, the notebook, subprocesses, a model fetched from a registry -- live in tests/integration/
 and are marked ``slow`` here, so ``pytest -m "not slow"`` runs the unit tests only and CI
@@ -166,8 +167,17 @@ def tiny(tmp_path_factory):
 @pytest.fixture
 def private_cache(tmp_path, monkeypatch):
     """DSTG_CACHE in the test's own folder: nothing is read from or written to the user's cache (a module
-    opts in with ``pytestmark = pytest.mark.usefixtures("private_cache")``)."""
+    opts in with ``pytestmark = pytest.mark.usefixtures("private_cache")``; the bad-input rooms always do,
+    through ``bad_input_room``)."""
     monkeypatch.setenv("DSTG_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(autouse=True)
+def bad_input_room(request):
+    """A room's hostile-input cases (its test_<room>_bad_input.py) run on one torch thread with a private cache."""
+    if request.path.name.endswith("_bad_input.py"):
+        torch.set_num_threads(1)
+        request.getfixturevalue("private_cache")
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ test_launch, ...): a tiny checkpoint and corpus, CLI helpers, a command that sig
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import tiny_model, write_synthetic_corpus
@@ -12,13 +13,17 @@ from dstg_interp.data import load_corpus, train_tokenizer
 REPO = Path(__file__).resolve().parent.parent
 
 
-def make_tiny_setup(root: Path, n_docs: int = 12) -> tuple[Path, Path]:
-    """(checkpoint folder with a tokenizer, corpus folder) of a d=32 DSTG model: extraction takes ~0.1 s."""
+def make_tiny_setup(root: Path, n_docs: int = 12, vocab_size: int = 150, name: str = "ck",
+                    prepare: Callable | None = None) -> tuple[Path, Path]:
+    """(checkpoint folder ``root/name`` with a tokenizer, corpus folder) of a d=32 DSTG model: extraction takes
+    ~0.1 s.  ``prepare(model)``, if given, edits the weights before they are saved."""
     corpus = write_synthetic_corpus(root / "corpus", n_docs=n_docs)
-    tokenizer = train_tokenizer(load_corpus(str(corpus), progress=False), vocab_size=150)
+    tokenizer = train_tokenizer(load_corpus(str(corpus), progress=False), vocab_size=vocab_size)
     model = tiny_model("dstg", vocab_size=tokenizer.get_vocab_size(), max_positions=64)
-    model.save(root / "ck", tokenizer=tokenizer)
-    return root / "ck", corpus
+    if prepare is not None:
+        prepare(model)
+    model.save(root / name, tokenizer=tokenizer)
+    return root / name, corpus
 
 
 def run_main(capsys, main, *args) -> tuple[int, str, str]:

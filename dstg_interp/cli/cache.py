@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from dstg_interp.data import StructuredSequences, load_corpus
 from dstg_interp.data.structure import DEFAULT_MAX_LENGTH
 from dstg_interp.encoders import open_encoder
-from dstg_interp.config import ConfigIO, device_field, layers_field, model_field, tokenizer_mismatch_field, out_field, quiet_field
+from dstg_interp.config import ConfigIO, device_field, layers_field, model_field, model_name_field, tokenizer_mismatch_field, out_field, quiet_field
 from dstg_interp.encoders.selection import LayerSelection
 from dstg_interp.io import check_output_location, output_lock
 from dstg_interp.store.distributed import OtherRankFailed, Ranks, torchrun_ranks
@@ -45,9 +45,7 @@ class CacheCommand(ConfigIO):
     model: list = model_field(required=True)
 
     allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
-    name: str | None = field(default=None, metadata={
-        "help": "how the store names the model (its manifest's model_name)", "shown": "the zoo name, hub id, "
-        "model-card title or folder name (dstg_interp.encoders.naming)"})
+    name: str | None = model_name_field("how the store names the model (its manifest's model_name)")
     corpus: str | None = field(default=None, metadata={
         "exclusive": ("source", True), "help": "corpus spec for load_corpus: en-mix, a folder of *.txt, a .jsonl, hf:..."})
     sequences: str | None = field(default=None, metadata={

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from dstg_interp.config import ConfigIO, device_field, model_field, tokenizer_mismatch_field, out_field, quiet_field, threads_field
+from dstg_interp.config import ConfigIO, device_field, model_field, model_name_field, tokenizer_mismatch_field, out_field, quiet_field, threads_field
 from dstg_interp.encoders.naming import model_label
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import (OutputError, check_output_location, folder_entries, foreign_entries, output_lock,
@@ -51,9 +51,7 @@ class EraseCommand(ConfigIO):
     model: list = model_field(required=True)
 
     allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
-    name: str | None = field(default=None, metadata={
-        "help": "how the table and results.json name the model", "shown": "the zoo name, hub id, model-card title "
-        "or folder name (dstg_interp.encoders.naming)"})
+    name: str | None = model_name_field("how the table and results.json name the model")
     store: str | None = field(default=None, metadata={
         "help": "an activation store of --model to fit the erasers on",
         "shown": "one extracted from the corpus's probing documents, cached"})

@@ -29,7 +29,7 @@ import torch
 from dstg_interp.data import load_corpus
 from dstg_interp.evaluation import RESULT_COLUMNS, mlm_accuracy, results_table, training_config, training_unigram
 from dstg_interp.io import OutputError, check_output_location, created_folder
-from dstg_interp.config import ConfigIO, model_field, tokenizer_mismatch_field, out_field, quiet_field, seed_field, threads_field
+from dstg_interp.config import ConfigIO, model_field, model_name_field, tokenizer_mismatch_field, out_field, quiet_field, seed_field, threads_field
 from dstg_interp.encoders import open_encoder
 from dstg_interp.encoders.naming import table_names
 
@@ -58,9 +58,7 @@ class EvalCommand(ConfigIO):
     model: list = model_field(required=True)
 
     allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
-    name: list[str] | None = field(default=None, metadata={
-        "help": "how the table names each --model, in order", "shown": "the zoo name, hub id, model-card title or "
-        "folder name (dstg_interp.encoders.naming)"})
+    name: list[str] | None = model_name_field("how the table names each --model, in order")
     corpus: list[str] = field(default_factory=lambda: ["en-mix"], metadata={
         "repeatable": True, "help": "en-mix (held-out split), pydocs, a folder of *.txt, a .jsonl, hf:NAME:SPLIT; "
                                     "several as --model"})

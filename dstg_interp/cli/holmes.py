@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from dstg_interp.config import (MAX_SEED, ConfigIO, device_field, layers_field, model_field, tokenizer_mismatch_field, out_field, quiet_field,
+from dstg_interp.config import (MAX_SEED, ConfigIO, device_field, layers_field, model_field, model_name_field, tokenizer_mismatch_field, out_field, quiet_field,
                                 seed_field, subspaces_field, threads_field)
 from dstg_interp.encoders.selection import LayerSelection
 from dstg_interp.io import RESULTS_DIR
@@ -112,9 +112,7 @@ class HolmesRun(ConfigIO):
     model: list = model_field(required=True)
 
     allow_tokenizer_mismatch: bool = tokenizer_mismatch_field()
-    name: list[str] | None = field(default=None, metadata={
-        "help": "how the tables name each --model, in order", "shown": "the zoo name, hub id, model-card title or "
-        "folder name (dstg_interp.encoders.naming)"})
+    name: list[str] | None = model_name_field("how the tables name each --model, in order")
     layers: LayerSelection = layers_field(HOLMES_LAYERS)
     subspaces: tuple | None = subspaces_field(shown="all the model has")
     holmes: HolmesFlags = field(default_factory=HolmesFlags)

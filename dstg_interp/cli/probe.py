@@ -43,7 +43,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from dstg_interp.config import ConfigIO, device_field, model_field, tokenizer_mismatch_field, out_field, quiet_field, threads_field
+from dstg_interp.config import ConfigIO, device_field, model_field, model_name_field, tokenizer_mismatch_field, out_field, quiet_field, threads_field
 from dstg_interp.encoders.selection import check_device
 from dstg_interp.io import RESULTS_DIR, OutputError, check_output_location, created_folder, output_lock, write_text_atomic
 from dstg_interp.store.distributed import Ranks, torchrun_ranks
@@ -70,9 +70,7 @@ class ProbeCommand(ConfigIO):
     task: str | None = field(default=None, metadata={
         "required": True, "choices": list(TASKS), "help": "token / segment / intra: position probes; holmes: the Holmes benchmark"})
     corpus: str = field(default="en-mix", metadata={"help": "en-mix (held-out documents), a folder of *.txt, a .jsonl, hf:..."})
-    name: list[str] | None = field(default=None, metadata={
-        "help": "how the tables name each --model, in order", "shown": "the zoo name, hub id, model-card title or "
-        "folder name (dstg_interp.encoders.naming)"})
+    name: list[str] | None = model_name_field("how the tables name each --model, in order")
     out: str | None = out_field(help="a folder for results.csv and results.json (Holmes: its tables)",
                                 shown="dstg-results/<task>, or dstg-results/<task>-<model folders> for other models")
     device: str = device_field(help="the ridge probes' Gram sums run there too (torch on a GPU)")

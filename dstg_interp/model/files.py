@@ -12,7 +12,6 @@ user hands us is ever unpickled into arbitrary objects.
 from __future__ import annotations
 
 import hashlib
-import json
 import pickle
 import warnings
 from contextlib import contextmanager
@@ -23,6 +22,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from tokenizers.implementations import BertWordPieceTokenizer
+
+from dstg_interp.io import read_json_file
 
 CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE = "config.json", "model.safetensors", "tokenizer.json"
 SHARD_INDEX_FILE = "model.safetensors.index.json"
@@ -43,10 +44,7 @@ def read_json(path: Path, optional: bool = False) -> dict:
     try:
         if not path.is_file():
             raise CheckpointError(f"{path.parent}: no {path.name}; not a checkpoint folder")
-        try:
-            data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise CheckpointError(f"{path}: not valid JSON ({err})") from None
+        data = read_json_file(path, CheckpointError)
         if not isinstance(data, dict):
             raise CheckpointError(f"{path}: expected a JSON object")
     except (OSError, ValueError):

@@ -24,6 +24,7 @@ import transformers
 
 import dstg_interp
 from dstg_interp.data.labels import token_fields
+from dstg_interp.io import read_json_file
 
 FORMAT_VERSION = 2  # 2: DSTG full = [sem | ap] is served on read, not written (layout.py)
 READABLE_VERSIONS = (1, 2)  # 1: full written as its own file; the reader serves both
@@ -116,10 +117,7 @@ def read_manifest(folder: str | Path) -> dict:
         raise StoreError(f"{folder}: no such store folder; create it with dstg_interp.extract or dstg-cache")
     if not path.is_file():
         raise StoreError(f"{folder}: no {MANIFEST_FILE}, so not a complete activation store; re-run the extraction")
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise StoreError(f"{path}: not valid JSON ({err}); delete the folder and re-run the extraction") from None
+    manifest = read_json_file(path, StoreError, "; delete the folder and re-run the extraction")
     version = manifest.get("format_version") if isinstance(manifest, dict) else None
     if version not in READABLE_VERSIONS:
         readable = ", ".join(str(v) for v in READABLE_VERSIONS)

@@ -18,11 +18,6 @@ from dstg_interp.cli.probe import main as probe_main
 from dstg_interp.cli.holmes import main as holmes_main
 from reliability_setup import assert_one_line_error, run_main
 
-torch.set_num_threads(1)
-
-
-pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
-
 
 # --- bad content ----------------------------------------------------------------------------------
 def test_config_that_is_not_json_names_its_file(tmp_path, capsys):

@@ -8,7 +8,6 @@ The other rooms' cases are in their own folders' test_*_bad_input.py.
 
 import numpy as np
 import pytest
-import torch
 
 import dstg_interp.data.corpora as corpora
 import dstg_interp.data.en_mix as en_mix
@@ -16,11 +15,6 @@ from dstg_interp.data import DataError, load_corpus, load_tokenizer
 from dstg_interp.cli.cache import main as cache_main
 from dstg_interp.cli.train import main as train_main
 from reliability_setup import assert_one_line_error, run_main
-
-torch.set_num_threads(1)
-
-
-pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- bad content ----------------------------------------------------------------------------------

@@ -6,15 +6,7 @@ The other rooms' cases are in their own folders' test_*_bad_input.py.
 
 import json
 
-import pytest
-import torch
-
 from dstg_interp.encoders.naming import model_label
-
-torch.set_num_threads(1)
-
-
-pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- 6. statistics that mislead -------------------------------------------------------------------

@@ -4,15 +4,7 @@ Case numbers are those of the hostile-input rounds; docs/RELIABILITY.md maps eac
 The other rooms' cases are in their own folders' test_*_bad_input.py.
 """
 
-import pytest
-import torch
-
 from reliability_setup import assert_one_line_error, run_main
-
-torch.set_num_threads(1)
-
-
-pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- seeds and steps are checked on the command line, before any work (N41, N43, N47, N51) --------

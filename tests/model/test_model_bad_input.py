@@ -22,14 +22,9 @@ from dstg_interp.cli.convert import main as convert_main
 from dstg_interp.cli.extend import main as extend_main
 from dstg_interp.model.checkpoint import NonFiniteWeightsWarning
 from dstg_interp.cli.cache import main as cache_main
-from reliability_setup import assert_one_line_error, run_main
+from reliability_setup import FIXTURES, assert_one_line_error, run_main
 
-torch.set_num_threads(1)
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 AUTHORS = FIXTURES / "authors-format" / "posneobert-dstg"
-
-
-pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- bad content ----------------------------------------------------------------------------------

@@ -13,18 +13,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import probes.control_cache as control_cache
 import probes.storeless as storeless
-from conftest import tiny_model, write_synthetic_corpus
 from dstg_interp.cli.probe import main as probe_main
-from dstg_interp.data import load_corpus, train_tokenizer
+from dstg_interp.data import load_corpus
 from dstg_interp.encoders import open_encoder
-from dstg_interp.store.distributed import Ranks
+from gloo_ranks import gloo_rank
 from probes.positions import PositionProbeConfig, probe_positions, probe_sequences, probing_sequences
-from reliability_setup import run_main
+from reliability_setup import make_tiny_setup, run_main
 
 torch.set_num_threads(1)
 pytestmark = [pytest.mark.usefixtures("private_cache"),  # DSTG_CACHE in the test's own folder (conftest)
@@ -34,12 +32,7 @@ pytestmark = [pytest.mark.usefixtures("private_cache"),  # DSTG_CACHE in the tes
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """A 20-document synthetic corpus and a tiny DSTG checkpoint."""
-    root = tmp_path_factory.mktemp("control_cache")
-    corpus = write_synthetic_corpus(root / "corpus", n_docs=20)
-    tokenizer = train_tokenizer(load_corpus(str(corpus), progress=False), vocab_size=120)
-    model = tiny_model("dstg", vocab_size=tokenizer.get_vocab_size(), max_positions=64)
-    model.save(root / "dstg", tokenizer=tokenizer)
-    return root / "dstg", corpus
+    return make_tiny_setup(tmp_path_factory.mktemp("control_cache"), n_docs=20, vocab_size=120, name="dstg")
 
 
 @pytest.fixture
@@ -179,12 +172,9 @@ def test_no_control_cache_neither_reads_nor_writes(setup, tmp_path, twin_forward
 
 # --- under torchrun: rank 0 reads and writes, every rank follows its answer --------------------------------------
 def _rank_main(rank, world_size, rendezvous, checkpoint, corpus, folder, report):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world_size)
-    try:
+    with gloo_rank(rank, world_size, rendezvous) as ranks:
         encoder = open_encoder(str(checkpoint))
         sequences = probing_sequences(encoder, load_corpus(str(corpus), progress=False))
-        ranks = Ranks(rank=rank, world_size=world_size, grouped=True)
         counted = []
         run = storeless._Pass.run
         storeless._Pass.run = lambda self, model, batch, hooks: (
@@ -198,8 +188,6 @@ def _rank_main(rank, world_size, rendezvous, checkpoint, corpus, folder, report)
                                           control_cache=folder))
             tables[-1].to_csv(f"{report}.{rank}.{len(tables)}.csv", index=False)
             Path(f"{report}.{rank}.{len(tables)}").write_text(str(len(counted)))
-    finally:
-        dist.destroy_process_group()
 
 
 @pytest.mark.slow

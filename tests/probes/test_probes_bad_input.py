@@ -7,16 +7,10 @@ The other rooms' cases are in their own folders' test_*_bad_input.py.
 import warnings
 
 import pytest
-import torch
 
 from conftest import write_synthetic_corpus
 from dstg_interp.cli.probe import compact_table
 from probes.positions import SmallSampleWarning, probe_positions
-
-torch.set_num_threads(1)
-
-
-pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- 6. statistics that mislead -------------------------------------------------------------------

@@ -8,24 +8,21 @@ ranks, as tests/store/test_store_distributed.py does for extraction.
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from conftest import tiny_model
 from dstg_interp.cli.probe import main as probe_main
-from dstg_interp.data import load_corpus, train_tokenizer
+from dstg_interp.data import load_corpus
 from dstg_interp.encoders import open_encoder
-from dstg_interp.store.distributed import OtherRankFailed, PeerLost, Ranks
 from probes.positions import PositionProbeConfig, probe_positions, probe_sequences, probing_sequences
+from gloo_ranks import report_rank_outcome
 from probes.statistics import PartStatistics
-from reliability_setup import assert_interrupted, assert_one_line_error, run_main, self_signalled, subprocess_env
-from conftest import write_synthetic_corpus
+from reliability_setup import (assert_interrupted, assert_one_line_error, make_tiny_setup, run_main, self_signalled,
+                               subprocess_env)
 
 torch.set_num_threads(1)
 TOLERANCE = 1e-8  # issue #39: the two routes agree to this, column by column
@@ -34,14 +31,14 @@ TOLERANCE = 1e-8  # issue #39: the two routes agree to this, column by column
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """A 50-document synthetic corpus (10 held out: intervals defined) and a tiny DSTG checkpoint."""
-    root = tmp_path_factory.mktemp("storeless")
-    corpus = write_synthetic_corpus(root / "corpus", n_docs=50)
-    tokenizer = train_tokenizer(load_corpus(str(corpus), progress=False), vocab_size=120)
-    model = tiny_model("dstg", vocab_size=tokenizer.get_vocab_size(), max_positions=64)
-    with torch.no_grad():  # an AP table linear in position along one axis: something for the probes to find
+    return make_tiny_setup(tmp_path_factory.mktemp("storeless"), n_docs=50, vocab_size=120, name="dstg",
+                           prepare=linear_ap_table)
+
+
+def linear_ap_table(model) -> None:
+    """An AP table linear in position along one axis: something for the probes to find."""
+    with torch.no_grad():
         model.ap_embed.weight[:, 0] = torch.linspace(-1, 1, 64)
-    model.save(root / "dstg", tokenizer=tokenizer)
-    return root / "dstg", corpus
 
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
@@ -333,26 +330,16 @@ def test_statistics_summed_in_part_order_in_pieces_and_after_a_read_are_the_dire
 
 # --- under torchrun: statistics summed over ranks -------------------------------------------------
 def _rank_main(rank, world_size, rendezvous, checkpoint, corpus, fail, report):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world_size)
-    try:
+    def work(ranks):
         encoder = open_encoder(str(checkpoint))
         sequences = probing_sequences(encoder, load_corpus(str(corpus), progress=False))
         if rank == 1 and fail:
             sequences = FailingSequences(sequences, fail)
         table = probe_sequences(encoder, sequences, PositionProbeConfig(task="segment", n_boot=100), model_name="m",
-                                ranks=Ranks(rank=rank, world_size=world_size, grouped=True), batch_size=4)
+                                ranks=ranks, batch_size=4)
         table.to_csv(f"{report}.{rank}.csv", index=False)
-        outcome = "ok"
-    except OtherRankFailed:
-        outcome = "other rank failed"
-    except PeerLost:
-        outcome = "peer lost"
-    except RuntimeError as err:
-        outcome = f"own error: {err}"
-    finally:
-        dist.destroy_process_group()
-    Path(f"{report}.{rank}").write_text(outcome)
+
+    report_rank_outcome(rank, world_size, rendezvous, report, work)
 
 
 class FailingSequences:

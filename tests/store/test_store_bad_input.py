@@ -6,17 +6,11 @@ The other rooms' cases are in their own folders' test_*_bad_input.py.
 """
 
 import pytest
-import torch
 
 from dstg_interp import StoreError, extract, load_model
 from dstg_interp.data import load_corpus
 from dstg_interp.store import ActivationStore
 from dstg_interp.store.config import ExtractionConfig
-
-torch.set_num_threads(1)
-
-
-pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- bad content ----------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from conftest import tiny_model, write_synthetic_corpus
@@ -17,7 +16,7 @@ from dstg_interp import ActivationStore, extract
 from dstg_interp.data import load_corpus, train_tokenizer
 from dstg_interp.store.attention import AttentionAccumulator
 from dstg_interp.cli.cache import main as cli_main
-from dstg_interp.store.distributed import OtherRankFailed, Ranks
+from gloo_ranks import report_rank_outcome
 from test_store_format import V1Sequences
 
 torch.set_num_threads(1)  # what torchrun gives each rank: the same kernels on both sides of a comparison
@@ -79,22 +78,13 @@ def test_two_gloo_ranks_write_the_one_process_store(launcher, checkpoint_and_cor
 
 def _rank_main(rank, world_size, rendezvous, out, fail_rank, sequences, report):
     """One rank of an in-process gloo job; records what extract did on this rank in ``report``."""
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world_size)
-    try:
+
+    def work(ranks):
         model = tiny_model("dstg").eval()
-        if rank == fail_rank:
-            sequences = FailingSequences(sequences)
-        extract(model, sequences, out, batch_size=1, progress=False, attention_summaries=True,
-                ranks=Ranks(rank=rank, world_size=world_size, grouped=True))
-        outcome = "ok"
-    except OtherRankFailed:
-        outcome = "other rank failed"
-    except RuntimeError as err:
-        outcome = f"own error: {err}"
-    finally:
-        dist.destroy_process_group()
-    Path(f"{report}.{rank}").write_text(outcome)
+        extract(model, FailingSequences(sequences) if rank == fail_rank else sequences, out, batch_size=1,
+                progress=False, attention_summaries=True, ranks=ranks)
+
+    report_rank_outcome(rank, world_size, rendezvous, report, work)
 
 
 class FailingSequences:

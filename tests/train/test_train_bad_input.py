@@ -6,18 +6,12 @@ The other rooms' cases are in their own folders' test_*_bad_input.py.
 """
 
 import pytest
-import torch
 
 from dstg_interp import CheckpointError
 from dstg_interp.data import DataError, load_corpus
 from dstg_interp.cli.train import main as train_main
 from dstg_interp.train import TrainConfig, read_resume_state, train, truncate_log
 from reliability_setup import assert_one_line_error, run_main
-
-torch.set_num_threads(1)
-
-
-pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- bad content ----------------------------------------------------------------------------------

@@ -8,19 +8,11 @@ The other rooms' cases are in their own folders' test_*_bad_input.py.
 import shutil
 from pathlib import Path
 
-import pytest
-import torch
-
 from dstg_interp.cli.probe import main as probe_main
 from dstg_interp.cli.holmes import main as holmes_main
-from reliability_setup import assert_one_line_error, run_main
+from reliability_setup import FIXTURES, assert_one_line_error, run_main
 
-torch.set_num_threads(1)
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 FIXTURE = FIXTURES / "holmes" / "benchmark"
-
-
-pytestmark = pytest.mark.usefixtures("private_cache")  # DSTG_CACHE in the test's own folder (conftest)
 
 
 # --- nonsense values ------------------------------------------------------------------------------

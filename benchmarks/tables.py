@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 README = HERE / "README.md"
 PERFORMANCE = HERE.parent / "docs" / "performance.md"  # its expectations table comes from the same results
-DOCUMENTS = (README, PERFORMANCE)
+DOCUMENTS = (README, PERFORMANCE, HERE.parent / "README.md")  # the project README: the main job's times
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 
@@ -56,8 +56,9 @@ def models() -> str:
     return grid(["model", "call", "tokens/s", "× HF"], rows) + "\n\n" + source("models", result)
 
 
-def train_loop() -> str:
-    result = load("train_loop")
+def train_loop(name: str = "train_loop") -> str:
+    """bench_train_loop.py (float32): the loop, the bare step, HF and dstg-train as typed, per variant and mode."""
+    result = load(name)
     by = {(r["variant"], r["compiled"]): r for r in result["rows"]}
     rows = []
     for variant in dict.fromkeys(r["variant"] for r in result["rows"]):
@@ -77,7 +78,7 @@ def train_loop() -> str:
     header = ["variant", "loop, eager", "loop, compiled", "bare step, eager / compiled", "HF step (eager; compiled run)",
               "loop / HF, eager", "loop / HF, compiled", "dstg-train, eager / compiled", "budget batches, eager / compiled",
               "loop / bare step, compiled: fixed / budget"]
-    return grid(header, rows) + "\n\n" + source("train_loop", result)
+    return grid(header, rows) + "\n\n" + source(name, result)
 
 
 def train_loop_bf16(name: str = "train_loop_bf16") -> str:
@@ -267,6 +268,14 @@ def probe_cli() -> str:
     return text + "\n\n" + source("probe_cli", result)
 
 
+def main_job_times() -> str:
+    """The project README's sentence on how long command 1 takes (bench_probe_cli.py's best rounds)."""
+    result = load("probe_cli")
+    first, rerun = result["best"]["storeless"]["seconds"], result["best"]["storeless, rerun (control reused)"]["seconds"]
+    return (f"`dstg-probe --task segment` took {first:.1f} s on 2 cores ({rerun:.1f} s on a rerun, reusing the "
+            f"control's R²; {result['machine']['started'][:10]}, [benchmarks](benchmarks/README.md)).")
+
+
 def figures() -> str:
     """bench_figures.py: a figure script as typed, under a pseudo-terminal, against the plain forward."""
     if not (RESULTS / "figures.json").exists():
@@ -327,12 +336,13 @@ def stages(name: str = "stages") -> str:
                 rows) + "\n\n" + source(name, result)
 
 
-RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_bf16": train_loop_bf16,
+RENDERERS = {"models": models, "train_loop": train_loop, "train_loop_round5": lambda: train_loop("train_loop_round5"), "train_loop_bf16": train_loop_bf16,
              "train_loop_bf16_baselines": lambda: train_loop_bf16("train_loop_bf16_baselines"), "training": training, "ridge": ridge, "store": store,
              "probe_store": probe_store, "holmes": holmes,
              "loop_overhead": loop_overhead, "step_profile": step_profile, "scaling": scaling,
              "scaling_kept": lambda: scaling("scaling_kept"), "scaling_extract": lambda: scaling("scaling_extract"),
-             "probe_cli": probe_cli, "expectations": expectations, "figures": figures, "stages": stages, "stages_20k": lambda: stages("stages_20k")}
+             "probe_cli": probe_cli, "expectations": expectations, "figures": figures,
+             "main_job_times": main_job_times, "stages": stages, "stages_20k": lambda: stages("stages_20k")}
 
 
 def rebuilt(text: str) -> str:

@@ -4,8 +4,8 @@
     for batch in progress_bar(batches, desc="extract dstg", unit="batch", disable=not progress): ...
     with progress_bar(total=n_bytes, unit="B", unit_scale=True, desc="fetch wikipedia") as bar: bar.update(k)
 
-On a terminal it is tqdm's bar, redrawn in place at most every 0.5 s (at 100 columns when the terminal reports
-a width of 0, where tqdm would draw nothing), and at least every 2 s: a heartbeat thread redraws its elapsed
+On a terminal it is tqdm's bar, redrawn in place at most every 0.5 s (at 100 columns and 24 rows when the
+terminal reports a size of 0, where tqdm would draw nothing), and at least every 2 s: a heartbeat thread redraws its elapsed
 time while one long step (a batch, a document) holds the count.  When stderr is not a terminal (a log file, a pipe, CI), each
 redraw is a line of its own and comes every ``LOG_INTERVAL_S`` seconds, no more and (the heartbeat) no less: a
 few lines per bar, never hundreds of carriage-return updates.
@@ -25,6 +25,7 @@ LOG_INTERVAL_S = 8.0  # the longest a bar stays silent in a log (stderr not a te
 TERMINAL_INTERVAL_S = 0.5
 TERMINAL_HEARTBEAT_S = 2.0  # on a terminal a bar's elapsed time moves at least this often
 FALLBACK_COLUMNS = 100
+FALLBACK_ROWS = 24  # tqdm hides every bar at or below a terminal's last row, so a reported height of 0 hides them all
 
 
 class LineStream:
@@ -50,12 +51,14 @@ def _is_terminal(stream) -> bool:
         return False
 
 
-def _terminal_columns(stream) -> int | None:
-    """None (tqdm measures it) unless the terminal says it is 0 columns wide, as some recorders do."""
+def _terminal_size(stream) -> tuple[int | None, int | None]:
+    """(columns, rows) for tqdm: None where the terminal reports a size (tqdm measures it), the fallback where it
+    says 0, as pseudo-terminals opened without a size and some recorders do."""
     try:
-        return None if os.get_terminal_size(stream.fileno()).columns > 0 else FALLBACK_COLUMNS
+        size = os.get_terminal_size(stream.fileno())
     except (AttributeError, OSError, ValueError):
-        return None
+        return None, None
+    return (None if size.columns > 0 else FALLBACK_COLUMNS), (None if size.lines > 0 else FALLBACK_ROWS)
 
 
 class Bar(std_tqdm):
@@ -96,7 +99,9 @@ def progress_bar(iterable=None, **kwargs) -> tqdm:
         return tqdm(iterable, **kwargs)
     if _is_terminal(stream):
         kwargs.setdefault("mininterval", TERMINAL_INTERVAL_S)
-        kwargs.setdefault("ncols", _terminal_columns(stream))
+        columns, rows = _terminal_size(stream)
+        kwargs.setdefault("ncols", columns)
+        kwargs.setdefault("nrows", rows)
         return Bar(iterable, file=stream, heartbeat_s=TERMINAL_HEARTBEAT_S, **kwargs)
     kwargs.setdefault("mininterval", LOG_INTERVAL_S)
     kwargs.setdefault("ncols", FALLBACK_COLUMNS)

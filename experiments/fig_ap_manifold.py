@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from dstg_interp import load_hf_encoder, open_encoder
 from dstg_interp.analysis.geometry import SEQUENCE_SETS, layer_statistics, sequence_lengths_of, sequence_selection
@@ -90,7 +90,7 @@ class ApManifoldConfig(SeedsFigureConfig):
 
 
 def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: bool,
-                          n_projections: int = DEFAULT_PROJECTIONS) -> tuple[list, list, dict]:
+                          n_projections: int = DEFAULT_PROJECTIONS, progress: bool = False) -> tuple[list, list, dict]:
     """Spectra of every learned position table (+ one random table of each shape), width-matched to the
     narrowest zoo table; notes on what was skipped."""
     spectra, random_spectra, notes = [], [], {}
@@ -111,7 +111,7 @@ def learned_table_spectra(inputs, seed: int, n_control_draws: int, with_minilm: 
     rng = np.random.default_rng(seed)
     first = min((s for _, s, _ in members.values()), default=0)
     width = match_width(tables[name] for name in members)
-    for name, table in tables.items():
+    for name, table in progress_bar(tables.items(), desc="table spectra", total=len(tables), disable=not progress):
         spectrum = analyze_table(table, name=name, n_control_draws=n_control_draws, seed=seed, match_width=width,
                                  n_projections=n_projections)
         if name in members:
@@ -154,7 +154,7 @@ def member_bases(inputs, name: str, path, min_count: int, sequences: str, store:
         source = model_store(inputs, name, progress=progress, model=path)
         chosen, below = sequence_selection(sequence_lengths_of(source.labels), sequences, min_count)
         return {(layer, subspace): position_basis(source, layer, subspace, max_positions=below,
-                                                  min_documents=min_count, sequences=chosen)
+                                                  min_documents=min_count, sequences=chosen, control_draws=0)
                 for layer in source.layers if isinstance(layer, int) for subspace in source.subspaces}
     encoder = open_encoder(inputs.models[name] if path is None else path)
     every = probing_sequences(encoder, inputs.documents)  # the sequences dstg-probe's store holds
@@ -163,7 +163,8 @@ def member_bases(inputs, name: str, path, min_count: int, sequences: str, store:
     subspaces = [subspace for subspace in ALL_SUBSPACES if subspace in encoder.subspaces]  # a store's order
     statistics = layer_statistics(encoder, every if chosen is None else every.select(chosen), layers, subspaces,
                                   progress=progress, desc=f"sum states {name}", positions_below=below)
-    return {(layer, subspace): basis_from_statistics(statistics[(layer, subspace)], min_count, f"layer {layer} {subspace}")
+    return {(layer, subspace): basis_from_statistics(statistics[(layer, subspace)], min_count, f"layer {layer} {subspace}",
+                                                     control_draws=0)  # the spectra below carry the controls
             for layer in layers for subspace in subspaces}
 
 
@@ -180,21 +181,21 @@ def layer_state_spectra(inputs, min_count: int, seed: int, n_control_draws: int,
     spectra = []
     members = [(name, None, *inputs.member(name)) for name in inputs.models]
     members += [(name, path, name, 0) for name, path in (references or {}).items()]
-    for name, path, variant, model_seed in tqdm(members, desc="layer spectra", disable=not progress):
+    for name, path, variant, model_seed in progress_bar(members, desc="layer spectra", disable=not progress):
         bases = member_bases(inputs, name, path, min_count, sequences, store, progress)
         layers = sorted({layer for layer, _ in bases})
-        for layer in layers:
-            for subspace in dict.fromkeys(subspace for key_layer, subspace in bases if key_layer == layer):
-                basis = bases[(layer, subspace)]
-                spectrum = analyze_table(basis.means, name=f"{name} L{layer} {subspace}", positions=basis.positions,
-                                         n_control_draws=n_control_draws, seed=seed,
-                                         match_width=min(width or basis.means.shape[1], basis.means.shape[1]),
-                                         n_projections=n_projections)
-                spectrum.summary.update(model=variant, seed=model_seed, layer=int(layer), subspace=subspace,
-                                        last_layer=layer == layers[-1], group=f"{variant} L{layer} {subspace}",
-                                        sequences=sequences,
-                                        **{key: basis.summary[key] for key in BASIS_COLUMNS})
-                spectra.append(spectrum)
+        for layer, subspace in progress_bar(sorted(bases, key=lambda key: key[0]), desc=f"spectra {name}", leave=False,
+                                    disable=not progress):  # by layer, each layer's subspaces in their order
+            basis = bases[(layer, subspace)]
+            spectrum = analyze_table(basis.means, name=f"{name} L{layer} {subspace}", positions=basis.positions,
+                                     n_control_draws=n_control_draws, seed=seed,
+                                     match_width=min(width or basis.means.shape[1], basis.means.shape[1]),
+                                     n_projections=n_projections)
+            spectrum.summary.update(model=variant, seed=model_seed, layer=int(layer), subspace=subspace,
+                                    last_layer=layer == layers[-1], group=f"{variant} L{layer} {subspace}",
+                                    sequences=sequences,
+                                    **{key: basis.summary[key] for key in BASIS_COLUMNS})
+            spectra.append(spectrum)
     return spectra
 
 
@@ -216,6 +217,16 @@ def plot_position_share(layers: pd.DataFrame, out) -> dict:
                                   "chance_share": layers[["model", "seed", "layer", "subspace", "chance_share"]]})
 
 
+def draw_spectra(drawing, prefix: str, spectra: list, curves: list, out) -> None:
+    """``<prefix>_scree``, ``_pc_curves`` (of ``curves``) and ``_dct``, each named on the ``drawing`` bar as it is
+    drawn and counted on it when written."""
+    for stem, plot, drawn in (("scree", plot_scree, spectra), ("pc_curves", plot_pc_curves, curves),
+                              ("dct", plot_dct_power, spectra)):
+        drawing.set_postfix_str(f"{prefix}_{stem}")
+        plot(drawn, out, stem=f"{prefix}_{stem}")
+        drawing.update()
+
+
 def run(config: ApManifoldConfig) -> dict:
     started = time.perf_counter()
     progress = not config.quiet
@@ -224,28 +235,29 @@ def run(config: ApManifoldConfig) -> dict:
 
     with_minilm = not (config.no_minilm or config.tiny or inputs.given)
     tables, random_tables, notes = learned_table_spectra(inputs, config.seed, config.control_draws,
-                                                        with_minilm=with_minilm, n_projections=config.projections)
+                                                        with_minilm=with_minilm, n_projections=config.projections,
+                                                        progress=progress)
     width = min((s.summary["matched_width"] for s in tables if "matched_width" in s.summary), default=None)
     entangled = stream_notes(inputs)
     say_not_applicable("fig_ap_manifold", notes, entangled, quiet=config.quiet)
+    drawing = progress_bar(total=7 if tables else 4, desc="figures", disable=not progress)  # each a PNG + PDF
     if tables:  # every seed drawn: the figures group a table's seeds (summary "group")
-        plot_scree(tables + random_tables, config.out, stem="tables_scree")
-        plot_pc_curves(tables, config.out, stem="tables_pc_curves")
-        plot_dct_power(tables + random_tables, config.out, stem="tables_dct")
+        draw_spectra(drawing, "tables", tables + random_tables, tables, config.out)
 
     references = {MINILM: fetch_minilm()} if with_minilm and "minilm" not in notes else {}
     layers = layer_state_spectra(inputs, min_count, config.seed, config.control_draws, progress, width,
                                  config.projections, references, config.sequences, config.store)
     last = [s for s in layers if s.summary["last_layer"]]
-    plot_scree(last, config.out, stem="layers_scree")
-    plot_pc_curves(last, config.out, stem="layers_pc_curves")
-    plot_dct_power(last, config.out, stem="layers_dct")
+    draw_spectra(drawing, "layers", last, last, config.out)
 
     summary = spectra_table(tables + random_tables + layers)
     summary.insert(0, "source", ["learned table"] * len(tables) + ["random table"] * len(random_tables)
                    + ["layer states"] * len(layers))
     summary.to_csv(config.out / "spectra.csv", index=False)
+    drawing.set_postfix_str("layers_position_share")
     plot_position_share(summary[summary.source == "layer states"], config.out)
+    drawing.update()
+    drawing.close()
     save_config(config, "experiments/fig_ap_manifold.py", min_count_used=min_count, inputs=inputs.description,
                 notes=notes, **({"stream_notes": entangled} if entangled else {}), wall_s=round(time.perf_counter() - started, 1))
     if progress:

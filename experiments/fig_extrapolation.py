@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from dstg_interp.analysis.extrapolate import METHODS, extend_positions, fit_ap_curve, with_max_positions
 from dstg_interp.analysis.length_eval import long_windows, mlm_by_position
@@ -98,7 +98,7 @@ def evaluate_length(models: dict, documents, length: int, config: ExtrapolationF
         return cut[key]
 
     mlm_tables, probe_tables = [], []
-    for name, method, model in tqdm(list(arms(models, length)), desc=f"{length}-token arms", disable=config.quiet):
+    for name, method, model in progress_bar(list(arms(models, length)), desc=f"{length}-token arms", disable=config.quiet):
         windows = windows_of(models[name])
         chunk = trained if method == "chunked" else None
         mlm = mlm_by_position(model, windows, bucket_width=config.bucket_width, n_draws=config.n_draws, seed=config.seed,

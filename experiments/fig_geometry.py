@@ -77,7 +77,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from dstg_interp.analysis.geometry import (FILLER, MIN_POSITION_R2, OUTLIER_SD, SEQUENCE_SETS, STRESS_CONTROL_DRAWS,
                                            layer_statistics, sequence_lengths_of, sequence_selection, start_end_bias,
@@ -305,7 +305,7 @@ def run(config: GeometryConfig) -> dict:
     min_count = config.min_count or (TINY_MIN_COUNT if config.tiny else MIN_COUNT)
     inputs = inputs_for(config, n_docs=config.n_docs, floor=config.model is None)  # the zoo's NoPE floor: a reference
     rows, entropies, biases, found, probes = [], [], [], {}, []
-    for name in tqdm(list(inputs.models), desc="geometry", disable=not progress):
+    for name in progress_bar(list(inputs.models), desc="geometry", disable=not progress):
         encoder = inputs.encoder(name)  # opened once: every number of the model reads it
         rows += model_rows(inputs, name, encoder, config, min_count, progress)
         entropies.append(entropy_rows(inputs, name, encoder, config.tiny))

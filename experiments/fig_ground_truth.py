@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from dstg_interp.analysis import ground_truth as gt
 from dstg_interp.encoders import EncoderError, open_encoder
@@ -159,7 +159,7 @@ def run(config: GroundTruthFigureConfig) -> dict:
     # a model without an AP stream finds as many directions as the DSTG models beside it hold (the error bar)
     k_untrue = next((e.config.d_ap for e in encoders.values() if {"sem", "ap"} <= set(e.subspaces)), ZOO_K)
     tables = []
-    for name in tqdm(members, desc="ground truth", disable=config.quiet):
+    for name in progress_bar(members, desc="ground truth", disable=config.quiet):
         table = member_scores(encoders[name], config, inputs.documents, k_untrue)
         if len(table):  # empty: boundless DAS alone on a model without the truth
             tables.append(with_member_columns(table, inputs, name))

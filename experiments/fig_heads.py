@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from dstg_interp.analysis.heads import (DOMINANT_SHARE, classify_heads, head_stats_from_store, layer_permutation_test,
                                         threshold_sweep)
@@ -69,7 +69,7 @@ def head_labels(inputs, progress: bool, members: list | None = None) -> pd.DataF
     """The classified head table of every zoo member (``model`` = variant, ``seed`` = training seed), from its
     store's attention summaries; ``members``: these only."""
     tables = []
-    for name in tqdm(list(inputs.models) if members is None else members, desc="heads", disable=not progress):
+    for name in progress_bar(list(inputs.models) if members is None else members, desc="heads", disable=not progress):
         store = attention_store(inputs, name, progress=progress)
         stats = head_stats_from_store(store, model_name=name)
         stats["n_documents"] = len(store.documents)

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from dstg_interp.plots import plot_r2_by_layer
 from dstg_interp.model.checkpoint import ZOO_FLOOR, ZOO_NAMES
@@ -88,7 +88,7 @@ def probe_all(inputs, config: ProbesFigureConfig) -> pd.DataFrame:
         if config.variants is not None and inputs.member(name)[0] not in config.variants:
             continue
         stores = {}  # paragraph_windows -> (store, control): two stores per member, opened once
-        for task, segment in tqdm(PROBES, desc=f"probes {name}", disable=not progress):
+        for task, segment in progress_bar(PROBES, desc=f"probes {name}", disable=not progress):
             windows = reads_paragraph_windows(task, segment)
             if windows not in stores:
                 stores[windows] = (model_store(inputs, name, progress=progress, paragraph_windows=windows),

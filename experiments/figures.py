@@ -16,6 +16,7 @@ import importlib
 import sys
 from dataclasses import dataclass
 
+from dstg_interp.cli.entry import ImportNotice
 from dstg_interp.cli.help_text import print_stored_help
 from dstg_interp.cli.shell import EXIT_ERROR, EXIT_INTERRUPTED, run_cli
 
@@ -87,12 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: no figure named {name!r}; choose one of {', '.join(FIGURES)} ({PROG} lists them)",
               file=sys.stderr)
         return EXIT_ERROR
+    prog = f"{PROG} {name}"
+    slow_start = ImportNotice(prog)  # on a terminal, a line while the imports take more than a few seconds
     try:
         module = importlib.import_module(module_name)  # torch & co. load here, after Ctrl-C is ours
     except KeyboardInterrupt:
+        slow_start.stop()
         print(f"{PROG}: interrupted (Ctrl-C) while starting; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
-    prog = f"{PROG} {name}"
+    slow_start.stop()
     program, sys.argv[0] = sys.argv[0], prog  # argparse's usage line names the figure
     try:
         return run_cli(prog, lambda: module.main(flags) and 0)  # as each script's own run_as_command

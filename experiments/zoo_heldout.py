@@ -28,7 +28,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 from scipy.stats import chi2
-from tqdm.auto import tqdm
+from dstg_interp.progress import progress_bar
 
 from dstg_interp.data import build_structured_sequences, load_corpus
 from dstg_interp.evaluation import Unigram, mlm_accuracy
@@ -79,7 +79,7 @@ def heldout_table(inputs, config: ZooHeldoutConfig) -> pd.DataFrame:
     rows = []
     # each corpus is read once for all members (mlm_accuracy picks the held-out split of each)
     corpora = {} if inputs.tiny else {corpus: load_corpus(corpus, progress=False) for corpus in config.corpora}
-    for name in tqdm(list(inputs.models), desc="held-out MLM", disable=config.quiet):
+    for name in progress_bar(list(inputs.models), desc="held-out MLM", disable=config.quiet):
         variant, model_seed = inputs.member(name)
         model = inputs.models[name]
         for corpus in config.corpora:

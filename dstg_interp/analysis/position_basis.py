@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .spectra import TableSpectrum, analyze_table
+from .spectra import DEFAULT_CONTROL_DRAWS, TableSpectrum, analyze_table
 
 
 @dataclass
@@ -44,10 +44,11 @@ class PositionBasis:
 
 def position_basis(store, layer, subspace: str | None = None, max_positions: int | None = None,
                    min_documents: int = 5, exclude_special: bool = True, name: str | None = None,
-                   chunk_rows: int = 65536, sequences=None) -> PositionBasis:
+                   chunk_rows: int = 65536, sequences=None, control_draws: int = DEFAULT_CONTROL_DRAWS) -> PositionBasis:
     """The per-position mean basis of a store's (layer, subspace) states (module docstring); ``sequences``: the
     store's sequences (indices) to average over (None: all; ``analysis.geometry.balanced_selection`` picks ones
-    that hold every position below ``max_positions``)."""
+    that hold every position below ``max_positions``); ``control_draws``: Gaussian tables for the spectrum's
+    controls (0: the spectrum alone, for a caller that reads the means with controls of its own)."""
     states = store.states(layer, subspace)
     labels = store.labels
     keep = ~labels["is_special"].to_numpy() if exclude_special else np.ones(len(labels), bool)
@@ -84,13 +85,15 @@ def position_basis(store, layer, subspace: str | None = None, max_positions: int
     means = sums[kept] / counts[kept, None]
     standard_error = _between_document_error(doc_sums / doc_counts[:, None], key_position, means, kept, n_documents)
     label = name or f"layer {layer} {subspace or ''}".strip()
-    return _assembled(label, kept, means, standard_error, counts[kept], grand, squares, len(rows))
+    return _assembled(label, kept, means, standard_error, counts[kept], grand, squares, len(rows), control_draws)
 
 
-def _assembled(name: str, kept, means, standard_error, counts, grand, squares: float, n: int) -> PositionBasis:
+def _assembled(name: str, kept, means, standard_error, counts, grand, squares: float, n: int,
+               control_draws: int) -> PositionBasis:
     """The basis of the kept positions' ``means`` [P, d] (their ``standard_error`` and token ``counts``), with its
-    spectrum and summary; ``grand`` [d] and ``squares`` (a number): the sum and the summed squares of all ``n``
-    tokens read, dropped positions' included."""
+    spectrum (``control_draws`` Gaussian tables for its controls; 0: none, and no smooth controls) and summary;
+    ``grand`` [d] and ``squares`` (a number): the sum and the summed squares of all ``n`` tokens read, dropped
+    positions' included."""
     total = squares - float((grand**2).sum()) / n  # summed over dimensions
     between = float((counts[:, None] * (means - grand / n) ** 2).sum())
     centred = means - means.mean(axis=0)
@@ -99,17 +102,19 @@ def _assembled(name: str, kept, means, standard_error, counts, grand, squares: f
                "chance_share": (len(kept) - 1) / max(n - 1, 1),
                "mean_standard_error": float(standard_error.mean()),
                "mean_spread_of_means": float(centred.std(axis=0).mean())}
-    spectrum = analyze_table(means, name=name, positions=kept)
+    spectrum = analyze_table(means, name=name, positions=kept, n_control_draws=control_draws)
     summary.update({k: v for k, v in spectrum.summary.items() if not isinstance(v, (list, dict)) and k != "name"})
     return PositionBasis(name, kept, means, standard_error, counts, centred @ centred.T, spectrum, summary)
 
 
-def basis_from_statistics(statistics, min_documents: int = 5, name: str = "layer") -> PositionBasis:
+def basis_from_statistics(statistics, min_documents: int = 5, name: str = "layer",
+                          control_draws: int = DEFAULT_CONTROL_DRAWS) -> PositionBasis:
     """``position_basis`` from sums taken during a forward pass (``analysis.geometry.PositionStatistics``, e.g.
     ``layer_statistics``) instead of a store: the same means, counts, shares and spectrum; the standard error from
     each position's spread of token states, which is the between-document one when every document holds at most
     one token per position (sequences read from the documents' starts, one per document, as the probes read
-    them).  Positions held by fewer than ``min_documents`` tokens are dropped."""
+    them).  Positions held by fewer than ``min_documents`` tokens are dropped; ``control_draws`` as in
+    ``position_basis``."""
     counts = statistics.counts
     kept = np.flatnonzero(counts >= max(min_documents, 2))
     if len(kept) < 3:
@@ -119,7 +124,7 @@ def basis_from_statistics(statistics, min_documents: int = 5, name: str = "layer
     deviations = np.maximum(statistics.position_squares[kept] - held * means**2, 0.0)
     standard_error = np.sqrt(deviations / (held - 1) / held)
     return _assembled(name, kept, means, standard_error, counts[kept], statistics.sums.sum(axis=0),
-                      float(statistics.squares.sum()), statistics.n_tokens)
+                      float(statistics.squares.sum()), statistics.n_tokens, control_draws)
 
 
 def _between_document_error(doc_means, key_position, means, kept, n_documents) -> np.ndarray:

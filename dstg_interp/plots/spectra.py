@@ -5,7 +5,7 @@
 
 Every seed is drawn.  Spectra of one table across the seeds of a zoo variant carry the same ``group`` in their
 summary (``fig_ap_manifold`` sets it: the table's name without its seed) and a ``seed``; a figure draws each
-group once, every seed in it (overlaid lines, one panel per seed, or bars of the mean with a dot per seed), and
+group once, every seed in it (overlaid lines, one panel per seed, or steps of the mean with a dot per seed), and
 titles it with the mean [lowest, highest] over its seeds, or says "one seed".  A spectrum without a group is a
 group of one.
 """
@@ -176,7 +176,7 @@ def shown_bins(dct, n_bins: int, power: float = 0.95) -> int:
 
 
 def plot_dct_power(spectra, out_dir, stem: str = "dct_power", n_bins: int = 16) -> dict:
-    """Share of each leading PC's DCT-II power per bin, the low-frequency bins shaded; one panel per table (bars:
+    """Share of each leading PC's DCT-II power per bin, the low-frequency bins shaded; one panel per table (steps:
     the mean over its seeds, dots: each seed), at most three to a row.  Each panel draws its first ``n_bins``
     bins, or as many as hold 95% of every PC's power in any seed (``shown_bins``), so no panel is empty because
     its power lies beyond the default range."""
@@ -192,16 +192,18 @@ def plot_dct_power(spectra, out_dir, stem: str = "dct_power", n_bins: int = 16) 
         drawn = max(shown_bins(s.dct, n_bins) for s in members)
         tables = [s.dct[s.dct.bin < drawn] for s in members]
         pcs = sorted(tables[0].pc.unique())
-        width = 0.8 / max(len(pcs), 1)
         top = 0.1
         for i, pc in enumerate(pcs):
             per_seed = [t[t.pc == pc].set_index("bin").share for t in tables]
             mean = sum(per_seed) / len(per_seed)
-            offset = (i - (len(pcs) - 1) / 2) * width
-            ax.bar(mean.index + offset, mean.to_numpy(), width=width, color=color, alpha=1.0 - 0.45 * i, label=f"PC{pc}")
+            edges = np.append(mean.index.to_numpy(), mean.index[-1] + 1) - 0.5  # one step per bin, centred on it
+            # one artist per PC (a bar per bin made a wide table's hundreds of bins slow to draw): PC1 filled,
+            # the later PCs as outlines over it
+            ax.stairs(mean.to_numpy(), edges, fill=i == 0, color=color, alpha=0.85 if i == 0 else 1.0,
+                      linewidth=1.4, linestyle="-" if i < 2 else ":", label=f"PC{pc}")
             if len(members) > 1:
                 for shares in per_seed:
-                    ax.plot(shares.index + offset, shares.to_numpy(), ".", color="black", ms=2.5, alpha=0.7)
+                    ax.plot(shares.index, shares.to_numpy(), ".", color="black", ms=2.5, alpha=0.7)
             top = max(top, max(float(s.max()) for s in per_seed))
         first = members[0].summary
         k = first["n_low_bins"]
@@ -226,8 +228,8 @@ def plot_dct_power(spectra, out_dir, stem: str = "dct_power", n_bins: int = 16) 
                                               "low_freq_share_per_pc": s.summary["low_freq_share_per_pc"]}
                                      for s, t in zip(members, tables)}}
     fig.tight_layout()
-    caption(fig, "Bars: each leading PC's share of its DCT-II power per frequency bin, the mean over the table's seeds "
-                 "(dark: PC1, light: PC2); black dots: each seed. Grey band: the low-frequency bins the title's share "
+    caption(fig, "Steps: each leading PC's share of its DCT-II power per frequency bin, the mean over the table's seeds "
+                 "(filled: PC1; outline: PC2; dotted outline: PC3 and later); black dots: each seed. Grey band: the low-frequency bins the title's share "
                  "counts (bin 0 is empty after centring), as the mean [lowest, highest] over seeds; 'Gaussian': the "
                  "same share for a Gaussian table of equal shape; 'smooth q95': the 95th percentile of the stronger "
                  "structureless smooth control. A panel draws the bins that hold 95% of each PC's power (at least 16).")

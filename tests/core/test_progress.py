@@ -2,7 +2,11 @@
 the probe fits and the corpus fetch have bars whose count reaches its total."""
 
 import io
+import os
+import pty
 import re
+import select
+import subprocess
 import sys
 import time
 
@@ -66,3 +70,24 @@ def test_the_heartbeat_thread_redraws_a_bar_whose_step_is_long():
         assert log.getvalue().count("\n") >= lines + 2
         bar.update(2)
     assert "2/2" in log.getvalue().splitlines()[-1]
+
+
+def test_a_bar_draws_on_a_terminal_that_reports_no_size():
+    """A pseudo-terminal opened without a size reports 0 x 0; tqdm then hides every bar (each at or below the last
+    row), so the package gives it a fallback size and the bar is drawn."""
+    master, slave = pty.openpty()
+    code = "from dstg_interp.progress import progress_bar\nfor _ in progress_bar(range(3), desc='sized'): pass\n"
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=slave, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    output = b""
+    while select.select([master], [], [], 30)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # the child closed its side
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(master)
+    assert child.wait(timeout=60) == 0
+    assert b"sized: 100%" in output and b"3/3" in output

@@ -1,8 +1,8 @@
 """Rebuild the result tables of figures/REPORT.md and README.md from the gallery's CSV/JSON, so every number
 they quote comes from one file and the two never disagree.
 
-    python -m experiments.report                        # figures/ -> figures/REPORT.md, README.md, docs/training.md,
-                                                        # figures/recipe/DIAGNOSIS.md
+    python -m experiments.report                        # figures/ -> figures/REPORT.md, README.md and the recipe
+                                                        # studies' DIAGNOSIS.md, LEVERS.md, DATA_FORM.md
     python -m experiments.report --figures /tmp/gallery # a gallery elsewhere: only its own REPORT.md
 
 A table lives in a document between two markers, and only there:
@@ -683,7 +683,7 @@ TABLES = {
     **report_beyond.TABLES,  # patching, the logit lens, RoPE bands, the position / context decomposition
 }
 # documents beside README whose marked tables come from the repository's own gallery
-REPOSITORY_DOCUMENTS = [FIGURES_DIR.parent / "docs" / "training.md", FIGURES_DIR / "recipe" / "DIAGNOSIS.md",
+REPOSITORY_DOCUMENTS = [FIGURES_DIR / "recipe" / "DIAGNOSIS.md",
                         FIGURES_DIR / "recipe" / "LEVERS.md", FIGURES_DIR / "recipe" / "DATA_FORM.md"]
 BLOCK = re.compile(r"(<!-- report:(?P<name>[a-z0-9_]+) -->\n)(?P<body>.*?)(<!-- /report:(?P=name) -->)", re.DOTALL)
 

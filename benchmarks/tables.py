@@ -308,8 +308,9 @@ def fitted_seconds(rows: list[dict], rival: str, width: int, tokens: int) -> tup
 
 def expectations() -> str:
     """docs/performance.md: what a 20k / 100k / 1M-token run costs at widths 128 and 768 (bench_scaling.py's
-    cells, each rival in a process of its own, start-up excluded), measured where a cell was run, else fitted."""
-    name = "scaling"
+    cells, each rival in a process of its own, start-up excluded), measured where a cell was run, else fitted;
+    from ``scaling_round5`` (the run at exactly these sizes) where it is committed, else the full grid."""
+    name = "scaling_round5" if (RESULTS / "scaling_round5.json").exists() else "scaling"
     result = load(name)
     rivals = {"plain_forward": "plain forward", "storeless": "probes (storeless, the default)",
               "extract": "extraction to a store"}

@@ -57,14 +57,11 @@ def tiny_bert(folder: Path, minilm: Path) -> Path:
 
 def plain_forward_child(models: list[str]) -> None:
     """In its own process: each model's plain forward over the sequences the figure reads; one JSON line."""
-    import torch
-
     from dstg_interp.analysis.geometry import sequence_selection
     from dstg_interp.encoders import open_encoder
-    from dstg_interp.encoders.hooked import HookedEncoder
-    from dstg_interp.encoders.inputs import length_sorted_batches
     from experiments.fig_ap_manifold import ApManifoldConfig
     from experiments.figure_inputs import inputs_for
+    from forward_reference import timed_plain_forward
     from probes.positions import probing_sequences
 
     config = ApManifoldConfig(model=models, out=Path(tempfile.gettempdir()) / "unused")
@@ -74,17 +71,9 @@ def plain_forward_child(models: list[str]) -> None:
         encoder = open_encoder(inputs.models[name])
         every = probing_sequences(encoder, inputs.documents)
         chosen, _ = sequence_selection(every.lengths, config.sequences, config.min_count)
-        sequences = every if chosen is None else every.select(chosen)
-        tokens += int(sequences.lengths.sum())
-        start = time.perf_counter()
-        with torch.inference_mode():
-            for batch in length_sorted_batches(sequences.lengths, 32):  # layer_statistics' batch size
-                ids, mask = encoder.pad([sequences[int(i)]["input_ids"] for i in batch])
-                if isinstance(encoder, HookedEncoder):
-                    encoder.model(ids, attention_mask=mask, stop_at_layer=encoder.model.config.n_layers)
-                else:
-                    encoder.model(input_ids=ids, attention_mask=mask.long())
-        seconds += time.perf_counter() - start
+        taken, counted = timed_plain_forward(encoder, every if chosen is None else every.select(chosen),
+                                             batch_size=32)  # layer_statistics' batch size
+        seconds, tokens = seconds + taken, tokens + counted
     print(json.dumps({"plain_forward_s": seconds, "tokens": tokens}))
 
 

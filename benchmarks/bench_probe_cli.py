@@ -75,11 +75,9 @@ def run_once(argv: list[str], cache: Path, out: Path, environment: dict | None =
 def plain_forward_child(model: str, task: str) -> None:
     """In its own process: the model's plain forward over the sequences ``dstg-probe --task TASK`` reads (no hooks,
     no probes); prints one JSON line with the forward's seconds and the token count."""
-    import torch
-
     from dstg_interp.encoders import open_encoder
-    from dstg_interp.encoders.inputs import length_sorted_batches, sequence_lengths
     from dstg_interp.store.config import ExtractionConfig
+    from forward_reference import timed_plain_forward
     from probes.positions import (DEFAULT_CORPUS, PositionProbeConfig, probing_documents, probing_sequences,
                                   reads_paragraph_windows)
 
@@ -87,13 +85,8 @@ def plain_forward_child(model: str, task: str) -> None:
     encoder = open_encoder(model)
     sequences = probing_sequences(encoder, probing_documents(DEFAULT_CORPUS, None, progress=False),
                                   reads_paragraph_windows(config.task, config.segment))
-    lengths = sequence_lengths(sequences)
-    start = time.perf_counter()
-    with torch.inference_mode():
-        for batch in length_sorted_batches(lengths, ExtractionConfig.batch_size):
-            tokens, mask = encoder.pad([sequences[int(i)]["input_ids"] for i in batch])
-            encoder.model(tokens, attention_mask=mask, stop_at_layer=encoder.model.config.n_layers)
-    print(json.dumps({"plain_forward_s": time.perf_counter() - start, "tokens": int(lengths.sum())}))
+    seconds, tokens = timed_plain_forward(encoder, sequences, ExtractionConfig.batch_size)
+    print(json.dumps({"plain_forward_s": seconds, "tokens": tokens}))
 
 
 def plain_forward(model: str, task: str, cache: Path) -> dict:

@@ -314,11 +314,12 @@ def expectations() -> str:
     result = load(name)
     rivals = {"plain_forward": "plain forward", "storeless": "probes (storeless, the default)",
               "extract": "extraction to a store"}
+    sizes = (20_000, 100_000, 1_000_000)
     rows = []
     for width in (128, 768):
+        forward = [fitted_seconds(result["rows"], "plain_forward", width, tokens) for tokens in sizes]
         for rival, label in rivals.items():
-            cells = [fitted_seconds(result["rows"], rival, width, tokens) for tokens in (20_000, 100_000, 1_000_000)]
-            forward = [fitted_seconds(result["rows"], "plain_forward", width, t) for t in (20_000, 100_000, 1_000_000)]
+            cells = [fitted_seconds(result["rows"], rival, width, tokens) for tokens in sizes]
             rows.append([width, label] + [("–" if c is None else f"{c[0]:,.0f} s" + ("" if c[1] else "*")
                                            + ("" if rival == "plain_forward" or f is None else f" ({f[0] / c[0]:.2f}x)"))
                                           for c, f in zip(cells, forward)])

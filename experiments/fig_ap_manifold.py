@@ -217,11 +217,13 @@ def plot_position_share(layers: pd.DataFrame, out) -> dict:
                                   "chance_share": layers[["model", "seed", "layer", "subspace", "chance_share"]]})
 
 
+SPECTRA_STEMS = ("scree", "pc_curves", "dct")  # the figures of one set of spectra (draw_spectra), for tables and layers
+
+
 def draw_spectra(drawing, prefix: str, spectra: list, curves: list, out) -> None:
     """``<prefix>_scree``, ``_pc_curves`` (of ``curves``) and ``_dct``, each named on the ``drawing`` bar as it is
     drawn and counted on it when written."""
-    for stem, plot, drawn in (("scree", plot_scree, spectra), ("pc_curves", plot_pc_curves, curves),
-                              ("dct", plot_dct_power, spectra)):
+    for stem, plot, drawn in zip(SPECTRA_STEMS, (plot_scree, plot_pc_curves, plot_dct_power), (spectra, curves, spectra)):
         drawing.set_postfix_str(f"{prefix}_{stem}")
         plot(drawn, out, stem=f"{prefix}_{stem}")
         drawing.update()
@@ -240,7 +242,8 @@ def run(config: ApManifoldConfig) -> dict:
     width = min((s.summary["matched_width"] for s in tables if "matched_width" in s.summary), default=None)
     entangled = stream_notes(inputs)
     say_not_applicable("fig_ap_manifold", notes, entangled, quiet=config.quiet)
-    drawing = progress_bar(total=7 if tables else 4, desc="figures", disable=not progress)  # each a PNG + PDF
+    drawing = progress_bar(total=len(SPECTRA_STEMS) * (2 if tables else 1) + 1, desc="figures",  # each PNG + PDF
+                           disable=not progress)
     if tables:  # every seed drawn: the figures group a table's seeds (summary "group")
         draw_spectra(drawing, "tables", tables + random_tables, tables, config.out)
 
